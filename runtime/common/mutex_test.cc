@@ -1,0 +1,62 @@
+#include "runtime/common/mutex.h"
+
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ctrlhost::common {
+namespace {
+
+TEST(MutexTest, GuardsCounterAcrossThreads) {
+  Mutex mu;
+  int n = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        MutexLock lock(&mu);
+        ++n;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(n, 40000);
+}
+
+TEST(CondVarTest, SignalWakesWaiterAndTimeoutReportsTimedOut) {
+  Mutex mu;
+  CondVar cv;
+  bool ready = false;
+  std::thread producer([&] {
+    MutexLock lock(&mu);
+    ready = true;
+    cv.SignalAll();
+  });
+  {
+    MutexLock lock(&mu);
+    while (!ready) cv.Wait(&mu);
+  }
+  producer.join();
+  MutexLock lock(&mu);
+  EXPECT_TRUE(cv.WaitWithTimeout(&mu, absl::Milliseconds(1)));
+}
+
+TEST(RwMutexTest, ReadersShareWritersExclude) {
+  RwMutex mu;
+  int value = 0;
+  {
+    ReaderLock a(&mu);
+    ReaderLock b(&mu);  // a second reader does not block
+    EXPECT_EQ(value, 0);
+  }
+  {
+    WriterLock w(&mu);
+    value = 1;
+  }
+  ReaderLock r(&mu);
+  EXPECT_EQ(value, 1);
+}
+
+}  // namespace
+}  // namespace ctrlhost::common
