@@ -19,6 +19,7 @@
 #ifndef CTRLHOST_RUNTIME_KUBE_API_STATUS_H_
 #define CTRLHOST_RUNTIME_KUBE_API_STATUS_H_
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,31 +91,34 @@ inline constexpr absl::string_view kObjectModified =
     "the object has been modified; please apply your changes to the latest version and try "
     "again";
 // 422 Invalid `<Kind>.<group> "<name>" is invalid: <field>: <message>, ...`.
-absl::Status InvalidError(absl::string_view group, absl::string_view kind,
-                          absl::string_view name, std::vector<StatusCause> causes);
-absl::Status BadRequestError(absl::string_view message);                  // 400 BadRequest
-absl::Status UnauthorizedError(absl::string_view message);                // 401 Unauthorized
-absl::Status ForbiddenError(absl::string_view message);                   // 403 Forbidden
-absl::Status MethodNotAllowedError(absl::string_view message);            // 405 MethodNotAllowed
-absl::Status NotAcceptableError(absl::string_view message);               // 406 NotAcceptable
-absl::Status GoneError(absl::string_view message);                        // 410 Expired
-absl::Status RequestEntityTooLargeError(absl::string_view message);       // 413
-absl::Status UnsupportedMediaTypeError(absl::string_view message);        // 415
+absl::Status InvalidError(absl::string_view group, absl::string_view kind, absl::string_view name,
+                          std::vector<StatusCause> causes);
+absl::Status BadRequestError(absl::string_view message);             // 400 BadRequest
+absl::Status UnauthorizedError(absl::string_view message);           // 401 Unauthorized
+absl::Status ForbiddenError(absl::string_view message);              // 403 Forbidden
+absl::Status MethodNotAllowedError(absl::string_view message);       // 405 MethodNotAllowed
+absl::Status NotAcceptableError(absl::string_view message);          // 406 NotAcceptable
+absl::Status GoneError(absl::string_view message);                   // 410 Expired
+absl::Status RequestEntityTooLargeError(absl::string_view message);  // 413
+absl::Status UnsupportedMediaTypeError(absl::string_view message);   // 415
 absl::Status TooManyRequestsError(absl::string_view message, int retry_after_seconds);  // 429
-absl::Status InternalError(absl::string_view message);                    // 500 InternalError
-absl::Status ServiceUnavailableError(absl::string_view message);          // 503
-absl::Status TimeoutError(absl::string_view message);                     // 504 Timeout
+absl::Status InternalError(absl::string_view message);            // 500 InternalError
+absl::Status ServiceUnavailableError(absl::string_view message);  // 503
+absl::Status TimeoutError(absl::string_view message);             // 504 Timeout
 
 // The HTTP code and reason of a status (from the payload, else from the canonical code).
 int HttpCode(const absl::Status& status);
 std::string Reason(const absl::Status& status);
 StatusDetails Details(const absl::Status& status);
 
+// absl has IsNotFound / IsAlreadyExists too, and argument-dependent lookup finds them: always
+// call these qualified (`kube::IsNotFound(s)`), also inside namespace ctrlhost::kube. Unlike
+// absl's, they look at the Kubernetes reason, so a 409 Conflict is never "already exists".
 bool IsNotFound(const absl::Status& status);
 bool IsAlreadyExists(const absl::Status& status);
 bool IsConflict(const absl::Status& status);  // reason Conflict (not AlreadyExists)
 bool IsInvalid(const absl::Status& status);
-bool IsGone(const absl::Status& status);      // 410, reason Expired or Gone
+bool IsGone(const absl::Status& status);  // 410, reason Expired or Gone
 bool IsTooManyRequests(const absl::Status& status);
 
 // The metav1.Status object for a non-OK status:
