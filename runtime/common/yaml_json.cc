@@ -1,0 +1,198 @@
+#include "runtime/common/yaml_json.h"
+
+#include <cmath>
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ctrlhost::common {
+namespace {
+
+// YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
+const std::regex& IntRegex() {
+  static const std::regex* const r = new std::regex("^[-+]?[0-9]+$");
+  return *r;
+}
+const std::regex& OctRegex() {
+  static const std::regex* const r = new std::regex("^0o[0-7]+$");
+  return *r;
+}
+const std::regex& HexRegex() {
+  static const std::regex* const r = new std::regex("^0x[0-9a-fA-F]+$");
+  return *r;
+}
+const std::regex& FloatRegex() {
+  static const std::regex* const r =
+      new std::regex("^[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?$");
+  return *r;
+}
+
+nlohmann::json TypedScalar(const std::string& s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (std::regex_match(s, IntRegex())) {
+    int64_t i;
+    if (absl::SimpleAtoi(s, &i)) return i;
+    uint64_t u;
+    if (absl::SimpleAtoi(s, &u)) return u;
+    double d;
+    if (absl::SimpleAtod(s, &d)) return d;
+  }
+  if (std::regex_match(s, OctRegex())) {
+    return static_cast<int64_t>(std::stoll(s.substr(2), nullptr, 8));
+  }
+  if (std::regex_match(s, HexRegex())) {
+    uint64_t u;
+    if (absl::SimpleHexAtoi(s.substr(2), &u) && u <= INT64_MAX) return static_cast<int64_t>(u);
+  }
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf") return INFINITY;
+  if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -INFINITY;
+  if (std::regex_match(s, FloatRegex())) {
+    double d;
+    if (absl::SimpleAtod(s, &d)) return d;
+  }
+  return s;
+}
+
+absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
+  if (depth > 200) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("yaml: line ", node.Mark().line + 1, ": nesting deeper than 200 levels"));
+  }
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      // "!" marks a quoted or block scalar: always a string. "?" is a plain scalar.
+      if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return node.Scalar();
+      return TypedScalar(node.Scalar());
+    case YAML::NodeType::Sequence: {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const YAML::Node& item : node) {
+        auto v = Convert(item, depth + 1);
+        if (!v.ok()) return v.status();
+        arr.push_back(std::move(*v));
+      }
+      return arr;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json obj = nlohmann::json::object();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          return absl::InvalidArgumentError(absl::StrCat("yaml: line ", kv.first.Mark().line + 1,
+                                                         ": mapping keys must be scalars"));
+        }
+        const std::string& key = kv.first.Scalar();
+        if (obj.contains(key)) {
+          return absl::InvalidArgumentError(absl::StrCat("yaml: line ", kv.first.Mark().line + 1,
+                                                         ": key \"", key, "\" already set"));
+        }
+        auto v = Convert(kv.second, depth + 1);
+        if (!v.ok()) return v.status();
+        obj[key] = std::move(*v);
+      }
+      return obj;
+    }
+  }
+  return nullptr;
+}
+
+absl::Status ParseError(const YAML::Exception& e) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("yaml: line ", e.mark.line + 1, " column ", e.mark.column + 1, ": ", e.msg));
+}
+
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  if (!TypedScalar(s).is_string()) return true;  // would read back as null/bool/number
+  static const std::regex* const plain = new std::regex("^[A-Za-z0-9_./][A-Za-z0-9_./ -]*$");
+  if (!std::regex_match(s, *plain)) return true;
+  return s.back() == ' ' || s.find(" #") != std::string::npos;
+}
+
+void Emit(const nlohmann::json& v, YAML::Emitter& out) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::object:
+      out << YAML::BeginMap;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        out << YAML::Key;
+        if (NeedsQuotes(it.key())) out << YAML::DoubleQuoted;
+        out << it.key() << YAML::Value;
+        Emit(it.value(), out);
+      }
+      out << YAML::EndMap;
+      break;
+    case nlohmann::json::value_t::array:
+      if (v.empty()) {
+        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+        break;
+      }
+      out << YAML::BeginSeq;
+      for (const auto& item : v) Emit(item, out);
+      out << YAML::EndSeq;
+      break;
+    case nlohmann::json::value_t::string: {
+      const std::string& s = v.get_ref<const std::string&>();
+      // A literal block keeps exactly one trailing newline; other multi-line strings are
+      // double-quoted with escapes so they read back byte for byte.
+      if (s.find('\n') != std::string::npos && s.back() == '\n' &&
+          s.find("\n\n") == std::string::npos && s.find_first_of("\t\r") == std::string::npos &&
+          s.front() != ' ') {
+        out << YAML::Literal << s;
+      } else {
+        if (NeedsQuotes(s)) out << YAML::DoubleQuoted;
+        out << s;
+      }
+      break;
+    }
+    case nlohmann::json::value_t::null:
+      out << YAML::Null;
+      break;
+    case nlohmann::json::value_t::boolean:
+      out << (v.get<bool>() ? "true" : "false");
+      break;
+    default:
+      out << v.dump();
+      break;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml) {
+  auto docs = YamlDocumentsToJson(yaml);
+  if (!docs.ok()) return docs.status();
+  if (docs->empty()) return nullptr;
+  if (docs->size() > 1) {
+    return absl::InvalidArgumentError("yaml: expected one document, found several");
+  }
+  return std::move((*docs)[0]);
+}
+
+absl::StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(absl::string_view yaml) {
+  std::vector<nlohmann::json> out;
+  try {
+    for (const YAML::Node& doc : YAML::LoadAll(std::string(yaml))) {
+      auto v = Convert(doc, 0);
+      if (!v.ok()) return v.status();
+      if (!v->is_null()) out.push_back(std::move(*v));
+    }
+  } catch (const YAML::Exception& e) {
+    return ParseError(e);
+  }
+  return out;
+}
+
+std::string JsonToYaml(const nlohmann::json& value) {
+  YAML::Emitter out;
+  Emit(value, out);
+  std::string s = out.c_str();
+  s.push_back('\n');
+  return s;
+}
+
+}  // namespace ctrlhost::common

@@ -1,0 +1,34 @@
+// YAML <-> JSON conversion with YAML 1.2 core-schema typing.
+//
+// yaml-cpp hands out every scalar as a string; Kubernetes and our config files need real types
+// (`replicas: 3` is a number, `enabled: true` a boolean, `"3"` a string, `~`/`null` null).
+// Plain (unquoted) scalars are typed by the core schema; quoted or block scalars stay strings.
+//
+//   ASSIGN_OR_RETURN(nlohmann::json obj, common::YamlToJson(body));
+//   std::string yaml = common::JsonToYaml(obj);
+//
+// Errors name the line and column (1-based) of the problem.
+#ifndef CTRLHOST_RUNTIME_COMMON_YAML_JSON_H_
+#define CTRLHOST_RUNTIME_COMMON_YAML_JSON_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace ctrlhost::common {
+
+// One YAML document to JSON. An empty document is null. Several documents are an error.
+absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml);
+
+// Every document of a YAML stream ("---" separated), skipping empty ones.
+absl::StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(absl::string_view yaml);
+
+// A JSON value as block-style YAML. Strings that would read back as another type are quoted.
+std::string JsonToYaml(const nlohmann::json& value);
+
+}  // namespace ctrlhost::common
+
+#endif  // CTRLHOST_RUNTIME_COMMON_YAML_JSON_H_
