@@ -1,0 +1,48 @@
+#include "runtime/exe/cmd_apiserver.h"
+
+#include <limits>
+#include <optional>
+
+#include "runtime/exe/command.h"
+
+namespace ctrlhost::exe {
+
+void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values) {
+  flags
+      .AddString("data-dir", &values->data_dir,
+                 "Directory for the database, the generated CA and certificates and the "
+                 "kubeconfig; created if missing")
+      .ValueName("DIR");
+  flags.AddString("bind", &values->bind, "Address to listen on").ValueName("ADDRESS");
+  flags.AddInt("port", &values->port, 0, 65535, "Port to listen on; 0 picks a free port")
+      .ValueName("PORT");
+  flags.AddBool("insecure-http", &values->insecure_http,
+                "Serve plain HTTP instead of TLS (no encryption: local testing only)");
+  flags.AddEnum("storage-sync", &values->storage_sync, {"full", "normal"},
+                "SQLite durability: full acknowledges a write only once it is on disk; normal "
+                "is faster but a power loss may drop the last writes");
+  flags.AddInt("compaction-retain-revisions", &values->compaction_retain_revisions, 1,
+               std::numeric_limits<int32_t>::max(),
+               "Revisions of history kept for watches; a watch from an older resourceVersion "
+               "gets 410 Gone");
+  flags.AddBool("print-kubeconfig-path", &values->print_kubeconfig_path,
+                "Print the path of the kubeconfig written for kubectl on stdout once serving");
+}
+
+int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
+                        std::ostream& err) {
+  FlagSet flags("ctrlhost apiserver",
+                "Runs the embedded Kubernetes-compatible API server on its own: SQLite storage "
+                "in --data-dir, TLS with a self-signed CA generated on first start, bearer "
+                "token authentication, and a kubeconfig written for kubectl.");
+  ApiServerFlags values;
+  AddApiServerFlags(flags, &values);
+  CommonFlags common;
+  AddCommonFlags(flags, &common);
+  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
+  if (values.bind.empty()) return UsageError(flags.command(), "--bind must not be empty", err);
+
+  return Failure("the embedded API server is not built in yet", err);
+}
+
+}  // namespace ctrlhost::exe

@@ -1,0 +1,46 @@
+// `ctrlhost apiserver`: runs the embedded Kubernetes-compatible API server on its own, for
+// kubectl, client tests and development.
+//
+//   $ ctrlhost apiserver --data-dir /var/lib/ctrlhost --port 6443
+//
+// Thread-compatible: parsing happens on the main thread.
+#ifndef CTRLHOST_RUNTIME_EXE_CMD_APISERVER_H_
+#define CTRLHOST_RUNTIME_EXE_CMD_APISERVER_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "runtime/exe/flags.h"
+
+namespace ctrlhost::exe {
+
+// The command line of `ctrlhost apiserver`, with its defaults.
+struct ApiServerFlags {
+  // Where the SQLite database, the generated CA and certificates and the kubeconfig live.
+  std::string data_dir = ".ctrlhost";
+  // Address to listen on; loopback unless the user asks otherwise.
+  std::string bind = "127.0.0.1";
+  // 0 picks any free port (the chosen one is logged and written to the kubeconfig).
+  int64_t port = 6443;
+  // Plain HTTP instead of TLS; only on explicit request.
+  bool insecure_http = false;
+  // SQLite `PRAGMA synchronous`: "full" (nothing acknowledged before it is durable) or
+  // "normal" (faster; a power loss may drop the last commits, never corrupts).
+  std::string storage_sync = "full";
+  // Revisions of history kept for watches; older ones are compacted (a watch from before them
+  // gets 410 Gone).
+  int64_t compaction_retain_revisions = 10000;
+  // Print the path of the kubeconfig written for kubectl on stdout once serving.
+  bool print_kubeconfig_path = false;
+};
+
+// Declares the apiserver flags in `flags`, bound to `values`.
+void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values);
+
+int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace ctrlhost::exe
+
+#endif  // CTRLHOST_RUNTIME_EXE_CMD_APISERVER_H_

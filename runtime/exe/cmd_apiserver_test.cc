@@ -1,0 +1,62 @@
+#include "runtime/exe/cmd_apiserver.h"
+
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace ctrlhost::exe {
+namespace {
+
+TEST(ApiServerFlagsTest, Defaults) {
+  FlagSet flags("ctrlhost apiserver", "");
+  ApiServerFlags values;
+  AddApiServerFlags(flags, &values);
+  ASSERT_TRUE(flags.Parse({}).ok());
+  EXPECT_EQ(values.data_dir, ".ctrlhost");
+  EXPECT_EQ(values.bind, "127.0.0.1");
+  EXPECT_EQ(values.port, 6443);
+  EXPECT_FALSE(values.insecure_http);
+  EXPECT_EQ(values.storage_sync, "full");
+  EXPECT_EQ(values.compaction_retain_revisions, 10000);
+  EXPECT_FALSE(values.print_kubeconfig_path);
+}
+
+TEST(ApiServerFlagsTest, ParsesEveryFlag) {
+  FlagSet flags("ctrlhost apiserver", "");
+  ApiServerFlags values;
+  AddApiServerFlags(flags, &values);
+  ASSERT_TRUE(flags
+                  .Parse({"--data-dir=/d", "--bind", "0.0.0.0", "--port", "0", "--insecure-http",
+                          "--storage-sync", "normal", "--compaction-retain-revisions=5",
+                          "--print-kubeconfig-path"})
+                  .ok());
+  EXPECT_EQ(values.data_dir, "/d");
+  EXPECT_EQ(values.bind, "0.0.0.0");
+  EXPECT_EQ(values.port, 0);
+  EXPECT_TRUE(values.insecure_http);
+  EXPECT_EQ(values.storage_sync, "normal");
+  EXPECT_EQ(values.compaction_retain_revisions, 5);
+  EXPECT_TRUE(values.print_kubeconfig_path);
+}
+
+TEST(ApiServerFlagsTest, RejectsBadValues) {
+  FlagSet flags("ctrlhost apiserver", "");
+  ApiServerFlags values;
+  AddApiServerFlags(flags, &values);
+  EXPECT_EQ(flags.Parse({"--port", "70000"}).status().message(),
+            "--port must be between 0 and 65535, got 70000");
+  EXPECT_EQ(flags.Parse({"--storage-sync=off"}).status().message(),
+            "invalid value \"off\" for --storage-sync: must be one of full, normal");
+  EXPECT_EQ(flags.Parse({"--compaction-retain-revisions=0"}).status().message(),
+            "--compaction-retain-revisions must be between 1 and 2147483647, got 0");
+}
+
+TEST(ApiServerCommandTest, UsageErrorExitsTwo) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunApiServerCommand({"--prot", "1"}, out, err), kExitUsage);
+  EXPECT_TRUE(absl::StrContains(err.str(), "(did you mean --port?)")) << err.str();
+}
+
+}  // namespace
+}  // namespace ctrlhost::exe

@@ -1,0 +1,182 @@
+#include "runtime/exe/cmd_run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "runtime/exe/command.h"
+#include "runtime/exe/flags.h"
+
+namespace ctrlhost::exe {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status PathError(absl::string_view what, absl::string_view path, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " \"", path, "\": ", why));
+}
+
+// Why `path` cannot be used as a readable file (or directory), or OK.
+absl::Status CheckReadable(absl::string_view what, const std::string& path, bool directory) {
+  if (access(path.c_str(), directory ? (R_OK | X_OK) : R_OK) != 0) {
+    return PathError(what, path, "permission denied");
+  }
+  return absl::OkStatus();
+}
+
+bool IsOperatorFile(const fs::path& path) {
+  const std::string extension = path.extension().string();
+  return extension == ".yaml" || extension == ".yml";
+}
+
+absl::Status ResolveOperatorFiles(const std::string& file, RunPlan* plan) {
+  std::error_code error;
+  const fs::file_status status = fs::status(file, error);
+  if (error || !fs::exists(status)) {
+    return PathError("--file", file, "no such file or directory");
+  }
+  if (fs::is_regular_file(status)) {
+    if (absl::Status s = CheckReadable("--file", file, false); !s.ok()) return s;
+    plan->operator_files = {file};
+    return absl::OkStatus();
+  }
+  if (!fs::is_directory(status)) {
+    return PathError("--file", file, "not a regular file or a directory");
+  }
+  if (absl::Status s = CheckReadable("--file", file, true); !s.ok()) return s;
+  plan->from_directory = true;
+  // One level only: a directory of operator documents, not a tree.
+  for (fs::directory_iterator it(file, error), end; !error && it != end; it.increment(error)) {
+    std::error_code entry_error;
+    if (!it->is_regular_file(entry_error) || !IsOperatorFile(it->path())) continue;
+    const std::string path = it->path().string();
+    if (absl::Status s = CheckReadable("operator file", path, false); !s.ok()) return s;
+    plan->operator_files.push_back(path);
+  }
+  if (error) return PathError("--file", file, error.message());
+  if (plan->operator_files.empty()) {
+    return PathError("--file", file, "the directory contains no .yaml or .yml files");
+  }
+  std::sort(plan->operator_files.begin(), plan->operator_files.end());
+  return absl::OkStatus();
+}
+
+absl::Status ResolveKubeconfig(const RunFlags& flags,
+                               const std::optional<std::string>& kubeconfig_env, RunPlan* plan) {
+  if (!flags.kubeconfig.empty()) {
+    std::error_code error;
+    if (!fs::is_regular_file(flags.kubeconfig, error)) {
+      return PathError(
+          "--kubeconfig", flags.kubeconfig,
+          fs::exists(flags.kubeconfig, error) ? "not a regular file" : "no such file or directory");
+    }
+    if (absl::Status s = CheckReadable("--kubeconfig", flags.kubeconfig, false); !s.ok()) return s;
+    plan->kubeconfigs = {flags.kubeconfig};
+    plan->kubeconfig_source = "--kubeconfig";
+    return absl::OkStatus();
+  }
+  if (!kubeconfig_env.has_value() || kubeconfig_env->empty()) return absl::OkStatus();
+  // kubectl semantics: a colon-separated list; files that do not exist are skipped.
+  for (absl::string_view part : absl::StrSplit(*kubeconfig_env, ':', absl::SkipEmpty())) {
+    std::string path(part);
+    std::error_code error;
+    if (!fs::is_regular_file(path, error)) continue;
+    if (absl::Status s = CheckReadable("$KUBECONFIG file", path, false); !s.ok()) return s;
+    plan->kubeconfigs.push_back(path);
+  }
+  if (plan->kubeconfigs.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("$KUBECONFIG is \"", *kubeconfig_env,
+                     "\" but none of its files exist; unset it to use the embedded API server"));
+  }
+  plan->kubeconfig_source = "$KUBECONFIG";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
+                                const std::optional<std::string>& kubeconfig_env) {
+  RunPlan plan;
+  if (flags.data_dir.empty()) return absl::InvalidArgumentError("--data-dir must not be empty");
+  if (absl::Status s = ResolveOperatorFiles(flags.file, &plan); !s.ok()) return s;
+  if (absl::Status s = ResolveKubeconfig(flags, kubeconfig_env, &plan); !s.ok()) return s;
+  if (absl::Status s = ValidateHostPort("--metrics-addr", flags.metrics_addr, true); !s.ok()) {
+    return s;
+  }
+  plan.data_dir = flags.data_dir;
+  plan.admin_socket = flags.admin_socket.empty()
+                          ? (fs::path(flags.data_dir) / "admin.sock").string()
+                          : flags.admin_socket;
+  plan.metrics_addr = flags.metrics_addr;
+  return plan;
+}
+
+int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagSet flags("ctrlhost run",
+                "Runs the operators described by the Operator documents (apiVersion "
+                "ctrlhost.dev/v1alpha1) in --file: starts their controller plugins, watches the "
+                "objects they reconcile and applies what the plugins answer. Without a "
+                "kubeconfig the embedded API server runs in-process with its data in "
+                "--data-dir; with one, the host works against that cluster. The file or "
+                "directory is watched: changed documents update their operators and hot-swap "
+                "changed plugins.");
+  RunFlags values;
+  flags.AddString("file", &values.file, "Operator file, or a directory of .yaml/.yml files")
+      .Short('f')
+      .Required()
+      .ValueName("PATH");
+  flags
+      .AddString("kubeconfig", &values.kubeconfig,
+                 "Cluster to work against; $KUBECONFIG when unset; without either, the embedded "
+                 "API server")
+      .ValueName("PATH");
+  flags
+      .AddString("data-dir", &values.data_dir,
+                 "Directory for the embedded API server's data and the admin socket")
+      .ValueName("DIR");
+  flags
+      .AddString("admin-socket", &values.admin_socket,
+                 "Unix socket of the admin API used by \"ctrlhost plugin\" and \"ctrlhost dump\"")
+      .ValueName("PATH")
+      .DefaultText("<data-dir>/admin.sock");
+  flags
+      .AddString("metrics-addr", &values.metrics_addr,
+                 "Address of the Prometheus metrics and health endpoints")
+      .ValueName("HOST:PORT");
+  CommonFlags common;
+  AddCommonFlags(flags, &common);
+  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
+
+  std::optional<std::string> kubeconfig_env;
+  if (const char* env = std::getenv("KUBECONFIG"); env != nullptr) kubeconfig_env = env;
+  absl::StatusOr<RunPlan> plan = PlanRun(values, kubeconfig_env);
+  if (!plan.ok()) return UsageError(flags.command(), plan.status().message(), err);
+
+  out << "ctrlhost run: preview only: the controller runtime is not built in yet, nothing is "
+         "started.\n";
+  if (plan->kubeconfigs.empty()) {
+    out << "API server: embedded, data in " << plan->data_dir << "\n";
+  } else {
+    out << "API server: the cluster of kubeconfig " << absl::StrJoin(plan->kubeconfigs, ":")
+        << " (from " << plan->kubeconfig_source << ")\n";
+  }
+  out << "operator files (" << plan->operator_files.size()
+      << (plan->from_directory ? absl::StrCat(", from directory ", values.file) : "") << "):\n";
+  for (const std::string& file : plan->operator_files) out << "  " << file << "\n";
+  std::error_code error;
+  const fs::path socket = fs::absolute(plan->admin_socket, error);
+  out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
+      << "metrics: http://" << plan->metrics_addr << "/metrics\n";
+  return kExitOk;
+}
+
+}  // namespace ctrlhost::exe

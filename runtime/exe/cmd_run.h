@@ -1,0 +1,54 @@
+// `ctrlhost run`: runs the operators described by Operator documents in a file or a directory,
+// against the embedded API server or a cluster given by a kubeconfig.
+//
+//   $ ctrlhost run -f operators/
+//   $ ctrlhost run -f operator.yaml --kubeconfig ~/.kube/config
+//
+// PlanRun() turns the flags into what the host would start, validating every path first, so the
+// command line is checked before anything runs (and can be tested without running anything).
+//
+// Thread-compatible.
+#ifndef CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
+#define CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ctrlhost::exe {
+
+struct RunFlags {
+  std::string file;        // -f/--file: an operator file or a directory of them
+  std::string kubeconfig;  // --kubeconfig; empty: $KUBECONFIG, else the embedded API server
+  std::string data_dir = ".ctrlhost";
+  std::string admin_socket;  // empty: <data-dir>/admin.sock
+  std::string metrics_addr = "127.0.0.1:9090";
+};
+
+// What `ctrlhost run` starts, resolved from RunFlags.
+struct RunPlan {
+  // The operator files to load, sorted; one entry when --file names a file.
+  std::vector<std::string> operator_files;
+  bool from_directory = false;
+  // Empty: the embedded API server. Otherwise the kubeconfig path(s) to use, and where they
+  // came from ("--kubeconfig" or "$KUBECONFIG").
+  std::vector<std::string> kubeconfigs;
+  std::string kubeconfig_source;
+  std::string data_dir;
+  std::string admin_socket;
+  std::string metrics_addr;
+};
+
+// Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, if set. Every error is
+// InvalidArgument with a message naming the flag and the path.
+absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
+                                const std::optional<std::string>& kubeconfig_env);
+
+int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace ctrlhost::exe
+
+#endif  // CTRLHOST_RUNTIME_EXE_CMD_RUN_H_

@@ -1,0 +1,150 @@
+#include "runtime/exe/cmd_run.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "runtime/exe/flags.h"
+
+namespace ctrlhost::exe {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    root_ = fs::path(tmp != nullptr ? tmp : "/tmp") /
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+
+  std::string Touch(const std::string& relative) {
+    fs::path path = root_ / relative;
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n";
+    return path.string();
+  }
+
+  RunFlags Flags(const std::string& file) {
+    RunFlags flags;
+    flags.file = file;
+    return flags;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(RunCommandTest, SingleFileWithEmbeddedApiServer) {
+  const std::string file = Touch("op.yaml");
+  absl::StatusOr<RunPlan> plan = PlanRun(Flags(file), std::nullopt);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->operator_files, std::vector<std::string>{file});
+  EXPECT_FALSE(plan->from_directory);
+  EXPECT_TRUE(plan->kubeconfigs.empty());
+  EXPECT_EQ(plan->admin_socket, ".ctrlhost/admin.sock");
+  EXPECT_EQ(plan->metrics_addr, "127.0.0.1:9090");
+}
+
+TEST_F(RunCommandTest, DirectoryLoadsYamlFilesSortedAndOneLevelOnly) {
+  const std::string b = Touch("ops/b.yml");
+  const std::string a = Touch("ops/a.yaml");
+  Touch("ops/README.md");
+  Touch("ops/nested/c.yaml");
+  absl::StatusOr<RunPlan> plan = PlanRun(Flags((root_ / "ops").string()), std::nullopt);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->operator_files, (std::vector<std::string>{a, b}));
+  EXPECT_TRUE(plan->from_directory);
+}
+
+TEST_F(RunCommandTest, MissingFile) {
+  absl::StatusOr<RunPlan> plan = PlanRun(Flags("missing.yaml"), std::nullopt);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(plan.status().message(), "--file \"missing.yaml\": no such file or directory");
+}
+
+TEST_F(RunCommandTest, DirectoryWithoutOperatorFiles) {
+  Touch("empty/notes.txt");
+  const std::string dir = (root_ / "empty").string();
+  EXPECT_EQ(PlanRun(Flags(dir), std::nullopt).status().message(),
+            "--file \"" + dir + "\": the directory contains no .yaml or .yml files");
+}
+
+TEST_F(RunCommandTest, KubeconfigFlag) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  flags.kubeconfig = (root_ / "nope").string();
+  EXPECT_EQ(PlanRun(flags, std::nullopt).status().message(),
+            "--kubeconfig \"" + flags.kubeconfig + "\": no such file or directory");
+  flags.kubeconfig = root_.string();
+  EXPECT_EQ(PlanRun(flags, std::nullopt).status().message(),
+            "--kubeconfig \"" + flags.kubeconfig + "\": not a regular file");
+  flags.kubeconfig = Touch("kubeconfig");
+  // The flag wins over $KUBECONFIG.
+  absl::StatusOr<RunPlan> plan = PlanRun(flags, std::string("/elsewhere"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->kubeconfigs, std::vector<std::string>{flags.kubeconfig});
+  EXPECT_EQ(plan->kubeconfig_source, "--kubeconfig");
+}
+
+TEST_F(RunCommandTest, KubeconfigEnvironmentListSkipsMissingFiles) {
+  const std::string config = Touch("config");
+  absl::StatusOr<RunPlan> plan =
+      PlanRun(Flags(Touch("op.yaml")), "/does/not/exist:" + config + ":");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->kubeconfigs, std::vector<std::string>{config});
+  EXPECT_EQ(plan->kubeconfig_source, "$KUBECONFIG");
+}
+
+TEST_F(RunCommandTest, KubeconfigEnvironmentWithNoExistingFile) {
+  EXPECT_EQ(PlanRun(Flags(Touch("op.yaml")), std::string("/a:/b")).status().message(),
+            "$KUBECONFIG is \"/a:/b\" but none of its files exist; unset it to use the embedded "
+            "API server");
+  // An empty $KUBECONFIG means unset.
+  EXPECT_TRUE(PlanRun(Flags(Touch("op.yaml")), std::string()).ok());
+}
+
+TEST_F(RunCommandTest, AdminSocketFollowsDataDirUnlessGiven) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  flags.data_dir = "/var/lib/ctrlhost";
+  EXPECT_EQ(PlanRun(flags, std::nullopt)->admin_socket, "/var/lib/ctrlhost/admin.sock");
+  flags.admin_socket = "/run/ctrlhost.sock";
+  EXPECT_EQ(PlanRun(flags, std::nullopt)->admin_socket, "/run/ctrlhost.sock");
+}
+
+TEST_F(RunCommandTest, BadMetricsAddress) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  flags.metrics_addr = "9090";
+  EXPECT_EQ(PlanRun(flags, std::nullopt).status().message(),
+            "invalid value \"9090\" for --metrics-addr: expected HOST:PORT");
+}
+
+TEST_F(RunCommandTest, CommandPrintsPreview) {
+  const std::string file = Touch("op.yaml");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d"}, out, err), kExitOk) << err.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "preview")) << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "  " + file + "\n")) << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "admin API: unix:///d/admin.sock")) << out.str();
+}
+
+TEST_F(RunCommandTest, CommandUsageErrors) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({}, out, err), kExitUsage);
+  EXPECT_EQ(err.str(),
+            "error: missing required flag --file for \"ctrlhost run\"\n"
+            "run \"ctrlhost run --help\" for usage\n");
+  err.str("");
+  EXPECT_EQ(RunRunCommand({"-f", "missing.yaml"}, out, err), kExitUsage);
+  EXPECT_EQ(err.str(),
+            "error: --file \"missing.yaml\": no such file or directory\n"
+            "run \"ctrlhost run --help\" for usage\n");
+  EXPECT_EQ(out.str(), "");
+}
+
+}  // namespace
+}  // namespace ctrlhost::exe

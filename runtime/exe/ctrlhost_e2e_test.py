@@ -1,0 +1,129 @@
+"""End-to-end tests of the real `ctrlhost` binary: exit codes, stdout/stderr, messages.
+
+Each test runs the binary as a subprocess with a time limit and checks what a user sees.
+"""
+
+import os
+import subprocess
+import tempfile
+import unittest
+
+BINARY = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "runtime", "exe", "ctrlhost")
+TIMEOUT_SECONDS = 30
+
+
+def ctrlhost(*args, env=None):
+    full_env = dict(os.environ)
+    full_env.pop("KUBECONFIG", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run([BINARY, *args], capture_output=True, text=True,
+                          timeout=TIMEOUT_SECONDS, env=full_env,
+                          cwd=os.environ.get("TEST_TMPDIR", tempfile.gettempdir()))
+
+
+class HelpAndVersionTest(unittest.TestCase):
+
+    def test_top_level_help(self):
+        for args in (["--help"], ["-h"], ["help"]):
+            result = ctrlhost(*args)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertTrue(result.stdout.startswith("Usage: ctrlhost COMMAND"), result.stdout)
+            for command in ("run", "apiserver", "version", "help"):
+                self.assertIn("\n  %s " % command, result.stdout)
+            self.assertEqual(result.stderr, "")
+
+    def test_every_command_has_help(self):
+        for command in (["run"], ["apiserver"], ["version"]):
+            result = ctrlhost(*command, "--help")
+            self.assertEqual(result.returncode, 0, (command, result.stderr))
+            self.assertIn("Usage: ctrlhost " + " ".join(command), result.stdout)
+            if command != ["plugin"]:
+                self.assertIn("--log-level", result.stdout)
+
+    def test_help_command_forwards(self):
+        self.assertEqual(ctrlhost("help", "run").stdout, ctrlhost("run", "--help").stdout)
+
+    def test_version(self):
+        result = ctrlhost("version")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("ctrlhost 0.1.0-dev\n", result.stdout)
+        self.assertIn("plugin protocols: v1alpha1\n", result.stdout)
+        self.assertRegex(result.stdout, r"gRPC: \d+\.\d+")
+        self.assertRegex(result.stdout, r"protobuf: \d+\.\d+")
+
+
+class UsageErrorTest(unittest.TestCase):
+
+    def test_no_command(self):
+        result = ctrlhost()
+        self.assertEqual(result.returncode, 2)
+        self.assertIn('error: missing command for "ctrlhost"', result.stderr)
+        self.assertEqual(result.stdout, "")
+
+    def test_unknown_command(self):
+        result = ctrlhost("rnu")
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr,
+                         'error: unknown command "rnu" for "ctrlhost" (did you mean run?)\n'
+                         'run "ctrlhost --help" for usage\n')
+        self.assertEqual(result.stdout, "")
+
+    def test_unknown_flag(self):
+        result = ctrlhost("run", "--kubconfig", "x")
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr,
+                         'error: unknown flag --kubconfig for "ctrlhost run" '
+                         '(did you mean --kubeconfig?)\n'
+                         'run "ctrlhost run --help" for usage\n')
+
+    def test_bad_value(self):
+        result = ctrlhost("apiserver", "--port", "70000")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("error: --port must be between 0 and 65535, got 70000\n", result.stderr)
+        result = ctrlhost("apiserver", "--port", "abc")
+        self.assertIn('error: invalid value "abc" for --port: not an integer\n', result.stderr)
+
+    def test_run_missing_file(self):
+        result = ctrlhost("run", "-f", "missing.yaml")
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr,
+                         'error: --file "missing.yaml": no such file or directory\n'
+                         'run "ctrlhost run --help" for usage\n')
+
+    def test_run_without_file(self):
+        result = ctrlhost("run")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn('missing required flag --file for "ctrlhost run"', result.stderr)
+
+
+class RunPreviewTest(unittest.TestCase):
+
+    def test_run_directory_preview(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            for name in ("b.yaml", "a.yml", "notes.txt"):
+                with open(os.path.join(directory, name), "w") as f:
+                    f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n")
+            result = ctrlhost("run", "-f", directory)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("preview", result.stdout)
+            self.assertIn("API server: embedded", result.stdout)
+            a = result.stdout.index(os.path.join(directory, "a.yml"))
+            b = result.stdout.index(os.path.join(directory, "b.yaml"))
+            self.assertLess(a, b)
+            self.assertNotIn("notes.txt", result.stdout)
+
+    def test_run_with_kubeconfig_environment(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            operator = os.path.join(directory, "op.yaml")
+            config = os.path.join(directory, "config")
+            for path in (operator, config):
+                open(path, "w").close()
+            result = ctrlhost("run", "-f", operator, env={"KUBECONFIG": config})
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("the cluster of kubeconfig %s (from $KUBECONFIG)" % config,
+                          result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,23 @@
+// The `ctrlhost` executable: wiring only. Each subcommand lives in its own cmd_<name> library.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "runtime/exe/cmd_apiserver.h"
+#include "runtime/exe/cmd_run.h"
+#include "runtime/exe/cmd_version.h"
+#include "runtime/exe/command.h"
+
+int main(int argc, char** argv) {
+  using namespace ctrlhost::exe;  // NOLINT(build/namespaces): wiring file
+  CommandGroup ctrlhost("ctrlhost",
+                        "ctrlhost runs Kubernetes-style operators whose controllers are "
+                        "out-of-process gRPC plugins.");
+  ctrlhost.Add("run", "Run operators from Operator files", RunRunCommand);
+  ctrlhost.Add("apiserver", "Run the embedded Kubernetes-compatible API server",
+               RunApiServerCommand);
+  ctrlhost.Add("version", "Print version information", RunVersionCommand);
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return ctrlhost.Run(args, std::cout, std::cerr);
+}
