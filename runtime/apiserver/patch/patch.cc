@@ -1,0 +1,195 @@
+#include "runtime/apiserver/patch/patch.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/apiserver/patch/internal/errors.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+using nlohmann::json;
+
+// kube-apiserver refuses bigger JSON patches (maxJSONPatchOperations).
+constexpr size_t kMaxJsonPatchOperations = 10000;
+
+// The description of a failing operation, kept for the 422 cause.
+absl::Status OperationFailed(size_t index, const std::string& path, absl::string_view why) {
+  return internal::PatchDoesNotApply(path, absl::StrCat("json patch operation ", index, ": ", why));
+}
+
+absl::StatusOr<json::json_pointer> ParsePointer(size_t index, const json& op, const char* member) {
+  auto it = op.find(member);
+  if (it == op.end()) {
+    return kube::BadRequestError(
+        absl::StrCat("json patch operation ", index, " is missing \"", member, "\""));
+  }
+  if (!it->is_string()) {
+    return kube::BadRequestError(
+        absl::StrCat("json patch operation ", index, ": \"", member, "\" must be a string"));
+  }
+  try {
+    return json::json_pointer(it->get<std::string>());
+  } catch (const json::exception& e) {
+    return kube::BadRequestError(absl::StrCat("json patch operation ", index, ": invalid \"",
+                                              member, "\" pointer: ", e.what()));
+  }
+}
+
+// Whether `ptr` names an existing value. contains() is false for malformed array indices.
+bool Exists(const json& doc, const json::json_pointer& ptr) {
+  try {
+    return doc.contains(ptr);
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+// RFC 6902 §4.1: the target location's parent must exist (and be a container) for add, and
+// for the destinations of move and copy. nlohmann::json would create missing parents.
+absl::Status CheckParent(size_t index, const json& doc, const json::json_pointer& ptr) {
+  if (ptr.empty()) return absl::OkStatus();
+  const json::json_pointer parent = ptr.parent_pointer();
+  if (!Exists(doc, parent)) {
+    return OperationFailed(index, ptr.to_string(),
+                           absl::StrCat("doc is missing path \"", parent.to_string(), "\""));
+  }
+  const json& container = doc.at(parent);
+  if (!container.is_object() && !container.is_array()) {
+    return OperationFailed(index, ptr.to_string(),
+                           absl::StrCat("\"", parent.to_string(), "\" is not an object or array"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyOperation(size_t index, const json& op, json& doc) {
+  if (!op.is_object()) {
+    return kube::BadRequestError(
+        absl::StrCat("json patch operation ", index, " is not a JSON object"));
+  }
+  auto op_it = op.find("op");
+  if (op_it == op.end() || !op_it->is_string()) {
+    return kube::BadRequestError(
+        absl::StrCat("json patch operation ", index, ": \"op\" must be a string"));
+  }
+  const std::string name = op_it->get<std::string>();
+  if (name != "add" && name != "remove" && name != "replace" && name != "move" && name != "copy" &&
+      name != "test") {
+    return kube::BadRequestError(
+        absl::StrCat("json patch operation ", index, ": unknown op \"", name, "\""));
+  }
+  ASSIGN_OR_RETURN(json::json_pointer path, ParsePointer(index, op, "path"));
+  const bool needs_value = name == "add" || name == "replace" || name == "test";
+  if (needs_value && !op.contains("value")) {
+    return kube::BadRequestError(
+        absl::StrCat("json patch operation ", index, " (", name, ") is missing \"value\""));
+  }
+  json::json_pointer from;
+  if (name == "move" || name == "copy") {
+    ASSIGN_OR_RETURN(from, ParsePointer(index, op, "from"));
+    if (!Exists(doc, from)) {
+      return OperationFailed(index, path.to_string(),
+                             absl::StrCat("doc is missing from path \"", from.to_string(), "\""));
+    }
+    if (name == "move" && absl::StartsWith(path.to_string(), from.to_string() + "/")) {
+      return OperationFailed(index, path.to_string(),
+                             "a value cannot be moved into one of its children");
+    }
+  }
+  if (name == "add" || name == "move" || name == "copy") {
+    RETURN_IF_ERROR(CheckParent(index, doc, path));
+  } else if (!Exists(doc, path)) {
+    // json-patch (v4, used by kube-apiserver) lets `test` of a missing member against null pass.
+    if (name == "test" && op.at("value").is_null() && !path.empty() &&
+        Exists(doc, path.parent_pointer()) && doc.at(path.parent_pointer()).is_object()) {
+      return absl::OkStatus();
+    }
+    return OperationFailed(index, path.to_string(),
+                           absl::StrCat(name, ": doc is missing path \"", path.to_string(), "\""));
+  }
+  if (name == "remove" && path.empty()) {
+    return OperationFailed(index, "", "the whole document cannot be removed");
+  }
+  try {
+    doc.patch_inplace(json::array({op}));
+  } catch (const json::other_error&) {
+    // other_error 501 is nlohmann's "unsuccessful test".
+    return OperationFailed(index, path.to_string(),
+                           absl::StrCat("test failed for path \"", path.to_string(), "\""));
+  } catch (const json::exception& e) {
+    return OperationFailed(index, path.to_string(), e.what());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view ContentTypeOf(PatchType type) {
+  switch (type) {
+    case PatchType::kJsonPatch:
+      return "application/json-patch+json";
+    case PatchType::kMergePatch:
+      return "application/merge-patch+json";
+    case PatchType::kStrategicMergePatch:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kApplyPatch:
+      return "application/apply-patch+yaml";
+  }
+  return "";
+}
+
+absl::StatusOr<PatchType> PatchTypeFromContentType(absl::string_view content_type) {
+  absl::string_view media = content_type.substr(0, content_type.find(';'));
+  const std::string lowered = absl::AsciiStrToLower(absl::StripAsciiWhitespace(media));
+  for (PatchType type : {PatchType::kJsonPatch, PatchType::kMergePatch,
+                         PatchType::kStrategicMergePatch, PatchType::kApplyPatch}) {
+    if (lowered == ContentTypeOf(type)) return type;
+  }
+  return internal::UnsupportedPatchType(/*strategic_supported=*/true);
+}
+
+absl::StatusOr<json> ApplyJsonPatch(const json& doc, absl::string_view patch_body) {
+  json patch = json::parse(patch_body.begin(), patch_body.end(), nullptr,
+                           /*allow_exceptions=*/false);
+  if (patch.is_discarded()) {
+    return kube::BadRequestError("json patch is not valid JSON");
+  }
+  if (!patch.is_array()) {
+    return kube::BadRequestError("json patch must be a JSON array of operations");
+  }
+  if (patch.size() > kMaxJsonPatchOperations) {
+    return kube::RequestEntityTooLargeError(
+        absl::StrCat("The allowed maximum operations in a JSON patch is ", kMaxJsonPatchOperations,
+                     ", got ", patch.size()));
+  }
+  json result = doc;
+  for (size_t i = 0; i < patch.size(); ++i) {
+    RETURN_IF_ERROR(ApplyOperation(i, patch[i], result));
+  }
+  return result;
+}
+
+absl::StatusOr<json> ApplyMergePatch(const json& doc, absl::string_view patch_body) {
+  json patch = json::parse(patch_body.begin(), patch_body.end(), nullptr,
+                           /*allow_exceptions=*/false);
+  if (patch.is_discarded()) {
+    return kube::BadRequestError("Invalid JSON Patch: merge patch is not valid JSON");
+  }
+  if (!patch.is_object()) {
+    return kube::BadRequestError(absl::StrCat("Invalid JSON Patch: a merge patch of an object ",
+                                              "must be a JSON object, not ", patch.type_name()));
+  }
+  if (!doc.is_object()) {
+    return kube::InternalError("merge patch target is not a JSON object");
+  }
+  json result = doc;
+  result.merge_patch(patch);
+  return result;
+}
+
+}  // namespace ctrlhost::apiserver
