@@ -1,0 +1,352 @@
+#include "runtime/apiserver/controllers.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/apiserver/crd.h"
+#include "runtime/apiserver/object_util.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+constexpr char kCrdPrefix[] = "/apiextensions.k8s.io/customresourcedefinitions/";
+constexpr char kNamespacePrefix[] = "/core/namespaces/";
+
+std::vector<std::string> OwnerUids(const nlohmann::json& obj) {
+  std::vector<std::string> out;
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return out;
+  auto refs = m->find("ownerReferences");
+  if (refs == m->end() || !refs->is_array()) return out;
+  for (const auto& r : *refs) {
+    if (r.is_object() && r.contains("uid") && r["uid"].is_string()) out.push_back(r["uid"]);
+  }
+  return out;
+}
+
+void LogIfError(const absl::Status& s, const char* what, const std::string& key) {
+  if (!s.ok() && !kube::IsNotFound(s)) {
+    common::LogWarning(what, {{"key", key}, {"error", s}});
+  }
+}
+
+}  // namespace
+
+Controllers::Controllers(Store* store, ResourceRegistry* registry, ApiHandlers* handlers)
+    : store_(store), registry_(registry), handlers_(handlers) {}
+
+Controllers::~Controllers() { Stop(); }
+
+absl::Status Controllers::Start() {
+  Store::ListOptions all;
+  all.prefix = "/";
+  ASSIGN_OR_RETURN(Store::ListResult list, store_->List(all));
+  for (const ObjectPtr& o : list.items) {
+    if (absl::StartsWith(o->key, kCrdPrefix)) {
+      nlohmann::json crd = nlohmann::json::parse(o->value, nullptr, false);
+      if (!crd.is_discarded()) SyncCrd(crd);
+    }
+  }
+  for (const ObjectPtr& o : list.items) Index(nullptr, o.get());
+  ASSIGN_OR_RETURN(watch_, store_->Watch("/", list.revision));
+  // Work left over from before a restart: owners gone, deletions in progress.
+  std::vector<std::string> orphan_owners;
+  for (const auto& [owner, deps] : dependents_) {
+    if (!uid_to_key_.contains(owner)) orphan_owners.push_back(owner);
+  }
+  std::vector<std::string> deleting;
+  for (const ObjectPtr& o : list.items) {
+    if (absl::StrContains(o->value, "\"deletionTimestamp\"")) deleting.push_back(o->key);
+  }
+  thread_ = std::thread([this, orphan_owners, deleting] {
+    for (const auto& owner : orphan_owners) CollectDependents(owner);
+    for (const auto& key : deleting) ProcessDeleting(key);
+    Run();
+  });
+  return absl::OkStatus();
+}
+
+void Controllers::Stop() {
+  if (stop_.exchange(true)) return;
+  if (watch_) watch_->Stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Controllers::SyncCrd(const nlohmann::json& crd) {
+  auto versions = ValidateCrd(crd);
+  if (!versions.ok()) {
+    common::LogWarning("stored CRD is invalid; not served",
+                       {{"name", MetaString(crd, "name")}, {"error", versions.status()}});
+    return;
+  }
+  if (versions->empty()) return;
+  const std::string group = (*versions)[0].group;
+  const std::string resource = (*versions)[0].resource;
+  absl::Status s = registry_->SetCustomResource(group, resource, *std::move(versions));
+  if (!s.ok()) common::LogWarning("cannot serve CRD", {{"name", MetaString(crd, "name")}, {"error", s}});
+}
+
+void Controllers::Run() {
+  while (!stop_) {
+    auto events = watch_->Next(absl::Now() + absl::Seconds(1), 1000, nullptr);
+    if (!events.ok()) {
+      if (absl::IsCancelled(events.status())) return;
+      common::LogWarning("controller watch failed; restarting it", {{"error", events.status()}});
+      auto w = store_->Watch("/", store_->Revision());
+      if (w.ok()) watch_ = *std::move(w);
+      continue;
+    }
+    for (const WatchEvent& e : *events) {
+      if (stop_) return;
+      Handle(e);
+    }
+  }
+}
+
+void Controllers::Index(const StoredObject* previous, const StoredObject* object) {
+  const std::string& key = object != nullptr ? object->key : previous->key;
+  // Undo the previous version's entries.
+  auto old = owners_of_.find(key);
+  if (old != owners_of_.end()) {
+    for (const auto& owner : old->second) {
+      auto d = dependents_.find(owner);
+      if (d != dependents_.end()) {
+        d->second.erase(key);
+        if (d->second.empty()) dependents_.erase(d);
+      }
+    }
+    owners_of_.erase(old);
+  }
+  if (previous != nullptr) {
+    nlohmann::json p = nlohmann::json::parse(previous->value, nullptr, false);
+    if (!p.is_discarded()) uid_to_key_.erase(MetaString(p, "uid"));
+  }
+  if (object == nullptr) return;
+  nlohmann::json j = nlohmann::json::parse(object->value, nullptr, false);
+  if (j.is_discarded()) return;
+  uid_to_key_[MetaString(j, "uid")] = key;
+  std::vector<std::string> owners = OwnerUids(j);
+  for (const auto& owner : owners) dependents_[owner].insert(key);
+  if (!owners.empty()) owners_of_[key] = std::move(owners);
+}
+
+void Controllers::Handle(const WatchEvent& e) {
+  const std::string& key = e.object->key;
+  if (e.type == WatchEvent::Type::kDeleted) {
+    nlohmann::json j = nlohmann::json::parse(e.object->value, nullptr, false);
+    const std::vector<std::string> owners = j.is_discarded() ? std::vector<std::string>{}
+                                                             : OwnerUids(j);
+    Index(e.object.get(), nullptr);
+    if (j.is_discarded()) return;
+    if (absl::StartsWith(key, kCrdPrefix)) {
+      const auto& spec = j.value("spec", nlohmann::json::object());
+      registry_->RemoveCustomResource(spec.value("group", ""),
+                                      spec.value("names", nlohmann::json::object())
+                                          .value("plural", ""));
+    }
+    CollectDependents(MetaString(j, "uid"));
+    // An owner in foreground deletion may be waiting for this dependent.
+    for (const auto& owner : owners) {
+      auto k = uid_to_key_.find(owner);
+      if (k != uid_to_key_.end()) ProcessDeleting(k->second);
+    }
+    // A namespace being deleted may be waiting for this object.
+    std::string ns, name;
+    ResourcePtr r = handlers_->ResourceForKey(key, &ns, &name);
+    if (r != nullptr && r->namespaced) ProcessNamespace(ns);
+    return;
+  }
+  Index(e.previous.get(), e.object.get());
+  if (absl::StartsWith(key, kCrdPrefix) && e.type == WatchEvent::Type::kAdded) {
+    nlohmann::json crd = nlohmann::json::parse(e.object->value, nullptr, false);
+    if (!crd.is_discarded()) SyncCrd(crd);
+  }
+  if (absl::StrContains(e.object->value, "\"deletionTimestamp\"")) ProcessDeleting(key);
+}
+
+void Controllers::CollectDependents(const std::string& owner_uid) {
+  if (owner_uid.empty()) return;
+  auto it = dependents_.find(owner_uid);
+  if (it == dependents_.end()) return;
+  const std::set<std::string> keys = it->second;
+  for (const std::string& dep : keys) {
+    ObjectPtr o = store_->Get(dep);
+    if (o == nullptr) continue;
+    nlohmann::json j = nlohmann::json::parse(o->value, nullptr, false);
+    if (j.is_discarded()) continue;
+    bool any_owner_left = false;
+    for (const auto& owner : OwnerUids(j)) any_owner_left |= uid_to_key_.contains(owner);
+    if (any_owner_left) continue;
+    std::string ns, name;
+    ResourcePtr r = handlers_->ResourceForKey(dep, &ns, &name);
+    if (r == nullptr) continue;
+    DeleteOptions opts;
+    opts.propagation_policy = "Background";
+    LogIfError(handlers_->DeleteObject(*r, ns, name, opts).status(),
+               "garbage collection failed", dep);
+  }
+}
+
+void Controllers::ProcessDeleting(const std::string& key) {
+  ObjectPtr o = store_->Get(key);
+  if (o == nullptr) return;
+  nlohmann::json j = nlohmann::json::parse(o->value, nullptr, false);
+  if (j.is_discarded() || !IsBeingDeleted(j)) return;
+  std::string ns, name;
+  ResourcePtr r = handlers_->ResourceForKey(key, &ns, &name);
+  if (r == nullptr) return;
+  const std::string uid = MetaString(j, "uid");
+  if (absl::StartsWith(key, kNamespacePrefix)) ProcessNamespace(name);
+  if (absl::StartsWith(key, kCrdPrefix)) ProcessCrd(key);
+  auto deps = dependents_.find(uid);
+  const std::set<std::string> dep_keys =
+      deps == dependents_.end() ? std::set<std::string>{} : deps->second;
+  if (HasFinalizer(j, "orphan")) {
+    for (const std::string& dep : dep_keys) {
+      std::string dns, dname;
+      ResourcePtr dr = handlers_->ResourceForKey(dep, &dns, &dname);
+      if (dr == nullptr) continue;
+      LogIfError(handlers_
+                     ->UpdateStored(*dr, dns, dname,
+                                    [&uid](nlohmann::json& d) -> absl::StatusOr<bool> {
+                                      auto& refs = d["metadata"]["ownerReferences"];
+                                      nlohmann::json kept = nlohmann::json::array();
+                                      for (const auto& ref : refs) {
+                                        if (ref.value("uid", "") != uid) kept.push_back(ref);
+                                      }
+                                      if (kept.size() == refs.size()) return false;
+                                      if (kept.empty()) {
+                                        d["metadata"].erase("ownerReferences");
+                                      } else {
+                                        refs = std::move(kept);
+                                      }
+                                      return true;
+                                    })
+                     .status(),
+                 "orphaning a dependent failed", dep);
+    }
+    LogIfError(handlers_
+                   ->UpdateStored(*r, ns, name,
+                                  [](nlohmann::json& d) -> absl::StatusOr<bool> {
+                                    RemoveFinalizer(d, "orphan");
+                                    return true;
+                                  })
+                   .status(),
+               "releasing the orphan finalizer failed", key);
+    return;
+  }
+  if (HasFinalizer(j, "foregroundDeletion")) {
+    bool remaining = false;
+    for (const std::string& dep : dep_keys) {
+      std::string dns, dname;
+      ResourcePtr dr = handlers_->ResourceForKey(dep, &dns, &dname);
+      if (dr == nullptr || store_->Get(dep) == nullptr) continue;
+      remaining = true;
+      DeleteOptions opts;
+      opts.propagation_policy = "Foreground";
+      LogIfError(handlers_->DeleteObject(*dr, dns, dname, opts).status(),
+                 "foreground deletion of a dependent failed", dep);
+    }
+    if (!remaining) {
+      LogIfError(handlers_
+                     ->UpdateStored(*r, ns, name,
+                                    [](nlohmann::json& d) -> absl::StatusOr<bool> {
+                                      RemoveFinalizer(d, "foregroundDeletion");
+                                      return true;
+                                    })
+                     .status(),
+                 "releasing the foregroundDeletion finalizer failed", key);
+    }
+  }
+}
+
+void Controllers::ProcessNamespace(const std::string& name) {
+  ResourcePtr nsr = registry_->Find("", "v1", "namespaces");
+  ObjectPtr nso = store_->Get(nsr->Key("", name));
+  if (nso == nullptr) return;
+  nlohmann::json nsj = nlohmann::json::parse(nso->value, nullptr, false);
+  if (nsj.is_discarded() || !IsBeingDeleted(nsj)) return;
+  bool remaining = false;
+  std::set<std::string> seen_prefixes;
+  for (const ResourcePtr& r : registry_->All()) {
+    if (!r->namespaced) continue;
+    const std::string prefix = r->NamespacePrefix(name);
+    if (!seen_prefixes.insert(prefix).second) continue;
+    Store::ListOptions lo;
+    lo.prefix = prefix;
+    auto list = store_->List(lo);
+    if (!list.ok()) continue;
+    for (const ObjectPtr& o : list->items) {
+      remaining = true;
+      if (absl::StrContains(o->value, "\"deletionTimestamp\"")) continue;
+      std::string ons, oname;
+      ResourcePtr orr = handlers_->ResourceForKey(o->key, &ons, &oname);
+      if (orr == nullptr) continue;
+      LogIfError(handlers_->DeleteObject(*orr, ons, oname, DeleteOptions{}).status(),
+                 "deleting namespace content failed", o->key);
+    }
+  }
+  if (remaining) return;
+  LogIfError(handlers_
+                 ->UpdateStored(*nsr, "", name,
+                                [](nlohmann::json& d) -> absl::StatusOr<bool> {
+                                  if (!d.contains("spec") ||
+                                      !d["spec"].contains("finalizers")) {
+                                    return false;
+                                  }
+                                  d["spec"].erase("finalizers");
+                                  return true;
+                                })
+                 .status(),
+             "finalizing namespace failed", name);
+}
+
+void Controllers::ProcessCrd(const std::string& key) {
+  ObjectPtr o = store_->Get(key);
+  if (o == nullptr) return;
+  nlohmann::json crd = nlohmann::json::parse(o->value, nullptr, false);
+  if (crd.is_discarded() || !IsBeingDeleted(crd) || !HasFinalizer(crd, kCrdCleanupFinalizer)) {
+    return;
+  }
+  const auto& spec = crd.value("spec", nlohmann::json::object());
+  const std::string group = spec.value("group", "");
+  const std::string plural = spec.value("names", nlohmann::json::object()).value("plural", "");
+  bool remaining = false;
+  for (const ResourcePtr& r : registry_->All()) {
+    if (!r->custom || r->group != group || r->resource != plural ||
+        r->version != r->storage_version) {
+      continue;
+    }
+    Store::ListOptions lo;
+    lo.prefix = r->KeyPrefix();
+    auto list = store_->List(lo);
+    if (!list.ok()) continue;
+    for (const ObjectPtr& item : list->items) {
+      remaining = true;
+      if (absl::StrContains(item->value, "\"deletionTimestamp\"")) continue;
+      std::string ns, name;
+      ResourcePtr ir = handlers_->ResourceForKey(item->key, &ns, &name);
+      if (ir == nullptr) continue;
+      LogIfError(handlers_->DeleteObject(*ir, ns, name, DeleteOptions{}).status(),
+                 "deleting a custom resource of a deleted CRD failed", item->key);
+    }
+  }
+  if (remaining) return;
+  std::string ns, name;
+  ResourcePtr crdr = handlers_->ResourceForKey(key, &ns, &name);
+  if (crdr == nullptr) return;
+  LogIfError(handlers_
+                 ->UpdateStored(*crdr, "", name,
+                                [](nlohmann::json& d) -> absl::StatusOr<bool> {
+                                  RemoveFinalizer(d, kCrdCleanupFinalizer);
+                                  return true;
+                                })
+                 .status(),
+             "releasing the CRD cleanup finalizer failed", key);
+}
+
+}  // namespace ctrlhost::apiserver

@@ -1,0 +1,150 @@
+#include "runtime/apiserver/crd.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/apiserver/object_util.h"
+#include "runtime/kube/api_status.h"
+#include "runtime/kube/validation.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+std::string Str(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::vector<std::string> Strings(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return out;
+  for (const auto& s : *it) {
+    if (s.is_string()) out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd) {
+  std::vector<kube::StatusCause> causes;
+  auto bad = [&](const std::string& field, const std::string& msg,
+                 const char* reason = "FieldValueInvalid") {
+    causes.push_back({reason, msg, field});
+  };
+  const std::string name = MetaString(crd, "name");
+  if (!crd.contains("spec") || !crd["spec"].is_object()) {
+    bad("spec", "Required value", "FieldValueRequired");
+    return kube::InvalidError("apiextensions.k8s.io", "CustomResourceDefinition", name, causes);
+  }
+  const nlohmann::json& spec = crd["spec"];
+  const std::string group = Str(spec, "group");
+  const nlohmann::json names = spec.value("names", nlohmann::json::object());
+  const std::string plural = Str(names, "plural");
+  const std::string kind = Str(names, "kind");
+  std::string singular = Str(names, "singular");
+  std::string list_kind = Str(names, "listKind");
+  const std::string scope = Str(spec, "scope");
+  if (group.empty()) bad("spec.group", "Required value", "FieldValueRequired");
+  if (!group.empty() && (!kube::IsDns1123Subdomain(group).empty() ||
+                         group.find('.') == std::string::npos)) {
+    bad("spec.group", absl::StrCat("Invalid value: \"", group,
+                                   "\": should be a domain with at least one dot"));
+  }
+  if (plural.empty()) bad("spec.names.plural", "Required value", "FieldValueRequired");
+  if (!plural.empty() && !kube::IsDns1123Label(plural).empty()) {
+    bad("spec.names.plural", absl::StrCat("Invalid value: \"", plural,
+                                          "\": must be a lowercase RFC 1123 label"));
+  }
+  if (kind.empty()) bad("spec.names.kind", "Required value", "FieldValueRequired");
+  if (name != absl::StrCat(plural, ".", group)) {
+    bad("metadata.name",
+        absl::StrCat("Invalid value: \"", name, "\": must be spec.names.plural+\".\"+spec.group"));
+  }
+  if (scope != "Namespaced" && scope != "Cluster") {
+    bad("spec.scope", absl::StrCat("Unsupported value: \"", scope,
+                                   "\": supported values: \"Cluster\", \"Namespaced\""),
+        "FieldValueNotSupported");
+  }
+  if (singular.empty()) singular = absl::AsciiStrToLower(kind);
+  if (list_kind.empty()) list_kind = kind + "List";
+  std::vector<ResourceInfo> out;
+  int storage = 0;
+  const nlohmann::json versions = spec.value("versions", nlohmann::json::array());
+  if (!versions.is_array() || versions.empty()) {
+    bad("spec.versions", "Required value: must have at least one version", "FieldValueRequired");
+  }
+  std::string storage_version;
+  for (size_t i = 0; versions.is_array() && i < versions.size(); ++i) {
+    const nlohmann::json& v = versions[i];
+    const std::string vname = Str(v, "name");
+    if (vname.empty() || !kube::IsDns1123Label(vname).empty()) {
+      bad(absl::StrCat("spec.versions[", i, "].name"),
+          absl::StrCat("Invalid value: \"", vname, "\": must be a DNS-1123 label"));
+      continue;
+    }
+    if (v.value("storage", false)) {
+      ++storage;
+      storage_version = vname;
+    }
+    if (!v.value("served", false)) continue;
+    ResourceInfo r;
+    r.group = group;
+    r.version = vname;
+    r.resource = plural;
+    r.singular = singular;
+    r.kind = kind;
+    r.list_kind = list_kind;
+    r.namespaced = scope != "Cluster";
+    r.short_names = Strings(names, "shortNames");
+    r.categories = Strings(names, "categories");
+    r.custom = true;
+    r.tracks_generation = true;
+    r.return_deleted_object = true;
+    r.has_status = v.contains("subresources") && v["subresources"].is_object() &&
+                   v["subresources"].contains("status");
+    if (v.contains("additionalPrinterColumns") && v["additionalPrinterColumns"].is_array()) {
+      r.printer_columns = v["additionalPrinterColumns"];
+    }
+    out.push_back(std::move(r));
+  }
+  if (versions.is_array() && !versions.empty() && storage != 1) {
+    bad("spec.versions", "Invalid value: must have exactly one version marked as storage version");
+  }
+  if (!causes.empty()) {
+    return kube::InvalidError("apiextensions.k8s.io", "CustomResourceDefinition", name, causes);
+  }
+  for (ResourceInfo& r : out) {
+    r.storage_group = group;
+    r.storage_resource = plural;
+    r.storage_version = storage_version;
+  }
+  return out;
+}
+
+void PrepareCrdCreate(nlohmann::json& crd) {
+  nlohmann::json& meta = crd["metadata"];
+  if (!HasFinalizer(crd, kCrdCleanupFinalizer)) meta["finalizers"].push_back(kCrdCleanupFinalizer);
+  const std::string now = FormatTimestamp(absl::Now());
+  std::string storage;
+  for (const auto& v : crd["spec"].value("versions", nlohmann::json::array())) {
+    if (v.value("storage", false)) storage = v.value("name", "");
+  }
+  crd["status"] = {
+      {"acceptedNames", crd["spec"].value("names", nlohmann::json::object())},
+      {"storedVersions", {storage}},
+      {"conditions",
+       {{{"type", "NamesAccepted"},
+         {"status", "True"},
+         {"reason", "NoConflicts"},
+         {"message", "no conflicts found"},
+         {"lastTransitionTime", now}},
+        {{"type", "Established"},
+         {"status", "True"},
+         {"reason", "InitialNamesAccepted"},
+         {"message", "the initial names have been accepted"},
+         {"lastTransitionTime", now}}}}};
+}
+
+}  // namespace ctrlhost::apiserver

@@ -1,0 +1,330 @@
+// Dispatch, discovery and the read verbs (get, list, watch). Writes are in handlers_write.cc,
+// deletions in handlers_delete.cc.
+#include "runtime/apiserver/handlers.h"
+
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "runtime/apiserver/handlers_internal.h"
+#include "runtime/apiserver/object_util.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/kube/api_status.h"
+#include "runtime/kube/selector.h"
+
+namespace ctrlhost::apiserver {
+
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ApiHandlers::ApiHandlers(Store* store, ResourceRegistry* registry, common::Clock* clock,
+                         HandlerOptions options)
+    : store_(store), registry_(registry), clock_(clock), options_(std::move(options)) {}
+
+ApiResponse ApiHandlers::Handle(const ApiRequest& request) {
+  absl::StatusOr<ApiResponse> r = Dispatch(request);
+  if (r.ok()) return *std::move(r);
+  auto [code, body] = kube::ToHttpResponse(r.status());
+  if (code >= 500) {
+    common::LogWarning("request failed", {{"method", request.method},
+                                          {"path", request.path},
+                                          {"code", code},
+                                          {"error", r.status()}});
+  }
+  ApiResponse resp;
+  resp.code = code;
+  resp.body = std::move(body);
+  return resp;
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Dispatch(const ApiRequest& req) {
+  auto watch_it = req.query.find("watch");
+  ASSIGN_OR_RETURN(RequestInfo info,
+                   ParseRequestInfo(req.method, req.path,
+                                    watch_it == req.query.end() ? "" : watch_it->second));
+  if (!info.is_resource_request) return Discovery(info, req);
+  ASSIGN_OR_RETURN(Target t, Resolve(info));
+  const std::string& verb = info.verb;
+  if (verb == "get") return Get(t, req);
+  if (verb == "list") return List(t, req);
+  if (verb == "watch") return Watch(t, req);
+  if (verb == "create") return Create(t, req);
+  if (verb == "update") return Update(t, req);
+  if (verb == "patch") return Patch(t, req);
+  if (verb == "delete") return Delete(t, req);
+  if (verb == "deletecollection") return DeleteCollection(t, req);
+  return kube::MethodNotAllowedError(absl::StrCat("verb ", verb, " is not supported"));
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Discovery(const RequestInfo& info,
+                                                   const ApiRequest& req) {
+  if (req.method != "GET" && req.method != "HEAD") {
+    return kube::MethodNotAllowedError(
+        absl::StrCat("the server does not allow ", req.method, " on ", req.path));
+  }
+  const auto& p = info.parts;
+  nlohmann::json body;
+  if (p.size() == 1 && p[0] == "version") {
+    body = {{"major", "1"},
+            {"minor", "32"},
+            {"gitVersion", options_.server_version},
+            {"gitCommit", "ctrlhost"},
+            {"gitTreeState", "clean"},
+            {"buildDate", "2026-11-21T00:00:00Z"},
+            {"goVersion", "n/a"},
+            {"compiler", "c++"},
+            {"platform", "linux/amd64"}};
+  } else if (p.size() == 1 && p[0] == "api") {
+    body = registry_->CoreApiVersions();
+  } else if (p.size() == 2 && p[0] == "api") {
+    ASSIGN_OR_RETURN(body, registry_->ResourceList("", p[1]));
+  } else if (p.size() == 1 && p[0] == "apis") {
+    body = registry_->ApiGroupList();
+  } else if (p.size() == 2 && p[0] == "apis") {
+    ASSIGN_OR_RETURN(body, registry_->ApiGroup(p[1]));
+  } else if (p.size() == 3 && p[0] == "apis") {
+    ASSIGN_OR_RETURN(body, registry_->ResourceList(p[1], p[2]));
+  } else {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
+  ApiResponse resp;
+  resp.body = Dump(body);
+  return resp;
+}
+
+absl::StatusOr<ApiHandlers::Target> ApiHandlers::Resolve(const RequestInfo& info) const {
+  ResourcePtr r = registry_->Find(info.group, info.version, info.resource);
+  if (r == nullptr) {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (!info.subresource.empty() && !(info.subresource == "status" && r->has_status) &&
+      !(info.subresource == "finalize" && r->resource == "namespaces" && r->group.empty())) {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (!r->namespaced && !info.namespace_.empty()) {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (r->namespaced && info.namespace_.empty() && !info.name.empty()) {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
+  if (r->namespaced && info.namespace_.empty() &&
+      (info.verb == "create" || info.verb == "deletecollection")) {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
+  Target t;
+  t.r = std::move(r);
+  t.ns = info.namespace_;
+  t.name = info.name;
+  t.subresource = info.subresource;
+  return t;
+}
+
+ApiResponse ApiHandlers::ObjectResponse(int code, const ResourceInfo& r,
+                                        const StoredObject& stored) const {
+  ApiResponse resp;
+  resp.code = code;
+  resp.body = ServedBytes(r, stored.value);
+  return resp;
+}
+
+std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value) {
+  if (!r.conversion && r.ApiVersion() == r.StorageApiVersion()) return stored_value;
+  nlohmann::json j = nlohmann::json::parse(stored_value, nullptr, false);
+  if (j.is_discarded()) return stored_value;
+  return Dump(ToServed(r, std::move(j)));
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Get(const Target& t, const ApiRequest& req) {
+  ObjectPtr obj = store_->Get(t.r->Key(t.ns, t.name));
+  if (obj == nullptr) return kube::NotFoundError(t.r->group, t.r->resource, t.name);
+  if (WantsTable(req.accept)) {
+    ApiResponse resp;
+    resp.content_type = "application/json";
+    resp.body = Dump(TableOf(*t.r, {obj}, store_->Revision(), "", clock_->Now()));
+    return resp;
+  }
+  return ObjectResponse(200, *t.r, *obj);
+}
+
+absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t,
+                                                     const ApiRequest& req) const {
+  ObjectFilter f;
+  auto ls = req.query.find("labelSelector");
+  if (ls != req.query.end() && !ls->second.empty()) {
+    auto sel = kube::LabelSelector::Parse(ls->second);
+    if (!sel.ok()) return kube::BadRequestError(sel.status().message());
+    f.labels = std::make_shared<kube::LabelSelector>(*std::move(sel));
+  }
+  auto fs = req.query.find("fieldSelector");
+  if (fs != req.query.end() && !fs->second.empty()) {
+    auto sel = kube::FieldSelector::Parse(fs->second);
+    if (!sel.ok()) return kube::BadRequestError(sel.status().message());
+    absl::flat_hash_set<std::string> supported = {"metadata.name", "metadata.namespace"};
+    for (const auto& e : t.r->extra_field_selectors) supported.insert(e);
+    absl::Status v = sel->ValidateFields(supported);
+    if (!v.ok()) return kube::BadRequestError(v.message());
+    for (const auto& e : t.r->extra_field_selectors) {
+      if (absl::StrContains(fs->second, e)) f.needs_parse = true;
+    }
+    f.fields = std::make_shared<kube::FieldSelector>(*std::move(sel));
+    f.extra_fields = t.r->extra_field_selectors;
+  }
+  f.namespaced = t.r->namespaced;
+  return f;
+}
+
+bool ObjectFilter::Matches(const StoredObject& o) const {
+  if (labels != nullptr && !labels->Matches(o.labels)) return false;
+  if (fields == nullptr) return true;
+  std::map<std::string, std::string> values;
+  // Keys are "/group/resource/[ns/]name".
+  std::vector<absl::string_view> parts = absl::StrSplit(o.key, '/');
+  if (namespaced && parts.size() >= 5) {
+    values["metadata.namespace"] = std::string(parts[3]);
+    values["metadata.name"] = std::string(parts[4]);
+  } else if (parts.size() >= 4) {
+    values["metadata.namespace"] = "";
+    values["metadata.name"] = std::string(parts[3]);
+  }
+  if (needs_parse) {
+    nlohmann::json j = nlohmann::json::parse(o.value, nullptr, false);
+    if (!j.is_discarded()) {
+      for (const auto& e : extra_fields) values[e] = FieldValue(j, e);
+    }
+  }
+  return fields->Matches(values);
+}
+
+namespace {
+
+struct ContinueToken {
+  int64_t revision = 0;
+  std::string key;
+};
+
+std::string EncodeContinue(int64_t revision, const std::string& key) {
+  return absl::WebSafeBase64Escape(Dump({{"v", "meta.k8s.io/v1"}, {"rv", revision}, {"key", key}}));
+}
+
+absl::StatusOr<ContinueToken> DecodeContinue(const std::string& token) {
+  std::string raw;
+  if (!absl::WebSafeBase64Unescape(token, &raw) && !absl::Base64Unescape(token, &raw)) {
+    return kube::BadRequestError("invalid continue token: not base64");
+  }
+  nlohmann::json j = nlohmann::json::parse(raw, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("rv") || !j["rv"].is_number_integer() ||
+      !j.contains("key") || !j["key"].is_string()) {
+    return kube::BadRequestError("invalid continue token");
+  }
+  return ContinueToken{j["rv"].get<int64_t>(), j["key"].get<std::string>()};
+}
+
+absl::StatusOr<int64_t> ParseResourceVersion(absl::string_view rv) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(rv, &v) || v < 0) {
+    return kube::BadRequestError(absl::StrCat("invalid resource version \"", rv, "\""));
+  }
+  return v;
+}
+
+std::string QueryOr(const ApiRequest& req, const char* key, std::string def = "") {
+  auto it = req.query.find(key);
+  return it == req.query.end() ? def : it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest& req) {
+  ASSIGN_OR_RETURN(ObjectFilter filter, MakeFilter(t, req));
+  Store::ListOptions opts;
+  opts.prefix = t.ns.empty() ? t.r->KeyPrefix() : t.r->NamespacePrefix(t.ns);
+  if (filter.labels != nullptr || filter.fields != nullptr) {
+    opts.filter = [&filter](const StoredObject& o) { return filter.Matches(o); };
+  }
+  const std::string limit_s = QueryOr(req, "limit");
+  if (!limit_s.empty()) {
+    int64_t limit = 0;
+    if (!absl::SimpleAtoi(limit_s, &limit) || limit < 0) {
+      return kube::BadRequestError(absl::StrCat("invalid limit \"", limit_s, "\""));
+    }
+    opts.limit = static_cast<size_t>(limit);
+  }
+  const std::string cont = QueryOr(req, "continue");
+  const std::string rv = QueryOr(req, "resourceVersion");
+  const std::string match = QueryOr(req, "resourceVersionMatch");
+  if (!cont.empty()) {
+    if (!rv.empty() && rv != "0") {
+      return kube::BadRequestError(
+          "specifying resource version is not allowed when using continue");
+    }
+    ASSIGN_OR_RETURN(ContinueToken tok, DecodeContinue(cont));
+    if (!absl::StartsWith(tok.key, opts.prefix)) {
+      return kube::BadRequestError("invalid continue token: it belongs to another list");
+    }
+    opts.revision = tok.revision;
+    opts.after_key = tok.key;
+    if (tok.revision <= store_->CompactedRevision()) {
+      return kube::GoneError(
+          "the continue token is too old: the list it continues can no longer be served "
+          "consistently; start a new list without the continue parameter");
+    }
+  } else if (!rv.empty()) {
+    ASSIGN_OR_RETURN(int64_t want, ParseResourceVersion(rv));
+    if (match == "Exact") {
+      if (want == 0) {
+        return kube::BadRequestError("resourceVersionMatch=Exact requires a resourceVersion");
+      }
+      opts.revision = want;
+    } else if (match.empty() || match == "NotOlderThan") {
+      if (want > store_->Revision()) {
+        return kube::TimeoutError(absl::StrCat("Too large resource version: ", want,
+                                               ", current: ", store_->Revision()));
+      }
+    } else {
+      return kube::BadRequestError(
+          absl::StrCat("unsupported resourceVersionMatch \"", match, "\""));
+    }
+  } else if (!match.empty()) {
+    return kube::BadRequestError("resourceVersionMatch requires a resourceVersion");
+  }
+
+  auto result = store_->List(opts);
+  if (!result.ok()) {
+    if (kube::IsGone(result.status()) && !cont.empty()) {
+      return kube::GoneError(
+          "the continue token is too old: the list it continues can no longer be served "
+          "consistently; start a new list without the continue parameter");
+    }
+    return result.status();
+  }
+  std::string next;
+  if (result->more) next = EncodeContinue(result->revision, result->last_key);
+
+  ApiResponse resp;
+  if (WantsTable(req.accept)) {
+    resp.body = Dump(TableOf(*t.r, result->items, result->revision, next, clock_->Now()));
+    return resp;
+  }
+  std::string& out = resp.body;
+  out.reserve(256 + result->items.size() * 512);
+  absl::StrAppend(&out, "{\"kind\":", Dump(t.r->list_kind), ",\"apiVersion\":",
+                  Dump(t.r->ApiVersion()), ",\"metadata\":{\"resourceVersion\":\"",
+                  result->revision, "\"");
+  if (!next.empty()) absl::StrAppend(&out, ",\"continue\":\"", next, "\"");
+  out.append("},\"items\":[");
+  bool first = true;
+  for (const ObjectPtr& o : result->items) {
+    if (!first) out.push_back(',');
+    first = false;
+    out.append(ServedBytes(*t.r, o->value));
+  }
+  out.append("]}");
+  return resp;
+}
+
+}  // namespace ctrlhost::apiserver

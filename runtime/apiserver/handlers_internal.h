@@ -1,0 +1,46 @@
+// Pieces shared by the handler files (handlers*.cc). Not part of the public interface.
+#ifndef CTRLHOST_RUNTIME_APISERVER_HANDLERS_INTERNAL_H_
+#define CTRLHOST_RUNTIME_APISERVER_HANDLERS_INTERNAL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runtime/apiserver/handlers.h"
+#include "runtime/kube/selector.h"
+
+namespace ctrlhost::apiserver {
+
+struct ApiHandlers::Target {
+  ResourcePtr r;
+  std::string ns;
+  std::string name;
+  std::string subresource;
+};
+
+// Label and field selectors of a list or watch, applied to stored objects.
+struct ObjectFilter {
+  std::shared_ptr<const kube::LabelSelector> labels;
+  std::shared_ptr<const kube::FieldSelector> fields;
+  std::vector<std::string> extra_fields;  // fields that need the object parsed
+  bool needs_parse = false;
+  bool namespaced = true;
+
+  bool Empty() const { return labels == nullptr && fields == nullptr; }
+  bool Matches(const StoredObject& o) const;
+};
+
+// The stored JSON as served at `r`'s version (the bytes as they are when nothing changes).
+std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value);
+
+// True if the Accept header asks for a meta.k8s.io Table (kubectl get does).
+bool WantsTable(absl::string_view accept);
+// A meta.k8s.io/v1 Table of `items` (Name, Age and a CRD's additionalPrinterColumns).
+nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items,
+                       int64_t revision, const std::string& continue_token, absl::Time now);
+
+}  // namespace ctrlhost::apiserver
+
+#endif  // CTRLHOST_RUNTIME_APISERVER_HANDLERS_INTERNAL_H_

@@ -1,0 +1,204 @@
+// Watch: a chunked stream of {"type":..., "object":...} lines, filtered by label and field
+// selectors, with bookmarks, initial events and timeouts as kube-apiserver serves them.
+#include <memory>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/apiserver/handlers.h"
+#include "runtime/apiserver/handlers_internal.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+// How long one call of the stream function waits for events before returning (so that client
+// disconnects and server shutdown are noticed).
+constexpr absl::Duration kPollSlice = absl::Milliseconds(500);
+constexpr size_t kMaxEventsPerChunk = 1000;
+
+std::string Query(const ApiRequest& req, const char* key) {
+  auto it = req.query.find(key);
+  return it == req.query.end() ? "" : it->second;
+}
+
+bool IsTrue(const std::string& v) { return v == "true" || v == "1"; }
+
+struct WatchState {
+  ResourcePtr r;
+  ObjectFilter filter;
+  std::unique_ptr<apiserver::Watch> watch;
+  std::vector<ObjectPtr> initial;  // synthetic ADDED events still to send
+  size_t initial_sent = 0;
+  bool send_initial_end_bookmark = false;
+  bool bookmarks = false;
+  int64_t progress = 0;
+  absl::Time deadline;
+  absl::Time last_bookmark;
+  const std::atomic<bool>* stopping = nullptr;
+  common::Clock* clock = nullptr;
+  absl::Duration bookmark_interval;
+};
+
+std::string EventLine(const char* type, const ResourceInfo& r, const std::string& stored) {
+  return absl::StrCat("{\"type\":\"", type, "\",\"object\":", ServedBytes(r, stored), "}\n");
+}
+
+std::string BookmarkLine(const ResourceInfo& r, int64_t revision, bool initial_end) {
+  nlohmann::json meta = {{"resourceVersion", std::to_string(revision)}};
+  if (initial_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+  nlohmann::json obj = {{"kind", r.kind}, {"apiVersion", r.ApiVersion()}, {"metadata", meta}};
+  return absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":", Dump(obj), "}\n");
+}
+
+std::string ErrorLine(const absl::Status& s) {
+  return absl::StrCat("{\"type\":\"ERROR\",\"object\":", Dump(kube::ToStatusJson(s)), "}\n");
+}
+
+// One call of the stream: sends what is ready; false when the watch is over.
+bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
+  if (st.stopping->load()) return false;
+  std::string out;
+  // Initial events first, in bounded chunks.
+  if (st.initial_sent < st.initial.size()) {
+    const size_t end = std::min(st.initial.size(), st.initial_sent + kMaxEventsPerChunk);
+    for (; st.initial_sent < end; ++st.initial_sent) {
+      out += EventLine("ADDED", *st.r, st.initial[st.initial_sent]->value);
+    }
+    if (st.initial_sent == st.initial.size()) {
+      st.initial.clear();
+      st.initial.shrink_to_fit();
+      if (st.send_initial_end_bookmark) {
+        out += BookmarkLine(*st.r, st.progress, /*initial_end=*/true);
+        st.last_bookmark = st.clock->Now();
+      }
+    }
+    return write(out);
+  }
+  const absl::Time now = st.clock->Now();
+  if (now >= st.deadline) return false;
+  const absl::Time wait_until = std::min(st.deadline, now + kPollSlice);
+  int64_t progress = st.progress;
+  auto events = st.watch->Next(wait_until, kMaxEventsPerChunk, &progress);
+  if (!events.ok()) {
+    if (absl::IsCancelled(events.status())) return false;
+    write(ErrorLine(events.status()));
+    return false;
+  }
+  st.progress = std::max(st.progress, progress);
+  for (const WatchEvent& e : *events) {
+    const bool now_matches = e.type != WatchEvent::Type::kDeleted && st.filter.Matches(*e.object);
+    const bool was_matching = e.previous != nullptr && st.filter.Matches(*e.previous);
+    if (e.type == WatchEvent::Type::kDeleted) {
+      // The final state decides for a delete, as in kube-apiserver.
+      if (st.filter.Matches(*e.object) || was_matching) {
+        out += EventLine("DELETED", *st.r, e.object->value);
+      }
+    } else if (now_matches && was_matching) {
+      out += EventLine("MODIFIED", *st.r, e.object->value);
+    } else if (now_matches) {
+      out += EventLine("ADDED", *st.r, e.object->value);
+    } else if (was_matching) {
+      out += EventLine("DELETED", *st.r, e.object->value);
+    }
+    st.progress = std::max(st.progress, e.object->mod_revision);
+  }
+  if (out.empty() && st.bookmarks && st.clock->Now() - st.last_bookmark >= st.bookmark_interval &&
+      st.progress > 0) {
+    out = BookmarkLine(*st.r, st.progress, false);
+    st.last_bookmark = st.clock->Now();
+  }
+  if (out.empty()) return true;
+  return write(out);
+}
+
+}  // namespace
+
+absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest& req) {
+  auto st = std::make_shared<WatchState>();
+  st->r = t.r;
+  ASSIGN_OR_RETURN(st->filter, MakeFilter(t, req));
+  if (!t.name.empty()) {
+    // GET .../name?watch=1 watches one object: a field selector on its name.
+    auto sel = kube::FieldSelector::Parse(absl::StrCat("metadata.name=", t.name));
+    if (!sel.ok()) return kube::BadRequestError(sel.status().message());
+    if (st->filter.fields != nullptr) {
+      return kube::BadRequestError("a field selector cannot be combined with a watch of one name");
+    }
+    st->filter.fields = std::make_shared<kube::FieldSelector>(*std::move(sel));
+  }
+  st->bookmarks = IsTrue(Query(req, "allowWatchBookmarks"));
+  const std::string rv = Query(req, "resourceVersion");
+  const std::string match = Query(req, "resourceVersionMatch");
+  const std::string initial_param = Query(req, "sendInitialEvents");
+  const bool send_initial_param = IsTrue(initial_param);
+  if (!initial_param.empty()) {
+    if (match != "NotOlderThan") {
+      return kube::InvalidError("meta.k8s.io", "ListOptions", "",
+                                {{"FieldValueForbidden",
+                                  "sendInitialEvents requires resourceVersionMatch=NotOlderThan",
+                                  "resourceVersionMatch"}});
+    }
+    if (send_initial_param && !st->bookmarks) {
+      return kube::InvalidError("meta.k8s.io", "ListOptions", "",
+                                {{"FieldValueForbidden",
+                                  "sendInitialEvents requires allowWatchBookmarks=true",
+                                  "allowWatchBookmarks"}});
+    }
+  } else if (!match.empty()) {
+    return kube::BadRequestError("resourceVersionMatch is only allowed with sendInitialEvents");
+  }
+
+  int64_t from = 0;
+  bool initial = false;
+  if (rv.empty() || rv == "0") {
+    initial = initial_param.empty() || send_initial_param;
+  } else {
+    if (!absl::SimpleAtoi(rv, &from) || from < 0) {
+      return kube::BadRequestError(absl::StrCat("invalid resource version \"", rv, "\""));
+    }
+    initial = send_initial_param;
+  }
+  const std::string prefix = t.ns.empty() ? t.r->KeyPrefix() : t.r->NamespacePrefix(t.ns);
+  if (initial) {
+    Store::ListOptions lo;
+    lo.prefix = prefix;
+    ObjectFilter* f = &st->filter;
+    if (!f->Empty()) lo.filter = [f](const StoredObject& o) { return f->Matches(o); };
+    ASSIGN_OR_RETURN(Store::ListResult list, store_->List(lo));
+    if (from > list.revision) {
+      return kube::TimeoutError(absl::StrCat("Too large resource version: ", from,
+                                             ", current: ", list.revision));
+    }
+    st->initial = std::move(list.items);
+    from = list.revision;
+    st->send_initial_end_bookmark = send_initial_param;
+  }
+  ASSIGN_OR_RETURN(st->watch, store_->Watch(prefix, from));
+  st->progress = from;
+
+  absl::Duration timeout = options_.max_watch_timeout;
+  const std::string ts = Query(req, "timeoutSeconds");
+  if (!ts.empty()) {
+    int64_t secs = 0;
+    if (!absl::SimpleAtoi(ts, &secs) || secs < 0) {
+      return kube::BadRequestError(absl::StrCat("invalid timeoutSeconds \"", ts, "\""));
+    }
+    if (secs > 0) timeout = std::min(timeout, absl::Seconds(secs));
+  }
+  st->clock = clock_;
+  st->deadline = clock_->Now() + timeout;
+  st->last_bookmark = clock_->Now();
+  st->stopping = &stopping_;
+  st->bookmark_interval = options_.bookmark_interval;
+
+  ApiResponse resp;
+  resp.content_type = "application/json";
+  resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
+    return Pump(*st, write);
+  };
+  return resp;
+}
+
+}  // namespace ctrlhost::apiserver

@@ -1,0 +1,452 @@
+// Create, update (PUT) and patch, on objects and on the status subresource.
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/apiserver/crd.h"
+#include "runtime/apiserver/handlers.h"
+#include "runtime/apiserver/handlers_internal.h"
+#include "runtime/apiserver/object_util.h"
+#include "runtime/apiserver/patch/apply.h"
+#include "runtime/apiserver/patch/managed_fields.h"
+#include "runtime/apiserver/patch/merge_strategy.h"
+#include "runtime/apiserver/patch/patch.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/kube/api_status.h"
+#include "runtime/kube/validation.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+std::string Query(const ApiRequest& req, const char* key) {
+  auto it = req.query.find(key);
+  return it == req.query.end() ? "" : it->second;
+}
+
+bool DryRun(const ApiRequest& req) { return Query(req, "dryRun") == "All"; }
+
+// The field manager of a non-apply write: ?fieldManager=, else the User-Agent's product name.
+std::string FieldManager(const ApiRequest& req) {
+  std::string m = Query(req, "fieldManager");
+  if (!m.empty()) return m;
+  m = req.user_agent.substr(0, req.user_agent.find('/'));
+  return m.empty() ? "unknown" : m;
+}
+
+kube::NameRule NameRuleFor(const ResourceInfo& r) {
+  if (r.custom) return kube::NameRule::kPathSegment;
+  if (r.group.empty() && (r.resource == "namespaces" || r.resource == "services")) {
+    return kube::NameRule::kDns1123Label;
+  }
+  return kube::NameRule::kDns1123Subdomain;
+}
+
+// The body must be an object of the endpoint's kind and version.
+absl::Status CheckKind(const ResourceInfo& r, nlohmann::json& obj) {
+  if (!obj.is_object()) return kube::BadRequestError("the request body must be a JSON object");
+  auto kind = obj.find("kind");
+  if (kind == obj.end() || !kind->is_string() || kind->get<std::string>().empty()) {
+    return kube::BadRequestError("Object 'Kind' is missing in the request body");
+  }
+  if (kind->get<std::string>() != r.kind) {
+    return kube::BadRequestError(absl::StrCat("the kind in the body (", kind->get<std::string>(),
+                                              ") does not match the endpoint's kind (", r.kind,
+                                              ")"));
+  }
+  auto av = obj.find("apiVersion");
+  if (av == obj.end() || !av->is_string() || av->get<std::string>().empty()) {
+    return kube::BadRequestError("Object 'apiVersion' is missing in the request body");
+  }
+  if (av->get<std::string>() != r.ApiVersion()) {
+    return kube::BadRequestError(absl::StrCat("the API version in the data (",
+                                              av->get<std::string>(),
+                                              ") does not match the expected API version (",
+                                              r.ApiVersion(), ")"));
+  }
+  if (obj.contains("metadata") && !obj["metadata"].is_object()) {
+    return kube::BadRequestError("metadata must be an object");
+  }
+  if (!obj.contains("metadata")) obj["metadata"] = nlohmann::json::object();
+  return absl::OkStatus();
+}
+
+absl::Status CheckNamespaceAndName(const ResourceInfo& r, nlohmann::json& obj,
+                                   absl::string_view ns, absl::string_view url_name) {
+  nlohmann::json& meta = obj["metadata"];
+  if (r.namespaced) {
+    auto it = meta.find("namespace");
+    if (it != meta.end() && !(it->is_string() && (it->get<std::string>().empty() ||
+                                                   it->get<std::string>() == ns))) {
+      return kube::BadRequestError(
+          "the namespace of the provided object does not match the namespace sent on the "
+          "request");
+    }
+    meta["namespace"] = std::string(ns);
+  } else {
+    meta.erase("namespace");
+  }
+  if (!url_name.empty()) {
+    auto it = meta.find("name");
+    if (it == meta.end() || !it->is_string() || it->get<std::string>().empty()) {
+      meta["name"] = std::string(url_name);
+    } else if (it->get<std::string>() != url_name) {
+      return kube::BadRequestError(absl::StrCat("the name of the object (",
+                                                it->get<std::string>(),
+                                                ") does not match the name on the URL (",
+                                                url_name, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const ResourceInfo& r, const nlohmann::json& obj) {
+  std::vector<kube::StatusCause> causes =
+      kube::ValidateObjectMeta(obj, NameRuleFor(r), r.namespaced);
+  if (!causes.empty()) {
+    return kube::InvalidError(r.group, r.kind, MetaString(obj, "name"), std::move(causes));
+  }
+  if (r.group == "apiextensions.k8s.io" && r.resource == "customresourcedefinitions") {
+    return ValidateCrd(obj).status();
+  }
+  return absl::OkStatus();
+}
+
+// Server-set fields of a new object.
+void PrepareCreate(const ResourceInfo& r, nlohmann::json& obj, absl::Time now) {
+  nlohmann::json& meta = obj["metadata"];
+  meta["uid"] = NewUid();
+  meta["creationTimestamp"] = FormatTimestamp(now);
+  meta.erase("resourceVersion");
+  meta.erase("deletionTimestamp");
+  meta.erase("deletionGracePeriodSeconds");
+  meta.erase("selfLink");
+  if (r.tracks_generation || r.custom) {
+    meta["generation"] = 1;
+  } else {
+    meta.erase("generation");
+  }
+  if (r.has_status) obj.erase("status");
+  if (r.group.empty() && r.resource == "namespaces") {
+    obj["spec"]["finalizers"] = {"kubernetes"};
+    obj["status"] = {{"phase", "Active"}};
+    meta["labels"]["kubernetes.io/metadata.name"] = meta["name"];
+  }
+  if (r.group == "apps" && r.kind == "Deployment" && obj.contains("spec") &&
+      obj["spec"].is_object() && !obj["spec"].contains("replicas")) {
+    obj["spec"]["replicas"] = 1;
+  }
+  if (r.group == "apiextensions.k8s.io" && r.resource == "customresourcedefinitions") {
+    PrepareCrdCreate(obj);
+  }
+}
+
+}  // namespace
+
+absl::Status ApiHandlers::CheckNamespaceWritable(const ResourceInfo& r,
+                                                 absl::string_view ns) const {
+  if (!r.namespaced) return absl::OkStatus();
+  ResourcePtr nsr = registry_->Find("", "v1", "namespaces");
+  ObjectPtr nso = store_->Get(nsr->Key("", ns));
+  if (nso == nullptr) return kube::NotFoundError("", "namespaces", ns);
+  if (absl::StrContains(nso->value, "\"deletionTimestamp\"")) {
+    nlohmann::json j = nlohmann::json::parse(nso->value, nullptr, false);
+    if (!j.is_discarded() && IsBeingDeleted(j)) {
+      return kube::ForbiddenError(absl::StrCat(
+          r.resource, " \"\" is forbidden: unable to create new content in namespace ", ns,
+          " because it is being terminated"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiRequest& req) {
+  const ResourceInfo& r = *t.r;
+  if (!t.subresource.empty() || !t.name.empty()) {
+    return kube::MethodNotAllowedError("create is not allowed on a named object or subresource");
+  }
+  ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
+  RETURN_IF_ERROR(CheckKind(r, obj));
+  RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, ""));
+  kube::ApplyGenerateName(obj);
+  RETURN_IF_ERROR(Validate(r, obj));
+  RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
+  const absl::Time now = clock_->Now();
+  PrepareCreate(r, obj, now);
+  RecordUpdate(&obj, nullptr, FieldManager(req), r.ApiVersion(), now, "");
+  nlohmann::json stored = ToStored(r, std::move(obj));
+  const std::string name = MetaString(stored, "name");
+  if (DryRun(req)) {
+    ApiResponse resp;
+    resp.code = 201;
+    resp.body = Dump(ToServed(r, std::move(stored)));
+    return resp;
+  }
+  auto shared = std::make_shared<nlohmann::json>(std::move(stored));
+  ASSIGN_OR_RETURN(
+      ObjectPtr written,
+      store_->Write(r.Key(t.ns, name),
+                    [&r, &name, shared](const StoredObject* current,
+                                        int64_t revision) -> absl::StatusOr<Mutation> {
+                      if (current != nullptr) return kube::AlreadyExistsError(r.group, r.resource, name);
+                      (*shared)["metadata"]["resourceVersion"] = std::to_string(revision);
+                      return Mutation{Mutation::Op::kPut, Dump(*shared)};
+                    }));
+  if (crd_hook_ && r.group == "apiextensions.k8s.io") crd_hook_(*shared);
+  return ObjectResponse(201, r, *written);
+}
+
+absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r,
+                                                   const nlohmann::json& old,
+                                                   nlohmann::json updated, int64_t revision,
+                                                   absl::string_view subresource) const {
+  nlohmann::json& meta = updated["metadata"];
+  const nlohmann::json& old_meta = old["metadata"];
+  // Fields only the server sets.
+  for (const char* f : {"uid", "creationTimestamp", "deletionTimestamp",
+                        "deletionGracePeriodSeconds", "generation"}) {
+    if (old_meta.contains(f)) {
+      meta[f] = old_meta[f];
+    } else {
+      meta.erase(f);
+    }
+  }
+  meta.erase("selfLink");
+  if (subresource == "status") {
+    // A status write changes only the status.
+    nlohmann::json result = old;
+    if (updated.contains("status")) {
+      result["status"] = updated["status"];
+    } else {
+      result.erase("status");
+    }
+    if (meta.contains("managedFields")) result["metadata"]["managedFields"] = meta["managedFields"];
+    updated = std::move(result);
+  } else if (r.has_status) {
+    if (old.contains("status")) {
+      updated["status"] = old["status"];
+    } else {
+      updated.erase("status");
+    }
+  }
+  if ((r.tracks_generation || r.custom) && subresource != "status" && SpecChanged(old, updated)) {
+    const int64_t gen = old_meta.value("generation", int64_t{0});
+    updated["metadata"]["generation"] = gen + 1;
+  }
+  if (IsBeingDeleted(old)) {
+    // Finalizers can only be removed once deletion started.
+    auto nf = updated["metadata"].find("finalizers");
+    if (nf != updated["metadata"].end() && nf->is_array()) {
+      for (const auto& f : *nf) {
+        if (f.is_string() && !HasFinalizer(old, f.get<std::string>())) {
+          return kube::ForbiddenError(absl::StrCat(
+              "no new finalizers can be added if the object is being deleted, found new "
+              "finalizers [\"",
+              f.get<std::string>(), "\"]"));
+        }
+      }
+    }
+  }
+  if (SameObject(old, updated)) return Mutation{Mutation::Op::kNoop, ""};
+  updated["metadata"]["resourceVersion"] = std::to_string(revision);
+  const bool no_finalizers =
+      !updated["metadata"].contains("finalizers") || updated["metadata"]["finalizers"].empty();
+  bool ns_finalizers = false;
+  if (r.group.empty() && r.resource == "namespaces" && updated.contains("spec") &&
+      updated["spec"].contains("finalizers") && !updated["spec"]["finalizers"].empty()) {
+    ns_finalizers = true;
+  }
+  if (IsBeingDeleted(updated) && no_finalizers && !ns_finalizers) {
+    return Mutation{Mutation::Op::kDelete, Dump(updated)};
+  }
+  return Mutation{Mutation::Op::kPut, Dump(updated)};
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiRequest& req) {
+  const ResourceInfo& r = *t.r;
+  if (t.subresource == "finalize") {
+    // PUT /api/v1/namespaces/{name}/finalize sets spec.finalizers only.
+  }
+  ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
+  RETURN_IF_ERROR(CheckKind(r, obj));
+  RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, t.name));
+  RETURN_IF_ERROR(Validate(r, obj));
+  const std::string want_rv = MetaString(obj, "resourceVersion");
+  const std::string manager = FieldManager(req);
+  const absl::Time now = clock_->Now();
+  const std::string subresource = t.subresource;
+  const bool dry_run = DryRun(req);
+  auto incoming = std::make_shared<nlohmann::json>(ToStored(r, std::move(obj)));
+  auto result = std::make_shared<std::string>();
+  ASSIGN_OR_RETURN(
+      ObjectPtr written,
+      store_->Write(
+          r.Key(t.ns, t.name),
+          [&, incoming, result](const StoredObject* current,
+                                int64_t revision) -> absl::StatusOr<Mutation> {
+            if (current == nullptr) return kube::NotFoundError(r.group, r.resource, t.name);
+            if (!want_rv.empty() && want_rv != std::to_string(current->mod_revision)) {
+              return kube::ConflictError(r.group, r.resource, t.name, kube::kObjectModified);
+            }
+            nlohmann::json old = nlohmann::json::parse(current->value, nullptr, false);
+            if (old.is_discarded()) return kube::InternalError("stored object is not JSON");
+            nlohmann::json updated = *incoming;
+            if (subresource == "finalize") {
+              nlohmann::json fin = old;
+              fin["spec"]["finalizers"] = updated.value("spec", nlohmann::json::object())
+                                              .value("finalizers", nlohmann::json::array());
+              updated = std::move(fin);
+            }
+            RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
+                         subresource == "status" ? "status" : "");
+            ASSIGN_OR_RETURN(Mutation m,
+                             FinishUpdate(r, old, std::move(updated), revision,
+                                          subresource == "status" ? "status" : ""));
+            if (dry_run) {
+              *result = m.op == Mutation::Op::kNoop ? current->value : m.value;
+              return Mutation{Mutation::Op::kNoop, ""};
+            }
+            return m;
+          }));
+  if (dry_run) {
+    ApiResponse resp;
+    resp.body = ServedBytes(r, *result);
+    return resp;
+  }
+  if (crd_hook_ && r.group == "apiextensions.k8s.io" && written != nullptr) {
+    nlohmann::json j = nlohmann::json::parse(written->value, nullptr, false);
+    if (!j.is_discarded()) crd_hook_(j);
+  }
+  return ObjectResponse(200, r, *written);
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest& req) {
+  const ResourceInfo& r = *t.r;
+  ASSIGN_OR_RETURN(PatchType type, PatchTypeFromContentType(req.content_type));
+  const MergeStrategy* strategy = r.custom ? nullptr : BuiltinMergeStrategy(r.group, r.kind);
+  std::shared_ptr<nlohmann::json> apply_config;
+  ApplyOptions apply_opts;
+  if (type == PatchType::kApplyPatch) {
+    ASSIGN_OR_RETURN(nlohmann::json cfg, ParseObjectBody("application/yaml", req.body));
+    RETURN_IF_ERROR(CheckKind(r, cfg));
+    RETURN_IF_ERROR(CheckNamespaceAndName(r, cfg, t.ns, t.name));
+    apply_config = std::make_shared<nlohmann::json>(std::move(cfg));
+    apply_opts.manager = Query(req, "fieldManager");
+    const std::string force = Query(req, "force");
+    apply_opts.force = force == "true" || force == "1";
+    apply_opts.subresource = t.subresource;
+    apply_opts.api_version = r.ApiVersion();
+  } else if (req.body.size() > 0 && type != PatchType::kJsonPatch) {
+    // Validated again when applied; this gives a clear 400 before taking the write slot.
+    RETURN_IF_ERROR(ParseJsonBody(req.body).status());
+  }
+  const std::string manager = FieldManager(req);
+  const absl::Time now = clock_->Now();
+  apply_opts.now = now;
+  const std::string subresource = t.subresource;
+  const bool dry_run = DryRun(req);
+  const std::string key = r.Key(t.ns, t.name);
+  bool created = false;
+  auto result = std::make_shared<std::string>();
+
+  if (apply_config != nullptr && store_->Get(key) == nullptr) {
+    RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
+  }
+  ASSIGN_OR_RETURN(
+      ObjectPtr written,
+      store_->Write(
+          key,
+          [&, apply_config, result](const StoredObject* current,
+                                    int64_t revision) -> absl::StatusOr<Mutation> {
+            if (current == nullptr) {
+              if (apply_config == nullptr || !subresource.empty()) {
+                return kube::NotFoundError(r.group, r.resource, t.name);
+              }
+              // Apply creates.
+              ASSIGN_OR_RETURN(nlohmann::json obj,
+                               ServerSideApply(nullptr, *apply_config, apply_opts, strategy));
+              RETURN_IF_ERROR(Validate(r, obj));
+              PrepareCreate(r, obj, now);
+              nlohmann::json stored = ToStored(r, std::move(obj));
+              stored["metadata"]["resourceVersion"] = std::to_string(revision);
+              created = true;
+              if (dry_run) {
+                *result = Dump(stored);
+                return Mutation{Mutation::Op::kNoop, ""};
+              }
+              return Mutation{Mutation::Op::kPut, Dump(stored)};
+            }
+            nlohmann::json old = nlohmann::json::parse(current->value, nullptr, false);
+            if (old.is_discarded()) return kube::InternalError("stored object is not JSON");
+            nlohmann::json served = ToServed(r, old);
+            nlohmann::json patched;
+            switch (type) {
+              case PatchType::kJsonPatch: {
+                ASSIGN_OR_RETURN(patched, ApplyJsonPatch(served, req.body));
+                break;
+              }
+              case PatchType::kMergePatch: {
+                ASSIGN_OR_RETURN(patched, ApplyMergePatch(served, req.body));
+                break;
+              }
+              case PatchType::kStrategicMergePatch: {
+                ASSIGN_OR_RETURN(patched, ApplyStrategicMergePatch(served, req.body, strategy));
+                break;
+              }
+              case PatchType::kApplyPatch: {
+                ASSIGN_OR_RETURN(patched,
+                                 ServerSideApply(&served, *apply_config, apply_opts, strategy));
+                break;
+              }
+            }
+            RETURN_IF_ERROR(CheckKind(r, patched));
+            RETURN_IF_ERROR(CheckNamespaceAndName(r, patched, t.ns, t.name));
+            const std::string want_rv = MetaString(patched, "resourceVersion");
+            if (!want_rv.empty() && want_rv != std::to_string(current->mod_revision)) {
+              return kube::ConflictError(r.group, r.resource, t.name, kube::kObjectModified);
+            }
+            RETURN_IF_ERROR(Validate(r, patched));
+            nlohmann::json updated = ToStored(r, std::move(patched));
+            if (type != PatchType::kApplyPatch) {
+              RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
+                           subresource == "status" ? "status" : "");
+            }
+            ASSIGN_OR_RETURN(Mutation m,
+                             FinishUpdate(r, old, std::move(updated), revision,
+                                          subresource == "status" ? "status" : ""));
+            if (dry_run) {
+              *result = m.op == Mutation::Op::kNoop ? current->value : m.value;
+              return Mutation{Mutation::Op::kNoop, ""};
+            }
+            return m;
+          }));
+  if (dry_run) {
+    ApiResponse resp;
+    resp.code = created ? 201 : 200;
+    resp.body = ServedBytes(r, *result);
+    return resp;
+  }
+  if (crd_hook_ && r.group == "apiextensions.k8s.io" && written != nullptr) {
+    nlohmann::json j = nlohmann::json::parse(written->value, nullptr, false);
+    if (!j.is_discarded()) crd_hook_(j);
+  }
+  return ObjectResponse(created ? 201 : 200, r, *written);
+}
+
+absl::StatusOr<ObjectPtr> ApiHandlers::UpdateStored(
+    const ResourceInfo& r, absl::string_view ns, absl::string_view name,
+    std::function<absl::StatusOr<bool>(nlohmann::json& stored)> change) {
+  const std::string n(name);
+  return store_->Write(
+      r.Key(ns, name),
+      [&](const StoredObject* current, int64_t revision) -> absl::StatusOr<Mutation> {
+        if (current == nullptr) return kube::NotFoundError(r.group, r.resource, n);
+        nlohmann::json old = nlohmann::json::parse(current->value, nullptr, false);
+        if (old.is_discarded()) return kube::InternalError("stored object is not JSON");
+        nlohmann::json updated = old;
+        ASSIGN_OR_RETURN(bool changed, change(updated));
+        if (!changed) return Mutation{Mutation::Op::kNoop, ""};
+        return FinishUpdate(r, old, std::move(updated), revision, "");
+      });
+}
+
+}  // namespace ctrlhost::apiserver

@@ -1,0 +1,190 @@
+#include "runtime/apiserver/object_util.h"
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "runtime/common/yaml_json.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+absl::BitGen& Gen() {
+  thread_local absl::BitGen gen;
+  return gen;
+}
+
+}  // namespace
+
+std::string NewUid() {
+  uint8_t b[16];
+  for (auto& x : b) x = absl::Uniform<uint8_t>(Gen());
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  return absl::StrFormat("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                         b[12], b[13], b[14], b[15]);
+}
+
+std::string RandomNameSuffix() {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::string s(5, ' ');
+  for (char& c : s) c = kAlphabet[absl::Uniform<size_t>(Gen(), 0, sizeof(kAlphabet) - 1)];
+  return s;
+}
+
+std::string FormatTimestamp(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+absl::StatusOr<nlohmann::json> ParseJsonBody(absl::string_view body) {
+  nlohmann::json j = nlohmann::json::parse(body.begin(), body.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Parse again with exceptions for the position of the error.
+    try {
+      nlohmann::json ignored = nlohmann::json::parse(body.begin(), body.end());
+    } catch (const nlohmann::json::parse_error& e) {
+      return kube::BadRequestError(
+          absl::StrCat("the request body is not valid JSON: at byte ", e.byte, ": ",
+                       absl::StripPrefix(e.what(), "[json.exception.parse_error.101] ")));
+    }
+    return kube::BadRequestError("the request body is not valid JSON");
+  }
+  return j;
+}
+
+absl::StatusOr<nlohmann::json> ParseObjectBody(absl::string_view content_type,
+                                               absl::string_view body) {
+  absl::string_view ct = content_type.substr(0, content_type.find(';'));
+  ct = absl::StripAsciiWhitespace(ct);
+  if (ct.empty() || ct == "application/json" || ct == "*/*") return ParseJsonBody(body);
+  if (ct == "application/yaml" || ct == "application/x-yaml" || ct == "text/yaml") {
+    auto j = common::YamlToJson(body);
+    if (!j.ok()) return kube::BadRequestError(j.status().message());
+    return j;
+  }
+  return kube::UnsupportedMediaTypeError(
+      absl::StrCat("the body of the request was in an unknown format - accepted media types "
+                   "include: application/json, application/yaml; got ",
+                   content_type));
+}
+
+std::map<std::string, std::string> LabelsOf(const nlohmann::json& object) {
+  std::map<std::string, std::string> out;
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return out;
+  auto l = m->find("labels");
+  if (l == m->end() || !l->is_object()) return out;
+  for (auto it = l->begin(); it != l->end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ExtractLabels(absl::string_view json) {
+  nlohmann::json j = nlohmann::json::parse(json.begin(), json.end(), nullptr, false);
+  if (j.is_discarded()) return {};
+  return LabelsOf(j);
+}
+
+std::string MetaString(const nlohmann::json& object, const char* field) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  auto f = m->find(field);
+  if (f == m->end() || !f->is_string()) return "";
+  return f->get<std::string>();
+}
+
+bool HasFinalizer(const nlohmann::json& object, absl::string_view finalizer) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return false;
+  auto f = m->find("finalizers");
+  if (f == m->end() || !f->is_array()) return false;
+  return std::any_of(f->begin(), f->end(), [&](const nlohmann::json& x) {
+    return x.is_string() && x.get_ref<const std::string&>() == finalizer;
+  });
+}
+
+void RemoveFinalizer(nlohmann::json& object, absl::string_view finalizer) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return;
+  auto f = m->find("finalizers");
+  if (f == m->end() || !f->is_array()) return;
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& x : *f) {
+    if (!(x.is_string() && x.get_ref<const std::string&>() == finalizer)) kept.push_back(x);
+  }
+  if (kept.empty()) {
+    m->erase("finalizers");
+  } else {
+    *f = std::move(kept);
+  }
+}
+
+bool IsBeingDeleted(const nlohmann::json& object) {
+  return !MetaString(object, "deletionTimestamp").empty();
+}
+
+nlohmann::json ToServed(const ResourceInfo& r, nlohmann::json stored) {
+  if (r.conversion) return r.conversion->from_storage(stored);
+  stored["apiVersion"] = r.ApiVersion();
+  return stored;
+}
+
+nlohmann::json ToStored(const ResourceInfo& r, nlohmann::json served) {
+  if (r.conversion) return r.conversion->to_storage(served);
+  served["apiVersion"] = r.StorageApiVersion();
+  return served;
+}
+
+bool SpecChanged(const nlohmann::json& a, const nlohmann::json& b) {
+  auto strip = [](const nlohmann::json& o) {
+    nlohmann::json c = o;
+    if (c.is_object()) {
+      c.erase("metadata");
+      c.erase("status");
+      c.erase("apiVersion");
+      c.erase("kind");
+    }
+    return c;
+  };
+  return strip(a) != strip(b);
+}
+
+bool SameObject(const nlohmann::json& a, const nlohmann::json& b) {
+  auto strip = [](const nlohmann::json& o) {
+    nlohmann::json c = o;
+    if (c.is_object() && c.contains("metadata") && c["metadata"].is_object()) {
+      c["metadata"].erase("resourceVersion");
+      auto mf = c["metadata"].find("managedFields");
+      if (mf != c["metadata"].end() && mf->is_array()) {
+        for (auto& e : *mf) {
+          if (e.is_object()) e.erase("time");
+        }
+      }
+    }
+    return c;
+  };
+  return strip(a) == strip(b);
+}
+
+std::string FieldValue(const nlohmann::json& object, absl::string_view path) {
+  const nlohmann::json* cur = &object;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (!cur->is_object()) return "";
+    auto it = cur->find(std::string(part));
+    if (it == cur->end()) return "";
+    cur = &*it;
+  }
+  if (cur->is_string()) return cur->get<std::string>();
+  if (cur->is_null() || cur->is_object() || cur->is_array()) return "";
+  return cur->dump();
+}
+
+}  // namespace ctrlhost::apiserver

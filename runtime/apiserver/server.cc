@@ -1,0 +1,269 @@
+#include "runtime/apiserver/server.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "httplib.h"
+#include "runtime/apiserver/controllers.h"
+#include "runtime/apiserver/crd.h"
+#include "runtime/apiserver/handlers.h"
+#include "runtime/apiserver/object_util.h"
+#include "runtime/apiserver/pki/pki.h"
+#include "runtime/apiserver/resource_registry.h"
+#include "runtime/apiserver/storage/store.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+// One thread per connection: watches hold their connection for minutes, so a fixed pool would
+// starve. Connections beyond `max` are still served (the socket is owned by httplib's task) but
+// logged, since that is a sign of a client leak.
+class ConnectionThreads : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(size_t max) : max_(max) {}
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      common::MutexLock lock(&mu_);
+      ++active_;
+      if (active_ > max_) {
+        common::LogWarning("more connections than --max-connections", {{"active", active_}});
+      }
+    }
+    std::thread([this, fn = std::move(fn)] {
+      fn();
+      common::MutexLock lock(&mu_);
+      --active_;
+      cv_.SignalAll();
+    }).detach();
+  }
+
+  void shutdown() override {
+    common::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (active_ > 0 && absl::Now() < deadline) cv_.WaitWithDeadline(&mu_, deadline);
+  }
+
+ private:
+  const size_t max_;
+  common::Mutex mu_;
+  common::CondVar cv_;
+  size_t active_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+void SendStatus(httplib::Response& res, const absl::Status& s) {
+  auto [code, body] = kube::ToHttpResponse(s);
+  res.status = code;
+  res.set_content(body, "application/json");
+}
+
+bool IsPublicPath(const std::string& path) {
+  return path == "/healthz" || path == "/livez" || path == "/readyz" || path == "/version" ||
+         absl::StartsWith(path, "/healthz/") || absl::StartsWith(path, "/livez/") ||
+         absl::StartsWith(path, "/readyz/");
+}
+
+}  // namespace
+
+struct ApiServer::Impl {
+  ApiServerOptions options;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ResourceRegistry> registry;
+  std::unique_ptr<ApiHandlers> handlers;
+  std::unique_ptr<Controllers> controllers;
+  std::unique_ptr<httplib::Server> http;
+  std::thread listener;
+  std::string token;
+  std::string scheme;
+  std::string kubeconfig;
+  int port = 0;
+  std::atomic<bool> stopped{false};
+  common::Mutex mu;
+  common::CondVar cv;
+  bool done ABSL_GUARDED_BY(mu) = false;
+
+  void Serve(const httplib::Request& req, httplib::Response& res);
+};
+
+void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res) {
+  if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") {
+    res.set_content("ok", "text/plain");
+    return;
+  }
+  ApiRequest ar;
+  ar.method = req.method;
+  ar.path = req.path;
+  for (const auto& [k, v] : req.params) ar.query.emplace(k, v);  // first value wins
+  ar.content_type = req.get_header_value("Content-Type");
+  ar.accept = req.get_header_value("Accept");
+  ar.user_agent = req.get_header_value("User-Agent");
+  ar.body = req.body;
+  ApiResponse resp = handlers->Handle(ar);
+  res.status = resp.code;
+  if (resp.stream) {
+    auto stream = std::move(resp.stream);
+    res.set_chunked_content_provider(
+        resp.content_type, [stream](size_t, httplib::DataSink& sink) {
+          bool alive = true;
+          const bool more = stream([&](absl::string_view chunk) {
+            if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) alive = false;
+            return alive;
+          });
+          if (!alive) return false;  // client gone: abort the connection
+          if (!more) sink.done();
+          return true;
+        });
+    return;
+  }
+  res.set_content(resp.body, resp.content_type);
+}
+
+absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (mkdir(options.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create data directory ",
+                                                    options.data_dir, ": ",
+                                                    std::strerror(errno)));
+  }
+  StoreOptions so;
+  so.path = options.data_dir + "/state.db";
+  so.sync_full = options.sync_full;
+  so.retained_revisions = options.retained_revisions;
+  so.compaction_interval = options.compaction_interval;
+  so.extract_labels = [](absl::string_view json) { return ExtractLabels(json); };
+  ASSIGN_OR_RETURN(impl->store, Store::Open(std::move(so)));
+  impl->registry = std::make_unique<ResourceRegistry>();
+  impl->handlers = std::make_unique<ApiHandlers>(impl->store.get(), impl->registry.get(),
+                                                 common::Clock::Real(), HandlerOptions{});
+  impl->controllers = std::make_unique<Controllers>(impl->store.get(), impl->registry.get(),
+                                                    impl->handlers.get());
+  RETURN_IF_ERROR(impl->controllers->Start());
+  Controllers* controllers = impl->controllers.get();
+  impl->handlers->SetCrdHook(
+      [controllers](const nlohmann::json& crd) { controllers->SyncCrd(crd); });
+
+  std::vector<std::string> hosts = options.hosts;
+  if (options.bind != "0.0.0.0" && options.bind != "::") hosts.push_back(options.bind);
+  if (options.insecure_http) {
+    impl->http = std::make_unique<httplib::Server>();
+    impl->scheme = "http";
+  } else {
+    ASSIGN_OR_RETURN(Pki pki, EnsurePki(options.data_dir, hosts));
+    impl->token = pki.token;
+    impl->http = std::make_unique<httplib::SSLServer>(pki.server_cert_path.c_str(),
+                                                      pki.server_key_path.c_str());
+    if (!impl->http->is_valid()) {
+      return absl::InternalError("cannot load the serving certificate into the TLS server");
+    }
+    impl->scheme = "https";
+  }
+  httplib::Server& http = *impl->http;
+  const size_t max_connections = options.max_connections;
+  http.new_task_queue = [max_connections] { return new ConnectionThreads(max_connections); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_keep_alive_timeout(30);
+  http.set_read_timeout(30);
+  http.set_write_timeout(30);
+  Impl* raw = impl.get();
+  http.set_pre_routing_handler([raw](const httplib::Request& req, httplib::Response& res) {
+    if (raw->token.empty() || IsPublicPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth != "Bearer " + raw->token) {
+      SendStatus(res, kube::UnauthorizedError("Unauthorized"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  auto serve = [raw](const httplib::Request& req, httplib::Response& res) { raw->Serve(req, res); };
+  http.Get(".*", serve);
+  http.Post(".*", serve);
+  http.Put(".*", serve);
+  http.Patch(".*", serve);
+  http.Delete(".*", serve);
+  http.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+    SendStatus(res, kube::MethodNotAllowedError("OPTIONS is not supported"));
+  });
+  const size_t max_body = options.max_body_bytes;
+  http.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) {
+      SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
+                          "the request body is larger than ", max_body, " bytes")));
+    } else if (res.status == 404) {
+      SendStatus(res, kube::ApiError(404, "NotFound",
+                                     "the server could not find the requested resource"));
+    } else if (res.status >= 400) {
+      SendStatus(res, kube::ApiError(res.status, "", absl::StrCat("HTTP ", res.status)));
+    }
+  });
+  if (options.port == 0) {
+    impl->port = http.bind_to_any_port(options.bind);
+    if (impl->port <= 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind));
+    }
+  } else {
+    if (!http.bind_to_port(options.bind, options.port)) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind, ":",
+                                                 options.port, " (in use, or no permission)"));
+    }
+    impl->port = options.port;
+  }
+  impl->listener = std::thread([raw] { raw->http->listen_after_bind(); });
+
+  std::string host = options.bind == "0.0.0.0" ? "127.0.0.1" : options.bind;
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  const std::string url = absl::StrCat(impl->scheme, "://", host, ":", impl->port);
+  impl->kubeconfig = options.data_dir + "/kubeconfig";
+  if (!options.insecure_http) {
+    RETURN_IF_ERROR(WriteKubeconfig(impl->kubeconfig, url, options.data_dir + "/ca.crt",
+                                    impl->token, "ctrlhost"));
+  } else {
+    RETURN_IF_ERROR(WriteKubeconfig(impl->kubeconfig, url, "", "", "ctrlhost"));
+  }
+  common::LogInfo("API server listening",
+                  {{"url", url}, {"kubeconfig", impl->kubeconfig},
+                   {"revision", impl->store->Revision()}});
+  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+}
+
+ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ApiServer::~ApiServer() { Stop(); }
+
+int ApiServer::port() const { return impl_->port; }
+
+std::string ApiServer::url() const {
+  return absl::StrCat(impl_->scheme, "://", impl_->options.bind, ":", impl_->port);
+}
+
+std::string ApiServer::kubeconfig_path() const { return impl_->kubeconfig; }
+
+void ApiServer::Wait() {
+  common::MutexLock lock(&impl_->mu);
+  while (!impl_->done) impl_->cv.Wait(&impl_->mu);
+}
+
+void ApiServer::Stop() {
+  if (impl_->stopped.exchange(true)) return;
+  impl_->handlers->StopWatches();
+  impl_->http->stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->controllers->Stop();
+  impl_->store.reset();
+  common::MutexLock lock(&impl_->mu);
+  impl_->done = true;
+  impl_->cv.SignalAll();
+}
+
+}  // namespace ctrlhost::apiserver

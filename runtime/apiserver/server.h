@@ -1,0 +1,64 @@
+// The embedded Kubernetes-compatible API server: HTTPS (or, on explicit request, plain HTTP)
+// on 127.0.0.1 by default, bearer-token authentication, durable SQLite storage, the built-in
+// kinds and CustomResourceDefinitions. `ctrlhost apiserver` runs it alone; `ctrlhost run`
+// embeds it when no kubeconfig is given.
+//
+//   ApiServerOptions o;
+//   o.data_dir = ".ctrlhost";
+//   ASSIGN_OR_RETURN(std::unique_ptr<ApiServer> s, ApiServer::Start(o));
+//   // kubectl --kubeconfig .ctrlhost/kubeconfig get ns
+//   s->Stop();
+//
+// Thread-safe. Start() returns once the server is listening.
+#ifndef CTRLHOST_RUNTIME_APISERVER_SERVER_H_
+#define CTRLHOST_RUNTIME_APISERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ctrlhost::apiserver {
+
+struct ApiServerOptions {
+  std::string data_dir = ".ctrlhost";
+  std::string bind = "127.0.0.1";
+  int port = 6443;              // 0: any free port (see ApiServer::port())
+  bool insecure_http = false;   // plain HTTP without authentication; tests and debugging only
+  bool sync_full = true;        // fsync every commit (group-committed)
+  int64_t retained_revisions = 10000;
+  absl::Duration compaction_interval = absl::Minutes(1);
+  size_t max_body_bytes = 3 * 1024 * 1024;  // like kube-apiserver
+  size_t max_connections = 1024;
+  // Extra names/IPs for the serving certificate.
+  std::vector<std::string> hosts;
+};
+
+class ApiServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<ApiServer>> Start(const ApiServerOptions& options);
+  ~ApiServer();  // Stop()s
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  int port() const;
+  // "https://127.0.0.1:6443" (or http://).
+  std::string url() const;
+  // Path of the kubeconfig written for this server.
+  std::string kubeconfig_path() const;
+  // Blocks until Stop() is called from another thread (or a signal handler thread).
+  void Wait();
+  // Stops accepting, ends watches, closes the store. Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  explicit ApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrlhost::apiserver
+
+#endif  // CTRLHOST_RUNTIME_APISERVER_SERVER_H_
