@@ -29,12 +29,13 @@ class HelpAndVersionTest(unittest.TestCase):
             result = ctrlhost(*args)
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertTrue(result.stdout.startswith("Usage: ctrlhost COMMAND"), result.stdout)
-            for command in ("run", "apiserver", "version", "help"):
+            for command in ("run", "apiserver", "plugin", "dump", "version", "help"):
                 self.assertIn("\n  %s " % command, result.stdout)
             self.assertEqual(result.stderr, "")
 
     def test_every_command_has_help(self):
-        for command in (["run"], ["apiserver"], ["version"]):
+        for command in (["run"], ["apiserver"], ["plugin"], ["plugin", "list"],
+                        ["plugin", "swap"], ["dump"], ["version"]):
             result = ctrlhost(*command, "--help")
             self.assertEqual(result.returncode, 0, (command, result.stderr))
             self.assertIn("Usage: ctrlhost " + " ".join(command), result.stdout)
@@ -43,6 +44,8 @@ class HelpAndVersionTest(unittest.TestCase):
 
     def test_help_command_forwards(self):
         self.assertEqual(ctrlhost("help", "run").stdout, ctrlhost("run", "--help").stdout)
+        self.assertEqual(ctrlhost("help", "plugin", "swap").stdout,
+                         ctrlhost("plugin", "swap", "--help").stdout)
 
     def test_version(self):
         result = ctrlhost("version")
@@ -95,6 +98,32 @@ class UsageErrorTest(unittest.TestCase):
         result = ctrlhost("run")
         self.assertEqual(result.returncode, 2)
         self.assertIn('missing required flag --file for "ctrlhost run"', result.stderr)
+
+
+class AdminClientTest(unittest.TestCase):
+
+    def test_plugin_list_without_a_host(self):
+        data_dir = os.path.join(os.environ.get("TEST_TMPDIR", tempfile.gettempdir()), "nohost")
+        result = ctrlhost("plugin", "list", "--data-dir", data_dir, "--timeout", "3s")
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr,
+                         'error: cannot reach the ctrlhost admin API at unix://%s/admin.sock: '
+                         'is "ctrlhost run" running?\n' % data_dir)
+        self.assertEqual(result.stdout, "")
+
+    def test_dump_without_a_host(self):
+        result = ctrlhost("dump", "--admin-socket", "/nonexistent/admin.sock")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("cannot reach the ctrlhost admin API at unix:///nonexistent/admin.sock",
+                      result.stderr)
+
+    def test_swap_usage_error(self):
+        result = ctrlhost("plugin", "swap", "web")
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stderr,
+                         "error: one of --command, --endpoint, --promote-canary or "
+                         "--abort-canary is required\n"
+                         'run "ctrlhost plugin swap --help" for usage\n')
 
 
 class RunPreviewTest(unittest.TestCase):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -234,7 +235,8 @@ Flag& FlagSet::AddInt(absl::string_view name, int64_t* value, int64_t min, int64
   flag.int_value_ = value;
   flag.int_min_ = min;
   flag.int_max_ = max;
-  flag.initial_ = absl::StrCat(*value);
+  // A default outside the range means "not given" (e.g. no canary): not shown as a default.
+  if (*value >= min && *value <= max) flag.initial_ = absl::StrCat(*value);
   return flag;
 }
 
@@ -453,10 +455,18 @@ std::string FlagSet::HelpText() const {
     if (flag->type_ == Flag::Type::kEnum && placeholder != absl::StrJoin(flag->allowed_, "|")) {
       notes.push_back(absl::StrCat("one of ", absl::StrJoin(flag->allowed_, ", ")));
     }
-    if (flag->type_ == Flag::Type::kInt) {
-      notes.push_back(absl::StrCat(flag->int_min_, "..", flag->int_max_));
-    }
     std::string default_text = flag->DefaultForHelp();
+    if (flag->type_ == Flag::Type::kInt) {
+      constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+      if (flag->int_max_ == kMax && flag->int_min_ != kMin) {
+        notes.push_back(absl::StrCat(">= ", flag->int_min_));
+      } else if (flag->int_min_ == kMin && flag->int_max_ != kMax) {
+        notes.push_back(absl::StrCat("<= ", flag->int_max_));
+      } else if (flag->int_min_ != kMin) {
+        notes.push_back(absl::StrCat(flag->int_min_, "..", flag->int_max_));
+      }
+    }
     if (!default_text.empty() && !flag->required_) {
       notes.push_back(absl::StrCat("default ", default_text));
     }

@@ -1,5 +1,6 @@
 #include "runtime/exe/flags.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,15 @@ TEST_F(FlagsTest, HelpTextListsEveryFlagWithDefaults) {
   EXPECT_TRUE(absl::StrContains(help, "--log-level VALUE")) << help;
   EXPECT_TRUE(absl::StrContains(help, "Log level (one of debug, info, warning; default info)"))
       << help;
+}
+
+TEST_F(FlagsTest, HelpTextIntRangesAndUnsetDefaults) {
+  int64_t canary = 0, generation = 0;
+  flags_.AddInt("canary", &canary, 1, 99, "Canary");
+  flags_.AddInt("generation", &generation, 0, std::numeric_limits<int64_t>::max(), "Gen");
+  const std::string help = flags_.HelpText();
+  EXPECT_TRUE(absl::StrContains(help, "Canary (1..99)\n")) << help;
+  EXPECT_TRUE(absl::StrContains(help, "Gen (>= 0; default 0)\n")) << help;
 }
 
 TEST_F(FlagsTest, HelpTextShowsDefaultText) {

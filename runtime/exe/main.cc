@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "runtime/exe/cmd_apiserver.h"
+#include "runtime/exe/cmd_dump.h"
+#include "runtime/exe/cmd_plugin.h"
 #include "runtime/exe/cmd_run.h"
 #include "runtime/exe/cmd_version.h"
 #include "runtime/exe/command.h"
@@ -16,6 +18,8 @@ int main(int argc, char** argv) {
   ctrlhost.Add("run", "Run operators from Operator files", RunRunCommand);
   ctrlhost.Add("apiserver", "Run the embedded Kubernetes-compatible API server",
                RunApiServerCommand);
+  ctrlhost.Add("plugin", "List and hot-swap the plugins of a running host", RunPluginCommand);
+  ctrlhost.Add("dump", "Print the state of a running host as YAML", RunDumpCommand);
   ctrlhost.Add("version", "Print version information", RunVersionCommand);
 
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -1,0 +1,91 @@
+// The client side of the host admin API (ctrlhost.admin.v1alpha1.AdminService) used by
+// `ctrlhost plugin ...` and `ctrlhost dump`: the flags that say where the host listens, and a
+// connection that fails fast and clearly when nothing is there.
+//
+//   AdminClientFlags where;
+//   AddAdminClientFlags(flags, &where);
+//   ... parse ...
+//   absl::StatusOr<std::string> target = ResolveAdminTarget(where);   // usage error if bad
+//   absl::StatusOr<std::unique_ptr<AdminClient>> client = AdminClient::Connect(*target, timeout);
+//   absl::StatusOr<admin::ListPluginsResponse> plugins = (*client)->ListPlugins({});
+//
+// Errors: flag problems are InvalidArgument; a host that cannot be reached is Unavailable with
+//   cannot reach the ctrlhost admin API at unix:///x/admin.sock: is "ctrlhost run" running?
+// and an RPC the host refused carries the host's code and message.
+//
+// Thread-safety: AdminClient is thread-safe (a gRPC stub); the functions are thread-safe.
+#ifndef CTRLHOST_RUNTIME_EXE_ADMIN_CLIENT_H_
+#define CTRLHOST_RUNTIME_EXE_ADMIN_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/exe/flags.h"
+
+namespace ctrlhost::exe {
+
+namespace admin = ::ctrlhost::admin::v1alpha1;
+
+// Where the admin API listens and how long to wait for it.
+struct AdminClientFlags {
+  std::string data_dir = ".ctrlhost";
+  std::string admin_socket;   // empty: <data-dir>/admin.sock
+  std::string admin_address;  // HOST:PORT instead of the socket
+  absl::Duration timeout = absl::Seconds(5);
+};
+
+// Declares --data-dir, --admin-socket, --admin-address and --timeout.
+void AddAdminClientFlags(FlagSet& flags, AdminClientFlags* values);
+
+// The gRPC target: "unix:///absolute/path.sock" or "HOST:PORT". InvalidArgument when both
+// --admin-socket and --admin-address are given or the address is malformed.
+absl::StatusOr<std::string> ResolveAdminTarget(const AdminClientFlags& values);
+
+class AdminClient {
+ public:
+  // Connects to `target` within `timeout`. Unavailable (with the "is ctrlhost run running?"
+  // message) when the socket does not exist, the connection is refused, or nothing answers in
+  // time.
+  static absl::StatusOr<std::unique_ptr<AdminClient>> Connect(const std::string& target,
+                                                              absl::Duration timeout);
+
+  AdminClient(const AdminClient&) = delete;
+  AdminClient& operator=(const AdminClient&) = delete;
+
+  // Each call has a deadline of the connect timeout unless given one.
+  absl::StatusOr<admin::ListPluginsResponse> ListPlugins(const admin::ListPluginsRequest& request);
+  absl::StatusOr<admin::SwapPluginResponse> SwapPlugin(const admin::SwapPluginRequest& request,
+                                                       absl::Duration deadline);
+  absl::StatusOr<admin::DumpStateResponse> DumpState();
+
+  const std::string& target() const { return target_; }
+
+ private:
+  AdminClient(std::string target, absl::Duration timeout, std::shared_ptr<grpc::Channel> channel)
+      : target_(std::move(target)),
+        timeout_(timeout),
+        channel_(std::move(channel)),
+        stub_(admin::AdminService::NewStub(channel_)) {}
+
+  // The host's answer as an absl::Status, with the target named for transport failures.
+  absl::Status FromGrpc(const grpc::Status& status, absl::Duration deadline) const;
+  void SetDeadline(grpc::ClientContext* context, absl::Duration deadline) const;
+
+  // Constant after construction.
+  const std::string target_;
+  const absl::Duration timeout_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<admin::AdminService::Stub> stub_;
+};
+
+// The message for a host that cannot be reached at `target`.
+std::string UnreachableMessage(absl::string_view target);
+
+}  // namespace ctrlhost::exe
+
+#endif  // CTRLHOST_RUNTIME_EXE_ADMIN_CLIENT_H_
