@@ -87,7 +87,8 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view text) {
     }
     absl::string_view field =
         op_pos == absl::string_view::npos ? "" : absl::StripAsciiWhitespace(part.substr(0, op_pos));
-    if (field.empty()) {
+    // A field ending in "!" (from "a! =b") would print as "a!=b", a different selector.
+    if (field.empty() || field.back() == '!') {
       return BadRequestError(
           absl::StrCat("invalid selector: '", text, "'; can't understand '", part, "'"));
     }

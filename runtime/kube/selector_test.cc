@@ -1,5 +1,6 @@
 #include "runtime/kube/selector.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -268,6 +269,7 @@ TEST(FieldSelectorTest, Malformed) {
       {"metadata.name", "invalid selector: 'metadata.name'; can't understand 'metadata.name'"},
       {"a=b,c", "can't understand 'c'"},
       {"=x", "can't understand '=x'"},
+      {"a! =x", "can't understand 'a! =x'"},
       {"a=b=c", "invalid field selector: unescaped character in value: '='"},
       {"a=b\\", "invalid field selector: invalid escape sequence: \\"},
       {"a=b\\x", "invalid field selector: invalid escape sequence: \\x"},
@@ -296,6 +298,35 @@ TEST(FieldSelectorTest, EscapeRoundTrip) {
     absl::StatusOr<std::string> back = UnescapeFieldValue(escaped);
     ASSERT_TRUE(back.ok()) << v;
     EXPECT_EQ(*back, v);
+  }
+}
+
+// Untrusted input: any byte string yields a selector or a BadRequest, never a crash, and a
+// parsed selector's canonical text parses back to it.
+TEST(SelectorRobustnessTest, RandomInputs) {
+  const std::string alphabet = "ab=!(),<>\\ in notin 09-_./\x00\xff";
+  std::mt19937 gen(7);
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    size_t len = gen() % 24;
+    for (size_t j = 0; j < len; ++j) text += alphabet[gen() % alphabet.size()];
+    absl::StatusOr<LabelSelector> label = LabelSelector::Parse(text);
+    if (label.ok()) {
+      absl::StatusOr<LabelSelector> again = LabelSelector::Parse(label->ToString());
+      ASSERT_TRUE(again.ok()) << text;
+      EXPECT_EQ(*again, *label) << text;
+      label->Matches({{"a", "b"}});
+    } else {
+      EXPECT_EQ(label.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+    absl::StatusOr<FieldSelector> field = FieldSelector::Parse(text);
+    if (field.ok()) {
+      absl::StatusOr<FieldSelector> again = FieldSelector::Parse(field->ToString());
+      ASSERT_TRUE(again.ok()) << text;
+      EXPECT_EQ(*again, *field) << text;
+    } else {
+      EXPECT_EQ(field.status().code(), absl::StatusCode::kInvalidArgument);
+    }
   }
 }
 
