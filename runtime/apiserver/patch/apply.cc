@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/apiserver/patch/internal/errors.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/api_status.h"
 
@@ -317,6 +318,7 @@ absl::StatusOr<json> ServerSideApply(const json* live, const json& applied_confi
                                      const ApplyOptions& opts, const MergeStrategy* strategy) {
   RETURN_IF_ERROR(ValidateManager(opts.manager));
   RETURN_IF_ERROR(ValidateConfig(applied_config, opts));
+  RETURN_IF_ERROR(internal::CheckNestingDepth(applied_config, "apply configuration"));
   if (live != nullptr && !live->is_object()) {
     return kube::InternalError("live object is not a JSON object");
   }

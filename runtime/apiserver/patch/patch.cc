@@ -162,6 +162,7 @@ absl::StatusOr<json> ApplyJsonPatch(const json& doc, absl::string_view patch_bod
   if (!patch.is_array()) {
     return kube::BadRequestError("json patch must be a JSON array of operations");
   }
+  RETURN_IF_ERROR(internal::CheckNestingDepth(patch, "json patch"));
   if (patch.size() > kMaxJsonPatchOperations) {
     return kube::RequestEntityTooLargeError(
         absl::StrCat("The allowed maximum operations in a JSON patch is ", kMaxJsonPatchOperations,
@@ -187,6 +188,7 @@ absl::StatusOr<json> ApplyMergePatch(const json& doc, absl::string_view patch_bo
   if (!doc.is_object()) {
     return kube::InternalError("merge patch target is not a JSON object");
   }
+  RETURN_IF_ERROR(internal::CheckNestingDepth(patch, "merge patch"));
   json result = doc;
   result.merge_patch(patch);
   return result;

@@ -144,6 +144,21 @@ TEST(JsonPatchTest, TooManyOperationsIs413) {
   EXPECT_EQ(kube::HttpCode(got.status()), 413);
 }
 
+TEST(DepthTest, DeeplyNestedBodiesAreRefused) {
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  const std::string deep_object = "{\"a\":" + std::string(5000, '[') + std::string(5000, ']') + "}";
+  absl::StatusOr<json> got =
+      ApplyJsonPatch(kDoc, "[{\"op\":\"add\",\"path\":\"/x\",\"value\":" + deep + "}]");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(kube::HttpCode(got.status()), 400);
+  got = ApplyMergePatch(kDoc, deep_object);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(kube::HttpCode(got.status()), 400);
+  got = ApplyStrategicMergePatch(kDoc, deep_object, BuiltinMergeStrategy("", "ConfigMap"));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(kube::HttpCode(got.status()), 400);
+}
+
 struct MergePatchCase {
   std::string name;
   std::string patch;

@@ -441,6 +441,7 @@ absl::StatusOr<json> ApplyStrategicMergePatch(const json& doc, absl::string_view
         absl::StrCat("strategic merge patch must be a JSON object, not ", patch.type_name()));
   }
   if (!doc.is_object()) return kube::InternalError("patch target is not a JSON object");
+  RETURN_IF_ERROR(internal::CheckNestingDepth(patch, "strategic merge patch"));
   Merger merger;
   return merger.MergeMap(doc, std::move(patch), &strategy->root(), "");
 }

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
 
 namespace ctrlhost::apiserver::internal {
@@ -18,6 +19,13 @@ absl::Status PatchDoesNotApply(absl::string_view field, absl::string_view why);
 // 415 "the body of the request was in an unknown format - accepted media types include: ..."
 // with the media types of built-in kinds (`strategic_supported`) or of custom resources.
 absl::Status UnsupportedPatchType(bool strategic_supported);
+
+// Bodies nested deeper than this are refused: the engines recurse once per level, and no
+// Kubernetes object comes close.
+inline constexpr int kMaxNestingDepth = 1000;
+
+// 400 BadRequest when `value` nests deeper than kMaxNestingDepth (checked without recursion).
+absl::Status CheckNestingDepth(const nlohmann::json& value, absl::string_view what);
 
 }  // namespace ctrlhost::apiserver::internal
 
