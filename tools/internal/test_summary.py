@@ -3,7 +3,8 @@
 Modes:
   --bazel-log LOG --testlogs DIR --label L   reads `bazel test` output and each target's
       test.xml; prints "passed failed skipped" counts and the failing tests to stderr.
-  --tap LOG --exit-code RC --label L         the same for `node --test --test-reporter=tap`.
+  --tap LOG --exit-code RC --label L         the same for `node --test` output (TAP or spec
+      reporter summary lines).
   --total FILE...                            sums count files; prints "N passed, N failed,
       N skipped"; exits 1 when anything failed.
 """
@@ -91,7 +92,7 @@ def tap_counts(log, exit_code, label):
     with open(log, encoding="utf-8", errors="replace") as f:
         text = f.read()
     for key in counts:
-        m = re.findall(rf"^# {key} (\d+)$", text, re.M)
+        m = re.findall(rf"^(?:#|\u2139) {key} (\d+)$", text, re.M)
         if m:
             counts[key] = int(m[-1])
     passed, failed = counts["pass"], counts["fail"]
