@@ -87,8 +87,8 @@ void FieldSet::RemoveTree(const Path& path) {
     chain.push_back(&it->second);
   }
   chain.back()->children_.erase(path.back());
-  for (FieldSet* node : chain) node->Prune();
-  Prune();
+  // Bottom-up: pruning a parent first would free the children still in `chain`.
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) (*it)->Prune();
 }
 
 void FieldSet::CollectMembers(Path& prefix, std::vector<Path>* out) const {

@@ -42,8 +42,12 @@ TEST(FieldSetTest, SetAlgebra) {
   EXPECT_EQ(a.Intersection(b).Members(), std::vector<FieldSet::Path>({{"f:spec", "f:b"}}));
   EXPECT_EQ(a.Difference(b).Members(), std::vector<FieldSet::Path>({{"f:spec", "f:a"}}));
   EXPECT_TRUE(a.Difference(a).empty());
-  a.RemoveTree({"f:spec"});
+  // Regression (ASan): removing the last leaf of a branch prunes the emptied parents.
+  a.RemoveTree({"f:spec", "f:a"});
+  EXPECT_EQ(a.Members(), std::vector<FieldSet::Path>({{"f:spec", "f:b"}}));
+  a.RemoveTree({"f:spec", "f:b"});
   EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.ToFieldsV1(), json::object());
 }
 
 TEST(FieldSetTest, PathStrings) {
