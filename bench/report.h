@@ -57,8 +57,8 @@ struct Figure {
   std::optional<double> EffectiveRatio() const;
 };
 
-// Collects figures and prints them. Recognises `--json` in argv (other arguments are left to
-// the benchmark: see args()).
+// Collects figures and prints them. Thread-compatible (add figures from one thread). Recognises
+// `--json` in argv (other arguments are left to the benchmark: see args()).
 class Reporter {
  public:
   Reporter(std::string bench_name, int argc, char** argv);
@@ -94,6 +94,7 @@ class Reporter {
 absl::Duration Percentile(std::vector<absl::Duration> samples, double p);
 
 // Measures elapsed time on the monotonic clock from construction or the last Restart().
+// Thread-compatible.
 class Stopwatch {
  public:
   Stopwatch() : start_(std::chrono::steady_clock::now()) {}

@@ -46,6 +46,8 @@ void AddAdminClientFlags(FlagSet& flags, AdminClientFlags* values);
 // --admin-socket and --admin-address are given or the address is malformed.
 absl::StatusOr<std::string> ResolveAdminTarget(const AdminClientFlags& values);
 
+// A connection to the host admin API. Thread-safe: the gRPC channel and stub are; every member
+// is constant after construction.
 class AdminClient {
  public:
   // Connects to `target` within `timeout`. Unavailable (with the "is ctrlhost run running?"

@@ -57,7 +57,8 @@ enum class ParseOutcome {
   kHelp,  // -h/--help was given; print HelpText() and exit 0
 };
 
-// One declared flag. Returned by the FlagSet::Add* methods for chained options.
+// One declared flag. Returned by the FlagSet::Add* methods for chained options; owned by its
+// FlagSet. Thread-compatible.
 class Flag {
  public:
   enum class Type { kString, kInt, kBool, kDuration, kStrings, kEnum };
@@ -113,7 +114,8 @@ class Flag {
   std::string initial_;               // the default, rendered when the flag was added
 };
 
-// The flags and positional arguments of one (sub)command.
+// The flags and positional arguments of one (sub)command. Thread-compatible: build and parse on
+// one thread.
 class FlagSet {
  public:
   // `command` is the full command as typed ("ctrlhost plugin swap"); it appears in errors and
