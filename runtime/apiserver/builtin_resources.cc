@@ -83,11 +83,16 @@ void AddBuiltinResources(const std::function<void(ResourceInfo)>& add) {
   }
   {
     ResourceInfo r = Make("", "v1", "events", "event", "Event", true, {"ev"});
-    r.extra_field_selectors = {"involvedObject.kind",       "involvedObject.namespace",
-                               "involvedObject.name",       "involvedObject.uid",
-                               "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                               "involvedObject.fieldPath",  "reason",
-                               "reportingComponent",        "source",
+    r.extra_field_selectors = {"involvedObject.kind",
+                               "involvedObject.namespace",
+                               "involvedObject.name",
+                               "involvedObject.uid",
+                               "involvedObject.apiVersion",
+                               "involvedObject.resourceVersion",
+                               "involvedObject.fieldPath",
+                               "reason",
+                               "reportingComponent",
+                               "source",
                                "type"};
     add(std::move(r));
   }
@@ -100,7 +105,8 @@ void AddBuiltinResources(const std::function<void(ResourceInfo)>& add) {
     add(std::move(r));
   }
   {
-    ResourceInfo r = Make("apps", "v1", "deployments", "deployment", "Deployment", true, {"deploy"});
+    ResourceInfo r =
+        Make("apps", "v1", "deployments", "deployment", "Deployment", true, {"deploy"});
     r.has_status = true;
     r.tracks_generation = true;
     r.categories = {"all"};
@@ -108,9 +114,9 @@ void AddBuiltinResources(const std::function<void(ResourceInfo)>& add) {
   }
   add(Make("coordination.k8s.io", "v1", "leases", "lease", "Lease", true));
   {
-    ResourceInfo r = Make("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                          "customresourcedefinition", "CustomResourceDefinition", false,
-                          {"crd", "crds"});
+    ResourceInfo r =
+        Make("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
+             "CustomResourceDefinition", false, {"crd", "crds"});
     r.has_status = true;
     r.tracks_generation = true;
     r.categories = {"api-extensions"};

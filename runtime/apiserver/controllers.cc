@@ -87,7 +87,8 @@ void Controllers::SyncCrd(const nlohmann::json& crd) {
   const std::string group = (*versions)[0].group;
   const std::string resource = (*versions)[0].resource;
   absl::Status s = registry_->SetCustomResource(group, resource, *std::move(versions));
-  if (!s.ok()) common::LogWarning("cannot serve CRD", {{"name", MetaString(crd, "name")}, {"error", s}});
+  if (!s.ok())
+    common::LogWarning("cannot serve CRD", {{"name", MetaString(crd, "name")}, {"error", s}});
 }
 
 void Controllers::Run() {
@@ -138,15 +139,15 @@ void Controllers::Handle(const WatchEvent& e) {
   const std::string& key = e.object->key;
   if (e.type == WatchEvent::Type::kDeleted) {
     nlohmann::json j = nlohmann::json::parse(e.object->value, nullptr, false);
-    const std::vector<std::string> owners = j.is_discarded() ? std::vector<std::string>{}
-                                                             : OwnerUids(j);
+    const std::vector<std::string> owners =
+        j.is_discarded() ? std::vector<std::string>{} : OwnerUids(j);
     Index(e.object.get(), nullptr);
     if (j.is_discarded()) return;
     if (absl::StartsWith(key, kCrdPrefix)) {
       const auto& spec = j.value("spec", nlohmann::json::object());
-      registry_->RemoveCustomResource(spec.value("group", ""),
-                                      spec.value("names", nlohmann::json::object())
-                                          .value("plural", ""));
+      registry_->RemoveCustomResource(
+          spec.value("group", ""),
+          spec.value("names", nlohmann::json::object()).value("plural", ""));
     }
     CollectDependents(MetaString(j, "uid"));
     // An owner in foreground deletion may be waiting for this dependent.
@@ -186,8 +187,8 @@ void Controllers::CollectDependents(const std::string& owner_uid) {
     if (r == nullptr) continue;
     DeleteOptions opts;
     opts.propagation_policy = "Background";
-    LogIfError(handlers_->DeleteObject(*r, ns, name, opts).status(),
-               "garbage collection failed", dep);
+    LogIfError(handlers_->DeleteObject(*r, ns, name, opts).status(), "garbage collection failed",
+               dep);
   }
 }
 
@@ -294,8 +295,7 @@ void Controllers::ProcessNamespace(const std::string& name) {
   LogIfError(handlers_
                  ->UpdateStored(*nsr, "", name,
                                 [](nlohmann::json& d) -> absl::StatusOr<bool> {
-                                  if (!d.contains("spec") ||
-                                      !d["spec"].contains("finalizers")) {
+                                  if (!d.contains("spec") || !d["spec"].contains("finalizers")) {
                                     return false;
                                   }
                                   d["spec"].erase("finalizers");

@@ -47,15 +47,15 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
   std::string list_kind = Str(names, "listKind");
   const std::string scope = Str(spec, "scope");
   if (group.empty()) bad("spec.group", "Required value", "FieldValueRequired");
-  if (!group.empty() && (!kube::IsDns1123Subdomain(group).empty() ||
-                         group.find('.') == std::string::npos)) {
-    bad("spec.group", absl::StrCat("Invalid value: \"", group,
-                                   "\": should be a domain with at least one dot"));
+  if (!group.empty() &&
+      (!kube::IsDns1123Subdomain(group).empty() || group.find('.') == std::string::npos)) {
+    bad("spec.group",
+        absl::StrCat("Invalid value: \"", group, "\": should be a domain with at least one dot"));
   }
   if (plural.empty()) bad("spec.names.plural", "Required value", "FieldValueRequired");
   if (!plural.empty() && !kube::IsDns1123Label(plural).empty()) {
-    bad("spec.names.plural", absl::StrCat("Invalid value: \"", plural,
-                                          "\": must be a lowercase RFC 1123 label"));
+    bad("spec.names.plural",
+        absl::StrCat("Invalid value: \"", plural, "\": must be a lowercase RFC 1123 label"));
   }
   if (kind.empty()) bad("spec.names.kind", "Required value", "FieldValueRequired");
   if (name != absl::StrCat(plural, ".", group)) {
@@ -63,8 +63,9 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
         absl::StrCat("Invalid value: \"", name, "\": must be spec.names.plural+\".\"+spec.group"));
   }
   if (scope != "Namespaced" && scope != "Cluster") {
-    bad("spec.scope", absl::StrCat("Unsupported value: \"", scope,
-                                   "\": supported values: \"Cluster\", \"Namespaced\""),
+    bad("spec.scope",
+        absl::StrCat("Unsupported value: \"", scope,
+                     "\": supported values: \"Cluster\", \"Namespaced\""),
         "FieldValueNotSupported");
   }
   if (singular.empty()) singular = absl::AsciiStrToLower(kind);
@@ -131,20 +132,19 @@ void PrepareCrdCreate(nlohmann::json& crd) {
   for (const auto& v : crd["spec"].value("versions", nlohmann::json::array())) {
     if (v.value("storage", false)) storage = v.value("name", "");
   }
-  crd["status"] = {
-      {"acceptedNames", crd["spec"].value("names", nlohmann::json::object())},
-      {"storedVersions", {storage}},
-      {"conditions",
-       {{{"type", "NamesAccepted"},
-         {"status", "True"},
-         {"reason", "NoConflicts"},
-         {"message", "no conflicts found"},
-         {"lastTransitionTime", now}},
-        {{"type", "Established"},
-         {"status", "True"},
-         {"reason", "InitialNamesAccepted"},
-         {"message", "the initial names have been accepted"},
-         {"lastTransitionTime", now}}}}};
+  crd["status"] = {{"acceptedNames", crd["spec"].value("names", nlohmann::json::object())},
+                   {"storedVersions", {storage}},
+                   {"conditions",
+                    {{{"type", "NamesAccepted"},
+                      {"status", "True"},
+                      {"reason", "NoConflicts"},
+                      {"message", "no conflicts found"},
+                      {"lastTransitionTime", now}},
+                     {{"type", "Established"},
+                      {"status", "True"},
+                      {"reason", "InitialNamesAccepted"},
+                      {"message", "the initial names have been accepted"},
+                      {"lastTransitionTime", now}}}}};
 }
 
 }  // namespace ctrlhost::apiserver

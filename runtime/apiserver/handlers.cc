@@ -44,9 +44,9 @@ ApiResponse ApiHandlers::Handle(const ApiRequest& request) {
 
 absl::StatusOr<ApiResponse> ApiHandlers::Dispatch(const ApiRequest& req) {
   auto watch_it = req.query.find("watch");
-  ASSIGN_OR_RETURN(RequestInfo info,
-                   ParseRequestInfo(req.method, req.path,
-                                    watch_it == req.query.end() ? "" : watch_it->second));
+  ASSIGN_OR_RETURN(
+      RequestInfo info,
+      ParseRequestInfo(req.method, req.path, watch_it == req.query.end() ? "" : watch_it->second));
   if (!info.is_resource_request) return Discovery(info, req);
   ASSIGN_OR_RETURN(Target t, Resolve(info));
   const std::string& verb = info.verb;
@@ -61,8 +61,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Dispatch(const ApiRequest& req) {
   return kube::MethodNotAllowedError(absl::StrCat("verb ", verb, " is not supported"));
 }
 
-absl::StatusOr<ApiResponse> ApiHandlers::Discovery(const RequestInfo& info,
-                                                   const ApiRequest& req) {
+absl::StatusOr<ApiResponse> ApiHandlers::Discovery(const RequestInfo& info, const ApiRequest& req) {
   if (req.method != "GET" && req.method != "HEAD") {
     return kube::MethodNotAllowedError(
         absl::StrCat("the server does not allow ", req.method, " on ", req.path));
@@ -151,8 +150,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Get(const Target& t, const ApiRequest& 
   return ObjectResponse(200, *t.r, *obj);
 }
 
-absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t,
-                                                     const ApiRequest& req) const {
+absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t, const ApiRequest& req) const {
   ObjectFilter f;
   auto ls = req.query.find("labelSelector");
   if (ls != req.query.end() && !ls->second.empty()) {
@@ -282,8 +280,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
       opts.revision = want;
     } else if (match.empty() || match == "NotOlderThan") {
       if (want > store_->Revision()) {
-        return kube::TimeoutError(absl::StrCat("Too large resource version: ", want,
-                                               ", current: ", store_->Revision()));
+        return kube::TimeoutError(
+            absl::StrCat("Too large resource version: ", want, ", current: ", store_->Revision()));
       }
     } else {
       return kube::BadRequestError(
@@ -312,9 +310,9 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
   }
   std::string& out = resp.body;
   out.reserve(256 + result->items.size() * 512);
-  absl::StrAppend(&out, "{\"kind\":", Dump(t.r->list_kind), ",\"apiVersion\":",
-                  Dump(t.r->ApiVersion()), ",\"metadata\":{\"resourceVersion\":\"",
-                  result->revision, "\"");
+  absl::StrAppend(&out, "{\"kind\":", Dump(t.r->list_kind),
+                  ",\"apiVersion\":", Dump(t.r->ApiVersion()),
+                  ",\"metadata\":{\"resourceVersion\":\"", result->revision, "\"");
   if (!next.empty()) absl::StrAppend(&out, ",\"continue\":\"", next, "\"");
   out.append("},\"items\":[");
   bool first = true;

@@ -140,8 +140,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Delete(const Target& t, const ApiReques
   return resp;
 }
 
-absl::StatusOr<ApiResponse> ApiHandlers::DeleteCollection(const Target& t,
-                                                          const ApiRequest& req) {
+absl::StatusOr<ApiResponse> ApiHandlers::DeleteCollection(const Target& t, const ApiRequest& req) {
   const ResourceInfo& r = *t.r;
   ASSIGN_OR_RETURN(DeleteOptions options, ParseDeleteOptions(req));
   ASSIGN_OR_RETURN(ObjectFilter filter, MakeFilter(t, req));
@@ -149,8 +148,9 @@ absl::StatusOr<ApiResponse> ApiHandlers::DeleteCollection(const Target& t,
   lo.prefix = t.ns.empty() ? r.KeyPrefix() : r.NamespacePrefix(t.ns);
   if (!filter.Empty()) lo.filter = [&filter](const StoredObject& o) { return filter.Matches(o); };
   ASSIGN_OR_RETURN(Store::ListResult list, store_->List(lo));
-  std::string out = absl::StrCat("{\"kind\":", Dump(r.list_kind), ",\"apiVersion\":",
-                                 Dump(r.ApiVersion()), ",\"metadata\":{},\"items\":[");
+  std::string out =
+      absl::StrCat("{\"kind\":", Dump(r.list_kind), ",\"apiVersion\":", Dump(r.ApiVersion()),
+                   ",\"metadata\":{},\"items\":[");
   bool first = true;
   for (const ObjectPtr& o : list.items) {
     std::string ns, name;

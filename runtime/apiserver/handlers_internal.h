@@ -38,8 +38,8 @@ std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value);
 // True if the Accept header asks for a meta.k8s.io Table (kubectl get does).
 bool WantsTable(absl::string_view accept);
 // A meta.k8s.io/v1 Table of `items` (Name, Age and a CRD's additionalPrinterColumns).
-nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items,
-                       int64_t revision, const std::string& continue_token, absl::Time now);
+nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
+                       const std::string& continue_token, absl::Time now);
 
 }  // namespace ctrlhost::apiserver
 

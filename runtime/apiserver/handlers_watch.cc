@@ -135,16 +135,16 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
   const bool send_initial_param = IsTrue(initial_param);
   if (!initial_param.empty()) {
     if (match != "NotOlderThan") {
-      return kube::InvalidError("meta.k8s.io", "ListOptions", "",
-                                {{"FieldValueForbidden",
-                                  "sendInitialEvents requires resourceVersionMatch=NotOlderThan",
-                                  "resourceVersionMatch"}});
+      return kube::InvalidError(
+          "meta.k8s.io", "ListOptions", "",
+          {{"FieldValueForbidden", "sendInitialEvents requires resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch"}});
     }
     if (send_initial_param && !st->bookmarks) {
-      return kube::InvalidError("meta.k8s.io", "ListOptions", "",
-                                {{"FieldValueForbidden",
-                                  "sendInitialEvents requires allowWatchBookmarks=true",
-                                  "allowWatchBookmarks"}});
+      return kube::InvalidError(
+          "meta.k8s.io", "ListOptions", "",
+          {{"FieldValueForbidden", "sendInitialEvents requires allowWatchBookmarks=true",
+            "allowWatchBookmarks"}});
     }
   } else if (!match.empty()) {
     return kube::BadRequestError("resourceVersionMatch is only allowed with sendInitialEvents");
@@ -168,8 +168,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
     if (!f->Empty()) lo.filter = [f](const StoredObject& o) { return f->Matches(o); };
     ASSIGN_OR_RETURN(Store::ListResult list, store_->List(lo));
     if (from > list.revision) {
-      return kube::TimeoutError(absl::StrCat("Too large resource version: ", from,
-                                             ", current: ", list.revision));
+      return kube::TimeoutError(
+          absl::StrCat("Too large resource version: ", from, ", current: ", list.revision));
     }
     st->initial = std::move(list.items);
     from = list.revision;

@@ -58,10 +58,9 @@ absl::Status CheckKind(const ResourceInfo& r, nlohmann::json& obj) {
     return kube::BadRequestError("Object 'apiVersion' is missing in the request body");
   }
   if (av->get<std::string>() != r.ApiVersion()) {
-    return kube::BadRequestError(absl::StrCat("the API version in the data (",
-                                              av->get<std::string>(),
-                                              ") does not match the expected API version (",
-                                              r.ApiVersion(), ")"));
+    return kube::BadRequestError(
+        absl::StrCat("the API version in the data (", av->get<std::string>(),
+                     ") does not match the expected API version (", r.ApiVersion(), ")"));
   }
   if (obj.contains("metadata") && !obj["metadata"].is_object()) {
     return kube::BadRequestError("metadata must be an object");
@@ -70,13 +69,13 @@ absl::Status CheckKind(const ResourceInfo& r, nlohmann::json& obj) {
   return absl::OkStatus();
 }
 
-absl::Status CheckNamespaceAndName(const ResourceInfo& r, nlohmann::json& obj,
-                                   absl::string_view ns, absl::string_view url_name) {
+absl::Status CheckNamespaceAndName(const ResourceInfo& r, nlohmann::json& obj, absl::string_view ns,
+                                   absl::string_view url_name) {
   nlohmann::json& meta = obj["metadata"];
   if (r.namespaced) {
     auto it = meta.find("namespace");
-    if (it != meta.end() && !(it->is_string() && (it->get<std::string>().empty() ||
-                                                   it->get<std::string>() == ns))) {
+    if (it != meta.end() &&
+        !(it->is_string() && (it->get<std::string>().empty() || it->get<std::string>() == ns))) {
       return kube::BadRequestError(
           "the namespace of the provided object does not match the namespace sent on the "
           "request");
@@ -90,10 +89,9 @@ absl::Status CheckNamespaceAndName(const ResourceInfo& r, nlohmann::json& obj,
     if (it == meta.end() || !it->is_string() || it->get<std::string>().empty()) {
       meta["name"] = std::string(url_name);
     } else if (it->get<std::string>() != url_name) {
-      return kube::BadRequestError(absl::StrCat("the name of the object (",
-                                                it->get<std::string>(),
-                                                ") does not match the name on the URL (",
-                                                url_name, ")"));
+      return kube::BadRequestError(absl::StrCat("the name of the object (", it->get<std::string>(),
+                                                ") does not match the name on the URL (", url_name,
+                                                ")"));
     }
   }
   return absl::OkStatus();
@@ -151,9 +149,9 @@ absl::Status ApiHandlers::CheckNamespaceWritable(const ResourceInfo& r,
   if (absl::StrContains(nso->value, "\"deletionTimestamp\"")) {
     nlohmann::json j = nlohmann::json::parse(nso->value, nullptr, false);
     if (!j.is_discarded() && IsBeingDeleted(j)) {
-      return kube::ForbiddenError(absl::StrCat(
-          r.resource, " \"\" is forbidden: unable to create new content in namespace ", ns,
-          " because it is being terminated"));
+      return kube::ForbiddenError(
+          absl::StrCat(r.resource, " \"\" is forbidden: unable to create new content in namespace ",
+                       ns, " because it is being terminated"));
     }
   }
   return absl::OkStatus();
@@ -182,21 +180,21 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
     return resp;
   }
   auto shared = std::make_shared<nlohmann::json>(std::move(stored));
-  ASSIGN_OR_RETURN(
-      ObjectPtr written,
-      store_->Write(r.Key(t.ns, name),
-                    [&r, &name, shared](const StoredObject* current,
-                                        int64_t revision) -> absl::StatusOr<Mutation> {
-                      if (current != nullptr) return kube::AlreadyExistsError(r.group, r.resource, name);
-                      (*shared)["metadata"]["resourceVersion"] = std::to_string(revision);
-                      return Mutation{Mutation::Op::kPut, Dump(*shared)};
-                    }));
+  ASSIGN_OR_RETURN(ObjectPtr written,
+                   store_->Write(r.Key(t.ns, name),
+                                 [&r, &name, shared](const StoredObject* current,
+                                                     int64_t revision) -> absl::StatusOr<Mutation> {
+                                   if (current != nullptr)
+                                     return kube::AlreadyExistsError(r.group, r.resource, name);
+                                   (*shared)["metadata"]["resourceVersion"] =
+                                       std::to_string(revision);
+                                   return Mutation{Mutation::Op::kPut, Dump(*shared)};
+                                 }));
   if (crd_hook_ && r.group == "apiextensions.k8s.io") crd_hook_(*shared);
   return ObjectResponse(201, r, *written);
 }
 
-absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r,
-                                                   const nlohmann::json& old,
+absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const nlohmann::json& old,
                                                    nlohmann::json updated, int64_t revision,
                                                    absl::string_view subresource) const {
   nlohmann::json& meta = updated["metadata"];
@@ -298,9 +296,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
             }
             RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
                          subresource == "status" ? "status" : "");
-            ASSIGN_OR_RETURN(Mutation m,
-                             FinishUpdate(r, old, std::move(updated), revision,
-                                          subresource == "status" ? "status" : ""));
+            ASSIGN_OR_RETURN(Mutation m, FinishUpdate(r, old, std::move(updated), revision,
+                                                      subresource == "status" ? "status" : ""));
             if (dry_run) {
               *result = m.op == Mutation::Op::kNoop ? current->value : m.value;
               return Mutation{Mutation::Op::kNoop, ""};
@@ -335,6 +332,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
     apply_opts.force = force == "true" || force == "1";
     apply_opts.subresource = t.subresource;
     apply_opts.api_version = r.ApiVersion();
+    apply_opts.kind = r.kind;
+    apply_opts.name = t.name;
+    apply_opts.namespace_name = t.ns;
+    apply_opts.ignore_status = r.has_status && t.subresource.empty();
   } else if (req.body.size() > 0 && type != PatchType::kJsonPatch) {
     // Validated again when applied; this gives a clear 400 before taking the write slot.
     RETURN_IF_ERROR(ParseJsonBody(req.body).status());
@@ -410,9 +411,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
               RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
                            subresource == "status" ? "status" : "");
             }
-            ASSIGN_OR_RETURN(Mutation m,
-                             FinishUpdate(r, old, std::move(updated), revision,
-                                          subresource == "status" ? "status" : ""));
+            ASSIGN_OR_RETURN(Mutation m, FinishUpdate(r, old, std::move(updated), revision,
+                                                      subresource == "status" ? "status" : ""));
             if (dry_run) {
               *result = m.op == Mutation::Op::kNoop ? current->value : m.value;
               return Mutation{Mutation::Op::kNoop, ""};

@@ -68,8 +68,8 @@ std::vector<std::string> Verbs() {
 }  // namespace
 
 std::string ResourceInfo::KeyPrefix() const {
-  return absl::StrCat("/", storage_group.empty() ? "core" : storage_group, "/",
-                      storage_resource, "/");
+  return absl::StrCat("/", storage_group.empty() ? "core" : storage_group, "/", storage_resource,
+                      "/");
 }
 
 std::string ResourceInfo::NamespacePrefix(absl::string_view ns) const {
@@ -82,9 +82,8 @@ std::string ResourceInfo::Key(absl::string_view ns, absl::string_view name) cons
 
 ResourceRegistry::ResourceRegistry() {
   common::WriterLock lock(&mu_);
-  AddBuiltinResources([this](ResourceInfo info) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    AddLocked(std::move(info));
-  });
+  AddBuiltinResources([this](ResourceInfo info)
+                          ABSL_NO_THREAD_SAFETY_ANALYSIS { AddLocked(std::move(info)); });
 }
 
 void ResourceRegistry::AddLocked(ResourceInfo info) {
@@ -133,11 +132,10 @@ absl::Status ResourceRegistry::SetCustomResource(absl::string_view group,
   common::WriterLock lock(&mu_);
   for (const auto& [key, r] : by_resource_) {
     if (r->group == group && r->resource == resource && !r->custom) {
-      return kube::InvalidError("apiextensions.k8s.io", "CustomResourceDefinition",
-                                absl::StrCat(resource, ".", group),
-                                {{"FieldValueInvalid",
-                                  "the group and resource belong to a built-in kind",
-                                  "spec.group"}});
+      return kube::InvalidError(
+          "apiextensions.k8s.io", "CustomResourceDefinition", absl::StrCat(resource, ".", group),
+          {{"FieldValueInvalid", "the group and resource belong to a built-in kind",
+            "spec.group"}});
     }
   }
   // Drop the old versions first: a version may have been removed from the CRD.
@@ -183,8 +181,7 @@ std::vector<std::string> ResourceRegistry::GroupVersionsLocked(absl::string_view
 nlohmann::json ResourceRegistry::CoreApiVersions() const {
   return {{"kind", "APIVersions"},
           {"versions", {"v1"}},
-          {"serverAddressByClientCIDRs",
-           {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", ""}}}}};
+          {"serverAddressByClientCIDRs", {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", ""}}}}};
 }
 
 nlohmann::json ResourceRegistry::ApiGroupList() const {
@@ -246,11 +243,11 @@ absl::StatusOr<nlohmann::json> ResourceRegistry::ResourceList(absl::string_view 
                            {"verbs", {"get", "patch", "update"}}});
     }
   }
-  return nlohmann::json{{"kind", "APIResourceList"},
-                        {"apiVersion", "v1"},
-                        {"groupVersion", group.empty() ? std::string(version)
-                                                       : absl::StrCat(group, "/", version)},
-                        {"resources", resources}};
+  return nlohmann::json{
+      {"kind", "APIResourceList"},
+      {"apiVersion", "v1"},
+      {"groupVersion", group.empty() ? std::string(version) : absl::StrCat(group, "/", version)},
+      {"resources", resources}};
 }
 
 }  // namespace ctrlhost::apiserver

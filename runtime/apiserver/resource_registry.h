@@ -39,22 +39,22 @@ struct Conversion {
 };
 
 struct ResourceInfo {
-  std::string group;        // "" for the core group
-  std::string version;      // the version this entry serves
-  std::string resource;     // plural, e.g. "deployments"
-  std::string singular;     // e.g. "deployment"
-  std::string kind;         // e.g. "Deployment"
-  std::string list_kind;    // e.g. "DeploymentList"
+  std::string group;      // "" for the core group
+  std::string version;    // the version this entry serves
+  std::string resource;   // plural, e.g. "deployments"
+  std::string singular;   // e.g. "deployment"
+  std::string kind;       // e.g. "Deployment"
+  std::string list_kind;  // e.g. "DeploymentList"
   bool namespaced = true;
   std::vector<std::string> short_names;
   std::vector<std::string> categories;
-  bool has_status = false;            // serves the status subresource
-  bool tracks_generation = false;     // metadata.generation bumped on spec changes
-  bool custom = false;                // defined by a CustomResourceDefinition
-  bool return_deleted_object = false; // DELETE answers with the object, not a Status
-  std::string storage_group;          // where objects are stored; usually == group
-  std::string storage_resource;       //                                usually == resource
-  std::string storage_version;        // apiVersion version objects are stored with
+  bool has_status = false;             // serves the status subresource
+  bool tracks_generation = false;      // metadata.generation bumped on spec changes
+  bool custom = false;                 // defined by a CustomResourceDefinition
+  bool return_deleted_object = false;  // DELETE answers with the object, not a Status
+  std::string storage_group;           // where objects are stored; usually == group
+  std::string storage_resource;        //                                usually == resource
+  std::string storage_version;         // apiVersion version objects are stored with
   // Conversion from/to the stored form when it is not a plain apiVersion rewrite.
   std::shared_ptr<const Conversion> conversion;
   // Field selectors this resource supports beyond metadata.name and metadata.namespace.
@@ -104,8 +104,8 @@ class ResourceRegistry {
   void RemoveCustomResource(absl::string_view group, absl::string_view resource);
 
   // Discovery documents (JSON), built from the current registry.
-  nlohmann::json CoreApiVersions() const;          // /api
-  nlohmann::json ApiGroupList() const;             // /apis
+  nlohmann::json CoreApiVersions() const;  // /api
+  nlohmann::json ApiGroupList() const;     // /apis
   // /apis/{group}; NotFound when no version of the group is served.
   absl::StatusOr<nlohmann::json> ApiGroup(absl::string_view group) const;
   // /api/v1 or /apis/{group}/{version}; NotFound when not served.

@@ -112,17 +112,16 @@ void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res)
   res.status = resp.code;
   if (resp.stream) {
     auto stream = std::move(resp.stream);
-    res.set_chunked_content_provider(
-        resp.content_type, [stream](size_t, httplib::DataSink& sink) {
-          bool alive = true;
-          const bool more = stream([&](absl::string_view chunk) {
-            if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) alive = false;
-            return alive;
-          });
-          if (!alive) return false;  // client gone: abort the connection
-          if (!more) sink.done();
-          return true;
-        });
+    res.set_chunked_content_provider(resp.content_type, [stream](size_t, httplib::DataSink& sink) {
+      bool alive = true;
+      const bool more = stream([&](absl::string_view chunk) {
+        if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) alive = false;
+        return alive;
+      });
+      if (!alive) return false;  // client gone: abort the connection
+      if (!more) sink.done();
+      return true;
+    });
     return;
   }
   res.set_content(resp.body, resp.content_type);
@@ -133,8 +132,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   impl->options = options;
   if (mkdir(options.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create data directory ",
-                                                    options.data_dir, ": ",
-                                                    std::strerror(errno)));
+                                                    options.data_dir, ": ", std::strerror(errno)));
   }
   StoreOptions so;
   so.path = options.data_dir + "/state.db";
@@ -146,8 +144,8 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   impl->registry = std::make_unique<ResourceRegistry>();
   impl->handlers = std::make_unique<ApiHandlers>(impl->store.get(), impl->registry.get(),
                                                  common::Clock::Real(), HandlerOptions{});
-  impl->controllers = std::make_unique<Controllers>(impl->store.get(), impl->registry.get(),
-                                                    impl->handlers.get());
+  impl->controllers =
+      std::make_unique<Controllers>(impl->store.get(), impl->registry.get(), impl->handlers.get());
   RETURN_IF_ERROR(impl->controllers->Start());
   Controllers* controllers = impl->controllers.get();
   impl->handlers->SetCrdHook(
@@ -177,7 +175,8 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   http.set_write_timeout(30);
   Impl* raw = impl.get();
   http.set_pre_routing_handler([raw](const httplib::Request& req, httplib::Response& res) {
-    if (raw->token.empty() || IsPublicPath(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (raw->token.empty() || IsPublicPath(req.path))
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     if (auth != "Bearer " + raw->token) {
       SendStatus(res, kube::UnauthorizedError("Unauthorized"));
@@ -198,11 +197,11 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   http.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {
-      SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
-                          "the request body is larger than ", max_body, " bytes")));
+      SendStatus(res, kube::RequestEntityTooLargeError(
+                          absl::StrCat("the request body is larger than ", max_body, " bytes")));
     } else if (res.status == 404) {
-      SendStatus(res, kube::ApiError(404, "NotFound",
-                                     "the server could not find the requested resource"));
+      SendStatus(
+          res, kube::ApiError(404, "NotFound", "the server could not find the requested resource"));
     } else if (res.status >= 400) {
       SendStatus(res, kube::ApiError(res.status, "", absl::StrCat("HTTP ", res.status)));
     }
@@ -231,9 +230,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   } else {
     RETURN_IF_ERROR(WriteKubeconfig(impl->kubeconfig, url, "", "", "ctrlhost"));
   }
-  common::LogInfo("API server listening",
-                  {{"url", url}, {"kubeconfig", impl->kubeconfig},
-                   {"revision", impl->store->Revision()}});
+  common::LogInfo(
+      "API server listening",
+      {{"url", url}, {"kubeconfig", impl->kubeconfig}, {"revision", impl->store->Revision()}});
   return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
 }
 

@@ -25,9 +25,9 @@ namespace ctrlhost::apiserver {
 struct ApiServerOptions {
   std::string data_dir = ".ctrlhost";
   std::string bind = "127.0.0.1";
-  int port = 6443;              // 0: any free port (see ApiServer::port())
-  bool insecure_http = false;   // plain HTTP without authentication; tests and debugging only
-  bool sync_full = true;        // fsync every commit (group-committed)
+  int port = 6443;             // 0: any free port (see ApiServer::port())
+  bool insecure_http = false;  // plain HTTP without authentication; tests and debugging only
+  bool sync_full = true;       // fsync every commit (group-committed)
   int64_t retained_revisions = 10000;
   absl::Duration compaction_interval = absl::Minutes(1);
   size_t max_body_bytes = 3 * 1024 * 1024;  // like kube-apiserver

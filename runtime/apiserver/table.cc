@@ -40,8 +40,8 @@ nlohmann::json JsonPathValue(const nlohmann::json& obj, absl::string_view path) 
 
 bool WantsTable(absl::string_view accept) { return absl::StrContains(accept, "as=Table"); }
 
-nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items,
-                       int64_t revision, const std::string& continue_token, absl::Time now) {
+nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
+                       const std::string& continue_token, absl::Time now) {
   nlohmann::json columns = nlohmann::json::array();
   columns.push_back({{"name", "Name"},
                      {"type", "string"},

@@ -1,8 +1,14 @@
 #include "runtime/exe/cmd_apiserver.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <limits>
+#include <memory>
 #include <optional>
 
+#include "runtime/apiserver/server.h"
+#include "runtime/common/logging.h"
 #include "runtime/exe/command.h"
 
 namespace ctrlhost::exe {
@@ -42,7 +48,34 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
   if (values.bind.empty()) return UsageError(flags.command(), "--bind must not be empty", err);
 
-  return Failure("the embedded API server is not built in yet", err);
+  if (values.storage_sync != "full" && values.storage_sync != "normal") {
+    return UsageError(flags.command(), "--storage-sync must be full or normal", err);
+  }
+  apiserver::ApiServerOptions options;
+  options.data_dir = values.data_dir;
+  options.bind = values.bind;
+  options.port = static_cast<int>(values.port);
+  options.insecure_http = values.insecure_http;
+  options.sync_full = values.storage_sync == "full";
+  options.retained_revisions = values.compaction_retain_revisions;
+  // Block the stop signals before any thread starts, then wait for them on this thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> server =
+      apiserver::ApiServer::Start(options);
+  if (!server.ok()) return Failure(server.status().ToString(), err);
+  out << "API server listening on " << (*server)->url() << "\n"
+      << "kubeconfig: " << (*server)->kubeconfig_path() << "\n"
+      << "try: kubectl --kubeconfig " << (*server)->kubeconfig_path() << " api-resources"
+      << std::endl;
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  common::LogInfo("stopping the API server", {{"signal", signal}});
+  (*server)->Stop();
+  return 0;
 }
 
 }  // namespace ctrlhost::exe
