@@ -68,6 +68,8 @@ class StoreCore {
   const LabelExtractor& extract_labels() const { return options_.extract_labels; }
 
  private:
+  class ActiveCall;
+
   void WriterLoop();
   void ProcessBatch(const std::vector<PendingWrite*>& batch);
   void CompactionStep();
@@ -100,6 +102,9 @@ class StoreCore {
   int64_t compact_progress_ ABSL_GUARDED_BY(queue_mu_);
   int64_t compact_failures_ ABSL_GUARDED_BY(queue_mu_) = 0;
   absl::Status compact_error_ ABSL_GUARDED_BY(queue_mu_);
+
+  common::CondVar idle_cv_;  // the destructor waits here for active_calls_ to reach 0
+  int64_t active_calls_ ABSL_GUARDED_BY(queue_mu_) = 0;
 
   std::atomic<int64_t> commits_{0};
   std::atomic<int64_t> writes_{0};
@@ -138,7 +143,25 @@ StoreCore::~StoreCore() {
   compact_cv_.SignalAll();
   thread_.join();
   hub_->Shutdown();
+  // Write() and Compact() calls woken above may still be on their way out through queue_mu_.
+  common::MutexLock lock(&queue_mu_);
+  while (active_calls_ > 0) idle_cv_.Wait(&queue_mu_);
 }
+
+// Counts a Write()/Compact() call in progress, so that the destructor waits for it to leave.
+class StoreCore::ActiveCall {
+ public:
+  explicit ActiveCall(StoreCore* core) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core->queue_mu_)
+      : core_(core) {
+    ++core_->active_calls_;
+  }
+  ~ActiveCall() ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_->queue_mu_) {
+    if (--core_->active_calls_ == 0) core_->idle_cv_.SignalAll();
+  }
+
+ private:
+  StoreCore* const core_;
+};
 
 absl::StatusOr<ObjectPtr> StoreCore::Write(absl::string_view key, const Mutator& mutator) {
   if (!mutator) return absl::InvalidArgumentError("storage write without a mutator");
@@ -147,6 +170,7 @@ absl::StatusOr<ObjectPtr> StoreCore::Write(absl::string_view key, const Mutator&
   write.mutator = &mutator;
   common::MutexLock lock(&queue_mu_);
   if (shutdown_) return absl::UnavailableError("storage is closing");
+  ActiveCall active(this);
   queue_.push_back(&write);
   if (queue_.size() == 1) queue_cv_.Signal();
   while (!write.done) write.cv.Wait(&queue_mu_);
@@ -336,6 +360,8 @@ absl::Status StoreCore::Compact(int64_t revision) {
   }
   if (revision <= CompactedRevision()) return absl::OkStatus();
   common::MutexLock lock(&queue_mu_);
+  if (shutdown_) return absl::UnavailableError("storage is closing");
+  ActiveCall active(this);
   const int64_t failures = compact_failures_;
   compact_target_ = std::max(compact_target_, revision);
   queue_cv_.Signal();
