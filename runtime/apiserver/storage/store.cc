@@ -29,6 +29,10 @@ namespace {
 constexpr size_t kMaxBatch = 1024;
 // Revisions compacted per transaction: bounds how long one compaction step delays writes.
 constexpr int64_t kCompactionChunk = 2000;
+// Largest value one write may store. The HTTP layer limits bodies far below this; the check
+// keeps one oversized write from failing the whole batch it would share with others (SQLite
+// refuses blobs above its own limit, 1e9 bytes by default, for the entire transaction).
+constexpr size_t kMaxValueBytes = 64 << 20;
 // Idle read connections kept open.
 constexpr size_t kMaxIdleReaders = 8;
 
@@ -242,6 +246,9 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
         result = mutation.status();
       } else if (mutation->op == Mutation::Op::kNoop) {
         result = current;
+      } else if (mutation->value.size() > kMaxValueBytes) {
+        result = kube::RequestEntityTooLargeError(absl::StrCat(
+            "object is ", mutation->value.size(), " bytes; the storage limit is ", kMaxValueBytes));
       } else if (mutation->op == Mutation::Op::kPut) {
         ObjectPtr object = MakeObject(write->key, current ? current->create_revision : rev, rev,
                                       std::move(mutation->value), options_.extract_labels);

@@ -145,6 +145,14 @@ TEST_F(StoreTest, BadMutationsAreErrorsNotCrashes) {
   EXPECT_EQ(store->Revision(), 0);
 }
 
+TEST_F(StoreTest, OversizedValueFailsOnlyItsOwnWrite) {
+  auto store = OpenStore();
+  auto huge = store->Write("/huge", PutValue(std::string((64 << 20) + 1, 'x')));
+  EXPECT_EQ(kube::HttpCode(huge.status()), 413) << huge.status();
+  EXPECT_EQ(store->Revision(), 0);
+  EXPECT_TRUE(store->Write("/small", PutValue("x")).ok());
+}
+
 // Holds the writer thread inside one mutator until released, so that other writes queue up
 // behind it and form one batch.
 class WriterBlocker {

@@ -121,6 +121,25 @@ TEST_F(WatchTest, MaxEventsAndProgress) {
   EXPECT_EQ(progress, 6);  // the unrelated write is covered too (a bookmark may say 6)
 }
 
+TEST_F(WatchTest, LongRunsOfOtherPrefixesAreSkipped) {
+  auto watch = NewWatch("/mine/", 0);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 8; ++w) {
+    writers.emplace_back([&, w] {
+      for (int n = 0; n < 700; ++n) {
+        ASSERT_TRUE(store_->Write(absl::StrCat("/other/", w), PutValue("o")).ok());
+      }
+    });
+  }
+  for (auto& writer : writers) writer.join();
+  Put("/mine/x", "mine");
+  int64_t progress = 0;
+  auto events = watch->Next(absl::Now() + absl::Seconds(10), 0, &progress);
+  ASSERT_TRUE(events.ok());
+  EXPECT_THAT(Revisions(*events), ElementsAre(5601));
+  EXPECT_EQ(progress, 5601);
+}
+
 TEST_F(WatchTest, TimesOutOnTheStoreClock) {
   Open(/*window=*/100, &clock_);
   Put("/other", "x");

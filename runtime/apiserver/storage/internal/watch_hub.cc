@@ -1,6 +1,7 @@
 #include "runtime/apiserver/storage/internal/watch_hub.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -8,6 +9,12 @@
 #include "runtime/kube/api_status.h"
 
 namespace ctrlhost::apiserver::internal {
+namespace {
+
+// Ring entries a watcher examines per hold of the hub's lock while finding none of its own.
+constexpr size_t kMaxScanPerLock = 4096;
+
+}  // namespace
 
 absl::Status TooLargeResourceVersionError(int64_t requested, int64_t current) {
   kube::StatusDetails details;
@@ -108,15 +115,25 @@ WatchHub::ReadResult WatchHub::ReadRing(WatchCursor* cursor, absl::string_view p
       return ReadResult::kFellBehind;
     }
     const uint64_t end_seq = first_seq_ + ring_.size();
-    while (cursor->next_seq < end_seq && out->size() < max_events) {
+    size_t examined = 0;
+    while (cursor->next_seq < end_seq && out->size() < max_events && examined < kMaxScanPerLock) {
       const WatchEvent& event = ring_[cursor->next_seq - first_seq_];
       ++cursor->next_seq;
+      ++examined;
       cursor->progress = event.object->mod_revision;
       if (absl::StartsWith(event.object->key, prefix)) out->push_back(event);
     }
     // Caught up: revisions published without an event of ours are covered too.
     if (cursor->next_seq == end_seq) cursor->progress = published_rev_;
     if (!out->empty()) return ReadResult::kEvents;
+    if (cursor->next_seq < end_seq) {
+      // A long run of other prefixes' events: let the publisher (who holds the store's state
+      // lock while it waits for ours) in before scanning on.
+      mu_.Unlock();
+      std::this_thread::yield();
+      mu_.Lock();
+      continue;
+    }
     if (clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
       // One last look, so a deadline in the past still returns what is already there.
       if (cursor->next_seq < first_seq_ + ring_.size() || closed_ || stopped->load()) continue;
