@@ -108,6 +108,10 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
     if (v.contains("additionalPrinterColumns") && v["additionalPrinterColumns"].is_array()) {
       r.printer_columns = v["additionalPrinterColumns"];
     }
+    if (v.contains("schema") && v["schema"].is_object() &&
+        v["schema"].contains("openAPIV3Schema")) {
+      r.schema = std::make_shared<const nlohmann::json>(v["schema"]["openAPIV3Schema"]);
+    }
     out.push_back(std::move(r));
   }
   if (versions.is_array() && !versions.empty() && storage != 1) {

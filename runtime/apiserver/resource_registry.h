@@ -61,6 +61,9 @@ struct ResourceInfo {
   std::vector<std::string> extra_field_selectors;
   // For custom resources: the CRD's additionalPrinterColumns (served in Table output).
   nlohmann::json printer_columns = nlohmann::json::array();
+  // For custom resources: the version's schema.openAPIV3Schema (null when the CRD has none).
+  // Shared so that copies of the entry stay cheap.
+  std::shared_ptr<const nlohmann::json> schema;
 
   std::string ApiVersion() const { return group.empty() ? version : group + "/" + version; }
   std::string StorageApiVersion() const {
