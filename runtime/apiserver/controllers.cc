@@ -36,8 +36,9 @@ void LogIfError(const absl::Status& s, const char* what, const std::string& key)
 
 }  // namespace
 
-Controllers::Controllers(Store* store, ResourceRegistry* registry, ApiHandlers* handlers)
-    : store_(store), registry_(registry), handlers_(handlers) {}
+Controllers::Controllers(Store* store, ResourceRegistry* registry, ApiHandlers* handlers,
+                         common::Clock* clock)
+    : store_(store), registry_(registry), handlers_(handlers), clock_(clock) {}
 
 Controllers::~Controllers() { Stop(); }
 
@@ -93,7 +94,7 @@ void Controllers::SyncCrd(const nlohmann::json& crd) {
 
 void Controllers::Run() {
   while (!stop_) {
-    auto events = watch_->Next(absl::Now() + absl::Seconds(1), 1000, nullptr);
+    auto events = watch_->Next(clock_->Now() + absl::Seconds(1), 1000, nullptr);
     if (!events.ok()) {
       if (absl::IsCancelled(events.status())) return;
       common::LogWarning("controller watch failed; restarting it", {{"error", events.status()}});

@@ -26,14 +26,17 @@
 #include "runtime/apiserver/handlers.h"
 #include "runtime/apiserver/resource_registry.h"
 #include "runtime/apiserver/storage/store.h"
+#include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 
 namespace ctrlhost::apiserver {
 
 class Controllers {
  public:
-  // Borrowed pointers must outlive this object.
-  Controllers(Store* store, ResourceRegistry* registry, ApiHandlers* handlers);
+  // Borrowed pointers must outlive this object. `clock` must be the store's clock (the
+  // controller thread's waits on the store watch are deadlines on it).
+  Controllers(Store* store, ResourceRegistry* registry, ApiHandlers* handlers,
+              common::Clock* clock);
   ~Controllers();
   Controllers(const Controllers&) = delete;
   Controllers& operator=(const Controllers&) = delete;
@@ -58,6 +61,7 @@ class Controllers {
   Store* const store_;
   ResourceRegistry* const registry_;
   ApiHandlers* const handlers_;
+  common::Clock* const clock_;
   std::unique_ptr<Watch> watch_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

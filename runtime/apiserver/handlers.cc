@@ -67,6 +67,13 @@ absl::StatusOr<ApiResponse> ApiHandlers::Discovery(const RequestInfo& info, cons
         absl::StrCat("the server does not allow ", req.method, " on ", req.path));
   }
   const auto& p = info.parts;
+  if (!p.empty() && (p[0] == "healthz" || p[0] == "livez" || p[0] == "readyz") && p.size() <= 2) {
+    // Answering at all is the check: the store and handlers are up once requests arrive.
+    ApiResponse resp;
+    resp.content_type = "text/plain; charset=utf-8";
+    resp.body = "ok";
+    return resp;
+  }
   nlohmann::json body;
   if (p.size() == 1 && p[0] == "version") {
     body = {{"major", "1"},

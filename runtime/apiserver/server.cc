@@ -96,10 +96,6 @@ struct ApiServer::Impl {
 };
 
 void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res) {
-  if (req.path == "/healthz" || req.path == "/livez" || req.path == "/readyz") {
-    res.set_content("ok", "text/plain");
-    return;
-  }
   ApiRequest ar;
   ar.method = req.method;
   ar.path = req.path;
@@ -144,8 +140,8 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   impl->registry = std::make_unique<ResourceRegistry>();
   impl->handlers = std::make_unique<ApiHandlers>(impl->store.get(), impl->registry.get(),
                                                  common::Clock::Real(), HandlerOptions{});
-  impl->controllers =
-      std::make_unique<Controllers>(impl->store.get(), impl->registry.get(), impl->handlers.get());
+  impl->controllers = std::make_unique<Controllers>(impl->store.get(), impl->registry.get(),
+                                                    impl->handlers.get(), common::Clock::Real());
   RETURN_IF_ERROR(impl->controllers->Start());
   Controllers* controllers = impl->controllers.get();
   impl->handlers->SetCrdHook(
