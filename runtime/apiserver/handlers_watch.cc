@@ -31,6 +31,9 @@ struct WatchState {
   std::unique_ptr<apiserver::Watch> watch;
   std::vector<ObjectPtr> initial;  // synthetic ADDED events still to send
   size_t initial_sent = 0;
+  // False until every initial event (and the initial-events-end bookmark) was written; also
+  // when there are none, so that an empty collection still gets its bookmark.
+  bool initial_done = false;
   bool send_initial_end_bookmark = false;
   bool bookmarks = false;
   int64_t progress = 0;
@@ -61,12 +64,13 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
   if (st.stopping->load()) return false;
   std::string out;
   // Initial events first, in bounded chunks.
-  if (st.initial_sent < st.initial.size()) {
+  if (!st.initial_done) {
     const size_t end = std::min(st.initial.size(), st.initial_sent + kMaxEventsPerChunk);
     for (; st.initial_sent < end; ++st.initial_sent) {
       out += EventLine("ADDED", *st.r, st.initial[st.initial_sent]->value);
     }
     if (st.initial_sent == st.initial.size()) {
+      st.initial_done = true;
       st.initial.clear();
       st.initial.shrink_to_fit();
       if (st.send_initial_end_bookmark) {
@@ -74,7 +78,7 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
         st.last_bookmark = st.clock->Now();
       }
     }
-    return write(out);
+    if (!out.empty()) return write(out);
   }
   const absl::Time now = st.clock->Now();
   if (now >= st.deadline) return false;
@@ -174,6 +178,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
     st->initial = std::move(list.items);
     from = list.revision;
     st->send_initial_end_bookmark = send_initial_param;
+  } else if (rv.empty() || rv == "0") {
+    // sendInitialEvents=false without a resourceVersion: only changes from now on (not the
+    // whole retained history from revision 0).
+    from = store_->Revision();
   }
   ASSIGN_OR_RETURN(st->watch, store_->Watch(prefix, from));
   st->progress = from;

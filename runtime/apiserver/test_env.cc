@@ -34,6 +34,7 @@ ApiTestEnv::ApiTestEnv(ApiTestEnvOptions options)
   so.compaction_interval = absl::ZeroDuration();  // tests compact explicitly
   so.extract_labels = [](absl::string_view json) { return ExtractLabels(json); };
   so.clock = &clock_;
+  if (options.watch_window_events > 0) so.watch_window_events = options.watch_window_events;
   auto store = Store::Open(std::move(so));
   if (!store.ok()) {
     ADD_FAILURE() << "cannot open the store: " << store.status();

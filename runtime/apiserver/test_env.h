@@ -42,6 +42,8 @@ bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = ab
 struct ApiTestEnvOptions {
   bool controllers = false;  // run the built-in controllers (CRDs, namespaces, GC)
   HandlerOptions handler_options;
+  // StoreOptions::watch_window_events (0: the store's default).
+  size_t watch_window_events = 0;
   // Reuse this directory (restart tests); "" makes a new one.
   std::string dir;
 };
