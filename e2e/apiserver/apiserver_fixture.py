@@ -179,10 +179,13 @@ class WatchStream:
                                .get("name")) for e in events])
 
     def close(self):
-        try:
-            self.connection.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        """Idempotent; safe after the server died."""
+        sock = self.connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.connection.close()
 
 
