@@ -65,6 +65,8 @@ struct DeleteOptions {
   std::string precondition_uid;
   std::string precondition_resource_version;
   bool dry_run = false;
+  // The body said orphanDependents: false (deprecated); only changes the answer's code.
+  bool orphan_dependents_false = false;
 };
 
 struct ObjectFilter;

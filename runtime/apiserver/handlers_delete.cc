@@ -27,9 +27,11 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const ApiRequest& req) {
     if (body.contains("propagationPolicy") && body["propagationPolicy"].is_string()) {
       o.propagation_policy = body["propagationPolicy"].get<std::string>();
     }
-    if (body.contains("orphanDependents") && body["orphanDependents"].is_boolean() &&
-        o.propagation_policy.empty()) {
-      o.propagation_policy = body["orphanDependents"].get<bool>() ? "Orphan" : "Background";
+    if (body.contains("orphanDependents") && body["orphanDependents"].is_boolean()) {
+      o.orphan_dependents_false = !body["orphanDependents"].get<bool>();
+      if (o.propagation_policy.empty()) {
+        o.propagation_policy = body["orphanDependents"].get<bool>() ? "Orphan" : "Background";
+      }
     }
     if (body.contains("preconditions") && body["preconditions"].is_object()) {
       const auto& p = body["preconditions"];
@@ -102,6 +104,12 @@ absl::StatusOr<ObjectPtr> ApiHandlers::DeleteObject(const ResourceInfo& r, absl:
           return Mutation{Mutation::Op::kDelete, Dump(obj)};
         }
         if (!already) {
+          // As kube-apiserver's markAsDeleting: kinds that track generation see the deletion
+          // as a new generation.
+          auto gen = meta.find("generation");
+          if (gen != meta.end() && gen->is_number_integer() && gen->get<int64_t>() > 0) {
+            *gen = gen->get<int64_t>() + 1;
+          }
           meta["deletionTimestamp"] = FormatTimestamp(now);
           meta["deletionGracePeriodSeconds"] = 0;
           if (is_namespace) obj["status"]["phase"] = "Terminating";
@@ -120,12 +128,16 @@ absl::StatusOr<ApiResponse> ApiHandlers::Delete(const Target& t, const ApiReques
   }
   ASSIGN_OR_RETURN(DeleteOptions options, ParseDeleteOptions(req));
   ASSIGN_OR_RETURN(ObjectPtr obj, DeleteObject(r, t.ns, t.name, options));
-  if (store_->Get(r.Key(t.ns, t.name)) != nullptr || r.return_deleted_object || r.custom) {
-    // Still there (finalizers pending), or a kind that answers with the object.
-    const bool pending = store_->Get(r.Key(t.ns, t.name)) != nullptr;
-    return ObjectResponse(pending ? 202 : 200, r, *obj);
-  }
   nlohmann::json j = nlohmann::json::parse(obj->value, nullptr, false);
+  // The returned object is the final state of an immediate deletion (no deletionTimestamp), or
+  // the object kept for its finalizers (deletionTimestamp set). Deciding from it rather than a
+  // second read keeps the answer right when the object is recreated or released meanwhile.
+  const bool pending = !j.is_discarded() && IsBeingDeleted(j);
+  if (pending || options.dry_run || r.return_deleted_object || r.custom) {
+    // kube-apiserver answers 200 with the object, and 202 only when the object stays and the
+    // client explicitly asked for orphanDependents=false.
+    return ObjectResponse(pending && options.orphan_dependents_false ? 202 : 200, r, *obj);
+  }
   nlohmann::json status = {{"kind", "Status"},
                            {"apiVersion", "v1"},
                            {"metadata", nlohmann::json::object()},

@@ -236,10 +236,14 @@ absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const 
     if (nf != updated["metadata"].end() && nf->is_array()) {
       for (const auto& f : *nf) {
         if (f.is_string() && !HasFinalizer(old, f.get<std::string>())) {
-          return kube::ForbiddenError(absl::StrCat(
-              "no new finalizers can be added if the object is being deleted, found new "
-              "finalizers [\"",
-              f.get<std::string>(), "\"]"));
+          // 422 with a Forbidden cause, as kube-apiserver's ValidateObjectMetaUpdate answers.
+          return kube::InvalidError(
+              r.group, r.kind, MetaString(old, "name"),
+              {kube::FieldForbidden(
+                  "metadata.finalizers",
+                  absl::StrCat("no new finalizers can be added if the object is being deleted, "
+                               "found new finalizers [\"",
+                               f.get<std::string>(), "\"]"))});
         }
       }
     }
