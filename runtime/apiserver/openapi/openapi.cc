@@ -182,7 +182,7 @@ absl::StatusOr<OpenApiResponse> ServeOpenApi(const ResourceRegistry& registry,
     // The first type the client lists that we serve wins.
     bool protobuf = false, found = types.empty();
     for (const std::string& t : types) {
-      if (t == kOpenApiV2ProtobufType) {
+      if (t == kOpenApiV2ProtobufType || t == kOpenApiV2ProtobufResponseType) {
         protobuf = true;
         found = true;
         break;
@@ -198,7 +198,7 @@ absl::StatusOr<OpenApiResponse> ServeOpenApi(const ResourceRegistry& registry,
                        kOpenApiV2ProtobufType));
     }
     if (protobuf) {
-      r.content_type = kOpenApiV2ProtobufType;
+      r.content_type = kOpenApiV2ProtobufResponseType;
       r.body = snapshot->v2_protobuf;
       CacheHeaders(r, Sha512Hex(r.body), false);
     } else {

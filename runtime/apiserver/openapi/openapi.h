@@ -6,7 +6,8 @@
 //   GET /openapi/v3/api/v1              OpenAPI 3.0 document of one group/version
 //   GET /openapi/v3/apis/{group}/{ver}
 //   GET /openapi/v2                     Swagger 2.0 of everything: JSON, or gnostic protobuf when
-//                                       Accept asks for kOpenApiV2ProtobufType (kubectl < 1.27)
+//                                       Accept asks for kOpenApiV2ProtobufType (kubectl's
+//                                       validation before 1.27, and its patch fallback)
 //
 // The handlers route every path under /openapi/ here:
 //
@@ -46,9 +47,15 @@
 
 namespace ctrlhost::apiserver::openapi {
 
-// The media type of gnostic's OpenAPIv2 Document message, protobuf-encoded.
+// The media type of gnostic's OpenAPIv2 Document message, protobuf-encoded, as clients ask
+// for it in Accept.
 inline constexpr char kOpenApiV2ProtobufType[] =
     "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+// The Content-Type of that response. Kubernetes answers with '.' in place of '@': Go's
+// mime.ParseMediaType (which client-go runs on every response) rejects the '@' form with
+// "mime: unexpected content after media subtype".
+inline constexpr char kOpenApiV2ProtobufResponseType[] =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 struct OpenApiResponse {
   int code = 200;

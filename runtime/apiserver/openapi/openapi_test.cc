@@ -320,7 +320,7 @@ TEST(OpenApiServe, ErrorsAndNegotiation) {
   r = ServeOpenApi(registry, "/openapi/v2",
                    std::string(kOpenApiV2ProtobufType) + ", application/json", "");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->content_type, kOpenApiV2ProtobufType);
+  EXPECT_EQ(r->content_type, kOpenApiV2ProtobufResponseType);
   r = ServeOpenApi(registry, "/openapi/v2", "application/json, */*", "");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->content_type, "application/json");
@@ -515,7 +515,7 @@ TEST(Gnostic, ServedDocumentIsWellFormedAndHasEveryDefinition) {
   absl::StatusOr<OpenApiResponse> r =
       ServeOpenApi(registry, "/openapi/v2", kOpenApiV2ProtobufType, "");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->content_type, kOpenApiV2ProtobufType);
+  EXPECT_EQ(r->content_type, kOpenApiV2ProtobufResponseType);
   std::vector<std::string> names;
   for (const Field& f : Fields(One(r->body, 9), 1)) names.push_back(One(f.bytes, 1));
   json doc = BuildV2Document(registry);
