@@ -160,6 +160,10 @@ void Controllers::Handle(const WatchEvent& e) {
     std::string ns, name;
     ResourcePtr r = handlers_->ResourceForKey(key, &ns, &name);
     if (r != nullptr && r->namespaced) ProcessNamespace(ns);
+    // So may the CRD of a custom resource (its cleanup finalizer waits for the last one).
+    if (r != nullptr && r->custom) {
+      ProcessCrd(absl::StrCat(kCrdPrefix, r->storage_resource, ".", r->storage_group));
+    }
     return;
   }
   Index(e.previous.get(), e.object.get());

@@ -1,0 +1,238 @@
+// CustomResourceDefinitions: validation, serving at once (with discovery), scope, short names,
+// several versions, the status subresource, printer columns, and deletion of the CRD removing
+// its objects and its resource.
+#include "runtime/apiserver/crd.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/apiserver/test_env.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+using ::ctrlhost::apiserver::testing::ApiTestEnv;
+using ::ctrlhost::apiserver::testing::ApiTestEnvOptions;
+using ::ctrlhost::apiserver::testing::WaitFor;
+using ::testing::Contains;
+
+constexpr char kCrds[] = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+constexpr char kWidgets[] = "/apis/example.com/v1/namespaces/ns1/widgets";
+
+nlohmann::json VersionEntry(const std::string& name, bool storage) {
+  return {{"name", name},
+          {"served", true},
+          {"storage", storage},
+          {"subresources", {{"status", nlohmann::json::object()}}},
+          {"additionalPrinterColumns",
+           {{{"name", "Size"}, {"type", "integer"}, {"jsonPath", ".spec.size"}}}},
+          {"schema",
+           {{"openAPIV3Schema",
+             {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}};
+}
+
+nlohmann::json WidgetCrd(const std::string& scope = "Namespaced") {
+  return {{"apiVersion", "apiextensions.k8s.io/v1"},
+          {"kind", "CustomResourceDefinition"},
+          {"metadata", {{"name", "widgets.example.com"}}},
+          {"spec",
+           {{"group", "example.com"},
+            {"scope", scope},
+            {"names",
+             {{"plural", "widgets"},
+              {"singular", "widget"},
+              {"kind", "Widget"},
+              {"shortNames", {"wd"}}}},
+            {"versions", {VersionEntry("v1", true), VersionEntry("v2", false)}}}}};
+}
+
+nlohmann::json Widget(const std::string& name, int size, const std::string& version = "v1") {
+  return {{"apiVersion", "example.com/" + version},
+          {"kind", "Widget"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"size", size}}}};
+}
+
+const nlohmann::json* FindResource(const nlohmann::json& list, const std::string& name) {
+  if (!list.contains("resources")) return nullptr;
+  for (const auto& r : list["resources"]) {
+    if (r["name"] == name) return &r;
+  }
+  return nullptr;
+}
+
+class CrdTest : public ::testing::Test {
+ protected:
+  CrdTest()
+      : env_([] {
+          ApiTestEnvOptions o;
+          o.controllers = true;
+          return o;
+        }()) {}
+  void SetUp() override { env_.CreateNamespace("ns1"); }
+  ApiTestEnv env_;
+};
+
+TEST_F(CrdTest, ServedAndDiscoverableAtOnce) {
+  EXPECT_EQ(env_.Get(kWidgets).code, 404);
+  ApiResponse c = env_.Post(kCrds, WidgetCrd());
+  ASSERT_EQ(c.code, 201) << c.body;
+  nlohmann::json crd = ApiTestEnv::Json(c);
+  EXPECT_THAT(crd["metadata"]["finalizers"], Contains(kCrdCleanupFinalizer));
+  bool established = false;
+  for (const auto& cond : crd["status"]["conditions"]) {
+    established |= cond["type"] == "Established" && cond["status"] == "True";
+  }
+  EXPECT_TRUE(established);
+  // No waiting: the resource is served when the create returns.
+  EXPECT_EQ(env_.Get(kWidgets).code, 200);
+  nlohmann::json v1 = ApiTestEnv::Json(env_.Get("/apis/example.com/v1"));
+  const nlohmann::json* w = FindResource(v1, "widgets");
+  ASSERT_NE(w, nullptr) << v1;
+  EXPECT_EQ((*w)["kind"], "Widget");
+  EXPECT_EQ((*w)["namespaced"], true);
+  EXPECT_EQ((*w)["singularName"], "widget");
+  EXPECT_EQ((*w)["shortNames"], nlohmann::json({"wd"}));
+  EXPECT_NE(FindResource(v1, "widgets/status"), nullptr);
+  nlohmann::json group = ApiTestEnv::Json(env_.Get("/apis/example.com"));
+  EXPECT_EQ(group["versions"].size(), 2u);
+  EXPECT_EQ(group["preferredVersion"]["version"], "v2");
+  bool listed = false;
+  const nlohmann::json apis = ApiTestEnv::Json(env_.Get("/apis"));
+  for (const auto& g : apis["groups"]) listed |= g["name"] == "example.com";
+  EXPECT_TRUE(listed) << apis;
+}
+
+TEST_F(CrdTest, VersionsShareObjects) {
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
+  ApiResponse c = env_.Post(kWidgets, Widget("w1", 3));
+  ASSERT_EQ(c.code, 201) << c.body;
+  ApiResponse v2 = env_.Get("/apis/example.com/v2/namespaces/ns1/widgets/w1");
+  ASSERT_EQ(v2.code, 200) << v2.body;
+  EXPECT_EQ(ApiTestEnv::Json(v2)["apiVersion"], "example.com/v2");
+  EXPECT_EQ(ApiTestEnv::Json(v2)["spec"]["size"], 3);
+  // Created at v2, read at v1.
+  ASSERT_EQ(env_.Post("/apis/example.com/v2/namespaces/ns1/widgets", Widget("w2", 4, "v2")).code,
+            201);
+  nlohmann::json list = ApiTestEnv::Json(env_.Get(kWidgets));
+  EXPECT_EQ(list["kind"], "WidgetList");
+  ASSERT_EQ(list["items"].size(), 2u);
+  EXPECT_EQ(list["items"][1]["apiVersion"], "example.com/v1");
+  // The body's version must match the endpoint's.
+  EXPECT_EQ(env_.Post(kWidgets, Widget("w3", 1, "v2")).code, 400);
+}
+
+TEST_F(CrdTest, GenerationAndStatusSubresource) {
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
+  nlohmann::json w = ApiTestEnv::Json(env_.Post(kWidgets, Widget("w", 1)));
+  EXPECT_EQ(w["metadata"]["generation"], 1);
+  const std::string path = std::string(kWidgets) + "/w";
+  const char* kMerge = "application/merge-patch+json";
+  w = ApiTestEnv::Json(env_.Patch(path, kMerge, R"({"spec":{"size":2}})"));
+  EXPECT_EQ(w["metadata"]["generation"], 2);
+  w = ApiTestEnv::Json(env_.Patch(path, kMerge, R"({"metadata":{"labels":{"a":"b"}}})"));
+  EXPECT_EQ(w["metadata"]["generation"], 2);
+  w = ApiTestEnv::Json(env_.Patch(path + "/status", kMerge, R"({"status":{"ready":true}})"));
+  EXPECT_EQ(w["metadata"]["generation"], 2);
+  EXPECT_EQ(w["status"]["ready"], true);
+  w = ApiTestEnv::Json(env_.Patch(path, kMerge, R"({"status":{"ready":false}})"));
+  EXPECT_EQ(w["status"]["ready"], true);
+  // Strategic merge patch has no strategy for custom resources.
+  EXPECT_EQ(env_.Patch(path, "application/strategic-merge-patch+json", "{}").code, 415);
+  // Delete answers with the object.
+  ApiResponse d = env_.Delete(path);
+  ASSERT_EQ(d.code, 200) << d.body;
+  EXPECT_EQ(ApiTestEnv::Json(d)["kind"], "Widget");
+}
+
+TEST_F(CrdTest, TableShowsPrinterColumns) {
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
+  ASSERT_EQ(env_.Post(kWidgets, Widget("w", 7)).code, 201);
+  nlohmann::json t = ApiTestEnv::Json(
+      env_.Do("GET", kWidgets, "", "", {}, "application/json;as=Table;v=v1;g=meta.k8s.io"));
+  ASSERT_EQ(t["kind"], "Table") << t;
+  ASSERT_EQ(t["columnDefinitions"].size(), 3u);
+  EXPECT_EQ(t["columnDefinitions"][1]["name"], "Size");
+  EXPECT_EQ(t["rows"][0]["cells"][1], 7);
+}
+
+TEST_F(CrdTest, ClusterScope) {
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd("Cluster")).code, 201);
+  ApiResponse c = env_.Post("/apis/example.com/v1/widgets", Widget("cw", 1));
+  ASSERT_EQ(c.code, 201) << c.body;
+  EXPECT_FALSE(ApiTestEnv::Json(c)["metadata"].contains("namespace"));
+  EXPECT_EQ(env_.Get("/apis/example.com/v1/widgets/cw").code, 200);
+  EXPECT_EQ(env_.Get(kWidgets).code, 404);
+  const nlohmann::json v1 = ApiTestEnv::Json(env_.Get("/apis/example.com/v1"));
+  ASSERT_NE(FindResource(v1, "widgets"), nullptr);
+  EXPECT_EQ((*FindResource(v1, "widgets"))["namespaced"], false);
+}
+
+TEST_F(CrdTest, InvalidCrds) {
+  nlohmann::json bad_name = WidgetCrd();
+  bad_name["metadata"]["name"] = "gadgets.example.com";
+  ApiResponse r = env_.Post(kCrds, bad_name);
+  EXPECT_EQ(r.code, 422) << r.body;
+  EXPECT_EQ(ApiTestEnv::Json(r)["details"]["causes"][0]["field"], "metadata.name");
+  nlohmann::json bad_scope = WidgetCrd("Galaxy");
+  EXPECT_EQ(env_.Post(kCrds, bad_scope).code, 422);
+  nlohmann::json two_storage = WidgetCrd();
+  two_storage["spec"]["versions"][1]["storage"] = true;
+  EXPECT_EQ(env_.Post(kCrds, two_storage).code, 422);
+  nlohmann::json no_spec = WidgetCrd();
+  no_spec.erase("spec");
+  EXPECT_EQ(env_.Post(kCrds, no_spec).code, 422);
+  nlohmann::json bad_group = WidgetCrd();
+  bad_group["spec"]["group"] = "nodots";
+  bad_group["metadata"]["name"] = "widgets.nodots";
+  EXPECT_EQ(env_.Post(kCrds, bad_group).code, 422);
+  EXPECT_EQ(env_.Get("/apis/example.com/v1").code, 404);
+}
+
+TEST_F(CrdTest, DeletingTheCrdRemovesObjectsAndResource) {
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
+  ASSERT_EQ(env_.Post(kWidgets, Widget("w1", 1)).code, 201);
+  ASSERT_EQ(env_.Post(kWidgets, Widget("w2", 2)).code, 201);
+  ApiResponse d = env_.Delete(std::string(kCrds) + "/widgets.example.com");
+  ASSERT_EQ(d.code, 200) << d.body;
+  EXPECT_TRUE(
+      WaitFor([&] { return env_.Get(std::string(kCrds) + "/widgets.example.com").code == 404; }));
+  EXPECT_EQ(env_.Get(kWidgets).code, 404);
+  EXPECT_EQ(env_.Get("/apis/example.com/v1").code, 404);
+  // Recreating the CRD does not bring the old objects back.
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
+  EXPECT_EQ(ApiTestEnv::Json(env_.Get(kWidgets))["items"].size(), 0u);
+}
+
+TEST_F(CrdTest, CustomResourceNamesAndBadBodies) {
+  ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
+  EXPECT_EQ(env_.Post(kWidgets, Widget("a/b", 1)).code, 422);
+  EXPECT_EQ(env_.Post(kWidgets, Widget("..", 1)).code, 422);
+  EXPECT_EQ(env_.Post(kWidgets, std::string("{")).code, 400);
+  nlohmann::json gadget = Widget("g", 1);
+  gadget["kind"] = "Gadget";
+  EXPECT_EQ(env_.Post(kWidgets, gadget).code, 400);
+}
+
+TEST(CrdRestartTest, StoredCrdsAreServedAfterRestart) {
+  std::string dir;
+  {
+    ApiTestEnvOptions o;
+    o.controllers = true;
+    ApiTestEnv env(o);
+    dir = env.dir();
+    env.CreateNamespace("ns1");
+    ASSERT_EQ(env.Post(kCrds, WidgetCrd()).code, 201);
+    ASSERT_EQ(env.Post(kWidgets, Widget("w", 1)).code, 201);
+  }
+  ApiTestEnvOptions o;
+  o.controllers = true;
+  o.dir = dir;
+  ApiTestEnv env(o);
+  EXPECT_EQ(env.Get(std::string(kWidgets) + "/w").code, 200);
+}
+
+}  // namespace
+}  // namespace ctrlhost::apiserver
