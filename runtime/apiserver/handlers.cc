@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "runtime/apiserver/handlers_internal.h"
 #include "runtime/apiserver/object_util.h"
+#include "runtime/apiserver/openapi/openapi.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/api_status.h"
@@ -72,6 +73,19 @@ absl::StatusOr<ApiResponse> ApiHandlers::Discovery(const RequestInfo& info, cons
     ApiResponse resp;
     resp.content_type = "text/plain; charset=utf-8";
     resp.body = "ok";
+    return resp;
+  }
+  if (!p.empty() && p[0] == "openapi") {
+    auto hash = req.query.find("hash");
+    ASSIGN_OR_RETURN(openapi::OpenApiResponse doc,
+                     openapi::ServeOpenApi(*registry_, req.path, req.accept,
+                                           hash == req.query.end() ? "" : hash->second,
+                                           options_.server_version));
+    ApiResponse resp;
+    resp.code = doc.code;
+    resp.content_type = std::move(doc.content_type);
+    resp.body = std::move(doc.body);
+    resp.headers = std::move(doc.headers);
     return resp;
   }
   nlohmann::json body;

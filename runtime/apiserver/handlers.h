@@ -18,6 +18,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -45,6 +47,8 @@ struct ApiResponse {
   int code = 200;
   std::string content_type = "application/json";
   std::string body;
+  // Extra response headers (ETag, Cache-Control, Location, Vary).
+  std::vector<std::pair<std::string, std::string>> headers;
   // Set for watches: called repeatedly once the headers are sent; writes chunks through
   // `write` (which returns false when the client is gone) and returns false when the stream
   // is over.

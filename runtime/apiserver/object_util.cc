@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "runtime/apiserver/kubeproto/kubeproto.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/kube/api_status.h"
 
@@ -69,9 +70,11 @@ absl::StatusOr<nlohmann::json> ParseObjectBody(absl::string_view content_type,
     if (!j.ok()) return kube::BadRequestError(j.status().message());
     return j;
   }
+  if (ct == kProtobufContentType) return DecodeKubeProtobuf(body);
   return kube::UnsupportedMediaTypeError(
       absl::StrCat("the body of the request was in an unknown format - accepted media types "
-                   "include: application/json, application/yaml; got ",
+                   "include: application/json, application/yaml, "
+                   "application/vnd.kubernetes.protobuf; got ",
                    content_type));
 }
 

@@ -67,6 +67,25 @@ void SendStatus(httplib::Response& res, const absl::Status& s) {
   res.set_content(body, "application/json");
 }
 
+// The namespaces every Kubernetes cluster has; clients assume "default" exists (kubectl without
+// -n). Created on start when absent, like kube-apiserver's system namespace controller.
+absl::Status EnsureSystemNamespaces(ApiHandlers& handlers) {
+  for (const char* name : {"default", "kube-system", "kube-public", "kube-node-lease"}) {
+    ApiRequest req;
+    req.method = "POST";
+    req.path = "/api/v1/namespaces";
+    req.content_type = "application/json";
+    req.body = absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")", name,
+                            R"("}})");
+    ApiResponse resp = handlers.Handle(req);
+    if (resp.code != 201 && resp.code != 409) {
+      return absl::InternalError(
+          absl::StrCat("cannot create the namespace ", name, ": HTTP ", resp.code, " ", resp.body));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool IsPublicPath(const std::string& path) {
   return path == "/healthz" || path == "/livez" || path == "/readyz" || path == "/version" ||
          absl::StartsWith(path, "/healthz/") || absl::StartsWith(path, "/livez/") ||
@@ -106,6 +125,7 @@ void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res)
   ar.body = req.body;
   ApiResponse resp = handlers->Handle(ar);
   res.status = resp.code;
+  for (const auto& [name, value] : resp.headers) res.set_header(name, value);
   if (resp.stream) {
     auto stream = std::move(resp.stream);
     res.set_chunked_content_provider(resp.content_type, [stream](size_t, httplib::DataSink& sink) {
@@ -143,6 +163,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   impl->controllers = std::make_unique<Controllers>(impl->store.get(), impl->registry.get(),
                                                     impl->handlers.get(), common::Clock::Real());
   RETURN_IF_ERROR(impl->controllers->Start());
+  RETURN_IF_ERROR(EnsureSystemNamespaces(*impl->handlers));
   Controllers* controllers = impl->controllers.get();
   impl->handlers->SetCrdHook(
       [controllers](const nlohmann::json& crd) { controllers->SyncCrd(crd); });
