@@ -7,6 +7,7 @@
 #include "runtime/apiserver/handlers.h"
 #include "runtime/apiserver/handlers_internal.h"
 #include "runtime/apiserver/object_util.h"
+#include "runtime/apiserver/openapi/schema.h"
 #include "runtime/apiserver/patch/apply.h"
 #include "runtime/apiserver/patch/managed_fields.h"
 #include "runtime/apiserver/patch/merge_strategy.h"
@@ -24,6 +25,31 @@ std::string Query(const ApiRequest& req, const char* key) {
 }
 
 bool DryRun(const ApiRequest& req) { return Query(req, "dryRun") == "All"; }
+
+// Custom resources: prune unknown fields, apply defaults and validate against the served
+// version's openAPIV3Schema (kube-apiserver's structural-schema handling); warnings are added
+// to `warnings`. Built-in kinds have no schema here and pass unchanged.
+absl::Status ApplySchema(const ResourceInfo& r, openapi::FieldValidation mode, nlohmann::json& obj,
+                         std::vector<std::string>* warnings) {
+  if (!r.custom || r.schema == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> w,
+                   openapi::PrepareCustomResource(*r.schema, r.group, r.kind, mode, obj));
+  warnings->insert(warnings->end(), w.begin(), w.end());
+  return absl::OkStatus();
+}
+
+// Adds `Warning: 299 - "text"` headers, as kube-apiserver reports dropped unknown fields.
+ApiResponse WithWarnings(ApiResponse resp, const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) {
+    std::string text;
+    for (char c : w) {
+      if (c == '"' || c == '\\') text.push_back('\\');
+      text.push_back(c == '\n' || c == '\r' ? ' ' : c);
+    }
+    resp.headers.emplace_back("Warning", absl::StrCat("299 - \"", text, "\""));
+  }
+  return resp;
+}
 
 // The field manager of a non-apply write: ?fieldManager=, else the User-Agent's product name.
 std::string FieldManager(const ApiRequest& req) {
@@ -138,6 +164,19 @@ void PrepareCreate(const ResourceInfo& r, nlohmann::json& obj, absl::Time now) {
   }
 }
 
+// Whether an update from `old` to `updated` is a new generation. Built-in kinds and custom
+// resources with a status subresource track the spec (everything but metadata and status); a
+// custom resource without one tracks everything but metadata, as kube-apiserver's CR strategy.
+bool NewGeneration(const ResourceInfo& r, const nlohmann::json& old,
+                   const nlohmann::json& updated) {
+  if (!r.custom || r.has_status) return SpecChanged(old, updated);
+  nlohmann::json a = old;
+  nlohmann::json b = updated;
+  if (a.is_object()) a.erase("metadata");
+  if (b.is_object()) b.erase("metadata");
+  return a != b;
+}
+
 }  // namespace
 
 absl::Status ApiHandlers::CheckNamespaceWritable(const ResourceInfo& r,
@@ -162,6 +201,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
   if (!t.subresource.empty() || !t.name.empty()) {
     return kube::MethodNotAllowedError("create is not allowed on a named object or subresource");
   }
+  ASSIGN_OR_RETURN(const openapi::FieldValidation mode,
+                   openapi::ParseFieldValidation(Query(req, "fieldValidation")));
   ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
   RETURN_IF_ERROR(CheckKind(r, obj));
   RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, ""));
@@ -170,6 +211,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
   RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
   const absl::Time now = clock_->Now();
   PrepareCreate(r, obj, now);
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
   RecordUpdate(&obj, nullptr, FieldManager(req), r.ApiVersion(), now, "");
   nlohmann::json stored = ToStored(r, std::move(obj));
   const std::string name = MetaString(stored, "name");
@@ -177,7 +220,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
     ApiResponse resp;
     resp.code = 201;
     resp.body = Dump(ToServed(r, std::move(stored)));
-    return resp;
+    return WithWarnings(std::move(resp), warnings);
   }
   auto shared = std::make_shared<nlohmann::json>(std::move(stored));
   ASSIGN_OR_RETURN(ObjectPtr written,
@@ -191,7 +234,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
                                    return Mutation{Mutation::Op::kPut, Dump(*shared)};
                                  }));
   if (crd_hook_ && r.group == "apiextensions.k8s.io") crd_hook_(*shared);
-  return ObjectResponse(201, r, *written);
+  return WithWarnings(ObjectResponse(201, r, *written), warnings);
 }
 
 absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const nlohmann::json& old,
@@ -226,7 +269,8 @@ absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const 
       updated.erase("status");
     }
   }
-  if ((r.tracks_generation || r.custom) && subresource != "status" && SpecChanged(old, updated)) {
+  if ((r.tracks_generation || r.custom) && subresource != "status" &&
+      NewGeneration(r, old, updated)) {
     const int64_t gen = old_meta.value("generation", int64_t{0});
     updated["metadata"]["generation"] = gen + 1;
   }
@@ -268,10 +312,14 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
   if (t.subresource == "finalize") {
     // PUT /api/v1/namespaces/{name}/finalize sets spec.finalizers only.
   }
+  ASSIGN_OR_RETURN(const openapi::FieldValidation mode,
+                   openapi::ParseFieldValidation(Query(req, "fieldValidation")));
   ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
   RETURN_IF_ERROR(CheckKind(r, obj));
   RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, t.name));
   RETURN_IF_ERROR(Validate(r, obj));
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
   const std::string want_rv = MetaString(obj, "resourceVersion");
   const std::string manager = FieldManager(req);
   const absl::Time now = clock_->Now();
@@ -311,18 +359,23 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
   if (dry_run) {
     ApiResponse resp;
     resp.body = ServedBytes(r, *result);
-    return resp;
+    return WithWarnings(std::move(resp), warnings);
   }
   if (crd_hook_ && r.group == "apiextensions.k8s.io" && written != nullptr) {
     nlohmann::json j = nlohmann::json::parse(written->value, nullptr, false);
     if (!j.is_discarded()) crd_hook_(j);
   }
-  return ObjectResponse(200, r, *written);
+  return WithWarnings(ObjectResponse(200, r, *written), warnings);
 }
 
 absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest& req) {
   const ResourceInfo& r = *t.r;
   ASSIGN_OR_RETURN(PatchType type, PatchTypeFromContentType(req.content_type));
+  ASSIGN_OR_RETURN(openapi::FieldValidation mode,
+                   openapi::ParseFieldValidation(Query(req, "fieldValidation")));
+  // Server-side apply drops fields outside the schema silently, as kube-apiserver does.
+  if (type == PatchType::kApplyPatch) mode = openapi::FieldValidation::kIgnore;
+  auto warnings = std::make_shared<std::vector<std::string>>();
   const MergeStrategy* strategy = r.custom ? nullptr : BuiltinMergeStrategy(r.group, r.kind);
   std::shared_ptr<nlohmann::json> apply_config;
   ApplyOptions apply_opts;
@@ -371,6 +424,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
                                ServerSideApply(nullptr, *apply_config, apply_opts, strategy));
               RETURN_IF_ERROR(Validate(r, obj));
               PrepareCreate(r, obj, now);
+              warnings->clear();
+              RETURN_IF_ERROR(ApplySchema(r, mode, obj, warnings.get()));
               nlohmann::json stored = ToStored(r, std::move(obj));
               stored["metadata"]["resourceVersion"] = std::to_string(revision);
               created = true;
@@ -410,6 +465,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
               return kube::ConflictError(r.group, r.resource, t.name, kube::kObjectModified);
             }
             RETURN_IF_ERROR(Validate(r, patched));
+            warnings->clear();
+            RETURN_IF_ERROR(ApplySchema(r, mode, patched, warnings.get()));
             nlohmann::json updated = ToStored(r, std::move(patched));
             if (type != PatchType::kApplyPatch) {
               RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
@@ -427,13 +484,13 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
     ApiResponse resp;
     resp.code = created ? 201 : 200;
     resp.body = ServedBytes(r, *result);
-    return resp;
+    return WithWarnings(std::move(resp), *warnings);
   }
   if (crd_hook_ && r.group == "apiextensions.k8s.io" && written != nullptr) {
     nlohmann::json j = nlohmann::json::parse(written->value, nullptr, false);
     if (!j.is_discarded()) crd_hook_(j);
   }
-  return ObjectResponse(created ? 201 : 200, r, *written);
+  return WithWarnings(ObjectResponse(created ? 201 : 200, r, *written), *warnings);
 }
 
 absl::StatusOr<ObjectPtr> ApiHandlers::UpdateStored(
