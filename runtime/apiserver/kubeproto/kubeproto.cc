@@ -1,6 +1,7 @@
 #include "runtime/apiserver/kubeproto/kubeproto.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -362,6 +363,9 @@ absl::StatusOr<nlohmann::json> DecodeKubeProtobuf(absl::string_view body) {
         "the protobuf request body does not start with the Kubernetes magic bytes \"k8s\\x00\"");
   }
   body.remove_prefix(kMagic.size());
+  if (body.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return kube::RequestEntityTooLargeError("the protobuf request body is larger than 2 GiB");
+  }
   kp::runtime::Unknown envelope;
   if (!envelope.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     return kube::BadRequestError(
