@@ -77,7 +77,19 @@ void Controllers::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Controllers::SyncCrd(const nlohmann::json& crd) {
+void Controllers::SyncCrd(const nlohmann::json& written) {
+  common::MutexLock lock(&crd_mu_);
+  // Serve what is stored now, not the (possibly older) version a handler just wrote.
+  const std::string key = absl::StrCat(kCrdPrefix, MetaString(written, "name"));
+  ObjectPtr current = store_->Get(key);
+  if (current == nullptr) {
+    const auto& spec = written.value("spec", nlohmann::json::object());
+    registry_->RemoveCustomResource(
+        spec.value("group", ""), spec.value("names", nlohmann::json::object()).value("plural", ""));
+    return;
+  }
+  nlohmann::json crd = nlohmann::json::parse(current->value, nullptr, false);
+  if (crd.is_discarded()) return;
   auto versions = ValidateCrd(crd);
   if (!versions.ok()) {
     common::LogWarning("stored CRD is invalid; not served",
@@ -146,9 +158,8 @@ void Controllers::Handle(const WatchEvent& e) {
     if (j.is_discarded()) return;
     if (absl::StartsWith(key, kCrdPrefix)) {
       const auto& spec = j.value("spec", nlohmann::json::object());
-      registry_->RemoveCustomResource(
-          spec.value("group", ""),
-          spec.value("names", nlohmann::json::object()).value("plural", ""));
+      ForgetCrdIfGone(key, spec.value("group", ""),
+                      spec.value("names", nlohmann::json::object()).value("plural", ""));
     }
     CollectDependents(MetaString(j, "uid"));
     // An owner in foreground deletion may be waiting for this dependent.
@@ -352,6 +363,14 @@ void Controllers::ProcessCrd(const std::string& key) {
                                 })
                  .status(),
              "releasing the CRD cleanup finalizer failed", key);
+  // Stop serving at once rather than when the deletion event comes round.
+  ForgetCrdIfGone(key, group, plural);
+}
+
+void Controllers::ForgetCrdIfGone(const std::string& key, const std::string& group,
+                                  const std::string& plural) {
+  common::MutexLock lock(&crd_mu_);
+  if (store_->Get(key) == nullptr) registry_->RemoveCustomResource(group, plural);
 }
 
 }  // namespace ctrlhost::apiserver

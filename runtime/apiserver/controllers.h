@@ -57,6 +57,8 @@ class Controllers {
   void ProcessDeleting(const std::string& key);
   void ProcessNamespace(const std::string& name);
   void ProcessCrd(const std::string& key);
+  // Stops serving group/plural if the CRD at `key` is no longer stored.
+  void ForgetCrdIfGone(const std::string& key, const std::string& group, const std::string& plural);
 
   Store* const store_;
   ResourceRegistry* const registry_;
@@ -65,6 +67,10 @@ class Controllers {
   std::unique_ptr<Watch> watch_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  // Serializes registry changes for CRDs (SyncCrd from handler threads, removal on the
+  // controller thread) with the store check each makes, so that a late SyncCrd can never
+  // re-register the resource of a CRD that was just deleted.
+  common::Mutex crd_mu_;
 
   // State below is touched only by the controller thread (and Start before it runs).
   absl::flat_hash_map<std::string, std::string> uid_to_key_;

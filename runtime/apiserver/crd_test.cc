@@ -147,6 +147,21 @@ TEST_F(CrdTest, GenerationAndStatusSubresource) {
   EXPECT_EQ(ApiTestEnv::Json(d)["kind"], "Widget");
 }
 
+TEST_F(CrdTest, WithoutStatusSubresourceStatusIsTrackedByGeneration) {
+  nlohmann::json crd = WidgetCrd();
+  for (auto& v : crd["spec"]["versions"]) v.erase("subresources");
+  ASSERT_EQ(env_.Post(kCrds, crd).code, 201);
+  nlohmann::json w = Widget("w", 1);
+  w["status"] = {{"ready", false}};
+  w = ApiTestEnv::Json(env_.Post(kWidgets, w));
+  EXPECT_EQ(w["status"]["ready"], false);  // no subresource: status is part of the object
+  EXPECT_EQ(env_.Get(std::string(kWidgets) + "/w/status").code, 404);
+  w = ApiTestEnv::Json(env_.Patch(std::string(kWidgets) + "/w", "application/merge-patch+json",
+                                  R"({"status":{"ready":true}})"));
+  EXPECT_EQ(w["status"]["ready"], true);
+  EXPECT_EQ(w["metadata"]["generation"], 2);
+}
+
 TEST_F(CrdTest, TableShowsPrinterColumns) {
   ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
   ASSERT_EQ(env_.Post(kWidgets, Widget("w", 7)).code, 201);
