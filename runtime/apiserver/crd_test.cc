@@ -212,9 +212,11 @@ TEST_F(CrdTest, DeletingTheCrdRemovesObjectsAndResource) {
   ASSERT_EQ(env_.Post(kWidgets, Widget("w2", 2)).code, 201);
   ApiResponse d = env_.Delete(std::string(kCrds) + "/widgets.example.com");
   ASSERT_EQ(d.code, 200) << d.body;
-  EXPECT_TRUE(
-      WaitFor([&] { return env_.Get(std::string(kCrds) + "/widgets.example.com").code == 404; }));
-  EXPECT_EQ(env_.Get(kWidgets).code, 404);
+  // The CRD leaves the store just before its resource leaves the registry.
+  EXPECT_TRUE(WaitFor([&] {
+    return env_.Get(std::string(kCrds) + "/widgets.example.com").code == 404 &&
+           env_.Get(kWidgets).code == 404;
+  }));
   EXPECT_EQ(env_.Get("/apis/example.com/v1").code, 404);
   // Recreating the CRD does not bring the old objects back.
   ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
