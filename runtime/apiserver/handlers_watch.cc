@@ -23,7 +23,7 @@ std::string Query(const ApiRequest& req, const char* key) {
   return it == req.query.end() ? "" : it->second;
 }
 
-bool IsTrue(const std::string& v) { return v == "true" || v == "1"; }
+bool IsTrue(const std::string& v) { return ParseQueryBool(v); }
 
 struct WatchState {
   ResourcePtr r;
@@ -202,7 +202,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
   st->bookmark_interval = options_.bookmark_interval;
 
   ApiResponse resp;
-  resp.content_type = "application/json";
+  // kube-apiserver's media type of watch streams. Unlike plain "application/json" it also keeps
+  // the HTTP layer from gzip-compressing the stream, which would hold events back in the
+  // compressor's buffer.
+  resp.content_type = "application/json;stream=watch";
   resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
     return Pump(*st, write);
   };

@@ -70,6 +70,19 @@ kube::NameRule NameRuleFor(const ResourceInfo& r) {
 // The body must be an object of the endpoint's kind and version.
 absl::Status CheckKind(const ResourceInfo& r, nlohmann::json& obj) {
   if (!obj.is_object()) return kube::BadRequestError("the request body must be a JSON object");
+  // Built-in kinds decode into the endpoint's type, so a body without apiVersion and kind
+  // gets them from the URL (typed clients often leave them out); custom resources decode as
+  // unstructured and need them.
+  if (!r.custom) {
+    for (const auto& [field, value] :
+         {std::pair<const char*, std::string>{"apiVersion", r.ApiVersion()},
+          std::pair<const char*, std::string>{"kind", r.kind}}) {
+      auto it = obj.find(field);
+      if (it == obj.end() || (it->is_string() && it->get_ref<const std::string&>().empty())) {
+        obj[field] = value;
+      }
+    }
+  }
   auto kind = obj.find("kind");
   if (kind == obj.end() || !kind->is_string() || kind->get<std::string>().empty()) {
     return kube::BadRequestError("Object 'Kind' is missing in the request body");
@@ -386,7 +399,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
     apply_config = std::make_shared<nlohmann::json>(std::move(cfg));
     apply_opts.manager = Query(req, "fieldManager");
     const std::string force = Query(req, "force");
-    apply_opts.force = force == "true" || force == "1";
+    apply_opts.force = ParseQueryBool(force);
     apply_opts.subresource = t.subresource;
     apply_opts.api_version = r.ApiVersion();
     apply_opts.kind = r.kind;

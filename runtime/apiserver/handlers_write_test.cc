@@ -119,9 +119,13 @@ TEST_F(WriteTest, CreateErrors) {
   nlohmann::json wrong_kind = ConfigMap("x");
   wrong_kind["kind"] = "Secret";
   ExpectStatus(env_.Post(kCms, wrong_kind), 400, "BadRequest");
-  nlohmann::json no_kind = ConfigMap("x");
+  // Built-in kinds take a missing apiVersion/kind from the URL, as typed decoding does.
+  nlohmann::json no_kind = ConfigMap("defaulted");
   no_kind.erase("kind");
-  ExpectStatus(env_.Post(kCms, no_kind), 400, "BadRequest");
+  no_kind.erase("apiVersion");
+  ApiResponse defaulted = env_.Post(kCms, no_kind);
+  ASSERT_EQ(defaulted.code, 201) << defaulted.body;
+  EXPECT_EQ(nlohmann::json::parse(defaulted.body)["kind"], "ConfigMap");
   nlohmann::json wrong_version = ConfigMap("x");
   wrong_version["apiVersion"] = "v2";
   ExpectStatus(env_.Post(kCms, wrong_version), 400, "BadRequest");
@@ -141,8 +145,8 @@ TEST_F(WriteTest, CreateErrors) {
   // POST to a name or to all namespaces.
   ExpectStatus(env_.Post(std::string(kCms) + "/x", ConfigMap("x")), 405, "MethodNotAllowed");
   ExpectStatus(env_.Post("/api/v1/configmaps", ConfigMap("x")), 404, "NotFound");
-  // Nothing was stored by the failures.
-  EXPECT_EQ(ApiTestEnv::Json(env_.Get(kCms))["items"].size(), 1u);
+  // Nothing was stored by the failures (the two objects are "x" and "defaulted").
+  EXPECT_EQ(ApiTestEnv::Json(env_.Get(kCms))["items"].size(), 2u);
 }
 
 TEST_F(WriteTest, CreateFromYaml) {

@@ -1,5 +1,6 @@
 #include "runtime/apiserver/request_info.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/kube/api_status.h"
@@ -53,7 +54,7 @@ absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::str
     return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
   }
 
-  const bool watch = legacy_watch || watch_param == "1" || watch_param == "true";
+  const bool watch = legacy_watch || ParseQueryBool(watch_param);
   if (method == "GET" || method == "HEAD") {
     if (watch) {
       info.verb = "watch";
@@ -65,6 +66,10 @@ absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::str
   } else if (method == "POST") {
     info.verb = "create";
   } else if (method == "PUT") {
+    if (info.name.empty()) {
+      return kube::MethodNotAllowedError(absl::StrCat(
+          "the server does not allow this method on the requested resource: PUT ", path));
+    }
     info.verb = "update";
   } else if (method == "PATCH") {
     info.verb = "patch";
@@ -74,6 +79,11 @@ absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::str
     return kube::MethodNotAllowedError(absl::StrCat("method ", method, " is not supported"));
   }
   return info;
+}
+
+bool ParseQueryBool(absl::string_view value) {
+  if (value.empty()) return false;
+  return !absl::EqualsIgnoreCase(value, "false") && value != "0";
 }
 
 }  // namespace ctrlhost::apiserver

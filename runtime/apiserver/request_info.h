@@ -34,6 +34,10 @@ struct RequestInfo {
   std::vector<std::string> parts;
 };
 
+// A boolean query parameter as Kubernetes reads it: "false" and "0" (any case) and "" are
+// false, any other value ("true", "True", "1", ...) is true.
+bool ParseQueryBool(absl::string_view value);
+
 // `watch_param` is the value of the `watch` query parameter ("" when absent).
 // Errors: BadRequest for malformed resource paths.
 absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::string_view path,

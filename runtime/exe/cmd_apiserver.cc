@@ -31,6 +31,10 @@ void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values) {
                std::numeric_limits<int32_t>::max(),
                "Revisions of history kept for watches; a watch from an older resourceVersion "
                "gets 410 Gone");
+  flags
+      .AddDuration("compaction-interval", &values->compaction_interval,
+                   "How often old revisions are compacted (at least 10ms)")
+      .MinDuration(absl::Milliseconds(10));
   flags.AddBool("print-kubeconfig-path", &values->print_kubeconfig_path,
                 "Print the path of the kubeconfig written for kubectl on stdout once serving");
 }
@@ -58,6 +62,7 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.insecure_http = values.insecure_http;
   options.sync_full = values.storage_sync == "full";
   options.retained_revisions = values.compaction_retain_revisions;
+  options.compaction_interval = values.compaction_interval;
   // Block the stop signals before any thread starts, then wait for them on this thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "runtime/exe/flags.h"
 
 namespace ctrlhost::exe {
@@ -32,6 +33,8 @@ struct ApiServerFlags {
   // Revisions of history kept for watches; older ones are compacted (a watch from before them
   // gets 410 Gone).
   int64_t compaction_retain_revisions = 10000;
+  // How often the compactor runs.
+  absl::Duration compaction_interval = absl::Minutes(1);
   // Print the path of the kubeconfig written for kubectl on stdout once serving.
   bool print_kubeconfig_path = false;
 };

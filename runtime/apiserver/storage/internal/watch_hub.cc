@@ -66,14 +66,18 @@ absl::Status WatchHub::Register(int64_t from, int64_t compacted, WatchCursor* cu
   common::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError("storage is closed");
   if (from > published_rev_) return TooLargeResourceVersionError(from, published_rev_);
+  // Compaction is the history horizon even while the ring still holds older events: a watch
+  // from before it gets 410 whether or not memory could serve it, as with etcd's compaction,
+  // so clients see one consistent rule.
+  if (from < compacted) {
+    return kube::GoneError(absl::StrCat("too old resource version: ", from, " (", compacted, ")"));
+  }
   cursor->progress = from;
   if (from >= base_rev_) {
     cursor->in_ring = true;
     cursor->next_seq = SeqAfter(from);
-  } else if (from >= compacted) {
-    cursor->in_ring = false;
   } else {
-    return kube::GoneError(absl::StrCat("too old resource version: ", from, " (", compacted, ")"));
+    cursor->in_ring = false;
   }
   ++watchers_;
   return absl::OkStatus();
