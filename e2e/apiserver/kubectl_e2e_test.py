@@ -317,12 +317,18 @@ class KubectlSuite:
         lines = LineReader(process)
         # The initial list (kubectl versions differ on whether they prefix it with ADDED).
         lines.until(lambda l: l.split()[-1:] == ["widget.example.com/w-before"])
+        # One line per event. kubectl up to 1.2x prints "TYPE name"; newer name printers drop
+        # the event type and print the name alone, so the type is checked only when present.
+        def event(kind):
+            name = "widget.example.com/w-during"
+            return lambda l: l.split() in ([kind, name], [name])
+
         self.create_widget("w-during")
-        lines.until(lambda l: l.split() == ["ADDED", "widget.example.com/w-during"])
+        lines.until(event("ADDED"))
         self.kubectl("label", "-n", self.ns, "widget", "w-during", "seen=yes")
-        lines.until(lambda l: l.split() == ["MODIFIED", "widget.example.com/w-during"])
+        lines.until(event("MODIFIED"))
         self.kubectl("delete", "-n", self.ns, "widget", "w-during")
-        lines.until(lambda l: l.split() == ["DELETED", "widget.example.com/w-during"])
+        lines.until(event("DELETED"))
         # The default table output streams rows too.
         process = self.start_kubectl("get", "-n", self.ns, "widgets", "-w")
         table = LineReader(process)

@@ -42,10 +42,18 @@ struct WatchState {
   const std::atomic<bool>* stopping = nullptr;
   common::Clock* clock = nullptr;
   absl::Duration bookmark_interval;
+  // Accept asked for meta.k8s.io Tables (kubectl get -w): each event's object is a one-row
+  // Table with its column definitions.
+  bool table = false;
 };
 
-std::string EventLine(const char* type, const ResourceInfo& r, const std::string& stored) {
-  return absl::StrCat("{\"type\":\"", type, "\",\"object\":", ServedBytes(r, stored), "}\n");
+std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object) {
+  if (!st.table) {
+    return absl::StrCat("{\"type\":\"", type, "\",\"object\":", ServedBytes(*st.r, object->value),
+                        "}\n");
+  }
+  nlohmann::json table = TableOf(*st.r, {object}, object->mod_revision, "", st.clock->Now());
+  return absl::StrCat("{\"type\":\"", type, "\",\"object\":", Dump(table), "}\n");
 }
 
 std::string BookmarkLine(const ResourceInfo& r, int64_t revision, bool initial_end) {
@@ -67,7 +75,7 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
   if (!st.initial_done) {
     const size_t end = std::min(st.initial.size(), st.initial_sent + kMaxEventsPerChunk);
     for (; st.initial_sent < end; ++st.initial_sent) {
-      out += EventLine("ADDED", *st.r, st.initial[st.initial_sent]->value);
+      out += EventLine(st, "ADDED", st.initial[st.initial_sent]);
     }
     if (st.initial_sent == st.initial.size()) {
       st.initial_done = true;
@@ -97,14 +105,14 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
     if (e.type == WatchEvent::Type::kDeleted) {
       // The final state decides for a delete, as in kube-apiserver.
       if (st.filter.Matches(*e.object) || was_matching) {
-        out += EventLine("DELETED", *st.r, e.object->value);
+        out += EventLine(st, "DELETED", e.object);
       }
     } else if (now_matches && was_matching) {
-      out += EventLine("MODIFIED", *st.r, e.object->value);
+      out += EventLine(st, "MODIFIED", e.object);
     } else if (now_matches) {
-      out += EventLine("ADDED", *st.r, e.object->value);
+      out += EventLine(st, "ADDED", e.object);
     } else if (was_matching) {
-      out += EventLine("DELETED", *st.r, e.object->value);
+      out += EventLine(st, "DELETED", e.object);
     }
     st.progress = std::max(st.progress, e.object->mod_revision);
   }
@@ -133,6 +141,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
     st->filter.fields = std::make_shared<kube::FieldSelector>(*std::move(sel));
   }
   st->bookmarks = IsTrue(Query(req, "allowWatchBookmarks"));
+  st->table = WantsTable(req.accept);
   const std::string rv = Query(req, "resourceVersion");
   const std::string match = Query(req, "resourceVersionMatch");
   const std::string initial_param = Query(req, "sendInitialEvents");
