@@ -187,6 +187,12 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   const size_t max_connections = options.max_connections;
   http.new_task_queue = [max_connections] { return new ConnectionThreads(max_connections); };
   http.set_payload_max_length(options.max_body_bytes);
+  // Without TCP_NODELAY a response body waits for the client's delayed ACK of the headers
+  // (~40 ms per request); httplib also closes a keep-alive connection after 5 requests by
+  // default, which makes clients redo the TLS handshake. Measured in bench/apiserver: 205 ->
+  // ~2,400 creates/s.
+  http.set_tcp_nodelay(true);
+  http.set_keep_alive_max_count(1000000);
   http.set_keep_alive_timeout(30);
   http.set_read_timeout(30);
   http.set_write_timeout(30);
