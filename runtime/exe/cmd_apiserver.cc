@@ -63,6 +63,11 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.sync_full = values.storage_sync == "full";
   options.retained_revisions = values.compaction_retain_revisions;
   options.compaction_interval = values.compaction_interval;
+  return ServeApiServerUntilSignal(options, out, err);
+}
+
+int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options, std::ostream& out,
+                              std::ostream& err) {
   // Block the stop signals before any thread starts, then wait for them on this thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

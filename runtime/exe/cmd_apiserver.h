@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "runtime/apiserver/server.h"
 #include "runtime/exe/flags.h"
 
 namespace ctrlhost::exe {
@@ -41,6 +42,13 @@ struct ApiServerFlags {
 
 // Declares the apiserver flags in `flags`, bound to `values`.
 void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values);
+
+// Starts the API server with `options`, prints where it listens and its kubeconfig on `out`
+// (the lines "API server listening on URL" and "kubeconfig: PATH"), serves until SIGINT or
+// SIGTERM, then stops it. Returns the exit code. Blocks SIGINT and SIGTERM in the calling thread
+// (and so in every thread it starts); call it from the main thread.
+int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options, std::ostream& out,
+                              std::ostream& err);
 
 int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
 
@@ -152,6 +153,15 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
       .AddString("metrics-addr", &values.metrics_addr,
                  "Address of the Prometheus metrics and health endpoints")
       .ValueName("HOST:PORT");
+  flags
+      .AddString("apiserver-bind", &values.apiserver_bind,
+                 "Address the embedded API server listens on")
+      .ValueName("ADDRESS");
+  flags
+      .AddInt("apiserver-port", &values.apiserver_port, 0, 65535,
+              "Port of the embedded API server; 0 picks a free port")
+      .ValueName("PORT");
+  flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
   CommonFlags common;
   AddCommonFlags(flags, &common);
   if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
@@ -160,9 +170,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   if (const char* env = std::getenv("KUBECONFIG"); env != nullptr) kubeconfig_env = env;
   absl::StatusOr<RunPlan> plan = PlanRun(values, kubeconfig_env);
   if (!plan.ok()) return UsageError(flags.command(), plan.status().message(), err);
+  if (values.apiserver_bind.empty()) {
+    return UsageError(flags.command(), "--apiserver-bind must not be empty", err);
+  }
 
-  out << "ctrlhost run: preview only: the controller runtime is not built in yet, nothing is "
-         "started.\n";
+  out << "ctrlhost run: preview: the controller runtime is not built in yet, so the operators "
+         "below are not started"
+      << (plan->kubeconfigs.empty() && !values.preview ? "; the embedded API server is.\n" : ".\n");
   if (plan->kubeconfigs.empty()) {
     out << "API server: embedded, data in " << plan->data_dir << "\n";
   } else {
@@ -176,7 +190,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   const fs::path socket = fs::absolute(plan->admin_socket, error);
   out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
       << "metrics: http://" << plan->metrics_addr << "/metrics\n";
-  return kExitOk;
+  if (values.preview || !plan->kubeconfigs.empty()) return kExitOk;
+
+  apiserver::ApiServerOptions options;
+  options.data_dir = plan->data_dir;
+  options.bind = values.apiserver_bind;
+  options.port = static_cast<int>(values.apiserver_port);
+  return ServeApiServerUntilSignal(options, out, err);
 }
 
 }  // namespace ctrlhost::exe

@@ -11,6 +11,7 @@
 #ifndef CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
 #define CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -26,6 +27,11 @@ struct RunFlags {
   std::string data_dir = ".ctrlhost";
   std::string admin_socket;  // empty: <data-dir>/admin.sock
   std::string metrics_addr = "127.0.0.1:9090";
+  // Where the embedded API server listens (when no kubeconfig is used).
+  std::string apiserver_bind = "127.0.0.1";
+  int64_t apiserver_port = 6443;
+  // Print what would run and exit without starting anything.
+  bool preview = false;
 };
 
 // What `ctrlhost run` starts, resolved from RunFlags.

@@ -126,7 +126,8 @@ TEST_F(RunCommandTest, BadMetricsAddress) {
 TEST_F(RunCommandTest, CommandPrintsPreview) {
   const std::string file = Touch("op.yaml");
   std::ostringstream out, err;
-  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d"}, out, err), kExitOk) << err.str();
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, out, err), kExitOk)
+      << err.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "preview")) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "  " + file + "\n")) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "admin API: unix:///d/admin.sock")) << out.str();

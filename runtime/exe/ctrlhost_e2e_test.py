@@ -3,10 +3,16 @@
 Each test runs the binary as a subprocess with a time limit and checks what a user sees.
 """
 
+import json
 import os
+import selectors
+import signal
+import ssl
 import subprocess
 import tempfile
+import time
 import unittest
+import urllib.request
 
 BINARY = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "runtime", "exe", "ctrlhost")
 TIMEOUT_SECONDS = 30
@@ -133,7 +139,7 @@ class RunPreviewTest(unittest.TestCase):
             for name in ("b.yaml", "a.yml", "notes.txt"):
                 with open(os.path.join(directory, name), "w") as f:
                     f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n")
-            result = ctrlhost("run", "-f", directory)
+            result = ctrlhost("run", "-f", directory, "--preview")
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("preview", result.stdout)
             self.assertIn("API server: embedded", result.stdout)
@@ -152,6 +158,60 @@ class RunPreviewTest(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("the cluster of kubeconfig %s (from $KUBECONFIG)" % config,
                           result.stdout)
+
+
+class RunEmbeddedApiServerTest(unittest.TestCase):
+
+    def test_run_without_kubeconfig_serves_the_embedded_api_server(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            operator = os.path.join(directory, "op.yaml")
+            open(operator, "w").close()
+            data_dir = os.path.join(directory, "data")
+            env = dict(os.environ)
+            env.pop("KUBECONFIG", None)
+            process = subprocess.Popen(
+                [BINARY, "run", "-f", operator, "--data-dir", data_dir, "--apiserver-port", "0"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            try:
+                # Raw reads: a buffered readline() could hold lines the selector no longer sees.
+                url = None
+                lines = []
+                pending = b""
+                deadline = time.monotonic() + TIMEOUT_SECONDS
+                selector = selectors.DefaultSelector()
+                selector.register(process.stdout, selectors.EVENT_READ)
+                while url is None and time.monotonic() < deadline:
+                    if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                        break
+                    chunk = os.read(process.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    pending += chunk
+                    while b"\n" in pending:
+                        line, pending = pending.split(b"\n", 1)
+                        lines.append(line.decode() + "\n")
+                        if line.startswith(b"API server listening on "):
+                            url = line.decode().split()[-1]
+                self.assertIsNotNone(url, "no listening line; stdout: %r" % lines)
+                self.assertIn("API server: embedded, data in " + data_dir + "\n", lines)
+                context = ssl.create_default_context(cafile=os.path.join(data_dir, "ca.crt"))
+                with open(os.path.join(data_dir, "token")) as f:
+                    token = f.read().strip()
+                request = urllib.request.Request(url + "/api/v1/namespaces",
+                                                 headers={"Authorization": "Bearer " + token})
+                with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                    names = [n["metadata"]["name"] for n in json.load(response)["items"]]
+                self.assertIn("default", names)
+                self.assertTrue(os.path.exists(os.path.join(data_dir, "kubeconfig")))
+                process.send_signal(signal.SIGTERM)
+                self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0,
+                                 process.stderr.read().decode(errors="replace"))
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                process.stdout.close()
+                process.stderr.close()
 
 
 if __name__ == "__main__":
