@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/handlers.h"
@@ -35,11 +37,28 @@ struct ObjectFilter {
 // The stored JSON as served at `r`'s version (the bytes as they are when nothing changes).
 std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value);
 
-// True if the Accept header asks for a meta.k8s.io Table (kubectl get does).
+// True if the Accept header asks for a meta.k8s.io Table (kubectl get does): a media range
+// with as=Table (g=meta.k8s.io, v=v1 or v1beta1 when given) before any plain one.
 bool WantsTable(absl::string_view accept);
-// A meta.k8s.io/v1 Table of `items` (Name, Age and a CRD's additionalPrinterColumns).
+
+// What a Table's rows carry in `object` (the includeObject query parameter, as kube).
+struct TableOptions {
+  enum class IncludeObject {
+    kNone,      // null
+    kMetadata,  // a meta.k8s.io/v1 PartialObjectMetadata (the default)
+    kObject,    // the whole object as served (kubectl --sort-by asks for it)
+  };
+  IncludeObject include_object = IncludeObject::kMetadata;
+};
+// The Table options of a request; BadRequest for an includeObject other than None, Metadata
+// or Object (absent or empty means Metadata).
+absl::StatusOr<TableOptions> TableOptionsOf(const ApiRequest& req);
+
+// A meta.k8s.io/v1 Table of `items` with kube-apiserver's columns for built-in kinds and a
+// CRD's additionalPrinterColumns for custom resources (see printers.h).
 nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
-                       const std::string& continue_token, absl::Time now);
+                       const std::string& continue_token, absl::Time now,
+                       const TableOptions& options = {});
 
 }  // namespace ctrlhost::apiserver
 

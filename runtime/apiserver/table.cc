@@ -1,89 +1,114 @@
-// meta.k8s.io/v1 Table output, which `kubectl get` asks for: Name and Age for every kind, and
-// a CRD's additionalPrinterColumns (simple JSONPaths such as .spec.replicas).
+// meta.k8s.io/v1 Table output, which `kubectl get` asks for: the columns come from printers.h
+// (kube-apiserver's built-in printers, a CRD's additionalPrinterColumns), the rows carry the
+// object as the includeObject parameter asks.
+#include <utility>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/time.h"
 #include "runtime/apiserver/handlers_internal.h"
 #include "runtime/apiserver/object_util.h"
+#include "runtime/apiserver/printers.h"
+#include "runtime/kube/api_status.h"
 
 namespace ctrlhost::apiserver {
 namespace {
 
-std::string Age(absl::string_view created, absl::Time now) {
-  absl::Time t;
-  std::string err;
-  if (!absl::ParseTime(absl::RFC3339_full, created, &t, &err)) return "<unknown>";
-  const int64_t s = absl::ToInt64Seconds(now - t);
-  if (s < 0) return "0s";
-  if (s < 120) return absl::StrCat(s, "s");
-  if (s < 3600) return absl::StrCat(s / 60, "m");
-  if (s < 48 * 3600) return absl::StrCat(s / 3600, "h");
-  return absl::StrCat(s / 86400, "d");
-}
+// What one media range of an Accept header asks for.
+enum class Wants { kTable, kOtherTransform, kPlain };
 
-nlohmann::json JsonPathValue(const nlohmann::json& obj, absl::string_view path) {
-  path = absl::StripPrefix(path, "{");
-  path = absl::StripSuffix(path, "}");
-  path = absl::StripPrefix(path, ".");
-  const nlohmann::json* cur = &obj;
-  for (absl::string_view part : absl::StrSplit(path, '.', absl::SkipEmpty())) {
-    if (!cur->is_object()) return nullptr;
-    auto it = cur->find(std::string(part));
-    if (it == cur->end()) return nullptr;
-    cur = &*it;
+Wants ClassifyMediaRange(absl::string_view range) {
+  absl::string_view as, group, version;
+  bool first = true;
+  for (absl::string_view part : absl::StrSplit(range, ';')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (first) {  // the media type itself
+      first = false;
+      continue;
+    }
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
+    const absl::string_view value = absl::StripAsciiWhitespace(kv.second);
+    if (key == "as") as = value;
+    if (key == "g") group = value;
+    if (key == "v") version = value;
   }
-  return *cur;
+  if (as.empty()) return Wants::kPlain;
+  if (as == "Table" && (group.empty() || group == "meta.k8s.io") &&
+      (version.empty() || version == "v1" || version == "v1beta1")) {
+    return Wants::kTable;
+  }
+  return Wants::kOtherTransform;
 }
 
 }  // namespace
 
-bool WantsTable(absl::string_view accept) { return absl::StrContains(accept, "as=Table"); }
+bool WantsTable(absl::string_view accept) {
+  for (absl::string_view range : absl::StrSplit(accept, ',', absl::SkipWhitespace())) {
+    switch (ClassifyMediaRange(range)) {
+      case Wants::kTable:
+        return true;
+      case Wants::kPlain:
+        return false;  // the client prefers the object itself
+      case Wants::kOtherTransform:
+        break;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<TableOptions> TableOptionsOf(const ApiRequest& req) {
+  TableOptions o;
+  auto it = req.query.find("includeObject");
+  if (it == req.query.end() || it->second.empty() || it->second == "Metadata") return o;
+  if (it->second == "None") {
+    o.include_object = TableOptions::IncludeObject::kNone;
+  } else if (it->second == "Object") {
+    o.include_object = TableOptions::IncludeObject::kObject;
+  } else {
+    return kube::BadRequestError(
+        absl::StrCat("unrecognized includeObject value: \"", it->second, "\""));
+  }
+  return o;
+}
 
 nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
-                       const std::string& continue_token, absl::Time now) {
-  nlohmann::json columns = nlohmann::json::array();
-  columns.push_back({{"name", "Name"},
-                     {"type", "string"},
-                     {"format", "name"},
-                     {"description", "Name of the object"},
-                     {"priority", 0}});
-  for (const auto& c : r.printer_columns) {
-    columns.push_back({{"name", c.value("name", "")},
-                       {"type", c.value("type", "string")},
-                       {"format", c.value("format", "")},
-                       {"description", c.value("description", "")},
-                       {"priority", c.value("priority", 0)}});
-  }
-  columns.push_back({{"name", "Age"},
-                     {"type", "string"},
-                     {"format", ""},
-                     {"description", "Time since creation"},
-                     {"priority", 0}});
+                       const std::string& continue_token, absl::Time now,
+                       const TableOptions& options) {
+  const TablePrinter printer = TablePrinter::For(r);
   nlohmann::json rows = nlohmann::json::array();
   for (const ObjectPtr& o : items) {
-    nlohmann::json obj = nlohmann::json::parse(o->value, nullptr, false);
-    if (obj.is_discarded()) continue;
-    obj = ToServed(r, std::move(obj));
-    nlohmann::json cells = {MetaString(obj, "name")};
-    for (const auto& c : r.printer_columns) {
-      nlohmann::json v = JsonPathValue(obj, c.value("jsonPath", ""));
-      if (c.value("type", "") == "date" && v.is_string()) v = Age(v.get<std::string>(), now);
-      cells.push_back(v);
+    nlohmann::json stored = nlohmann::json::parse(o->value, nullptr, false);
+    if (stored.is_discarded() || !stored.is_object()) continue;
+    nlohmann::json served = ToServed(r, stored);
+    nlohmann::json row = {{"cells", printer.Cells(stored, served, now)}};
+    switch (options.include_object) {
+      case TableOptions::IncludeObject::kNone:
+        row["object"] = nullptr;
+        break;
+      case TableOptions::IncludeObject::kMetadata: {
+        nlohmann::json meta =
+            served.contains("metadata") ? std::move(served["metadata"]) : nlohmann::json::object();
+        row["object"] = {{"kind", "PartialObjectMetadata"},
+                         {"apiVersion", "meta.k8s.io/v1"},
+                         {"metadata", std::move(meta)}};
+        break;
+      }
+      case TableOptions::IncludeObject::kObject:
+        row["object"] = std::move(served);
+        break;
     }
-    cells.push_back(Age(MetaString(obj, "creationTimestamp"), now));
-    nlohmann::json partial = {{"kind", "PartialObjectMetadata"},
-                              {"apiVersion", "meta.k8s.io/v1"},
-                              {"metadata", obj["metadata"]}};
-    rows.push_back({{"cells", cells}, {"object", partial}});
+    rows.push_back(std::move(row));
   }
   nlohmann::json meta = {{"resourceVersion", std::to_string(revision)}};
   if (!continue_token.empty()) meta["continue"] = continue_token;
   return {{"kind", "Table"},
           {"apiVersion", "meta.k8s.io/v1"},
-          {"metadata", meta},
-          {"columnDefinitions", columns},
-          {"rows", rows}};
+          {"metadata", std::move(meta)},
+          {"columnDefinitions", printer.ColumnDefinitions()},
+          {"rows", std::move(rows)}};
 }
 
 }  // namespace ctrlhost::apiserver
