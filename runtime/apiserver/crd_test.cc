@@ -168,7 +168,7 @@ TEST_F(CrdTest, TableShowsPrinterColumns) {
   nlohmann::json t = ApiTestEnv::Json(
       env_.Do("GET", kWidgets, "", "", {}, "application/json;as=Table;v=v1;g=meta.k8s.io"));
   ASSERT_EQ(t["kind"], "Table") << t;
-  ASSERT_EQ(t["columnDefinitions"].size(), 3u);
+  ASSERT_EQ(t["columnDefinitions"].size(), 2u);
   EXPECT_EQ(t["columnDefinitions"][1]["name"], "Size");
   EXPECT_EQ(t["rows"][0]["cells"][1], 7);
 }

@@ -163,9 +163,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Get(const Target& t, const ApiRequest& 
   ObjectPtr obj = store_->Get(t.r->Key(t.ns, t.name));
   if (obj == nullptr) return kube::NotFoundError(t.r->group, t.r->resource, t.name);
   if (WantsTable(req.accept)) {
+    ASSIGN_OR_RETURN(TableOptions table_options, TableOptionsOf(req));
     ApiResponse resp;
     resp.content_type = "application/json";
-    resp.body = Dump(TableOf(*t.r, {obj}, store_->Revision(), "", clock_->Now()));
+    resp.body = Dump(TableOf(*t.r, {obj}, store_->Revision(), "", clock_->Now(), table_options));
     return resp;
   }
   return ObjectResponse(200, *t.r, *obj);
@@ -326,7 +327,9 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
 
   ApiResponse resp;
   if (WantsTable(req.accept)) {
-    resp.body = Dump(TableOf(*t.r, result->items, result->revision, next, clock_->Now()));
+    ASSIGN_OR_RETURN(TableOptions table_options, TableOptionsOf(req));
+    resp.body =
+        Dump(TableOf(*t.r, result->items, result->revision, next, clock_->Now(), table_options));
     return resp;
   }
   std::string& out = resp.body;

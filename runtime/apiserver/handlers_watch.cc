@@ -45,6 +45,7 @@ struct WatchState {
   // Accept asked for meta.k8s.io Tables (kubectl get -w): each event's object is a one-row
   // Table with its column definitions.
   bool table = false;
+  TableOptions table_options;
 };
 
 std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object) {
@@ -52,7 +53,8 @@ std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object)
     return absl::StrCat("{\"type\":\"", type, "\",\"object\":", ServedBytes(*st.r, object->value),
                         "}\n");
   }
-  nlohmann::json table = TableOf(*st.r, {object}, object->mod_revision, "", st.clock->Now());
+  nlohmann::json table =
+      TableOf(*st.r, {object}, object->mod_revision, "", st.clock->Now(), st.table_options);
   return absl::StrCat("{\"type\":\"", type, "\",\"object\":", Dump(table), "}\n");
 }
 
@@ -142,6 +144,9 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
   }
   st->bookmarks = IsTrue(Query(req, "allowWatchBookmarks"));
   st->table = WantsTable(req.accept);
+  if (st->table) {
+    ASSIGN_OR_RETURN(st->table_options, TableOptionsOf(req));
+  }
   const std::string rv = Query(req, "resourceVersion");
   const std::string match = Query(req, "resourceVersionMatch");
   const std::string initial_param = Query(req, "sendInitialEvents");
