@@ -1,6 +1,10 @@
 // Create, update (PUT) and patch, on objects and on the status subresource.
+#include <functional>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/apiserver/crd.h"
@@ -190,69 +194,11 @@ bool NewGeneration(const ResourceInfo& r, const nlohmann::json& old,
   return a != b;
 }
 
-}  // namespace
-
-absl::Status ApiHandlers::CheckNamespaceWritable(const ResourceInfo& r,
-                                                 absl::string_view ns) const {
-  if (!r.namespaced) return absl::OkStatus();
-  ResourcePtr nsr = registry_->Find("", "v1", "namespaces");
-  ObjectPtr nso = store_->Get(nsr->Key("", ns));
-  if (nso == nullptr) return kube::NotFoundError("", "namespaces", ns);
-  if (absl::StrContains(nso->value, "\"deletionTimestamp\"")) {
-    nlohmann::json j = nlohmann::json::parse(nso->value, nullptr, false);
-    if (!j.is_discarded() && IsBeingDeleted(j)) {
-      return kube::ForbiddenError(
-          absl::StrCat(r.resource, " \"\" is forbidden: unable to create new content in namespace ",
-                       ns, " because it is being terminated"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiRequest& req) {
-  const ResourceInfo& r = *t.r;
-  if (!t.subresource.empty() || !t.name.empty()) {
-    return kube::MethodNotAllowedError("create is not allowed on a named object or subresource");
-  }
-  ASSIGN_OR_RETURN(const openapi::FieldValidation mode,
-                   openapi::ParseFieldValidation(Query(req, "fieldValidation")));
-  ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
-  RETURN_IF_ERROR(CheckKind(r, obj));
-  RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, ""));
-  kube::ApplyGenerateName(obj);
-  RETURN_IF_ERROR(Validate(r, obj));
-  RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
-  const absl::Time now = clock_->Now();
-  PrepareCreate(r, obj, now);
-  std::vector<std::string> warnings;
-  RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
-  RecordUpdate(&obj, nullptr, FieldManager(req), r.ApiVersion(), now, "");
-  nlohmann::json stored = ToStored(r, std::move(obj));
-  const std::string name = MetaString(stored, "name");
-  if (DryRun(req)) {
-    ApiResponse resp;
-    resp.code = 201;
-    resp.body = Dump(ToServed(r, std::move(stored)));
-    return WithWarnings(std::move(resp), warnings);
-  }
-  auto shared = std::make_shared<nlohmann::json>(std::move(stored));
-  ASSIGN_OR_RETURN(ObjectPtr written,
-                   store_->Write(r.Key(t.ns, name),
-                                 [&r, &name, shared](const StoredObject* current,
-                                                     int64_t revision) -> absl::StatusOr<Mutation> {
-                                   if (current != nullptr)
-                                     return kube::AlreadyExistsError(r.group, r.resource, name);
-                                   (*shared)["metadata"]["resourceVersion"] =
-                                       std::to_string(revision);
-                                   return Mutation{Mutation::Op::kPut, Dump(*shared)};
-                                 }));
-  if (crd_hook_ && r.group == "apiextensions.k8s.io") crd_hook_(*shared);
-  return WithWarnings(ObjectResponse(201, r, *written), warnings);
-}
-
-absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const nlohmann::json& old,
-                                                   nlohmann::json updated, int64_t revision,
-                                                   absl::string_view subresource) const {
+// Applies the server-owned rules of an update of `old` into `updated` (both stored form), see
+// ApiHandlers::FinishUpdate, with `resource_version` as the new metadata.resourceVersion.
+absl::StatusOr<Mutation> FinishUpdateAt(const ResourceInfo& r, const nlohmann::json& old,
+                                        nlohmann::json updated, absl::string_view resource_version,
+                                        absl::string_view subresource) {
   nlohmann::json& meta = updated["metadata"];
   const nlohmann::json& old_meta = old["metadata"];
   // Fields only the server sets.
@@ -306,7 +252,7 @@ absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const 
     }
   }
   if (SameObject(old, updated)) return Mutation{Mutation::Op::kNoop, ""};
-  updated["metadata"]["resourceVersion"] = std::to_string(revision);
+  updated["metadata"]["resourceVersion"] = std::string(resource_version);
   const bool no_finalizers =
       !updated["metadata"].contains("finalizers") || updated["metadata"]["finalizers"].empty();
   bool ns_finalizers = false;
@@ -315,9 +261,151 @@ absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const 
     ns_finalizers = true;
   }
   if (IsBeingDeleted(updated) && no_finalizers && !ns_finalizers) {
-    return Mutation{Mutation::Op::kDelete, Dump(updated)};
+    return Mutation(Mutation::Op::kDelete, Dump(updated), LabelsOf(updated));
   }
-  return Mutation{Mutation::Op::kPut, Dump(updated)};
+  return Mutation(Mutation::Op::kPut, Dump(updated), LabelsOf(updated));
+}
+
+// The resourceVersion written into objects computed before their revision is known; the
+// mutator replaces it with the revision. Random per process, alphanumeric (JSON-escapes to
+// itself), and a precomputed object is used only when it holds the text exactly once, so
+// client data that happens to contain it cannot be corrupted.
+const std::string& RevisionPlaceholder() {
+  static const std::string* const placeholder = [] {
+    absl::BitGen gen;
+    std::string p = "rv0placeholder";
+    for (int i = 0; i < 24; ++i) p.push_back("0123456789abcdef"[absl::Uniform<int>(gen, 0, 16)]);
+    return new std::string(std::move(p));
+  }();
+  return *placeholder;
+}
+
+// Decides a write from the current object (null if absent), writing `resource_version` into
+// metadata.resourceVersion of the value it stores. Must depend only on its arguments and on
+// state fixed before the write started (request, time), because it may run in the request
+// thread against a snapshot or on the store's writer thread against the current object.
+using ComputeWrite = std::function<absl::StatusOr<Mutation>(const StoredObject* current,
+                                                            absl::string_view resource_version)>;
+
+// Whether `current` is the version `snapshot` was taken of (both absent counts).
+bool SameVersion(const StoredObject* snapshot, const StoredObject* current) {
+  if (snapshot == nullptr || current == nullptr) return snapshot == current;
+  return snapshot->mod_revision == current->mod_revision;
+}
+
+// Runs `compute` for `key` with the JSON work off the store's single writer thread, which
+// would otherwise run it serially between commits for every write of every client.
+//
+// `compute` runs first in the calling thread against a Get() snapshot, with
+// RevisionPlaceholder() as the resourceVersion. An error or a no-op is the answer at once:
+// the request takes effect at the snapshot, which reflects every write acknowledged before it
+// (so a client that saw resourceVersion N never gets a decision from a state older than N).
+// Otherwise the mutator only checks that the key still holds the snapshot's version and
+// installs the precomputed bytes with the placeholder replaced by the revision. If another
+// write got there first, the mutator computes again from the current object on the writer
+// thread, exactly as before: no retry loop through the queue, which would cost every retry a
+// commit (an fsync) and, on a contended key, would find its fresh snapshot stale again.
+// `precompute` false (dry runs) always computes in the mutator.
+absl::StatusOr<ObjectPtr> WriteComputed(Store* store, const std::string& key, bool precompute,
+                                        const ComputeWrite& compute) {
+  ObjectPtr snapshot;
+  std::optional<Mutation> prepared;
+  size_t placeholder_at = std::string::npos;
+  if (precompute) {
+    snapshot = store->Get(key);
+    std::optional<absl::StatusOr<Mutation>> m;
+    try {
+      m = compute(snapshot.get(), RevisionPlaceholder());
+    } catch (...) {
+      // Left to the mutator, whose exceptions the store turns into kInternal as before.
+    }
+    if (m.has_value()) {
+      if (!m->ok()) return m->status();
+      if ((*m)->op == Mutation::Op::kNoop) return snapshot;
+      const std::string& p = RevisionPlaceholder();
+      const size_t at = (*m)->value.find(p);
+      if (at != std::string::npos && (*m)->value.find(p, at + p.size()) == std::string::npos) {
+        placeholder_at = at;
+        prepared = *std::move(*m);
+      }
+    }
+  }
+  return store->Write(
+      key, [&](const StoredObject* current, int64_t revision) -> absl::StatusOr<Mutation> {
+        if (prepared.has_value() && SameVersion(snapshot.get(), current)) {
+          prepared->value.replace(placeholder_at, RevisionPlaceholder().size(),
+                                  std::to_string(revision));
+          return std::move(*prepared);
+        }
+        return compute(current, std::to_string(revision));
+      });
+}
+
+}  // namespace
+
+absl::Status ApiHandlers::CheckNamespaceWritable(const ResourceInfo& r,
+                                                 absl::string_view ns) const {
+  if (!r.namespaced) return absl::OkStatus();
+  ResourcePtr nsr = registry_->Find("", "v1", "namespaces");
+  ObjectPtr nso = store_->Get(nsr->Key("", ns));
+  if (nso == nullptr) return kube::NotFoundError("", "namespaces", ns);
+  if (absl::StrContains(nso->value, "\"deletionTimestamp\"")) {
+    nlohmann::json j = nlohmann::json::parse(nso->value, nullptr, false);
+    if (!j.is_discarded() && IsBeingDeleted(j)) {
+      return kube::ForbiddenError(
+          absl::StrCat(r.resource, " \"\" is forbidden: unable to create new content in namespace ",
+                       ns, " because it is being terminated"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiRequest& req) {
+  const ResourceInfo& r = *t.r;
+  if (!t.subresource.empty() || !t.name.empty()) {
+    return kube::MethodNotAllowedError("create is not allowed on a named object or subresource");
+  }
+  ASSIGN_OR_RETURN(const openapi::FieldValidation mode,
+                   openapi::ParseFieldValidation(Query(req, "fieldValidation")));
+  ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
+  RETURN_IF_ERROR(CheckKind(r, obj));
+  RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, ""));
+  kube::ApplyGenerateName(obj);
+  RETURN_IF_ERROR(Validate(r, obj));
+  RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
+  const absl::Time now = clock_->Now();
+  PrepareCreate(r, obj, now);
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
+  RecordUpdate(&obj, nullptr, FieldManager(req), r.ApiVersion(), now, "");
+  nlohmann::json stored = ToStored(r, std::move(obj));
+  const std::string name = MetaString(stored, "name");
+  if (DryRun(req)) {
+    ApiResponse resp;
+    resp.code = 201;
+    resp.body = Dump(ToServed(r, std::move(stored)));
+    return WithWarnings(std::move(resp), warnings);
+  }
+  const Labels labels = LabelsOf(stored);
+  ASSIGN_OR_RETURN(
+      ObjectPtr written,
+      WriteComputed(store_, r.Key(t.ns, name), /*precompute=*/true,
+                    [&](const StoredObject* current,
+                        absl::string_view resource_version) -> absl::StatusOr<Mutation> {
+                      if (current != nullptr) {
+                        return kube::AlreadyExistsError(r.group, r.resource, name);
+                      }
+                      stored["metadata"]["resourceVersion"] = std::string(resource_version);
+                      return Mutation(Mutation::Op::kPut, Dump(stored), labels);
+                    }));
+  if (crd_hook_ && r.group == "apiextensions.k8s.io") crd_hook_(stored);
+  return WithWarnings(ObjectResponse(201, r, *written), warnings);
+}
+
+absl::StatusOr<Mutation> ApiHandlers::FinishUpdate(const ResourceInfo& r, const nlohmann::json& old,
+                                                   nlohmann::json updated, int64_t revision,
+                                                   absl::string_view subresource) const {
+  return FinishUpdateAt(r, old, std::move(updated), std::to_string(revision), subresource);
 }
 
 absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiRequest& req) {
@@ -342,10 +430,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
   auto result = std::make_shared<std::string>();
   ASSIGN_OR_RETURN(
       ObjectPtr written,
-      store_->Write(
-          r.Key(t.ns, t.name),
-          [&, incoming, result](const StoredObject* current,
-                                int64_t revision) -> absl::StatusOr<Mutation> {
+      WriteComputed(
+          store_, r.Key(t.ns, t.name), /*precompute=*/!dry_run,
+          [&](const StoredObject* current,
+              absl::string_view resource_version) -> absl::StatusOr<Mutation> {
             if (current == nullptr) return kube::NotFoundError(r.group, r.resource, t.name);
             if (!want_rv.empty() && want_rv != std::to_string(current->mod_revision)) {
               return kube::ConflictError(r.group, r.resource, t.name, kube::kObjectModified);
@@ -361,8 +449,9 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
             }
             RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
                          subresource == "status" ? "status" : "");
-            ASSIGN_OR_RETURN(Mutation m, FinishUpdate(r, old, std::move(updated), revision,
-                                                      subresource == "status" ? "status" : ""));
+            ASSIGN_OR_RETURN(Mutation m,
+                             FinishUpdateAt(r, old, std::move(updated), resource_version,
+                                            subresource == "status" ? "status" : ""));
             if (dry_run) {
               *result = m.op == Mutation::Op::kNoop ? current->value : m.value;
               return Mutation{Mutation::Op::kNoop, ""};
@@ -424,10 +513,11 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
   }
   ASSIGN_OR_RETURN(
       ObjectPtr written,
-      store_->Write(
-          key,
-          [&, apply_config, result](const StoredObject* current,
-                                    int64_t revision) -> absl::StatusOr<Mutation> {
+      WriteComputed(
+          store_, key, /*precompute=*/!dry_run,
+          [&](const StoredObject* current,
+              absl::string_view resource_version) -> absl::StatusOr<Mutation> {
+            created = false;
             if (current == nullptr) {
               if (apply_config == nullptr || !subresource.empty()) {
                 return kube::NotFoundError(r.group, r.resource, t.name);
@@ -440,13 +530,13 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
               warnings->clear();
               RETURN_IF_ERROR(ApplySchema(r, mode, obj, warnings.get()));
               nlohmann::json stored = ToStored(r, std::move(obj));
-              stored["metadata"]["resourceVersion"] = std::to_string(revision);
+              stored["metadata"]["resourceVersion"] = std::string(resource_version);
               created = true;
               if (dry_run) {
                 *result = Dump(stored);
                 return Mutation{Mutation::Op::kNoop, ""};
               }
-              return Mutation{Mutation::Op::kPut, Dump(stored)};
+              return Mutation(Mutation::Op::kPut, Dump(stored), LabelsOf(stored));
             }
             nlohmann::json old = nlohmann::json::parse(current->value, nullptr, false);
             if (old.is_discarded()) return kube::InternalError("stored object is not JSON");
@@ -485,8 +575,9 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
               RecordUpdate(&updated, &old, manager, r.ApiVersion(), now,
                            subresource == "status" ? "status" : "");
             }
-            ASSIGN_OR_RETURN(Mutation m, FinishUpdate(r, old, std::move(updated), revision,
-                                                      subresource == "status" ? "status" : ""));
+            ASSIGN_OR_RETURN(Mutation m,
+                             FinishUpdateAt(r, old, std::move(updated), resource_version,
+                                            subresource == "status" ? "status" : ""));
             if (dry_run) {
               *result = m.op == Mutation::Op::kNoop ? current->value : m.value;
               return Mutation{Mutation::Op::kNoop, ""};

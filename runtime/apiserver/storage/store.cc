@@ -76,6 +76,10 @@ class StoreCore {
 
   void WriterLoop();
   void ProcessBatch(const std::vector<PendingWrite*>& batch);
+  // The object a mutation stores: labels from the mutation when it carries them, else
+  // extracted.
+  ObjectPtr Build(absl::string_view key, int64_t create_revision, int64_t mod_revision,
+                  Mutation mutation) const;
   void CompactionStep();
 
   // Constant after construction.
@@ -250,8 +254,8 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
         result = kube::RequestEntityTooLargeError(absl::StrCat(
             "object is ", mutation->value.size(), " bytes; the storage limit is ", kMaxValueBytes));
       } else if (mutation->op == Mutation::Op::kPut) {
-        ObjectPtr object = MakeObject(write->key, current ? current->create_revision : rev, rev,
-                                      std::move(mutation->value), options_.extract_labels);
+        ObjectPtr object = Build(write->key, current ? current->create_revision : rev, rev,
+                                 std::move(*mutation));
         entries.push_back({rev, object->key, current == nullptr, false, object->create_revision,
                            current ? current->mod_revision : 0, object->value});
         events.push_back(
@@ -263,9 +267,12 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
         result = absl::FailedPreconditionError(
             absl::StrCat("storage: delete of absent key ", write->key));
       } else {
-        std::string value = mutation->value.empty() ? current->value : std::move(mutation->value);
-        ObjectPtr object = MakeObject(write->key, current->create_revision, rev, std::move(value),
-                                      options_.extract_labels);
+        if (mutation->value.empty()) {
+          mutation->value = current->value;
+          mutation->labels = current->labels;
+        }
+        ObjectPtr object =
+            Build(write->key, current->create_revision, rev, std::move(*mutation));
         entries.push_back({rev, object->key, false, true, object->create_revision,
                            current->mod_revision, object->value});
         events.push_back({WatchEvent::Type::kDeleted, object, current});
@@ -319,6 +326,16 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
     batch[i]->done = true;
     batch[i]->cv.Signal();
   }
+}
+
+ObjectPtr StoreCore::Build(absl::string_view key, int64_t create_revision, int64_t mod_revision,
+                           Mutation mutation) const {
+  if (mutation.labels.has_value()) {
+    return MakeObject(key, create_revision, mod_revision, std::move(mutation.value),
+                      *std::move(mutation.labels));
+  }
+  return MakeObject(key, create_revision, mod_revision, std::move(mutation.value),
+                    options_.extract_labels);
 }
 
 void StoreCore::CompactionStep() {

@@ -38,7 +38,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -78,8 +80,17 @@ struct WatchEvent {
 
 struct Mutation {
   enum class Op { kPut, kDelete, kNoop };
+  Mutation() = default;
+  Mutation(Op op_in, std::string value_in, std::optional<Labels> labels_in = std::nullopt)
+      : op(op_in), value(std::move(value_in)), labels(std::move(labels_in)) {}
+
   Op op = Op::kNoop;
   std::string value;  // kPut: the new JSON; kDelete: the final state shown to watchers, returned
+  // The labels of `value` when the caller already knows them (it built the object): the store
+  // then does not run StoreOptions::extract_labels on its writer thread. Must be what
+  // extract_labels(value) would return. Unset: extracted. Ignored for kNoop and for a kDelete
+  // with an empty value (which keeps the current object and its labels).
+  std::optional<Labels> labels;
 };
 
 // Decides one write from the current state (nullptr if absent). Runs on the store's writer

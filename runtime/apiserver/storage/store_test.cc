@@ -389,6 +389,33 @@ TEST_F(StoreTest, LabelsComeFromTheExtractor) {
   EXPECT_EQ(store->Get("/a")->labels, (Labels{{"app", "web"}}));
 }
 
+TEST_F(StoreTest, LabelsGivenWithTheMutationAreNotExtracted) {
+  std::atomic<int> extractions{0};
+  StoreOptions options;
+  options.extract_labels = [&extractions](absl::string_view json) {
+    ++extractions;
+    return Labels{{"app", std::string(json)}};
+  };
+  auto store = OpenStore(options);
+  auto put = store->Write("/a", [](const StoredObject*, int64_t) -> absl::StatusOr<Mutation> {
+    return Mutation(Mutation::Op::kPut, "web", Labels{{"tier", "front"}});
+  });
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ((*put)->labels, (Labels{{"tier", "front"}}));
+  EXPECT_EQ(store->Get("/a")->labels, (Labels{{"tier", "front"}}));
+  EXPECT_EQ(extractions.load(), 0);
+  // A delete that keeps the current value keeps its labels without extracting them.
+  auto deleted = store->Write("/a", DeleteValue());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ((*deleted)->labels, (Labels{{"tier", "front"}}));
+  EXPECT_EQ(extractions.load(), 0);
+  // Without labels in the mutation the extractor runs.
+  auto extracted = store->Write("/b", PutValue("db"));
+  ASSERT_TRUE(extracted.ok());
+  EXPECT_EQ((*extracted)->labels, (Labels{{"app", "db"}}));
+  EXPECT_EQ(extractions.load(), 1);
+}
+
 TEST_F(StoreTest, CompactKeepsLatestVersions) {
   auto store = OpenStore();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(store->Write("/a", PutValue(absl::StrCat(i))).ok());

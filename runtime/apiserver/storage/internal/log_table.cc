@@ -83,6 +83,17 @@ ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod
   return object;
 }
 
+ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
+                     std::string value, Labels labels) {
+  auto object = std::make_shared<StoredObject>();
+  object->key = std::string(key);
+  object->create_revision = create_revision;
+  object->mod_revision = mod_revision;
+  object->value = std::move(value);
+  object->labels = std::move(labels);
+  return object;
+}
+
 std::string PrefixEnd(absl::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {

@@ -44,6 +44,9 @@ using LabelExtractor = std::function<Labels(absl::string_view json)>;
 // Builds a StoredObject, extracting labels when an extractor is set.
 ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
                      std::string value, const LabelExtractor& extract_labels);
+// Builds a StoredObject whose labels are known.
+ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
+                     std::string value, Labels labels);
 
 // One row to append. Views must stay valid until Append returns.
 struct LogEntry {
