@@ -1,6 +1,9 @@
 // Create, update (PUT) and the status subresource, driven through ApiHandlers::Handle().
 // Patches are in handlers_patch_test.cc.
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -194,6 +197,49 @@ TEST_F(WriteTest, UpdateWithResourceVersionConflict) {
   nlohmann::json after = ApiTestEnv::Json(env_.Put(path, sneaky));
   EXPECT_EQ(after["metadata"]["uid"], cm["metadata"]["uid"]);
   EXPECT_EQ(after["metadata"]["creationTimestamp"], cm["metadata"]["creationTimestamp"]);
+}
+
+// Updates are computed from a snapshot outside the store's writer; when several carry the same
+// (current) resourceVersion at once, exactly one may win and the others must get 409, as when
+// every decision was made on the writer thread.
+TEST_F(WriteTest, ConcurrentUpdatesWithOneResourceVersionHaveOneWinner) {
+  nlohmann::json cm = ApiTestEnv::Json(env_.Post(kCms, ConfigMap("race")));
+  const std::string path = std::string(kCms) + "/race";
+  constexpr int kThreads = 8;
+  std::atomic<int> ok{0};
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      nlohmann::json v = cm;
+      v["data"] = {{"writer", std::to_string(i)}};
+      ApiResponse r = env_.Put(path, v);
+      if (r.code == 200) ++ok;
+      if (r.code == 409) ++conflicts;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(conflicts.load(), kThreads - 1);
+}
+
+// Two creates of one name at once: one 201, one 409 AlreadyExists.
+TEST_F(WriteTest, ConcurrentCreatesOfOneName) {
+  for (int round = 0; round < 20; ++round) {
+    const std::string name = "c" + std::to_string(round);
+    std::vector<int> codes(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < codes.size(); ++i) {
+      threads.emplace_back([&, i] { codes[i] = env_.Post(kCms, ConfigMap(name)).code; });
+    }
+    for (auto& t : threads) t.join();
+    int created = 0;
+    for (int c : codes) {
+      created += c == 201;
+      EXPECT_TRUE(c == 201 || c == 409) << c;
+    }
+    EXPECT_EQ(created, 1);
+  }
 }
 
 TEST_F(WriteTest, UpdateErrors) {
