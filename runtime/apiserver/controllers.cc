@@ -135,17 +135,17 @@ void Controllers::Index(const StoredObject* previous, const StoredObject* object
     }
     owners_of_.erase(old);
   }
+  // Every write passes through here: read uid and owner references without a JSON tree.
+  OwnershipFields now;
+  if (object != nullptr) now = ReadOwnership(object->value);
   if (previous != nullptr) {
-    nlohmann::json p = nlohmann::json::parse(previous->value, nullptr, false);
-    if (!p.is_discarded()) uid_to_key_.erase(MetaString(p, "uid"));
+    OwnershipFields before = ReadOwnership(previous->value);
+    if (before.ok && !(now.ok && now.uid == before.uid)) uid_to_key_.erase(before.uid);
   }
-  if (object == nullptr) return;
-  nlohmann::json j = nlohmann::json::parse(object->value, nullptr, false);
-  if (j.is_discarded()) return;
-  uid_to_key_[MetaString(j, "uid")] = key;
-  std::vector<std::string> owners = OwnerUids(j);
-  for (const auto& owner : owners) dependents_[owner].insert(key);
-  if (!owners.empty()) owners_of_[key] = std::move(owners);
+  if (object == nullptr || !now.ok) return;
+  uid_to_key_[now.uid] = key;
+  for (const auto& owner : now.owner_uids) dependents_[owner].insert(key);
+  if (!now.owner_uids.empty()) owners_of_[key] = std::move(now.owner_uids);
 }
 
 void Controllers::Handle(const WatchEvent& e) {
