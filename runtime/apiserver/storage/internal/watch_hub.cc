@@ -143,6 +143,13 @@ WatchHub::ReadResult WatchHub::ReadRing(WatchCursor* cursor, absl::string_view p
       if (cursor->next_seq < first_seq_ + ring_.size() || closed_ || stopped->load()) continue;
       return ReadResult::kTimeout;
     }
+    // Woken by a publish. Give the CPU away once before reading: on an idle machine this
+    // returns at once; on a busy one the writers run first and this watcher collects several
+    // commits' events in one read (one write to its client) instead of one each. Measured with
+    // 100 watchers on 2 cores (bench/apiserver): 2x the write rate, watch delay p99 2 -> 12 ms.
+    mu_.Unlock();
+    std::this_thread::yield();
+    mu_.Lock();
   }
 }
 
