@@ -5,9 +5,11 @@
 // watch with bookmarks). Transport-independent: server.cc adapts HTTP to ApiRequest/ApiResponse,
 // and tests can call Handle() directly.
 //
-// Every write goes through Store::Write with a mutator, so the decision ("does it exist? is the
-// resourceVersion current? what does the patch produce?") is made serially against the latest
-// committed state: no lost updates and no retry loops.
+// Every write goes through Store::Write. The request thread computes the new object from a
+// snapshot of the stored one; the store's writer installs it only if the object is still at the
+// snapshot's revision, and otherwise recomputes it against the latest committed state on the
+// writer thread. Either way the decision ("does it exist? is the resourceVersion current? what
+// does the patch produce?") holds for the state the write commits on: no lost updates.
 //
 // Thread-safe: Handle() is called concurrently from the HTTP threads. Borrowed pointers (store,
 // registry, clock) must outlive the handlers.

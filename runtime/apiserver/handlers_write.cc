@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/apiserver/crd.h"
@@ -140,7 +141,42 @@ absl::Status CheckNamespaceAndName(const ResourceInfo& r, nlohmann::json& obj, a
   return absl::OkStatus();
 }
 
-absl::Status Validate(const ResourceInfo& r, const nlohmann::json& obj) {
+// core/v1 Secret: `stringData` is write-only; its entries are base64-encoded into `data`
+// (overriding keys present in both) and the field is dropped, as kube-apiserver's conversion does.
+absl::Status ConvertSecretStringData(const ResourceInfo& r, nlohmann::json& obj) {
+  if (!r.group.empty() || r.resource != "secrets") return absl::OkStatus();
+  auto it = obj.find("stringData");
+  if (it == obj.end()) return absl::OkStatus();
+  if (it->is_null()) {
+    obj.erase(it);
+    return absl::OkStatus();
+  }
+  if (!it->is_object()) {
+    return kube::BadRequestError(absl::StrCat(
+        "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal ",
+        it->type_name(), " into Go struct field Secret.stringData of type map[string]string"));
+  }
+  nlohmann::json& data = obj["data"];
+  if (data.is_null()) data = nlohmann::json::object();
+  if (!data.is_object()) {
+    return kube::BadRequestError(
+        "Secret in version \"v1\" cannot be handled as a Secret: data must be an object");
+  }
+  for (auto e = it->begin(); e != it->end(); ++e) {
+    if (!e.value().is_string()) {
+      return kube::BadRequestError(absl::StrCat(
+          "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal ",
+          e.value().type_name(), " into Go struct field Secret.stringData of type string"));
+    }
+    data[e.key()] = absl::Base64Escape(e.value().get_ref<const std::string&>());
+  }
+  obj.erase("stringData");
+  return absl::OkStatus();
+}
+
+// Kind-specific conversion of an incoming object, then the checks every write makes.
+absl::Status NormalizeAndValidate(const ResourceInfo& r, nlohmann::json& obj) {
+  RETURN_IF_ERROR(ConvertSecretStringData(r, obj));
   std::vector<kube::StatusCause> causes =
       kube::ValidateObjectMeta(obj, NameRuleFor(r), r.namespaced);
   if (!causes.empty()) {
@@ -371,7 +407,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
   RETURN_IF_ERROR(CheckKind(r, obj));
   RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, ""));
   kube::ApplyGenerateName(obj);
-  RETURN_IF_ERROR(Validate(r, obj));
+  RETURN_IF_ERROR(NormalizeAndValidate(r, obj));
   RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
   const absl::Time now = clock_->Now();
   PrepareCreate(r, obj, now);
@@ -418,7 +454,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
   ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
   RETURN_IF_ERROR(CheckKind(r, obj));
   RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, t.name));
-  RETURN_IF_ERROR(Validate(r, obj));
+  RETURN_IF_ERROR(NormalizeAndValidate(r, obj));
   std::vector<std::string> warnings;
   RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
   const std::string want_rv = MetaString(obj, "resourceVersion");
@@ -525,7 +561,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
               // Apply creates.
               ASSIGN_OR_RETURN(nlohmann::json obj,
                                ServerSideApply(nullptr, *apply_config, apply_opts, strategy));
-              RETURN_IF_ERROR(Validate(r, obj));
+              RETURN_IF_ERROR(NormalizeAndValidate(r, obj));
               PrepareCreate(r, obj, now);
               warnings->clear();
               RETURN_IF_ERROR(ApplySchema(r, mode, obj, warnings.get()));
@@ -567,7 +603,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
             if (!want_rv.empty() && want_rv != std::to_string(current->mod_revision)) {
               return kube::ConflictError(r.group, r.resource, t.name, kube::kObjectModified);
             }
-            RETURN_IF_ERROR(Validate(r, patched));
+            RETURN_IF_ERROR(NormalizeAndValidate(r, patched));
             warnings->clear();
             RETURN_IF_ERROR(ApplySchema(r, mode, patched, warnings.get()));
             nlohmann::json updated = ToStored(r, std::move(patched));

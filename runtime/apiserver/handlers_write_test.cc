@@ -152,6 +152,34 @@ TEST_F(WriteTest, CreateErrors) {
   EXPECT_EQ(ApiTestEnv::Json(env_.Get(kCms))["items"].size(), 2u);
 }
 
+TEST_F(WriteTest, SecretStringDataIsEncodedIntoData) {
+  constexpr char kSecrets[] = "/api/v1/namespaces/ns1/secrets";
+  nlohmann::json in = {{"apiVersion", "v1"},
+                       {"kind", "Secret"},
+                       {"metadata", {{"name", "s"}}},
+                       {"data", {{"kept", "a2VwdA=="}, {"both", "b2xk"}}},
+                       {"stringData", {{"both", "new"}, {"password", "p@ss"}}}};
+  ApiResponse r = env_.Post(kSecrets, in);
+  ASSERT_EQ(r.code, 201) << r.body;
+  nlohmann::json got = ApiTestEnv::Json(env_.Get(std::string(kSecrets) + "/s"));
+  EXPECT_FALSE(got.contains("stringData")) << got;
+  EXPECT_EQ(got["data"],
+            nlohmann::json({{"kept", "a2VwdA=="}, {"both", "bmV3"}, {"password", "cEBzcw=="}}));
+  // A merge patch of stringData lands in data too.
+  ApiResponse p = env_.Patch(std::string(kSecrets) + "/s", "application/merge-patch+json",
+                             R"({"stringData":{"kept":"x"}})");
+  ASSERT_EQ(p.code, 200) << p.body;
+  got = ApiTestEnv::Json(p);
+  EXPECT_EQ(got["data"]["kept"], "eA==");
+  EXPECT_FALSE(got.contains("stringData"));
+  // A value that is not a string is a decoding error, as for a typed client.
+  in["metadata"]["name"] = "bad";
+  in["stringData"] = {{"n", 1}};
+  ApiResponse bad = env_.Post(kSecrets, in);
+  EXPECT_EQ(bad.code, 400) << bad.body;
+  EXPECT_THAT(bad.body, HasSubstr("Secret.stringData"));
+}
+
 TEST_F(WriteTest, CreateFromYaml) {
   ApiResponse r = env_.Do("POST", kCms,
                           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  k: v\n",
