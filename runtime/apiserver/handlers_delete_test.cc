@@ -10,18 +10,12 @@ namespace ctrlhost::apiserver {
 namespace {
 
 using ::ctrlhost::apiserver::testing::ApiTestEnv;
+using ::ctrlhost::apiserver::testing::ExpectStatus;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kCms[] = "/api/v1/namespaces/ns1/configmaps";
 constexpr char kMerge[] = "application/merge-patch+json";
-
-void ExpectStatus(const ApiResponse& r, int code, const std::string& reason) {
-  EXPECT_EQ(r.code, code) << r.body;
-  nlohmann::json j = ApiTestEnv::Json(r);
-  EXPECT_EQ(j.value("kind", ""), "Status") << r.body;
-  EXPECT_EQ(j.value("reason", ""), reason) << r.body;
-}
 
 std::vector<std::string> Names(const nlohmann::json& list) {
   std::vector<std::string> out;

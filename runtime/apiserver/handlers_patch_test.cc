@@ -14,20 +14,13 @@ namespace ctrlhost::apiserver {
 namespace {
 
 using ::ctrlhost::apiserver::testing::ApiTestEnv;
+using ::ctrlhost::apiserver::testing::ExpectStatus;
 using ::testing::HasSubstr;
 
 constexpr char kJson[] = "application/json-patch+json";
 constexpr char kMerge[] = "application/merge-patch+json";
 constexpr char kStrategic[] = "application/strategic-merge-patch+json";
 constexpr char kApply[] = "application/apply-patch+yaml";
-
-void ExpectStatus(const ApiResponse& r, int code, const std::string& reason) {
-  EXPECT_EQ(r.code, code) << r.body;
-  nlohmann::json j = ApiTestEnv::Json(r);
-  EXPECT_EQ(j.value("kind", ""), "Status") << r.body;
-  EXPECT_EQ(j.value("code", 0), code) << r.body;
-  EXPECT_EQ(j.value("reason", ""), reason) << r.body;
-}
 
 class PatchTest : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@ namespace ctrlhost::apiserver {
 namespace {
 
 using ::ctrlhost::apiserver::testing::ApiTestEnv;
+using ::ctrlhost::apiserver::testing::ExpectStatus;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
@@ -29,15 +30,6 @@ std::vector<std::string> Names(const nlohmann::json& list) {
 }
 
 // Expects a metav1.Status failure with `code` and `reason`.
-void ExpectStatus(const ApiResponse& r, int code, const std::string& reason) {
-  EXPECT_EQ(r.code, code) << r.body;
-  nlohmann::json j = ApiTestEnv::Json(r);
-  EXPECT_EQ(j.value("kind", ""), "Status") << r.body;
-  EXPECT_EQ(j.value("status", ""), "Failure") << r.body;
-  EXPECT_EQ(j.value("code", 0), code) << r.body;
-  EXPECT_EQ(j.value("reason", ""), reason) << r.body;
-}
-
 TEST(DiscoveryTest, VersionAndHealth) {
   ApiTestEnv env;
   ApiResponse v = env.Get("/version");

@@ -14,17 +14,11 @@ namespace ctrlhost::apiserver {
 namespace {
 
 using ::ctrlhost::apiserver::testing::ApiTestEnv;
+using ::ctrlhost::apiserver::testing::ExpectStatus;
 using ::ctrlhost::apiserver::testing::WatchReader;
 using ::testing::ElementsAre;
 
 constexpr char kCms[] = "/api/v1/namespaces/ns1/configmaps";
-
-void ExpectStatus(const ApiResponse& r, int code, const std::string& reason) {
-  EXPECT_EQ(r.code, code) << r.body;
-  nlohmann::json j = ApiTestEnv::Json(r);
-  EXPECT_EQ(j.value("kind", ""), "Status") << r.body;
-  EXPECT_EQ(j.value("reason", ""), reason) << r.body;
-}
 
 // "TYPE name" per event.
 std::vector<std::string> Summary(const std::vector<nlohmann::json>& events) {

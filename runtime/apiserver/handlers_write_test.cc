@@ -14,16 +14,9 @@ namespace ctrlhost::apiserver {
 namespace {
 
 using ::ctrlhost::apiserver::testing::ApiTestEnv;
+using ::ctrlhost::apiserver::testing::ExpectStatus;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
-
-void ExpectStatus(const ApiResponse& r, int code, const std::string& reason) {
-  EXPECT_EQ(r.code, code) << r.body;
-  nlohmann::json j = ApiTestEnv::Json(r);
-  EXPECT_EQ(j.value("kind", ""), "Status") << r.body;
-  EXPECT_EQ(j.value("code", 0), code) << r.body;
-  EXPECT_EQ(j.value("reason", ""), reason) << r.body;
-}
 
 std::string Message(const ApiResponse& r) { return ApiTestEnv::Json(r).value("message", ""); }
 

@@ -170,4 +170,13 @@ void WatchReader::Stop() {
   thread_.join();
 }
 
+void ExpectStatus(const ApiResponse& r, int code, const std::string& reason) {
+  EXPECT_EQ(r.code, code) << r.body;
+  nlohmann::json j = ApiTestEnv::Json(r);
+  EXPECT_EQ(j.value("kind", ""), "Status") << r.body;
+  EXPECT_EQ(j.value("status", ""), "Failure") << r.body;
+  EXPECT_EQ(j.value("code", 0), code) << r.body;
+  EXPECT_EQ(j.value("reason", ""), reason) << r.body;
+}
+
 }  // namespace ctrlhost::apiserver::testing

@@ -140,6 +140,9 @@ class WatchReader {
   std::thread thread_;
 };
 
+// Expects `r` to be a failure answered with a metav1.Status of `code` and `reason`.
+void ExpectStatus(const ApiResponse& r, int code, const std::string& reason);
+
 }  // namespace ctrlhost::apiserver::testing
 
 #endif  // CTRLHOST_RUNTIME_APISERVER_TEST_ENV_H_
