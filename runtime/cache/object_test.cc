@@ -1,0 +1,118 @@
+#include "runtime/cache/object.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace ctrlhost::cache {
+namespace {
+
+constexpr char kPod[] = R"({"apiVersion":"v1","kind":"Pod","metadata":{
+  "name":"web-1","namespace":"default","uid":"u1","resourceVersion":"42","generation":3,
+  "labels":{"tier":"front","app":"web"},
+  "annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"big\":1}","keep":"x"},
+  "managedFields":[{"manager":"kubectl","operation":"Apply","fieldsV1":{"f:spec":{}}}],
+  "ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web","uid":"rs1",
+                      "controller":true}],
+  "finalizers":["a/b","c/d"],"deletionTimestamp":"2026-01-01T00:00:00Z"},
+  "spec":{"containers":[{"name":"c","image":"nginx","ports":[{"containerPort":80}]}],
+          "ratio":0.5,"big":12345678901234,"s":"quote\" backslash\\ tab\t"}})";
+
+TEST(ObjectParserTest, ParsesMetadata) {
+  ObjectParser parser;
+  auto object = parser.Parse(kPod);
+  ASSERT_TRUE(object.ok()) << object.status();
+  const ObjectMeta& m = (*object)->meta();
+  EXPECT_EQ(m.namespace_, "default");
+  EXPECT_EQ(m.name, "web-1");
+  EXPECT_EQ(m.uid, "u1");
+  EXPECT_EQ(m.resource_version, "42");
+  EXPECT_EQ(m.generation, 3);
+  ASSERT_EQ(m.labels.size(), 2u);
+  EXPECT_EQ(m.labels[0].first, "app");  // sorted
+  EXPECT_EQ(*(*object)->Label("tier"), "front");
+  EXPECT_EQ((*object)->Label("missing"), nullptr);
+  ASSERT_EQ(m.owner_references.size(), 1u);
+  EXPECT_EQ(m.owner_references[0], (OwnerReference{"apps/v1", "ReplicaSet", "web", "rs1", true}));
+  EXPECT_EQ(m.finalizers, (std::vector<std::string>{"a/b", "c/d"}));
+  EXPECT_EQ(m.deletion_timestamp, "2026-01-01T00:00:00Z");
+  EXPECT_EQ((*object)->key(), "default/web-1");
+  EXPECT_GT((*object)->MemoryBytes(), (*object)->json().size());
+}
+
+TEST(ObjectParserTest, StripsManagedFieldsAndLastAppliedKeepingEverythingElse) {
+  ObjectParser parser;
+  auto object = parser.Parse(kPod);
+  ASSERT_TRUE(object.ok()) << object.status();
+  nlohmann::json want = nlohmann::json::parse(kPod);
+  want["metadata"].erase("managedFields");
+  want["metadata"]["annotations"].erase("kubectl.kubernetes.io/last-applied-configuration");
+  nlohmann::json got = nlohmann::json::parse(std::string((*object)->json()));
+  EXPECT_EQ(got, want);
+}
+
+TEST(ObjectParserTest, DropsAnnotationsWhenOnlyLastAppliedWasThere) {
+  ObjectParser parser;
+  auto object = parser.Parse(
+      R"({"metadata":{"name":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}"}}})");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->json(), R"({"metadata":{"name":"a"}})");
+}
+
+TEST(ObjectParserTest, KeepsBytesWhenNothingToStrip) {
+  ObjectParser parser;
+  const std::string json = R"({"metadata": {"name":"a", "annotations": {"x": "y"}}, "data":{}})";
+  auto object = parser.Parse(json);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->json(), json);
+}
+
+TEST(ObjectParserTest, StrippingCanBeTurnedOff) {
+  ObjectParser parser(ParseOptions{false, false});
+  auto object = parser.Parse(kPod);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->json(), kPod);
+}
+
+TEST(ObjectParserTest, ClusterScopedKeyIsTheName) {
+  ObjectParser parser;
+  auto object = parser.Parse(R"({"kind":"Namespace","metadata":{"name":"ns1"}})");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->key(), "ns1");
+}
+
+TEST(ObjectParserTest, RejectsBadInputWithoutCrashing) {
+  ObjectParser parser;
+  for (const char* bad : {
+           "",
+           "{",
+           "[]",
+           "null",
+           R"({"metadata":{}})",
+           R"({"metadata":[]})",
+           R"({"metadata":{"name":7}})",
+           R"({"metadata":{"name":"a","labels":{"x":1}}})",
+           R"({"metadata":{"name":"a","labels":[]}})",
+           R"({"metadata":{"name":"a","generation":"3"}})",
+           R"({"metadata":{"name":"a","finalizers":[1]}})",
+           R"({"metadata":{"name":"a","ownerReferences":[1]}})",
+           R"({"metadata":{"name":"a","ownerReferences":{}}})",
+           "{\"metadata\":{\"name\":\"a\xff\"}}",
+       }) {
+    auto object = parser.Parse(bad);
+    EXPECT_EQ(object.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  // The parser stays usable after errors.
+  EXPECT_TRUE(parser.Parse(R"({"metadata":{"name":"ok"}})").ok());
+}
+
+TEST(ObjectParserTest, NullFieldsCountAsAbsent) {
+  ObjectParser parser;
+  auto object = parser.Parse(R"({"metadata":{"name":"a","labels":null,"finalizers":null}})");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_TRUE((*object)->meta().labels.empty());
+}
+
+}  // namespace
+}  // namespace ctrlhost::cache
