@@ -1,0 +1,52 @@
+// Plain metrics of a work queue: counters and fixed-bucket duration histograms, snapshotted by
+// WorkQueue::Metrics() for the host to export (Prometheus lives in runtime/observe/, not here).
+//
+//   QueueMetrics m = queue.Metrics();
+//   exporter.Gauge("workqueue_depth", m.depth);
+//   for (int i = 0; i < DurationHistogram::kBuckets; ++i) ... m.queue_latency.counts[i] ...
+#ifndef CTRLHOST_RUNTIME_QUEUE_METRICS_H_
+#define CTRLHOST_RUNTIME_QUEUE_METRICS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace ctrlhost::queue {
+
+// A histogram of durations with fixed decade buckets (10 us ... 1000 s, then +Inf), the range
+// client-go's workqueue metrics cover. Observe() does not allocate. Thread-compatible.
+struct DurationHistogram {
+  static constexpr int kBuckets = 10;
+  // Upper bound (inclusive) of bucket i; the last bucket is +Inf.
+  static absl::Duration UpperBound(int i);
+
+  void Observe(absl::Duration d);
+
+  std::array<uint64_t, kBuckets> counts{};  // not cumulative: counts[i] is bucket i alone
+  uint64_t count = 0;
+  absl::Duration sum = absl::ZeroDuration();
+};
+
+// A consistent snapshot of one queue's metrics (taken under the queue's mutex).
+struct QueueMetrics {
+  size_t depth = 0;                 // keys ready to be handed out
+  size_t delayed = 0;               // keys waiting for an AddAfter / AddRateLimited deadline
+  size_t processing = 0;            // keys handed out and not yet Done
+  size_t keys = 0;                  // interned keys, including idle ones kept for reuse
+  uint64_t adds_total = 0;          // Add calls that queued a key or marked it for re-queue
+  uint64_t deduped_total = 0;       // Add calls for a key already waiting (no effect)
+  uint64_t retries_total = 0;       // AddRateLimited calls
+  uint64_t gets_total = 0;          // keys handed out
+  DurationHistogram queue_latency;  // from queued to handed out
+  DurationHistogram work_duration;  // from handed out to Done
+  // How long the oldest key still processing has been processing (zero when none), and the
+  // sum over all keys still processing: a stuck worker shows up here before it finishes.
+  absl::Duration longest_running = absl::ZeroDuration();
+  absl::Duration unfinished_work = absl::ZeroDuration();
+};
+
+}  // namespace ctrlhost::queue
+
+#endif  // CTRLHOST_RUNTIME_QUEUE_METRICS_H_

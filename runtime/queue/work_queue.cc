@@ -1,0 +1,475 @@
+#include "runtime/queue/work_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ctrlhost::queue {
+namespace {
+
+// A blocked Get re-checks at least this often (real clock), so an infinite deadline never
+// reaches the condition variable (libstdc++ mishandles time_point::max()).
+constexpr absl::Duration kMaxWait = absl::Minutes(1);
+
+}  // namespace
+
+WorkQueue::WorkQueue(std::string name, Options options, common::Clock* clock)
+    : name_(std::move(name)),
+      options_(options),
+      clock_(clock),
+      bucket_(options.qps, options.burst, clock->Now()) {
+  ring_.resize(16);
+}
+
+WorkQueue::~WorkQueue() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Slots, interning and lists.
+
+uint32_t WorkQueue::Find(absl::string_view key) const {
+  auto it = index_.find(key);
+  return it == index_.end() ? kNone : it->second;
+}
+
+uint32_t WorkQueue::Intern(absl::string_view key) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    const uint32_t slot = it->second;
+    if (slots_[slot].list == List::kIdle) Unlink(slot);
+    return slot;
+  }
+  uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& s = slots_[slot];
+  s.key.assign(key.data(), key.size());
+  s.in_use = true;
+  s.failures = 0;
+  index_.emplace(absl::string_view(s.key), slot);
+  return slot;
+}
+
+WorkQueue::ListHead& WorkQueue::ListFor(List list) {
+  return list == List::kIdle ? idle_ : processing_;
+}
+
+void WorkQueue::PushBack(List list, uint32_t slot) {
+  ListHead& l = ListFor(list);
+  Slot& s = slots_[slot];
+  s.list = list;
+  s.prev = l.tail;
+  s.next = kNone;
+  if (l.tail != kNone) {
+    slots_[l.tail].next = slot;
+  } else {
+    l.head = slot;
+  }
+  l.tail = slot;
+  ++l.size;
+}
+
+void WorkQueue::Unlink(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.list == List::kNone) return;
+  ListHead& l = ListFor(s.list);
+  if (s.prev != kNone) {
+    slots_[s.prev].next = s.next;
+  } else {
+    l.head = s.next;
+  }
+  if (s.next != kNone) {
+    slots_[s.next].prev = s.prev;
+  } else {
+    l.tail = s.prev;
+  }
+  s.prev = s.next = kNone;
+  s.list = List::kNone;
+  --l.size;
+}
+
+void WorkQueue::MaybeIdle(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.queued || s.processing || s.dirty || s.heap_pos != kNone || s.failures != 0 ||
+      s.list != List::kNone) {
+    return;
+  }
+  PushBack(List::kIdle, slot);
+  while (idle_.size > options_.max_idle_keys) {
+    const uint32_t victim = idle_.head;
+    Unlink(victim);
+    Slot& v = slots_[victim];
+    index_.erase(absl::string_view(v.key));
+    v.in_use = false;
+    free_.push_back(victim);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ready ring and delayed heap.
+
+void WorkQueue::RingPush(uint32_t slot) {
+  if (ring_size_ == ring_.size()) {
+    std::vector<uint32_t> bigger(ring_.size() * 2);
+    for (size_t i = 0; i < ring_size_; ++i) bigger[i] = ring_[(ring_head_ + i) % ring_.size()];
+    ring_.swap(bigger);
+    ring_head_ = 0;
+  }
+  ring_[(ring_head_ + ring_size_) % ring_.size()] = slot;
+  ++ring_size_;
+}
+
+uint32_t WorkQueue::RingPop() {
+  const uint32_t slot = ring_[ring_head_];
+  ring_head_ = (ring_head_ + 1) % ring_.size();
+  --ring_size_;
+  return slot;
+}
+
+void WorkQueue::HeapSwap(uint32_t i, uint32_t j) {
+  std::swap(heap_[i], heap_[j]);
+  slots_[heap_[i]].heap_pos = i;
+  slots_[heap_[j]].heap_pos = j;
+}
+
+void WorkQueue::HeapUp(uint32_t i) {
+  while (i > 0) {
+    const uint32_t parent = (i - 1) / 2;
+    if (slots_[heap_[parent]].deadline <= slots_[heap_[i]].deadline) break;
+    HeapSwap(i, parent);
+    i = parent;
+  }
+}
+
+void WorkQueue::HeapDown(uint32_t i) {
+  const uint32_t n = static_cast<uint32_t>(heap_.size());
+  while (true) {
+    uint32_t smallest = i;
+    const uint32_t left = 2 * i + 1;
+    const uint32_t right = left + 1;
+    if (left < n && slots_[heap_[left]].deadline < slots_[heap_[smallest]].deadline) {
+      smallest = left;
+    }
+    if (right < n && slots_[heap_[right]].deadline < slots_[heap_[smallest]].deadline) {
+      smallest = right;
+    }
+    if (smallest == i) return;
+    HeapSwap(i, smallest);
+    i = smallest;
+  }
+}
+
+void WorkQueue::HeapRemoveTop() {
+  slots_[heap_[0]].heap_pos = kNone;
+  const uint32_t last = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) {
+    heap_[0] = last;
+    slots_[last].heap_pos = 0;
+    HeapDown(0);
+  }
+}
+
+void WorkQueue::PromoteDue(absl::Time now) {
+  while (!heap_.empty() && slots_[heap_[0]].deadline <= now) {
+    const uint32_t slot = heap_[0];
+    HeapRemoveTop();
+    AddLocked(slot, now);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adding.
+
+bool WorkQueue::AddLocked(uint32_t slot, absl::Time now) {
+  Slot& s = slots_[slot];
+  if (s.queued || s.dirty) {
+    ++counters_.deduped_total;
+    return false;
+  }
+  ++counters_.adds_total;
+  if (s.processing) {
+    s.dirty = true;
+    ++dirty_count_;
+    return false;
+  }
+  s.queued = true;
+  s.queued_at = now;
+  RingPush(slot);
+  return true;
+}
+
+bool WorkQueue::AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now) {
+  if (delay <= absl::ZeroDuration()) return AddLocked(slot, now);
+  Slot& s = slots_[slot];
+  // Ready, or due again right after Done: sooner than any delay.
+  if (s.queued || s.dirty) return false;
+  const absl::Time deadline = now + delay;
+  if (s.heap_pos != kNone) {
+    if (deadline < s.deadline) {
+      s.deadline = deadline;
+      HeapUp(s.heap_pos);
+    }
+    return false;
+  }
+  s.deadline = deadline;
+  s.heap_pos = static_cast<uint32_t>(heap_.size());
+  heap_.push_back(slot);
+  HeapUp(s.heap_pos);
+  // A new earliest deadline: waiters must shorten their wait.
+  return s.heap_pos == 0;
+}
+
+WorkQueue::Wakeup WorkQueue::PrepareWakeup(bool made_ready) {
+  Wakeup w;
+  if (!made_ready) return w;
+  w.signal = waiters_ > 0;
+  w.listener = listener_;
+  if (w.listener != nullptr) ++listener_calls_;
+  return w;
+}
+
+void WorkQueue::Deliver(Wakeup wakeup) {
+  if (wakeup.all) {
+    cv_.SignalAll();
+  } else if (wakeup.signal) {
+    cv_.Signal();
+  }
+  if (wakeup.listener != nullptr) {
+    wakeup.listener->OnReady();
+    common::MutexLock lock(&mu_);
+    if (--listener_calls_ == 0) listener_cv_.SignalAll();
+  }
+}
+
+bool WorkQueue::Add(absl::string_view key) {
+  Wakeup wakeup;
+  {
+    common::MutexLock lock(&mu_);
+    if (shut_down_) return false;
+    const uint32_t slot = Intern(key);
+    // Only a key that becomes ready needs the time; dedup and re-queue marks skip the clock.
+    Slot& s = slots_[slot];
+    const bool ready_now = !s.queued && !s.dirty && !s.processing;
+    const bool made_ready = AddLocked(slot, ready_now ? clock_->Now() : absl::InfinitePast());
+    MaybeIdle(slot);
+    wakeup = PrepareWakeup(made_ready);
+  }
+  Deliver(wakeup);
+  return true;
+}
+
+bool WorkQueue::AddAfter(absl::string_view key, absl::Duration delay) {
+  Wakeup wakeup;
+  {
+    common::MutexLock lock(&mu_);
+    if (shut_down_) return false;
+    const uint32_t slot = Intern(key);
+    const bool made_ready = AddAfterLocked(slot, delay, clock_->Now());
+    MaybeIdle(slot);
+    wakeup = PrepareWakeup(made_ready);
+  }
+  Deliver(wakeup);
+  return true;
+}
+
+bool WorkQueue::AddRateLimited(absl::string_view key) {
+  Wakeup wakeup;
+  {
+    common::MutexLock lock(&mu_);
+    if (shut_down_) return false;
+    const uint32_t slot = Intern(key);
+    Slot& s = slots_[slot];
+    const absl::Time now = clock_->Now();
+    const absl::Duration backoff =
+        ExponentialBackoff(options_.base_delay, options_.max_delay, s.failures);
+    if (s.failures < 0xffffffffu) ++s.failures;
+    const absl::Duration delay = std::max(backoff, bucket_.Reserve(now));
+    ++counters_.retries_total;
+    const bool made_ready = AddAfterLocked(slot, delay, now);
+    MaybeIdle(slot);
+    wakeup = PrepareWakeup(made_ready);
+  }
+  Deliver(wakeup);
+  return true;
+}
+
+void WorkQueue::Forget(absl::string_view key) {
+  common::MutexLock lock(&mu_);
+  const uint32_t slot = Find(key);
+  if (slot == kNone) return;
+  slots_[slot].failures = 0;
+  MaybeIdle(slot);
+}
+
+uint32_t WorkQueue::NumRequeues(absl::string_view key) const {
+  common::MutexLock lock(&mu_);
+  const uint32_t slot = Find(key);
+  return slot == kNone ? 0 : slots_[slot].failures;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handing out.
+
+std::optional<WorkQueue::Item> WorkQueue::TakeLocked(absl::Time now) {
+  if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return std::nullopt;
+  if (ring_size_ == 0) return std::nullopt;
+  const uint32_t slot = RingPop();
+  Slot& s = slots_[slot];
+  s.queued = false;
+  s.processing = true;
+  s.started_at = now;
+  ++s.generation;
+  PushBack(List::kProcessing, slot);
+  ++counters_.gets_total;
+  counters_.queue_latency.Observe(std::max(absl::ZeroDuration(), now - s.queued_at));
+  return Item{absl::string_view(s.key), slot, s.generation};
+}
+
+std::optional<WorkQueue::Item> WorkQueue::TryGet() {
+  common::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  PromoteDue(now);
+  return TakeLocked(now);
+}
+
+std::optional<WorkQueue::Item> WorkQueue::Get() {
+  common::MutexLock lock(&mu_);
+  while (true) {
+    const absl::Time now = clock_->Now();
+    PromoteDue(now);
+    if (std::optional<Item> item = TakeLocked(now)) return item;
+    if (shut_down_) {
+      // Drain: keys re-queued by Done are still to come; otherwise nothing will.
+      if (shutdown_mode_ == ShutdownMode::kAbandon || dirty_count_ == 0) return std::nullopt;
+    }
+    absl::Time deadline = now + kMaxWait;
+    if (!heap_.empty()) deadline = std::min(deadline, slots_[heap_[0]].deadline);
+    ++waiters_;
+    clock_->WaitWithDeadline(&mu_, &cv_, deadline);
+    --waiters_;
+  }
+}
+
+absl::Status WorkQueue::Done(const Item& item) {
+  Wakeup wakeup;
+  {
+    common::MutexLock lock(&mu_);
+    if (item.slot >= slots_.size() || !slots_[item.slot].processing ||
+        slots_[item.slot].generation != item.generation) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("work queue ", name_, ": Done for a key that is not being processed"));
+    }
+    Slot& s = slots_[item.slot];
+    const absl::Time now = clock_->Now();
+    s.processing = false;
+    Unlink(item.slot);
+    counters_.work_duration.Observe(std::max(absl::ZeroDuration(), now - s.started_at));
+    bool made_ready = false;
+    if (s.dirty) {
+      s.dirty = false;
+      --dirty_count_;
+      s.queued = true;
+      s.queued_at = now;
+      RingPush(item.slot);
+      made_ready = true;
+    }
+    MaybeIdle(item.slot);
+    wakeup = PrepareWakeup(made_ready);
+    // A draining queue's last re-queue-pending Done ends every waiter's Get.
+    if (shut_down_ && dirty_count_ == 0 && waiters_ > 0) wakeup.all = true;
+  }
+  Deliver(wakeup);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown, inspection, listener.
+
+std::vector<std::string> WorkQueue::ShutDown(ShutdownMode mode) {
+  std::vector<std::string> abandoned;
+  {
+    common::MutexLock lock(&mu_);
+    // Abandon wins over an earlier drain; a drain after abandon changes nothing.
+    if (!shut_down_ || mode == ShutdownMode::kAbandon) shutdown_mode_ = mode;
+    shut_down_ = true;
+    PromoteDue(clock_->Now());
+    // Delayed keys are never handed out after shutdown, whatever the mode.
+    while (!heap_.empty()) {
+      const uint32_t slot = heap_[0];
+      HeapRemoveTop();
+      abandoned.push_back(slots_[slot].key);
+      MaybeIdle(slot);
+    }
+    if (shutdown_mode_ == ShutdownMode::kAbandon) {
+      while (ring_size_ > 0) {
+        const uint32_t slot = RingPop();
+        slots_[slot].queued = false;
+        abandoned.push_back(slots_[slot].key);
+        MaybeIdle(slot);
+      }
+      for (uint32_t slot = processing_.head; slot != kNone; slot = slots_[slot].next) {
+        if (slots_[slot].dirty) {
+          slots_[slot].dirty = false;
+          abandoned.push_back(slots_[slot].key);
+        }
+      }
+      dirty_count_ = 0;
+    }
+  }
+  cv_.SignalAll();
+  return abandoned;
+}
+
+bool WorkQueue::ShuttingDown() const {
+  common::MutexLock lock(&mu_);
+  return shut_down_;
+}
+
+size_t WorkQueue::Len() const {
+  common::MutexLock lock(&mu_);
+  // Count due delayed keys too, without moving them (Len is const).
+  const absl::Time now = clock_->Now();
+  size_t due = 0;
+  for (uint32_t slot : heap_) {
+    if (slots_[slot].deadline <= now) ++due;
+  }
+  if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return 0;
+  return ring_size_ + due;
+}
+
+absl::Time WorkQueue::NextDeadline() const {
+  common::MutexLock lock(&mu_);
+  return heap_.empty() ? absl::InfiniteFuture() : slots_[heap_[0]].deadline;
+}
+
+QueueMetrics WorkQueue::Metrics() const {
+  common::MutexLock lock(&mu_);
+  QueueMetrics m = counters_;
+  m.depth = ring_size_;
+  m.delayed = heap_.size();
+  m.processing = processing_.size;
+  m.keys = index_.size();
+  const absl::Time now = clock_->Now();
+  for (uint32_t slot = processing_.head; slot != kNone; slot = slots_[slot].next) {
+    const absl::Duration running = std::max(absl::ZeroDuration(), now - slots_[slot].started_at);
+    m.longest_running = std::max(m.longest_running, running);
+    m.unfinished_work += running;
+  }
+  return m;
+}
+
+void WorkQueue::SetReadyListener(ReadyListener* listener) {
+  common::MutexLock lock(&mu_);
+  listener_ = listener;
+  if (listener == nullptr) {
+    while (listener_calls_ > 0) listener_cv_.Wait(&mu_);
+  }
+}
+
+}  // namespace ctrlhost::queue

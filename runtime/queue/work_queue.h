@@ -1,0 +1,220 @@
+// A rate-limited work queue of keys (namespace/name strings) for one controller.
+//
+// Guarantees:
+// - Dedup: a key waiting to be handed out is queued once, however often it is added.
+// - Exclusivity: a key handed out by Get() is never handed out again until Done(); if it was
+//   added meanwhile it is queued again by Done() (level-based: one more reconcile sees the
+//   latest state).
+// - Delayed adds keep the earliest deadline: AddAfter(k, 10s) then AddAfter(k, 1s) runs k after
+//   1 s, once. A key that is already ready (or marked for re-queue after Done) ignores a later
+//   delayed add: it runs sooner anyway.
+// - AddRateLimited waits max(per-key exponential backoff, overall token bucket), see
+//   rate_limit.h; Forget resets the key's backoff, NumRequeues reads it.
+// - ShutDown drains (Get keeps handing out what is queued, then returns nullopt) or abandons
+//   (Get returns nullopt at once); keys that will never be handed out are returned by ShutDown,
+//   so nothing is lost silently.
+// - Steady state does not allocate: keys are interned in slots that are reused (an idle key
+//   keeps its slot until `max_idle_keys` newer idle keys push it out), the ready queue is a
+//   ring buffer of slot numbers and the delayed set an indexed heap, all grow-only.
+// - Time comes from a common::Clock, so backoff and delays are tested with a FakeClock.
+//
+//   WorkQueue queue("configmaps", WorkQueue::Options{}, common::Clock::Real());
+//   queue.Add("default/app");
+//   while (std::optional<WorkQueue::Item> item = queue.Get()) {   // blocks
+//     absl::Status s = Reconcile(item->key);   // item->key is valid until Done
+//     if (s.ok()) queue.Forget(item->key); else queue.AddRateLimited(item->key);
+//     queue.Done(*item).IgnoreError();
+//   }
+#ifndef CTRLHOST_RUNTIME_QUEUE_WORK_QUEUE_H_
+#define CTRLHOST_RUNTIME_QUEUE_WORK_QUEUE_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/queue/metrics.h"
+#include "runtime/queue/rate_limit.h"
+
+namespace ctrlhost::queue {
+
+// Told when a queue may have a key ready, e.g. by FairPool to wake its workers. Called without
+// the queue's mutex held; must not block for long.
+class ReadyListener {
+ public:
+  virtual ~ReadyListener() = default;
+  virtual void OnReady() = 0;
+};
+
+enum class ShutdownMode {
+  kDrain,    // Get hands out what is queued (and re-queued by Done), then returns nullopt
+  kAbandon,  // Get returns nullopt at once
+};
+
+// Thread-safe: every method may be called from any thread. All state is guarded by mu_.
+class WorkQueue {
+ public:
+  struct Options {
+    absl::Duration base_delay = absl::Milliseconds(5);  // first AddRateLimited backoff
+    absl::Duration max_delay = absl::Seconds(1000);     // backoff cap
+    double qps = 10;                                    // token bucket rate; <= 0 disables it
+    int burst = 100;                                    // token bucket size
+    // Idle keys (nothing queued, not processing, no backoff) kept interned for reuse.
+    size_t max_idle_keys = 4096;
+  };
+
+  // A key handed out by Get. `key` is valid until Done(item).
+  struct Item {
+    absl::string_view key;
+    uint32_t slot = 0;
+    uint32_t generation = 0;
+  };
+
+  // `clock` is borrowed and must outlive the queue.
+  WorkQueue(std::string name, Options options, common::Clock* clock);
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+  // The queue must not be attached to a listener any more (SetReadyListener(nullptr)).
+  ~WorkQueue();
+
+  const std::string& name() const { return name_; }
+
+  // Queues `key` unless it is waiting already. Returns false (and does nothing) after ShutDown.
+  bool Add(absl::string_view key);
+  // Queues `key` after `delay` (now if delay <= 0); the earliest pending deadline wins.
+  bool AddAfter(absl::string_view key, absl::Duration delay);
+  // AddAfter with max(backoff for this key's failures, token bucket delay); counts a failure.
+  bool AddRateLimited(absl::string_view key);
+  // Resets the key's failure count (call after a successful reconcile).
+  void Forget(absl::string_view key);
+  // Failures counted by AddRateLimited since the last Forget.
+  uint32_t NumRequeues(absl::string_view key) const;
+
+  // Blocks until a key is ready or the queue is shut down (nullopt). Wakes for delayed keys as
+  // their deadline passes on the clock.
+  std::optional<Item> Get();
+  // As Get, but never blocks: nullopt when nothing is ready now.
+  std::optional<Item> TryGet();
+  // Ends the processing of `item`, re-queueing its key if it was added meanwhile.
+  // FailedPrecondition if `item` is not being processed (Done twice, or a foreign item).
+  absl::Status Done(const Item& item);
+
+  // Stops accepting keys. Returns the keys that will never be handed out: with kAbandon every
+  // queued, delayed or re-queue-pending key; with kDrain the delayed keys not yet due (ready
+  // keys are still handed out). Idempotent: a second call returns what the mode abandons now.
+  std::vector<std::string> ShutDown(ShutdownMode mode);
+  bool ShuttingDown() const;
+
+  // Keys ready to be handed out now.
+  size_t Len() const;
+  // The earliest deadline of a delayed key, InfiniteFuture when there is none.
+  absl::Time NextDeadline() const;
+  QueueMetrics Metrics() const;
+
+  // At most one listener; told (without mu_ held) whenever a key may have become ready.
+  // Setting nullptr waits until no call to the previous listener is in progress, so the
+  // listener may be destroyed afterwards.
+  void SetReadyListener(ReadyListener* listener);
+
+ private:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  enum class List : uint8_t { kNone, kIdle, kProcessing };
+
+  struct Slot {
+    std::string key;  // keeps its capacity when the slot is reused
+    absl::Time queued_at;
+    absl::Time started_at;
+    absl::Time deadline;
+    uint32_t heap_pos = kNone;  // position in heap_, kNone when not delayed
+    uint32_t prev = kNone;      // links in the idle or processing list
+    uint32_t next = kNone;
+    uint32_t failures = 0;
+    uint32_t generation = 0;  // bumped by each Get, so a stale Item cannot Done a later run
+    List list = List::kNone;
+    bool in_use = false;
+    bool queued = false;      // in the ready ring
+    bool processing = false;  // handed out, not Done
+    bool dirty = false;       // added while processing: queue again on Done
+  };
+
+  struct ListHead {
+    uint32_t head = kNone;
+    uint32_t tail = kNone;
+    size_t size = 0;
+  };
+
+  uint32_t Intern(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t Find(absl::string_view key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Puts the slot in the idle list if nothing refers to it, evicting the oldest idle key when
+  // there are too many.
+  void MaybeIdle(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ListHead& ListFor(List list) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushBack(List list, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unlink(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the key wanted now: queued, or dirty when processing. Returns true if that made a
+  // key ready (the caller then signals).
+  bool AddLocked(uint32_t slot, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RingPush(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint32_t RingPop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves delayed keys whose deadline is <= now to the ready ring.
+  void PromoteDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HeapSwap(uint32_t i, uint32_t j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HeapUp(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HeapDown(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HeapRemoveTop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<Item> TakeLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // What to do once mu_ is released after a key became ready.
+  struct Wakeup {
+    bool signal = false;  // wake one Get waiter
+    bool all = false;     // wake every Get waiter
+    ReadyListener* listener = nullptr;
+  };
+  Wakeup PrepareWakeup(bool made_ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Deliver(Wakeup wakeup) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const std::string name_;
+  const Options options_;
+  common::Clock* const clock_;
+
+  mutable common::Mutex mu_;
+  common::CondVar cv_;           // signalled when a key becomes ready and on shutdown
+  common::CondVar listener_cv_;  // signalled when a listener call ends
+
+  // State below is protected by mu_.
+  // Slots live in a deque so that their addresses (and index_'s string_views into their keys)
+  // stay put as it grows.
+  std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<absl::string_view, uint32_t> index_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
+  ListHead idle_ ABSL_GUARDED_BY(mu_);        // oldest idle first
+  ListHead processing_ ABSL_GUARDED_BY(mu_);  // oldest start first
+  // Ready ring: ring_[(ring_head_ + i) % ring_.size()] for i < ring_size_.
+  std::vector<uint32_t> ring_ ABSL_GUARDED_BY(mu_);
+  size_t ring_head_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t ring_size_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint32_t> heap_ ABSL_GUARDED_BY(mu_);  // min-heap of slots by deadline
+  size_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
+  TokenBucket bucket_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  ShutdownMode shutdown_mode_ ABSL_GUARDED_BY(mu_) = ShutdownMode::kDrain;
+  ReadyListener* listener_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int listener_calls_ ABSL_GUARDED_BY(mu_) = 0;  // calls to listener_ in progress
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;         // threads blocked in Get
+  QueueMetrics counters_ ABSL_GUARDED_BY(mu_);   // counters and histograms only
+};
+
+}  // namespace ctrlhost::queue
+
+#endif  // CTRLHOST_RUNTIME_QUEUE_WORK_QUEUE_H_

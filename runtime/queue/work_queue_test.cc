@@ -1,0 +1,379 @@
+#include "runtime/queue/work_queue.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/common/clock.h"
+
+namespace ctrlhost::queue {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+WorkQueue::Options NoBucket() {
+  WorkQueue::Options options;
+  options.qps = 0;
+  return options;
+}
+
+std::string Take(WorkQueue& q) {
+  std::optional<WorkQueue::Item> item = q.TryGet();
+  if (!item) return "<none>";
+  std::string key(item->key);
+  EXPECT_TRUE(q.Done(*item).ok());
+  return key;
+}
+
+TEST(WorkQueueTest, DedupsWaitingKeysAndKeepsFifoOrder) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  EXPECT_TRUE(q.Add("ns/a"));
+  EXPECT_TRUE(q.Add("ns/b"));
+  EXPECT_TRUE(q.Add("ns/a"));
+  EXPECT_EQ(q.Len(), 2u);
+  EXPECT_EQ(Take(q), "ns/a");
+  EXPECT_EQ(Take(q), "ns/b");
+  EXPECT_EQ(Take(q), "<none>");
+  const QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.adds_total, 2u);
+  EXPECT_EQ(m.deduped_total, 1u);
+  EXPECT_EQ(m.gets_total, 2u);
+}
+
+TEST(WorkQueueTest, KeyBeingProcessedIsNotHandedOutAgainUntilDone) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  std::optional<WorkQueue::Item> first = q.TryGet();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->key, "ns/a");
+  // Re-added twice while processing: not handed out now, queued once after Done.
+  q.Add("ns/a");
+  q.Add("ns/a");
+  q.Add("ns/b");
+  EXPECT_EQ(Take(q), "ns/b");
+  EXPECT_EQ(q.TryGet(), std::nullopt);
+  EXPECT_EQ(q.Len(), 0u);
+  ASSERT_TRUE(q.Done(*first).ok());
+  EXPECT_EQ(q.Len(), 1u);
+  EXPECT_EQ(Take(q), "ns/a");
+  EXPECT_EQ(Take(q), "<none>");
+}
+
+TEST(WorkQueueTest, DoneRejectsStaleAndForeignItems) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  std::optional<WorkQueue::Item> item = q.TryGet();
+  ASSERT_TRUE(item);
+  EXPECT_TRUE(q.Done(*item).ok());
+  EXPECT_EQ(q.Done(*item).code(), absl::StatusCode::kFailedPrecondition);
+  // A stale item from an earlier run cannot end the current run of the same key.
+  q.Add("ns/a");
+  std::optional<WorkQueue::Item> second = q.TryGet();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(q.Done(*item).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(q.Done(*second).ok());
+  WorkQueue::Item foreign{"x", 12345, 1};
+  EXPECT_EQ(q.Done(foreign).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(WorkQueueTest, DelayedAddsKeepTheEarliestDeadline) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.AddAfter("ns/a", absl::Seconds(10));
+  q.AddAfter("ns/a", absl::Seconds(2));
+  q.AddAfter("ns/a", absl::Seconds(5));  // later than 2 s: ignored
+  q.AddAfter("ns/b", absl::Seconds(1));
+  EXPECT_EQ(q.Len(), 0u);
+  EXPECT_EQ(q.Metrics().delayed, 2u);
+  EXPECT_EQ(q.NextDeadline(), clock.Now() + absl::Seconds(1));
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(Take(q), "ns/b");
+  EXPECT_EQ(Take(q), "<none>");
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(Take(q), "ns/a");
+  // Nothing left at 5 s or 10 s: the later deadlines were merged into the earliest.
+  clock.Advance(absl::Seconds(20));
+  EXPECT_EQ(Take(q), "<none>");
+  EXPECT_EQ(q.NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST(WorkQueueTest, DelayedAddOfAReadyKeyIsIgnoredAndZeroDelayIsAnAdd) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  q.AddAfter("ns/a", absl::Seconds(1));
+  EXPECT_EQ(q.Metrics().delayed, 0u);
+  q.AddAfter("ns/b", absl::ZeroDuration());
+  q.AddAfter("ns/c", absl::Seconds(-3));
+  EXPECT_EQ(q.Len(), 3u);
+}
+
+TEST(WorkQueueTest, DelayedAddWhileProcessingRequeuesAfterDone) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  std::optional<WorkQueue::Item> item = q.TryGet();
+  ASSERT_TRUE(item);
+  q.AddAfter("ns/a", absl::Seconds(1));  // e.g. requeue_after from the reconcile
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(q.TryGet(), std::nullopt);  // due, but still processing
+  ASSERT_TRUE(q.Done(*item).ok());
+  EXPECT_EQ(Take(q), "ns/a");
+}
+
+TEST(WorkQueueTest, BlockingGetWakesForADelayedKey) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.AddAfter("ns/a", absl::Minutes(5));
+  std::string got;
+  std::thread worker([&] {
+    std::optional<WorkQueue::Item> item = q.Get();
+    if (item) {
+      got = std::string(item->key);
+      EXPECT_TRUE(q.Done(*item).ok());
+    }
+  });
+  clock.Advance(absl::Minutes(5));
+  worker.join();
+  EXPECT_EQ(got, "ns/a");
+}
+
+TEST(WorkQueueTest, RateLimitedBackoffSequenceCapAndForget) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.max_delay = absl::Milliseconds(40);
+  WorkQueue q("test", options, &clock);
+  const std::vector<absl::Duration> expected = {absl::Milliseconds(5), absl::Milliseconds(10),
+                                                absl::Milliseconds(20), absl::Milliseconds(40),
+                                                absl::Milliseconds(40)};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const absl::Time before = clock.Now();
+    q.AddRateLimited("ns/a");
+    EXPECT_EQ(q.NextDeadline() - before, expected[i]) << i;
+    EXPECT_EQ(q.NumRequeues("ns/a"), i + 1);
+    clock.Advance(expected[i] - absl::Nanoseconds(1));
+    EXPECT_EQ(Take(q), "<none>") << i;
+    clock.Advance(absl::Nanoseconds(1));
+    EXPECT_EQ(Take(q), "ns/a") << i;
+  }
+  EXPECT_EQ(q.Metrics().retries_total, expected.size());
+  q.Forget("ns/a");
+  EXPECT_EQ(q.NumRequeues("ns/a"), 0u);
+  const absl::Time before = clock.Now();
+  q.AddRateLimited("ns/a");
+  EXPECT_EQ(q.NextDeadline() - before, absl::Milliseconds(5));
+  // Backoff is per key.
+  EXPECT_EQ(q.NumRequeues("ns/other"), 0u);
+  q.Forget("ns/unknown");  // no effect, no crash
+}
+
+TEST(WorkQueueTest, DefaultBackoffReachesThousandSeconds) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  absl::Duration last;
+  for (int i = 0; i < 30; ++i) {
+    const absl::Time before = clock.Now();
+    q.AddRateLimited("ns/a");
+    last = q.NextDeadline() - before;
+    clock.Advance(last);
+    EXPECT_EQ(Take(q), "ns/a");
+  }
+  EXPECT_EQ(last, absl::Seconds(1000));
+}
+
+TEST(WorkQueueTest, TokenBucketDelaysRetriesOfManyKeys) {
+  common::FakeClock clock;
+  WorkQueue::Options options;
+  options.qps = 10;
+  options.burst = 3;
+  WorkQueue q("test", options, &clock);
+  for (int i = 0; i < 5; ++i) q.AddRateLimited(absl::StrCat("ns/k", i));
+  // Three keys ride the burst with their 5 ms backoff; the 4th and 5th wait 100 and 200 ms.
+  clock.Advance(absl::Milliseconds(5));
+  EXPECT_EQ(q.Len(), 3u);
+  clock.Advance(absl::Milliseconds(95));
+  EXPECT_EQ(q.Len(), 4u);
+  clock.Advance(absl::Milliseconds(100));
+  EXPECT_EQ(q.Len(), 5u);
+}
+
+TEST(WorkQueueTest, ShutDownDrainHandsOutQueuedKeysThenStops) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  q.Add("ns/b");
+  q.AddAfter("ns/later", absl::Hours(1));
+  std::optional<WorkQueue::Item> processing = q.TryGet();  // ns/a
+  ASSERT_TRUE(processing);
+  q.Add("ns/a");  // re-queue pending
+  EXPECT_THAT(q.ShutDown(ShutdownMode::kDrain), ElementsAre("ns/later"));
+  EXPECT_TRUE(q.ShuttingDown());
+  EXPECT_FALSE(q.Add("ns/c"));
+  EXPECT_FALSE(q.AddAfter("ns/c", absl::Seconds(1)));
+  EXPECT_FALSE(q.AddRateLimited("ns/c"));
+  std::optional<WorkQueue::Item> b = q.Get();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->key, "ns/b");
+  ASSERT_TRUE(q.Done(*b).ok());
+  // ns/a is still to come (re-queued by Done): a blocked Get waits for it.
+  std::string got;
+  std::thread worker([&] {
+    while (std::optional<WorkQueue::Item> item = q.Get()) {
+      got += std::string(item->key) + ";";
+      EXPECT_TRUE(q.Done(*item).ok());
+    }
+  });
+  ASSERT_TRUE(q.Done(*processing).ok());
+  worker.join();
+  EXPECT_EQ(got, "ns/a;");
+  EXPECT_EQ(q.Get(), std::nullopt);
+}
+
+TEST(WorkQueueTest, ShutDownAbandonReportsEverythingNotHandedOut) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  q.Add("ns/b");
+  q.AddAfter("ns/later", absl::Hours(1));
+  std::optional<WorkQueue::Item> processing = q.TryGet();  // ns/a
+  ASSERT_TRUE(processing);
+  q.Add("ns/a");
+  EXPECT_THAT(q.ShutDown(ShutdownMode::kAbandon), UnorderedElementsAre("ns/a", "ns/b", "ns/later"));
+  EXPECT_EQ(q.Get(), std::nullopt);
+  EXPECT_EQ(q.Len(), 0u);
+  ASSERT_TRUE(q.Done(*processing).ok());
+  EXPECT_EQ(q.Get(), std::nullopt);
+  EXPECT_TRUE(q.ShutDown(ShutdownMode::kAbandon).empty());
+}
+
+TEST(WorkQueueTest, ShutDownWakesBlockedGetters) {
+  WorkQueue q("test", NoBucket(), common::Clock::Real());
+  std::atomic<int> returned{0};
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.emplace_back([&] {
+      EXPECT_EQ(q.Get(), std::nullopt);
+      ++returned;
+    });
+  }
+  q.ShutDown(ShutdownMode::kDrain);
+  for (std::thread& t : workers) t.join();
+  EXPECT_EQ(returned.load(), 4);
+}
+
+TEST(WorkQueueTest, IdleKeysAreEvictedAndSlotsReused) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.max_idle_keys = 2;
+  WorkQueue q("test", options, &clock);
+  for (int i = 0; i < 100; ++i) {
+    q.Add(absl::StrCat("ns/key-with-a-long-name-", i));
+    EXPECT_EQ(Take(q), absl::StrCat("ns/key-with-a-long-name-", i));
+  }
+  EXPECT_EQ(q.Metrics().keys, 2u);
+  // A key with backoff state is not idle, so it is never evicted.
+  q.AddRateLimited("ns/failing");
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(Take(q), "ns/failing");
+  for (int i = 0; i < 10; ++i) {
+    q.Add(absl::StrCat("ns/x", i));
+    Take(q);
+  }
+  EXPECT_EQ(q.NumRequeues("ns/failing"), 1u);
+}
+
+TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  q.Add("ns/b");
+  clock.Advance(absl::Milliseconds(3));
+  std::optional<WorkQueue::Item> a = q.TryGet();
+  clock.Advance(absl::Seconds(2));
+  std::optional<WorkQueue::Item> b = q.TryGet();
+  ASSERT_TRUE(a && b);
+  clock.Advance(absl::Seconds(1));
+  QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.processing, 2u);
+  EXPECT_EQ(m.longest_running, absl::Seconds(3));
+  EXPECT_EQ(m.unfinished_work, absl::Seconds(4));
+  EXPECT_EQ(m.queue_latency.count, 2u);
+  EXPECT_EQ(m.queue_latency.sum, absl::Milliseconds(3) + absl::Milliseconds(2003));
+  EXPECT_EQ(m.queue_latency.counts[3], 1u);  // 3 ms: (1 ms, 10 ms]
+  EXPECT_EQ(m.queue_latency.counts[6], 1u);  // 2.003 s: (1 s, 10 s]
+  ASSERT_TRUE(q.Done(*a).ok());
+  ASSERT_TRUE(q.Done(*b).ok());
+  m = q.Metrics();
+  EXPECT_EQ(m.work_duration.count, 2u);
+  EXPECT_EQ(m.work_duration.sum, absl::Seconds(4));
+  EXPECT_EQ(m.longest_running, absl::ZeroDuration());
+  EXPECT_EQ(m.depth, 0u);
+}
+
+// Many producers add overlapping keys while many consumers process them: every key added is
+// processed at least once after its last add, and never by two consumers at once.
+TEST(WorkQueueTest, ManyProducersAndConsumers) {
+  WorkQueue q("test", NoBucket(), common::Clock::Real());
+  constexpr int kProducers = 4;
+  constexpr int kConsumers = 4;
+  constexpr int kKeys = 50;
+  constexpr int kAddsPerProducer = 2000;
+  common::Mutex mu;
+  absl::flat_hash_set<std::string> in_flight;
+  absl::flat_hash_map<std::string, int> processed;
+  std::atomic<bool> overlap{false};
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < kConsumers; ++c) {
+    consumers.emplace_back([&] {
+      while (std::optional<WorkQueue::Item> item = q.Get()) {
+        const std::string key(item->key);
+        {
+          common::MutexLock lock(&mu);
+          if (!in_flight.insert(key).second) overlap = true;
+        }
+        std::this_thread::yield();
+        {
+          common::MutexLock lock(&mu);
+          in_flight.erase(key);
+          ++processed[key];
+        }
+        EXPECT_TRUE(q.Done(*item).ok());
+      }
+    });
+  }
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < kAddsPerProducer; ++i) {
+        q.Add(absl::StrCat("ns/k", (i * 7 + p) % kKeys));
+        if (i % 100 == 0) q.AddAfter(absl::StrCat("ns/k", i % kKeys), absl::Milliseconds(1));
+      }
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  // A drain abandons delayed keys; wait (bounded) until the consumers have promoted them all.
+  for (int i = 0; i < 10000 && q.NextDeadline() != absl::InfiniteFuture(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(q.ShutDown(ShutdownMode::kDrain).empty());
+  for (std::thread& t : consumers) t.join();
+  EXPECT_FALSE(overlap.load());
+  EXPECT_EQ(processed.size(), static_cast<size_t>(kKeys));
+  const QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.depth, 0u);
+  EXPECT_EQ(m.processing, 0u);
+}
+
+}  // namespace
+}  // namespace ctrlhost::queue
