@@ -1,0 +1,435 @@
+#include "runtime/kube/rest_client.h"
+
+#include <httplib.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::kube {
+
+// ---- TokenBucket ----
+
+TokenBucket::TokenBucket(double qps, int burst, common::Clock* clock)
+    : qps_(qps), burst_(std::max(1, burst)), clock_(clock), tokens_(burst_), last_(clock->Now()) {}
+
+absl::Status TokenBucket::Acquire(absl::Time deadline) {
+  if (qps_ <= 0) return absl::OkStatus();
+  absl::Time ready;
+  {
+    common::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (now > last_) {
+      tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
+      last_ = now;
+    }
+    // Reserve the token now (the balance may go negative) so waiters are served in order.
+    tokens_ -= 1;
+    if (tokens_ >= 0) return absl::OkStatus();
+    ready = now + absl::Seconds(-tokens_ / qps_);
+    if (ready > deadline) {
+      tokens_ += 1;
+      return absl::DeadlineExceededError(
+          "client-side rate limiter: no token available before the deadline");
+    }
+  }
+  clock_->SleepUntil(ready);
+  return absl::OkStatus();
+}
+
+// ---- StreamCanceller ----
+
+void StreamCanceller::Cancel() {
+  common::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (active_ != nullptr) active_->stop();
+}
+
+bool StreamCanceller::cancelled() const {
+  common::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+bool StreamCanceller::Attach(httplib::ClientImpl* client) {
+  common::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  active_ = client;
+  return true;
+}
+
+void StreamCanceller::Detach() {
+  common::MutexLock lock(&mu_);
+  active_ = nullptr;
+}
+
+// ---- RestClient ----
+
+// Parsed certificates, shared by every connection. Constant after construction.
+struct RestClient::TlsMaterial {
+  std::vector<X509*> ca;
+  X509* cert = nullptr;
+  EVP_PKEY* key = nullptr;
+  ~TlsMaterial() {
+    for (X509* c : ca) X509_free(c);
+    if (cert != nullptr) X509_free(cert);
+    if (key != nullptr) EVP_PKEY_free(key);
+  }
+};
+
+namespace {
+
+struct HostPort {
+  bool tls = true;
+  std::string host;
+  int port = 443;
+};
+
+absl::StatusOr<HostPort> ParseHost(const std::string& url) {
+  HostPort out;
+  absl::string_view rest = url;
+  if (absl::ConsumePrefix(&rest, "https://")) {
+    out.tls = true;
+    out.port = 443;
+  } else if (absl::ConsumePrefix(&rest, "http://")) {
+    out.tls = false;
+    out.port = 80;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("server \"", url, "\": unsupported scheme"));
+  }
+  size_t slash = rest.find('/');
+  if (slash != absl::string_view::npos) rest = rest.substr(0, slash);
+  absl::string_view host = rest;
+  absl::string_view port;
+  if (absl::StartsWith(rest, "[")) {
+    size_t close = rest.find(']');
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("server \"", url, "\": bad IPv6 host"));
+    }
+    host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size() && rest[close + 1] == ':') port = rest.substr(close + 2);
+  } else if (size_t colon = rest.rfind(':'); colon != absl::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  if (host.empty())
+    return absl::InvalidArgumentError(absl::StrCat("server \"", url, "\": no host"));
+  out.host = std::string(host);
+  if (!port.empty() && (!absl::SimpleAtoi(port, &out.port) || out.port <= 0 || out.port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat("server \"", url, "\": bad port"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<X509*>> ParseCerts(const std::string& pem, absl::string_view what) {
+  std::vector<X509*> out;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return absl::ResourceExhaustedError("BIO_new_mem_buf");
+  while (X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) out.push_back(cert);
+  BIO_free(bio);
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no PEM certificate found"));
+  }
+  return out;
+}
+
+bool IdempotentMethod(const std::string& method) {
+  return method == "GET" || method == "HEAD" || method == "PUT" || method == "DELETE" ||
+         method == "OPTIONS";
+}
+
+// Errors where the request never left this process.
+bool NothingSent(httplib::Error error) {
+  return error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout ||
+         error == httplib::Error::BindIPAddress || error == httplib::Error::SSLConnection;
+}
+
+int RetryAfterSeconds(const httplib::Response& res) {
+  int seconds = -1;
+  if (res.has_header("Retry-After") &&
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(res.get_header_value("Retry-After")), &seconds)) {
+    return std::max(0, seconds);
+  }
+  return -1;
+}
+
+void SetTimeouts(httplib::ClientImpl* client, absl::Duration remaining) {
+  const absl::Duration d = std::max(remaining, absl::Milliseconds(1));
+  const int64_t usec = absl::ToInt64Microseconds(d);
+  client->set_connection_timeout(usec / 1000000, usec % 1000000);
+  client->set_read_timeout(usec / 1000000, usec % 1000000);
+  client->set_write_timeout(usec / 1000000, usec % 1000000);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RestClient>> RestClient::Create(RestConfig config,
+                                                               RestClientOptions options) {
+  ASSIGN_OR_RETURN(HostPort hp, ParseHost(config.host));
+  auto tls = std::make_unique<TlsMaterial>();
+  if (hp.tls) {
+    if (!config.ca_pem.empty()) {
+      ASSIGN_OR_RETURN(tls->ca, ParseCerts(config.ca_pem, "certificate authority"));
+    }
+    if (!config.client_cert_pem.empty()) {
+      ASSIGN_OR_RETURN(std::vector<X509*> certs,
+                       ParseCerts(config.client_cert_pem, "client certificate"));
+      tls->cert = certs[0];
+      for (size_t i = 1; i < certs.size(); ++i) X509_free(certs[i]);
+      BIO* bio = BIO_new_mem_buf(config.client_key_pem.data(),
+                                 static_cast<int>(config.client_key_pem.size()));
+      if (bio == nullptr) return absl::ResourceExhaustedError("BIO_new_mem_buf");
+      tls->key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+      BIO_free(bio);
+      if (tls->key == nullptr) {
+        return absl::InvalidArgumentError("client key: no PEM private key found");
+      }
+    }
+    if (!config.tls_server_name.empty() && config.tls_server_name != hp.host) {
+      common::LogWarning("tls-server-name is not supported; verifying against the host name",
+                         {{"host", hp.host}, {"tls_server_name", config.tls_server_name}});
+    }
+  }
+  if (options.max_attempts < 1) options.max_attempts = 1;
+  return std::unique_ptr<RestClient>(
+      new RestClient(std::move(config), std::move(options), std::move(tls)));
+}
+
+RestClient::RestClient(RestConfig config, RestClientOptions options,
+                       std::unique_ptr<TlsMaterial> tls)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      tls_(std::move(tls)),
+      limiter_(options_.qps, options_.burst, options_.clock),
+      rng_(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) | 1) {}
+
+RestClient::~RestClient() = default;
+
+int64_t RestClient::attempts() const {
+  common::MutexLock lock(&mu_);
+  return attempts_;
+}
+
+absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> RestClient::Acquire() {
+  {
+    common::MutexLock lock(&mu_);
+    ++attempts_;
+    if (!idle_.empty()) {
+      std::unique_ptr<httplib::ClientImpl> client = std::move(idle_.back());
+      idle_.pop_back();
+      return client;
+    }
+  }
+  ASSIGN_OR_RETURN(HostPort hp, ParseHost(config_.host));
+  std::unique_ptr<httplib::ClientImpl> client;
+  if (hp.tls) {
+    std::unique_ptr<httplib::SSLClient> ssl =
+        tls_->cert != nullptr
+            ? std::make_unique<httplib::SSLClient>(hp.host, hp.port, tls_->cert, tls_->key)
+            : std::make_unique<httplib::SSLClient>(hp.host, hp.port);
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError("TLS setup failed (client certificate and key?)");
+    }
+    if (!tls_->ca.empty()) {
+      X509_STORE* store = X509_STORE_new();
+      if (store == nullptr) return absl::ResourceExhaustedError("X509_STORE_new");
+      for (X509* ca : tls_->ca) X509_STORE_add_cert(store, ca);
+      ssl->set_ca_cert_store(store);  // takes ownership
+    }
+    ssl->enable_server_certificate_verification(!config_.insecure_skip_tls_verify);
+    client = std::move(ssl);
+  } else {
+    client = std::make_unique<httplib::ClientImpl>(hp.host, hp.port);
+  }
+  client->set_keep_alive(true);
+  client->set_tcp_nodelay(true);
+  return client;
+}
+
+void RestClient::Release(std::unique_ptr<httplib::ClientImpl> client) {
+  common::MutexLock lock(&mu_);
+  if (idle_.size() < options_.max_idle_connections) idle_.push_back(std::move(client));
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> RestClient::Headers(
+    const RestRequest& request) const {
+  std::vector<std::pair<std::string, std::string>> headers = {{"Accept", "application/json"},
+                                                              {"User-Agent", options_.user_agent}};
+  ASSIGN_OR_RETURN(std::string token, config_.Token());
+  if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
+  if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
+      request.method == "PATCH") {
+    headers.emplace_back("Content-Type", request.content_type);
+  }
+  return headers;
+}
+
+absl::Duration RestClient::Backoff(int attempt) {
+  absl::Duration d = options_.initial_backoff * std::pow(2.0, attempt - 1);
+  d = std::min(d, options_.max_backoff);
+  uint64_t r;
+  {
+    common::MutexLock lock(&mu_);
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    r = rng_;
+  }
+  // Equal jitter: half fixed, half random, so retries of many clients spread out.
+  const double fraction = static_cast<double>(r % 1000000) / 1000000.0;
+  return d / 2 + (d / 2) * fraction;
+}
+
+absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
+  common::Clock* clock = options_.clock;
+  const absl::Duration timeout =
+      request.timeout > absl::ZeroDuration() ? request.timeout : options_.timeout;
+  const absl::Time deadline = clock->Now() + timeout;
+  const bool idempotent = request.idempotent || IdempotentMethod(request.method);
+  const std::string what = absl::StrCat(request.method, " ", config_.host, request.path);
+  absl::Status last = absl::DeadlineExceededError(absl::StrCat(what, ": deadline exceeded"));
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    RETURN_IF_ERROR(limiter_.Acquire(deadline));
+    ASSIGN_OR_RETURN(auto headers, Headers(request));
+    ASSIGN_OR_RETURN(std::unique_ptr<httplib::ClientImpl> client, Acquire());
+    // Socket timeouts run on real time; remember them to tell a timeout from a broken peer.
+    const absl::Duration socket_timeout = deadline - clock->Now();
+    const absl::Time attempt_start = absl::Now();
+    SetTimeouts(client.get(), socket_timeout);
+    httplib::Request req;
+    req.method = request.method;
+    req.path = request.path;
+    for (auto& [k, v] : headers) req.headers.emplace(k, v);
+    req.body = request.body;
+    req.progress = [&](uint64_t, uint64_t) { return clock->Now() < deadline; };
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    const bool sent = client->send(req, res, error);
+    bool retry = false;
+    absl::Duration wait = Backoff(attempt);
+    if (!sent) {
+      const bool socket_timed_out =
+          absl::Now() - attempt_start >= socket_timeout - absl::Milliseconds(20);
+      if (error == httplib::Error::Canceled || clock->Now() >= deadline || socket_timed_out) {
+        return absl::DeadlineExceededError(absl::StrCat(what, ": deadline exceeded"));
+      }
+      last = absl::UnavailableError(absl::StrCat(what, ": ", httplib::to_string(error)));
+      retry = NothingSent(error) || idempotent;
+      if (error == httplib::Error::SSLServerVerification ||
+          error == httplib::Error::SSLLoadingCerts) {
+        retry = false;
+      }
+    } else {
+      if (res.status >= 200 && res.status < 300) {
+        Release(std::move(client));
+        RestResponse out;
+        out.status = res.status;
+        out.body = std::move(res.body);
+        out.content_type = res.get_header_value("Content-Type");
+        return out;
+      }
+      Release(std::move(client));
+      last = FromHttpResponse(res.status, res.body);
+      const int retry_after = RetryAfterSeconds(res);
+      if (res.status == 429 || (res.status == 503 && retry_after >= 0)) {
+        retry = true;  // not processed by the server
+      } else if (res.status == 500 || res.status == 502 || res.status == 503 || res.status == 504) {
+        retry = idempotent;
+      }
+      if (retry_after >= 0) wait = std::max(wait, absl::Seconds(retry_after));
+    }
+    if (!retry || attempt == options_.max_attempts) return last;
+    if (clock->Now() + wait >= deadline) return last;
+    common::LogDebug("retrying API request",
+                     {{"request", what}, {"attempt", attempt}, {"error", last.ToString()}});
+    clock->SleepUntil(clock->Now() + wait);
+  }
+  return last;
+}
+
+absl::Status RestClient::Stream(const RestRequest& request,
+                                const std::function<bool(absl::string_view)>& on_data,
+                                StreamCanceller* canceller) {
+  common::Clock* clock = options_.clock;
+  const absl::Duration timeout =
+      request.timeout > absl::ZeroDuration() ? request.timeout : options_.timeout;
+  const std::string what = absl::StrCat(request.method, " ", config_.host, request.path);
+  absl::Status last = absl::UnavailableError(absl::StrCat(what, ": no attempt made"));
+  const absl::Time deadline = clock->Now() + timeout;  // for connecting and retries only
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    RETURN_IF_ERROR(limiter_.Acquire(deadline));
+    ASSIGN_OR_RETURN(auto headers, Headers(request));
+    ASSIGN_OR_RETURN(std::unique_ptr<httplib::ClientImpl> client, Acquire());
+    SetTimeouts(client.get(), timeout);
+    if (canceller != nullptr && !canceller->Attach(client.get())) return absl::OkStatus();
+    int status = 0;
+    std::string error_body;
+    bool stopped_by_consumer = false;
+    httplib::Request req;
+    req.method = request.method;
+    req.path = request.path;
+    for (auto& [k, v] : headers) req.headers.emplace(k, v);
+    req.body = request.body;
+    req.response_handler = [&](const httplib::Response& r) {
+      status = r.status;
+      return true;
+    };
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      if (status < 200 || status >= 300) {
+        if (error_body.size() < 64 * 1024) error_body.append(data, n);
+        return true;
+      }
+      if (!on_data(absl::string_view(data, n))) {
+        stopped_by_consumer = true;
+        return false;
+      }
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    const bool sent = client->send(req, res, error);
+    if (canceller != nullptr) canceller->Detach();
+    const bool cancelled = canceller != nullptr && canceller->cancelled();
+    if (stopped_by_consumer || cancelled) return absl::OkStatus();
+    if (status >= 200 && status < 300) {
+      // The stream was established: its end is final, never retried here.
+      if (sent) {
+        Release(std::move(client));
+        return absl::OkStatus();
+      }
+      if (error == httplib::Error::Read) {
+        // The server closed or the read timed out: a normal end of a watch.
+        return absl::OkStatus();
+      }
+      return absl::UnavailableError(
+          absl::StrCat(what, ": stream broken: ", httplib::to_string(error)));
+    }
+    bool retry = false;
+    absl::Duration wait = Backoff(attempt);
+    if (status == 0) {
+      last = absl::UnavailableError(absl::StrCat(what, ": ", httplib::to_string(error)));
+      retry = error != httplib::Error::SSLServerVerification &&
+              error != httplib::Error::SSLLoadingCerts;
+    } else {
+      last = FromHttpResponse(status, error_body);
+      const int retry_after = sent ? RetryAfterSeconds(res) : -1;
+      retry = status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+      if (retry_after >= 0) wait = std::max(wait, absl::Seconds(retry_after));
+    }
+    if (!retry || attempt == options_.max_attempts) return last;
+    if (clock->Now() + wait >= deadline) return last;
+    clock->SleepUntil(clock->Now() + wait);
+  }
+  return last;
+}
+
+}  // namespace ctrlhost::kube

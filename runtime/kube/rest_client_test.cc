@@ -1,0 +1,380 @@
+#include "runtime/kube/rest_client.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/apiserver/server.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::kube {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TmpDir(absl::string_view name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
+// Moves a FakeClock forward in the background so retry waits finish without real sleeping for
+// the waited duration.
+class AutoAdvance {
+ public:
+  explicit AutoAdvance(common::FakeClock* clock)
+      : thread_([this, clock] {
+          while (!stop_.load()) {
+            clock->Advance(absl::Milliseconds(20));
+            std::this_thread::sleep_for(std::chrono::microseconds(500));
+          }
+        }) {}
+  ~AutoAdvance() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(TokenBucketTest, BurstThenWaitsForClock) {
+  common::FakeClock clock;
+  TokenBucket bucket(/*qps=*/1, /*burst=*/2, &clock);
+  const absl::Time far = clock.Now() + absl::Hours(1);
+  EXPECT_TRUE(bucket.Acquire(far).ok());
+  EXPECT_TRUE(bucket.Acquire(far).ok());
+  // The third token is a second away: a closer deadline is refused without taking it.
+  EXPECT_EQ(bucket.Acquire(clock.Now() + absl::Milliseconds(500)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    EXPECT_TRUE(bucket.Acquire(far).ok());
+    done = true;
+  });
+  EXPECT_FALSE(done.load());  // fake time has not moved
+  clock.Advance(absl::Seconds(1));
+  waiter.join();
+  EXPECT_TRUE(done.load());
+}
+
+TEST(TokenBucketTest, ZeroQpsIsUnlimited) {
+  common::FakeClock clock;
+  TokenBucket bucket(0, 1, &clock);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(bucket.Acquire(clock.Now()).ok());
+}
+
+// A misbehaving HTTP server on 127.0.0.1, port 0.
+class MisbehavingServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Get("/429", [this](const httplib::Request&, httplib::Response& res) {
+      if (hits_429_++ == 0) {
+        res.status = 429;
+        res.set_header("Retry-After", "1");
+        res.set_content(
+            R"({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429})",
+            "application/json");
+        return;
+      }
+      res.set_content("{\"ok\":true}", "application/json");
+    });
+    server_.Post("/429", [this](const httplib::Request&, httplib::Response& res) {
+      if (hits_429_++ == 0) {
+        res.status = 429;
+        res.set_header("Retry-After", "0");
+        return;
+      }
+      res.status = 201;
+      res.set_content("{}", "application/json");
+    });
+    auto unavailable = [this](const httplib::Request&, httplib::Response& res) {
+      ++hits_503_;
+      res.status = 503;
+      res.set_content("overloaded", "text/plain");
+    };
+    server_.Get("/503", unavailable);
+    server_.Post("/503", unavailable);
+    server_.Get("/404", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 404;
+      res.set_content(
+          R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"x\" not found","reason":"NotFound","details":{"name":"x","kind":"configmaps"},"code":404})",
+          "application/json");
+    });
+    server_.Get("/hang", [this](const httplib::Request&, httplib::Response& res) {
+      common::MutexLock lock(&mu_);
+      const absl::Time limit = absl::Now() + absl::Seconds(20);
+      while (!release_ && absl::Now() < limit) cv_.WaitWithDeadline(&mu_, limit);
+      res.set_content("late", "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+
+  void TearDown() override {
+    {
+      common::MutexLock lock(&mu_);
+      release_ = true;
+      cv_.SignalAll();
+    }
+    server_.stop();
+    thread_.join();
+  }
+
+  std::unique_ptr<RestClient> Client(common::Clock* clock, int max_attempts = 5) {
+    RestConfig config;
+    config.host = absl::StrCat("http://127.0.0.1:", port_);
+    RestClientOptions options;
+    options.clock = clock;
+    options.max_attempts = max_attempts;
+    options.timeout = absl::Hours(1);
+    auto client = RestClient::Create(config, options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return std::move(*client);
+  }
+
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> hits_429_{0};
+  std::atomic<int> hits_503_{0};
+  common::Mutex mu_;
+  common::CondVar cv_;
+  bool release_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST_F(MisbehavingServerTest, TooManyRequestsHonoursRetryAfter) {
+  common::FakeClock clock;
+  auto client = Client(&clock);
+  const absl::Time start = clock.Now();
+  absl::StatusOr<RestResponse> res;
+  {
+    AutoAdvance advance(&clock);
+    res = client->Do({.method = "GET", .path = "/429"});
+  }
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->body, "{\"ok\":true}");
+  EXPECT_EQ(hits_429_.load(), 2);
+  EXPECT_GE(clock.Now() - start, absl::Seconds(1));  // fake time: waited for Retry-After
+}
+
+TEST_F(MisbehavingServerTest, TooManyRequestsRetriesPostToo) {
+  common::FakeClock clock;
+  auto client = Client(&clock);
+  AutoAdvance advance(&clock);
+  absl::StatusOr<RestResponse> res = client->Do({.method = "POST", .path = "/429", .body = "{}"});
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 201);
+  EXPECT_EQ(hits_429_.load(), 2);
+}
+
+TEST_F(MisbehavingServerTest, ServiceUnavailableRetriedOnlyWhenIdempotent) {
+  common::FakeClock clock;
+  auto client = Client(&clock, /*max_attempts=*/4);
+  AutoAdvance advance(&clock);
+  absl::StatusOr<RestResponse> res = client->Do({.method = "GET", .path = "/503"});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hits_503_.load(), 4);
+
+  hits_503_ = 0;
+  res = client->Do({.method = "POST", .path = "/503", .body = "{}"});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hits_503_.load(), 1);
+
+  hits_503_ = 0;
+  res = client->Do({.method = "POST", .path = "/503", .body = "{}", .idempotent = true});
+  EXPECT_EQ(hits_503_.load(), 4);
+}
+
+TEST_F(MisbehavingServerTest, StatusBodyDecoded) {
+  auto client = Client(common::Clock::Real());
+  absl::StatusOr<RestResponse> res = client->Do({.method = "GET", .path = "/404"});
+  EXPECT_TRUE(kube::IsNotFound(res.status())) << res.status();
+  EXPECT_THAT(res.status().message(), HasSubstr("configmaps \"x\" not found"));
+  EXPECT_EQ(client->attempts(), 1);
+}
+
+TEST_F(MisbehavingServerTest, DeadlineHonoured) {
+  auto client = Client(common::Clock::Real(), /*max_attempts=*/3);
+  absl::StatusOr<RestResponse> res =
+      client->Do({.method = "GET", .path = "/hang", .timeout = absl::Milliseconds(300)});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kDeadlineExceeded) << res.status();
+}
+
+TEST_F(MisbehavingServerTest, ConnectionsAreReused) {
+  auto client = Client(common::Clock::Real());
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        if (kube::IsNotFound(client->Do({.method = "GET", .path = "/404"}).status())) ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 40);
+  EXPECT_EQ(client->attempts(), 40);
+}
+
+// Accepts connections, reads a little and closes them: the connection drops mid-request.
+class DroppingServer {
+ public:
+  DroppingServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        if (stop_.load()) {
+          ::close(c);
+          return;
+        }
+        ++accepted_;
+        char buf[4096];
+        (void)!::read(c, buf, sizeof(buf));
+        ::close(c);
+      }
+    });
+  }
+  ~DroppingServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+TEST(DroppedConnectionTest, GetRetriedPostNot) {
+  DroppingServer server;
+  common::FakeClock clock;
+  RestConfig config;
+  config.host = absl::StrCat("http://127.0.0.1:", server.port());
+  RestClientOptions options;
+  options.clock = &clock;
+  options.max_attempts = 3;
+  options.timeout = absl::Hours(1);
+  auto client = RestClient::Create(config, options);
+  ASSERT_TRUE(client.ok());
+  AutoAdvance advance(&clock);
+  absl::StatusOr<RestResponse> res = (*client)->Do({.method = "GET", .path = "/x"});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kUnavailable) << res.status();
+  EXPECT_EQ(server.accepted(), 3);
+  res = (*client)->Do({.method = "POST", .path = "/x", .body = "{}"});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kUnavailable) << res.status();
+  EXPECT_EQ(server.accepted(), 4);
+}
+
+TEST(RestClientConfigTest, BadInputsAreErrors) {
+  RestConfig config;
+  config.host = "ftp://x";
+  EXPECT_EQ(RestClient::Create(config).status().code(), absl::StatusCode::kInvalidArgument);
+  config.host = "https://x:99999";
+  EXPECT_EQ(RestClient::Create(config).status().code(), absl::StatusCode::kInvalidArgument);
+  config.host = "https://x";
+  config.ca_pem = "not a pem";
+  EXPECT_EQ(RestClient::Create(config).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Against the embedded API server over real HTTPS with the kubeconfig it writes.
+TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
+  apiserver::ApiServerOptions options;
+  options.data_dir = TmpDir("rest_apiserver");
+  options.port = 0;
+  options.sync_full = false;
+  auto server = apiserver::ApiServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto config = LoadKubeconfigFile((*server)->kubeconfig_path());
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto client = RestClient::Create(*config);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  auto version = (*client)->Do({.method = "GET", .path = "/version"});
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_THAT(version->body, HasSubstr("gitVersion"));
+
+  auto missing =
+      (*client)->Do({.method = "GET", .path = "/api/v1/namespaces/default/configmaps/nope"});
+  EXPECT_TRUE(kube::IsNotFound(missing.status())) << missing.status();
+
+  auto created = (*client)->Do(
+      {.method = "POST",
+       .path = "/api/v1/namespaces/default/configmaps",
+       .body =
+           R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}})"});
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->status, 201);
+  auto again =
+      (*client)->Do({.method = "POST",
+                     .path = "/api/v1/namespaces/default/configmaps",
+                     .body = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})"});
+  EXPECT_TRUE(kube::IsAlreadyExists(again.status())) << again.status();
+
+  // A wrong token is refused with 401.
+  RestConfig bad = *config;
+  bad.token_file = nullptr;
+  bad.bearer_token = "wrong";
+  auto bad_client = RestClient::Create(bad);
+  ASSERT_TRUE(bad_client.ok());
+  auto denied = (*bad_client)->Do({.method = "GET", .path = "/api/v1/namespaces"});
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kUnauthenticated) << denied.status();
+
+  // Without the CA the server certificate is not trusted (and that is not retried).
+  RestConfig untrusted = *config;
+  untrusted.ca_pem.clear();
+  auto untrusted_client = RestClient::Create(untrusted);
+  ASSERT_TRUE(untrusted_client.ok());
+  auto refused = (*untrusted_client)->Do({.method = "GET", .path = "/version"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*untrusted_client)->attempts(), 1);
+
+  // insecure-skip-tls-verify accepts it.
+  untrusted.insecure_skip_tls_verify = true;
+  auto insecure_client = RestClient::Create(untrusted);
+  ASSERT_TRUE(insecure_client.ok());
+  EXPECT_TRUE((*insecure_client)->Do({.method = "GET", .path = "/version"}).ok());
+
+  // A streaming watch delivers the existing object; the consumer stops it.
+  std::string streamed;
+  absl::Status stream = (*client)->Stream(
+      {.method = "GET",
+       .path = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=20"},
+      [&](absl::string_view data) {
+        streamed.append(data.data(), data.size());
+        return !absl::StrContains(streamed, "\n");
+      });
+  EXPECT_TRUE(stream.ok()) << stream;
+  EXPECT_THAT(streamed, HasSubstr("\"ADDED\""));
+}
+
+}  // namespace
+}  // namespace ctrlhost::kube
