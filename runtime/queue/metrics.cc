@@ -12,9 +12,11 @@ absl::Duration DurationHistogram::UpperBound(int i) {
 void DurationHistogram::Observe(absl::Duration d) {
   ++count;
   sum += d;
+  // Integer nanoseconds: absl::Duration arithmetic is 128-bit and this is on the hot path.
+  const int64_t ns = absl::ToInt64Nanoseconds(d);
   int i = 0;
-  absl::Duration bound = absl::Microseconds(10);
-  while (i < kBuckets - 1 && d > bound) {
+  int64_t bound = 10'000;
+  while (i < kBuckets - 1 && ns > bound) {
     ++i;
     bound *= 10;
   }

@@ -126,7 +126,7 @@ class WorkQueue {
 
  private:
   static constexpr uint32_t kNone = 0xffffffffu;
-  enum class List : uint8_t { kNone, kIdle, kProcessing };
+  enum class List : uint8_t { kNone, kIdle };
 
   struct Slot {
     std::string key;  // keeps its capacity when the slot is reused
@@ -134,7 +134,7 @@ class WorkQueue {
     absl::Time started_at;
     absl::Time deadline;
     uint32_t heap_pos = kNone;  // position in heap_, kNone when not delayed
-    uint32_t prev = kNone;      // links in the idle or processing list
+    uint32_t prev = kNone;      // links in the idle list
     uint32_t next = kNone;
     uint32_t failures = 0;
     uint32_t generation = 0;  // bumped by each Get, so a stale Item cannot Done a later run
@@ -151,12 +151,13 @@ class WorkQueue {
     size_t size = 0;
   };
 
+  // clock_->Now(), faster for the real clock.
+  absl::Time Now() const;
   uint32_t Intern(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t Find(absl::string_view key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Puts the slot in the idle list if nothing refers to it, evicting the oldest idle key when
   // there are too many.
   void MaybeIdle(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ListHead& ListFor(List list) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushBack(List list, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unlink(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the key wanted now: queued, or dirty when processing. Returns true if that made a
@@ -187,6 +188,7 @@ class WorkQueue {
   const std::string name_;
   const Options options_;
   common::Clock* const clock_;
+  const bool real_clock_;
 
   mutable common::Mutex mu_;
   common::CondVar cv_;           // signalled when a key becomes ready and on shutdown
@@ -198,8 +200,8 @@ class WorkQueue {
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<absl::string_view, uint32_t> index_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
-  ListHead idle_ ABSL_GUARDED_BY(mu_);        // oldest idle first
-  ListHead processing_ ABSL_GUARDED_BY(mu_);  // oldest start first
+  ListHead idle_ ABSL_GUARDED_BY(mu_);  // oldest idle first
+  size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Ready ring: ring_[(ring_head_ + i) % ring_.size()] for i < ring_size_.
   std::vector<uint32_t> ring_ ABSL_GUARDED_BY(mu_);
   size_t ring_head_ ABSL_GUARDED_BY(mu_) = 0;
