@@ -265,4 +265,16 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(absl::string_v
       std::make_shared<Object>(std::move(bytes), std::move(parsed)));
 }
 
+absl::StatusOr<std::string> ObjectParser::ParseResourceVersion(absl::string_view json) {
+  simdjson::dom::element doc;
+  if (impl_->parser.parse(json.data(), json.size(), true).get(doc) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("object is not valid JSON");
+  }
+  std::string_view rv;
+  if (doc["metadata"]["resourceVersion"].get_string().get(rv) != simdjson::SUCCESS || rv.empty()) {
+    return absl::InvalidArgumentError("object has no metadata.resourceVersion");
+  }
+  return std::string(rv);
+}
+
 }  // namespace ctrlhost::cache

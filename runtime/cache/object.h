@@ -97,6 +97,10 @@ class ObjectParser {
   // metadata field has the wrong type. Never crashes on any input.
   absl::StatusOr<std::shared_ptr<const Object>> Parse(absl::string_view json);
 
+  // Only metadata.resourceVersion (e.g. of a watch BOOKMARK, which carries nothing else).
+  // Errors: kInvalidArgument when it is missing or `json` is not an object.
+  absl::StatusOr<std::string> ParseResourceVersion(absl::string_view json);
+
  private:
   struct Impl;
   const ParseOptions options_;

@@ -114,5 +114,16 @@ TEST(ObjectParserTest, NullFieldsCountAsAbsent) {
   EXPECT_TRUE((*object)->meta().labels.empty());
 }
 
+TEST(ObjectParserTest, ParsesResourceVersionOfABookmark) {
+  ObjectParser parser;
+  auto rv = parser.ParseResourceVersion(
+      R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"77"}})");
+  ASSERT_TRUE(rv.ok()) << rv.status();
+  EXPECT_EQ(*rv, "77");
+  EXPECT_FALSE(parser.ParseResourceVersion(R"({"metadata":{}})").ok());
+  EXPECT_FALSE(parser.ParseResourceVersion("[1").ok());
+  EXPECT_FALSE(parser.ParseResourceVersion(R"({"metadata":{"resourceVersion":5}})").ok());
+}
+
 }  // namespace
 }  // namespace ctrlhost::cache

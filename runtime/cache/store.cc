@@ -41,6 +41,7 @@ void Store::AddToIndexes(State* state, const Object& object) {
     IndexAdd(&state->by_label, absl::StrCat(k, "=", v), key);
   }
   state->memory_bytes += object.MemoryBytes();
+  state->json_bytes += object.json().size();
 }
 
 void Store::RemoveFromIndexes(State* state, const Object& object) {
@@ -53,6 +54,7 @@ void Store::RemoveFromIndexes(State* state, const Object& object) {
     IndexRemove(&state->by_label, absl::StrCat(k, "=", v), key);
   }
   state->memory_bytes -= object.MemoryBytes();
+  state->json_bytes -= object.json().size();
 }
 
 const Store::IndexMap& Store::IndexFor(Index index) const {
@@ -117,6 +119,11 @@ std::string Store::ResourceVersion() const {
 size_t Store::MemoryBytes() const {
   common::ReaderLock lock(&mu_);
   return state_->memory_bytes;
+}
+
+size_t Store::JsonBytes() const {
+  common::ReaderLock lock(&mu_);
+  return state_->json_bytes;
 }
 
 ObjectPtr Store::Upsert(ObjectPtr object) {

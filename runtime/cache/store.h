@@ -69,6 +69,8 @@ class Store {
   std::string ResourceVersion() const;
   // Sum of Object::MemoryBytes() over stored objects.
   size_t MemoryBytes() const;
+  // Sum of the stored objects' JSON sizes.
+  size_t JsonBytes() const;
 
   // --- Writer.
   // Inserts or replaces the object with the same key; returns the previous one (or nullptr).
@@ -90,6 +92,7 @@ class Store {
     IndexMap by_owner;
     IndexMap by_label;
     size_t memory_bytes = 0;
+    size_t json_bytes = 0;
   };
 
   static void AddToIndexes(State* state, const Object& object);

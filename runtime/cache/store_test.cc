@@ -61,6 +61,7 @@ TEST(StoreTest, UpsertGetDeleteAndIndexes) {
   store.Delete("ns1/a");
   store.Delete("ns2/c");
   EXPECT_EQ(store.MemoryBytes(), 0u);
+  EXPECT_EQ(store.JsonBytes(), 0u);
 }
 
 TEST(StoreTest, ReplaceComputesExactDifferences) {

@@ -1,0 +1,320 @@
+#include "runtime/watch/fake_lister_watcher.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::watch {
+
+struct FakeListerWatcher::StreamState {
+  common::Mutex mu;
+  common::CondVar cv;
+  std::deque<absl::StatusOr<std::optional<WatchEvent>>> queue ABSL_GUARDED_BY(mu);
+  bool closed ABSL_GUARDED_BY(mu) = false;  // by the client or after a terminal item
+  bool silent ABSL_GUARDED_BY(mu) = false;
+
+  void Push(absl::StatusOr<std::optional<WatchEvent>> item) {
+    common::MutexLock lock(&mu);
+    if (closed || silent) return;
+    queue.push_back(std::move(item));
+    cv.SignalAll();
+  }
+  bool Open() {
+    common::MutexLock lock(&mu);
+    return !closed;
+  }
+};
+
+namespace {
+
+class FakeStream : public WatchStream {
+ public:
+  explicit FakeStream(std::shared_ptr<FakeListerWatcher::StreamState> state)
+      : state_(std::move(state)) {}
+  ~FakeStream() override { Close(); }
+
+  absl::StatusOr<std::optional<WatchEvent>> Next() override {
+    common::MutexLock lock(&state_->mu);
+    while (state_->queue.empty() && !state_->closed) state_->cv.Wait(&state_->mu);
+    if (state_->queue.empty()) return std::optional<WatchEvent>();
+    absl::StatusOr<std::optional<WatchEvent>> item = std::move(state_->queue.front());
+    state_->queue.pop_front();
+    // An error or a clean end is the last thing a stream says.
+    if (!item.ok() || !item->has_value()) {
+      if (item.status().code() != absl::StatusCode::kDataLoss) {
+        state_->closed = true;
+        state_->queue.clear();
+      }
+    }
+    return item;
+  }
+
+  void Close() override {
+    common::MutexLock lock(&state_->mu);
+    state_->closed = true;
+    state_->queue.clear();
+    state_->cv.SignalAll();
+  }
+
+ private:
+  std::shared_ptr<FakeListerWatcher::StreamState> state_;
+};
+
+std::string GoneStatusJson(absl::string_view message) {
+  return kube::ToHttpResponse(kube::GoneError(message)).second;
+}
+
+}  // namespace
+
+FakeListerWatcher::~FakeListerWatcher() {
+  common::MutexLock lock(&mu_);
+  for (auto& stream : streams_) stream->Push(std::optional<WatchEvent>());
+}
+
+absl::Status FakeListerWatcher::TakeInjectedFailure() {
+  if (failures_left_ > 0) {
+    --failures_left_;
+    return failure_;
+  }
+  if (missing_) return kube::NotFoundError("", "configmaps", "");
+  return absl::OkStatus();
+}
+
+void FakeListerWatcher::PruneStreams() {
+  streams_.erase(
+      std::remove_if(streams_.begin(), streams_.end(), [](const auto& s) { return !s->Open(); }),
+      streams_.end());
+}
+
+absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
+  common::MutexLock lock(&mu_);
+  ++list_calls_;
+  absl::Status failure = TakeInjectedFailure();
+  if (!failure.ok()) return failure;
+  int64_t id = 0;
+  size_t offset = 0;
+  if (options.continue_token.empty()) {
+    std::vector<std::string> items;
+    for (const auto& [key, json] : objects_) items.push_back(json);
+    id = next_snapshot_++;
+    snapshots_[id] = {absl::StrCat(rv_), std::move(items)};
+  } else {
+    std::vector<std::string> parts = absl::StrSplit(options.continue_token, ':');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id) ||
+        !absl::SimpleAtoi(parts[1], &offset)) {
+      return kube::BadRequestError("invalid continue token");
+    }
+    if (expire_next_token_) {
+      expire_next_token_ = false;
+      snapshots_.erase(id);
+    }
+    if (snapshots_.count(id) == 0) {
+      return kube::GoneError("The provided continue parameter is too old");
+    }
+  }
+  const auto& [rv, items] = snapshots_[id];
+  ListPage page;
+  page.resource_version = rv;
+  size_t end = items.size();
+  if (options.limit > 0) end = std::min(end, offset + static_cast<size_t>(options.limit));
+  for (size_t i = std::min(offset, items.size()); i < end; ++i) page.items.push_back(items[i]);
+  if (end < items.size()) {
+    page.continue_token = absl::StrCat(id, ":", end);
+  } else {
+    snapshots_.erase(id);
+  }
+  return page;
+}
+
+absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::Watch(const WatchOptions& options) {
+  common::MutexLock lock(&mu_);
+  absl::Status failure = TakeInjectedFailure();
+  if (!failure.ok()) return failure;
+  int64_t from = rv_;
+  if (!options.resource_version.empty() && options.resource_version != "0" &&
+      !absl::SimpleAtoi(options.resource_version, &from)) {
+    return kube::BadRequestError("invalid resourceVersion");
+  }
+  auto state = std::make_shared<StreamState>();
+  if (from < compacted_rv_) {
+    if (gone_as_http_) return kube::GoneError("too old resource version");
+    state->Push(WatchEvent{EventType::kError, GoneStatusJson("too old resource version")});
+  } else {
+    for (const auto& [rv, event] : history_) {
+      if (rv > from) state->Push(event);
+    }
+  }
+  PruneStreams();
+  streams_.push_back(state);
+  ++watch_calls_;
+  last_watch_options_ = options;
+  watch_cv_.SignalAll();
+  return std::unique_ptr<WatchStream>(std::make_unique<FakeStream>(std::move(state)));
+}
+
+void FakeListerWatcher::Publish(EventType type, const std::string& object) {
+  WatchEvent event{type, object};
+  history_.emplace_back(rv_, event);
+  for (auto& stream : streams_) stream->Push(event);
+}
+
+std::string FakeListerWatcher::Set(const std::string& ns, const std::string& name,
+                                   const std::string& value) {
+  common::MutexLock lock(&mu_);
+  const std::string key = absl::StrCat(ns, "/", name);
+  ++rv_;
+  std::string json =
+      absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{)", R"("name":")", name,
+                   R"(","namespace":")", ns, R"(","uid":"uid-)", key, R"(","resourceVersion":")",
+                   rv_, R"("},"data":{"value":")", value, R"("}})");
+  const bool existed = objects_.count(key) > 0;
+  objects_[key] = json;
+  Publish(existed ? EventType::kModified : EventType::kAdded, json);
+  return json;
+}
+
+void FakeListerWatcher::Delete(const std::string& ns, const std::string& name) {
+  common::MutexLock lock(&mu_);
+  auto it = objects_.find(absl::StrCat(ns, "/", name));
+  if (it == objects_.end()) return;
+  ++rv_;
+  // The DELETED event carries the last state (with the deletion's resourceVersion, as the
+  // real server does; the fake keeps the old one, which consumers must not depend on either).
+  std::string json = std::move(it->second);
+  objects_.erase(it);
+  Publish(EventType::kDeleted, json);
+}
+
+std::map<std::string, std::string> FakeListerWatcher::Snapshot() const {
+  common::MutexLock lock(&mu_);
+  return objects_;
+}
+
+int64_t FakeListerWatcher::resource_version() const {
+  common::MutexLock lock(&mu_);
+  return rv_;
+}
+
+void FakeListerWatcher::FailNextCalls(int n, absl::Status status) {
+  common::MutexLock lock(&mu_);
+  failures_left_ = n;
+  failure_ = std::move(status);
+}
+
+void FakeListerWatcher::SetResourceMissing(bool missing) {
+  common::MutexLock lock(&mu_);
+  missing_ = missing;
+}
+
+void FakeListerWatcher::Compact() {
+  common::MutexLock lock(&mu_);
+  compacted_rv_ = rv_;
+  history_.clear();
+}
+
+void FakeListerWatcher::SetGoneAsHttpError(bool http_error) {
+  common::MutexLock lock(&mu_);
+  gone_as_http_ = http_error;
+}
+
+void FakeListerWatcher::ExpireContinueTokens() {
+  common::MutexLock lock(&mu_);
+  snapshots_.clear();
+}
+
+void FakeListerWatcher::ExpireNextContinueToken() {
+  common::MutexLock lock(&mu_);
+  expire_next_token_ = true;
+}
+
+void FakeListerWatcher::BreakWatches(absl::Status status) {
+  common::MutexLock lock(&mu_);
+  for (auto& stream : streams_) {
+    {
+      common::MutexLock stream_lock(&stream->mu);
+      stream->queue.clear();  // whatever was in flight is lost
+      stream->silent = false;
+    }
+    stream->Push(status);
+  }
+  streams_.clear();
+}
+
+void FakeListerWatcher::EndWatches() {
+  common::MutexLock lock(&mu_);
+  for (auto& stream : streams_) stream->Push(std::optional<WatchEvent>());
+  streams_.clear();
+}
+
+void FakeListerWatcher::InjectEvent(WatchEvent event) {
+  common::MutexLock lock(&mu_);
+  for (auto& stream : streams_) stream->Push(event);
+}
+
+void FakeListerWatcher::InjectStreamError(absl::Status status) {
+  common::MutexLock lock(&mu_);
+  for (auto& stream : streams_) stream->Push(status);
+}
+
+void FakeListerWatcher::HangWatches() {
+  common::MutexLock lock(&mu_);
+  for (auto& stream : streams_) {
+    common::MutexLock stream_lock(&stream->mu);
+    stream->queue.clear();
+    stream->silent = true;
+  }
+}
+
+void FakeListerWatcher::SendBookmark() {
+  common::MutexLock lock(&mu_);
+  WatchEvent event{EventType::kBookmark,
+                   absl::StrCat(R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{)",
+                                R"("resourceVersion":")", rv_, R"("}})")};
+  for (auto& stream : streams_) stream->Push(event);
+}
+
+void FakeListerWatcher::Restart(int failures, bool lose_history) {
+  BreakWatches(absl::UnavailableError("connection reset by peer (server restart)"));
+  FailNextCalls(failures, absl::UnavailableError("connection refused (server restarting)"));
+  if (lose_history) Compact();
+}
+
+int FakeListerWatcher::list_calls() const {
+  common::MutexLock lock(&mu_);
+  return list_calls_;
+}
+
+int FakeListerWatcher::watch_calls() const {
+  common::MutexLock lock(&mu_);
+  return watch_calls_;
+}
+
+int FakeListerWatcher::open_watches() const {
+  common::MutexLock lock(&mu_);
+  int open = 0;
+  for (const auto& stream : streams_) open += stream->Open() ? 1 : 0;
+  return open;
+}
+
+WatchOptions FakeListerWatcher::last_watch_options() const {
+  common::MutexLock lock(&mu_);
+  return last_watch_options_;
+}
+
+bool FakeListerWatcher::WaitForWatchCalls(int n, absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  common::MutexLock lock(&mu_);
+  while (watch_calls_ < n) {
+    if (watch_cv_.WaitWithDeadline(&mu_, deadline)) return watch_calls_ >= n;
+  }
+  return true;
+}
+
+}  // namespace ctrlhost::watch

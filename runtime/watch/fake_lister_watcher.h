@@ -1,0 +1,116 @@
+// An in-memory ListerWatcher for tests: a tiny API server for one resource (ConfigMap-like
+// objects) with history, pagination, and switches for every fault a reflector must survive.
+//
+//   FakeListerWatcher server;
+//   server.Set("ns", "a", "v1");                  // ADDED to open watches
+//   server.BreakWatches(absl::UnavailableError("connection reset"));
+//   server.Compact();                             // older versions now answer 410 Gone
+//   EXPECT_EQ(StoreJson(store), server.Snapshot());
+//
+// Selectors are ignored. Thread-safe: every method may be called from any thread; mu_ guards
+// the server state, each stream's own mutex guards its queue.
+#ifndef CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_
+#define CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/common/mutex.h"
+#include "runtime/watch/lister_watcher.h"
+
+namespace ctrlhost::watch {
+
+class FakeListerWatcher : public ListerWatcher {
+ public:
+  FakeListerWatcher() = default;
+  ~FakeListerWatcher() override;
+
+  absl::StatusOr<ListPage> List(const ListOptions& options) override;
+  absl::StatusOr<std::unique_ptr<WatchStream>> Watch(const WatchOptions& options) override;
+
+  // --- Server-side changes (each gets the next resourceVersion and an event).
+  // Creates or updates ns/name with data {"value": value}; returns the stored JSON.
+  std::string Set(const std::string& ns, const std::string& name, const std::string& value);
+  void Delete(const std::string& ns, const std::string& name);
+
+  // The server's current objects, sorted by key: what a correct cache must equal.
+  std::map<std::string, std::string> Snapshot() const;
+  int64_t resource_version() const;
+
+  // --- Faults.
+  // The next `n` List or Watch calls fail with `status`.
+  void FailNextCalls(int n, absl::Status status);
+  // While missing, List and Watch answer 404 (a kind whose CRD does not exist yet).
+  void SetResourceMissing(bool missing);
+  // Forgets the history: a watch from an older version gets 410 Gone.
+  void Compact();
+  // Report Gone as an HTTP 410 from Watch() instead of a first ERROR event (the default).
+  void SetGoneAsHttpError(bool http_error);
+  // Continue tokens handed out so far answer 410 Gone.
+  void ExpireContinueTokens();
+  // The next List call that passes a continue token answers 410 Gone (expired mid-list).
+  void ExpireNextContinueToken();
+  // Open streams fail with `status` (after nothing more: undelivered events are lost, as with
+  // a connection dropped mid-chunk).
+  void BreakWatches(absl::Status status);
+  // Open streams end cleanly, as when the server's timeoutSeconds passes.
+  void EndWatches();
+  // Delivers a raw event to open streams (a malformed object, an ERROR Status, ...).
+  void InjectEvent(WatchEvent event);
+  // Open streams return `status` next (e.g. kDataLoss for a malformed line) but stay open.
+  void InjectStreamError(absl::Status status);
+  // Open streams go silent: they deliver nothing more and never end by themselves (a hung
+  // connection); only Close() (the client's watchdog) ends them. New streams are healthy.
+  void HangWatches();
+  // Sends a BOOKMARK with the current resourceVersion to open streams.
+  void SendBookmark();
+  // A server restart: open watches break (kUnavailable), the next `failures` calls fail with
+  // kUnavailable, and with `lose_history` older versions answer 410.
+  void Restart(int failures, bool lose_history);
+
+  // --- Observations.
+  int list_calls() const;
+  int watch_calls() const;
+  int open_watches() const;
+  WatchOptions last_watch_options() const;
+  // Waits (real time, bounded) until at least `n` Watch calls succeeded.
+  bool WaitForWatchCalls(int n, absl::Duration timeout) const;
+
+  struct StreamState;
+
+ private:
+  absl::Status TakeInjectedFailure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish(EventType type, const std::string& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PruneStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable common::Mutex mu_;
+  mutable common::CondVar watch_cv_;
+  int64_t rv_ ABSL_GUARDED_BY(mu_) = 100;
+  int64_t compacted_rv_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::string> objects_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, WatchEvent>> history_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::pair<std::string, std::vector<std::string>>> snapshots_
+      ABSL_GUARDED_BY(mu_);  // continue id -> {rv, items}
+  int64_t next_snapshot_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<std::shared_ptr<StreamState>> streams_ ABSL_GUARDED_BY(mu_);
+  int failures_left_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool missing_ ABSL_GUARDED_BY(mu_) = false;
+  bool gone_as_http_ ABSL_GUARDED_BY(mu_) = false;
+  bool expire_next_token_ ABSL_GUARDED_BY(mu_) = false;
+  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int watch_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  WatchOptions last_watch_options_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ctrlhost::watch
+
+#endif  // CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_

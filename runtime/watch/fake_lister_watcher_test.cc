@@ -1,0 +1,81 @@
+#include "runtime/watch/fake_lister_watcher.h"
+
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::watch {
+namespace {
+
+TEST(FakeListerWatcherTest, PaginatesASnapshot) {
+  FakeListerWatcher server;
+  for (const char* name : {"a", "b", "c"}) server.Set("ns", name, "v");
+  auto page = server.List({"", "", 2, ""});
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->items.size(), 2u);
+  EXPECT_EQ(page->resource_version, "103");
+  server.Set("ns", "d", "v");  // not in the snapshot
+  auto last = server.List({"", "", 2, page->continue_token});
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->items.size(), 1u);
+  EXPECT_TRUE(last->continue_token.empty());
+  EXPECT_EQ(last->resource_version, "103");
+  EXPECT_TRUE(kube::IsGone(server.List({"", "", 2, page->continue_token}).status()));
+  EXPECT_FALSE(server.List({"", "", 2, "garbage"}).ok());
+}
+
+TEST(FakeListerWatcherTest, WatchReplaysHistoryAndReportsGoneAfterCompaction) {
+  FakeListerWatcher server;
+  server.Set("ns", "a", "1");
+  server.Set("ns", "a", "2");
+  server.Delete("ns", "a");
+  auto stream = server.Watch({"", "", "101", 0, true});
+  ASSERT_TRUE(stream.ok());
+  auto e1 = (*stream)->Next();
+  ASSERT_TRUE(e1.ok() && e1->has_value());
+  EXPECT_EQ((*e1)->type, EventType::kModified);
+  auto e2 = (*stream)->Next();
+  ASSERT_TRUE(e2.ok() && e2->has_value());
+  EXPECT_EQ((*e2)->type, EventType::kDeleted);
+
+  server.Compact();
+  auto old = server.Watch({"", "", "101", 0, true});
+  ASSERT_TRUE(old.ok());
+  auto error = (*old)->Next();
+  ASSERT_TRUE(error.ok() && error->has_value());
+  EXPECT_EQ((*error)->type, EventType::kError);
+  server.SetGoneAsHttpError(true);
+  EXPECT_TRUE(kube::IsGone(server.Watch({"", "", "101", 0, true}).status()));
+}
+
+TEST(FakeListerWatcherTest, CloseUnblocksNextFromAnotherThread) {
+  FakeListerWatcher server;
+  auto stream = server.Watch({});
+  ASSERT_TRUE(stream.ok());
+  std::thread closer([&] { (*stream)->Close(); });
+  auto event = (*stream)->Next();
+  closer.join();
+  ASSERT_TRUE(event.ok());
+  EXPECT_FALSE(event->has_value());
+}
+
+TEST(FakeListerWatcherTest, FaultsReachOpenStreams) {
+  FakeListerWatcher server;
+  auto stream = server.Watch({});
+  ASSERT_TRUE(stream.ok());
+  server.InjectStreamError(absl::DataLossError("bad line"));
+  EXPECT_EQ((*stream)->Next().status().code(), absl::StatusCode::kDataLoss);
+  server.BreakWatches(absl::UnavailableError("reset"));
+  EXPECT_EQ((*stream)->Next().status().code(), absl::StatusCode::kUnavailable);
+  server.FailNextCalls(1, absl::UnavailableError("down"));
+  EXPECT_FALSE(server.List({}).ok());
+  EXPECT_TRUE(server.List({}).ok());
+  server.SetResourceMissing(true);
+  EXPECT_TRUE(kube::IsNotFound(server.Watch({}).status()));
+}
+
+}  // namespace
+}  // namespace ctrlhost::watch

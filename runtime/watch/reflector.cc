@@ -1,0 +1,410 @@
+#include "runtime/watch/reflector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/logging.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::watch {
+namespace {
+
+constexpr absl::Duration kRateWindow = absl::Seconds(10);
+
+// The absl::Status an ERROR watch event stands for (its object is a metav1.Status).
+absl::Status StatusFromErrorEvent(absl::string_view object) {
+  int code = 500;
+  nlohmann::json status = nlohmann::json::parse(object.begin(), object.end(), nullptr,
+                                                /*allow_exceptions=*/false);
+  if (status.is_object()) {
+    auto it = status.find("code");
+    if (it != status.end() && it->is_number_integer()) code = it->get<int>();
+  }
+  if (code < 400 || code > 599) code = 500;
+  return kube::FromHttpResponse(code, object);
+}
+
+}  // namespace
+
+absl::string_view ReflectorStateName(ReflectorState state) {
+  switch (state) {
+    case ReflectorState::kNotStarted:
+      return "NotStarted";
+    case ReflectorState::kListing:
+      return "Listing";
+    case ReflectorState::kWatching:
+      return "Watching";
+    case ReflectorState::kBackoff:
+      return "Backoff";
+    case ReflectorState::kStopped:
+      break;
+  }
+  return "Stopped";
+}
+
+Reflector::Reflector(std::shared_ptr<ListerWatcher> lister_watcher, ReflectorOptions options)
+    : lister_watcher_(std::move(lister_watcher)),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      parser_(options_.parse) {
+  common::MutexLock lock(&mu_);
+  rng_.seed(options_.seed != 0 ? options_.seed : std::random_device()());
+  metrics_.description = options_.description;
+  window_start_ = clock_->Now();
+}
+
+Reflector::~Reflector() { Stop(); }
+
+void Reflector::Start() {
+  common::MutexLock lifecycle(&lifecycle_mu_);
+  {
+    common::MutexLock lock(&mu_);
+    if (started_ || stopping_) return;
+    started_ = true;
+  }
+  thread_ = std::thread([this] { Run(); });
+  watchdog_ = std::thread([this] { Watchdog(); });
+}
+
+void Reflector::Stop() {
+  common::MutexLock lifecycle(&lifecycle_mu_);
+  {
+    common::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (stream_ != nullptr) stream_->Close();
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+  if (watchdog_.joinable()) watchdog_.join();
+  SetState(ReflectorState::kStopped);
+}
+
+bool Reflector::Stopping() const {
+  common::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+void Reflector::SetState(ReflectorState state) {
+  common::MutexLock lock(&mu_);
+  state_ = state;
+}
+
+ReflectorState Reflector::state() const {
+  common::MutexLock lock(&mu_);
+  return state_;
+}
+
+bool Reflector::WaitForSync(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  common::MutexLock lock(&mu_);
+  while (!store_.HasSynced()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) return store_.HasSynced();
+  }
+  return true;
+}
+
+int Reflector::AddHandler(std::shared_ptr<EventHandler> handler) {
+  common::MutexLock lock(&dispatch_mu_);
+  for (const cache::ObjectPtr& object : store_.List()) handler->OnAdd(object, true);
+  const int id = next_handler_id_++;
+  handlers_.emplace_back(id, std::move(handler));
+  return id;
+}
+
+void Reflector::RemoveHandler(int id) {
+  std::shared_ptr<EventHandler> removed;  // released without the lock
+  common::MutexLock lock(&dispatch_mu_);
+  for (auto it = handlers_.begin(); it != handlers_.end(); ++it) {
+    if (it->first == id) {
+      removed = std::move(it->second);
+      handlers_.erase(it);
+      return;
+    }
+  }
+}
+
+ReflectorMetrics Reflector::Metrics() const {
+  ReflectorMetrics out;
+  {
+    common::MutexLock lock(&mu_);
+    out = metrics_;
+    out.state = state_;
+  }
+  out.objects = store_.Size();
+  out.bytes = store_.JsonBytes();
+  out.memory_bytes = store_.MemoryBytes();
+  out.resource_version = store_.ResourceVersion();
+  out.synced = store_.HasSynced();
+  return out;
+}
+
+void Reflector::CountEvent() {
+  ++metrics_.events_total;
+  const absl::Time now = clock_->Now();
+  const absl::Duration elapsed = now - window_start_;
+  if (elapsed >= kRateWindow) {
+    metrics_.events_per_second =
+        static_cast<double>(window_events_) / absl::ToDoubleSeconds(elapsed);
+    window_start_ = now;
+    window_events_ = 0;
+  }
+  ++window_events_;
+}
+
+void Reflector::Dispatch(const cache::StoreDiff& diff, bool initial) {
+  for (const auto& [id, handler] : handlers_) {
+    for (const auto& object : diff.added) handler->OnAdd(object, initial);
+    for (const auto& [old_object, object] : diff.updated) handler->OnUpdate(old_object, object);
+    for (const auto& object : diff.deleted) handler->OnDelete(object);
+  }
+}
+
+void Reflector::Run() {
+  bool need_list = true;
+  while (!Stopping()) {
+    if (need_list) {
+      SetState(ReflectorState::kListing);
+      absl::Status status = ListAndReplace();
+      if (!status.ok()) {
+        if (!Backoff(status)) break;
+        continue;
+      }
+      need_list = false;
+    }
+    SetState(ReflectorState::kWatching);
+    absl::Status cause;
+    switch (WatchOnce(&cause)) {
+      case WatchEnd::kContinue:
+      case WatchEnd::kRewatch:
+        break;
+      case WatchEnd::kRelistNow:
+        need_list = true;
+        break;
+      case WatchEnd::kRelistAfterBackoff:
+        need_list = true;
+        if (!Backoff(cause)) return;
+        break;
+      case WatchEnd::kBackoff:
+        if (!Backoff(cause)) return;
+        break;
+      case WatchEnd::kStopped:
+        return;
+    }
+  }
+}
+
+void Reflector::Watchdog() {
+  common::MutexLock lock(&mu_);
+  while (!stopping_) {
+    if (stream_ != nullptr && clock_->Now() >= watch_deadline_) {
+      common::LogWarning("watch sent nothing past its timeout; closing it to re-watch",
+                         {{"watch", options_.description}});
+      ++metrics_.watchdog_closes_total;
+      stream_->Close();
+      watch_deadline_ = absl::InfiniteFuture();
+    }
+    clock_->WaitWithDeadline(&mu_, &cv_, watch_deadline_);
+  }
+}
+
+bool Reflector::Backoff(const absl::Status& cause) {
+  common::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  const absl::Time now = clock_->Now();
+  if (now - last_failure_ >= options_.backoff_reset_after) failures_ = 0;
+  absl::Duration delay = options_.initial_backoff;
+  for (int i = 0; i < failures_ && delay < options_.max_backoff; ++i) delay *= 2;
+  delay = std::min(delay, options_.max_backoff);
+  const double jitter = std::clamp(options_.jitter, 0.0, 1.0);
+  delay *= 1.0 - jitter * std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  ++failures_;
+  last_failure_ = now;
+  ++metrics_.errors_total;
+  metrics_.last_error = cause.ToString();
+  metrics_.last_backoff = delay;
+  state_ = ReflectorState::kBackoff;
+  common::LogWarning("watch failed; backing off",
+                     {{"watch", options_.description}, {"error", cause}, {"delay", delay}});
+  const absl::Time deadline = now + delay;
+  while (!stopping_) {
+    if (clock_->WaitWithDeadline(&mu_, &cv_, deadline)) break;
+  }
+  return !stopping_;
+}
+
+absl::Status Reflector::ListAndReplace() {
+  std::vector<cache::ObjectPtr> objects;
+  std::string resource_version;
+  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size,
+                           ""};
+  bool restarted = false;
+  uint64_t parse_errors = 0;
+  while (true) {
+    if (Stopping()) return absl::CancelledError("reflector stopping");
+    absl::StatusOr<ListPage> page = lister_watcher_->List(list_options);
+    if (!page.ok()) {
+      // An expired continue token: start the list over once (a fresh snapshot).
+      if (kube::IsGone(page.status()) && !list_options.continue_token.empty() && !restarted) {
+        restarted = true;
+        objects.clear();
+        resource_version.clear();
+        list_options.continue_token.clear();
+        continue;
+      }
+      return page.status();
+    }
+    for (const std::string& item : page->items) {
+      absl::StatusOr<cache::ObjectPtr> object = parser_.Parse(item);
+      if (!object.ok()) {
+        // Skipped rather than retried: a server that keeps sending it would stall the cache.
+        ++parse_errors;
+        common::LogError("skipping an unparsable listed object",
+                         {{"watch", options_.description}, {"error", object.status()}});
+        continue;
+      }
+      objects.push_back(*std::move(object));
+    }
+    if (resource_version.empty()) resource_version = page->resource_version;
+    if (page->continue_token.empty()) break;
+    list_options.continue_token = std::move(page->continue_token);
+  }
+  bool initial;
+  {
+    common::MutexLock dispatch(&dispatch_mu_);
+    initial = !store_.HasSynced();
+    cache::StoreDiff diff = store_.Replace(std::move(objects), resource_version);
+    Dispatch(diff, initial);
+  }
+  common::MutexLock lock(&mu_);
+  metrics_.parse_errors_total += parse_errors;
+  ++metrics_.lists_total;
+  if (!initial) ++metrics_.relists_total;
+  cv_.SignalAll();  // WaitForSync
+  return absl::OkStatus();
+}
+
+Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
+  WatchOptions watch_options{
+      options_.label_selector, options_.field_selector, store_.ResourceVersion(),
+      std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout)), true};
+  absl::StatusOr<std::unique_ptr<WatchStream>> stream = lister_watcher_->Watch(watch_options);
+  if (!stream.ok()) {
+    *cause = stream.status();
+    if (kube::IsGone(*cause)) return WatchEnd::kRelistNow;
+    // A resource that disappeared (CRD deleted) is relisted once it is back.
+    if (kube::IsNotFound(*cause)) return WatchEnd::kRelistAfterBackoff;
+    return WatchEnd::kBackoff;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    if (stopping_) return WatchEnd::kStopped;
+    stream_ = stream->get();
+    watch_deadline_ = clock_->Now() + options_.watch_timeout + options_.watch_grace;
+    ++metrics_.watches_total;
+    cv_.SignalAll();  // the watchdog picks up the new deadline
+  }
+  WatchEnd end = WatchEnd::kContinue;
+  while (end == WatchEnd::kContinue) {
+    absl::StatusOr<std::optional<WatchEvent>> event = (*stream)->Next();
+    if (!event.ok()) {
+      *cause = event.status();
+      if (kube::IsGone(*cause)) {
+        end = WatchEnd::kRelistNow;
+      } else if (cause->code() == absl::StatusCode::kDataLoss) {
+        common::MutexLock lock(&mu_);
+        ++metrics_.parse_errors_total;
+        end = WatchEnd::kRelistAfterBackoff;
+      } else {
+        end = WatchEnd::kBackoff;
+      }
+      break;
+    }
+    if (!event->has_value()) {
+      end = Stopping() ? WatchEnd::kStopped : WatchEnd::kRewatch;
+      break;
+    }
+    {
+      common::MutexLock lock(&mu_);
+      watch_deadline_ = clock_->Now() + options_.watch_timeout + options_.watch_grace;
+    }
+    end = HandleEvent(**event, cause);
+  }
+  {
+    common::MutexLock lock(&mu_);
+    stream_ = nullptr;
+    watch_deadline_ = absl::InfiniteFuture();
+  }
+  stream->reset();
+  return end;
+}
+
+Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status* cause) {
+  auto malformed = [&](const absl::Status& status) {
+    *cause = absl::DataLossError(
+        absl::StrCat("malformed ", EventTypeName(event.type), " event: ", status.message()));
+    common::LogError("malformed watch event; relisting",
+                     {{"watch", options_.description}, {"error", *cause}});
+    common::MutexLock lock(&mu_);
+    ++metrics_.parse_errors_total;
+    return WatchEnd::kRelistAfterBackoff;
+  };
+  switch (event.type) {
+    case EventType::kAdded:
+    case EventType::kModified:
+    case EventType::kDeleted: {
+      absl::StatusOr<cache::ObjectPtr> object = parser_.Parse(event.object);
+      if (!object.ok()) return malformed(object.status());
+      {
+        common::MutexLock dispatch(&dispatch_mu_);
+        store_.SetResourceVersion((*object)->meta().resource_version);
+        if (event.type == EventType::kDeleted) {
+          cache::ObjectPtr old = store_.Delete((*object)->key());
+          if (old != nullptr) {
+            for (const auto& [id, handler] : handlers_) handler->OnDelete(*object);
+          }
+        } else {
+          cache::ObjectPtr old = store_.Upsert(*object);
+          const bool same = old != nullptr &&
+                            old->meta().resource_version == (*object)->meta().resource_version &&
+                            old->json() == (*object)->json();
+          if (!same) {
+            for (const auto& [id, handler] : handlers_) {
+              if (old == nullptr) {
+                handler->OnAdd(*object, false);
+              } else {
+                handler->OnUpdate(old, *object);
+              }
+            }
+          }
+        }
+      }
+      common::MutexLock lock(&mu_);
+      CountEvent();
+      return WatchEnd::kContinue;
+    }
+    case EventType::kBookmark: {
+      absl::StatusOr<std::string> rv = parser_.ParseResourceVersion(event.object);
+      if (!rv.ok()) return malformed(rv.status());
+      store_.SetResourceVersion(*std::move(rv));
+      common::MutexLock lock(&mu_);
+      ++metrics_.bookmarks_total;
+      return WatchEnd::kContinue;
+    }
+    case EventType::kError:
+      break;
+  }
+  *cause = StatusFromErrorEvent(event.object);
+  if (kube::IsGone(*cause)) {
+    common::LogInfo("watch expired (410 Gone); relisting", {{"watch", options_.description}});
+    return WatchEnd::kRelistNow;
+  }
+  return WatchEnd::kBackoff;
+}
+
+}  // namespace ctrlhost::watch

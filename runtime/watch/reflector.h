@@ -1,0 +1,185 @@
+// The reflector: keeps one cache::Store equal to the server's list of one resource.
+//
+// It is the watcher state machine of DESIGN.md §3 and the store's only writer:
+//
+//   kListing --ok--> kWatching --clean end (timeoutSeconds)--> kWatching (from the last version)
+//      ^  |             |  \--connection error--> kBackoff --> kWatching (from the last version)
+//      |  error         \--410 Gone / malformed event / unparsable object--> kListing
+//      |  v
+//    kBackoff (jittered exponential: 800 ms doubling to 30 s; reset after a healthy period)
+//
+// Guarantees:
+// - After every list the store is replaced atomically and handlers receive exactly the
+//   differences (adds, updates, and deletes of objects that vanished while disconnected).
+// - Watch events update the store first, then call the handlers, in server order.
+// - Bookmarks and events keep ResourceVersion() fresh, so a re-watch rarely needs a relist.
+// - A watch that delivers nothing for `watch_timeout + watch_grace` is closed by a watchdog
+//   and re-established (the server normally ends it at timeoutSeconds already).
+// - Malformed events are logged and cause a relist; no input crashes the reflector.
+// Assumptions: handlers do not block (they run on the reflector thread, in order) and do not
+// call AddHandler/RemoveHandler.
+//
+//   watch::Reflector reflector(std::move(lister_watcher), {.description = "v1/configmaps"});
+//   reflector.AddHandler(my_handler);
+//   reflector.Start();
+//   reflector.WaitForSync(absl::Seconds(30));
+//   auto objects = reflector.store().List();
+#ifndef CTRLHOST_RUNTIME_WATCH_REFLECTOR_H_
+#define CTRLHOST_RUNTIME_WATCH_REFLECTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/cache/object.h"
+#include "runtime/cache/store.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/watch/lister_watcher.h"
+
+namespace ctrlhost::watch {
+
+// Consumers of a reflector's changes. Called on the reflector thread, one call at a time, in
+// order: implementations must not block (enqueue keys and return).
+class EventHandler {
+ public:
+  virtual ~EventHandler() = default;
+  // `initial` is true for objects of the first list and for the replay of AddHandler.
+  virtual void OnAdd(const cache::ObjectPtr& object, bool initial) = 0;
+  virtual void OnUpdate(const cache::ObjectPtr& old_object, const cache::ObjectPtr& object) = 0;
+  // `object` is the last state the reflector knew (from the DELETED event or the store).
+  virtual void OnDelete(const cache::ObjectPtr& object) = 0;
+};
+
+struct ReflectorOptions {
+  std::string description;  // for logs and metrics, e.g. "apps/v1 Deployment ns=default"
+  std::string label_selector;
+  std::string field_selector;
+  int64_t page_size = 500;
+  absl::Duration watch_timeout = absl::Minutes(5);  // sent as timeoutSeconds
+  absl::Duration watch_grace = absl::Seconds(30);   // watchdog slack beyond the timeout
+  absl::Duration initial_backoff = absl::Milliseconds(800);
+  absl::Duration max_backoff = absl::Seconds(30);
+  // Each delay is multiplied by a uniform factor in [1 - jitter, 1] (never above max_backoff).
+  double jitter = 0.2;
+  // After this long without a failure the next failure starts from initial_backoff again.
+  absl::Duration backoff_reset_after = absl::Minutes(2);
+  cache::ParseOptions parse;
+  common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
+  uint64_t seed = 0;               // jitter seed; 0: random
+};
+
+enum class ReflectorState { kNotStarted, kListing, kWatching, kBackoff, kStopped };
+absl::string_view ReflectorStateName(ReflectorState state);
+
+// Plain counters, copied out under the reflector's lock.
+struct ReflectorMetrics {
+  std::string description;
+  ReflectorState state = ReflectorState::kNotStarted;
+  size_t objects = 0;
+  size_t bytes = 0;              // JSON bytes held (after stripping)
+  size_t memory_bytes = 0;       // approximate heap bytes of the cached objects
+  uint64_t events_total = 0;     // watch events applied (bookmarks excluded)
+  double events_per_second = 0;  // over the last completed 10 s window
+  uint64_t bookmarks_total = 0;
+  uint64_t relists_total = 0;  // lists after the first
+  uint64_t lists_total = 0;
+  uint64_t watches_total = 0;       // watch streams opened
+  uint64_t errors_total = 0;        // failed lists/watches and broken streams
+  uint64_t parse_errors_total = 0;  // malformed events and unparsable list items
+  uint64_t watchdog_closes_total = 0;
+  std::string resource_version;
+  bool synced = false;
+  std::string last_error;
+  absl::Duration last_backoff;  // the most recent backoff delay
+};
+
+// Thread-safe. Start/Stop/AddHandler/RemoveHandler/Metrics/WaitForSync may be called from any
+// thread (not from a handler). mu_ guards the run state and metrics; dispatch_mu_ serialises
+// store writes with handler calls, so a newly added handler sees each object exactly once.
+class Reflector {
+ public:
+  Reflector(std::shared_ptr<ListerWatcher> lister_watcher, ReflectorOptions options);
+  ~Reflector();  // Stop()s
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  // Starts the reflector thread. Idempotent; a stopped reflector does not restart.
+  void Start();
+  // Stops and joins the thread: no handler runs after it returns. Idempotent.
+  void Stop();
+
+  const cache::Store& store() const { return store_; }
+  bool HasSynced() const { return store_.HasSynced(); }
+  // Waits (real time) until synced or `timeout`; true when synced.
+  bool WaitForSync(absl::Duration timeout) const;
+
+  // Registers a handler and replays the current objects to it as OnAdd(initial=true), under
+  // the dispatch lock so it misses and doubles nothing. Returns an id for RemoveHandler.
+  int AddHandler(std::shared_ptr<EventHandler> handler);
+  // After it returns the handler is never called again.
+  void RemoveHandler(int id);
+
+  ReflectorMetrics Metrics() const;
+  ReflectorState state() const;
+
+ private:
+  enum class WatchEnd { kContinue, kRewatch, kRelistNow, kRelistAfterBackoff, kBackoff, kStopped };
+
+  void Run();
+  void Watchdog();
+  absl::Status ListAndReplace();
+  // One watch from the store's resourceVersion until it ends; `*cause` says why, if not cleanly.
+  WatchEnd WatchOnce(absl::Status* cause);
+  WatchEnd HandleEvent(const WatchEvent& event, absl::Status* cause);
+  // Waits the next backoff delay on the clock; false when stopping.
+  bool Backoff(const absl::Status& cause);
+  bool Stopping() const;
+  void SetState(ReflectorState state);
+  void CountEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(const cache::StoreDiff& diff, bool initial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dispatch_mu_);
+
+  // Constant after construction.
+  const std::shared_ptr<ListerWatcher> lister_watcher_;
+  const ReflectorOptions options_;
+  common::Clock* const clock_;
+
+  // Written only by the reflector thread (Store is itself thread-safe for readers).
+  cache::Store store_;
+  cache::ObjectParser parser_;  // reflector thread only
+
+  common::Mutex lifecycle_mu_;  // serialises Start and Stop (thread creation and joins)
+
+  mutable common::Mutex dispatch_mu_;
+  std::vector<std::pair<int, std::shared_ptr<EventHandler>>> handlers_
+      ABSL_GUARDED_BY(dispatch_mu_);
+  int next_handler_id_ ABSL_GUARDED_BY(dispatch_mu_) = 1;
+
+  mutable common::Mutex mu_;
+  mutable common::CondVar cv_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ReflectorState state_ ABSL_GUARDED_BY(mu_) = ReflectorState::kNotStarted;
+  WatchStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // the open watch, owned by WatchOnce
+  absl::Time watch_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+  ReflectorMetrics metrics_ ABSL_GUARDED_BY(mu_);
+  absl::Time window_start_ ABSL_GUARDED_BY(mu_);
+  uint64_t window_events_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+  std::thread watchdog_;
+};
+
+}  // namespace ctrlhost::watch
+
+#endif  // CTRLHOST_RUNTIME_WATCH_REFLECTOR_H_
