@@ -1,0 +1,140 @@
+// Metadata extraction from a Pod-like object (~5 KB, half of it managedFields) with each JSON
+// library Debian offers, to choose the cache's parser (README.md "Why simdjson DOM").
+//
+//   bazel run -c opt //runtime/cache:parse_benchmark
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "nlohmann/json.hpp"
+#include "rapidjson/document.h"
+#include "runtime/cache/object.h"
+#include "simdjson.h"
+
+namespace ctrlhost::cache {
+namespace {
+
+std::string PodJson() {
+  std::string managed;
+  for (int i = 0; i < 12; ++i) {
+    if (i > 0) managed += ",";
+    absl::StrAppend(
+        &managed, R"({"manager":"controller-)", i,
+        R"(","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:00Z",)",
+        R"("fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{"f:app":{}}},)",
+        R"("f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{"f:image":{}}}}}})");
+  }
+  std::string containers;
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) containers += ",";
+    absl::StrAppend(
+        &containers, R"({"name":"c)", i,
+        R"(","image":"registry.example.com/team/app:1.2.3","ports":[{"containerPort":)", 8080 + i,
+        R"(,"protocol":"TCP"}],"env":[{"name":"A","value":"1"},{"name":"B","value":"2"}],)",
+        R"("resources":{"limits":{"cpu":"500m","memory":"256Mi"}}})");
+  }
+  return absl::StrCat(
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7d9f8b6c5-abcde",)",
+      R"("namespace":"default","uid":"0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",)",
+      R"("resourceVersion":"123456","generation":1,"creationTimestamp":"2026-01-01T00:00:00Z",)",
+      R"("labels":{"app":"web","pod-template-hash":"7d9f8b6c5","tier":"frontend"},)",
+      R"("ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"web-7d9f8b6c5",)",
+      R"("uid":"11111111-2222-3333-4444-555555555555","controller":true}],)",
+      R"("managedFields":[)", managed, R"(]},"spec":{"containers":[)", containers,
+      R"(],"nodeName":"node-1"},"status":{"phase":"Running","podIP":"10.0.0.7"}})");
+}
+
+const std::string& Pod() {
+  static const std::string* pod = new std::string(PodJson());
+  return *pod;
+}
+
+void BM_ObjectParser_SimdjsonDom_Strip(benchmark::State& state) {
+  ObjectParser parser;
+  for (auto _ : state) benchmark::DoNotOptimize(parser.Parse(Pod()));
+  state.SetBytesProcessed(state.iterations() * Pod().size());
+}
+BENCHMARK(BM_ObjectParser_SimdjsonDom_Strip);
+
+void BM_ObjectParser_SimdjsonDom_NoStrip(benchmark::State& state) {
+  ObjectParser parser(ParseOptions{false, false});
+  for (auto _ : state) benchmark::DoNotOptimize(parser.Parse(Pod()));
+  state.SetBytesProcessed(state.iterations() * Pod().size());
+}
+BENCHMARK(BM_ObjectParser_SimdjsonDom_NoStrip);
+
+void BM_Meta_SimdjsonOnDemand(benchmark::State& state) {
+  simdjson::ondemand::parser parser;
+  simdjson::padded_string padded(Pod());
+  for (auto _ : state) {
+    ObjectMeta meta;
+    simdjson::ondemand::document doc;
+    if (parser.iterate(padded).get(doc)) state.SkipWithError("parse");
+    simdjson::ondemand::object m;
+    if (doc["metadata"].get_object().get(m)) state.SkipWithError("metadata");
+    for (auto field : m) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) break;
+      std::string_view s;
+      if (key == "name" && !field.value().get_string().get(s)) meta.name = std::string(s);
+      if (key == "namespace" && !field.value().get_string().get(s)) meta.namespace_ = s;
+      if (key == "uid" && !field.value().get_string().get(s)) meta.uid = std::string(s);
+      if (key == "resourceVersion" && !field.value().get_string().get(s)) {
+        meta.resource_version = std::string(s);
+      }
+      if (key == "labels") {
+        simdjson::ondemand::object labels;
+        if (field.value().get_object().get(labels)) break;
+        for (auto label : labels) {
+          std::string_view k, v;
+          if (label.unescaped_key().get(k) || label.value().get_string().get(v)) break;
+          meta.labels.emplace_back(std::string(k), std::string(v));
+        }
+      }
+    }
+    benchmark::DoNotOptimize(meta);
+  }
+  state.SetBytesProcessed(state.iterations() * Pod().size());
+}
+BENCHMARK(BM_Meta_SimdjsonOnDemand);
+
+void BM_Meta_Rapidjson(benchmark::State& state) {
+  for (auto _ : state) {
+    rapidjson::Document doc;
+    doc.Parse(Pod().data(), Pod().size());
+    ObjectMeta meta;
+    const auto& m = doc["metadata"];
+    meta.name = m["name"].GetString();
+    meta.namespace_ = m["namespace"].GetString();
+    meta.uid = m["uid"].GetString();
+    meta.resource_version = m["resourceVersion"].GetString();
+    for (const auto& l : m["labels"].GetObject()) {
+      meta.labels.emplace_back(l.name.GetString(), l.value.GetString());
+    }
+    benchmark::DoNotOptimize(meta);
+  }
+  state.SetBytesProcessed(state.iterations() * Pod().size());
+}
+BENCHMARK(BM_Meta_Rapidjson);
+
+void BM_Meta_Nlohmann(benchmark::State& state) {
+  for (auto _ : state) {
+    nlohmann::json doc = nlohmann::json::parse(Pod());
+    ObjectMeta meta;
+    const auto& m = doc["metadata"];
+    meta.name = m["name"].get<std::string>();
+    meta.namespace_ = m["namespace"].get<std::string>();
+    meta.uid = m["uid"].get<std::string>();
+    meta.resource_version = m["resourceVersion"].get<std::string>();
+    for (const auto& [k, v] : m["labels"].items())
+      meta.labels.emplace_back(k, v.get<std::string>());
+    benchmark::DoNotOptimize(meta);
+  }
+  state.SetBytesProcessed(state.iterations() * Pod().size());
+}
+BENCHMARK(BM_Meta_Nlohmann);
+
+}  // namespace
+}  // namespace ctrlhost::cache
+
+BENCHMARK_MAIN();
