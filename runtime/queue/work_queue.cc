@@ -266,7 +266,8 @@ bool WorkQueue::Add(absl::string_view key) {
     // Only a key that becomes ready needs the time; dedup and re-queue marks skip the clock.
     Slot& s = slots_[slot];
     const bool ready_now = !s.queued && !s.dirty && !s.processing;
-    const bool made_ready = AddLocked(slot, ready_now ? Now() : absl::InfinitePast());
+    const bool made_ready =
+        AddLocked(slot, ready_now && options_.record_durations ? Now() : absl::InfinitePast());
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
   }
@@ -337,13 +338,19 @@ std::optional<WorkQueue::Item> WorkQueue::TakeLocked(absl::Time now) {
   ++s.generation;
   ++counters_.gets_total;
   ++processing_count_;
-  counters_.queue_latency.Observe(std::max(absl::ZeroDuration(), now - s.queued_at));
+  if (options_.record_durations) {
+    counters_.queue_latency.Observe(std::max(absl::ZeroDuration(), now - s.queued_at));
+  }
   return Item{absl::string_view(s.key), slot, s.generation};
+}
+
+absl::Time WorkQueue::NowForGet() const {
+  return options_.record_durations || !heap_.empty() ? Now() : absl::InfinitePast();
 }
 
 std::optional<WorkQueue::Item> WorkQueue::TryGet() {
   common::MutexLock lock(&mu_);
-  const absl::Time now = Now();
+  const absl::Time now = NowForGet();
   PromoteDue(now);
   return TakeLocked(now);
 }
@@ -351,9 +358,10 @@ std::optional<WorkQueue::Item> WorkQueue::TryGet() {
 std::optional<WorkQueue::Item> WorkQueue::Get() {
   common::MutexLock lock(&mu_);
   while (true) {
-    const absl::Time now = Now();
+    absl::Time now = NowForGet();
     PromoteDue(now);
     if (std::optional<Item> item = TakeLocked(now)) return item;
+    if (now == absl::InfinitePast()) now = Now();
     if (shut_down_) {
       // Drain: keys re-queued by Done are still to come; otherwise nothing will.
       if (shutdown_mode_ == ShutdownMode::kAbandon || dirty_count_ == 0) return std::nullopt;
@@ -376,10 +384,13 @@ absl::Status WorkQueue::Done(const Item& item) {
           absl::StrCat("work queue ", name_, ": Done for a key that is not being processed"));
     }
     Slot& s = slots_[item.slot];
-    const absl::Time now = Now();
     s.processing = false;
     --processing_count_;
-    counters_.work_duration.Observe(std::max(absl::ZeroDuration(), now - s.started_at));
+    absl::Time now = absl::InfinitePast();
+    if (options_.record_durations) {
+      now = Now();
+      counters_.work_duration.Observe(std::max(absl::ZeroDuration(), now - s.started_at));
+    }
     bool made_ready = false;
     if (s.dirty) {
       s.dirty = false;
@@ -467,7 +478,7 @@ QueueMetrics WorkQueue::Metrics() const {
   m.keys = index_.size();
   const absl::Time now = Now();
   // A scan of every slot: Metrics is called rarely, the hot path keeps no processing list.
-  for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+  for (uint32_t slot = 0; options_.record_durations && slot < slots_.size(); ++slot) {
     if (!slots_[slot].processing) continue;
     const absl::Duration running = std::max(absl::ZeroDuration(), now - slots_[slot].started_at);
     m.longest_running = std::max(m.longest_running, running);

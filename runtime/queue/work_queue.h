@@ -69,6 +69,10 @@ class WorkQueue {
     int burst = 100;                                    // token bucket size
     // Idle keys (nothing queued, not processing, no backoff) kept interned for reuse.
     size_t max_idle_keys = 4096;
+    // Time every key for the queue_latency / work_duration histograms and longest_running
+    // (three clock reads per key, ~50 ns with the real clock; see bench/README.md). When
+    // false those metrics stay zero and the hot path reads the clock only for delayed keys.
+    bool record_durations = true;
   };
 
   // A key handed out by Get. `key` is valid until Done(item).
@@ -153,6 +157,8 @@ class WorkQueue {
 
   // clock_->Now(), faster for the real clock.
   absl::Time Now() const;
+  // Now() when Get needs it (durations recorded, or delayed keys to promote), else InfinitePast.
+  absl::Time NowForGet() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t Intern(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t Find(absl::string_view key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Puts the slot in the idle list if nothing refers to it, evicting the oldest idle key when

@@ -321,6 +321,30 @@ TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
   EXPECT_EQ(m.depth, 0u);
 }
 
+TEST(WorkQueueTest, WithoutDurationsBehaviourIsTheSameAndTimingMetricsStayZero) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.record_durations = false;
+  WorkQueue q("test", options, &clock);
+  q.Add("ns/a");
+  q.AddAfter("ns/b", absl::Seconds(1));
+  clock.Advance(absl::Seconds(2));
+  std::optional<WorkQueue::Item> a = q.TryGet();
+  ASSERT_TRUE(a);
+  q.Add("ns/a");
+  EXPECT_EQ(Take(q), "ns/b");
+  clock.Advance(absl::Seconds(5));
+  QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.longest_running, absl::ZeroDuration());
+  EXPECT_EQ(m.processing, 1u);
+  ASSERT_TRUE(q.Done(*a).ok());
+  EXPECT_EQ(Take(q), "ns/a");
+  m = q.Metrics();
+  EXPECT_EQ(m.queue_latency.count, 0u);
+  EXPECT_EQ(m.work_duration.count, 0u);
+  EXPECT_EQ(m.gets_total, 3u);
+}
+
 // Many producers add overlapping keys while many consumers process them: every key added is
 // processed at least once after its last add, and never by two consumers at once.
 TEST(WorkQueueTest, ManyProducersAndConsumers) {
