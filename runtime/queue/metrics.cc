@@ -9,13 +9,12 @@ absl::Duration DurationHistogram::UpperBound(int i) {
   return bound;
 }
 
-void DurationHistogram::Observe(absl::Duration d) {
+void DurationHistogram::ObserveNanos(int64_t ns) {
+  if (ns < 0) ns = 0;
   ++count;
-  sum += d;
-  // Integer nanoseconds: absl::Duration arithmetic is 128-bit and this is on the hot path.
-  const int64_t ns = absl::ToInt64Nanoseconds(d);
+  sum_nanos += ns;
   int i = 0;
-  int64_t bound = 10'000;
+  int64_t bound = 10'000;  // 10 us
   while (i < kBuckets - 1 && ns > bound) {
     ++i;
     bound *= 10;

@@ -22,11 +22,14 @@ struct DurationHistogram {
   // Upper bound (inclusive) of bucket i; the last bucket is +Inf.
   static absl::Duration UpperBound(int i);
 
-  void Observe(absl::Duration d);
+  void Observe(absl::Duration d) { ObserveNanos(absl::ToInt64Nanoseconds(d)); }
+  // Negative durations (a clock stepping back) count as zero.
+  void ObserveNanos(int64_t ns);
+  absl::Duration sum() const { return absl::Nanoseconds(sum_nanos); }
 
   std::array<uint64_t, kBuckets> counts{};  // not cumulative: counts[i] is bucket i alone
   uint64_t count = 0;
-  absl::Duration sum = absl::ZeroDuration();
+  int64_t sum_nanos = 0;  // integer: this is on the queue's hot path
 };
 
 // A consistent snapshot of one queue's metrics (taken under the queue's mutex).

@@ -16,15 +16,19 @@ constexpr absl::Duration kMaxWait = absl::Minutes(1);
 
 }  // namespace
 
-absl::Time WorkQueue::Now() const {
+int64_t WorkQueue::NowNanos() const {
   if (real_clock_) {
     // The same wall clock as Clock::Real(), read directly: absl::Now() in Debian's Abseil costs
     // ~70 ns, clock_gettime ~19 ns, and the hot path reads the time three times per key.
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return absl::FromUnixNanos(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
   }
-  return clock_->Now();
+  return absl::ToUnixNanos(clock_->Now());
+}
+
+absl::Time WorkQueue::Now() const {
+  return real_clock_ ? absl::FromUnixNanos(NowNanos()) : clock_->Now();
 }
 
 WorkQueue::WorkQueue(std::string name, Options options, common::Clock* clock)
@@ -50,7 +54,11 @@ uint32_t WorkQueue::Intern(absl::string_view key) {
   auto it = index_.find(key);
   if (it != index_.end()) {
     const uint32_t slot = it->second;
-    if (slots_[slot].list == List::kIdle) Unlink(slot);
+    Slot& s = slots_[slot];
+    if (s.idle) {
+      s.idle = false;
+      --idle_count_;
+    }
     return slot;
   }
   uint32_t slot;
@@ -69,53 +77,29 @@ uint32_t WorkQueue::Intern(absl::string_view key) {
   return slot;
 }
 
-void WorkQueue::PushBack(List list, uint32_t slot) {
-  ListHead& l = idle_;
-  Slot& s = slots_[slot];
-  s.list = list;
-  s.prev = l.tail;
-  s.next = kNone;
-  if (l.tail != kNone) {
-    slots_[l.tail].next = slot;
-  } else {
-    l.head = slot;
-  }
-  l.tail = slot;
-  ++l.size;
-}
-
-void WorkQueue::Unlink(uint32_t slot) {
-  Slot& s = slots_[slot];
-  if (s.list == List::kNone) return;
-  ListHead& l = idle_;
-  if (s.prev != kNone) {
-    slots_[s.prev].next = s.next;
-  } else {
-    l.head = s.next;
-  }
-  if (s.next != kNone) {
-    slots_[s.next].prev = s.prev;
-  } else {
-    l.tail = s.prev;
-  }
-  s.prev = s.next = kNone;
-  s.list = List::kNone;
-  --l.size;
-}
-
 void WorkQueue::MaybeIdle(uint32_t slot) {
   Slot& s = slots_[slot];
-  if (s.queued || s.processing || s.dirty || s.heap_pos != kNone || s.failures != 0 ||
-      s.list != List::kNone) {
+  if (s.idle || s.queued || s.processing || s.dirty || s.heap_pos != kNone || s.failures != 0) {
     return;
   }
-  PushBack(List::kIdle, slot);
-  while (idle_.size > options_.max_idle_keys) {
-    const uint32_t victim = idle_.head;
-    Unlink(victim);
+  s.idle = true;
+  if (++idle_count_ > options_.max_idle_keys) EvictIdle();
+}
+
+void WorkQueue::EvictIdle() {
+  // A clock sweep, not an LRU list: the hot path only flips a flag, and eviction (rare, amortized
+  // over max_idle_keys / 2 idle transitions) visits each slot at most once per pass.
+  const size_t target = options_.max_idle_keys / 2;
+  const size_t n = slots_.size();
+  for (size_t visited = 0; visited < n && idle_count_ > target; ++visited) {
+    const uint32_t victim = static_cast<uint32_t>(evict_hand_);
+    evict_hand_ = (evict_hand_ + 1) % n;
     Slot& v = slots_[victim];
+    if (!v.in_use || !v.idle) continue;
     index_.erase(absl::string_view(v.key));
     v.in_use = false;
+    v.idle = false;
+    --idle_count_;
     free_.push_back(victim);
   }
 }
@@ -189,14 +173,14 @@ void WorkQueue::PromoteDue(absl::Time now) {
   while (!heap_.empty() && slots_[heap_[0]].deadline <= now) {
     const uint32_t slot = heap_[0];
     HeapRemoveTop();
-    AddLocked(slot, now);
+    AddLocked(slot, absl::ToUnixNanos(now));
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Adding.
 
-bool WorkQueue::AddLocked(uint32_t slot, absl::Time now) {
+bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns) {
   Slot& s = slots_[slot];
   if (s.queued || s.dirty) {
     ++counters_.deduped_total;
@@ -209,13 +193,13 @@ bool WorkQueue::AddLocked(uint32_t slot, absl::Time now) {
     return false;
   }
   s.queued = true;
-  s.queued_at = now;
+  s.queued_at_ns = now_ns;
   RingPush(slot);
   return true;
 }
 
 bool WorkQueue::AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now) {
-  if (delay <= absl::ZeroDuration()) return AddLocked(slot, now);
+  if (delay <= absl::ZeroDuration()) return AddLocked(slot, absl::ToUnixNanos(now));
   Slot& s = slots_[slot];
   // Ready, or due again right after Done: sooner than any delay.
   if (s.queued || s.dirty) return false;
@@ -267,7 +251,7 @@ bool WorkQueue::Add(absl::string_view key) {
     Slot& s = slots_[slot];
     const bool ready_now = !s.queued && !s.dirty && !s.processing;
     const bool made_ready =
-        AddLocked(slot, ready_now && options_.record_durations ? Now() : absl::InfinitePast());
+        AddLocked(slot, ready_now && options_.record_durations ? NowNanos() : 0);
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
   }
@@ -327,41 +311,42 @@ uint32_t WorkQueue::NumRequeues(absl::string_view key) const {
 // ---------------------------------------------------------------------------------------------
 // Handing out.
 
-std::optional<WorkQueue::Item> WorkQueue::TakeLocked(absl::Time now) {
+std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
   if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return std::nullopt;
   if (ring_size_ == 0) return std::nullopt;
   const uint32_t slot = RingPop();
   Slot& s = slots_[slot];
   s.queued = false;
   s.processing = true;
-  s.started_at = now;
+  s.started_at_ns = now_ns;
   ++s.generation;
   ++counters_.gets_total;
   ++processing_count_;
   if (options_.record_durations) {
-    counters_.queue_latency.Observe(std::max(absl::ZeroDuration(), now - s.queued_at));
+    counters_.queue_latency.ObserveNanos(now_ns - s.queued_at_ns);
   }
   return Item{absl::string_view(s.key), slot, s.generation};
 }
 
-absl::Time WorkQueue::NowForGet() const {
-  return options_.record_durations || !heap_.empty() ? Now() : absl::InfinitePast();
+int64_t WorkQueue::PromoteAndNow() {
+  if (!heap_.empty()) {
+    const absl::Time now = Now();
+    PromoteDue(now);
+    return absl::ToUnixNanos(now);
+  }
+  return options_.record_durations ? NowNanos() : 0;
 }
 
 std::optional<WorkQueue::Item> WorkQueue::TryGet() {
   common::MutexLock lock(&mu_);
-  const absl::Time now = NowForGet();
-  PromoteDue(now);
-  return TakeLocked(now);
+  return TakeLocked(PromoteAndNow());
 }
 
 std::optional<WorkQueue::Item> WorkQueue::Get() {
   common::MutexLock lock(&mu_);
   while (true) {
-    absl::Time now = NowForGet();
-    PromoteDue(now);
-    if (std::optional<Item> item = TakeLocked(now)) return item;
-    if (now == absl::InfinitePast()) now = Now();
+    if (std::optional<Item> item = TakeLocked(PromoteAndNow())) return item;
+    const absl::Time now = Now();
     if (shut_down_) {
       // Drain: keys re-queued by Done are still to come; otherwise nothing will.
       if (shutdown_mode_ == ShutdownMode::kAbandon || dirty_count_ == 0) return std::nullopt;
@@ -386,17 +371,17 @@ absl::Status WorkQueue::Done(const Item& item) {
     Slot& s = slots_[item.slot];
     s.processing = false;
     --processing_count_;
-    absl::Time now = absl::InfinitePast();
+    int64_t now_ns = 0;
     if (options_.record_durations) {
-      now = Now();
-      counters_.work_duration.Observe(std::max(absl::ZeroDuration(), now - s.started_at));
+      now_ns = NowNanos();
+      counters_.work_duration.ObserveNanos(now_ns - s.started_at_ns);
     }
     bool made_ready = false;
     if (s.dirty) {
       s.dirty = false;
       --dirty_count_;
       s.queued = true;
-      s.queued_at = now;
+      s.queued_at_ns = now_ns;
       RingPush(item.slot);
       made_ready = true;
     }
@@ -476,11 +461,12 @@ QueueMetrics WorkQueue::Metrics() const {
   m.delayed = heap_.size();
   m.processing = processing_count_;
   m.keys = index_.size();
-  const absl::Time now = Now();
+  const int64_t now_ns = NowNanos();
   // A scan of every slot: Metrics is called rarely, the hot path keeps no processing list.
   for (uint32_t slot = 0; options_.record_durations && slot < slots_.size(); ++slot) {
     if (!slots_[slot].processing) continue;
-    const absl::Duration running = std::max(absl::ZeroDuration(), now - slots_[slot].started_at);
+    const absl::Duration running =
+        absl::Nanoseconds(std::max<int64_t>(0, now_ns - slots_[slot].started_at_ns));
     m.longest_running = std::max(m.longest_running, running);
     m.unfinished_work += running;
   }

@@ -14,7 +14,7 @@
 //   (Get returns nullopt at once); keys that will never be handed out are returned by ShutDown,
 //   so nothing is lost silently.
 // - Steady state does not allocate: keys are interned in slots that are reused (an idle key
-//   keeps its slot until `max_idle_keys` newer idle keys push it out), the ready queue is a
+//   keeps its slot until more than `max_idle_keys` keys are idle), the ready queue is a
 //   ring buffer of slot numbers and the delayed set an indexed heap, all grow-only.
 // - Time comes from a common::Clock, so backoff and delays are tested with a FakeClock.
 //
@@ -130,45 +130,38 @@ class WorkQueue {
 
  private:
   static constexpr uint32_t kNone = 0xffffffffu;
-  enum class List : uint8_t { kNone, kIdle };
 
   struct Slot {
     std::string key;  // keeps its capacity when the slot is reused
-    absl::Time queued_at;
-    absl::Time started_at;
+    // Unix nanoseconds (integer arithmetic: absl::Time's is 128-bit and out of line here).
+    int64_t queued_at_ns = 0;
+    int64_t started_at_ns = 0;
     absl::Time deadline;
     uint32_t heap_pos = kNone;  // position in heap_, kNone when not delayed
-    uint32_t prev = kNone;      // links in the idle list
-    uint32_t next = kNone;
     uint32_t failures = 0;
     uint32_t generation = 0;  // bumped by each Get, so a stale Item cannot Done a later run
-    List list = List::kNone;
     bool in_use = false;
+    bool idle = false;        // in use, but nothing queued, processing, delayed or backing off
     bool queued = false;      // in the ready ring
     bool processing = false;  // handed out, not Done
     bool dirty = false;       // added while processing: queue again on Done
   };
 
-  struct ListHead {
-    uint32_t head = kNone;
-    uint32_t tail = kNone;
-    size_t size = 0;
-  };
-
   // clock_->Now(), faster for the real clock.
   absl::Time Now() const;
-  // Now() when Get needs it (durations recorded, or delayed keys to promote), else InfinitePast.
-  absl::Time NowForGet() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t NowNanos() const;
+  // Promotes due delayed keys; returns the time in Unix nanoseconds when Get needs it
+  // (durations recorded, or delayed keys), else 0.
+  int64_t PromoteAndNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t Intern(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint32_t Find(absl::string_view key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Puts the slot in the idle list if nothing refers to it, evicting the oldest idle key when
-  // there are too many.
+  // Marks the slot idle if nothing refers to it, evicting idle keys when there are too many.
   void MaybeIdle(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushBack(List list, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Unlink(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees idle slots until at most max_idle_keys / 2 are idle.
+  void EvictIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the key wanted now: queued, or dirty when processing. Returns true if that made a
   // key ready (the caller then signals).
-  bool AddLocked(uint32_t slot, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AddLocked(uint32_t slot, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RingPush(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -179,7 +172,7 @@ class WorkQueue {
   void HeapUp(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapDown(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapRemoveTop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<Item> TakeLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<Item> TakeLocked(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // What to do once mu_ is released after a key became ready.
   struct Wakeup {
@@ -206,7 +199,8 @@ class WorkQueue {
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<absl::string_view, uint32_t> index_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
-  ListHead idle_ ABSL_GUARDED_BY(mu_);  // oldest idle first
+  size_t idle_count_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t evict_hand_ ABSL_GUARDED_BY(mu_) = 0;  // where the next eviction sweep starts
   size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Ready ring: ring_[(ring_head_ + i) % ring_.size()] for i < ring_size_.
   std::vector<uint32_t> ring_ ABSL_GUARDED_BY(mu_);

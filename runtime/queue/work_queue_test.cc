@@ -281,7 +281,9 @@ TEST(WorkQueueTest, IdleKeysAreEvictedAndSlotsReused) {
     q.Add(absl::StrCat("ns/key-with-a-long-name-", i));
     EXPECT_EQ(Take(q), absl::StrCat("ns/key-with-a-long-name-", i));
   }
-  EXPECT_EQ(q.Metrics().keys, 2u);
+  // More than max_idle_keys idle keys trigger a sweep down to max_idle_keys / 2.
+  EXPECT_LE(q.Metrics().keys, 2u);
+  EXPECT_GE(q.Metrics().keys, 1u);
   // A key with backoff state is not idle, so it is never evicted.
   q.AddRateLimited("ns/failing");
   clock.Advance(absl::Seconds(1));
@@ -309,14 +311,14 @@ TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
   EXPECT_EQ(m.longest_running, absl::Seconds(3));
   EXPECT_EQ(m.unfinished_work, absl::Seconds(4));
   EXPECT_EQ(m.queue_latency.count, 2u);
-  EXPECT_EQ(m.queue_latency.sum, absl::Milliseconds(3) + absl::Milliseconds(2003));
+  EXPECT_EQ(m.queue_latency.sum(), absl::Milliseconds(3) + absl::Milliseconds(2003));
   EXPECT_EQ(m.queue_latency.counts[3], 1u);  // 3 ms: (1 ms, 10 ms]
   EXPECT_EQ(m.queue_latency.counts[6], 1u);  // 2.003 s: (1 s, 10 s]
   ASSERT_TRUE(q.Done(*a).ok());
   ASSERT_TRUE(q.Done(*b).ok());
   m = q.Metrics();
   EXPECT_EQ(m.work_duration.count, 2u);
-  EXPECT_EQ(m.work_duration.sum, absl::Seconds(4));
+  EXPECT_EQ(m.work_duration.sum(), absl::Seconds(4));
   EXPECT_EQ(m.longest_running, absl::ZeroDuration());
   EXPECT_EQ(m.depth, 0u);
 }
