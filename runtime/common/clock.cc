@@ -1,18 +1,28 @@
 #include "runtime/common/clock.h"
 
+#include <time.h>
+
 #include "absl/time/clock.h"
 
 namespace ctrlhost::common {
 namespace {
 
+// Debian's absl::Now() costs ~70 ns per call here (it calibrates against the cycle counter);
+// clock_gettime(CLOCK_REALTIME) through the vDSO costs ~20 ns and is what it reads anyway.
+absl::Time RealNow() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return absl::TimeFromTimespec(ts);
+}
+
 class RealClock : public Clock {
  public:
-  absl::Time Now() const override { return absl::Now(); }
+  absl::Time Now() const override { return RealNow(); }
   bool WaitWithDeadline(Mutex* mu, CondVar* cv, absl::Time deadline) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (absl::Now() >= deadline) return true;
+    if (RealNow() >= deadline) return true;
     cv->WaitWithDeadline(mu, deadline);
-    return absl::Now() >= deadline;
+    return RealNow() >= deadline;
   }
 };
 
