@@ -254,8 +254,8 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
         result = kube::RequestEntityTooLargeError(absl::StrCat(
             "object is ", mutation->value.size(), " bytes; the storage limit is ", kMaxValueBytes));
       } else if (mutation->op == Mutation::Op::kPut) {
-        ObjectPtr object = Build(write->key, current ? current->create_revision : rev, rev,
-                                 std::move(*mutation));
+        ObjectPtr object =
+            Build(write->key, current ? current->create_revision : rev, rev, std::move(*mutation));
         entries.push_back({rev, object->key, current == nullptr, false, object->create_revision,
                            current ? current->mod_revision : 0, object->value});
         events.push_back(
@@ -271,8 +271,7 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
           mutation->value = current->value;
           mutation->labels = current->labels;
         }
-        ObjectPtr object =
-            Build(write->key, current->create_revision, rev, std::move(*mutation));
+        ObjectPtr object = Build(write->key, current->create_revision, rev, std::move(*mutation));
         entries.push_back({rev, object->key, false, true, object->create_revision,
                            current->mod_revision, object->value});
         events.push_back({WatchEvent::Type::kDeleted, object, current});
