@@ -217,6 +217,25 @@ current-context: x
   EXPECT_THAT(config.status().message(), HasSubstr("users[\"u\"].user.tokenFile"));
 }
 
+TEST_F(KubeconfigTest, DefaultConfigPrefersExplicitPathThenKubeconfigEnv) {
+  std::string a = Write("a", R"(clusters: [{name: c, cluster: {server: "https://a:1"}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+)");
+  std::string b = Write("b", R"(clusters: [{name: c, cluster: {server: "https://b:1"}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+)");
+  ASSERT_EQ(::setenv("KUBECONFIG", absl::StrCat(b, ":", a).c_str(), 1), 0);
+  absl::StatusOr<RestConfig> config = LoadDefaultConfig(a);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->host, "https://a:1");
+  config = LoadDefaultConfig("");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->host, "https://b:1");
+  ::unsetenv("KUBECONFIG");
+}
+
 TEST_F(KubeconfigTest, InClusterConfig) {
   InClusterEnv env;
   env.root_dir = dir_ + "/root";

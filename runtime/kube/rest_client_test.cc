@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -347,6 +349,22 @@ TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
   ASSERT_TRUE(bad_client.ok());
   auto denied = (*bad_client)->Do({.method = "GET", .path = "/api/v1/namespaces"});
   EXPECT_EQ(denied.status().code(), absl::StatusCode::kUnauthenticated) << denied.status();
+
+  // A rotated token file is picked up by the next request.
+  const std::string token_path = TmpDir("rotating-token");
+  { std::ofstream(token_path, std::ios::trunc) << "stale"; }
+  RestConfig rotating = *config;
+  auto good_token = config->Token();
+  ASSERT_TRUE(good_token.ok());
+  rotating.bearer_token.clear();
+  rotating.token_file = std::make_shared<TokenFile>(token_path);
+  auto rotating_client = RestClient::Create(rotating);
+  ASSERT_TRUE(rotating_client.ok());
+  EXPECT_EQ((*rotating_client)->Do({.method = "GET", .path = "/api/v1/namespaces"}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  { std::ofstream(token_path + ".new", std::ios::trunc) << *good_token << "\n"; }
+  ASSERT_EQ(::rename((token_path + ".new").c_str(), token_path.c_str()), 0);
+  EXPECT_TRUE((*rotating_client)->Do({.method = "GET", .path = "/api/v1/namespaces"}).ok());
 
   // Without the CA the server certificate is not trusted (and that is not retried).
   RestConfig untrusted = *config;
