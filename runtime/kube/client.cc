@@ -223,6 +223,10 @@ absl::Status Client::Watch(const ResourceRef& ref, const WatchOptions& options,
     AddParam(&query, "timeoutSeconds", absl::StrCat(options.timeout_seconds));
   }
   if (options.allow_bookmarks) AddParam(&query, "allowWatchBookmarks", "true");
+  if (options.send_initial_events) {
+    AddParam(&query, "sendInitialEvents", "true");
+    AddParam(&query, "resourceVersionMatch", "NotOlderThan");
+  }
 
   od::parser parser;
   std::string buffer;

@@ -64,6 +64,9 @@ struct WatchOptions {
   std::string field_selector;
   int64_t timeout_seconds = 0;  // server-side end of the watch; 0: server default
   bool allow_bookmarks = true;
+  // Streaming list (KEP-3157): the current state as ADDED events, then a BOOKMARK annotated
+  // `k8s.io/initial-events-end: "true"`, then changes. Sets resourceVersionMatch=NotOlderThan.
+  bool send_initial_events = false;
   // Client-side bound on how long the stream may stay silent (connect and each read).
   absl::Duration idle_timeout = absl::Minutes(10);
 };

@@ -199,10 +199,31 @@ TEST_F(ClientTest, WatchFromListResourceVersion) {
   EXPECT_TRUE(watch_status.ok()) << watch_status;
 }
 
-TEST_F(ClientTest, WatchTooOldIsGone) {
+TEST_F(ClientTest, WatchWithInitialEventsEndsThemWithABookmark) {
+  ASSERT_TRUE(
+      client_
+          .Create({.version = "v1", .resource = "namespaces"}, R"({"metadata":{"name":"initial"}})")
+          .ok());
+  ResourceRef cms{.version = "v1", .resource = "configmaps", .namespace_name = "initial"};
+  ASSERT_TRUE(client_.Create(cms, R"({"metadata":{"name":"i1"}})").ok());
+  std::vector<WatchEvent> events;
+  absl::Status status = client_.Watch(cms, {.timeout_seconds = 30, .send_initial_events = true},
+                                      [&](WatchEvent event) {
+                                        events.push_back(std::move(event));
+                                        return events.back().type != "BOOKMARK";
+                                      });
+  EXPECT_TRUE(status.ok()) << status;
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].type, "ADDED");
+  EXPECT_EQ(json::parse(events[0].object)["metadata"]["name"], "i1");
+  EXPECT_EQ(events[1].type, "BOOKMARK");
+  EXPECT_EQ(json::parse(events[1].object)["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true");
+}
+
+TEST_F(ClientTest, WatchWithBadResourceVersionIsAnError) {
   ResourceRef cms{.version = "v1", .resource = "configmaps", .namespace_name = "default"};
-  // Revision 1 is compacted away only after many writes; an absurd version is refused by the
-  // server either at the request (410 response) or as an ERROR event: both are Gone/errors.
+  // (410 Gone as an ERROR event is covered by FakeWatchServerTest.ErrorEventIsGone.)
   absl::Status status =
       client_.Watch(cms, {.resource_version = "not-a-number", .timeout_seconds = 5},
                     [](WatchEvent) { return true; });
