@@ -16,6 +16,7 @@ namespace ctrlhost::watch {
 namespace {
 
 constexpr absl::Duration kRateWindow = absl::Seconds(10);
+constexpr absl::Duration kWatchdogTick = absl::Minutes(1);
 
 // The absl::Status an ERROR watch event stands for (its object is a metav1.Status).
 absl::Status StatusFromErrorEvent(absl::string_view object) {
@@ -209,7 +210,8 @@ void Reflector::Watchdog() {
       stream_->Close();
       watch_deadline_ = absl::InfiniteFuture();
     }
-    clock_->WaitWithDeadline(&mu_, &cv_, watch_deadline_);
+    // Bounded wait: an infinite deadline overflows some condition-variable implementations.
+    clock_->WaitWithDeadline(&mu_, &cv_, std::min(watch_deadline_, clock_->Now() + kWatchdogTick));
   }
 }
 

@@ -305,9 +305,10 @@ TEST_F(ReflectorTest, MalformedEventsAreLoggedAndCauseARelist) {
 TEST_F(ReflectorTest, AKindAppearingLaterIsSyncedOnceItExists) {
   server_->SetResourceMissing(true);
   StartReflector();
-  EXPECT_TRUE(WaitFor([&] { return server_->list_calls() >= 5; }, absl::Seconds(1)));
+  EXPECT_TRUE(WaitFor(
+      [&] { return server_->list_calls() >= 5 && reflector_->state() == ReflectorState::kBackoff; },
+      absl::Seconds(1)));
   EXPECT_FALSE(reflector_->HasSynced());
-  EXPECT_EQ(reflector_->state(), ReflectorState::kBackoff);
   server_->SetResourceMissing(false);  // the CRD was created
   server_->Set("ns", "a", "1");
   ExpectConverged(absl::Seconds(1));
@@ -422,6 +423,25 @@ TEST_F(ReflectorTest, ReadersNeverSeeATornStoreWhileTheReflectorWrites) {
   ExpectConverged();
   done = true;
   for (auto& t : readers) t.join();
+}
+
+TEST(ReflectorRealClockTest, SyncsWatchesAndStopsPromptly) {
+  auto server = std::make_shared<FakeListerWatcher>();
+  server->Set("ns", "a", "1");
+  Reflector reflector(server, ReflectorOptions{});  // Clock::Real(), watchdog idle
+  auto handler = std::make_shared<MirrorHandler>();
+  reflector.AddHandler(handler);
+  reflector.Start();
+  ASSERT_TRUE(reflector.WaitForSync(absl::Seconds(20)));
+  ASSERT_TRUE(server->WaitForWatchCalls(1, absl::Seconds(20)));
+  server->Set("ns", "b", "1");
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (handler->mirror() != server->Snapshot() && absl::Now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(handler->mirror(), server->Snapshot());
+  reflector.Stop();
+  EXPECT_EQ(server->open_watches(), 0);
 }
 
 }  // namespace
