@@ -2,19 +2,24 @@
 // library Debian offers, to choose the cache's parser (README.md "Why simdjson DOM").
 //
 //   bazel run -c opt //runtime/cache:parse_benchmark
+#include <malloc.h>
+
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "nlohmann/json.hpp"
 #include "rapidjson/document.h"
 #include "runtime/cache/object.h"
+#include "runtime/cache/store.h"
 #include "simdjson.h"
 
 namespace ctrlhost::cache {
 namespace {
 
-std::string PodJson() {
+std::string PodJson(int index = 0) {
   std::string managed;
   for (int i = 0; i < 12; ++i) {
     if (i > 0) managed += ",";
@@ -34,7 +39,7 @@ std::string PodJson() {
         R"("resources":{"limits":{"cpu":"500m","memory":"256Mi"}}})");
   }
   return absl::StrCat(
-      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7d9f8b6c5-abcde",)",
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-7d9f8b6c5-)", index, R"(",)",
       R"("namespace":"default","uid":"0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0",)",
       R"("resourceVersion":"123456","generation":1,"creationTimestamp":"2026-01-01T00:00:00Z",)",
       R"("labels":{"app":"web","pod-template-hash":"7d9f8b6c5","tier":"frontend"},)",
@@ -133,6 +138,44 @@ void BM_Meta_Nlohmann(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * Pod().size());
 }
 BENCHMARK(BM_Meta_Nlohmann);
+
+std::string ConfigMapJson(int index) {
+  return absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"config-)", index,
+                      R"(","namespace":"default","uid":"0b1c2d3e-4f50-6172-8394-)", index,
+                      R"(","resourceVersion":")", 1000 + index,
+                      R"(","labels":{"app":"web"}},"data":{"payload":")", std::string(800, 'x'),
+                      R"("}})");
+}
+
+// Heap bytes per cached object (glibc's allocated-bytes counter before and after filling a
+// store), next to the wire size and the stored (stripped) JSON size.
+void StoreMemory(benchmark::State& state, std::string (*make)(int)) {
+  const int count = static_cast<int>(state.range(0));
+  std::vector<std::string> wire;
+  size_t wire_bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    wire.push_back(make(i));
+    wire_bytes += wire.back().size();
+  }
+  for (auto _ : state) {
+    ObjectParser parser;
+    const size_t before = mallinfo2().uordblks;
+    auto store = std::make_unique<Store>();
+    for (const std::string& json : wire) {
+      auto object = parser.Parse(json);
+      if (!object.ok()) state.SkipWithError("parse");
+      store->Upsert(*std::move(object));
+    }
+    const size_t after = mallinfo2().uordblks;
+    state.counters["wire_B_per_obj"] = static_cast<double>(wire_bytes) / count;
+    state.counters["stored_json_B_per_obj"] = static_cast<double>(store->JsonBytes()) / count;
+    state.counters["heap_B_per_obj"] = static_cast<double>(after - before) / count;
+    state.counters["heap_over_stored_json_B"] =
+        static_cast<double>(after - before - store->JsonBytes()) / count;
+  }
+}
+BENCHMARK_CAPTURE(StoreMemory, pods, &PodJson)->Arg(20000)->Iterations(1);
+BENCHMARK_CAPTURE(StoreMemory, configmaps, &ConfigMapJson)->Arg(100000)->Iterations(1);
 
 }  // namespace
 }  // namespace ctrlhost::cache

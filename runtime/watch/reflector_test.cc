@@ -339,6 +339,20 @@ TEST_F(ReflectorTest, BackoffDoublesFrom800MsTo30SWithJitterAndResetsWhenHealthy
   ExpectConverged();
 }
 
+TEST_F(ReflectorTest, EventsPerSecondIsMeasuredOverTenSecondWindows) {
+  StartReflector();
+  ExpectConverged(absl::ZeroDuration());
+  clock_.Advance(absl::Seconds(10));  // closes the (empty) window the reflector started with
+  server_->Set("ns", "first", "v");
+  ASSERT_TRUE(WaitFor([&] { return reflector_->Metrics().events_total == 1; }));
+  for (int i = 0; i < 19; ++i) server_->Set("ns", absl::StrCat("o", i), "v");
+  ASSERT_TRUE(WaitFor([&] { return reflector_->Metrics().events_total == 20; }));
+  clock_.Advance(absl::Seconds(10));
+  server_->Set("ns", "next", "v");  // the first event of the next window closes this one
+  ASSERT_TRUE(WaitFor([&] { return reflector_->Metrics().events_total == 21; }));
+  EXPECT_DOUBLE_EQ(reflector_->Metrics().events_per_second, 2.0);
+}
+
 TEST_F(ReflectorTest, BookmarksKeepTheVersionFreshSoNoRelistIsNeeded) {
   StartReflector();
   ExpectConverged();
