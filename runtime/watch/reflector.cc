@@ -318,6 +318,8 @@ Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
       *cause = event.status();
       if (kube::IsGone(*cause)) {
         end = WatchEnd::kRelistNow;
+      } else if (kube::IsNotFound(*cause)) {
+        end = WatchEnd::kRelistAfterBackoff;  // the resource went away (CRD deleted)
       } else if (cause->code() == absl::StatusCode::kDataLoss) {
         common::MutexLock lock(&mu_);
         ++metrics_.parse_errors_total;
