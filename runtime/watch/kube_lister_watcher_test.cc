@@ -25,13 +25,15 @@ class KubeListerWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* tmp = std::getenv("TEST_TMPDIR");
-    apiserver::ApiServerOptions options;
-    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/watch_apiserver");
-    options.port = 0;
-    options.sync_full = false;
-    auto server = apiserver::ApiServer::Start(options);
+    server_options_.data_dir =
+        absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/watch_apiserver_",
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    server_options_.port = 0;
+    server_options_.sync_full = false;
+    auto server = apiserver::ApiServer::Start(server_options_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    server_options_.port = server_->port();  // a restart comes back on the same port
     auto config = kube::LoadKubeconfigFile(server_->kubeconfig_path());
     ASSERT_TRUE(config.ok()) << config.status();
     auto rest = kube::RestClient::Create(*config);
@@ -89,6 +91,7 @@ class KubeListerWatcherTest : public ::testing::Test {
     return false;
   }
 
+  apiserver::ApiServerOptions server_options_;
   std::unique_ptr<apiserver::ApiServer> server_;
   std::unique_ptr<kube::RestClient> rest_;
   std::unique_ptr<kube::Client> client_;
@@ -117,6 +120,32 @@ TEST_F(KubeListerWatcherTest, ReflectorFollowsTheEmbeddedApiServer) {
   EXPECT_EQ(metrics.errors_total, 0u);
   reflector.Stop();  // cancels the open HTTP watch
   EXPECT_EQ(reflector.state(), ReflectorState::kStopped);
+}
+
+TEST_F(KubeListerWatcherTest, ApiServerRestartMidWatchLosesNothing) {
+  for (int i = 0; i < 4; ++i) Create(absl::StrCat("cm", i), "1");
+  ReflectorOptions options;
+  options.description = "v1 configmaps default";
+  options.initial_backoff = absl::Milliseconds(20);  // keeps the test short on a real clock
+  options.max_backoff = absl::Milliseconds(200);
+  Reflector reflector(std::make_shared<KubeListerWatcher>(client_.get(), ConfigMaps()), options);
+  reflector.Start();
+  ASSERT_TRUE(reflector.WaitForSync(absl::Seconds(30)));
+  ASSERT_TRUE(WaitForStoreToMatchServer(reflector));
+
+  server_->Stop();  // ends the watch mid-stream; reconnects fail until it is back
+  server_.reset();
+  auto restarted = apiserver::ApiServer::Start(server_options_);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  server_ = *std::move(restarted);
+  ASSERT_TRUE(client_->Delete(ConfigMaps("cm0")).ok());
+  ASSERT_TRUE(
+      client_->Patch(ConfigMaps("cm1"), kube::PatchType::kMerge, R"({"data":{"v":"2"}})").ok());
+  Create("after-restart", "1");
+  EXPECT_TRUE(WaitForStoreToMatchServer(reflector));
+  EXPECT_EQ(reflector.store().Get("default/cm0"), nullptr);
+  EXPECT_NE(reflector.store().Get("default/after-restart"), nullptr);
+  reflector.Stop();
 }
 
 TEST_F(KubeListerWatcherTest, CloseEndsABlockedNext) {
