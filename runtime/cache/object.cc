@@ -177,32 +177,84 @@ bool NeedsStripping(simdjson::dom::object meta, const ParseOptions& options) {
 
 }  // namespace
 
-Object::Object(std::string json, ObjectMeta meta)
-    : json_(std::move(json)),
-      meta_(std::move(meta)),
-      key_(ObjectKey(meta_.namespace_, meta_.name)) {}
+Object::Span Object::Append(absl::string_view s) {
+  Span span{static_cast<uint32_t>(data_.size()), static_cast<uint32_t>(s.size())};
+  data_.append(s.data(), s.size());
+  return span;
+}
 
-const std::string* Object::Label(absl::string_view key) const {
-  auto it = std::lower_bound(meta_.labels.begin(), meta_.labels.end(), key,
-                             [](const std::pair<std::string, std::string>& l, absl::string_view k) {
-                               return l.first < k;
-                             });
-  if (it == meta_.labels.end() || it->first != key) return nullptr;
-  return &it->second;
+Object::Object(absl::string_view json, const ObjectMeta& meta) {
+  const std::string key = ObjectKey(meta.namespace_, meta.name);
+  size_t total = json.size() + key.size() + meta.namespace_.size() + meta.name.size() +
+                 meta.uid.size() + meta.resource_version.size() + meta.deletion_timestamp.size();
+  for (const auto& [k, v] : meta.labels) total += k.size() + v.size();
+  for (const auto& o : meta.owner_references) {
+    total += o.api_version.size() + o.kind.size() + o.name.size() + o.uid.size();
+  }
+  for (const auto& f : meta.finalizers) total += f.size();
+  data_.reserve(total);  // one allocation; views never move afterwards
+  json_ = Append(json);
+  key_ = Append(key);
+  // Namespace and name are the key's parts when both are set ("ns/name" or "name").
+  if (meta.namespace_.empty()) {
+    name_ = key_;
+  } else {
+    namespace_span_ = Span{key_.offset, static_cast<uint32_t>(meta.namespace_.size())};
+    name_ = Span{static_cast<uint32_t>(key_.offset + meta.namespace_.size() + 1),
+                 static_cast<uint32_t>(meta.name.size())};
+  }
+  uid_ = Append(meta.uid);
+  resource_version_ = Append(meta.resource_version);
+  deletion_timestamp_ = Append(meta.deletion_timestamp);
+  generation_ = meta.generation;
+  labels_.reserve(meta.labels.size());
+  for (const auto& [k, v] : meta.labels) {
+    Span key_span = Append(k);
+    labels_.emplace_back(key_span, Append(v));
+  }
+  owners_.reserve(meta.owner_references.size());
+  for (const auto& o : meta.owner_references) {
+    OwnerSpans spans;
+    spans.api_version = Append(o.api_version);
+    spans.kind = Append(o.kind);
+    spans.name = Append(o.name);
+    spans.uid = Append(o.uid);
+    spans.controller = o.controller;
+    owners_.push_back(spans);
+  }
+  finalizers_.reserve(meta.finalizers.size());
+  for (const auto& f : meta.finalizers) finalizers_.push_back(Append(f));
+}
+
+std::optional<absl::string_view> Object::Label(absl::string_view key) const {
+  auto it = std::lower_bound(
+      labels_.begin(), labels_.end(), key,
+      [this](const std::pair<Span, Span>& l, absl::string_view k) { return View(l.first) < k; });
+  if (it == labels_.end() || View(it->first) != key) return std::nullopt;
+  return View(it->second);
+}
+
+ObjectMeta Object::meta() const {
+  ObjectMeta meta;
+  meta.namespace_ = std::string(namespace_());
+  meta.name = std::string(name());
+  meta.uid = std::string(uid());
+  meta.resource_version = std::string(resource_version());
+  meta.generation = generation_;
+  for (const auto& [k, v] : labels_) meta.labels.emplace_back(View(k), View(v));
+  for (const auto& o : owners_) {
+    meta.owner_references.push_back(
+        OwnerReference{std::string(View(o.api_version)), std::string(View(o.kind)),
+                       std::string(View(o.name)), std::string(View(o.uid)), o.controller});
+  }
+  meta.deletion_timestamp = std::string(deletion_timestamp());
+  for (const auto& f : finalizers_) meta.finalizers.emplace_back(View(f));
+  return meta;
 }
 
 size_t Object::MemoryBytes() const {
-  // Counts capacities plus the fixed parts; small-string-optimised strings count as inline.
-  size_t bytes = sizeof(Object) + json_.capacity() + key_.capacity();
-  bytes += meta_.namespace_.capacity() + meta_.name.capacity() + meta_.uid.capacity() +
-           meta_.resource_version.capacity() + meta_.deletion_timestamp.capacity();
-  for (const auto& [k, v] : meta_.labels) bytes += sizeof(k) * 2 + k.capacity() + v.capacity();
-  for (const auto& o : meta_.owner_references) {
-    bytes += sizeof(o) + o.api_version.capacity() + o.kind.capacity() + o.name.capacity() +
-             o.uid.capacity();
-  }
-  for (const auto& f : meta_.finalizers) bytes += sizeof(f) + f.capacity();
-  return bytes;
+  return sizeof(Object) + data_.capacity() + labels_.capacity() * sizeof(labels_[0]) +
+         owners_.capacity() * sizeof(OwnerSpans) + finalizers_.capacity() * sizeof(Span);
 }
 
 std::string ObjectKey(absl::string_view namespace_, absl::string_view name) {
@@ -240,29 +292,27 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(absl::string_v
   if (!status.ok()) return status;
   if (parsed.name.empty()) return absl::InvalidArgumentError("object has no metadata.name");
 
-  std::string bytes;
+  std::string stripped;
+  absl::string_view bytes = json;
   if (NeedsStripping(meta, options_)) {
-    bytes.reserve(json.size());
-    bytes.push_back('{');
+    stripped.reserve(json.size());
+    stripped.push_back('{');
     bool first = true;
     for (simdjson::dom::key_value_pair kv : root) {
-      if (!first) bytes.push_back(',');
+      if (!first) stripped.push_back(',');
       first = false;
-      AppendJsonString(&bytes, kv.key);
-      bytes.push_back(':');
+      AppendJsonString(&stripped, kv.key);
+      stripped.push_back(':');
       if (KeyIs(kv.key, "metadata")) {
-        AppendStrippedMeta(meta, options_, &bytes);
+        AppendStrippedMeta(meta, options_, &stripped);
       } else {
-        bytes.append(simdjson::minify(kv.value));
+        stripped.append(simdjson::minify(kv.value));
       }
     }
-    bytes.push_back('}');
-    bytes.shrink_to_fit();
-  } else {
-    bytes.assign(json.data(), json.size());
+    stripped.push_back('}');
+    bytes = stripped;
   }
-  return std::shared_ptr<const Object>(
-      std::make_shared<Object>(std::move(bytes), std::move(parsed)));
+  return std::shared_ptr<const Object>(std::make_shared<Object>(bytes, parsed));
 }
 
 absl::StatusOr<std::string> ObjectParser::ParseResourceVersion(absl::string_view json) {

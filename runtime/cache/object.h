@@ -9,12 +9,13 @@
 //
 //   cache::ObjectParser parser;                      // one per writer thread
 //   absl::StatusOr<std::shared_ptr<const cache::Object>> object = parser.Parse(json);
-//   if (object.ok()) Use((*object)->meta().name, (*object)->json());
+//   if (object.ok()) Use((*object)->name(), (*object)->json());
 #ifndef CTRLHOST_RUNTIME_CACHE_OBJECT_H_
 #define CTRLHOST_RUNTIME_CACHE_OBJECT_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,7 +38,8 @@ struct OwnerReference {
   }
 };
 
-// The parsed part of metadata. Absent fields are empty (generation 0).
+// The parsed part of metadata, as owning strings: what the parser fills and Object::meta()
+// returns. Absent fields are empty (generation 0).
 struct ObjectMeta {
   std::string namespace_;  // empty for cluster-scoped objects
   std::string name;
@@ -52,26 +54,64 @@ struct ObjectMeta {
 };
 
 // Thread-safe: immutable after construction.
+//
+// Memory layout (memory is a product feature): the JSON bytes, the key and every metadata
+// string live in one buffer; the fields are offsets into it and the accessors return views
+// valid as long as the Object lives. `meta()` materialises a copy for convenience.
 class Object {
  public:
-  Object(std::string json, ObjectMeta meta);
+  // Copies `json` and `meta` into the compact layout.
+  Object(absl::string_view json, const ObjectMeta& meta);
   Object(const Object&) = delete;
   Object& operator=(const Object&) = delete;
 
-  // The object's JSON (after stripping, when enabled). Valid as long as the Object lives.
-  absl::string_view json() const { return json_; }
-  const ObjectMeta& meta() const { return meta_; }
+  // The object's JSON (after stripping, when enabled).
+  absl::string_view json() const { return View(json_); }
   // "namespace/name", or "name" for cluster-scoped objects (client-go's MetaNamespaceKey).
-  const std::string& key() const { return key_; }
-  // The value of label `key`, or nullptr.
-  const std::string* Label(absl::string_view key) const;
-  // Approximate bytes this object holds on the heap (JSON + parsed metadata), for metrics.
+  absl::string_view key() const { return View(key_); }
+  absl::string_view namespace_() const { return View(namespace_span_); }
+  absl::string_view name() const { return View(name_); }
+  absl::string_view uid() const { return View(uid_); }
+  absl::string_view resource_version() const { return View(resource_version_); }
+  absl::string_view deletion_timestamp() const { return View(deletion_timestamp_); }
+  int64_t generation() const { return generation_; }
+  // Labels sorted by key.
+  size_t label_count() const { return labels_.size(); }
+  std::pair<absl::string_view, absl::string_view> label(size_t i) const {
+    return {View(labels_[i].first), View(labels_[i].second)};
+  }
+  // The value of label `key`, if present.
+  std::optional<absl::string_view> Label(absl::string_view key) const;
+  size_t owner_count() const { return owners_.size(); }
+  absl::string_view owner_uid(size_t i) const { return View(owners_[i].uid); }
+  size_t finalizer_count() const { return finalizers_.size(); }
+  absl::string_view finalizer(size_t i) const { return View(finalizers_[i]); }
+
+  // A full copy of the parsed metadata (allocates; not for hot paths).
+  ObjectMeta meta() const;
+  // Heap bytes this object holds (buffer + vectors + itself), for metrics.
   size_t MemoryBytes() const;
 
  private:
-  const std::string json_;
-  const ObjectMeta meta_;
-  const std::string key_;
+  struct Span {
+    uint32_t offset = 0;
+    uint32_t size = 0;
+  };
+  struct OwnerSpans {
+    Span api_version, kind, name, uid;
+    bool controller = false;
+  };
+  absl::string_view View(Span s) const {
+    return absl::string_view(data_.data() + s.offset, s.size);
+  }
+  Span Append(absl::string_view s);
+
+  std::string data_;
+  Span json_, key_, namespace_span_, name_, uid_, resource_version_, deletion_timestamp_;
+  int64_t generation_ = 0;
+  std::vector<std::pair<Span, Span>> labels_;
+  std::vector<OwnerSpans> owners_;
+  std::vector<Span> finalizers_;
 };
 
 std::string ObjectKey(absl::string_view namespace_, absl::string_view name);

@@ -32,7 +32,14 @@ TEST(ObjectParserTest, ParsesMetadata) {
   ASSERT_EQ(m.labels.size(), 2u);
   EXPECT_EQ(m.labels[0].first, "app");  // sorted
   EXPECT_EQ(*(*object)->Label("tier"), "front");
-  EXPECT_EQ((*object)->Label("missing"), nullptr);
+  EXPECT_FALSE((*object)->Label("missing").has_value());
+  EXPECT_EQ((*object)->name(), "web-1");
+  EXPECT_EQ((*object)->namespace_(), "default");
+  EXPECT_EQ((*object)->uid(), "u1");
+  EXPECT_EQ((*object)->resource_version(), "42");
+  EXPECT_EQ((*object)->generation(), 3);
+  EXPECT_EQ((*object)->owner_uid(0), "rs1");
+  EXPECT_EQ((*object)->finalizer(1), "c/d");
   ASSERT_EQ(m.owner_references.size(), 1u);
   EXPECT_EQ(m.owner_references[0], (OwnerReference{"apps/v1", "ReplicaSet", "web", "rs1", true}));
   EXPECT_EQ(m.finalizers, (std::vector<std::string>{"a/b", "c/d"}));
@@ -80,6 +87,8 @@ TEST(ObjectParserTest, ClusterScopedKeyIsTheName) {
   auto object = parser.Parse(R"({"kind":"Namespace","metadata":{"name":"ns1"}})");
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_EQ((*object)->key(), "ns1");
+  EXPECT_EQ((*object)->name(), "ns1");
+  EXPECT_EQ((*object)->namespace_(), "");
 }
 
 TEST(ObjectParserTest, RejectsBadInputWithoutCrashing) {

@@ -15,7 +15,7 @@ void IndexAdd(Map* map, std::string value, absl::string_view key) {
 }
 
 template <typename Map>
-void IndexRemove(Map* map, const std::string& value, absl::string_view key) {
+void IndexRemove(Map* map, absl::string_view value, absl::string_view key) {
   auto it = map->find(value);
   if (it == map->end()) return;
   it->second.erase(key);
@@ -23,7 +23,7 @@ void IndexRemove(Map* map, const std::string& value, absl::string_view key) {
 }
 
 bool SameContent(const Object& a, const Object& b) {
-  return a.meta().resource_version == b.meta().resource_version && a.json() == b.json();
+  return a.resource_version() == b.resource_version() && a.json() == b.json();
 }
 
 }  // namespace
@@ -33,11 +33,14 @@ Store::~Store() = default;
 
 void Store::AddToIndexes(State* state, const Object& object) {
   const absl::string_view key = object.key();
-  IndexAdd(&state->by_namespace, object.meta().namespace_, key);
-  for (const OwnerReference& owner : object.meta().owner_references) {
-    if (!owner.uid.empty()) IndexAdd(&state->by_owner, owner.uid, key);
+  IndexAdd(&state->by_namespace, std::string(object.namespace_()), key);
+  for (size_t i = 0; i < object.owner_count(); ++i) {
+    if (!object.owner_uid(i).empty()) {
+      IndexAdd(&state->by_owner, std::string(object.owner_uid(i)), key);
+    }
   }
-  for (const auto& [k, v] : object.meta().labels) {
+  for (size_t i = 0; i < object.label_count(); ++i) {
+    auto [k, v] = object.label(i);
     IndexAdd(&state->by_label, absl::StrCat(k, "=", v), key);
   }
   state->memory_bytes += object.MemoryBytes();
@@ -46,11 +49,12 @@ void Store::AddToIndexes(State* state, const Object& object) {
 
 void Store::RemoveFromIndexes(State* state, const Object& object) {
   const absl::string_view key = object.key();
-  IndexRemove(&state->by_namespace, object.meta().namespace_, key);
-  for (const OwnerReference& owner : object.meta().owner_references) {
-    if (!owner.uid.empty()) IndexRemove(&state->by_owner, owner.uid, key);
+  IndexRemove(&state->by_namespace, object.namespace_(), key);
+  for (size_t i = 0; i < object.owner_count(); ++i) {
+    if (!object.owner_uid(i).empty()) IndexRemove(&state->by_owner, object.owner_uid(i), key);
   }
-  for (const auto& [k, v] : object.meta().labels) {
+  for (size_t i = 0; i < object.label_count(); ++i) {
+    auto [k, v] = object.label(i);
     IndexRemove(&state->by_label, absl::StrCat(k, "=", v), key);
   }
   state->memory_bytes -= object.MemoryBytes();

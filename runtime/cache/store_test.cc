@@ -25,7 +25,7 @@ ObjectPtr Make(const std::string& ns, const std::string& name, const std::string
 
 std::vector<std::string> Keys(std::vector<ObjectPtr> objects) {
   std::vector<std::string> keys;
-  for (const auto& o : objects) keys.push_back(o->key());
+  for (const auto& o : objects) keys.emplace_back(o->key());
   std::sort(keys.begin(), keys.end());
   return keys;
 }

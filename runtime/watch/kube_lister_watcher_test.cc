@@ -69,7 +69,7 @@ class KubeListerWatcherTest : public ::testing::Test {
     for (const std::string& item : list->items) {
       auto object = parser.Parse(item);
       EXPECT_TRUE(object.ok()) << object.status();
-      if (object.ok()) out[(*object)->key()] = (*object)->meta().resource_version;
+      if (object.ok()) out[std::string((*object)->key())] = (*object)->meta().resource_version;
     }
     return out;
   }
@@ -77,7 +77,7 @@ class KubeListerWatcherTest : public ::testing::Test {
   static std::map<std::string, std::string> StoreList(const Reflector& reflector) {
     std::map<std::string, std::string> out;
     for (const auto& object : reflector.store().List()) {
-      out[object->key()] = object->meta().resource_version;
+      out[std::string(object->key())] = std::string(object->resource_version());
     }
     return out;
   }

@@ -366,7 +366,7 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
       if (!object.ok()) return malformed(object.status());
       {
         common::MutexLock dispatch(&dispatch_mu_);
-        store_.SetResourceVersion((*object)->meta().resource_version);
+        store_.SetResourceVersion(std::string((*object)->resource_version()));
         if (event.type == EventType::kDeleted) {
           cache::ObjectPtr old = store_.Delete((*object)->key());
           if (old != nullptr) {
@@ -375,7 +375,7 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
         } else {
           cache::ObjectPtr old = store_.Upsert(*object);
           const bool same = old != nullptr &&
-                            old->meta().resource_version == (*object)->meta().resource_version &&
+                            old->resource_version() == (*object)->resource_version() &&
                             old->json() == (*object)->json();
           if (!same) {
             for (const auto& [id, handler] : handlers_) {

@@ -27,24 +27,27 @@ class MirrorHandler : public EventHandler {
  public:
   void OnAdd(const cache::ObjectPtr& object, bool initial) override {
     common::MutexLock lock(&mu_);
-    if (mirror_.count(object->key()) > 0) errors_.push_back("add of known " + object->key());
-    mirror_[object->key()] = std::string(object->json());
+    const std::string key(object->key());
+    if (mirror_.count(key) > 0) errors_.push_back("add of known " + key);
+    mirror_[key] = std::string(object->json());
     ++adds_;
     if (initial) ++initial_adds_;
   }
   void OnUpdate(const cache::ObjectPtr& old_object, const cache::ObjectPtr& object) override {
     common::MutexLock lock(&mu_);
-    auto it = mirror_.find(object->key());
+    const std::string key(object->key());
+    auto it = mirror_.find(key);
     if (it == mirror_.end() || it->second != old_object->json()) {
-      errors_.push_back("update with a wrong old state " + object->key());
+      errors_.push_back("update with a wrong old state " + key);
     }
-    if (old_object->json() == object->json()) errors_.push_back("no-op update " + object->key());
-    mirror_[object->key()] = std::string(object->json());
+    if (old_object->json() == object->json()) errors_.push_back("no-op update " + key);
+    mirror_[key] = std::string(object->json());
     ++updates_;
   }
   void OnDelete(const cache::ObjectPtr& object) override {
     common::MutexLock lock(&mu_);
-    if (mirror_.erase(object->key()) == 0) errors_.push_back("delete of unknown " + object->key());
+    const std::string key(object->key());
+    if (mirror_.erase(key) == 0) errors_.push_back("delete of unknown " + key);
     ++deletes_;
   }
 
@@ -85,7 +88,9 @@ class MirrorHandler : public EventHandler {
 
 std::map<std::string, std::string> StoreContent(const cache::Store& store) {
   std::map<std::string, std::string> out;
-  for (const auto& object : store.List()) out[object->key()] = std::string(object->json());
+  for (const auto& object : store.List()) {
+    out[std::string(object->key())] = std::string(object->json());
+  }
   return out;
 }
 
