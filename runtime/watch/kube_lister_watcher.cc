@@ -95,15 +95,42 @@ class KubeWatchStream : public WatchStream {
 }  // namespace
 
 KubeListerWatcher::KubeListerWatcher(kube::Client* client, kube::ResourceRef collection)
-    : client_(client), collection_(std::move(collection)) {}
+    : client_(client), discovery_(nullptr), collection_(std::move(collection)) {}
+
+KubeListerWatcher::KubeListerWatcher(kube::Client* client, kube::Discovery* discovery,
+                                     kube::GroupVersionKind gvk, std::string namespace_)
+    : client_(client),
+      discovery_(discovery),
+      gvk_(std::move(gvk)),
+      namespace_(std::move(namespace_)) {}
+
+absl::StatusOr<kube::ResourceRef> KubeListerWatcher::Collection() {
+  {
+    common::MutexLock lock(&mu_);
+    if (collection_.has_value()) return *collection_;
+  }
+  // Without the lock: discovery may go to the server.
+  absl::StatusOr<kube::ResourceMapping> mapping = discovery_->MappingFor(gvk_);
+  if (!mapping.ok()) return mapping.status();
+  kube::ResourceRef ref;
+  ref.group = mapping->group;
+  ref.version = mapping->version;
+  ref.resource = mapping->resource;
+  if (mapping->namespaced) ref.namespace_name = namespace_;
+  common::MutexLock lock(&mu_);
+  collection_ = ref;
+  return ref;
+}
 
 absl::StatusOr<ListPage> KubeListerWatcher::List(const ListOptions& options) {
+  absl::StatusOr<kube::ResourceRef> collection = Collection();
+  if (!collection.ok()) return collection.status();
   kube::ListOptions list_options;
   list_options.label_selector = options.label_selector;
   list_options.field_selector = options.field_selector;
   list_options.limit = options.limit;
   absl::StatusOr<kube::ObjectList> list =
-      client_->ListPage(collection_, list_options, options.continue_token);
+      client_->ListPage(*collection, list_options, options.continue_token);
   if (!list.ok()) return list.status();
   ListPage page;
   page.items = std::move(list->items);
@@ -113,6 +140,8 @@ absl::StatusOr<ListPage> KubeListerWatcher::List(const ListOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<WatchStream>> KubeListerWatcher::Watch(const WatchOptions& options) {
+  absl::StatusOr<kube::ResourceRef> collection = Collection();
+  if (!collection.ok()) return collection.status();
   kube::WatchOptions watch_options;
   watch_options.resource_version = options.resource_version;
   watch_options.label_selector = options.label_selector;
@@ -120,7 +149,16 @@ absl::StatusOr<std::unique_ptr<WatchStream>> KubeListerWatcher::Watch(const Watc
   watch_options.timeout_seconds = options.timeout_seconds;
   watch_options.allow_bookmarks = options.allow_bookmarks;
   return std::unique_ptr<WatchStream>(
-      std::make_unique<KubeWatchStream>(client_, collection_, std::move(watch_options)));
+      std::make_unique<KubeWatchStream>(client_, *std::move(collection), std::move(watch_options)));
+}
+
+ListerWatcherFactory KubeListerWatcherFactory(kube::Client* client, kube::Discovery* discovery) {
+  return
+      [client, discovery](const WatchKey& key) -> absl::StatusOr<std::shared_ptr<ListerWatcher>> {
+        return std::shared_ptr<ListerWatcher>(std::make_shared<KubeListerWatcher>(
+            client, discovery, kube::GroupVersionKind{key.group, key.version, key.kind},
+            key.namespace_));
+      };
 }
 
 }  // namespace ctrlhost::watch

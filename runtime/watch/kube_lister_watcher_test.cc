@@ -14,9 +14,11 @@
 #include "runtime/apiserver/server.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
+#include "runtime/kube/discovery.h"
 #include "runtime/kube/kubeconfig.h"
 #include "runtime/kube/rest_client.h"
 #include "runtime/watch/reflector.h"
+#include "runtime/watch/registry.h"
 
 namespace ctrlhost::watch {
 namespace {
@@ -146,6 +148,57 @@ TEST_F(KubeListerWatcherTest, ApiServerRestartMidWatchLosesNothing) {
   EXPECT_EQ(reflector.store().Get("default/cm0"), nullptr);
   EXPECT_NE(reflector.store().Get("default/after-restart"), nullptr);
   reflector.Stop();
+}
+
+TEST_F(KubeListerWatcherTest, RegistryWatchOfAKindCreatedAfterStart) {
+  kube::Discovery discovery(rest_.get(), absl::ZeroDuration());
+  ReflectorOptions defaults;
+  defaults.initial_backoff = absl::Milliseconds(20);  // keeps the test short on a real clock
+  defaults.max_backoff = absl::Milliseconds(100);
+  ReflectorRegistry registry(KubeListerWatcherFactory(client_.get(), &discovery), defaults);
+  WatchKey key;
+  key.group = "ctrlhost.dev";
+  key.version = "v1";
+  key.kind = "Gadget";
+  key.namespace_ = "default";
+  auto handle = registry.Acquire(key);  // the kind does not exist yet
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  // It lists, gets 404 and backs off (bounded wait for the first failure).
+  const absl::Time failed_by = absl::Now() + absl::Seconds(30);
+  while ((*handle)->Metrics().errors_total == 0 && absl::Now() < failed_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE((*handle)->Metrics().errors_total, 1u);
+  EXPECT_FALSE((*handle)->HasSynced());
+
+  kube::ResourceRef crds;
+  crds.group = "apiextensions.k8s.io";
+  crds.version = "v1";
+  crds.resource = "customresourcedefinitions";
+  auto crd = client_->Create(
+      crds, R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+          "metadata":{"name":"gadgets.ctrlhost.dev"},
+          "spec":{"group":"ctrlhost.dev","scope":"Namespaced",
+                  "names":{"plural":"gadgets","singular":"gadget","kind":"Gadget"},
+                  "versions":[{"name":"v1","served":true,"storage":true,
+                               "schema":{"openAPIV3Schema":{"type":"object",
+                                 "x-kubernetes-preserve-unknown-fields":true}}}]}})");
+  ASSERT_TRUE(crd.ok()) << crd.status();
+  ASSERT_TRUE((*handle)->WaitForSync(absl::Seconds(30)));
+
+  kube::ResourceRef gadgets;
+  gadgets.group = "ctrlhost.dev";
+  gadgets.version = "v1";
+  gadgets.resource = "gadgets";
+  gadgets.namespace_name = "default";
+  auto created = client_->Create(
+      gadgets, R"({"apiVersion":"ctrlhost.dev/v1","kind":"Gadget","metadata":{"name":"g1"}})");
+  ASSERT_TRUE(created.ok()) << created.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((*handle)->store().Get("default/g1") == nullptr && absl::Now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_NE((*handle)->store().Get("default/g1"), nullptr);
 }
 
 TEST_F(KubeListerWatcherTest, CloseEndsABlockedNext) {
