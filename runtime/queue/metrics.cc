@@ -9,17 +9,17 @@ absl::Duration DurationHistogram::UpperBound(int i) {
   return bound;
 }
 
-void DurationHistogram::ObserveNanos(int64_t ns) {
+void DurationHistogram::ObserveNanos(int64_t ns, uint32_t weight) {
   if (ns < 0) ns = 0;
-  ++count;
-  sum_nanos += ns;
+  count += weight;
+  sum_nanos += ns * static_cast<int64_t>(weight);
   int i = 0;
   int64_t bound = 10'000;  // 10 us
   while (i < kBuckets - 1 && ns > bound) {
     ++i;
     bound *= 10;
   }
-  ++counts[i];
+  counts[i] += weight;
 }
 
 }  // namespace ctrlhost::queue

@@ -23,8 +23,9 @@ struct DurationHistogram {
   static absl::Duration UpperBound(int i);
 
   void Observe(absl::Duration d) { ObserveNanos(absl::ToInt64Nanoseconds(d)); }
-  // Negative durations (a clock stepping back) count as zero.
-  void ObserveNanos(int64_t ns);
+  // Counts `ns` `weight` times (a sampled observation standing for `weight` of them). Negative
+  // durations (a clock stepping back) count as zero.
+  void ObserveNanos(int64_t ns, uint32_t weight = 1);
   absl::Duration sum() const { return absl::Nanoseconds(sum_nanos); }
 
   std::array<uint64_t, kBuckets> counts{};  // not cumulative: counts[i] is bucket i alone
@@ -34,18 +35,22 @@ struct DurationHistogram {
 
 // A consistent snapshot of one queue's metrics (taken under the queue's mutex).
 struct QueueMetrics {
-  size_t depth = 0;                 // keys ready to be handed out
-  size_t delayed = 0;               // keys waiting for an AddAfter / AddRateLimited deadline
-  size_t processing = 0;            // keys handed out and not yet Done
-  size_t keys = 0;                  // interned keys, including idle ones kept for reuse
-  uint64_t adds_total = 0;          // Add calls that queued a key or marked it for re-queue
-  uint64_t deduped_total = 0;       // Add calls for a key already waiting (no effect)
-  uint64_t retries_total = 0;       // AddRateLimited calls
-  uint64_t gets_total = 0;          // keys handed out
-  DurationHistogram queue_latency;  // from queued to handed out
-  DurationHistogram work_duration;  // from handed out to Done
+  size_t depth = 0;            // keys ready to be handed out
+  size_t delayed = 0;          // keys waiting for an AddAfter / AddRateLimited deadline
+  size_t processing = 0;       // keys handed out and not yet Done
+  size_t keys = 0;             // interned keys, including idle ones kept for reuse
+  uint64_t adds_total = 0;     // Add calls that queued a key or marked it for re-queue
+  uint64_t deduped_total = 0;  // Add calls for a key already waiting (no effect)
+  uint64_t retries_total = 0;  // AddRateLimited calls
+  uint64_t gets_total = 0;     // keys handed out
+  // Sampled (WorkQueue::Options::duration_sample_every): one key in N is timed and counted N
+  // times, so count and sum are estimates of every key's (exact when N is 1).
+  DurationHistogram queue_latency;     // from queued to handed out
+  DurationHistogram work_duration;     // from handed out to Done
+  uint32_t duration_sample_every = 1;  // the N above
   // How long the oldest key still processing has been processing (zero when none), and the
-  // sum over all keys still processing: a stuck worker shows up here before it finishes.
+  // sum over all keys still processing: a stuck worker shows up here before it finishes. Every
+  // key counts (not sampled); with the real clock start times are coarse (a few ms).
   absl::Duration longest_running = absl::ZeroDuration();
   absl::Duration unfinished_work = absl::ZeroDuration();
 };

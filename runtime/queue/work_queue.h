@@ -69,10 +69,17 @@ class WorkQueue {
     int burst = 100;                                    // token bucket size
     // Idle keys (nothing queued, not processing, no backoff) kept interned for reuse.
     size_t max_idle_keys = 4096;
-    // Time every key for the queue_latency / work_duration histograms and longest_running
-    // (three clock reads per key, ~50 ns with the real clock; see bench/README.md). When
-    // false those metrics stay zero and the hot path reads the clock only for delayed keys.
+    // Record the queue_latency / work_duration histograms, longest_running and
+    // unfinished_work. When false those metrics stay zero and the hot path reads the clock only
+    // for delayed keys.
     bool record_durations = true;
+    // With record_durations, time one ready key in this many for the two histograms (three
+    // precise clock reads for that key, none for the others; 0 or 1: every key). Each timed
+    // key counts `duration_sample_every` times, so count and sum estimate all keys. Every
+    // handed-out key still gets a start time from a cheap coarse clock (CLOCK_REALTIME_COARSE,
+    // a few ms resolution, ~5 ns) so longest_running and unfinished_work cover every key.
+    // A precise read costs ~20 ns here, three per key were most of Add+Get+Done (bench/README).
+    uint32_t duration_sample_every = 16;
   };
 
   // A key handed out by Get. `key` is valid until Done(item).
@@ -135,7 +142,7 @@ class WorkQueue {
     std::string key;  // keeps its capacity when the slot is reused
     // Unix nanoseconds (integer arithmetic: absl::Time's is 128-bit and out of line here).
     int64_t queued_at_ns = 0;
-    int64_t started_at_ns = 0;
+    int64_t started_at_ns = 0;  // coarse unless `sampled`
     absl::Time deadline;
     uint32_t heap_pos = kNone;  // position in heap_, kNone when not delayed
     uint32_t failures = 0;
@@ -145,11 +152,18 @@ class WorkQueue {
     bool queued = false;      // in the ready ring
     bool processing = false;  // handed out, not Done
     bool dirty = false;       // added while processing: queue again on Done
+    bool sampled = false;     // this run is timed for the histograms (queued_at_ns is precise)
   };
 
   // clock_->Now(), faster for the real clock.
   absl::Time Now() const;
   int64_t NowNanos() const;
+  // A cheap timestamp for longest_running: CLOCK_REALTIME_COARSE for the real clock (a few ms
+  // behind at most), the clock itself otherwise.
+  int64_t CoarseNanos() const;
+  // Puts a key that became ready on the ring, deciding whether this run is timed. `now_ns` is
+  // the precise time if the caller has it, else 0 (read here only if the run is sampled).
+  void PushReady(uint32_t slot, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Promotes due delayed keys; returns the time in Unix nanoseconds when Get needs it
   // (durations recorded, or delayed keys), else 0.
   int64_t PromoteAndNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,6 +200,7 @@ class WorkQueue {
   // Constant after construction.
   const std::string name_;
   const Options options_;
+  const uint32_t sample_every_;  // options_.duration_sample_every, at least 1
   common::Clock* const clock_;
   const bool real_clock_;
 
@@ -208,6 +223,8 @@ class WorkQueue {
   size_t ring_size_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint32_t> heap_ ABSL_GUARDED_BY(mu_);  // min-heap of slots by deadline
   size_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ready keys until the next timed one (1: the next key is timed; a countdown, not a modulo).
+  uint32_t sample_countdown_ ABSL_GUARDED_BY(mu_) = 1;
   TokenBucket bucket_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   ShutdownMode shutdown_mode_ ABSL_GUARDED_BY(mu_) = ShutdownMode::kDrain;

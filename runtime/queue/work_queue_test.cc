@@ -297,7 +297,9 @@ TEST(WorkQueueTest, IdleKeysAreEvictedAndSlotsReused) {
 
 TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
   common::FakeClock clock;
-  WorkQueue q("test", NoBucket(), &clock);
+  WorkQueue::Options options = NoBucket();
+  options.duration_sample_every = 1;  // every key timed: exact histograms
+  WorkQueue q("test", options, &clock);
   q.Add("ns/a");
   q.Add("ns/b");
   clock.Advance(absl::Milliseconds(3));
@@ -321,6 +323,51 @@ TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
   EXPECT_EQ(m.work_duration.sum(), absl::Seconds(4));
   EXPECT_EQ(m.longest_running, absl::ZeroDuration());
   EXPECT_EQ(m.depth, 0u);
+}
+
+// One key in N is timed and counted N times; longest_running still covers every key.
+TEST(WorkQueueTest, SampledDurationsScaleAndLongestRunningCoversUnsampledKeys) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.duration_sample_every = 4;
+  WorkQueue q("test", options, &clock);
+  for (int i = 0; i < 8; ++i) q.Add(absl::StrCat("ns/k", i));  // k0 and k4 are timed
+  clock.Advance(absl::Milliseconds(5));
+  std::vector<WorkQueue::Item> items;
+  for (int i = 0; i < 8; ++i) {
+    std::optional<WorkQueue::Item> item = q.TryGet();
+    ASSERT_TRUE(item);
+    items.push_back(*item);
+    clock.Advance(absl::Seconds(1));  // k0 started 8 s before Metrics, k7 1 s
+  }
+  QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.duration_sample_every, 4u);
+  EXPECT_EQ(m.queue_latency.count, 8u);
+  // k0 waited 5 ms, k4 5 ms + 4 s; each counts 4 times.
+  EXPECT_EQ(m.queue_latency.sum(), 4 * (absl::Milliseconds(5) + absl::Milliseconds(4005)));
+  EXPECT_EQ(m.queue_latency.counts[3], 4u);
+  EXPECT_EQ(m.queue_latency.counts[6], 4u);
+  EXPECT_EQ(m.longest_running, absl::Seconds(8));
+  EXPECT_EQ(m.unfinished_work, absl::Seconds(8 + 7 + 6 + 5 + 4 + 3 + 2 + 1));
+  for (const WorkQueue::Item& item : items) ASSERT_TRUE(q.Done(item).ok());
+  m = q.Metrics();
+  EXPECT_EQ(m.work_duration.count, 8u);
+  EXPECT_EQ(m.work_duration.sum(), 4 * (absl::Seconds(8) + absl::Seconds(4)));
+  EXPECT_EQ(m.longest_running, absl::ZeroDuration());
+  EXPECT_EQ(m.gets_total, 8u);
+  // A re-queue by Done takes part in the sampling like any other ready key.
+  q.Add("ns/k0");
+  std::optional<WorkQueue::Item> a = q.TryGet();  // 9th ready key: timed
+  ASSERT_TRUE(a);
+  q.Add("ns/k0");
+  clock.Advance(absl::Seconds(2));
+  ASSERT_TRUE(q.Done(*a).ok());  // re-queued: 10th ready key, not timed
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(Take(q), "ns/k0");
+  m = q.Metrics();
+  EXPECT_EQ(m.queue_latency.count, 12u);
+  EXPECT_EQ(m.work_duration.count, 12u);
+  EXPECT_EQ(m.work_duration.sum(), 4 * (absl::Seconds(8) + absl::Seconds(4) + absl::Seconds(2)));
 }
 
 TEST(WorkQueueTest, WithoutDurationsBehaviourIsTheSameAndTimingMetricsStayZero) {
