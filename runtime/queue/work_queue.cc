@@ -381,38 +381,67 @@ std::optional<WorkQueue::Item> WorkQueue::Get() {
   }
 }
 
+absl::Status WorkQueue::DoneLocked(const Item& item, bool* made_ready) {
+  if (item.slot >= slots_.size() || !slots_[item.slot].processing ||
+      slots_[item.slot].generation != item.generation) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("work queue ", name_, ": Done for a key that is not being processed"));
+  }
+  Slot& s = slots_[item.slot];
+  s.processing = false;
+  --processing_count_;
+  int64_t now_ns = 0;
+  if (s.sampled) {
+    now_ns = NowNanos();
+    counters_.work_duration.ObserveNanos(now_ns - s.started_at_ns, sample_every_);
+    s.sampled = false;
+  }
+  if (s.dirty) {
+    s.dirty = false;
+    --dirty_count_;
+    PushReady(item.slot, now_ns);
+    *made_ready = true;
+  }
+  MaybeIdle(item.slot);
+  return absl::OkStatus();
+}
+
 absl::Status WorkQueue::Done(const Item& item) {
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
-    if (item.slot >= slots_.size() || !slots_[item.slot].processing ||
-        slots_[item.slot].generation != item.generation) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("work queue ", name_, ": Done for a key that is not being processed"));
-    }
-    Slot& s = slots_[item.slot];
-    s.processing = false;
-    --processing_count_;
-    int64_t now_ns = 0;
-    if (s.sampled) {
-      now_ns = NowNanos();
-      counters_.work_duration.ObserveNanos(now_ns - s.started_at_ns, sample_every_);
-      s.sampled = false;
-    }
     bool made_ready = false;
-    if (s.dirty) {
-      s.dirty = false;
-      --dirty_count_;
-      PushReady(item.slot, now_ns);
-      made_ready = true;
-    }
-    MaybeIdle(item.slot);
+    absl::Status status = DoneLocked(item, &made_ready);
+    if (!status.ok()) return status;
     wakeup = PrepareWakeup(made_ready);
     // A draining queue's last re-queue-pending Done ends every waiter's Get.
     if (shut_down_ && dirty_count_ == 0 && waiters_ > 0) wakeup.all = true;
   }
   Deliver(wakeup);
   return absl::OkStatus();
+}
+
+std::optional<WorkQueue::Item> WorkQueue::DoneAndTryGet(const Item& done, absl::Status* status) {
+  Wakeup wakeup;
+  std::optional<Item> next;
+  {
+    common::MutexLock lock(&mu_);
+    bool made_ready = false;
+    absl::Status done_status = DoneLocked(done, &made_ready);
+    next = TakeLocked(PromoteAndNow());
+    // A key re-queued by this Done and taken right back (the ring is empty again) needs no
+    // wake-up; otherwise wake as Done would.
+    wakeup = PrepareWakeup(made_ready && ring_size_ > 0);
+    if (shut_down_ && dirty_count_ == 0 && waiters_ > 0) wakeup.all = true;
+    if (status != nullptr) *status = std::move(done_status);
+  }
+  Deliver(wakeup);
+  return next;
+}
+
+std::optional<WorkQueue::Item> WorkQueue::DoneAndGet(const Item& done, absl::Status* status) {
+  if (std::optional<Item> next = DoneAndTryGet(done, status)) return next;
+  return Get();  // nothing ready: this worker blocks anyway, a second lock costs nothing
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -117,6 +117,18 @@ class WorkQueue {
   // Ends the processing of `item`, re-queueing its key if it was added meanwhile.
   // FailedPrecondition if `item` is not being processed (Done twice, or a foreign item).
   absl::Status Done(const Item& item);
+  // Done(done) then Get() under one lock acquisition, for worker loops: saves a lock pair per
+  // key. The status of the Done part goes to `*status` (if not null); a failed Done changes
+  // nothing and the Get part still runs. Blocks as Get when nothing is ready.
+  //
+  //   std::optional<WorkQueue::Item> item = queue.Get();
+  //   while (item) {
+  //     Reconcile(item->key);
+  //     item = queue.DoneAndGet(*item);
+  //   }
+  std::optional<Item> DoneAndGet(const Item& done, absl::Status* status = nullptr);
+  // As DoneAndGet, but never blocks: nullopt when nothing is ready now.
+  std::optional<Item> DoneAndTryGet(const Item& done, absl::Status* status = nullptr);
 
   // Stops accepting keys. Returns the keys that will never be handed out: with kAbandon every
   // queued, delayed or re-queue-pending key; with kDrain the delayed keys not yet due (ready
@@ -187,6 +199,9 @@ class WorkQueue {
   void HeapDown(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapRemoveTop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::optional<Item> TakeLocked(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the processing of `item`; sets *made_ready if its key was re-queued. The caller
+  // prepares the wake-up.
+  absl::Status DoneLocked(const Item& item, bool* made_ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // What to do once mu_ is released after a key became ready.
   struct Wakeup {

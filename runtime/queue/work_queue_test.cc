@@ -370,6 +370,69 @@ TEST(WorkQueueTest, SampledDurationsScaleAndLongestRunningCoversUnsampledKeys) {
   EXPECT_EQ(m.work_duration.sum(), 4 * (absl::Seconds(8) + absl::Seconds(4) + absl::Seconds(2)));
 }
 
+TEST(WorkQueueTest, DoneAndTryGetEndsOneRunAndStartsTheNext) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  q.Add("ns/a");
+  q.Add("ns/b");
+  std::optional<WorkQueue::Item> a = q.TryGet();
+  ASSERT_TRUE(a);
+  q.Add("ns/a");  // re-queued behind b by the Done part
+  absl::Status status = absl::UnknownError("unset");
+  std::optional<WorkQueue::Item> b = q.DoneAndTryGet(*a, &status);
+  EXPECT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->key, "ns/b");
+  std::optional<WorkQueue::Item> a2 = q.DoneAndTryGet(*b, &status);
+  EXPECT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(a2);
+  EXPECT_EQ(a2->key, "ns/a");
+  // Re-added while processing and alone in the queue: handed straight back, after the Done.
+  q.Add("ns/a");
+  std::optional<WorkQueue::Item> a3 = q.DoneAndTryGet(*a2, &status);
+  ASSERT_TRUE(a3);
+  EXPECT_EQ(a3->key, "ns/a");
+  EXPECT_NE(a3->generation, a2->generation);
+  // A stale item: the Done part fails and changes nothing; the Get part still runs.
+  q.Add("ns/c");
+  std::optional<WorkQueue::Item> c = q.DoneAndTryGet(*a2, &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->key, "ns/c");
+  EXPECT_EQ(q.Metrics().processing, 2u);  // a3 and c
+  EXPECT_FALSE(q.DoneAndTryGet(*a3, &status));
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_FALSE(q.DoneAndTryGet(*c));
+  const QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.processing, 0u);
+  EXPECT_EQ(m.gets_total, 5u);
+}
+
+TEST(WorkQueueTest, DoneAndGetBlocksUntilAKeyIsReadyOrShutDown) {
+  WorkQueue q("test", NoBucket(), common::Clock::Real());
+  q.Add("ns/a");
+  std::optional<WorkQueue::Item> a = q.Get();
+  ASSERT_TRUE(a);
+  std::atomic<int> handed_out{0};
+  std::thread worker([&] {
+    std::optional<WorkQueue::Item> item = q.DoneAndGet(*a);  // blocks: nothing ready
+    while (item) {
+      ++handed_out;
+      item = q.DoneAndGet(*item);
+    }
+  });
+  q.Add("ns/b");
+  // Wait (bounded) until the worker has taken b, then end the queue: the worker's blocked
+  // DoneAndGet returns nullopt.
+  for (int i = 0; i < 10000 && q.Metrics().gets_total < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(q.ShutDown(ShutdownMode::kDrain).empty());
+  worker.join();
+  EXPECT_EQ(handed_out.load(), 1);
+  EXPECT_EQ(q.Metrics().processing, 0u);
+}
+
 TEST(WorkQueueTest, WithoutDurationsBehaviourIsTheSameAndTimingMetricsStayZero) {
   common::FakeClock clock;
   WorkQueue::Options options = NoBucket();
@@ -408,8 +471,10 @@ TEST(WorkQueueTest, ManyProducersAndConsumers) {
   std::atomic<bool> overlap{false};
   std::vector<std::thread> consumers;
   for (int c = 0; c < kConsumers; ++c) {
-    consumers.emplace_back([&] {
-      while (std::optional<WorkQueue::Item> item = q.Get()) {
+    // Half the consumers use the fused DoneAndGet.
+    consumers.emplace_back([&, fused = c % 2 == 1] {
+      std::optional<WorkQueue::Item> item = q.Get();
+      while (item) {
         const std::string key(item->key);
         {
           common::MutexLock lock(&mu);
@@ -421,7 +486,14 @@ TEST(WorkQueueTest, ManyProducersAndConsumers) {
           in_flight.erase(key);
           ++processed[key];
         }
-        EXPECT_TRUE(q.Done(*item).ok());
+        if (fused) {
+          absl::Status status;
+          item = q.DoneAndGet(*item, &status);
+          EXPECT_TRUE(status.ok()) << status;
+        } else {
+          EXPECT_TRUE(q.Done(*item).ok());
+          item = q.Get();
+        }
       }
     });
   }
