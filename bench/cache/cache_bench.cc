@@ -478,6 +478,11 @@ absl::Status RunKind(const Flags& flags, kube::Client& client, const std::string
     s.value = static_cast<double>(store.MemoryBytes()) / objects;
     s.unit = "B";
     reporter.Add(s);
+    Figure k;
+    k.metric = absl::StrCat("  JSON kept per ", kind.label, " (managedFields stripped)");
+    k.value = static_cast<double>(store.JsonBytes()) / objects;
+    k.unit = "B";
+    reporter.Add(k);
     Figure n;
     n.metric = absl::StrCat("heap per ", kind.label, " vs client-node informer");
     n.value = heap_per_object;
