@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -241,22 +244,40 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
     }
     impl->port = options.port;
   }
-  impl->listener = std::thread([raw] { raw->http->listen_after_bind(); });
+  auto listener_done = std::make_shared<std::atomic<bool>>(false);
+  impl->listener = std::thread([raw, listener_done] {
+    raw->http->listen_after_bind();
+    *listener_done = true;
+  });
+  // httplib's stop() does nothing until the listener thread is inside its accept loop: a Stop()
+  // right after Start() would leave that thread blocked in accept() for ever. Return only once
+  // it is running (or has already failed).
+  while (!http.is_running() && !*listener_done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (*listener_done) {
+    impl->listener.join();
+    return absl::InternalError(absl::StrCat("the HTTP listener on ", options.bind, ":", impl->port,
+                                            " stopped as soon as it started"));
+  }
 
+  // From here on the server owns the running threads: an error below stops them on return.
+  Impl* running = impl.get();
+  std::unique_ptr<ApiServer> server(new ApiServer(std::move(impl)));
   std::string host = options.bind == "0.0.0.0" ? "127.0.0.1" : options.bind;
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  const std::string url = absl::StrCat(impl->scheme, "://", host, ":", impl->port);
-  impl->kubeconfig = options.data_dir + "/kubeconfig";
+  const std::string url = absl::StrCat(running->scheme, "://", host, ":", running->port);
+  running->kubeconfig = options.data_dir + "/kubeconfig";
   if (!options.insecure_http) {
-    RETURN_IF_ERROR(WriteKubeconfig(impl->kubeconfig, url, options.data_dir + "/ca.crt",
-                                    impl->token, "ctrlhost"));
+    RETURN_IF_ERROR(WriteKubeconfig(running->kubeconfig, url, options.data_dir + "/ca.crt",
+                                    running->token, "ctrlhost"));
   } else {
-    RETURN_IF_ERROR(WriteKubeconfig(impl->kubeconfig, url, "", "", "ctrlhost"));
+    RETURN_IF_ERROR(WriteKubeconfig(running->kubeconfig, url, "", "", "ctrlhost"));
   }
-  common::LogInfo(
-      "API server listening",
-      {{"url", url}, {"kubeconfig", impl->kubeconfig}, {"revision", impl->store->Revision()}});
-  return std::unique_ptr<ApiServer>(new ApiServer(std::move(impl)));
+  common::LogInfo("API server listening", {{"url", url},
+                                           {"kubeconfig", running->kubeconfig},
+                                           {"revision", running->store->Revision()}});
+  return server;
 }
 
 ApiServer::ApiServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
