@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -288,6 +289,12 @@ class FakeWatchServerTest : public ::testing::Test {
     port_ = server_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // httplib's stop() is a no-op until the accept loop runs: wait for it (bounded) so that
+    // TearDown can always stop the server.
+    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(server_.is_running());
     RestConfig config;
     config.host = absl::StrCat("http://127.0.0.1:", port_);
     auto rest = RestClient::Create(config);

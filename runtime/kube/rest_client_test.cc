@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -122,6 +123,12 @@ class MisbehavingServerTest : public ::testing::Test {
     port_ = server_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // httplib's stop() is a no-op until the accept loop runs: wait for it (bounded) so that
+    // TearDown can always stop the server.
+    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(server_.is_running());
   }
 
   void TearDown() override {
