@@ -63,11 +63,11 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.sync_full = values.storage_sync == "full";
   options.retained_revisions = values.compaction_retain_revisions;
   options.compaction_interval = values.compaction_interval;
-  return ServeApiServerUntilSignal(options, out, err);
+  return ServeApiServerUntilSignal(options, values.print_kubeconfig_path, out, err);
 }
 
-int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options, std::ostream& out,
-                              std::ostream& err) {
+int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options,
+                              bool print_kubeconfig_path, std::ostream& out, std::ostream& err) {
   // Block the stop signals before any thread starts, then wait for them on this thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -77,9 +77,9 @@ int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options, std::o
   absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> server =
       apiserver::ApiServer::Start(options);
   if (!server.ok()) return Failure(server.status().ToString(), err);
-  out << "API server listening on " << (*server)->url() << "\n"
-      << "kubeconfig: " << (*server)->kubeconfig_path() << "\n"
-      << "try: kubectl --kubeconfig " << (*server)->kubeconfig_path() << " api-resources"
+  out << "API server listening on " << (*server)->url() << "\n";
+  if (print_kubeconfig_path) out << "kubeconfig: " << (*server)->kubeconfig_path() << "\n";
+  out << "try: kubectl --kubeconfig " << (*server)->kubeconfig_path() << " api-resources"
       << std::endl;
   int signal = 0;
   sigwait(&stop_signals, &signal);

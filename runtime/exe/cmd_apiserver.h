@@ -43,12 +43,13 @@ struct ApiServerFlags {
 // Declares the apiserver flags in `flags`, bound to `values`.
 void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values);
 
-// Starts the API server with `options`, prints where it listens and its kubeconfig on `out`
-// (the lines "API server listening on URL" and "kubeconfig: PATH"), serves until SIGINT or
+// Starts the API server with `options`, prints where it listens on `out` ("API server listening
+// on URL", then a kubectl hint; with `print_kubeconfig_path` also the machine-readable line
+// "kubeconfig: PATH" between them), serves until SIGINT or
 // SIGTERM, then stops it. Returns the exit code. Blocks SIGINT and SIGTERM in the calling thread
 // (and so in every thread it starts); call it from the main thread.
-int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options, std::ostream& out,
-                              std::ostream& err);
+int ServeApiServerUntilSignal(const apiserver::ApiServerOptions& options,
+                              bool print_kubeconfig_path, std::ostream& out, std::ostream& err);
 
 int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

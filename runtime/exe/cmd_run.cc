@@ -196,7 +196,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.data_dir = plan->data_dir;
   options.bind = values.apiserver_bind;
   options.port = static_cast<int>(values.apiserver_port);
-  return ServeApiServerUntilSignal(options, out, err);
+  return ServeApiServerUntilSignal(options, /*print_kubeconfig_path=*/true, out, err);
 }
 
 }  // namespace ctrlhost::exe

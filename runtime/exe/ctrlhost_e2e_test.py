@@ -160,6 +160,57 @@ class RunPreviewTest(unittest.TestCase):
                           result.stdout)
 
 
+def read_lines_until(process, prefix):
+    """Stdout lines of `process` up to and including the first starting with `prefix`.
+
+    Raw reads: a buffered readline() could hold lines the selector no longer sees."""
+    lines = []
+    pending = b""
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            break
+        chunk = os.read(process.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            lines.append(line.decode() + "\n")
+            if line.startswith(prefix.encode()):
+                return lines
+    return lines
+
+
+class ApiServerOutputTest(unittest.TestCase):
+
+    def serve(self, *flags):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            data_dir = os.path.join(directory, "data")
+            process = subprocess.Popen([BINARY, "apiserver", "--data-dir", data_dir,
+                                        "--port", "0", *flags],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            try:
+                lines = read_lines_until(process, "try: ")
+                process.send_signal(signal.SIGTERM)
+                self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                process.stdout.close()
+            return lines, os.path.join(data_dir, "kubeconfig")
+
+    def test_kubeconfig_line_only_with_the_flag(self):
+        lines, _ = self.serve()
+        self.assertTrue(lines[0].startswith("API server listening on https://127.0.0.1:"), lines)
+        self.assertFalse([l for l in lines if l.startswith("kubeconfig: ")], lines)
+        lines, kubeconfig = self.serve("--print-kubeconfig-path")
+        self.assertEqual(lines[1], "kubeconfig: %s\n" % kubeconfig, lines)
+
+
 class RunEmbeddedApiServerTest(unittest.TestCase):
 
     def test_run_without_kubeconfig_serves_the_embedded_api_server(self):
@@ -173,25 +224,9 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
                 [BINARY, "run", "-f", operator, "--data-dir", data_dir, "--apiserver-port", "0"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
             try:
-                # Raw reads: a buffered readline() could hold lines the selector no longer sees.
-                url = None
-                lines = []
-                pending = b""
-                deadline = time.monotonic() + TIMEOUT_SECONDS
-                selector = selectors.DefaultSelector()
-                selector.register(process.stdout, selectors.EVENT_READ)
-                while url is None and time.monotonic() < deadline:
-                    if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
-                        break
-                    chunk = os.read(process.stdout.fileno(), 65536)
-                    if not chunk:
-                        break
-                    pending += chunk
-                    while b"\n" in pending:
-                        line, pending = pending.split(b"\n", 1)
-                        lines.append(line.decode() + "\n")
-                        if line.startswith(b"API server listening on "):
-                            url = line.decode().split()[-1]
+                lines = read_lines_until(process, "try: ")
+                url = next((l.split()[-1] for l in lines
+                            if l.startswith("API server listening on ")), None)
                 self.assertIsNotNone(url, "no listening line; stdout: %r" % lines)
                 self.assertIn("API server: embedded, data in " + data_dir + "\n", lines)
                 context = ssl.create_default_context(cafile=os.path.join(data_dir, "ca.crt"))
