@@ -1,0 +1,117 @@
+// The seams between the controller runner, the plugin session and the applier.
+//
+// The runner (runtime/controller) turns queued keys into `pb::ReconcileCall`s, hands them to a
+// `Dispatcher` (implemented by a plugin session, runtime/plugin), and gives each response to a
+// `ResponseApplier` (implemented by runtime/controller/apply), whose `ApplyOutcome` tells the
+// runner what to do with the key next. Keeping these as interfaces lets each piece be tested
+// alone (the runner with a fake dispatcher, the applier against the embedded API server) and
+// lets the plugin behind a controller change at run time (hot swap) without the runner noticing.
+//
+// Example (the runner's worker loop, simplified):
+//   dispatcher->Dispatch(std::move(call), deadline, [&](absl::StatusOr<pb::ReconcileResponse> r) {
+//     ...signal the worker...
+//   });
+//   ApplyOutcome outcome = r.ok() ? applier->Apply(context, *r) : RetryOutcome(r.status());
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_RECONCILE_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_RECONCILE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "runtime/cache/store.h"
+#include "runtime/kube/discovery.h"
+
+namespace ctrlhost::controller {
+
+namespace pb = ::ctrlhost::plugin::v1alpha1;
+
+// A kind a controller owns, resolved to its resource.
+struct OwnedResource {
+  kube::ResourceMapping mapping;
+  bool delete_absent = false;  // children of this kind missing from `desired` are deleted
+};
+
+// What a controller is and may touch: the plugin's `ControllerSpec` merged with the operator
+// file's overrides, kinds resolved through discovery. Immutable once built; shared read-only by
+// the runner's workers and the applier.
+struct ControllerInfo {
+  std::string operator_name;  // the Operator document it comes from ("" in tests)
+  std::string plugin;         // plugin name in the operator
+  std::string name;           // controller name, unique within the host
+  kube::ResourceMapping primary;
+  std::vector<OwnedResource> owns;
+  std::string finalizer;      // "" when the controller declares none
+  std::string field_manager;  // server-side apply manager: "ctrlhost-<name>"
+  absl::Duration request_timeout = absl::Seconds(30);  // per reconcile request
+};
+
+// One reconcile of one key, as the applier needs to know it.
+struct ReconcileContext {
+  const ControllerInfo* controller = nullptr;  // borrowed, outlives the call
+  std::string namespace_;                      // "" for cluster-scoped primaries
+  std::string name;
+  cache::ObjectPtr primary;  // the cached primary the request carried; null when it is gone
+  uint32_t attempt = 0;      // 0 for the first try, then the key's number of retries
+  std::string trace_id;
+};
+
+// What the runner does with the key after a reconcile.
+enum class OutcomeKind {
+  kDone,          // success: forget the key's backoff
+  kRequeueAfter,  // success, run again after `requeue_after` (backoff forgotten)
+  kRetry,         // retryable failure: requeue with per-key backoff
+  kRequeueNow,    // conflict (409): requeue at once, without backoff, to read fresh state
+  kTerminal,      // terminal failure: no retry until the object changes
+};
+
+struct ApplyOutcome {
+  OutcomeKind kind = OutcomeKind::kDone;
+  absl::Duration requeue_after = absl::ZeroDuration();  // for kRequeueAfter
+  absl::Status status;                                  // why, for kRetry/kRequeueNow/kTerminal
+  bool finalizer_released = false;                      // the controller's finalizer was removed
+  uint32_t writes = 0;                                  // API writes made (for metrics and logs)
+};
+
+// `done` receives the plugin's response, or an error status: UNAVAILABLE (no ready plugin
+// instance, or its stream broke with the request in flight), DEADLINE_EXCEEDED (no answer by
+// the deadline), RESOURCE_EXHAUSTED (in-flight cap reached), INVALID_ARGUMENT (malformed
+// response). Every error is retryable from the runner's point of view.
+using ReconcileCallback = std::function<void(absl::StatusOr<pb::ReconcileResponse>)>;
+
+// Sends reconcile calls to whatever serves a controller now. Thread-safe. `done` is called
+// exactly once per Dispatch, from any thread (possibly inline, before Dispatch returns, for
+// immediate errors); it must not block.
+class Dispatcher {
+ public:
+  virtual ~Dispatcher() = default;
+  // `call.controller` names the controller; the dispatcher assigns request ids.
+  virtual void Dispatch(pb::ReconcileCall call, absl::Time deadline, ReconcileCallback done) = 0;
+};
+
+// Turns a plugin's response into API writes. Thread-safe; calls block on the API server (they
+// run on the runner's worker threads, never on gRPC threads).
+class ResponseApplier {
+ public:
+  virtual ~ResponseApplier() = default;
+  // Validates the whole response against what `context.controller` may touch, then writes it.
+  // Never throws, never crashes on malformed input (that is a kTerminal outcome).
+  virtual ApplyOutcome Apply(const ReconcileContext& context,
+                             const pb::ReconcileResponse& response) = 0;
+  // Adds the controller's finalizer to the live primary when it has none yet (the runner calls
+  // it before the first reconcile of an object that is not being deleted). OK when the
+  // controller declares no finalizer or the primary already has it; NotFound when it is gone.
+  virtual absl::Status EnsureFinalizer(const ReconcileContext& context) = 0;
+  // Records a terminal failure the runner detected itself (e.g. the plugin's answers keep
+  // being malformed) as a Warning event and a condition on the primary. Best effort.
+  virtual void RecordTerminal(const ReconcileContext& context, const absl::Status& status) = 0;
+};
+
+}  // namespace ctrlhost::controller
+
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_RECONCILE_H_
