@@ -1,0 +1,323 @@
+#include "sdk/cpp/result.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace ctrlhost::sdk {
+namespace {
+
+// Never throws, even for strings that are not valid UTF-8 (they are replaced).
+std::string Dump(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool NonEmptyString(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() && !it->get<std::string>().empty();
+}
+
+// ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (metav1.Condition reason).
+bool ValidConditionReason(absl::string_view reason) {
+  if (reason.empty() || reason.size() > 1024 || !absl::ascii_isalpha(reason[0])) return false;
+  for (char c : reason) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != ',' && c != ':') return false;
+  }
+  const char last = reason.back();
+  return absl::ascii_isalnum(last) || last == '_';
+}
+
+google::protobuf::Duration ToProtoDuration(absl::Duration d) {
+  google::protobuf::Duration out;
+  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &d);
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d)));
+  return out;
+}
+
+pb::ConditionStatus ToProto(ConditionStatus s) {
+  switch (s) {
+    case ConditionStatus::kTrue:
+      return pb::CONDITION_STATUS_TRUE;
+    case ConditionStatus::kFalse:
+      return pb::CONDITION_STATUS_FALSE;
+    case ConditionStatus::kUnknown:
+      return pb::CONDITION_STATUS_UNKNOWN;
+  }
+  return pb::CONDITION_STATUS_UNKNOWN;
+}
+
+bool IsPrimary(const Request& request, const nlohmann::json& obj) {
+  auto str = [&](const nlohmann::json* v) {
+    return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  return str(FindPath(obj, "kind")) == request.kind() &&
+         str(FindPath(obj, "apiVersion")) == request.api_version() &&
+         str(FindPath(obj, "metadata.name")) == request.name();
+}
+
+}  // namespace
+
+nlohmann::json NewObject(absl::string_view api_version, absl::string_view kind,
+                         absl::string_view name) {
+  nlohmann::json obj = {{"apiVersion", std::string(api_version)},
+                        {"kind", std::string(kind)},
+                        {"metadata", nlohmann::json::object()}};
+  if (!name.empty()) obj["metadata"]["name"] = std::string(name);
+  return obj;
+}
+
+void ComposeMergePatch(nlohmann::json* base, const nlohmann::json& patch) {
+  if (!patch.is_object() || !base->is_object()) {
+    *base = patch;
+    return;
+  }
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    auto existing = base->find(it.key());
+    if (existing != base->end() && existing->is_object() && it->is_object()) {
+      ComposeMergePatch(&*existing, *it);
+    } else {
+      (*base)[it.key()] = *it;
+    }
+  }
+}
+
+Result Result::RetryableError(absl::string_view message) {
+  Result r;
+  r.SetError(ErrorKind::kRetryable, message);
+  return r;
+}
+
+Result Result::TerminalError(absl::string_view message) {
+  Result r;
+  r.SetError(ErrorKind::kTerminal, message);
+  return r;
+}
+
+Result Result::FromStatus(const absl::Status& status) {
+  if (status.ok()) return Result();
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kPermissionDenied:
+      return TerminalError(status.ToString());
+    default:
+      return RetryableError(status.ToString());
+  }
+}
+
+Result Result::Finalized() {
+  Result r;
+  r.SetFinalized();
+  return r;
+}
+
+Result Result::Requeue(absl::Duration after) {
+  Result r;
+  r.SetRequeueAfter(after);
+  return r;
+}
+
+nlohmann::json& Result::Desire(nlohmann::json object) {
+  desired_.push_back(std::move(object));
+  return desired_.back();
+}
+
+nlohmann::json& Result::Status() {
+  if (!status_.has_value() || !status_->is_object()) status_ = nlohmann::json::object();
+  return *status_;
+}
+
+void Result::MergeStatus(const nlohmann::json& patch) { ComposeMergePatch(&Status(), patch); }
+
+void Result::SetCondition(absl::string_view type, ConditionStatus status, absl::string_view reason,
+                          absl::string_view message) {
+  Condition c{std::string(type), status, std::string(reason), std::string(message)};
+  for (Condition& existing : conditions_) {
+    if (existing.type == c.type) {
+      existing = std::move(c);
+      return;
+    }
+  }
+  conditions_.push_back(std::move(c));
+}
+
+void Result::Event(EventType type, absl::string_view reason, absl::string_view message) {
+  events_.push_back(EventRecord{type, std::string(reason), std::string(message)});
+}
+
+void Result::PatchPrimary(PatchType type, nlohmann::json patch,
+                          absl::string_view resource_version) {
+  patches_.push_back(PatchRecord{pb::PATCH_TARGET_PRIMARY, "", "", "", type, std::move(patch),
+                                 std::string(resource_version)});
+}
+
+void Result::PatchPrimaryStatus(PatchType type, nlohmann::json patch,
+                                absl::string_view resource_version) {
+  patches_.push_back(PatchRecord{pb::PATCH_TARGET_PRIMARY_STATUS, "", "", "", type,
+                                 std::move(patch), std::string(resource_version)});
+}
+
+void Result::PatchOwned(absl::string_view api_version, absl::string_view kind,
+                        absl::string_view name, PatchType type, nlohmann::json patch,
+                        absl::string_view resource_version) {
+  patches_.push_back(PatchRecord{pb::PATCH_TARGET_OWNED, std::string(api_version),
+                                 std::string(kind), std::string(name), type, std::move(patch),
+                                 std::string(resource_version)});
+}
+
+void Result::SetError(ErrorKind kind, absl::string_view message) {
+  error_ = ErrorRecord{kind, std::string(message)};
+}
+
+void Result::Merge(Result other) {
+  for (nlohmann::json& d : other.desired_) desired_.push_back(std::move(d));
+  if (other.status_.has_value()) MergeStatus(*other.status_);
+  for (Condition& c : other.conditions_) SetCondition(c.type, c.status, c.reason, c.message);
+  for (EventRecord& e : other.events_) events_.push_back(std::move(e));
+  for (PatchRecord& p : other.patches_) patches_.push_back(std::move(p));
+  if (other.requeue_after_.has_value() &&
+      (!requeue_after_.has_value() || *other.requeue_after_ < *requeue_after_)) {
+    requeue_after_ = other.requeue_after_;
+  }
+  if (!error_.has_value()) error_ = std::move(other.error_);
+  finalized_ = finalized_ && other.finalized_;
+}
+
+absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
+    const Request& request, uint64_t request_id,
+    const std::set<pb::Capability>& capabilities) const {
+  auto need = [&](pb::Capability cap, absl::string_view what) -> absl::Status {
+    if (capabilities.count(cap) > 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " needs ", pb::Capability_Name(cap), ", which the host did not offer"));
+  };
+  if (!request.exists() && (!desired_.empty() || status_.has_value() || !conditions_.empty() ||
+                            !patches_.empty() || finalized_)) {
+    return absl::FailedPreconditionError(
+        "the primary is gone: only events, an error and requeue_after may be answered");
+  }
+  if (finalized_ && !request.finalizing()) {
+    return absl::FailedPreconditionError(
+        "Finalized() answered to a request that is not finalizing");
+  }
+  if (finalized_ && error_.has_value()) {
+    return absl::FailedPreconditionError("Finalized() together with an error");
+  }
+  if (requeue_after_.has_value() && *requeue_after_ < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("negative requeue_after");
+  }
+
+  pb::ReconcileResponse resp;
+  resp.set_request_id(request_id);
+  if (!desired_.empty()) {
+    if (absl::Status s = need(pb::CAPABILITY_SERVER_SIDE_APPLY, "a desired object"); !s.ok()) {
+      return s;
+    }
+  }
+  for (size_t i = 0; i < desired_.size(); ++i) {
+    nlohmann::json obj = desired_[i];
+    if (!obj.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("desired object ", i, " is not an object"));
+    }
+    if (!NonEmptyString(obj, "apiVersion") || !NonEmptyString(obj, "kind")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("desired object ", i, " needs apiVersion and kind"));
+    }
+    nlohmann::json& meta = obj["metadata"];
+    if (meta.is_null()) meta = nlohmann::json::object();
+    if (!meta.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("desired object ", i, ": metadata is not an object"));
+    }
+    if (!meta.contains("name")) meta["name"] = request.name();
+    if (!NonEmptyString(meta, "name")) {
+      return absl::InvalidArgumentError(absl::StrCat("desired object ", i, " has no name"));
+    }
+    if (!meta.contains("namespace") && !request.namespace_().empty()) {
+      meta["namespace"] = request.namespace_();
+    }
+    if (!meta.contains("labels") && !IsPrimary(request, obj)) {
+      const std::map<std::string, std::string> labels = request.labels();
+      if (!labels.empty()) meta["labels"] = labels;
+    }
+    resp.add_desired_objects(Dump(obj));
+  }
+  for (const PatchRecord& p : patches_) {
+    if (p.type == PatchType::kJsonPatch && !p.patch.is_array()) {
+      return absl::InvalidArgumentError("a JSON patch must be an array of operations");
+    }
+    if (p.type == PatchType::kMergePatch && !p.patch.is_object()) {
+      return absl::InvalidArgumentError("a merge patch must be a JSON object");
+    }
+    if (p.target == pb::PATCH_TARGET_OWNED &&
+        (p.api_version.empty() || p.kind.empty() || p.name.empty())) {
+      return absl::InvalidArgumentError("a patch of an owned object needs apiVersion, kind, name");
+    }
+    pb::Patch* out = resp.add_patches();
+    out->set_target(p.target);
+    out->set_api_version(p.api_version);
+    out->set_kind(p.kind);
+    out->set_name(p.name);
+    out->set_type(p.type == PatchType::kJsonPatch ? pb::PATCH_TYPE_JSON_PATCH
+                                                  : pb::PATCH_TYPE_MERGE_PATCH);
+    out->set_patch(Dump(p.patch));
+    out->set_resource_version(p.resource_version);
+  }
+  if (status_.has_value()) {
+    if (!status_->is_object()) return absl::InvalidArgumentError("status is not a JSON object");
+    if (!status_->empty()) resp.set_status(Dump(*status_));
+  }
+  if (!conditions_.empty()) {
+    if (absl::Status s = need(pb::CAPABILITY_CONDITIONS, "a condition"); !s.ok()) return s;
+  }
+  for (const Condition& c : conditions_) {
+    if (c.type.empty()) return absl::InvalidArgumentError("a condition without type");
+    if (!ValidConditionReason(c.reason)) {
+      return absl::InvalidArgumentError(absl::StrCat("condition ", c.type, ": reason \"", c.reason,
+                                                     "\" is not CamelCase ([A-Za-z0-9_,:])"));
+    }
+    pb::Condition* out = resp.add_conditions();
+    out->set_type(c.type);
+    out->set_status(ToProto(c.status));
+    out->set_reason(c.reason);
+    out->set_message(c.message);
+  }
+  for (const EventRecord& e : events_) {
+    if (e.reason.empty()) return absl::InvalidArgumentError("an event without reason");
+    pb::Event* out = resp.add_events();
+    out->set_type(e.type == EventType::kNormal ? pb::EVENT_TYPE_NORMAL : pb::EVENT_TYPE_WARNING);
+    out->set_reason(e.reason);
+    out->set_message(e.message);
+  }
+  if (requeue_after_.has_value()) *resp.mutable_requeue_after() = ToProtoDuration(*requeue_after_);
+  if (error_.has_value()) {
+    resp.mutable_error()->set_message(error_->message);
+    resp.mutable_error()->set_kind(error_->kind == ErrorKind::kTerminal ? pb::ERROR_KIND_TERMINAL
+                                                                        : pb::ERROR_KIND_RETRYABLE);
+  }
+  resp.set_finalized(finalized_);
+  return resp;
+}
+
+pb::ReconcileResponse ErrorResponse(uint64_t request_id, pb::ErrorKind kind,
+                                    absl::string_view message) {
+  pb::ReconcileResponse resp;
+  resp.set_request_id(request_id);
+  resp.mutable_error()->set_kind(kind);
+  resp.mutable_error()->set_message(std::string(message));
+  return resp;
+}
+
+std::set<pb::Capability> AllSdkCapabilities() {
+  return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
+          pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
+          pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS,
+          pb::CAPABILITY_SCHEDULES};
+}
+
+}  // namespace ctrlhost::sdk
