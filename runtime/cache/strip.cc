@@ -1,0 +1,318 @@
+#include "runtime/cache/strip.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/status.h"
+
+namespace ctrlhost::cache {
+namespace {
+
+constexpr absl::string_view kLastApplied = "kubectl.kubernetes.io/last-applied-configuration";
+
+// Bytes that matter while skipping over a container: quotes start strings, brackets nest.
+struct SpecialBytes {
+  bool table[256] = {};
+  constexpr SpecialBytes() {
+    table[static_cast<unsigned char>('"')] = true;
+    table[static_cast<unsigned char>('{')] = true;
+    table[static_cast<unsigned char>('}')] = true;
+    table[static_cast<unsigned char>('[')] = true;
+    table[static_cast<unsigned char>(']')] = true;
+  }
+};
+constexpr SpecialBytes kSpecial;
+
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Whether the raw (still escaped) JSON string contents `raw` decode to the ASCII `want`.
+bool RawKeyEquals(absl::string_view raw, absl::string_view want) {
+  if (raw.find('\\') == absl::string_view::npos) return raw == want;
+  size_t j = 0;
+  for (size_t i = 0; i < raw.size();) {
+    uint32_t c = static_cast<unsigned char>(raw[i]);
+    if (c != '\\') {
+      ++i;
+    } else {
+      if (i + 1 >= raw.size()) return false;
+      const char e = raw[i + 1];
+      i += 2;
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          c = static_cast<unsigned char>(e);
+          break;
+        case 'b':
+          c = '\b';
+          break;
+        case 'f':
+          c = '\f';
+          break;
+        case 'n':
+          c = '\n';
+          break;
+        case 'r':
+          c = '\r';
+          break;
+        case 't':
+          c = '\t';
+          break;
+        case 'u': {
+          if (i + 4 > raw.size()) return false;
+          c = 0;
+          for (size_t k = 0; k < 4; ++k) {
+            const int h = HexValue(raw[i + k]);
+            if (h < 0) return false;
+            c = c * 16 + static_cast<uint32_t>(h);
+          }
+          i += 4;
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+    // `want` is ASCII: any other code point (or UTF-8 byte) cannot match.
+    if (c >= 0x80 || j >= want.size() || static_cast<unsigned char>(want[j]) != c) return false;
+    ++j;
+  }
+  return j == want.size();
+}
+
+// A forward reader over the input. Every read is bounds-checked; a false return means the
+// input is not what the scanner can follow.
+class Scanner {
+ public:
+  explicit Scanner(absl::string_view s)
+      : begin_(s.data()), p_(s.data()), end_(s.data() + s.size()) {}
+
+  size_t pos() const { return static_cast<size_t>(p_ - begin_); }
+
+  void SkipSpace() {
+    while (p_ < end_ && IsSpace(*p_)) ++p_;
+  }
+
+  // Consumes `c` after optional whitespace.
+  bool Consume(char c) {
+    SkipSpace();
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+
+  // The next non-space byte, not consumed; '\0' at the end.
+  char Peek() {
+    SkipSpace();
+    return p_ < end_ ? *p_ : '\0';
+  }
+
+  // Reads a string at the current position; `raw` is its contents with escapes undecoded.
+  bool ScanString(absl::string_view* raw) {
+    if (p_ >= end_ || *p_ != '"') return false;
+    const char* start = ++p_;
+    while (true) {
+      const void* found = std::memchr(p_, '"', static_cast<size_t>(end_ - p_));
+      if (found == nullptr) return false;
+      const char* quote = static_cast<const char*>(found);
+      // The quote ends the string unless an odd number of backslashes precedes it.
+      const char* b = quote;
+      while (b > start && b[-1] == '\\') --b;
+      p_ = quote + 1;
+      if (((quote - b) & 1) == 0) {
+        *raw = absl::string_view(start, static_cast<size_t>(quote - start));
+        return true;
+      }
+    }
+  }
+
+  bool SkipValue() {
+    const char c = Peek();
+    if (c == '"') {
+      absl::string_view ignored;
+      return ScanString(&ignored);
+    }
+    if (c == '{' || c == '[') return SkipContainer();
+    // A number or literal: up to the next delimiter.
+    const char* start = p_;
+    while (p_ < end_ && !IsSpace(*p_) && *p_ != ',' && *p_ != '}' && *p_ != ']') ++p_;
+    return p_ > start;
+  }
+
+ private:
+  // Skips a container by matching brackets; strings are skipped whole so that brackets and
+  // quotes inside them do not count.
+  bool SkipContainer() {
+    size_t depth = 0;
+    while (p_ < end_) {
+      while (p_ < end_ && !kSpecial.table[static_cast<unsigned char>(*p_)]) ++p_;
+      if (p_ >= end_) break;
+      const char c = *p_;
+      if (c == '"') {
+        absl::string_view ignored;
+        if (!ScanString(&ignored)) return false;
+        continue;
+      }
+      ++p_;
+      if (c == '{' || c == '[') {
+        ++depth;
+      } else {
+        if (depth == 0) return false;
+        if (--depth == 0) return true;
+      }
+    }
+    return false;
+  }
+
+  const char* const begin_;
+  const char* p_;
+  const char* const end_;
+};
+
+// Turns "member i is removed / kept" decisions of one object into cuts that also remove the
+// right commas. A removed member after a kept one takes the comma before it: [end of the
+// previous value, end of its value). A removed member before any kept one takes everything up
+// to the next member's key: [its key, next key), or up to its own end when it is the last.
+class MemberCuts {
+ public:
+  explicit MemberCuts(StripCuts* out) : out_(out) {}
+
+  void Member(size_t start, size_t end, bool remove) {
+    if (pending_) {
+      out_->push_back({pending_start_, start});
+      pending_ = false;
+    }
+    if (remove) {
+      if (kept_any_) {
+        out_->push_back({previous_end_, end});
+      } else {
+        pending_ = true;
+        pending_start_ = start;
+      }
+    } else {
+      kept_any_ = true;
+    }
+    previous_end_ = end;
+  }
+
+  void Close() {
+    if (pending_) out_->push_back({pending_start_, previous_end_});
+    pending_ = false;
+  }
+
+ private:
+  StripCuts* out_;
+  bool kept_any_ = false;
+  bool pending_ = false;
+  size_t pending_start_ = 0;
+  size_t previous_end_ = 0;
+};
+
+// Scans the annotations object at the current position. Appends the cuts of last-applied
+// members to `cuts`; `*kept` counts the other members, `*removed` the cut ones.
+bool ScanAnnotations(Scanner& s, StripCuts* cuts, size_t* kept, size_t* removed) {
+  if (!s.Consume('{')) return false;
+  if (s.Consume('}')) return true;
+  MemberCuts members(cuts);
+  while (true) {
+    s.SkipSpace();
+    const size_t start = s.pos();
+    absl::string_view key;
+    if (!s.ScanString(&key) || !s.Consume(':') || !s.SkipValue()) return false;
+    const bool remove = RawKeyEquals(key, kLastApplied);
+    ++(remove ? *removed : *kept);
+    members.Member(start, s.pos(), remove);
+    if (s.Consume(',')) continue;
+    if (s.Consume('}')) break;
+    return false;
+  }
+  members.Close();
+  return true;
+}
+
+bool ScanMetadata(Scanner& s, StripSelection selection, StripCuts* cuts) {
+  if (!s.Consume('{')) return false;
+  if (s.Consume('}')) return true;
+  MemberCuts members(cuts);
+  StripCuts inner;
+  while (true) {
+    s.SkipSpace();
+    const size_t start = s.pos();
+    absl::string_view key;
+    if (!s.ScanString(&key) || !s.Consume(':')) return false;
+    bool remove = false;
+    inner.clear();
+    if (selection.managed_fields && RawKeyEquals(key, "managedFields")) {
+      if (!s.SkipValue()) return false;
+      remove = true;
+    } else if (selection.last_applied && s.Peek() == '{' && RawKeyEquals(key, "annotations")) {
+      size_t kept = 0;
+      size_t removed = 0;
+      if (!ScanAnnotations(s, &inner, &kept, &removed)) return false;
+      remove = removed > 0 && kept == 0;  // nothing left: drop the map
+    } else if (!s.SkipValue()) {
+      return false;
+    }
+    members.Member(start, s.pos(), remove);
+    if (!remove) cuts->insert(cuts->end(), inner.begin(), inner.end());
+    if (s.Consume(',')) continue;
+    if (s.Consume('}')) break;
+    return false;
+  }
+  members.Close();
+  return true;
+}
+
+absl::Status Unreadable(size_t pos) {
+  return absl::InvalidArgumentError("object JSON is malformed near byte " + std::to_string(pos) +
+                                    " (stripping metadata)");
+}
+
+}  // namespace
+
+absl::StatusOr<StripCuts> FindStripCuts(absl::string_view json, StripSelection selection) {
+  StripCuts cuts;
+  if (!selection.managed_fields && !selection.last_applied) return cuts;
+  Scanner s(json);
+  if (!s.Consume('{')) return Unreadable(s.pos());
+  if (s.Consume('}')) return cuts;
+  while (true) {
+    s.SkipSpace();
+    absl::string_view key;
+    if (!s.ScanString(&key) || !s.Consume(':')) return Unreadable(s.pos());
+    if (s.Peek() == '{' && RawKeyEquals(key, "metadata")) {
+      if (!ScanMetadata(s, selection, &cuts)) return Unreadable(s.pos());
+    } else if (!s.SkipValue()) {
+      return Unreadable(s.pos());
+    }
+    if (s.Consume(',')) continue;
+    if (s.Consume('}')) break;
+    return Unreadable(s.pos());
+  }
+  return cuts;
+}
+
+std::string ApplyStripCuts(absl::string_view json, const StripCuts& cuts) {
+  size_t removed = 0;
+  for (const ByteRange& c : cuts) removed += c.end - c.begin;
+  std::string out;
+  out.reserve(json.size() - removed);
+  size_t at = 0;
+  for (const ByteRange& c : cuts) {
+    out.append(json.data() + at, c.begin - at);
+    at = c.end;
+  }
+  out.append(json.data() + at, json.size() - at);
+  return out;
+}
+
+}  // namespace ctrlhost::cache

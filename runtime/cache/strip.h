@@ -1,0 +1,59 @@
+// Byte-range stripping of metadata members from an object's JSON, without re-serialising it.
+//
+// The cache drops `metadata.managedFields` and the
+// `kubectl.kubernetes.io/last-applied-configuration` annotation from every object it stores.
+// Rebuilding the JSON from a parsed tree costs more than parsing it; instead a small scanner
+// finds the byte ranges of the members to remove (with the comma that separates them from
+// their neighbours) and the caller copies the bytes around them. Everything that is kept keeps
+// its exact original bytes: whitespace, member order, number spelling, string escapes.
+//
+//   absl::StatusOr<StripCuts> cuts = FindStripCuts(json, {.managed_fields = true});
+//   if (cuts.ok()) std::string stripped = ApplyStripCuts(json, *cuts);
+//
+// The scanner is meant for documents a validating parser has already accepted (ObjectParser
+// parses with simdjson's DOM first and scans only objects that carry something to strip). It
+// still checks every byte it reads against the end of the input and reports kInvalidArgument
+// for anything it cannot follow, so no input makes it read out of bounds or crash.
+#ifndef CTRLHOST_RUNTIME_CACHE_STRIP_H_
+#define CTRLHOST_RUNTIME_CACHE_STRIP_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ctrlhost::cache {
+
+struct StripSelection {
+  // Remove every `managedFields` member of a top-level `metadata` object.
+  bool managed_fields = true;
+  // Remove every kubectl last-applied-configuration member of `metadata.annotations`; when no
+  // other annotation remains, remove the `annotations` member itself.
+  bool last_applied = true;
+};
+
+// A half-open byte range [begin, end) of the input to leave out.
+struct ByteRange {
+  size_t begin = 0;
+  size_t end = 0;
+  bool operator==(const ByteRange& o) const { return begin == o.begin && end == o.end; }
+};
+
+// Cuts in increasing, non-overlapping order. Inline storage: objects rarely need more than two
+// (managedFields and one annotation), so the common case does not allocate.
+using StripCuts = absl::InlinedVector<ByteRange, 4>;
+
+// The ranges of `json` (one JSON object) to remove. Empty when there is nothing to strip.
+// Errors: kInvalidArgument when `json` is not a well-formed JSON object as far as the scanner
+// reads it (it reads the top-level members and the inside of `metadata`; other values are
+// skipped by matching brackets and quotes, not validated).
+absl::StatusOr<StripCuts> FindStripCuts(absl::string_view json, StripSelection selection);
+
+// `json` without the `cuts` (as returned by FindStripCuts for the same `json`).
+std::string ApplyStripCuts(absl::string_view json, const StripCuts& cuts);
+
+}  // namespace ctrlhost::cache
+
+#endif  // CTRLHOST_RUNTIME_CACHE_STRIP_H_
