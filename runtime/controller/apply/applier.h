@@ -1,0 +1,77 @@
+// The applier: turns a controller plugin's ReconcileResponse into validated API writes
+// (controller::ResponseApplier, see runtime/controller/reconcile.h and README.md).
+//
+//   kube::Client client(rest.get());
+//   apply::Applier applier(&client);
+//   ApplyOutcome outcome = applier.Apply(context, response);   // on a runner worker thread
+//   if (outcome.kind == OutcomeKind::kRetry) queue.AddRateLimited(key);
+//
+// Apply() validates the whole response first (validate.h); an invalid one writes nothing of
+// the response and is recorded as a Warning event "InvalidResponse" plus the condition
+// Reconciled=False (reason "InvalidResponse") on the primary, outcome kTerminal. A valid one is
+// written in the protocol's order: desired objects (server-side apply, field manager
+// controller.field_manager, force, controller owner reference to the primary), patches, one
+// status write (status merge patch + conditions merged by type + the host's Reconciled
+// condition), pruning of absent children (delete_absent, only without error), events, finalizer
+// release. The first failing write stops the rest; see README.md for the outcome of each error.
+//
+// Thread-safe: no mutable state besides the event recorder's (which has its own mutex).
+// Calls block on the API server; run them on worker threads, never on gRPC threads.
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_APPLIER_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_APPLY_APPLIER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/controller/apply/event_recorder.h"
+#include "runtime/controller/reconcile.h"
+#include "runtime/kube/client.h"
+
+namespace ctrlhost::controller::apply {
+
+// The condition the host owns on every primary whose kind serves a status subresource.
+inline constexpr char kReconciledCondition[] = "Reconciled";
+// Reasons of Reconciled=False and of the host's own Warning events.
+inline constexpr char kReasonInvalidResponse[] = "InvalidResponse";  // refused response
+inline constexpr char kReasonTerminalError[] = "TerminalError";      // error kind TERMINAL
+inline constexpr char kReasonWriteRejected[] = "WriteRejected";      // server said 400/422
+inline constexpr char kReasonReconcileError[] = "ReconcileError";    // event for any error
+inline constexpr char kReasonSucceeded[] = "Succeeded";              // Reconciled=True again
+
+struct ApplierOptions {
+  common::Clock* clock = common::Clock::Real();  // borrowed; condition and event times
+  std::string component = "ctrlhost";            // events' source.component
+  absl::Duration event_aggregation_window = absl::Minutes(10);
+};
+
+// Thread-safe (see the file comment).
+class Applier : public ResponseApplier {
+ public:
+  // `client` is borrowed and must outlive the applier.
+  explicit Applier(kube::Client* client, ApplierOptions options = {});
+  Applier(const Applier&) = delete;
+  Applier& operator=(const Applier&) = delete;
+
+  ApplyOutcome Apply(const ReconcileContext& context,
+                     const pb::ReconcileResponse& response) override;
+  // Adds the finalizer with a JSON Patch `test` of the live finalizers + `add` (re-read and
+  // retried on a concurrent change, at most 3 times, then kAborted). No-op when the controller
+  // has none, the primary has it, or the primary is being deleted. NotFound when it is gone.
+  absl::Status EnsureFinalizer(const ReconcileContext& context) override;
+  // A Warning event "ReconcileError" and Reconciled=False (reason "TerminalError").
+  void RecordTerminal(const ReconcileContext& context, const absl::Status& status) override;
+
+  EventRecorder& events() { return recorder_; }
+
+ private:
+  struct Run;
+  kube::Client* const client_;
+  const ApplierOptions options_;
+  EventRecorder recorder_;
+};
+
+}  // namespace ctrlhost::controller::apply
+
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_APPLY_APPLIER_H_

@@ -1,0 +1,448 @@
+#include "runtime/controller/apply/validate.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "runtime/common/status_macros.h"
+
+namespace ctrlhost::controller::apply {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxConditionType = 316;
+constexpr size_t kMaxConditionReason = 1024;
+constexpr size_t kMaxConditionMessage = 32768;
+constexpr size_t kMaxEventReason = 128;
+
+absl::Status Invalid(absl::string_view where, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
+}
+
+struct GroupVersion {
+  std::string group;
+  std::string version;
+};
+
+GroupVersion ParseApiVersion(absl::string_view api_version) {
+  std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(api_version, absl::MaxSplits('/', 1));
+  if (parts.second.empty()) return {"", std::string(parts.first)};
+  return {std::string(parts.first), std::string(parts.second)};
+}
+
+bool IsPrimaryKind(const ControllerInfo& c, absl::string_view group, absl::string_view kind) {
+  return c.primary.group == group && c.primary.kind == kind;
+}
+
+bool PrimaryIsNamespace(const ControllerInfo& c) {
+  return c.primary.group.empty() && c.primary.kind == "Namespace";
+}
+
+const OwnedResource* FindOwned(const ControllerInfo& c, absl::string_view group,
+                               absl::string_view kind) {
+  for (const OwnedResource& owned : c.owns) {
+    if (owned.mapping.group == group && owned.mapping.kind == kind) return &owned;
+  }
+  return nullptr;
+}
+
+// Parses `bytes` as JSON without exceptions; `where` names the item in the error.
+absl::StatusOr<json> ParseJson(absl::string_view where, const std::string& bytes) {
+  json parsed = json::parse(bytes, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return Invalid(where, "not valid JSON");
+  return parsed;
+}
+
+const std::string* StringAt(const json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return nullptr;
+  return it->get_ptr<const std::string*>();
+}
+
+// The namespace an object of `owned` (or the primary when null) named `given` ends up in, or an
+// error. `given` is "" when the object names none.
+absl::StatusOr<std::string> ResolveNamespace(const ReconcileContext& context,
+                                             const kube::ResourceMapping& mapping, bool is_primary,
+                                             const std::string& given, absl::string_view where) {
+  if (!mapping.namespaced) {
+    if (!given.empty()) {
+      return Invalid(where, absl::StrCat("kind ", mapping.kind,
+                                         " is cluster-scoped; metadata.namespace must be empty"));
+    }
+    return std::string();
+  }
+  if (is_primary) {
+    if (!given.empty() && given != context.namespace_) {
+      return Invalid(where, absl::StrCat("namespace \"", given, "\" is not the primary's \"",
+                                         context.namespace_, "\""));
+    }
+    return context.namespace_;
+  }
+  const std::string allowed = ChildNamespace(context);
+  if (allowed.empty()) {  // cluster-scoped primary other than a Namespace
+    if (given.empty()) {
+      return Invalid(where, "metadata.namespace is required (the primary is cluster-scoped)");
+    }
+    return given;
+  }
+  if (!given.empty() && given != allowed) {
+    return Invalid(where, absl::StrCat("namespace \"", given, "\" is outside the primary's \"",
+                                       allowed, "\""));
+  }
+  return allowed;
+}
+
+json OwnerReference(const ReconcileContext& context) {
+  const ControllerInfo& c = *context.controller;
+  return json{{"apiVersion", ApiVersionOf(c.primary)},
+              {"kind", c.primary.kind},
+              {"name", context.name},
+              {"uid", std::string(context.primary->uid())},
+              {"controller", true},
+              {"blockOwnerDeletion", true}};
+}
+
+absl::Status ValidateDesired(const ReconcileContext& context, const std::string& bytes,
+                             const std::string& where, absl::flat_hash_set<std::string>* seen,
+                             Plan* plan) {
+  const ControllerInfo& c = *context.controller;
+  absl::StatusOr<json> parsed = ParseJson(where, bytes);
+  if (!parsed.ok()) return parsed.status();
+  json& object = *parsed;
+  if (!object.is_object()) return Invalid(where, "not a JSON object");
+  const std::string* api_version = StringAt(object, "apiVersion");
+  const std::string* kind = StringAt(object, "kind");
+  if (api_version == nullptr || api_version->empty()) return Invalid(where, "apiVersion missing");
+  if (kind == nullptr || kind->empty()) return Invalid(where, "kind missing");
+  auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object()) return Invalid(where, "metadata missing");
+  const std::string* name = StringAt(*meta, "name");
+  if (name == nullptr || name->empty()) return Invalid(where, "metadata.name missing");
+  std::string given_ns;
+  if (auto ns = meta->find("namespace"); ns != meta->end() && !ns->is_null()) {
+    if (!ns->is_string()) return Invalid(where, "metadata.namespace is not a string");
+    given_ns = ns->get<std::string>();
+  }
+  const GroupVersion gv = ParseApiVersion(*api_version);
+  if (gv.version.empty()) return Invalid(where, "apiVersion has no version");
+
+  const OwnedResource* owned = FindOwned(c, gv.group, *kind);
+  bool is_primary = false;
+  if (IsPrimaryKind(c, gv.group, *kind) && *name == context.name) {
+    // The primary itself (even when its kind is also owned: an object never owns itself).
+    is_primary = true;
+  } else if (owned == nullptr) {
+    return Invalid(where, absl::StrCat("kind ", *api_version, " ", *kind,
+                                       " is not owned by controller ", c.name));
+  }
+  const kube::ResourceMapping& mapping = is_primary ? c.primary : owned->mapping;
+  ASSIGN_OR_RETURN(std::string ns, ResolveNamespace(context, mapping, is_primary, given_ns, where));
+  if (is_primary && ns != context.namespace_) {
+    return Invalid(where, "the primary's namespace does not match");
+  }
+  if (mapping.namespaced) (*meta)["namespace"] = ns;
+
+  const std::string key = absl::StrCat(gv.group, "/", *kind, "/", ns, "/", *name);
+  if (!seen->insert(key).second) {
+    return Invalid(where, absl::StrCat("duplicate of an earlier desired object ", *kind, " ",
+                                       ns.empty() ? "" : absl::StrCat(ns, "/"), *name));
+  }
+
+  if (!is_primary) {
+    const std::string primary_uid(context.primary->uid());
+    json owners = json::array();
+    if (auto refs = meta->find("ownerReferences"); refs != meta->end() && !refs->is_null()) {
+      if (!refs->is_array()) return Invalid(where, "metadata.ownerReferences is not an array");
+      for (const json& ref : *refs) {
+        if (!ref.is_object()) return Invalid(where, "metadata.ownerReferences has a non-object");
+        const std::string* uid = StringAt(ref, "uid");
+        if (uid != nullptr && *uid == primary_uid) continue;  // replaced by ours below
+        auto controller = ref.find("controller");
+        if (controller != ref.end() && controller->is_boolean() && controller->get<bool>()) {
+          return Invalid(where, "metadata.ownerReferences names another controller");
+        }
+        owners.push_back(ref);
+      }
+    }
+    owners.push_back(OwnerReference(context));
+    (*meta)["ownerReferences"] = std::move(owners);
+  }
+
+  PlannedApply apply;
+  apply.ref.group = gv.group;
+  apply.ref.version = gv.version;
+  apply.ref.resource = mapping.resource;
+  apply.ref.namespace_name = ns;
+  apply.ref.name = *name;
+  apply.is_primary = is_primary;
+  apply.group = gv.group;
+  apply.kind = *kind;
+  apply.object = std::move(object);
+  plan->applies.push_back(std::move(apply));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJsonPatch(const json& ops, const std::string& where, bool* has_test) {
+  if (!ops.is_array()) return Invalid(where, "a JSON Patch must be an array of operations");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string op_where = absl::StrCat(where, ".patch[", i, "]");
+    const json& op = ops[i];
+    const std::string* name = StringAt(op, "op");
+    if (name == nullptr) return Invalid(op_where, "\"op\" missing");
+    const bool known = *name == "add" || *name == "remove" || *name == "replace" ||
+                       *name == "move" || *name == "copy" || *name == "test";
+    if (!known) return Invalid(op_where, absl::StrCat("unknown op \"", *name, "\""));
+    if (*name == "test") *has_test = true;
+    const std::string* path = StringAt(op, "path");
+    if (path == nullptr) return Invalid(op_where, "\"path\" missing");
+    if (!path->empty() && (*path)[0] != '/') {
+      return Invalid(op_where, "\"path\" is not a JSON pointer");
+    }
+    if ((*name == "add" || *name == "replace" || *name == "test") && !op.contains("value")) {
+      return Invalid(op_where, "\"value\" missing");
+    }
+    if (*name == "move" || *name == "copy") {
+      const std::string* from = StringAt(op, "from");
+      if (from == nullptr || (!from->empty() && (*from)[0] != '/')) {
+        return Invalid(op_where, "\"from\" missing or not a JSON pointer");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& patch,
+                           const std::string& where, Plan* plan) {
+  const ControllerInfo& c = *context.controller;
+  PlannedPatch planned;
+  planned.what = where;
+  switch (patch.target()) {
+    case pb::PATCH_TARGET_PRIMARY:
+    case pb::PATCH_TARGET_PRIMARY_STATUS: {
+      if (!patch.api_version().empty() || !patch.kind().empty() || !patch.name().empty()) {
+        const GroupVersion gv = ParseApiVersion(patch.api_version());
+        if (!IsPrimaryKind(c, gv.group, patch.kind()) || patch.name() != context.name) {
+          return Invalid(where, "a PRIMARY / PRIMARY_STATUS patch must not name another object");
+        }
+      }
+      planned.ref.group = c.primary.group;
+      planned.ref.version = c.primary.version;
+      planned.ref.resource = c.primary.resource;
+      planned.ref.namespace_name = context.namespace_;
+      planned.ref.name = context.name;
+      if (patch.target() == pb::PATCH_TARGET_PRIMARY_STATUS && c.primary.has_status) {
+        planned.ref.subresource = "status";
+      }
+      planned.targets_primary = true;
+      break;
+    }
+    case pb::PATCH_TARGET_OWNED: {
+      const GroupVersion gv = ParseApiVersion(patch.api_version());
+      if (gv.version.empty() || patch.kind().empty()) {
+        return Invalid(where, "an OWNED patch needs api_version and kind");
+      }
+      const OwnedResource* owned = FindOwned(c, gv.group, patch.kind());
+      if (owned == nullptr) {
+        return Invalid(where, absl::StrCat("kind ", patch.api_version(), " ", patch.kind(),
+                                           " is not owned by controller ", c.name));
+      }
+      if (patch.name().empty()) return Invalid(where, "an OWNED patch needs a name");
+      const std::string ns = owned->mapping.namespaced ? ChildNamespace(context) : "";
+      if (owned->mapping.namespaced && ns.empty()) {
+        return Invalid(where, "an OWNED patch of a namespaced kind needs a namespaced primary");
+      }
+      planned.ref.group = gv.group;
+      planned.ref.version = gv.version;
+      planned.ref.resource = owned->mapping.resource;
+      planned.ref.namespace_name = ns;
+      planned.ref.name = patch.name();
+      break;
+    }
+    default:
+      return Invalid(where, "target is unspecified or unknown");
+  }
+  ASSIGN_OR_RETURN(json body, ParseJson(where, patch.patch()));
+  switch (patch.type()) {
+    case pb::PATCH_TYPE_JSON_PATCH: {
+      RETURN_IF_ERROR(ValidateJsonPatch(body, where, &planned.has_test_op));
+      planned.type = kube::PatchType::kJson;
+      if (!patch.resource_version().empty()) {
+        // `replace` (not `test`): the server then checks the resourceVersion as an update
+        // precondition and answers 409 Conflict, where a failed `test` would be a 422.
+        body.insert(body.begin(), json{{"op", "replace"},
+                                       {"path", "/metadata/resourceVersion"},
+                                       {"value", patch.resource_version()}});
+      }
+      break;
+    }
+    case pb::PATCH_TYPE_MERGE_PATCH: {
+      if (!body.is_object()) return Invalid(where, "a merge patch must be a JSON object");
+      planned.type = kube::PatchType::kMerge;
+      if (!patch.resource_version().empty()) {
+        json& meta = body["metadata"];
+        if (!meta.is_object()) meta = json::object();
+        meta["resourceVersion"] = patch.resource_version();
+      }
+      break;
+    }
+    default:
+      return Invalid(where, "type is unspecified or unknown");
+  }
+  planned.body = body.dump();
+  plan->patches.push_back(std::move(planned));
+  return absl::OkStatus();
+}
+
+bool IsConditionReason(absl::string_view reason) {
+  auto alpha = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); };
+  auto inner = [&](char ch) {
+    return alpha(ch) || (ch >= '0' && ch <= '9') || ch == '_' || ch == ',' || ch == ':';
+  };
+  if (reason.empty() || !alpha(reason.front())) return false;
+  for (char ch : reason) {
+    if (!inner(ch)) return false;
+  }
+  const char last = reason.back();
+  return last != ',' && last != ':';
+}
+
+absl::Status ValidateConditions(const pb::ReconcileResponse& response, Plan* plan) {
+  absl::flat_hash_set<std::string> types;
+  for (int i = 0; i < response.conditions_size(); ++i) {
+    const pb::Condition& condition = response.conditions(i);
+    const std::string where = absl::StrCat("conditions[", i, "]");
+    if (condition.type().empty()) return Invalid(where, "type is empty");
+    if (condition.type().size() > kMaxConditionType) {
+      return Invalid(where, absl::StrCat("type is longer than ", kMaxConditionType));
+    }
+    if (!types.insert(condition.type()).second) {
+      return Invalid(where, absl::StrCat("type \"", condition.type(), "\" given twice"));
+    }
+    if (condition.status() != pb::CONDITION_STATUS_TRUE &&
+        condition.status() != pb::CONDITION_STATUS_FALSE &&
+        condition.status() != pb::CONDITION_STATUS_UNKNOWN) {
+      return Invalid(where, "status is unspecified or unknown");
+    }
+    if (condition.reason().size() > kMaxConditionReason || !IsConditionReason(condition.reason())) {
+      return Invalid(where, absl::StrCat("reason \"", condition.reason(),
+                                         "\" must be CamelCase: ^[A-Za-z]([A-Za-z0-9_,:]*"
+                                         "[A-Za-z0-9_])?$, at most 1024 characters"));
+    }
+    if (condition.message().size() > kMaxConditionMessage) {
+      return Invalid(where, absl::StrCat("message is longer than ", kMaxConditionMessage));
+    }
+    plan->conditions.push_back(condition);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEvents(const pb::ReconcileResponse& response, Plan* plan) {
+  for (int i = 0; i < response.events_size(); ++i) {
+    const pb::Event& event = response.events(i);
+    const std::string where = absl::StrCat("events[", i, "]");
+    if (event.type() != pb::EVENT_TYPE_NORMAL && event.type() != pb::EVENT_TYPE_WARNING) {
+      return Invalid(where, "type is unspecified or unknown");
+    }
+    if (event.reason().empty()) return Invalid(where, "reason is empty");
+    if (event.reason().size() > kMaxEventReason) {
+      return Invalid(where, absl::StrCat("reason is longer than ", kMaxEventReason));
+    }
+    plan->events.push_back(event);
+  }
+  return absl::OkStatus();
+}
+
+bool PrimaryIsFinalizing(const ReconcileContext& context) {
+  const ControllerInfo& c = *context.controller;
+  if (context.primary == nullptr || c.finalizer.empty()) return false;
+  if (context.primary->deletion_timestamp().empty()) return false;
+  for (size_t i = 0; i < context.primary->finalizer_count(); ++i) {
+    if (context.primary->finalizer(i) == c.finalizer) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string ApiVersionOf(const kube::ResourceMapping& mapping) {
+  return mapping.group.empty() ? mapping.version
+                               : absl::StrCat(mapping.group, "/", mapping.version);
+}
+
+std::string ChildNamespace(const ReconcileContext& context) {
+  if (context.controller->primary.namespaced) return context.namespace_;
+  if (PrimaryIsNamespace(*context.controller)) return context.name;
+  return "";
+}
+
+absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
+                                      const pb::ReconcileResponse& response) {
+  if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");
+  Plan plan;
+  if (context.primary == nullptr) {
+    // The answer to a REASON_PRIMARY_DELETED request: nothing is left to change.
+    const char* forbidden = nullptr;
+    if (response.desired_objects_size() > 0) forbidden = "desired_objects";
+    if (response.patches_size() > 0) forbidden = "patches";
+    if (!response.status().empty()) forbidden = "status";
+    if (response.conditions_size() > 0) forbidden = "conditions";
+    if (response.finalized()) forbidden = "finalized";
+    if (forbidden != nullptr) {
+      return Invalid(forbidden,
+                     "the primary is gone; only events, error and requeue_after are allowed");
+    }
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (int i = 0; i < response.desired_objects_size(); ++i) {
+    RETURN_IF_ERROR(ValidateDesired(context, response.desired_objects(i),
+                                    absl::StrCat("desired_objects[", i, "]"), &seen, &plan));
+  }
+  for (int i = 0; i < response.patches_size(); ++i) {
+    RETURN_IF_ERROR(
+        ValidatePatch(context, response.patches(i), absl::StrCat("patches[", i, "]"), &plan));
+  }
+  if (!response.status().empty()) {
+    ASSIGN_OR_RETURN(json status, ParseJson("status", response.status()));
+    if (!status.is_object()) return Invalid("status", "not a JSON object");
+    plan.status = std::move(status);
+  }
+  RETURN_IF_ERROR(ValidateConditions(response, &plan));
+  RETURN_IF_ERROR(ValidateEvents(response, &plan));
+  if (response.has_requeue_after()) {
+    const int64_t seconds = response.requeue_after().seconds();
+    const int32_t nanos = response.requeue_after().nanos();
+    if (nanos <= -1'000'000'000 || nanos >= 1'000'000'000 || (seconds > 0 && nanos < 0) ||
+        (seconds < 0 && nanos > 0)) {
+      return Invalid("requeue_after", "not a valid Duration");
+    }
+    if (seconds < 0 || nanos < 0) return Invalid("requeue_after", "negative");
+    plan.requeue_after = absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+  }
+  if (response.has_error()) {
+    if (response.error().kind() != pb::ERROR_KIND_RETRYABLE &&
+        response.error().kind() != pb::ERROR_KIND_TERMINAL) {
+      return Invalid("error", "kind is unspecified or unknown");
+    }
+    plan.has_error = true;
+    plan.error_kind = response.error().kind();
+    plan.error_message = response.error().message();
+  }
+  if (response.finalized()) {
+    if (plan.has_error) return Invalid("finalized", "not allowed together with an error");
+    if (!PrimaryIsFinalizing(context)) {
+      return Invalid("finalized",
+                     "the primary is not being deleted with the controller's finalizer on it");
+    }
+    plan.finalized = true;
+  }
+  return plan;
+}
+
+}  // namespace ctrlhost::controller::apply

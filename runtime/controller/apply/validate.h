@@ -1,0 +1,89 @@
+// Validation of a plugin's ReconcileResponse against what its controller may touch, producing
+// the write plan the applier executes. Pure: no I/O, no clock, so every rule is unit-tested.
+//
+//   absl::StatusOr<apply::Plan> plan = apply::ValidateResponse(context, response);
+//   if (!plan.ok()) { /* kInvalidArgument naming the item: record "InvalidResponse" */ }
+//
+// Rules (the whole response is checked before anything is written; the first violation is
+// reported, e.g. "desired_objects[2]: kind apps/v1 StatefulSet is not owned by controller web"):
+// - desired_objects: a JSON object with apiVersion, kind and metadata.name; the kind is the
+//   primary's (then the name and namespace must be the primary's) or one of `owns` (matched by
+//   group and kind; any version of that kind is addressed through the owned resource). A
+//   namespaced owned object lives in the primary's namespace (filled in when omitted); for a
+//   Namespace primary, in the namespace it names; for another cluster-scoped primary it must
+//   name its namespace. A cluster-scoped owned kind must name none. No duplicates, and no
+//   controller ownerReference to an object other than the primary.
+// - patches: target and type set; PRIMARY / PRIMARY_STATUS name nothing or the primary;
+//   OWNED names an owned kind and a name; a JSON Patch is an array of well-formed RFC 6902
+//   operations, a merge patch an object.
+// - status: a JSON object. conditions: type (<= 316 chars), status set, reason matching
+//   ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (<= 1024), message <= 32768; no type twice.
+// - events: type set, reason non-empty (<= 128). requeue_after: a valid, non-negative
+//   Duration. error: kind set when present.
+// - finalized: only when the primary is being deleted with the controller's finalizer on it,
+//   and with no error.
+// - a gone primary (context.primary null) allows only events, error and requeue_after.
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_VALIDATE_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_APPLY_VALIDATE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runtime/controller/reconcile.h"
+#include "runtime/kube/client.h"
+
+namespace ctrlhost::controller::apply {
+
+// One server-side apply of a desired object. `object` already carries the controller owner
+// reference (unless it is the primary) and its namespace.
+struct PlannedApply {
+  kube::ResourceRef ref;
+  nlohmann::json object;
+  bool is_primary = false;
+  std::string group;  // of the kind, to match children when pruning
+  std::string kind;
+};
+
+// One patch, with the resourceVersion precondition folded into `body`.
+struct PlannedPatch {
+  kube::ResourceRef ref;
+  kube::PatchType type = kube::PatchType::kMerge;
+  std::string body;
+  bool targets_primary = false;  // PRIMARY or PRIMARY_STATUS
+  bool has_test_op = false;      // a failing JSON Patch `test` is a conflict, not invalid
+  std::string what;              // "patches[1]" for messages
+};
+
+// A validated response, ready to write. Borrow-free: it owns copies of everything it needs.
+struct Plan {
+  std::vector<PlannedApply> applies;
+  std::vector<PlannedPatch> patches;
+  std::optional<nlohmann::json> status;  // merge patch relative to .status
+  std::vector<pb::Condition> conditions;
+  std::vector<pb::Event> events;
+  std::optional<absl::Duration> requeue_after;
+  bool has_error = false;
+  pb::ErrorKind error_kind = pb::ERROR_KIND_UNSPECIFIED;
+  std::string error_message;
+  bool finalized = false;
+};
+
+// The apiVersion of `mapping` ("v1", "apps/v1").
+std::string ApiVersionOf(const kube::ResourceMapping& mapping);
+
+// The namespace namespaced children of the primary live in: the primary's namespace, or for a
+// Namespace primary its own name; "" for other cluster-scoped primaries (children must name one).
+std::string ChildNamespace(const ReconcileContext& context);
+
+// kInvalidArgument with a message naming the offending item; the Plan otherwise.
+// `context.controller` must be set.
+absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
+                                      const pb::ReconcileResponse& response);
+
+}  // namespace ctrlhost::controller::apply
+
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_APPLY_VALIDATE_H_

@@ -1,0 +1,316 @@
+#include "runtime/controller/apply/validate.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/controller/apply/test_util.h"
+
+namespace ctrlhost::controller::apply {
+namespace {
+
+using nlohmann::json;
+using testing::CachedObject;
+using testing::ContextFor;
+using ::testing::HasSubstr;
+
+constexpr char kWebApp[] = R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
+    "metadata":{"name":"web","namespace":"team","uid":"u-web","generation":3,
+                "resourceVersion":"10"}})";
+
+class ValidateTest : public ::testing::Test {
+ protected:
+  ControllerInfo webapp_ = testing::WebAppController();
+  ReconcileContext context_ = ContextFor(&webapp_, CachedObject(kWebApp));
+};
+
+TEST_F(ValidateTest, EmptyResponseIsAnEmptyPlan) {
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, pb::ReconcileResponse());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->applies.empty());
+  EXPECT_FALSE(plan->status.has_value());
+  EXPECT_FALSE(plan->requeue_after.has_value());
+}
+
+TEST_F(ValidateTest, DesiredChildGetsNamespaceAndControllerReference) {
+  pb::ReconcileResponse response;
+  response.add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap",
+      "metadata":{"name":"web-config","ownerReferences":[{"apiVersion":"v1","kind":"Secret",
+                  "name":"other","uid":"u-other"}]},"data":{"a":"1"}})");
+  response.add_desired_objects(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
+      "metadata":{"name":"web"},"spec":{"x":1}})");
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->applies.size(), 2u);
+  const PlannedApply& child = plan->applies[0];
+  EXPECT_EQ(child.ref.resource, "configmaps");
+  EXPECT_EQ(child.ref.namespace_name, "team");
+  EXPECT_EQ(child.object["metadata"]["namespace"], "team");
+  const json owners = child.object["metadata"]["ownerReferences"];
+  ASSERT_EQ(owners.size(), 2u);
+  EXPECT_EQ(owners[1], json::parse(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
+      "name":"web","uid":"u-web","controller":true,"blockOwnerDeletion":true})"));
+  const PlannedApply& self = plan->applies[1];
+  EXPECT_TRUE(self.is_primary);
+  EXPECT_EQ(self.ref.resource, "webapps");
+  EXPECT_FALSE(self.object["metadata"].contains("ownerReferences"));
+}
+
+TEST_F(ValidateTest, PatchPreconditionsAndStatusTargets) {
+  pb::ReconcileResponse response;
+  pb::Patch* json_patch = response.add_patches();
+  json_patch->set_target(pb::PATCH_TARGET_OWNED);
+  json_patch->set_api_version("apps/v1");
+  json_patch->set_kind("Deployment");
+  json_patch->set_name("web");
+  json_patch->set_type(pb::PATCH_TYPE_JSON_PATCH);
+  json_patch->set_patch(R"([{"op":"test","path":"/spec/replicas","value":1}])");
+  json_patch->set_resource_version("42");
+  pb::Patch* merge = response.add_patches();
+  merge->set_target(pb::PATCH_TARGET_PRIMARY_STATUS);
+  merge->set_type(pb::PATCH_TYPE_MERGE_PATCH);
+  merge->set_patch(R"({"status":{"phase":"Ready"}})");
+  merge->set_resource_version("43");
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->patches.size(), 2u);
+  EXPECT_EQ(plan->patches[0].ref.resource, "deployments");
+  EXPECT_EQ(plan->patches[0].ref.namespace_name, "team");
+  EXPECT_TRUE(plan->patches[0].has_test_op);
+  EXPECT_EQ(json::parse(plan->patches[0].body)[0],
+            json::parse(R"({"op":"replace","path":"/metadata/resourceVersion","value":"42"})"));
+  EXPECT_EQ(plan->patches[1].ref.subresource, "status");
+  EXPECT_TRUE(plan->patches[1].targets_primary);
+  EXPECT_EQ(json::parse(plan->patches[1].body)["metadata"]["resourceVersion"], "43");
+}
+
+TEST_F(ValidateTest, RequeueErrorAndFinalized) {
+  pb::ReconcileResponse response;
+  response.mutable_requeue_after()->set_seconds(5);
+  response.mutable_error()->set_kind(pb::ERROR_KIND_RETRYABLE);
+  response.mutable_error()->set_message("busy");
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->requeue_after, absl::Seconds(5));
+  EXPECT_TRUE(plan->has_error);
+  EXPECT_EQ(plan->error_message, "busy");
+
+  // finalized is honoured only for a primary being deleted with our finalizer.
+  ReconcileContext finalizing =
+      ContextFor(&webapp_, CachedObject(R"({"metadata":{"name":"web","namespace":"team","uid":"u",
+          "deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["ctrlhost.dev/cleanup"]}})"));
+  pb::ReconcileResponse done;
+  done.set_finalized(true);
+  plan = ValidateResponse(finalizing, done);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->finalized);
+}
+
+TEST_F(ValidateTest, NamespacePrimaryOwnsObjectsInsideIt) {
+  ControllerInfo tenant = testing::TenantController();
+  ReconcileContext context =
+      ContextFor(&tenant, CachedObject(R"({"metadata":{"name":"acme","uid":"u-acme"}})"));
+  pb::ReconcileResponse response;
+  response.add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+  response.add_desired_objects(R"({"apiVersion":"rbac.authorization.k8s.io/v1",
+      "kind":"ClusterRole","metadata":{"name":"acme-reader"}})");
+  absl::StatusOr<Plan> plan = ValidateResponse(context, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->applies[0].ref.namespace_name, "acme");
+  EXPECT_EQ(plan->applies[1].ref.namespace_name, "");
+
+  pb::ReconcileResponse outside;
+  outside.add_desired_objects(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"other"}})");
+  plan = ValidateResponse(context, outside);
+  EXPECT_THAT(plan.status().message(), HasSubstr("outside the primary's \"acme\""));
+}
+
+struct InvalidCase {
+  std::string name;
+  std::function<void(pb::ReconcileResponse*)> build;
+  std::string message;  // expected substring
+};
+
+pb::Patch* AddPatch(pb::ReconcileResponse* r, pb::PatchTarget target, pb::PatchType type,
+                    const std::string& body) {
+  pb::Patch* p = r->add_patches();
+  p->set_target(target);
+  p->set_type(type);
+  p->set_patch(body);
+  return p;
+}
+
+TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
+  const std::vector<InvalidCase> cases = {
+      {"NotJson", [](auto* r) { r->add_desired_objects("{nope"); },
+       "desired_objects[0]: not valid JSON"},
+      {"NotObject", [](auto* r) { r->add_desired_objects("[1]"); },
+       "desired_objects[0]: not a JSON object"},
+      {"NoApiVersion",
+       [](auto* r) { r->add_desired_objects(R"({"kind":"ConfigMap","metadata":{"name":"a"}})"); },
+       "apiVersion missing"},
+      {"NoKind",
+       [](auto* r) { r->add_desired_objects(R"({"apiVersion":"v1","metadata":{"name":"a"}})"); },
+       "kind missing"},
+      {"NoName",
+       [](auto* r) { r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap"})"); },
+       "metadata missing"},
+      {"EmptyName",
+       [](auto* r) {
+         r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{}})");
+       },
+       "metadata.name missing"},
+      {"NotOwned",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}})");
+         r->add_desired_objects(
+             R"({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"a"}})");
+       },
+       "desired_objects[2]: kind apps/v1 StatefulSet is not owned by controller webapp"},
+      {"OtherPrimary",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp","metadata":{"name":"other"}})");
+       },
+       "kind ctrlhost.dev/v1 WebApp is not owned"},
+      {"OtherNamespace",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"x"}})");
+       },
+       "namespace \"x\" is outside the primary's \"team\""},
+      {"Duplicate",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+       },
+       "desired_objects[1]: duplicate"},
+      {"ForeignController",
+       [](auto* r) {
+         r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",
+             "ownerReferences":[{"uid":"x","controller":true}]}})");
+       },
+       "another controller"},
+      {"PatchNoTarget",
+       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_UNSPECIFIED, pb::PATCH_TYPE_MERGE_PATCH, "{}"); },
+       "patches[0]: target is unspecified"},
+      {"PatchNoType",
+       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_UNSPECIFIED, "{}"); },
+       "patches[0]: type is unspecified"},
+      {"PrimaryPatchNamesOther",
+       [](auto* r) {
+         AddPatch(r, pb::PATCH_TARGET_PRIMARY_STATUS, pb::PATCH_TYPE_MERGE_PATCH, "{}")
+             ->set_name("other");
+       },
+       "must not name another object"},
+      {"OwnedPatchNotOwned",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         p->set_api_version("v1");
+         p->set_kind("Secret");
+         p->set_name("s");
+       },
+       "kind v1 Secret is not owned by controller webapp"},
+      {"OwnedPatchNoName",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         p->set_api_version("v1");
+         p->set_kind("ConfigMap");
+       },
+       "needs a name"},
+      {"JsonPatchNotArray",
+       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH, "{}"); },
+       "must be an array"},
+      {"JsonPatchBadOp",
+       [](auto* r) {
+         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+                  R"([{"op":"frobnicate","path":"/a"}])");
+       },
+       "patches[0].patch[0]: unknown op \"frobnicate\""},
+      {"JsonPatchNoValue",
+       [](auto* r) {
+         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+                  R"([{"op":"add","path":"/a"}])");
+       },
+       "\"value\" missing"},
+      {"JsonPatchBadPath",
+       [](auto* r) {
+         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+                  R"([{"op":"remove","path":"a"}])");
+       },
+       "not a JSON pointer"},
+      {"MergePatchNotObject",
+       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_MERGE_PATCH, "[]"); },
+       "a merge patch must be a JSON object"},
+      {"StatusNotObject", [](auto* r) { r->set_status("\"Ready\""); }, "status: not a JSON object"},
+      {"ConditionNoType",
+       [](auto* r) {
+         pb::Condition* c = r->add_conditions();
+         c->set_status(pb::CONDITION_STATUS_TRUE);
+         c->set_reason("Ok");
+       },
+       "conditions[0]: type is empty"},
+      {"ConditionNoStatus",
+       [](auto* r) {
+         pb::Condition* c = r->add_conditions();
+         c->set_type("Ready");
+         c->set_reason("Ok");
+       },
+       "conditions[0]: status is unspecified"},
+      {"ConditionBadReason",
+       [](auto* r) {
+         pb::Condition* c = r->add_conditions();
+         c->set_type("Ready");
+         c->set_status(pb::CONDITION_STATUS_TRUE);
+         c->set_reason("not ok!");
+       },
+       "must be CamelCase"},
+      {"EventNoType", [](auto* r) { r->add_events()->set_reason("Scaled"); },
+       "events[0]: type is unspecified"},
+      {"EventNoReason", [](auto* r) { r->add_events()->set_type(pb::EVENT_TYPE_NORMAL); },
+       "events[0]: reason is empty"},
+      {"NegativeRequeue", [](auto* r) { r->mutable_requeue_after()->set_seconds(-1); },
+       "requeue_after: negative"},
+      {"BadDuration",
+       [](auto* r) {
+         r->mutable_requeue_after()->set_seconds(1);
+         r->mutable_requeue_after()->set_nanos(-5);
+       },
+       "requeue_after: not a valid Duration"},
+      {"ErrorNoKind", [](auto* r) { r->mutable_error()->set_message("x"); },
+       "error: kind is unspecified"},
+      {"FinalizedNotFinalizing", [](auto* r) { r->set_finalized(true); },
+       "finalized: the primary is not being deleted"},
+  };
+  for (const InvalidCase& c : cases) {
+    pb::ReconcileResponse response;
+    c.build(&response);
+    absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+    ASSERT_FALSE(plan.ok()) << c.name;
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(c.message)) << c.name;
+  }
+}
+
+TEST_F(ValidateTest, GonePrimaryAllowsOnlyEventsErrorAndRequeue) {
+  ReconcileContext gone = ContextFor(&webapp_, nullptr, "team", "web");
+  pb::ReconcileResponse ok;
+  ok.add_events()->set_type(pb::EVENT_TYPE_NORMAL);
+  ok.mutable_events(0)->set_reason("Forgotten");
+  ok.mutable_requeue_after()->set_seconds(1);
+  EXPECT_TRUE(ValidateResponse(gone, ok).ok());
+  pb::ReconcileResponse status;
+  status.set_status("{}");
+  EXPECT_THAT(ValidateResponse(gone, status).status().message(), HasSubstr("the primary is gone"));
+}
+
+}  // namespace
+}  // namespace ctrlhost::controller::apply
