@@ -1,0 +1,575 @@
+#include "runtime/config/load.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/config/internal/yaml_reader.h"
+#include "runtime/kube/selector.h"
+#include "runtime/kube/validation.h"
+
+namespace ctrlhost::config {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::Field;
+using internal::Index;
+using internal::IsAbsent;
+using internal::Join;
+using internal::YamlReader;
+
+// The fields of each object, in the order the docs list them. KnownFieldPaths() and the schema
+// test walk these, so a field added here without a schema entry fails that test.
+const std::vector<absl::string_view>& TopFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"apiVersion", "kind", "metadata", "spec"};
+  return *v;
+}
+const std::vector<absl::string_view>& MetadataFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"name", "labels", "annotations"};
+  return *v;
+}
+const std::vector<absl::string_view>& SpecFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"plugins", "controllers"};
+  return *v;
+}
+const std::vector<absl::string_view>& PluginFields() {
+  static const auto* const v = new std::vector<absl::string_view>{
+      "name",           "exec",        "endpoint",   "startupTimeout", "shutdownGracePeriod",
+      "requestTimeout", "maxInFlight", "watchBinary"};
+  return *v;
+}
+const std::vector<absl::string_view>& ExecFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"command", "args", "env", "workingDir"};
+  return *v;
+}
+const std::vector<absl::string_view>& EnvVarFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"name", "value"};
+  return *v;
+}
+const std::vector<absl::string_view>& EndpointFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"address", "tls"};
+  return *v;
+}
+const std::vector<absl::string_view>& TlsFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"caFile", "certFile", "keyFile", "serverName"};
+  return *v;
+}
+const std::vector<absl::string_view>& ControllerFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"name",       "plugin",        "maxConcurrentReconciles",
+                                         "namespaces", "labelSelector", "resyncPeriod",
+                                         "disabled",   "rateLimit"};
+  return *v;
+}
+const std::vector<absl::string_view>& RateLimitFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"qps", "burst", "baseDelay", "maxDelay"};
+  return *v;
+}
+
+constexpr int64_t kMaxCount = 1 << 20;  // bound for counts (in-flight, concurrency, burst)
+
+// The field of `fields` called `name`, or an undefined node.
+YAML::Node Get(const std::vector<Field>& fields, absl::string_view name) {
+  for (const Field& f : fields) {
+    if (f.name == name) return f.value;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+bool Has(const std::vector<Field>& fields, absl::string_view name) {
+  return !IsAbsent(Get(fields, name));
+}
+
+void CheckDns1123Label(YamlReader& r, const YAML::Node& at, absl::string_view path,
+                       const std::string& value) {
+  std::vector<std::string> problems = kube::IsDns1123Label(value);
+  if (!problems.empty()) {
+    r.Error(at, path,
+            absl::StrCat("invalid value \"", value, "\": ", absl::StrJoin(problems, "; ")));
+  }
+}
+
+// "host:port" with a port in 1..65535; the host may be a bracketed IPv6 address.
+bool SplitHostPort(absl::string_view address, std::string* host) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return false;
+  }
+  absl::string_view h = address.substr(0, colon);
+  if (absl::StartsWith(h, "[")) {
+    if (!absl::EndsWith(h, "]") || h.size() < 3) return false;
+    h = h.substr(1, h.size() - 2);
+  } else if (absl::StrContains(h, ':')) {
+    return false;  // unbracketed IPv6
+  }
+  *host = std::string(h);
+  return !host->empty();
+}
+
+bool IsLoopback(absl::string_view host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+ExecSpec ParseExec(YamlReader& r, const YAML::Node& node, const std::string& path) {
+  ExecSpec exec;
+  const std::vector<Field> fields = r.Fields(node, path, ExecFields());
+  if (!node.IsMap()) return exec;
+  std::optional<std::string> command = r.String(Get(fields, "command"), Join(path, "command"));
+  if (!command.has_value() || command->empty()) {
+    if (!Has(fields, "command") || command.has_value())
+      r.Error(node, Join(path, "command"), "required");
+  } else {
+    exec.command = *command;
+  }
+  exec.args = r.StringList(Get(fields, "args"), Join(path, "args"));
+  if (auto dir = r.String(Get(fields, "workingDir"), Join(path, "workingDir"))) {
+    exec.working_dir = *dir;
+  }
+  const YAML::Node env = Get(fields, "env");
+  const std::string env_path = Join(path, "env");
+  absl::flat_hash_map<std::string, int> seen;
+  auto add = [&](const YAML::Node& at, const std::string& at_path, std::string name,
+                 std::string value) {
+    if (name.empty() || absl::StrContains(name, '=') || absl::StrContains(name, '\0')) {
+      r.Error(at, at_path, absl::StrCat("invalid environment variable name \"", name, "\""));
+      return;
+    }
+    if (auto [it, inserted] = seen.emplace(name, r.Location(at).line); !inserted) {
+      r.Error(at, at_path,
+              absl::StrCat("duplicate variable \"", name, "\" (first on line ", it->second, ")"));
+      return;
+    }
+    exec.env.emplace_back(std::move(name), std::move(value));
+  };
+  if (env.IsMap()) {
+    for (auto& [name, value] : r.StringMap(env, env_path)) {
+      add(env, Join(env_path, name), name, value);
+    }
+  } else {
+    const std::vector<YAML::Node> items = r.Sequence(env, env_path);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string item_path = Index(env_path, i);
+      const std::vector<Field> var = r.Fields(items[i], item_path, EnvVarFields());
+      if (!items[i].IsMap()) continue;
+      std::optional<std::string> name = r.String(Get(var, "name"), Join(item_path, "name"));
+      if (!Has(var, "name")) {
+        r.Error(items[i], Join(item_path, "name"), "required");
+        continue;
+      }
+      if (!name.has_value()) continue;
+      std::optional<std::string> value = r.String(Get(var, "value"), Join(item_path, "value"));
+      add(Get(var, "name"), Join(item_path, "name"), *name, value.value_or(""));
+    }
+  }
+  return exec;
+}
+
+EndpointSpec ParseEndpoint(YamlReader& r, const YAML::Node& node, const std::string& path) {
+  EndpointSpec endpoint;
+  const std::vector<Field> fields = r.Fields(node, path, EndpointFields());
+  if (!node.IsMap()) return endpoint;
+  const YAML::Node tls_node = Get(fields, "tls");
+  if (!IsAbsent(tls_node)) {
+    const std::string tls_path = Join(path, "tls");
+    TlsSpec tls;
+    const std::vector<Field> tf = r.Fields(tls_node, tls_path, TlsFields());
+    tls.ca_file = r.String(Get(tf, "caFile"), Join(tls_path, "caFile")).value_or("");
+    tls.cert_file = r.String(Get(tf, "certFile"), Join(tls_path, "certFile")).value_or("");
+    tls.key_file = r.String(Get(tf, "keyFile"), Join(tls_path, "keyFile")).value_or("");
+    tls.server_name = r.String(Get(tf, "serverName"), Join(tls_path, "serverName")).value_or("");
+    if (tls.cert_file.empty() != tls.key_file.empty()) {
+      r.Error(tls_node, Join(tls_path, tls.cert_file.empty() ? "certFile" : "keyFile"),
+              "required: certFile and keyFile go together");
+    }
+    endpoint.tls = tls;
+  }
+  const YAML::Node address = Get(fields, "address");
+  const std::string address_path = Join(path, "address");
+  std::optional<std::string> value = r.String(address, address_path);
+  if (!value.has_value() || value->empty()) {
+    if (!Has(fields, "address") || value.has_value()) r.Error(node, address_path, "required");
+    return endpoint;
+  }
+  endpoint.address = *value;
+  std::string host;
+  absl::string_view a = *value;
+  if (absl::ConsumePrefix(&a, "unix://") || absl::ConsumePrefix(&a, "unix:")) {
+    if (!absl::StartsWith(a, "/") || a.size() < 2) {
+      r.Error(address, address_path,
+              absl::StrCat("invalid value \"", *value,
+                           "\": a unix address needs an absolute path (unix:///path/to.sock)"));
+    }
+    return endpoint;
+  }
+  absl::ConsumePrefix(&a, "dns:///");
+  if (!SplitHostPort(a, &host)) {
+    r.Error(address, address_path,
+            absl::StrCat("invalid value \"", *value,
+                         "\": expected host:port, dns:///host:port or unix:///path"));
+  } else if (!endpoint.tls.has_value() && !IsLoopback(host)) {
+    r.Error(address, address_path,
+            absl::StrCat("plaintext is only allowed to unix: addresses and loopback hosts; set ",
+                         Join(path, "tls"), " for \"", host, "\""));
+  }
+  return endpoint;
+}
+
+std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
+                                      const std::string& path) {
+  PluginSpec plugin;
+  plugin.location = r.Location(node);
+  const std::vector<Field> fields = r.Fields(node, path, PluginFields());
+  if (!node.IsMap()) return std::nullopt;
+  std::optional<std::string> name = r.String(Get(fields, "name"), Join(path, "name"));
+  if (!Has(fields, "name")) r.Error(node, Join(path, "name"), "required");
+  if (name.has_value()) {
+    CheckDns1123Label(r, Get(fields, "name"), Join(path, "name"), *name);
+    plugin.name = *name;
+  }
+  const bool has_exec = Has(fields, "exec");
+  const bool has_endpoint = Has(fields, "endpoint");
+  if (has_exec && has_endpoint) {
+    r.Error(Get(fields, "endpoint"), path, "exec and endpoint are mutually exclusive");
+  } else if (!has_exec && !has_endpoint) {
+    r.Error(node, path, "exactly one of exec or endpoint is required");
+  }
+  if (has_exec) {
+    plugin.source = ParseExec(r, Get(fields, "exec"), Join(path, "exec"));
+  } else if (has_endpoint) {
+    plugin.source = ParseEndpoint(r, Get(fields, "endpoint"), Join(path, "endpoint"));
+  }
+  plugin.startup_timeout =
+      r.Duration(Get(fields, "startupTimeout"), Join(path, "startupTimeout"), false);
+  plugin.shutdown_grace_period =
+      r.Duration(Get(fields, "shutdownGracePeriod"), Join(path, "shutdownGracePeriod"), true);
+  plugin.request_timeout =
+      r.Duration(Get(fields, "requestTimeout"), Join(path, "requestTimeout"), false);
+  if (auto n = r.Int(Get(fields, "maxInFlight"), Join(path, "maxInFlight"), 1, kMaxCount)) {
+    plugin.max_in_flight = static_cast<int>(*n);
+  }
+  if (auto watch = r.Bool(Get(fields, "watchBinary"), Join(path, "watchBinary"))) {
+    plugin.watch_binary = *watch;
+    if (*watch && has_endpoint && !has_exec) {
+      r.Error(Get(fields, "watchBinary"), Join(path, "watchBinary"),
+              "only exec plugins have a binary to watch");
+    }
+  }
+  return plugin;
+}
+
+RateLimitSpec ParseRateLimit(YamlReader& r, const YAML::Node& node, const std::string& path) {
+  RateLimitSpec limit;
+  const std::vector<Field> fields = r.Fields(node, path, RateLimitFields());
+  limit.qps = r.Double(Get(fields, "qps"), Join(path, "qps"));
+  if (limit.qps.has_value() && !(*limit.qps > 0 && *limit.qps < 1e9)) {
+    r.Error(Get(fields, "qps"), Join(path, "qps"), "must be positive (and finite)");
+    limit.qps.reset();
+  }
+  if (auto burst = r.Int(Get(fields, "burst"), Join(path, "burst"), 1, kMaxCount)) {
+    limit.burst = static_cast<int>(*burst);
+  }
+  limit.base_delay = r.Duration(Get(fields, "baseDelay"), Join(path, "baseDelay"), false);
+  limit.max_delay = r.Duration(Get(fields, "maxDelay"), Join(path, "maxDelay"), false);
+  if (limit.base_delay.has_value() && limit.max_delay.has_value() &&
+      *limit.max_delay < *limit.base_delay) {
+    r.Error(Get(fields, "maxDelay"), Join(path, "maxDelay"), "must not be less than baseDelay");
+  }
+  return limit;
+}
+
+std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& node,
+                                              const std::string& path) {
+  ControllerSpec controller;
+  controller.location = r.Location(node);
+  const std::vector<Field> fields = r.Fields(node, path, ControllerFields());
+  if (!node.IsMap()) return std::nullopt;
+  std::optional<std::string> name = r.String(Get(fields, "name"), Join(path, "name"));
+  if (!name.has_value() || name->empty()) {
+    if (!Has(fields, "name") || name.has_value()) r.Error(node, Join(path, "name"), "required");
+  } else {
+    controller.name = *name;
+  }
+  controller.plugin = r.String(Get(fields, "plugin"), Join(path, "plugin")).value_or("");
+  if (auto n = r.Int(Get(fields, "maxConcurrentReconciles"), Join(path, "maxConcurrentReconciles"),
+                     1, kMaxCount)) {
+    controller.max_concurrent_reconciles = static_cast<int>(*n);
+  }
+  const std::string ns_path = Join(path, "namespaces");
+  const std::vector<YAML::Node> ns_nodes = r.Sequence(Get(fields, "namespaces"), ns_path);
+  for (size_t i = 0; i < ns_nodes.size(); ++i) {
+    std::optional<std::string> ns = r.String(ns_nodes[i], Index(ns_path, i));
+    if (!ns.has_value()) {
+      if (IsAbsent(ns_nodes[i])) r.Error(ns_nodes[i], Index(ns_path, i), "must not be null");
+      continue;
+    }
+    CheckDns1123Label(r, ns_nodes[i], Index(ns_path, i), *ns);
+    if (std::find(controller.namespaces.begin(), controller.namespaces.end(), *ns) !=
+        controller.namespaces.end()) {
+      r.Error(ns_nodes[i], Index(ns_path, i), absl::StrCat("duplicate namespace \"", *ns, "\""));
+      continue;
+    }
+    controller.namespaces.push_back(*ns);
+  }
+  const YAML::Node selector = Get(fields, "labelSelector");
+  if (auto s = r.String(selector, Join(path, "labelSelector"))) {
+    if (absl::StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::Parse(*s); !parsed.ok()) {
+      r.Error(selector, Join(path, "labelSelector"), parsed.status().message());
+    }
+    controller.label_selector = *s;
+  }
+  controller.resync_period =
+      r.Duration(Get(fields, "resyncPeriod"), Join(path, "resyncPeriod"), true);
+  controller.disabled = r.Bool(Get(fields, "disabled"), Join(path, "disabled")).value_or(false);
+  if (const YAML::Node limit = Get(fields, "rateLimit"); !IsAbsent(limit)) {
+    controller.rate_limit = ParseRateLimit(r, limit, Join(path, "rateLimit"));
+  }
+  return controller;
+}
+
+void ParseMetadata(YamlReader& r, const YAML::Node& node, OperatorSpec& op) {
+  const std::vector<Field> fields = r.Fields(node, "metadata", MetadataFields());
+  if (!node.IsMap()) return;
+  std::optional<std::string> name = r.String(Get(fields, "name"), "metadata.name");
+  if (!Has(fields, "name")) r.Error(node, "metadata.name", "required");
+  if (name.has_value()) {
+    CheckDns1123Label(r, Get(fields, "name"), "metadata.name", *name);
+    op.name = *name;
+  }
+  for (auto& [k, v] : r.StringMap(Get(fields, "labels"), "metadata.labels")) {
+    for (const std::string& p : kube::IsQualifiedName(k)) {
+      r.Error(Get(fields, "labels"), Join("metadata.labels", k), p);
+    }
+    for (const std::string& p : kube::IsValidLabelValue(v)) {
+      r.Error(Get(fields, "labels"), Join("metadata.labels", k), p);
+    }
+    op.labels[k] = v;
+  }
+  for (auto& [k, v] : r.StringMap(Get(fields, "annotations"), "metadata.annotations")) {
+    op.annotations[k] = v;
+  }
+}
+
+std::optional<OperatorSpec> ParseDocument(YamlReader& r, const YAML::Node& doc) {
+  OperatorSpec op;
+  op.location = r.Location(doc);
+  const std::vector<Field> fields = r.Fields(doc, "", TopFields());
+  if (!doc.IsMap()) return std::nullopt;
+  const YAML::Node api_version = Get(fields, "apiVersion");
+  std::optional<std::string> v = r.String(api_version, "apiVersion");
+  if (!Has(fields, "apiVersion")) {
+    r.Error(doc, "apiVersion", absl::StrCat("required (\"", kApiVersion, "\")"));
+  } else if (v.has_value() && *v != kApiVersion) {
+    r.Error(api_version, "apiVersion",
+            absl::StrCat("unsupported value \"", *v, "\": supported: \"", kApiVersion, "\""));
+  }
+  const YAML::Node kind = Get(fields, "kind");
+  std::optional<std::string> k = r.String(kind, "kind");
+  if (!Has(fields, "kind")) {
+    r.Error(doc, "kind", absl::StrCat("required (\"", kKind, "\")"));
+  } else if (k.has_value() && *k != kKind) {
+    r.Error(kind, "kind",
+            absl::StrCat("unsupported value \"", *k, "\": supported: \"", kKind, "\""));
+  }
+  if (!Has(fields, "metadata")) {
+    r.Error(doc, "metadata", "required");
+  } else {
+    ParseMetadata(r, Get(fields, "metadata"), op);
+  }
+  const YAML::Node spec = Get(fields, "spec");
+  if (IsAbsent(spec)) {
+    r.Error(doc, "spec", "required");
+    return op;
+  }
+  const std::vector<Field> spec_fields = r.Fields(spec, "spec", SpecFields());
+  if (!spec.IsMap()) return op;
+  const std::vector<YAML::Node> plugins = r.Sequence(Get(spec_fields, "plugins"), "spec.plugins");
+  if (const YAML::Node p = Get(spec_fields, "plugins");
+      IsAbsent(p) || (p.IsSequence() && p.size() == 0)) {
+    r.Error(spec, "spec.plugins", "required: at least one plugin");
+  }
+  absl::flat_hash_map<std::string, int> plugin_lines;
+  for (size_t i = 0; i < plugins.size(); ++i) {
+    const std::string path = Index("spec.plugins", i);
+    std::optional<PluginSpec> plugin = ParsePlugin(r, plugins[i], path);
+    if (!plugin.has_value()) continue;
+    if (!plugin->name.empty()) {
+      if (auto [it, inserted] = plugin_lines.emplace(plugin->name, plugin->location.line);
+          !inserted) {
+        r.Error(plugins[i], Join(path, "name"),
+                absl::StrCat("duplicate plugin name \"", plugin->name, "\" (first on line ",
+                             it->second, ")"));
+      }
+    }
+    op.plugins.push_back(std::move(*plugin));
+  }
+  const std::vector<YAML::Node> controllers =
+      r.Sequence(Get(spec_fields, "controllers"), "spec.controllers");
+  absl::flat_hash_map<std::string, int> controller_lines;
+  for (size_t i = 0; i < controllers.size(); ++i) {
+    const std::string path = Index("spec.controllers", i);
+    std::optional<ControllerSpec> c = ParseController(r, controllers[i], path);
+    if (!c.has_value()) continue;
+    if (!c->plugin.empty() && plugin_lines.find(c->plugin) == plugin_lines.end()) {
+      r.Error(controllers[i], Join(path, "plugin"),
+              absl::StrCat("no plugin \"", c->plugin, "\" in spec.plugins"));
+    }
+    const std::string key = absl::StrCat(c->plugin, "/", c->name);
+    if (auto [it, inserted] = controller_lines.emplace(key, c->location.line); !inserted) {
+      r.Error(controllers[i], path,
+              absl::StrCat("duplicate overrides for controller \"", c->name, "\"",
+                           c->plugin.empty() ? "" : absl::StrCat(" of plugin \"", c->plugin, "\""),
+                           " (first on line ", it->second, ")"));
+    }
+    op.controllers.push_back(std::move(*c));
+  }
+  return op;
+}
+
+// Refuses a second operator of the same name (each duplicate is one error).
+void CheckUniqueNames(const std::vector<OperatorSpec>& ops, std::vector<std::string>& errors) {
+  absl::flat_hash_map<std::string, const OperatorSpec*> first;
+  for (const OperatorSpec& op : ops) {
+    if (op.name.empty()) continue;
+    auto [it, inserted] = first.emplace(op.name, &op);
+    if (!inserted) {
+      errors.push_back(absl::StrCat(op.location.ToString(), ": metadata.name: operator \"", op.name,
+                                    "\" is already defined at ", it->second->location.ToString()));
+    }
+  }
+}
+
+// Parses every document of `text`, appending specs and errors (duplicate names unchecked).
+void ParseInto(absl::string_view text, absl::string_view source_name,
+               std::vector<OperatorSpec>& ops, std::vector<std::string>& errors) {
+  YamlReader r{std::string(source_name)};
+  try {
+    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    for (const YAML::Node& doc : docs) {
+      if (IsAbsent(doc)) continue;  // an empty document (e.g. a trailing ---)
+      if (std::optional<OperatorSpec> op = ParseDocument(r, doc)) ops.push_back(std::move(*op));
+    }
+  } catch (const YAML::Exception& e) {
+    SourceLocation at{std::string(source_name), 0, 0};
+    if (!e.mark.is_null()) at = {std::string(source_name), e.mark.line + 1, e.mark.column + 1};
+    r.Error(at, "", absl::StrCat("invalid YAML: ", e.msg));
+  } catch (const std::exception& e) {
+    r.Error(SourceLocation{std::string(source_name), 0, 0}, "",
+            absl::StrCat("invalid YAML: ", e.what()));
+  }
+  for (std::string& e : r.errors()) errors.push_back(std::move(e));
+}
+
+absl::StatusOr<std::vector<OperatorSpec>> Finish(std::vector<OperatorSpec> ops,
+                                                 std::vector<std::string> errors) {
+  CheckUniqueNames(ops, errors);
+  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  return ops;
+}
+
+absl::Status PathError(absl::StatusCode code, const std::string& path, absl::string_view why) {
+  return absl::Status(code, absl::StrCat("\"", path, "\": ", why));
+}
+
+void AddPaths(const std::string& prefix, const std::vector<absl::string_view>& fields,
+              std::vector<std::string>& out) {
+  for (absl::string_view f : fields) out.push_back(Join(prefix, f));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<OperatorSpec>> ParseOperators(absl::string_view text,
+                                                         absl::string_view source_name) {
+  std::vector<OperatorSpec> ops;
+  std::vector<std::string> errors;
+  ParseInto(text, source_name, ops, errors);
+  return Finish(std::move(ops), std::move(errors));
+}
+
+absl::StatusOr<std::vector<std::string>> ResolveOperatorFiles(const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (error || !fs::exists(status)) {
+    return PathError(absl::StatusCode::kNotFound, path, "no such file or directory");
+  }
+  const bool directory = fs::is_directory(status);
+  if (!directory && !fs::is_regular_file(status)) {
+    return PathError(absl::StatusCode::kInvalidArgument, path, "not a regular file or a directory");
+  }
+  if (access(path.c_str(), directory ? (R_OK | X_OK) : R_OK) != 0) {
+    return PathError(absl::StatusCode::kPermissionDenied, path, "permission denied");
+  }
+  if (!directory) return std::vector<std::string>{path};
+  std::vector<std::string> files;
+  // One level only: a directory of operator documents, not a tree.
+  for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
+    std::error_code entry_error;
+    const std::string extension = it->path().extension().string();
+    if (!it->is_regular_file(entry_error) || (extension != ".yaml" && extension != ".yml")) {
+      continue;
+    }
+    files.push_back(it->path().string());
+  }
+  if (error) return PathError(absl::StatusCode::kInvalidArgument, path, error.message());
+  if (files.empty()) {
+    return PathError(absl::StatusCode::kInvalidArgument, path,
+                     "the directory contains no .yaml or .yml files");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+absl::StatusOr<std::vector<OperatorSpec>> LoadOperators(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<std::string> files, ResolveOperatorFiles(path));
+  std::vector<OperatorSpec> ops;
+  std::vector<std::string> errors;
+  for (const std::string& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in.is_open()) {
+      return PathError(access(file.c_str(), R_OK) != 0 ? absl::StatusCode::kPermissionDenied
+                                                       : absl::StatusCode::kNotFound,
+                       file, "cannot be opened");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return PathError(absl::StatusCode::kDataLoss, file, "read error");
+    ParseInto(text.str(), file, ops, errors);
+  }
+  return Finish(std::move(ops), std::move(errors));
+}
+
+std::vector<std::string> KnownFieldPaths() {
+  std::vector<std::string> out;
+  AddPaths("", TopFields(), out);
+  AddPaths("metadata", MetadataFields(), out);
+  AddPaths("spec", SpecFields(), out);
+  AddPaths("spec.plugins[]", PluginFields(), out);
+  AddPaths("spec.plugins[].exec", ExecFields(), out);
+  AddPaths("spec.plugins[].exec.env[]", EnvVarFields(), out);
+  AddPaths("spec.plugins[].endpoint", EndpointFields(), out);
+  AddPaths("spec.plugins[].endpoint.tls", TlsFields(), out);
+  AddPaths("spec.controllers[]", ControllerFields(), out);
+  AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
+  return out;
+}
+
+}  // namespace ctrlhost::config

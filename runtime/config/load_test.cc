@@ -1,0 +1,462 @@
+#include "runtime/config/load.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ctrlhost::config {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+// The error lines of a refused parse (empty when it was accepted).
+std::vector<std::string> Errors(absl::string_view text, absl::string_view name = "op.yaml") {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(text, name);
+  if (ops.ok()) return {};
+  EXPECT_EQ(ops.status().code(), absl::StatusCode::kInvalidArgument) << ops.status();
+  return absl::StrSplit(ops.status().message(), '\n');
+}
+
+constexpr char kHeader[] = R"(apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: web
+)";
+
+TEST(ParseOperatorsTest, FullDocument) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(R"(
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: web
+  labels: {team: platform}
+  annotations:
+    note: "anything: goes"
+spec:
+  plugins:
+    - name: webapp
+      exec:
+        command: bin/webapp
+        args: ["--verbose", "--port=8080"]
+        env: {LOG_LEVEL: debug, EMPTY: }
+        workingDir: /tmp
+      startupTimeout: 30s
+      shutdownGracePeriod: 0
+      requestTimeout: 1m30s
+      maxInFlight: 64
+      watchBinary: true
+    - name: remote
+      endpoint:
+        address: plugins.example.com:8443
+        tls: {caFile: ca.crt, certFile: c.crt, keyFile: c.key, serverName: plugins}
+    - name: local
+      endpoint: {address: "unix:///run/p.sock"}
+      startupTimeout: 250ms
+    - name: listenv
+      exec:
+        command: /bin/true
+        env:
+          - {name: A, value: "1"}
+          - name: B
+  controllers:
+    - name: deployments
+      plugin: webapp
+      maxConcurrentReconciles: 4
+      namespaces: [default, prod]
+      labelSelector: app=web,tier!=db
+      resyncPeriod: 10m
+      rateLimit: {qps: 12.5, burst: 100, baseDelay: 5ms, maxDelay: 1000s}
+    - name: services
+      disabled: true
+)",
+                                                                 "ops/web.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 1u);
+  const OperatorSpec& op = (*ops)[0];
+  EXPECT_EQ(op.name, "web");
+  EXPECT_EQ(op.location.ToString(), "ops/web.yaml:2:1");
+  EXPECT_THAT(op.labels, ElementsAre(Pair("team", "platform")));
+  EXPECT_THAT(op.annotations, ElementsAre(Pair("note", "anything: goes")));
+  ASSERT_EQ(op.plugins.size(), 4u);
+  const PluginSpec& webapp = op.plugins[0];
+  ASSERT_NE(webapp.exec(), nullptr);
+  EXPECT_EQ(webapp.exec()->command, "bin/webapp");
+  EXPECT_THAT(webapp.exec()->args, ElementsAre("--verbose", "--port=8080"));
+  EXPECT_THAT(webapp.exec()->env, ElementsAre(Pair("LOG_LEVEL", "debug"), Pair("EMPTY", "")));
+  EXPECT_EQ(webapp.exec()->working_dir, "/tmp");
+  EXPECT_EQ(webapp.startup_timeout, absl::Seconds(30));
+  EXPECT_EQ(webapp.shutdown_grace_period, absl::ZeroDuration());
+  EXPECT_EQ(webapp.request_timeout, absl::Seconds(90));
+  EXPECT_EQ(webapp.max_in_flight, 64);
+  EXPECT_TRUE(webapp.watch_binary);
+  EXPECT_EQ(webapp.location.line, 11);
+  const PluginSpec& remote = op.plugins[1];
+  ASSERT_NE(remote.endpoint(), nullptr);
+  EXPECT_EQ(remote.endpoint()->address, "plugins.example.com:8443");
+  ASSERT_TRUE(remote.endpoint()->tls.has_value());
+  EXPECT_EQ(remote.endpoint()->tls->ca_file, "ca.crt");
+  EXPECT_EQ(remote.endpoint()->tls->cert_file, "c.crt");
+  EXPECT_EQ(remote.endpoint()->tls->key_file, "c.key");
+  EXPECT_EQ(remote.endpoint()->tls->server_name, "plugins");
+  EXPECT_FALSE(remote.startup_timeout.has_value());
+  EXPECT_FALSE(remote.max_in_flight.has_value());
+  EXPECT_EQ(op.plugins[2].endpoint()->address, "unix:///run/p.sock");
+  EXPECT_FALSE(op.plugins[2].endpoint()->tls.has_value());
+  EXPECT_EQ(op.plugins[2].startup_timeout, absl::Milliseconds(250));
+  EXPECT_THAT(op.plugins[3].exec()->env, ElementsAre(Pair("A", "1"), Pair("B", "")));
+  ASSERT_EQ(op.controllers.size(), 2u);
+  const ControllerSpec& d = op.controllers[0];
+  EXPECT_EQ(d.name, "deployments");
+  EXPECT_EQ(d.plugin, "webapp");
+  EXPECT_EQ(d.max_concurrent_reconciles, 4);
+  EXPECT_THAT(d.namespaces, ElementsAre("default", "prod"));
+  EXPECT_EQ(d.label_selector, "app=web,tier!=db");
+  EXPECT_EQ(d.resync_period, absl::Minutes(10));
+  EXPECT_FALSE(d.disabled);
+  ASSERT_TRUE(d.rate_limit.has_value());
+  EXPECT_EQ(d.rate_limit->qps, 12.5);
+  EXPECT_EQ(d.rate_limit->burst, 100);
+  EXPECT_EQ(d.rate_limit->base_delay, absl::Milliseconds(5));
+  EXPECT_EQ(d.rate_limit->max_delay, absl::Seconds(1000));
+  EXPECT_TRUE(op.controllers[1].disabled);
+  EXPECT_TRUE(op.controllers[1].plugin.empty());
+  EXPECT_FALSE(op.controllers[1].rate_limit.has_value());
+}
+
+TEST(ParseOperatorsTest, MultipleDocumentsAndEmptyOnes) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
+      absl::StrCat("---\n", kHeader, "spec:\n  plugins: [{name: a, exec: {command: a}}]\n---\n",
+                   "---\n", "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n",
+                   "metadata: {name: second}\nspec:\n  plugins: [{name: b, exec: {command: b}}]\n",
+                   "---\n"),
+      "multi.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u);
+  EXPECT_EQ((*ops)[0].name, "web");
+  EXPECT_EQ((*ops)[1].name, "second");
+  EXPECT_EQ((*ops)[1].location.line, 10);
+  EXPECT_TRUE(ParseOperators("", "empty.yaml").ok());
+  EXPECT_TRUE(ParseOperators("# only a comment\n---\n", "empty.yaml")->empty());
+}
+
+TEST(ParseOperatorsTest, RequiredFieldNamesFileLineColumnAndPath) {
+  // The example of the issue: plugin 1's exec has no command.
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+    - name: b
+      exec:
+        args: [x]
+)"),
+                     "operators/web.yaml"),
+              ElementsAre("operators/web.yaml:11:9: spec.plugins[1].exec.command: required"));
+}
+
+TEST(ParseOperatorsTest, AllErrorsOfADocumentTogether) {
+  EXPECT_THAT(
+      Errors(R"(apiVersion: ctrlhost.dev/v1
+kind: Operatr
+metadata:
+  name: Web_Site
+spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+      startupTimout: 5s
+      maxInFlight: 0
+      requestTimeout: soon
+    - name: a
+      endpoint: {address: "example.com:80"}
+    - exec: {command: c}
+      endpoint: {address: "unix:///x"}
+    - name: d
+  controllers:
+    - plugin: nope
+      namespaces: [Default]
+      labelSelector: "a in (b"
+      rateLimit: {qps: 0, burst: -1, baseDelay: 10s, maxDelay: 1s}
+      disabled: "yes"
+)"),
+      ElementsAre("op.yaml:1:13: apiVersion: unsupported value \"ctrlhost.dev/v1\": supported: "
+                  "\"ctrlhost.dev/v1alpha1\"",
+                  "op.yaml:2:7: kind: unsupported value \"Operatr\": supported: \"Operator\"",
+                  HasSubstr("op.yaml:4:9: metadata.name: invalid value \"Web_Site\": "),
+                  "op.yaml:9:7: spec.plugins[0].startupTimout: unknown field (did you mean "
+                  "\"startupTimeout\"?)",
+                  "op.yaml:10:20: spec.plugins[0].maxInFlight: must be between 1 and 1048576",
+                  "op.yaml:11:23: spec.plugins[0].requestTimeout: must be a duration such as "
+                  "\"30s\", \"1m30s\" or \"500ms\"",
+                  "op.yaml:12:7: spec.plugins[1].name: duplicate plugin name \"a\" (first on "
+                  "line 7)",
+                  "op.yaml:13:27: spec.plugins[1].endpoint.address: plaintext is only allowed "
+                  "to unix: addresses and loopback hosts; set spec.plugins[1].endpoint.tls for "
+                  "\"example.com\"",
+                  "op.yaml:14:7: spec.plugins[2].name: required",
+                  "op.yaml:15:17: spec.plugins[2]: exec and endpoint are mutually exclusive",
+                  "op.yaml:16:7: spec.plugins[3]: exactly one of exec or endpoint is required",
+                  "op.yaml:18:7: spec.controllers[0].name: required",
+                  "op.yaml:18:7: spec.controllers[0].plugin: no plugin \"nope\" in "
+                  "spec.plugins",
+                  HasSubstr("op.yaml:19:20: spec.controllers[0].namespaces[0]: invalid value "
+                            "\"Default\": "),
+                  "op.yaml:20:22: spec.controllers[0].labelSelector: unable to parse "
+                  "requirement \"a in (b\": found '', expected: ',' or ')'",
+                  "op.yaml:21:24: spec.controllers[0].rateLimit.qps: must be positive (and "
+                  "finite)",
+                  "op.yaml:21:34: spec.controllers[0].rateLimit.burst: must be between 1 and "
+                  "1048576",
+                  "op.yaml:21:64: spec.controllers[0].rateLimit.maxDelay: must not be less "
+                  "than baseDelay",
+                  "op.yaml:22:17: spec.controllers[0].disabled: must be true or false, not a "
+                  "string"));
+}
+
+TEST(ParseOperatorsTest, WrongTypesSayWhatWasFound) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec:
+        command: [a]
+        args: [--port, 8080]
+        env: {PORT: 8080}
+      watchBinary: 1
+    - name: b
+      exec: /bin/b
+  controllers: {name: x}
+)")),
+              ElementsAre("op.yaml:9:18: spec.plugins[0].exec.command: must be a string, not a "
+                          "list",
+                          "op.yaml:10:24: spec.plugins[0].exec.args[1]: must be a string, not "
+                          "an integer (quote it: \"8080\")",
+                          "op.yaml:11:21: spec.plugins[0].exec.env.PORT: must be a string, not "
+                          "an integer (quote it: \"8080\")",
+                          "op.yaml:12:20: spec.plugins[0].watchBinary: must be true or false, "
+                          "not an integer",
+                          "op.yaml:14:13: spec.plugins[1].exec: must be a mapping, not a string",
+                          "op.yaml:15:16: spec.controllers: must be a list, not a mapping"));
+}
+
+TEST(ParseOperatorsTest, MissingTopLevelFields) {
+  EXPECT_THAT(Errors("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n"),
+              ElementsAre("op.yaml:1:1: metadata: required", "op.yaml:1:1: spec: required"));
+  EXPECT_THAT(Errors("kind: Operator\nmetadata: {}\nspec: {plugins: []}\n"),
+              ElementsAre("op.yaml:1:1: apiVersion: required (\"ctrlhost.dev/v1alpha1\")",
+                          "op.yaml:2:11: metadata.name: required",
+                          "op.yaml:3:7: spec.plugins: required: at least one plugin"));
+  EXPECT_THAT(Errors("- just\n- a list\n"),
+              ElementsAre("op.yaml:1:1: must be a mapping, not a list"));
+  EXPECT_THAT(Errors(absl::StrCat(kHeader,
+                                  "spec: {plugins: [{name: a, exec: {command: a}}], "
+                                  "plugin: x}\nspec: {}\n")),
+              ElementsAre("op.yaml:5:50: spec.plugin: unknown field (did you mean \"plugins\"?)",
+                          "op.yaml:6:1: spec: duplicate field (first on line 5)"));
+}
+
+TEST(ParseOperatorsTest, UnknownFieldWithoutCloseMatchHasNoSuggestion) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader,
+                                  "spec:\n  plugins: [{name: a, exec: {command: a}}]\n"
+                                  "  somethingElse: 1\n")),
+              ElementsAre("op.yaml:7:3: spec.somethingElse: unknown field"));
+}
+
+TEST(ParseOperatorsTest, InvalidYamlNamesThePosition) {
+  std::vector<std::string> errors = Errors("a: [1, 2\nb: c\n", "bad.yaml");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr("bad.yaml:"));
+  EXPECT_THAT(errors[0], HasSubstr(": invalid YAML: "));
+  errors = Errors("a: b\n  c: d\n", "bad.yaml");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr("bad.yaml:2:"));
+}
+
+TEST(ParseOperatorsTest, HostileInputBecomesErrors) {
+  // Deep nesting, a binary blob, huge numbers, aliases: errors, never a crash.
+  EXPECT_FALSE(ParseOperators(std::string(100000, '['), "deep.yaml").ok());
+  EXPECT_FALSE(ParseOperators(std::string("\0\xff\xfe{{", 5), "bin.yaml").ok());
+  EXPECT_THAT(Errors(absl::StrCat(kHeader,
+                                  "spec:\n  plugins:\n    - name: a\n      exec: "
+                                  "{command: a}\n      maxInFlight: "
+                                  "99999999999999999999999\n")),
+              ElementsAre(HasSubstr("spec.plugins[0].maxInFlight: must be an integer")));
+  EXPECT_TRUE(ParseOperators(absl::StrCat(kHeader,
+                                          "spec:\n  plugins:\n    - &p {name: a, exec: "
+                                          "{command: a}}\n  controllers: []\n"),
+                             "alias.yaml")
+                  .ok());
+}
+
+TEST(ParseOperatorsTest, EndpointAddresses) {
+  auto errors_for = [](absl::string_view address, bool tls) {
+    return Errors(absl::StrCat(kHeader, "spec:\n  plugins:\n    - name: a\n      endpoint:\n",
+                               "        address: \"", address, "\"\n",
+                               tls ? "        tls: {}\n" : ""));
+  };
+  EXPECT_THAT(errors_for("127.0.0.1:9000", false), ElementsAre());
+  EXPECT_THAT(errors_for("localhost:9000", false), ElementsAre());
+  EXPECT_THAT(errors_for("[::1]:9000", false), ElementsAre());
+  EXPECT_THAT(errors_for("dns:///plugins.svc:443", true), ElementsAre());
+  EXPECT_THAT(errors_for("unix:/run/a.sock", false), ElementsAre());
+  EXPECT_THAT(errors_for("unix://relative.sock", false),
+              ElementsAre(HasSubstr("needs an absolute path")));
+  EXPECT_THAT(errors_for("example.com", true), ElementsAre(HasSubstr("expected host:port")));
+  EXPECT_THAT(errors_for("example.com:0", true), ElementsAre(HasSubstr("expected host:port")));
+  EXPECT_THAT(errors_for("::1:80", true), ElementsAre(HasSubstr("expected host:port")));
+  EXPECT_THAT(errors_for("", false), ElementsAre("op.yaml:9:9: spec.plugins[0].endpoint.address: "
+                                                 "required"));
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, "spec:\n  plugins:\n    - name: a\n      endpoint:\n",
+                                  "        address: h:1\n        tls: {certFile: c}\n"
+                                  "      watchBinary: true\n")),
+              ElementsAre("op.yaml:10:14: spec.plugins[0].endpoint.tls.keyFile: required: "
+                          "certFile and keyFile go together",
+                          "op.yaml:11:20: spec.plugins[0].watchBinary: only exec plugins have a "
+                          "binary to watch"));
+}
+
+TEST(ParseOperatorsTest, EnvProblems) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec:
+        command: a
+        env:
+          - {name: A, value: x}
+          - {name: A, value: y}
+          - {value: z}
+          - {name: "B=C"}
+          - {name: D, valu: 1}
+)")),
+              ElementsAre("op.yaml:12:20: spec.plugins[0].exec.env[1].name: duplicate variable "
+                          "\"A\" (first on line 11)",
+                          "op.yaml:13:13: spec.plugins[0].exec.env[2].name: required",
+                          "op.yaml:14:20: spec.plugins[0].exec.env[3].name: invalid environment "
+                          "variable name \"B=C\"",
+                          "op.yaml:15:23: spec.plugins[0].exec.env[4].valu: unknown field (did "
+                          "you mean \"value\"?)"));
+}
+
+TEST(ParseOperatorsTest, DuplicateControllerOverrides) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins: [{name: a, exec: {command: a}}]
+  controllers:
+    - {name: x}
+    - {name: x, plugin: a}
+    - {name: x}
+)")),
+              ElementsAre("op.yaml:10:7: spec.controllers[2]: duplicate overrides for "
+                          "controller \"x\" (first on line 8)"));
+}
+
+TEST(ParseOperatorsTest, DuplicateOperatorNamesInOneText) {
+  const std::string doc =
+      absl::StrCat(kHeader, "spec:\n  plugins: [{name: a, exec: {command: a}}]\n");
+  EXPECT_THAT(Errors(absl::StrCat(doc, "---\n", doc)),
+              ElementsAre("op.yaml:8:1: metadata.name: operator \"web\" is already defined at "
+                          "op.yaml:1:1"));
+}
+
+TEST(ParseOperatorsTest, ErrorListIsBounded) {
+  std::string text = absl::StrCat(kHeader, "spec:\n  plugins:\n");
+  for (int i = 0; i < 200; ++i) absl::StrAppend(&text, "    - {name: p", i, "}\n");
+  std::vector<std::string> errors = Errors(text);
+  EXPECT_EQ(errors.size(), 51u);
+  EXPECT_EQ(errors.back(), "op.yaml: too many errors; stopped listing them");
+}
+
+class LoadOperatorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(std::getenv("TEST_TMPDIR")) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  static std::string Doc(absl::string_view name) {
+    return absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata:\n  name: ",
+                        name, "\nspec:\n  plugins: [{name: p, exec: {command: p}}]\n");
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(LoadOperatorsTest, FileWithSeveralDocuments) {
+  const std::string path = Write("ops.yaml", absl::StrCat(Doc("a"), "---\n", Doc("b")));
+  absl::StatusOr<std::vector<OperatorSpec>> ops = LoadOperators(path);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u);
+  EXPECT_EQ((*ops)[1].location.ToString(), absl::StrCat(path, ":8:1"));
+}
+
+TEST_F(LoadOperatorsTest, DirectoryIsSortedAndSkipsOtherFiles) {
+  Write("b.yml", Doc("second"));
+  Write("a.yaml", Doc("first"));
+  Write("notes.txt", "not yaml: [");
+  std::filesystem::create_directories(dir_ / "sub.yaml");  // a directory: not read
+  Write("sub.yaml/c.yaml", Doc("nested"));
+  absl::StatusOr<std::vector<OperatorSpec>> ops = LoadOperators(dir_.string());
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u);
+  EXPECT_EQ((*ops)[0].name, "first");
+  EXPECT_EQ((*ops)[1].name, "second");
+  EXPECT_THAT(*ResolveOperatorFiles(dir_.string()),
+              ElementsAre((dir_ / "a.yaml").string(), (dir_ / "b.yml").string()));
+}
+
+TEST_F(LoadOperatorsTest, DuplicateNamesAcrossFilesAreRefused) {
+  const std::string a = Write("a.yaml", Doc("web"));
+  const std::string b = Write("b.yaml", absl::StrCat("# comment\n", Doc("web")));
+  absl::StatusOr<std::vector<OperatorSpec>> ops = LoadOperators(dir_.string());
+  ASSERT_FALSE(ops.ok());
+  EXPECT_EQ(
+      ops.status().message(),
+      absl::StrCat(b, ":2:1: metadata.name: operator \"web\" is already defined at ", a, ":1:1"));
+}
+
+TEST_F(LoadOperatorsTest, ErrorsOfEveryFileAreReported) {
+  Write("a.yaml", absl::StrCat(Doc("a"), "  bogus: 1\n"));
+  Write("b.yaml", "kind: [\n");
+  absl::StatusOr<std::vector<OperatorSpec>> ops = LoadOperators(dir_.string());
+  ASSERT_FALSE(ops.ok());
+  EXPECT_THAT(ops.status().message(), HasSubstr("a.yaml:7:3: spec.bogus: unknown field"));
+  EXPECT_THAT(ops.status().message(), HasSubstr("b.yaml:"));
+}
+
+TEST_F(LoadOperatorsTest, PathErrors) {
+  EXPECT_EQ(LoadOperators((dir_ / "missing").string()).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::Status empty = LoadOperators(dir_.string()).status();
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(empty.message(), HasSubstr("no .yaml or .yml files"));
+  EXPECT_EQ(ResolveOperatorFiles("/dev/null").status().code(), absl::StatusCode::kInvalidArgument);
+  if (geteuid() != 0) {  // root reads everything
+    const std::string locked = Write("locked.yaml", Doc("x"));
+    chmod(locked.c_str(), 0);
+    EXPECT_EQ(LoadOperators(locked).status().code(), absl::StatusCode::kPermissionDenied);
+  }
+}
+
+TEST(KnownFieldPathsTest, ListsNestedFields) {
+  std::vector<std::string> paths = KnownFieldPaths();
+  EXPECT_THAT(paths, ::testing::Contains("spec.plugins[].exec.env[].name"));
+  EXPECT_THAT(paths, ::testing::Contains("spec.controllers[].rateLimit.maxDelay"));
+  EXPECT_THAT(paths, ::testing::Contains("apiVersion"));
+}
+
+}  // namespace
+}  // namespace ctrlhost::config

@@ -1,0 +1,171 @@
+// The Operator document that `ctrlhost run -f` reads (apiVersion ctrlhost.dev/v1alpha1), as plain
+// values, and Diff() between two sets of them (what a changed file means for the running host).
+//
+//   apiVersion: ctrlhost.dev/v1alpha1
+//   kind: Operator
+//   metadata:
+//     name: web
+//   spec:
+//     plugins:
+//       - name: webapp
+//         exec:
+//           command: bazel-bin/plugins/webapp/webapp
+//     controllers:
+//       - name: deployments
+//         maxConcurrentReconciles: 4
+//
+//   ASSIGN_OR_RETURN(std::vector<config::OperatorSpec> ops, config::LoadOperators("operators/"));
+//   config::OperatorSetDiff d = config::Diff(running, ops);
+//   for (const config::OperatorChange& c : d.changed) ... c.changed_plugins ...
+//
+// The field reference is docs/operator-spec.md; the JSON Schema docs/operator-spec.schema.json.
+// Values here are exactly what the document says: optional fields the document leaves out stay
+// unset (std::nullopt / empty) so that the host applies its own defaults, and paths (commands,
+// TLS files, working directories) are kept as written; relative ones are relative to the host's
+// working directory, not to the file that names them (as the README's examples assume).
+//
+// Plain structs: thread-compatible.
+#ifndef CTRLHOST_RUNTIME_CONFIG_OPERATOR_SPEC_H_
+#define CTRLHOST_RUNTIME_CONFIG_OPERATOR_SPEC_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace ctrlhost::config {
+
+inline constexpr char kApiVersion[] = "ctrlhost.dev/v1alpha1";
+inline constexpr char kKind[] = "Operator";
+
+// Where a value came from, for messages ("operators/web.yaml:12:7"). Not part of equality: an
+// operator moved to another file or line is the same operator.
+struct SourceLocation {
+  std::string file;
+  int line = 0;                  // 1-based; 0 when unknown
+  int column = 0;                // 1-based; 0 when unknown
+  std::string ToString() const;  // "file:line:column"
+};
+
+// A process the host starts and supervises (admin.proto ExecSource).
+struct ExecSpec {
+  std::string command;  // required: absolute, relative to the working directory, or in $PATH
+  std::vector<std::string> args;
+  // In document order; names unique. The document may give a map or a list of {name, value}.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string working_dir;  // empty: the host's default
+  bool operator==(const ExecSpec& o) const {
+    return command == o.command && args == o.args && env == o.env && working_dir == o.working_dir;
+  }
+};
+
+// TLS to a plugin endpoint (admin.proto TlsSettings). cert_file and key_file: both or neither.
+struct TlsSpec {
+  std::string ca_file;      // empty: the system roots
+  std::string cert_file;    // client certificate for mutual TLS
+  std::string key_file;     // its key
+  std::string server_name;  // empty: the host part of the address
+  bool operator==(const TlsSpec& o) const {
+    return ca_file == o.ca_file && cert_file == o.cert_file && key_file == o.key_file &&
+           server_name == o.server_name;
+  }
+};
+
+// A plugin the host dials (admin.proto EndpointSource). Without TLS only unix: addresses and
+// loopback hosts are accepted.
+struct EndpointSpec {
+  std::string address;  // "host:port", "dns:///host:port" or "unix:///absolute/path"
+  std::optional<TlsSpec> tls;
+  bool operator==(const EndpointSpec& o) const { return address == o.address && tls == o.tls; }
+};
+
+struct PluginSpec {
+  std::string name;  // DNS-1123 label, unique within the operator
+  std::variant<ExecSpec, EndpointSpec> source;
+  std::optional<absl::Duration> startup_timeout;        // > 0
+  std::optional<absl::Duration> shutdown_grace_period;  // >= 0
+  std::optional<absl::Duration> request_timeout;        // > 0
+  std::optional<int> max_in_flight;                     // >= 1
+  bool watch_binary = false;  // restart the plugin when its exec command's file changes
+  SourceLocation location;    // of the list item
+
+  const ExecSpec* exec() const { return std::get_if<ExecSpec>(&source); }
+  const EndpointSpec* endpoint() const { return std::get_if<EndpointSpec>(&source); }
+  // Equal ignoring `location`.
+  bool operator==(const PluginSpec& o) const;
+  bool operator!=(const PluginSpec& o) const { return !(*this == o); }
+};
+
+// Work-queue rate limiting of one controller (per-key exponential backoff plus a token bucket).
+struct RateLimitSpec {
+  std::optional<double> qps;                 // > 0
+  std::optional<int> burst;                  // >= 1
+  std::optional<absl::Duration> base_delay;  // > 0
+  std::optional<absl::Duration> max_delay;   // > 0, >= base_delay
+  bool operator==(const RateLimitSpec& o) const {
+    return qps == o.qps && burst == o.burst && base_delay == o.base_delay &&
+           max_delay == o.max_delay;
+  }
+};
+
+// Overrides for the controller `name` that a plugin registers. With `plugin` empty it applies to
+// the controller of that name in whichever of the operator's plugins registers it.
+struct ControllerSpec {
+  std::string name;    // required
+  std::string plugin;  // empty, or the name of one of the operator's plugins
+  std::optional<int> max_concurrent_reconciles;  // >= 1
+  std::vector<std::string> namespaces;           // empty: what the plugin asks for (all namespaces)
+  std::string label_selector;                    // empty: none
+  std::optional<absl::Duration> resync_period;   // >= 0; 0 turns periodic resync off
+  bool disabled = false;
+  std::optional<RateLimitSpec> rate_limit;
+  SourceLocation location;
+
+  // Equal ignoring `location`.
+  bool operator==(const ControllerSpec& o) const;
+  bool operator!=(const ControllerSpec& o) const { return !(*this == o); }
+};
+
+struct OperatorSpec {
+  std::string name;  // metadata.name, a DNS-1123 label, unique across the loaded set
+  std::map<std::string, std::string> labels;       // metadata.labels
+  std::map<std::string, std::string> annotations;  // metadata.annotations
+  std::vector<PluginSpec> plugins;                 // in document order
+  std::vector<ControllerSpec> controllers;         // in document order
+  SourceLocation location;                         // of the document
+
+  const PluginSpec* FindPlugin(const std::string& plugin_name) const;
+  // Equal ignoring `location`s.
+  bool operator==(const OperatorSpec& o) const;
+  bool operator!=(const OperatorSpec& o) const { return !(*this == o); }
+};
+
+// An operator present before and after whose spec differs.
+struct OperatorChange {
+  std::string name;
+  std::vector<std::string> added_plugins;    // by name, sorted
+  std::vector<std::string> removed_plugins;  // by name, sorted
+  std::vector<std::string> changed_plugins;  // same name, different spec; sorted
+  bool controllers_changed = false;          // spec.controllers differ
+  bool metadata_changed = false;             // labels or annotations differ
+};
+
+struct OperatorSetDiff {
+  std::vector<std::string> added;       // operator names, sorted
+  std::vector<std::string> removed;     // operator names, sorted
+  std::vector<OperatorChange> changed;  // sorted by name
+  bool empty() const { return added.empty() && removed.empty() && changed.empty(); }
+};
+
+// What turns `before` into `after`, operators matched by name (names are unique in a loaded
+// set; with duplicates the last one counts). Source locations are ignored.
+OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
+                     const std::vector<OperatorSpec>& after);
+
+}  // namespace ctrlhost::config
+
+#endif  // CTRLHOST_RUNTIME_CONFIG_OPERATOR_SPEC_H_
