@@ -10,20 +10,38 @@ namespace ctrlhost::cache {
 namespace {
 
 template <typename Map>
-void IndexAdd(Map* map, std::string value, absl::string_view key) {
-  (*map)[std::move(value)].insert(key);
+void IndexAdd(Map* map, absl::string_view value, const Object* object) {
+  auto it = map->find(value);  // heterogeneous: no string is built for an existing value
+  if (it == map->end()) it = map->try_emplace(std::string(value)).first;
+  it->second.insert(object);
 }
 
 template <typename Map>
-void IndexRemove(Map* map, absl::string_view value, absl::string_view key) {
+void IndexRemove(Map* map, absl::string_view value, const Object* object) {
   auto it = map->find(value);
   if (it == map->end()) return;
-  it->second.erase(key);
+  it->second.erase(object);
   if (it->second.empty()) map->erase(it);
+}
+
+absl::string_view LabelValue(const Object& object, size_t i, std::string* scratch) {
+  auto [k, v] = object.label(i);
+  scratch->assign(k.data(), k.size());
+  scratch->push_back('=');
+  scratch->append(v.data(), v.size());
+  return *scratch;
 }
 
 bool SameContent(const Object& a, const Object& b) {
   return a.resource_version() == b.resource_version() && a.json() == b.json();
+}
+
+// Lists from an API server come sorted by key, so this is usually one linear check.
+void SortByKey(std::vector<ObjectPtr>* objects) {
+  auto by_key = [](const ObjectPtr& a, const ObjectPtr& b) { return a->key() < b->key(); };
+  if (!std::is_sorted(objects->begin(), objects->end(), by_key)) {
+    std::sort(objects->begin(), objects->end(), by_key);
+  }
 }
 
 }  // namespace
@@ -31,31 +49,27 @@ bool SameContent(const Object& a, const Object& b) {
 Store::Store() : state_(std::make_unique<State>()) {}
 Store::~Store() = default;
 
-void Store::AddToIndexes(State* state, const Object& object) {
-  const absl::string_view key = object.key();
-  IndexAdd(&state->by_namespace, std::string(object.namespace_()), key);
+void Store::AddToIndexes(State* state, const Object& object, std::string* scratch) {
+  IndexAdd(&state->by_namespace, object.namespace_(), &object);
   for (size_t i = 0; i < object.owner_count(); ++i) {
-    if (!object.owner_uid(i).empty()) {
-      IndexAdd(&state->by_owner, std::string(object.owner_uid(i)), key);
-    }
+    if (!object.owner_uid(i).empty()) IndexAdd(&state->by_owner, object.owner_uid(i), &object);
   }
   for (size_t i = 0; i < object.label_count(); ++i) {
-    auto [k, v] = object.label(i);
-    IndexAdd(&state->by_label, absl::StrCat(k, "=", v), key);
+    IndexAdd(&state->by_label, LabelValue(object, i, scratch), &object);
   }
   state->memory_bytes += object.MemoryBytes();
   state->json_bytes += object.json().size();
 }
 
-void Store::RemoveFromIndexes(State* state, const Object& object) {
-  const absl::string_view key = object.key();
-  IndexRemove(&state->by_namespace, object.namespace_(), key);
+void Store::RemoveFromIndexes(State* state, const Object& object, std::string* scratch) {
+  IndexRemove(&state->by_namespace, object.namespace_(), &object);
   for (size_t i = 0; i < object.owner_count(); ++i) {
-    if (!object.owner_uid(i).empty()) IndexRemove(&state->by_owner, object.owner_uid(i), key);
+    if (!object.owner_uid(i).empty()) {
+      IndexRemove(&state->by_owner, object.owner_uid(i), &object);
+    }
   }
   for (size_t i = 0; i < object.label_count(); ++i) {
-    auto [k, v] = object.label(i);
-    IndexRemove(&state->by_label, absl::StrCat(k, "=", v), key);
+    IndexRemove(&state->by_label, LabelValue(object, i, scratch), &object);
   }
   state->memory_bytes -= object.MemoryBytes();
   state->json_bytes -= object.json().size();
@@ -76,7 +90,7 @@ const Store::IndexMap& Store::IndexFor(Index index) const {
 ObjectPtr Store::Get(absl::string_view key) const {
   common::ReaderLock lock(&mu_);
   auto it = state_->objects.find(key);
-  return it == state_->objects.end() ? nullptr : it->second;
+  return it == state_->objects.end() ? nullptr : *it;
 }
 
 ObjectPtr Store::Get(absl::string_view namespace_, absl::string_view name) const {
@@ -85,10 +99,7 @@ ObjectPtr Store::Get(absl::string_view namespace_, absl::string_view name) const
 
 std::vector<ObjectPtr> Store::List() const {
   common::ReaderLock lock(&mu_);
-  std::vector<ObjectPtr> out;
-  out.reserve(state_->objects.size());
-  for (const auto& [key, object] : state_->objects) out.push_back(object);
-  return out;
+  return std::vector<ObjectPtr>(state_->objects.begin(), state_->objects.end());
 }
 
 std::vector<ObjectPtr> Store::ByIndex(Index index, absl::string_view value) const {
@@ -98,9 +109,9 @@ std::vector<ObjectPtr> Store::ByIndex(Index index, absl::string_view value) cons
   auto it = map.find(value);
   if (it == map.end()) return out;
   out.reserve(it->second.size());
-  for (absl::string_view key : it->second) {
-    auto object = state_->objects.find(key);
-    if (object != state_->objects.end()) out.push_back(object->second);
+  for (const Object* indexed : it->second) {
+    auto object = state_->objects.find(indexed->key());
+    if (object != state_->objects.end()) out.push_back(*object);
   }
   return out;
 }
@@ -132,67 +143,79 @@ size_t Store::JsonBytes() const {
 
 ObjectPtr Store::Upsert(ObjectPtr object) {
   if (object == nullptr) return nullptr;
+  std::string scratch;
   common::WriterLock lock(&mu_);
   ObjectPtr old;
   auto it = state_->objects.find(object->key());
   if (it != state_->objects.end()) {
-    old = std::move(it->second);
-    RemoveFromIndexes(state_.get(), *old);
-    state_->objects.erase(it);  // the map's key views the old object's key
+    old = *it;
+    RemoveFromIndexes(state_.get(), *old, &scratch);
+    state_->objects.erase(it);
   }
-  AddToIndexes(state_.get(), *object);
-  const absl::string_view key = object->key();
-  state_->objects.emplace(key, std::move(object));
+  AddToIndexes(state_.get(), *object, &scratch);
+  state_->objects.insert(std::move(object));
   return old;
 }
 
 ObjectPtr Store::Delete(absl::string_view key) {
+  std::string scratch;
   common::WriterLock lock(&mu_);
   auto it = state_->objects.find(key);
   if (it == state_->objects.end()) return nullptr;
-  ObjectPtr old = std::move(it->second);
+  ObjectPtr old = *it;
+  RemoveFromIndexes(state_.get(), *old, &scratch);
   state_->objects.erase(it);
-  RemoveFromIndexes(state_.get(), *old);
   return old;
 }
 
 StoreDiff Store::Replace(std::vector<ObjectPtr> objects, std::string resource_version) {
-  // Build the new state without the lock. Only this (writer) thread changes state_, so reading
-  // the current objects under a shared lock and computing the diff from them is consistent.
+  // Build the new state without the lock, in one pass over the list. Only this (writer) thread
+  // changes state_, so reading the current objects under a shared lock and computing the diff
+  // from them is consistent.
   auto next = std::make_unique<State>();
   next->objects.reserve(objects.size());
-  for (ObjectPtr& object : objects) {
+  std::string scratch;
+  bool duplicates = false;
+  for (const ObjectPtr& object : objects) {
     if (object == nullptr) continue;
-    auto it = next->objects.find(object->key());
-    if (it != next->objects.end()) {
-      RemoveFromIndexes(next.get(), *it->second);
+    auto [it, inserted] = next->objects.insert(object);
+    if (!inserted) {  // a duplicate key: the last one wins
+      duplicates = true;
+      RemoveFromIndexes(next.get(), **it, &scratch);
       next->objects.erase(it);
+      next->objects.insert(object);
     }
-    AddToIndexes(next.get(), *object);
-    const absl::string_view key = object->key();
-    next->objects.emplace(key, std::move(object));
+    AddToIndexes(next.get(), *object, &scratch);
   }
 
   StoreDiff diff;
   {
     common::ReaderLock lock(&mu_);
-    for (const auto& [key, object] : next->objects) {
-      auto old = state_->objects.find(key);
-      if (old == state_->objects.end()) {
-        diff.added.push_back(object);
-      } else if (!SameContent(*old->second, *object)) {
-        diff.updated.emplace_back(old->second, object);
+    const ObjectSet& current = state_->objects;
+    absl::flat_hash_set<const Object*> reported;  // only with duplicates in the list
+    for (ObjectPtr& object : objects) {
+      if (object == nullptr) continue;
+      if (duplicates) {
+        auto it = next->objects.find(object->key());
+        if (it->get() != object.get() || !reported.insert(object.get()).second) continue;
+      }
+      auto old = current.empty() ? current.end() : current.find(object->key());
+      if (old == current.end()) {
+        diff.added.push_back(std::move(object));
+      } else if (!SameContent(**old, *object)) {
+        diff.updated.emplace_back(*old, std::move(object));
       }
     }
-    for (const auto& [key, object] : state_->objects) {
-      if (!next->objects.contains(key)) diff.deleted.push_back(object);
+    for (const ObjectPtr& old : current) {
+      if (!next->objects.contains(old->key())) diff.deleted.push_back(old);
     }
   }
-  auto by_key = [](const ObjectPtr& a, const ObjectPtr& b) { return a->key() < b->key(); };
-  std::sort(diff.added.begin(), diff.added.end(), by_key);
-  std::sort(diff.deleted.begin(), diff.deleted.end(), by_key);
-  std::sort(diff.updated.begin(), diff.updated.end(),
-            [](const auto& a, const auto& b) { return a.second->key() < b.second->key(); });
+  SortByKey(&diff.added);
+  SortByKey(&diff.deleted);
+  auto by_new_key = [](const auto& a, const auto& b) { return a.second->key() < b.second->key(); };
+  if (!std::is_sorted(diff.updated.begin(), diff.updated.end(), by_new_key)) {
+    std::sort(diff.updated.begin(), diff.updated.end(), by_new_key);
+  }
 
   std::unique_ptr<State> previous;
   {

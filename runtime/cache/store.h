@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "runtime/cache/object.h"
 #include "runtime/common/mutex.h"
@@ -34,7 +35,9 @@ using ObjectPtr = std::shared_ptr<const Object>;
 
 enum class Index { kNamespace, kOwnerUid, kLabel };
 
-// What changed between two states of a store, in key order within each list.
+// What changed between two states of a store, in key order within each list (Replace keeps
+// the list's order when it is already sorted by key, as API server lists are, and sorts
+// otherwise).
 struct StoreDiff {
   std::vector<ObjectPtr> added;
   std::vector<std::pair<ObjectPtr, ObjectPtr>> updated;  // {old, new}
@@ -84,10 +87,28 @@ class Store {
   void SetResourceVersion(std::string resource_version);
 
  private:
-  // Index values point into the indexed objects' key() strings, which outlive their entries.
-  using IndexMap = absl::flat_hash_map<std::string, absl::flat_hash_set<absl::string_view>>;
+  // The object set is keyed by each object's key(): 16 bytes per slot (the shared pointer)
+  // instead of a key view plus the pointer. Lookups by key are heterogeneous.
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(absl::string_view key) const { return absl::Hash<absl::string_view>{}(key); }
+    size_t operator()(const ObjectPtr& o) const { return (*this)(o->key()); }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    static absl::string_view Key(absl::string_view key) { return key; }
+    static absl::string_view Key(const ObjectPtr& o) { return o->key(); }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Key(a) == Key(b);
+    }
+  };
+  using ObjectSet = absl::flat_hash_set<ObjectPtr, KeyHash, KeyEq>;
+  // Index entries are the indexed objects' addresses (8 bytes, hashed without reading the
+  // object); an object leaves the indexes before the set drops its last reference.
+  using IndexMap = absl::flat_hash_map<std::string, absl::flat_hash_set<const Object*>>;
   struct State {
-    absl::flat_hash_map<absl::string_view, ObjectPtr> objects;  // key views into the objects
+    ObjectSet objects;
     IndexMap by_namespace;
     IndexMap by_owner;
     IndexMap by_label;
@@ -95,8 +116,9 @@ class Store {
     size_t json_bytes = 0;
   };
 
-  static void AddToIndexes(State* state, const Object& object);
-  static void RemoveFromIndexes(State* state, const Object& object);
+  // `scratch` is reused to build "key=value" label index values without allocating.
+  static void AddToIndexes(State* state, const Object& object, std::string* scratch);
+  static void RemoveFromIndexes(State* state, const Object& object, std::string* scratch);
   const IndexMap& IndexFor(Index index) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable common::RwMutex mu_;

@@ -129,3 +129,44 @@ TEST(StoreTest, ReadersRunWhileTheWriterWrites) {
 
 }  // namespace
 }  // namespace ctrlhost::cache
+
+namespace ctrlhost::cache {
+namespace {
+
+std::vector<std::string> KeysInOrder(const std::vector<ObjectPtr>& objects) {
+  std::vector<std::string> keys;
+  for (const auto& o : objects) keys.emplace_back(o->key());
+  return keys;
+}
+
+TEST(StoreTest, ReplaceReportsInKeyOrderWhateverTheListOrder) {
+  Store store;
+  StoreDiff diff =
+      store.Replace({Make("ns", "b", "1"), Make("ns", "c", "1"), Make("ns", "a", "1")}, "1");
+  EXPECT_EQ(KeysInOrder(diff.added), (std::vector<std::string>{"ns/a", "ns/b", "ns/c"}));
+  diff = store.Replace({Make("ns", "d", "2"), Make("ns", "c", "2"), Make("ns", "b", "2")}, "2");
+  EXPECT_EQ(KeysInOrder(diff.added), (std::vector<std::string>{"ns/d"}));
+  ASSERT_EQ(diff.updated.size(), 2u);
+  EXPECT_EQ(diff.updated[0].second->key(), "ns/b");
+  EXPECT_EQ(diff.updated[1].second->key(), "ns/c");
+  EXPECT_EQ(KeysInOrder(diff.deleted), (std::vector<std::string>{"ns/a"}));
+}
+
+TEST(StoreTest, ReplaceWithTheSameObjectTwiceReportsItOnce) {
+  Store store;
+  ObjectPtr a = Make("ns", "a", "1", R"({"app":"web"})", "p1");
+  StoreDiff diff = store.Replace({a, nullptr, a}, "1");
+  EXPECT_EQ(KeysInOrder(diff.added), (std::vector<std::string>{"ns/a"}));
+  EXPECT_EQ(store.Size(), 1u);
+  EXPECT_EQ(Keys(store.ByIndex(Index::kLabel, "app=web")), (std::vector<std::string>{"ns/a"}));
+  EXPECT_EQ(Keys(store.ByIndex(Index::kOwnerUid, "p1")), (std::vector<std::string>{"ns/a"}));
+  EXPECT_EQ(store.MemoryBytes(), a->MemoryBytes());
+  // Replacing with nothing deletes it and empties the indexes.
+  diff = store.Replace({}, "2");
+  EXPECT_EQ(KeysInOrder(diff.deleted), (std::vector<std::string>{"ns/a"}));
+  EXPECT_TRUE(store.ByIndex(Index::kLabel, "app=web").empty());
+  EXPECT_EQ(store.MemoryBytes(), 0u);
+}
+
+}  // namespace
+}  // namespace ctrlhost::cache
