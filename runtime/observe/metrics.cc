@@ -1,0 +1,244 @@
+#include "runtime/observe/metrics.h"
+
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "prometheus/text_serializer.h"
+
+namespace ctrlhost::observe {
+namespace {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+ClientMetric& Add(MetricFamily& family, const Labels& labels) {
+  ClientMetric& m = family.metric.emplace_back();
+  for (const auto& [name, value] : labels) m.label.push_back({name, value});
+  return m;
+}
+
+void AddGauge(MetricFamily& family, const Labels& labels, double value) {
+  Add(family, labels).gauge.value = value;
+}
+
+void AddCounter(MetricFamily& family, const Labels& labels, double value) {
+  Add(family, labels).counter.value = value;
+}
+
+void AddHistogram(MetricFamily& family, const Labels& labels, const HistogramFigures& h) {
+  ClientMetric::Histogram& out = Add(family, labels).histogram;
+  out.sample_count = h.count;
+  out.sample_sum = h.sum;
+  if (h.counts.size() != h.upper_bounds.size() + 1) return;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.upper_bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    out.bucket.push_back({cumulative, h.upper_bounds[i]});
+  }
+  cumulative += h.counts.back();
+  out.bucket.push_back({cumulative, std::numeric_limits<double>::infinity()});
+}
+
+bool IsDecimal(const std::string& s) {
+  if (s.empty() || s.size() > 19) return false;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(c)) return false;
+  }
+  return true;
+}
+
+// The families built from providers' figures, in a fixed order; empty ones are dropped.
+std::vector<MetricFamily> Build(const Figures& f) {
+  MetricFamily reconcile_total =
+      Family("controller_runtime_reconcile_total", "Total number of reconciliations per controller",
+             MetricType::Counter);
+  MetricFamily reconcile_errors =
+      Family("controller_runtime_reconcile_errors_total",
+             "Total number of reconciliation errors per controller", MetricType::Counter);
+  MetricFamily reconcile_time =
+      Family("controller_runtime_reconcile_time_seconds",
+             "Length of time per reconciliation per controller", MetricType::Histogram);
+  MetricFamily max_concurrent =
+      Family("controller_runtime_max_concurrent_reconciles",
+             "Maximum number of concurrent reconciles per controller", MetricType::Gauge);
+  MetricFamily active_workers =
+      Family("controller_runtime_active_workers", "Number of currently used workers per controller",
+             MetricType::Gauge);
+  for (const ControllerFigures& c : f.controllers) {
+    const Labels labels = {{"controller", c.controller}};
+    for (const auto& [result, n] : c.reconcile_total) {
+      AddCounter(reconcile_total, {{"controller", c.controller}, {"result", result}},
+                 static_cast<double>(n));
+    }
+    AddCounter(reconcile_errors, labels, static_cast<double>(c.reconcile_errors_total));
+    AddHistogram(reconcile_time, labels, c.reconcile_time);
+    AddGauge(max_concurrent, labels, static_cast<double>(c.max_concurrent_reconciles));
+    AddGauge(active_workers, labels, static_cast<double>(c.active_workers));
+  }
+
+  MetricFamily depth = Family("workqueue_depth", "Current depth of workqueue", MetricType::Gauge);
+  MetricFamily adds = Family("workqueue_adds_total", "Total number of adds handled by workqueue",
+                             MetricType::Counter);
+  MetricFamily queue_duration =
+      Family("workqueue_queue_duration_seconds",
+             "How long in seconds an item stays in workqueue before being requested",
+             MetricType::Histogram);
+  MetricFamily work_duration =
+      Family("workqueue_work_duration_seconds",
+             "How long in seconds processing an item from workqueue takes", MetricType::Histogram);
+  MetricFamily retries =
+      Family("workqueue_retries_total", "Total number of retries handled by workqueue",
+             MetricType::Counter);
+  MetricFamily unfinished =
+      Family("workqueue_unfinished_work_seconds",
+             "How many seconds of work has been done that is in progress and hasn't been "
+             "observed by work_duration",
+             MetricType::Gauge);
+  MetricFamily longest =
+      Family("workqueue_longest_running_processor_seconds",
+             "How many seconds has the longest running processor for workqueue been running",
+             MetricType::Gauge);
+  for (const QueueFigures& q : f.queues) {
+    const Labels labels = {{"name", q.name}};
+    AddGauge(depth, labels, q.depth);
+    AddCounter(adds, labels, static_cast<double>(q.adds_total));
+    AddHistogram(queue_duration, labels, q.queue_duration);
+    AddHistogram(work_duration, labels, q.work_duration);
+    AddCounter(retries, labels, static_cast<double>(q.retries_total));
+    AddGauge(unfinished, labels, q.unfinished_work_seconds);
+    AddGauge(longest, labels, q.longest_running_processor_seconds);
+  }
+
+  MetricFamily up =
+      Family("ctrlhost_plugin_up", "1 when the plugin's session is established", MetricType::Gauge);
+  MetricFamily restarts = Family("ctrlhost_plugin_restarts_total", "Times the plugin was restarted",
+                                 MetricType::Counter);
+  MetricFamily in_flight =
+      Family("ctrlhost_plugin_in_flight",
+             "Reconcile requests sent to the plugin and not yet answered", MetricType::Gauge);
+  MetricFamily requests =
+      Family("ctrlhost_plugin_requests_total", "Reconcile requests sent to the plugin, by result",
+             MetricType::Counter);
+  MetricFamily request_duration = Family(
+      "ctrlhost_plugin_request_duration_seconds",
+      "Seconds from sending a reconcile request to the plugin's answer", MetricType::Histogram);
+  for (const PluginFigures& p : f.plugins) {
+    const Labels labels = {{"operator", p.operator_name}, {"plugin", p.plugin}};
+    AddGauge(up, labels, p.up ? 1 : 0);
+    AddCounter(restarts, labels, static_cast<double>(p.restarts_total));
+    AddGauge(in_flight, labels, p.in_flight);
+    for (const auto& [result, n] : p.requests_total) {
+      AddCounter(requests,
+                 {{"operator", p.operator_name}, {"plugin", p.plugin}, {"result", result}},
+                 static_cast<double>(n));
+    }
+    AddHistogram(request_duration, labels, p.request_duration);
+  }
+
+  MetricFamily objects =
+      Family("ctrlhost_watch_objects", "Objects in the watch's cache", MetricType::Gauge);
+  MetricFamily bytes =
+      Family("ctrlhost_watch_bytes", "JSON bytes held by the watch's cache", MetricType::Gauge);
+  MetricFamily events =
+      Family("ctrlhost_watch_events_total",
+             "Watch events applied to the cache (bookmarks excluded)", MetricType::Counter);
+  MetricFamily relists =
+      Family("ctrlhost_watch_relists_total", "Lists after the first (410 Gone, broken streams)",
+             MetricType::Counter);
+  MetricFamily last_rv =
+      Family("ctrlhost_watch_last_resource_version",
+             "The resourceVersion the cache is at, when it is numeric", MetricType::Gauge);
+  for (const WatchFigures& w : f.watches) {
+    const Labels labels = {{"watch", w.watch}};
+    AddGauge(objects, labels, w.objects);
+    AddGauge(bytes, labels, w.bytes);
+    AddCounter(events, labels, static_cast<double>(w.events_total));
+    AddCounter(relists, labels, static_cast<double>(w.relists_total));
+    double rv = 0;
+    if (IsDecimal(w.resource_version) && absl::SimpleAtod(w.resource_version, &rv)) {
+      AddGauge(last_rv, labels, rv);
+    }
+  }
+
+  std::vector<MetricFamily> out;
+  for (MetricFamily* family : {&reconcile_total,
+                               &reconcile_errors,
+                               &reconcile_time,
+                               &max_concurrent,
+                               &active_workers,
+                               &depth,
+                               &adds,
+                               &queue_duration,
+                               &work_duration,
+                               &retries,
+                               &unfinished,
+                               &longest,
+                               &up,
+                               &restarts,
+                               &in_flight,
+                               &requests,
+                               &request_duration,
+                               &objects,
+                               &bytes,
+                               &events,
+                               &relists,
+                               &last_rv}) {
+    if (!family->metric.empty()) out.push_back(std::move(*family));
+  }
+  return out;
+}
+
+}  // namespace
+
+MetricsRegistry::MetricsRegistry() : registry_(std::make_shared<prometheus::Registry>()) {}
+
+MetricsRegistry::ProviderId MetricsRegistry::AddProvider(Provider provider) {
+  common::MutexLock lock(&providers_mu_);
+  const ProviderId id = next_id_++;
+  providers_.emplace(id, std::make_shared<const Provider>(std::move(provider)));
+  return id;
+}
+
+void MetricsRegistry::RemoveProvider(ProviderId id) {
+  // Taking collect_mu_ waits for a scrape that may be calling this provider right now.
+  common::MutexLock collect(&collect_mu_);
+  common::MutexLock lock(&providers_mu_);
+  providers_.erase(id);
+}
+
+std::vector<prometheus::MetricFamily> MetricsRegistry::Collect() const {
+  common::MutexLock collect(&collect_mu_);
+  std::vector<std::shared_ptr<const Provider>> providers;
+  {
+    common::MutexLock lock(&providers_mu_);
+    for (const auto& [id, provider] : providers_) providers.push_back(provider);
+  }
+  Figures figures;
+  for (const auto& provider : providers) (*provider)(figures);
+  std::vector<prometheus::MetricFamily> families = Build(figures);
+  for (prometheus::MetricFamily& family : registry_->Collect()) {
+    families.push_back(std::move(family));
+  }
+  return families;
+}
+
+std::string MetricsRegistry::ScrapeText() const {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, Collect());
+  return out.str();
+}
+
+}  // namespace ctrlhost::observe

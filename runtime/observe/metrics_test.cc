@@ -1,0 +1,267 @@
+#include "runtime/observe/metrics.h"
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "prometheus/counter.h"
+#include "runtime/observe/adapters.h"
+
+namespace ctrlhost::observe {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Samples of a text exposition: "name{labels as printed}" -> value, plus "# TYPE" lines.
+struct Scrape {
+  std::map<std::string, double> samples;
+  std::map<std::string, std::string> types;
+};
+
+Scrape Parse(const std::string& text) {
+  Scrape s;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "# TYPE ")) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      if (parts.size() == 2) s.types[parts[0]] = parts[1];
+      continue;
+    }
+    if (absl::StartsWith(line, "#")) continue;
+    const size_t space = line.rfind(' ');
+    double value = 0;
+    std::string number(line.substr(space + 1));
+    if (number == "+Inf") {
+      value = std::numeric_limits<double>::infinity();
+    } else {
+      EXPECT_TRUE(absl::SimpleAtod(number, &value)) << line;
+    }
+    s.samples[std::string(line.substr(0, space))] = value;
+  }
+  return s;
+}
+
+HistogramFigures TwoBuckets() {
+  HistogramFigures h;
+  h.upper_bounds = {0.1, 1};
+  h.counts = {3, 2, 1};
+  h.count = 6;
+  h.sum = 4.5;
+  return h;
+}
+
+TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
+  MetricsRegistry metrics;
+  metrics.AddProvider([](Figures& f) {
+    ControllerFigures c;
+    c.controller = "web/deployments";
+    c.reconcile_total = {{"success", 7}, {"error", 2}};
+    c.reconcile_errors_total = 2;
+    c.reconcile_time = TwoBuckets();
+    c.max_concurrent_reconciles = 4;
+    c.active_workers = 1;
+    f.controllers.push_back(c);
+    QueueFigures q;
+    q.name = "web/deployments";
+    q.depth = 5;
+    q.adds_total = 11;
+    q.retries_total = 3;
+    q.queue_duration = TwoBuckets();
+    q.work_duration = TwoBuckets();
+    q.unfinished_work_seconds = 1.5;
+    q.longest_running_processor_seconds = 0.75;
+    f.queues.push_back(q);
+    PluginFigures p;
+    p.operator_name = "web";
+    p.plugin = "webapp";
+    p.up = true;
+    p.restarts_total = 1;
+    p.in_flight = 2;
+    p.requests_total = {{"ok", 9}};
+    p.request_duration = TwoBuckets();
+    f.plugins.push_back(p);
+    WatchFigures w;
+    w.watch = "apps/v1 Deployment";
+    w.objects = 10;
+    w.bytes = 2048;
+    w.events_total = 40;
+    w.relists_total = 1;
+    w.resource_version = "12345";
+    f.watches.push_back(w);
+    w.watch = "v1 Pod";
+    w.resource_version = "opaque-rv";  // not numeric: no last_resource_version sample
+    f.watches.push_back(w);
+  });
+  const std::string text = metrics.ScrapeText();
+  const Scrape s = Parse(text);
+  const std::map<std::string, double> expected = {
+      {R"(controller_runtime_reconcile_total{controller="web/deployments",result="success"})", 7},
+      {R"(controller_runtime_reconcile_total{controller="web/deployments",result="error"})", 2},
+      {R"(controller_runtime_reconcile_errors_total{controller="web/deployments"})", 2},
+      {R"(controller_runtime_reconcile_time_seconds_count{controller="web/deployments"})", 6},
+      {R"(controller_runtime_reconcile_time_seconds_sum{controller="web/deployments"})", 4.5},
+      {R"(controller_runtime_reconcile_time_seconds_bucket{controller="web/deployments",le="0.1"})",
+       3},
+      {R"(controller_runtime_reconcile_time_seconds_bucket{controller="web/deployments",le="1"})",
+       5},
+      {R"(controller_runtime_reconcile_time_seconds_bucket{controller="web/deployments",le="+Inf"})",
+       6},
+      {R"(controller_runtime_max_concurrent_reconciles{controller="web/deployments"})", 4},
+      {R"(controller_runtime_active_workers{controller="web/deployments"})", 1},
+      {R"(workqueue_depth{name="web/deployments"})", 5},
+      {R"(workqueue_adds_total{name="web/deployments"})", 11},
+      {R"(workqueue_retries_total{name="web/deployments"})", 3},
+      {R"(workqueue_queue_duration_seconds_count{name="web/deployments"})", 6},
+      {R"(workqueue_work_duration_seconds_bucket{name="web/deployments",le="+Inf"})", 6},
+      {R"(workqueue_unfinished_work_seconds{name="web/deployments"})", 1.5},
+      {R"(workqueue_longest_running_processor_seconds{name="web/deployments"})", 0.75},
+      {R"(ctrlhost_plugin_up{operator="web",plugin="webapp"})", 1},
+      {R"(ctrlhost_plugin_restarts_total{operator="web",plugin="webapp"})", 1},
+      {R"(ctrlhost_plugin_in_flight{operator="web",plugin="webapp"})", 2},
+      {R"(ctrlhost_plugin_requests_total{operator="web",plugin="webapp",result="ok"})", 9},
+      {R"(ctrlhost_plugin_request_duration_seconds_sum{operator="web",plugin="webapp"})", 4.5},
+      {R"(ctrlhost_watch_objects{watch="apps/v1 Deployment"})", 10},
+      {R"(ctrlhost_watch_bytes{watch="apps/v1 Deployment"})", 2048},
+      {R"(ctrlhost_watch_events_total{watch="apps/v1 Deployment"})", 40},
+      {R"(ctrlhost_watch_relists_total{watch="apps/v1 Deployment"})", 1},
+      {R"(ctrlhost_watch_last_resource_version{watch="apps/v1 Deployment"})", 12345},
+  };
+  for (const auto& [sample, value] : expected) {
+    auto it = s.samples.find(sample);
+    ASSERT_NE(it, s.samples.end()) << sample << " missing from\n" << text;
+    EXPECT_EQ(it->second, value) << sample;
+  }
+  EXPECT_THAT(text, Not(HasSubstr(R"(ctrlhost_watch_last_resource_version{watch="v1 Pod"})")));
+  EXPECT_EQ(s.types.at("controller_runtime_reconcile_total"), "counter");
+  EXPECT_EQ(s.types.at("controller_runtime_reconcile_time_seconds"), "histogram");
+  EXPECT_EQ(s.types.at("workqueue_depth"), "gauge");
+  EXPECT_EQ(s.types.at("ctrlhost_plugin_request_duration_seconds"), "histogram");
+}
+
+TEST(MetricsRegistryTest, LabelValuesAreEscaped) {
+  MetricsRegistry metrics;
+  metrics.AddProvider([](Figures& f) {
+    QueueFigures q;
+    q.name = "a\"b\\c\nd";
+    f.queues.push_back(q);
+  });
+  EXPECT_THAT(metrics.ScrapeText(), HasSubstr(R"(workqueue_depth{name="a\"b\\c\nd"} 0)"));
+}
+
+TEST(MetricsRegistryTest, NoProvidersNoFamiliesAndRemovedProvidersStop) {
+  MetricsRegistry metrics;
+  EXPECT_EQ(metrics.ScrapeText(), "");
+  int calls = 0;
+  MetricsRegistry::ProviderId id = metrics.AddProvider([&](Figures& f) {
+    ++calls;
+    f.queues.emplace_back().name = "q";
+  });
+  EXPECT_THAT(metrics.ScrapeText(), HasSubstr("workqueue_depth{name=\"q\"} 0"));
+  metrics.RemoveProvider(id);
+  metrics.RemoveProvider(id);  // idempotent
+  EXPECT_EQ(metrics.ScrapeText(), "");
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(MetricsRegistryTest, ProvidersMergeAndPushMetricsFollow) {
+  MetricsRegistry metrics;
+  metrics.AddProvider([](Figures& f) { f.queues.emplace_back().name = "a"; });
+  metrics.AddProvider([](Figures& f) { f.queues.emplace_back().name = "b"; });
+  prometheus::BuildCounter()
+      .Name("ctrlhost_applies_total")
+      .Help("test")
+      .Register(metrics.registry())
+      .Add({{"kind", "Deployment"}})
+      .Increment(3);
+  const std::string text = metrics.ScrapeText();
+  // One family with both queues (a second "# TYPE workqueue_depth" would be invalid).
+  EXPECT_EQ(text.find("# TYPE workqueue_depth"), text.rfind("# TYPE workqueue_depth"));
+  EXPECT_THAT(text, HasSubstr("workqueue_depth{name=\"a\"} 0"));
+  EXPECT_THAT(text, HasSubstr("workqueue_depth{name=\"b\"} 0"));
+  EXPECT_THAT(text, HasSubstr("ctrlhost_applies_total{kind=\"Deployment\"} 3"));
+}
+
+TEST(MetricsRegistryTest, MalformedHistogramHasNoBuckets) {
+  MetricsRegistry metrics;
+  metrics.AddProvider([](Figures& f) {
+    PluginFigures p;
+    p.plugin = "x";
+    p.request_duration.upper_bounds = {1, 2};
+    p.request_duration.counts = {1};  // wrong size
+    p.request_duration.count = 1;
+    f.plugins.push_back(p);
+  });
+  const std::string text = metrics.ScrapeText();
+  EXPECT_THAT(text, HasSubstr("ctrlhost_plugin_request_duration_seconds_count"));
+  EXPECT_THAT(text, Not(HasSubstr("le=\"1\"")));
+}
+
+TEST(MetricsRegistryTest, RemoveProviderWaitsForARunningScrape) {
+  MetricsRegistry metrics;
+  std::atomic<bool> inside{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> removed{false};
+  MetricsRegistry::ProviderId id = metrics.AddProvider([&](Figures&) {
+    inside = true;
+    while (!release) std::this_thread::yield();
+    EXPECT_FALSE(removed.load());
+  });
+  std::thread scraper([&] { metrics.ScrapeText(); });
+  while (!inside) std::this_thread::yield();
+  std::thread remover([&] {
+    metrics.RemoveProvider(id);
+    removed = true;
+  });
+  release = true;
+  remover.join();
+  scraper.join();
+  EXPECT_TRUE(removed);
+}
+
+TEST(AdaptersTest, QueueMetricsBecomeSecondsAndCumulativeBuckets) {
+  queue::QueueMetrics m;
+  m.depth = 3;
+  m.adds_total = 10;
+  m.retries_total = 2;
+  m.queue_latency.Observe(absl::Microseconds(5));  // first bucket (<= 10 us)
+  m.queue_latency.Observe(absl::Seconds(5000));    // +Inf
+  m.longest_running = absl::Milliseconds(1500);
+  m.unfinished_work = absl::Seconds(2);
+  QueueFigures q = FromQueueMetrics("q", m);
+  EXPECT_EQ(q.depth, 3);
+  EXPECT_EQ(q.adds_total, 10u);
+  EXPECT_EQ(q.retries_total, 2u);
+  EXPECT_EQ(q.longest_running_processor_seconds, 1.5);
+  EXPECT_EQ(q.unfinished_work_seconds, 2);
+  ASSERT_EQ(q.queue_duration.counts.size(), q.queue_duration.upper_bounds.size() + 1);
+  EXPECT_DOUBLE_EQ(q.queue_duration.upper_bounds.front(), 1e-5);
+  EXPECT_EQ(q.queue_duration.counts.front(), 1u);
+  EXPECT_EQ(q.queue_duration.counts.back(), 1u);
+  EXPECT_EQ(q.queue_duration.count, 2u);
+  EXPECT_NEAR(q.queue_duration.sum, 5000.000005, 1e-6);
+
+  watch::ReflectorMetrics r;
+  r.description = "v1 ConfigMap";
+  r.objects = 4;
+  r.bytes = 100;
+  r.events_total = 8;
+  r.relists_total = 1;
+  r.resource_version = "77";
+  WatchFigures w = FromReflectorMetrics(r);
+  EXPECT_EQ(w.watch, "v1 ConfigMap");
+  EXPECT_EQ(w.objects, 4);
+  EXPECT_EQ(w.bytes, 100);
+  EXPECT_EQ(w.events_total, 8u);
+  EXPECT_EQ(w.relists_total, 1u);
+  EXPECT_EQ(w.resource_version, "77");
+}
+
+}  // namespace
+}  // namespace ctrlhost::observe

@@ -1,0 +1,195 @@
+#include "runtime/observe/server.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "httplib.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
+
+namespace ctrlhost::observe {
+
+struct ObserveServer::Impl {
+  // Constant after Start().
+  ObserveServerOptions options;
+  int port = 0;
+  httplib::Server http;
+  std::thread listener;
+  std::atomic<bool> stopped{false};
+
+  common::Mutex mu;
+  std::map<std::string, std::shared_ptr<const ReadyCheck>> checks ABSL_GUARDED_BY(mu);
+  std::shared_ptr<const DumpProvider> dump ABSL_GUARDED_BY(mu);
+
+  void Metrics(httplib::Response& res) const {
+    if (options.metrics == nullptr) {
+      res.status = 404;
+      res.set_content("metrics are not enabled\n", "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_content(options.metrics->ScrapeText(), kPrometheusTextContentType);
+  }
+
+  // kube-apiserver's /readyz format: "[+]name ok" / "[-]name failed: reason" per check in
+  // verbose mode or on failure, then "readyz check passed" / "readyz check failed".
+  void Readyz(const httplib::Request& req, httplib::Response& res, const std::string& only) {
+    std::vector<std::pair<std::string, std::shared_ptr<const ReadyCheck>>> checks_now;
+    {
+      common::MutexLock lock(&mu);
+      for (const auto& [name, check] : checks) {
+        if (only.empty() || name == only) checks_now.emplace_back(name, check);
+      }
+    }
+    if (!only.empty() && checks_now.empty()) {
+      res.status = 404;
+      res.set_content(absl::StrCat("no readiness check \"", only, "\"\n"),
+                      "text/plain; charset=utf-8");
+      return;
+    }
+    std::string lines;
+    bool ok = true;
+    for (const auto& [name, check] : checks_now) {
+      const absl::Status status = (*check)();
+      if (status.ok()) {
+        absl::StrAppend(&lines, "[+]", name, " ok\n");
+      } else {
+        ok = false;
+        absl::StrAppend(&lines, "[-]", name, " failed: ", status.message(), "\n");
+      }
+    }
+    res.status = ok ? 200 : 503;
+    const bool verbose = req.has_param("verbose");
+    if (ok && !verbose) {
+      res.set_content("ok", "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_content(absl::StrCat(lines, "readyz check ", ok ? "passed" : "failed", "\n"),
+                    "text/plain; charset=utf-8");
+  }
+
+  void Dump(httplib::Response& res) {
+    std::shared_ptr<const DumpProvider> provider;
+    {
+      common::MutexLock lock(&mu);
+      provider = dump;
+    }
+    if (provider == nullptr) {
+      res.status = 503;
+      res.set_content("no dump provider is registered yet\n", "text/plain; charset=utf-8");
+      return;
+    }
+    absl::StatusOr<std::string> yaml = (*provider)();
+    if (!yaml.ok()) {
+      res.status = 500;
+      res.set_content(absl::StrCat(yaml.status().ToString(), "\n"), "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_content(*yaml, "application/yaml");
+  }
+};
+
+absl::StatusOr<std::unique_ptr<ObserveServer>> ObserveServer::Start(
+    const ObserveServerOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("observe server port ", options.port, " is outside 0..65535"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  Impl* raw = impl.get();
+  httplib::Server& http = impl->http;
+  // httplib's default also sets SO_REUSEPORT, which lets a second process bind the same port
+  // and silently share its scrapes; a port in use must be an error instead.
+  http.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  http.Get("/metrics",
+           [raw](const httplib::Request&, httplib::Response& res) { raw->Metrics(res); });
+  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain; charset=utf-8");
+  });
+  http.Get("/readyz", [raw](const httplib::Request& req, httplib::Response& res) {
+    raw->Readyz(req, res, "");
+  });
+  http.Get(R"(/readyz/([^/]+))", [raw](const httplib::Request& req, httplib::Response& res) {
+    raw->Readyz(req, res, req.matches[1]);
+  });
+  http.Get("/debug/dump",
+           [raw](const httplib::Request&, httplib::Response& res) { raw->Dump(res); });
+  if (options.port == 0) {
+    impl->port = http.bind_to_any_port(options.bind);
+    if (impl->port <= 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind));
+    }
+  } else {
+    if (!http.bind_to_port(options.bind, options.port)) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind, ":",
+                                                 options.port, " (in use, or no permission)"));
+    }
+    impl->port = options.port;
+  }
+  auto listener_done = std::make_shared<std::atomic<bool>>(false);
+  impl->listener = std::thread([raw, listener_done] {
+    raw->http.listen_after_bind();
+    *listener_done = true;
+  });
+  // httplib's stop() is a no-op until the listener is inside its accept loop: return only once
+  // it is, so that a Stop() right after Start() cannot leave the thread in accept() for ever.
+  // Bounded: listen_after_bind either enters the loop or returns at once.
+  while (!http.is_running() && !*listener_done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (*listener_done) {
+    impl->listener.join();
+    return absl::InternalError(absl::StrCat("the observe listener on ", options.bind, ":",
+                                            impl->port, " stopped as soon as it started"));
+  }
+  std::unique_ptr<ObserveServer> server(new ObserveServer(std::move(impl)));
+  common::LogInfo("observe endpoints listening", {{"url", server->url()}});
+  return server;
+}
+
+ObserveServer::ObserveServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ObserveServer::~ObserveServer() { Stop(); }
+
+int ObserveServer::port() const { return impl_->port; }
+
+std::string ObserveServer::url() const {
+  std::string host = impl_->options.bind == "0.0.0.0" ? "127.0.0.1" : impl_->options.bind;
+  if (absl::StrContains(host, ':')) host = absl::StrCat("[", host, "]");
+  return absl::StrCat("http://", host, ":", impl_->port);
+}
+
+void ObserveServer::SetReadyCheck(const std::string& name, ReadyCheck check) {
+  common::MutexLock lock(&impl_->mu);
+  impl_->checks[name] = std::make_shared<const ReadyCheck>(std::move(check));
+}
+
+void ObserveServer::RemoveReadyCheck(const std::string& name) {
+  common::MutexLock lock(&impl_->mu);
+  impl_->checks.erase(name);
+}
+
+void ObserveServer::SetDumpProvider(DumpProvider provider) {
+  common::MutexLock lock(&impl_->mu);
+  impl_->dump = provider ? std::make_shared<const DumpProvider>(std::move(provider)) : nullptr;
+}
+
+void ObserveServer::Stop() {
+  if (impl_->stopped.exchange(true)) return;
+  impl_->http.stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+}  // namespace ctrlhost::observe
