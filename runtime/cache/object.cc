@@ -5,7 +5,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/cache/strip.h"
@@ -345,7 +344,10 @@ std::string ObjectKey(absl::string_view namespace_, absl::string_view name) {
 
 struct ObjectParser::Impl {
   simdjson::dom::parser parser;
-  internal::MetaViews meta;  // reused: its vectors keep their capacity
+  // Reused for every object: the vectors keep their capacity.
+  internal::MetaViews meta;
+  StripCuts cuts;
+  std::vector<absl::string_view> pieces;
 };
 
 ObjectParser::ObjectParser(ParseOptions options)
@@ -385,12 +387,14 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(absl::string_v
         std::make_shared<Object>(absl::MakeConstSpan(&json, 1), parsed));
   }
   // The document is valid JSON (simdjson accepted it), so the scanner only locates members.
-  absl::StatusOr<StripCuts> cuts = FindStripCuts(
-      json, StripSelection{options_.strip_managed_fields, options_.strip_last_applied});
-  if (!cuts.ok()) return cuts.status();
-  absl::InlinedVector<absl::string_view, 6> pieces;
+  StripCuts& cuts = impl_->cuts;
+  status = FindStripCuts(
+      json, StripSelection{options_.strip_managed_fields, options_.strip_last_applied}, &cuts);
+  if (!status.ok()) return status;
+  std::vector<absl::string_view>& pieces = impl_->pieces;
+  pieces.clear();
   size_t at = 0;
-  for (const ByteRange& cut : *cuts) {
+  for (const ByteRange& cut : cuts) {
     pieces.push_back(json.substr(at, cut.begin - at));
     at = cut.end;
   }

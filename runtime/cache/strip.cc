@@ -186,11 +186,16 @@ class MemberCuts {
  public:
   explicit MemberCuts(StripCuts* out) : out_(out) {}
 
-  void Member(size_t start, size_t end, bool remove) {
+  // Called when a member's key starts at `start`, before anything inside it is cut.
+  void Begin(size_t start) {
     if (pending_) {
       out_->push_back({pending_start_, start});
       pending_ = false;
     }
+  }
+
+  // Called after the member's value; `end` is just past it.
+  void End(size_t start, size_t end, bool remove) {
     if (remove) {
       if (kept_any_) {
         out_->push_back({previous_end_, end});
@@ -230,7 +235,8 @@ bool ScanAnnotations(Scanner& s, StripCuts* cuts, size_t* kept, size_t* removed)
     if (!s.ScanString(&key) || !s.Consume(':') || !s.SkipValue()) return false;
     const bool remove = RawKeyEquals(key, kLastApplied);
     ++(remove ? *removed : *kept);
-    members.Member(start, s.pos(), remove);
+    members.Begin(start);
+    members.End(start, s.pos(), remove);
     if (s.Consume(',')) continue;
     if (s.Consume('}')) break;
     return false;
@@ -243,27 +249,27 @@ bool ScanMetadata(Scanner& s, StripSelection selection, StripCuts* cuts) {
   if (!s.Consume('{')) return false;
   if (s.Consume('}')) return true;
   MemberCuts members(cuts);
-  StripCuts inner;
   while (true) {
     s.SkipSpace();
     const size_t start = s.pos();
     absl::string_view key;
     if (!s.ScanString(&key) || !s.Consume(':')) return false;
+    members.Begin(start);
+    const size_t mark = cuts->size();
     bool remove = false;
-    inner.clear();
     if (selection.managed_fields && RawKeyEquals(key, "managedFields")) {
       if (!s.SkipValue()) return false;
       remove = true;
     } else if (selection.last_applied && s.Peek() == '{' && RawKeyEquals(key, "annotations")) {
       size_t kept = 0;
       size_t removed = 0;
-      if (!ScanAnnotations(s, &inner, &kept, &removed)) return false;
+      if (!ScanAnnotations(s, cuts, &kept, &removed)) return false;
       remove = removed > 0 && kept == 0;  // nothing left: drop the map
     } else if (!s.SkipValue()) {
       return false;
     }
-    members.Member(start, s.pos(), remove);
-    if (!remove) cuts->insert(cuts->end(), inner.begin(), inner.end());
+    if (remove) cuts->resize(mark);  // the whole member goes, with any cut inside it
+    members.End(start, s.pos(), remove);
     if (s.Consume(',')) continue;
     if (s.Consume('}')) break;
     return false;
@@ -279,18 +285,18 @@ absl::Status Unreadable(size_t pos) {
 
 }  // namespace
 
-absl::StatusOr<StripCuts> FindStripCuts(absl::string_view json, StripSelection selection) {
-  StripCuts cuts;
-  if (!selection.managed_fields && !selection.last_applied) return cuts;
+absl::Status FindStripCuts(absl::string_view json, StripSelection selection, StripCuts* cuts) {
+  cuts->clear();
+  if (!selection.managed_fields && !selection.last_applied) return absl::OkStatus();
   Scanner s(json);
   if (!s.Consume('{')) return Unreadable(s.pos());
-  if (s.Consume('}')) return cuts;
+  if (s.Consume('}')) return absl::OkStatus();
   while (true) {
     s.SkipSpace();
     absl::string_view key;
     if (!s.ScanString(&key) || !s.Consume(':')) return Unreadable(s.pos());
     if (s.Peek() == '{' && RawKeyEquals(key, "metadata")) {
-      if (!ScanMetadata(s, selection, &cuts)) return Unreadable(s.pos());
+      if (!ScanMetadata(s, selection, cuts)) return Unreadable(s.pos());
     } else if (!s.SkipValue()) {
       return Unreadable(s.pos());
     }
@@ -298,7 +304,7 @@ absl::StatusOr<StripCuts> FindStripCuts(absl::string_view json, StripSelection s
     if (s.Consume('}')) break;
     return Unreadable(s.pos());
   }
-  return cuts;
+  return absl::OkStatus();
 }
 
 std::string ApplyStripCuts(absl::string_view json, const StripCuts& cuts) {

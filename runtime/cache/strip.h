@@ -7,8 +7,10 @@
 // their neighbours) and the caller copies the bytes around them. Everything that is kept keeps
 // its exact original bytes: whitespace, member order, number spelling, string escapes.
 //
-//   absl::StatusOr<StripCuts> cuts = FindStripCuts(json, {.managed_fields = true});
-//   if (cuts.ok()) std::string stripped = ApplyStripCuts(json, *cuts);
+//   StripCuts cuts;
+//   if (FindStripCuts(json, {.managed_fields = true}, &cuts).ok()) {
+//     std::string stripped = ApplyStripCuts(json, cuts);
+//   }
 //
 // The scanner is meant for documents a validating parser has already accepted (ObjectParser
 // parses with simdjson's DOM first and scans only objects that carry something to strip). It
@@ -19,9 +21,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
-#include "absl/container/inlined_vector.h"
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace ctrlhost::cache {
@@ -41,15 +43,15 @@ struct ByteRange {
   bool operator==(const ByteRange& o) const { return begin == o.begin && end == o.end; }
 };
 
-// Cuts in increasing, non-overlapping order. Inline storage: objects rarely need more than two
-// (managedFields and one annotation), so the common case does not allocate.
-using StripCuts = absl::InlinedVector<ByteRange, 4>;
+// Cuts in increasing, non-overlapping order.
+using StripCuts = std::vector<ByteRange>;
 
-// The ranges of `json` (one JSON object) to remove. Empty when there is nothing to strip.
+// Replaces `*cuts` with the ranges of `json` (one JSON object) to remove: none when there is
+// nothing to strip. (An output parameter so that a parser reuses one vector for every object.)
 // Errors: kInvalidArgument when `json` is not a well-formed JSON object as far as the scanner
 // reads it (it reads the top-level members and the inside of `metadata`; other values are
 // skipped by matching brackets and quotes, not validated).
-absl::StatusOr<StripCuts> FindStripCuts(absl::string_view json, StripSelection selection);
+absl::Status FindStripCuts(absl::string_view json, StripSelection selection, StripCuts* cuts);
 
 // `json` without the `cuts` (as returned by FindStripCuts for the same `json`).
 std::string ApplyStripCuts(absl::string_view json, const StripCuts& cuts);
