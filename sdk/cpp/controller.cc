@@ -218,4 +218,28 @@ absl::StatusOr<std::shared_ptr<const Controller>> ControllerBuilder::Build() con
   return std::make_shared<const Controller>(Spec(), reconcile_);
 }
 
+pb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
+                             const pb::ReconcileCall& call,
+                             const std::set<pb::Capability>& capabilities,
+                             std::shared_ptr<const std::atomic<bool>> cancelled) {
+  absl::StatusOr<Request> request = Request::FromCall(call, std::move(cancelled));
+  if (!request.ok()) {
+    return ErrorResponse(request_id, pb::ERROR_KIND_RETRYABLE,
+                         absl::StrCat("cannot read the request: ", request.status().message()));
+  }
+  std::string failure;
+  try {
+    Result result = controller.Reconcile(*request);
+    absl::StatusOr<pb::ReconcileResponse> response =
+        result.ToResponse(*request, request_id, capabilities);
+    if (response.ok()) return *std::move(response);
+    failure = absl::StrCat("invalid reconcile result: ", response.status().message());
+  } catch (const std::exception& e) {
+    failure = absl::StrCat("reconcile threw: ", e.what());
+  } catch (...) {
+    failure = "reconcile threw a non-standard exception";
+  }
+  return ErrorResponse(request_id, pb::ERROR_KIND_RETRYABLE, failure);
+}
+
 }  // namespace ctrlhost::sdk

@@ -22,9 +22,11 @@
 #ifndef CTRLHOST_SDK_CPP_CONTROLLER_H_
 #define CTRLHOST_SDK_CPP_CONTROLLER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +135,15 @@ class ControllerBuilder {
   std::optional<absl::Duration> resync_;
   ReconcileFn reconcile_;
 };
+
+// Runs one reconcile end to end, as the serving loop does: parses the call, calls the
+// controller (an exception becomes a retryable error), validates the Result against the request
+// and the capabilities in effect (an invalid Result becomes a retryable error naming the
+// problem). Never throws; always returns a response carrying `request_id`.
+pb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
+                             const pb::ReconcileCall& call,
+                             const std::set<pb::Capability>& capabilities,
+                             std::shared_ptr<const std::atomic<bool>> cancelled = {});
 
 // "group/version", or "version" for the core group.
 std::string ApiVersion(const pb::GroupVersionKind& gvk);

@@ -1,0 +1,257 @@
+// The gRPC server behind Plugin::Start: Describe, the Reconcile streams and health.
+//
+// Threading: gRPC's sync server gives each RPC a thread. A stream's thread only reads: it
+// hands reconciles to the worker pool and records cancel notices. Workers write answers through
+// the stream's StreamState, whose write_mu serializes writes (gRPC allows one writer and one
+// reader at a time) and whose `open` flag stops writes once the handler has returned.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
+#include "sdk/cpp/server_internal.h"
+#include "sdk/cpp/worker_pool.h"
+
+namespace ctrlhost::sdk::internal {
+namespace {
+
+using Stream = grpc::ServerReaderWriter<pb::ReconcileResponse, pb::ReconcileRequest>;
+
+// One Reconcile stream. Shared by its handler and the worker tasks of its requests.
+struct StreamState {
+  common::Mutex mu;  // guards the bookkeeping below
+  common::CondVar cv;
+  int in_flight ABSL_GUARDED_BY(mu) = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<std::atomic<bool>>> cancel_flags
+      ABSL_GUARDED_BY(mu);
+
+  common::Mutex write_mu;  // serializes writes; guards `open` and `stream`
+  bool open ABSL_GUARDED_BY(write_mu) = true;
+  Stream* stream ABSL_GUARDED_BY(write_mu) = nullptr;
+
+  void Write(const pb::ReconcileResponse& response) {
+    common::MutexLock lock(&write_mu);
+    if (!open || stream == nullptr) return;
+    if (!stream->Write(response)) open = false;  // broken: later answers are dropped
+  }
+};
+
+class ServerImpl;
+
+class Service final : public pb::ControllerPluginService::Service {
+ public:
+  explicit Service(ServerImpl* server) : server_(server) {}
+  grpc::Status Describe(grpc::ServerContext* context, const pb::DescribeRequest* request,
+                        pb::DescribeResponse* response) override;
+  grpc::Status Reconcile(grpc::ServerContext* context, Stream* stream) override;
+
+ private:
+  ServerImpl* const server_;
+};
+
+class ServerImpl final : public PluginServer {
+ public:
+  ServerImpl(Plugin* plugin) : plugin_(plugin), pool_(plugin->WorkerCount()), service_(this) {}
+  ~ServerImpl() override { Shutdown(absl::ZeroDuration()); }
+
+  absl::Status Start(const std::string& listen) {
+    if (absl::StartsWith(listen, "unix:")) {
+      const std::string path = listen.substr(5);
+      struct stat st;
+      if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
+    }
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(plugin_->options().max_message_bytes);
+    builder.SetMaxSendMessageSize(plugin_->options().max_message_bytes);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+    }
+    if (absl::StartsWith(listen, "unix:")) {
+      address_ = listen;
+    } else {
+      address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+    }
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->SetServingStatus(kServiceName, true);
+      health->SetServingStatus("", true);
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string& address() const override { return address_; }
+
+  void Shutdown(absl::Duration grace) override {
+    {
+      common::MutexLock lock(&mu_);
+      if (shut_down_) return;
+      shut_down_ = true;
+      draining_ = true;
+    }
+    if (server_ == nullptr) return;
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+      health->SetServingStatus(false);
+    }
+    common::Clock* clock = common::Clock::Real();
+    const absl::Time deadline = clock->Now() + grace;
+    {
+      common::MutexLock lock(&mu_);
+      while (in_flight_ > 0 && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
+      }
+      abandoning_ = true;
+    }
+    // Cancels the open streams (their reads fail, their handlers return) and waits for them.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    if (InFlight() == 0) pool_.Stop();
+  }
+
+  int InFlight() const override {
+    common::MutexLock lock(&mu_);
+    return in_flight_;
+  }
+
+  Plugin* plugin() const { return plugin_; }
+  WorkerPool* pool() { return &pool_; }
+  bool draining() const {
+    common::MutexLock lock(&mu_);
+    return draining_;
+  }
+  bool abandoning() const {
+    common::MutexLock lock(&mu_);
+    return abandoning_;
+  }
+  void AddInFlight(int delta) {
+    common::MutexLock lock(&mu_);
+    in_flight_ += delta;
+    cv_.SignalAll();
+  }
+
+ private:
+  Plugin* const plugin_;
+  WorkerPool pool_;
+  Service service_;
+  std::unique_ptr<grpc::Server> server_;  // set by Start
+  std::string address_;                   // set by Start
+
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoning_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::Status Service::Describe(grpc::ServerContext*, const pb::DescribeRequest* request,
+                               pb::DescribeResponse* response) {
+  absl::StatusOr<pb::DescribeResponse> answer = server_->plugin()->Describe(*request);
+  if (!answer.ok()) {
+    common::LogError("describe refused", {{"error", answer.status()}});
+    return grpc::Status(static_cast<grpc::StatusCode>(answer.status().code()),
+                        std::string(answer.status().message()));
+  }
+  *response = *std::move(answer);
+  return grpc::Status::OK;
+}
+
+grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
+  auto state = std::make_shared<StreamState>();
+  {
+    common::MutexLock lock(&state->write_mu);
+    state->stream = stream;
+  }
+  Plugin* plugin = server_->plugin();
+  const size_t max_bytes = static_cast<size_t>(plugin->options().max_message_bytes);
+  pb::ReconcileRequest request;
+  while (stream->Read(&request)) {
+    const uint64_t id = request.request_id();
+    if (request.payload_case() == pb::ReconcileRequest::kCancel) {
+      common::MutexLock lock(&state->mu);
+      auto it = state->cancel_flags.find(id);
+      if (it != state->cancel_flags.end()) it->second->store(true);
+      continue;
+    }
+    if (request.payload_case() != pb::ReconcileRequest::kReconcile || id == 0) {
+      common::LogWarning("ignoring a malformed reconcile request", {{"request_id", id}});
+      continue;
+    }
+    if (server_->draining()) {
+      state->Write(ErrorResponse(id, pb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
+      continue;
+    }
+    auto cancelled = std::make_shared<std::atomic<bool>>(false);
+    {
+      common::MutexLock lock(&state->mu);
+      ++state->in_flight;
+      state->cancel_flags[id] = cancelled;
+    }
+    server_->AddInFlight(1);
+    auto call = std::make_shared<pb::ReconcileCall>(std::move(*request.mutable_reconcile()));
+    ServerImpl* server = server_;
+    auto task = [server, plugin, state, call, cancelled, id, max_bytes] {
+      pb::ReconcileResponse response = plugin->Handle(id, *call, cancelled);
+      if (response.ByteSizeLong() > max_bytes) {
+        response = ErrorResponse(id, pb::ERROR_KIND_RETRYABLE,
+                                 absl::StrCat("response of ", response.ByteSizeLong(),
+                                              " bytes exceeds the message limit of ", max_bytes));
+      }
+      if (!cancelled->load()) state->Write(response);
+      {
+        common::MutexLock lock(&state->mu);
+        state->cancel_flags.erase(id);
+        --state->in_flight;
+        state->cv.SignalAll();
+      }
+      server->AddInFlight(-1);
+    };
+    if (!server_->pool()->Submit(std::move(task))) {
+      {
+        common::MutexLock lock(&state->mu);
+        state->cancel_flags.erase(id);
+        --state->in_flight;
+      }
+      server_->AddInFlight(-1);
+      state->Write(ErrorResponse(id, pb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
+    }
+  }
+  // Reads ended: the host half-closed, went away, or the server is stopping. Answer what is in
+  // flight unless the call is cancelled or the server gave up waiting.
+  {
+    common::MutexLock lock(&state->mu);
+    while (state->in_flight > 0 && !context->IsCancelled() && !server_->abandoning()) {
+      state->cv.WaitWithTimeout(&state->mu, absl::Milliseconds(50));
+    }
+  }
+  common::MutexLock lock(&state->write_mu);
+  state->open = false;
+  state->stream = nullptr;
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PluginServer>> StartServer(Plugin* plugin,
+                                                          const std::string& listen) {
+  auto server = std::make_unique<ServerImpl>(plugin);
+  if (absl::Status s = server->Start(listen); !s.ok()) return s;
+  return std::unique_ptr<PluginServer>(std::move(server));
+}
+
+}  // namespace ctrlhost::sdk::internal

@@ -1,0 +1,19 @@
+// Internal: the gRPC server behind Plugin::Start. Not part of the SDK's API.
+#ifndef CTRLHOST_SDK_CPP_SERVER_INTERNAL_H_
+#define CTRLHOST_SDK_CPP_SERVER_INTERNAL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "sdk/cpp/plugin.h"
+
+namespace ctrlhost::sdk::internal {
+
+// Serves `plugin` (borrowed; must outlive the server) on `listen` (from ParseListenAddress).
+absl::StatusOr<std::unique_ptr<PluginServer>> StartServer(Plugin* plugin,
+                                                          const std::string& listen);
+
+}  // namespace ctrlhost::sdk::internal
+
+#endif  // CTRLHOST_SDK_CPP_SERVER_INTERNAL_H_
