@@ -23,6 +23,33 @@ json ParseOrNull(absl::string_view text) {
   return json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
 }
 
+// Exception-free access to what the server sent (nlohmann's value() throws on a type mismatch).
+const json* Member(const json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+std::string StringMember(const json& object, const char* key) {
+  const json* member = Member(object, key);
+  return member != nullptr && member->is_string() ? member->get<std::string>() : "";
+}
+const json& Metadata(const json& object) {
+  static const json* const kEmpty = new json(json::object());
+  const json* meta = Member(object, "metadata");
+  return meta != nullptr && meta->is_object() ? *meta : *kEmpty;
+}
+
+// The server's message with its field causes, which carry the detail for 422s (e.g. a JSON
+// Patch `test` that failed).
+std::string ServerMessage(const absl::Status& status) {
+  std::string message(status.message());
+  for (const kube::StatusCause& cause : kube::Details(status).causes) {
+    if (absl::StrContains(message, cause.message)) continue;
+    absl::StrAppend(&message, "; ", cause.field, cause.field.empty() ? "" : ": ", cause.message);
+  }
+  return message;
+}
+
 InvolvedObject Involved(const ReconcileContext& context) {
   const ControllerInfo& c = *context.controller;
   InvolvedObject object;
@@ -55,7 +82,7 @@ std::string Describe(const kube::ResourceRef& ref) {
 // A JSON Patch whose `test` failed: kube-apiserver (and ours) answer 422, but for the protocol
 // it is a conflict with a concurrent change.
 bool IsFailedTest(const absl::Status& status) {
-  return kube::HttpCode(status) == 422 && absl::StrContains(status.message(), "test failed");
+  return kube::HttpCode(status) == 422 && absl::StrContains(ServerMessage(status), "test failed");
 }
 
 // The Reconciled condition a response implies, if any. Terminal errors set it False; a
@@ -74,10 +101,11 @@ std::optional<pb::Condition> ReconciledFor(const ReconcileContext& context, cons
   const absl::string_view text = context.primary->json();
   if (!absl::StrContains(text, kReconciledCondition)) return std::nullopt;  // cheap pre-check
   const json primary = ParseOrNull(text);
-  if (!primary.is_object() || !primary.contains("status")) return std::nullopt;
+  const json* status = Member(primary, "status");
+  const json* conditions = status == nullptr ? nullptr : Member(*status, "conditions");
   const json* seen =
-      FindCondition(primary["status"].value("conditions", json()), kReconciledCondition);
-  if (seen == nullptr || seen->value("status", "") == "True") return std::nullopt;
+      conditions == nullptr ? nullptr : FindCondition(*conditions, kReconciledCondition);
+  if (seen == nullptr || StringMember(*seen, "status") == "True") return std::nullopt;
   condition.set_status(pb::CONDITION_STATUS_TRUE);
   condition.set_reason(kReasonSucceeded);
   return condition;
@@ -94,7 +122,7 @@ struct Applier::Run {
   // Maps a failed write to the outcome and records what needs recording. Returns the outcome.
   ApplyOutcome Failed(const absl::Status& status, const std::string& what, bool targets_primary,
                       bool has_test_op) {
-    const std::string message = absl::StrCat(what, ": ", status.message());
+    const std::string message = absl::StrCat(what, ": ", ServerMessage(status));
     const int code = kube::HttpCode(status);
     if (kube::IsConflict(status) || code == 409 || (has_test_op && IsFailedTest(status))) {
       outcome.kind = OutcomeKind::kRequeueNow;
@@ -155,15 +183,16 @@ struct Applier::Run {
     ASSIGN_OR_RETURN(std::string live_text, self->client_->Get(PrimaryRef(context, false)));
     const json live = ParseOrNull(live_text);
     if (!live.is_object()) return absl::DataLossError("the primary is not a JSON object");
-    const json live_meta = live.value("metadata", json::object());
-    const std::string rv = live_meta.value("resourceVersion", "");
+    const std::string rv = StringMember(Metadata(live), "resourceVersion");
     json body_status = status.has_value() ? *status : json::object();
     if (!conditions.empty()) {
       json base;
       if (auto it = body_status.find("conditions"); it != body_status.end()) {
         base = *it;  // the plugin's status replaces the conditions array first (merge patch)
-      } else if (live.contains("status") && live["status"].is_object()) {
-        base = live["status"].value("conditions", json());
+      } else if (const json* live_status = Member(live, "status")) {
+        if (const json* live_conditions = Member(*live_status, "conditions")) {
+          base = *live_conditions;
+        }
       }
       body_status["conditions"] = MergeConditions(base, conditions, context.primary->generation(),
                                                   self->options_.clock->Now());
@@ -201,26 +230,30 @@ struct Applier::Run {
       for (const std::string& item_text : list->items) {
         const json item = ParseOrNull(item_text);
         if (!item.is_object()) continue;
-        const json meta = item.value("metadata", json::object());
-        if (meta.contains("deletionTimestamp")) continue;
+        const json& meta = Metadata(item);
+        if (Member(meta, "deletionTimestamp") != nullptr) continue;
         bool ours = false;
-        for (const json& ref : meta.value("ownerReferences", json::array())) {
-          if (ref.is_object() && ref.value("uid", "") == primary_uid &&
-              ref.value("controller", false)) {
-            ours = true;
+        const json* owners = Member(meta, "ownerReferences");
+        if (owners != nullptr && owners->is_array()) {
+          for (const json& ref : *owners) {
+            const json* controller = Member(ref, "controller");
+            if (StringMember(ref, "uid") == primary_uid && controller != nullptr &&
+                *controller == true) {
+              ours = true;
+            }
           }
         }
         if (!ours) continue;
         kube::ResourceRef child = list_ref;
-        child.namespace_name = meta.value("namespace", "");
-        child.name = meta.value("name", "");
+        child.namespace_name = StringMember(meta, "namespace");
+        child.name = StringMember(meta, "name");
         if (desired.contains(absl::StrCat(owned.mapping.group, "/", owned.mapping.kind, "/",
                                           child.namespace_name, "/", child.name))) {
           continue;
         }
         kube::DeleteOptions options;
         options.propagation_policy = "Background";
-        options.precondition_uid = meta.value("uid", "");
+        options.precondition_uid = StringMember(meta, "uid");
         absl::StatusOr<std::string> deleted = self->client_->Delete(child, options);
         if (deleted.ok()) {
           ++outcome.writes;
@@ -320,7 +353,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     absl::Status written = run.WriteStatus(plan.status, conditions);
     if (!written.ok()) return run.Failed(written, "writing the status", true, false);
   }
-  if (!plan.has_error) {
+  if (!plan.has_error && context.primary != nullptr) {
     if (std::optional<ApplyOutcome> failed = run.Prune(plan)) return *failed;
   }
   for (const pb::Event& event : plan.events) {
@@ -356,9 +389,9 @@ absl::Status Applier::EnsureFinalizer(const ReconcileContext& context) {
     ASSIGN_OR_RETURN(std::string live_text, client_->Get(ref));
     const json live = ParseOrNull(live_text);
     if (!live.is_object()) return absl::DataLossError("the primary is not a JSON object");
-    const json meta = live.value("metadata", json::object());
+    const json& meta = Metadata(live);
     // Kubernetes refuses new finalizers on an object being deleted; there is nothing to guard.
-    if (meta.contains("deletionTimestamp")) return absl::OkStatus();
+    if (Member(meta, "deletionTimestamp") != nullptr) return absl::OkStatus();
     json patch = json::array();
     auto finalizers = meta.find("finalizers");
     if (finalizers != meta.end() && finalizers->is_array()) {
