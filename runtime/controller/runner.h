@@ -1,0 +1,230 @@
+// The runner: one per controller. It turns watch events into queued primary keys and queued
+// keys into reconcile calls, at most `max_concurrent_reconciles` at once and never two for one
+// key.
+//
+// Event side (reflector threads): `PrimaryHandler()`, `OwnedHandler(i)` and `WatchHandler(i)`
+// are watch::EventHandler adapters the manager adds to the reflectors of the primary kind, of
+// each owned kind and of each watched kind. Each is mapper + predicate -> queue (mapper.h,
+// predicate.h); they never block.
+//
+// Worker side (`max_concurrent_reconciles` threads): for each key handed out by the work queue
+// the worker reads the primary from the primary store and, when asked for, its children (the
+// owner-uid index of each owned kind's store) and related objects (watches with
+// include_in_requests), builds a `pb::ReconcileCall`, sends it through the `Dispatcher` and waits
+// for the answer on its own condition variable (never on a gRPC thread), hands the response to
+// the `ResponseApplier` and acts on the `ApplyOutcome`:
+//   kDone -> Forget; kRequeueAfter -> Forget + AddAfter; kRetry and every dispatch error ->
+//   AddRateLimited; kRequeueNow -> Add; kTerminal -> Forget, and the key is not reconciled again
+//   (not even by resync or schedules) until an event maps to it.
+//
+// Guarantees:
+// - Before the first reconcile of a live primary that lacks the controller's finalizer, the
+//   worker calls `ResponseApplier::EnsureFinalizer` (once per observed resourceVersion of the
+//   object, so a lagging cache does not cause repeated calls).
+// - A primary that disappears gets one more request with an empty object and reason
+//   REASON_PRIMARY_DELETED (retried on dispatch errors and kRetry), then its key is forgotten.
+//   A key that maps to a primary the runner never saw is dropped without a request.
+// - `finalizing` is set when deletionTimestamp is set and the controller's finalizer is present.
+// - Shutdown stops handing out keys, waits (bounded) for reconciles in flight and returns every
+//   key that was queued or wanted a requeue and will now never run; they are also logged.
+//
+// Not done here: metadata-only kinds and strip_fields of RequestContents (the request carries
+// the cached JSON as is, apiVersion/kind added when missing); label-selector filtering of
+// primaries (give the primary reflector the selector).
+//
+// Thread-safety: thread-safe. Constant after construction: the controller info, sources,
+// options, mappers. `mu_` guards per-key bookkeeping (reasons, terminal keys, deleted uids,
+// finalizer records), the metrics and the shutdown state. The work queue has its own lock.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner,
+//                    Runner::Create(&info, sources, dispatcher, applier, options));
+//   primary_reflector.AddHandler(runner->PrimaryHandler());     // and owned/watched kinds
+//   runner->Start();
+//   ...
+//   std::vector<std::string> unrun = runner->Shutdown(absl::Seconds(30));
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_RUNNER_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_RUNNER_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "runtime/cache/store.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/controller/mapper.h"
+#include "runtime/controller/reconcile.h"
+#include "runtime/queue/metrics.h"
+#include "runtime/queue/work_queue.h"
+#include "runtime/watch/reflector.h"
+
+namespace ctrlhost::controller {
+
+// A watched kind: the plugin's declaration, its resolved resource and its store.
+struct WatchSource {
+  pb::WatchedKind spec;
+  kube::ResourceMapping mapping;
+  const cache::Store* store = nullptr;  // borrowed; outlives the runner
+};
+
+// Where the runner reads objects. All stores are borrowed and must outlive the runner (the
+// manager holds the reflectors that fill them).
+struct RunnerSources {
+  const cache::Store* primary = nullptr;
+  std::vector<const cache::Store*> owned;  // parallel to ControllerInfo::owns
+  std::vector<WatchSource> watches;
+};
+
+struct RunnerOptions {
+  int max_concurrent_reconciles = 1;  // values < 1 mean 1
+  queue::WorkQueue::Options queue;    // qps / burst / backoff
+  pb::Predicates predicates;
+  bool include_children = false;  // RequestContents.children (and the capability) in effect
+  bool include_related = false;   // RequestContents.related_objects in effect
+  // Namespaces whose primaries are reconciled; empty: all. Ignored for cluster-scoped kinds.
+  std::vector<std::string> namespaces;
+  // How long a worker waits for `done` beyond the request deadline before it gives up on a
+  // dispatcher that broke its promise to call it (the reconcile then counts as
+  // DEADLINE_EXCEEDED).
+  absl::Duration dispatch_grace = absl::Seconds(10);
+  common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
+};
+
+// controller-runtime's `result` label values of controller_runtime_reconcile_total.
+enum class ReconcileResult { kSuccess, kError, kRequeue, kRequeueAfter, kTerminal };
+inline constexpr int kReconcileResults = 5;
+absl::string_view ReconcileResultLabel(ReconcileResult result);
+
+// A consistent snapshot of one runner's metrics.
+struct RunnerMetrics {
+  std::string controller;
+  std::array<uint64_t, kReconcileResults> reconciles{};  // indexed by ReconcileResult
+  queue::DurationHistogram reconcile_time;               // dispatch + apply, per reconcile
+  int active_workers = 0;                                // workers inside a reconcile now
+  int max_workers = 0;
+  size_t terminal_keys = 0;  // keys parked after a terminal outcome
+  std::string last_error;    // the last failed reconcile's status, "" when none yet
+  std::string last_error_key;
+  absl::Time last_error_time = absl::InfinitePast();
+  queue::QueueMetrics queue;
+
+  uint64_t reconciles_for(ReconcileResult r) const { return reconciles[static_cast<int>(r)]; }
+};
+
+class Runner {
+ public:
+  // `info`, `dispatcher` and `applier` are borrowed and must outlive the runner. Errors:
+  // kInvalidArgument when a source is missing or a watch's mapping is invalid.
+  static absl::StatusOr<std::unique_ptr<Runner>> Create(const ControllerInfo* info,
+                                                        RunnerSources sources,
+                                                        Dispatcher* dispatcher,
+                                                        ResponseApplier* applier,
+                                                        RunnerOptions options);
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+  // Shuts down (without waiting for in-flight work beyond the workers' own bounds) and joins.
+  ~Runner();
+
+  const std::string& name() const { return info_->name; }
+
+  // Starts the workers. Events may be handled before Start: their keys wait in the queue.
+  void Start();
+  // Stops handing out keys, waits up to `timeout` for reconciles in flight and returns the keys
+  // that will never be reconciled now. Idempotent (a second call returns nothing).
+  std::vector<std::string> Shutdown(absl::Duration timeout);
+
+  // Event adapters for the reflectors; owned by the runner, valid for its lifetime. Remove them
+  // from the reflectors before destroying the runner.
+  watch::EventHandler* PrimaryHandler() { return primary_handler_.get(); }
+  watch::EventHandler* OwnedHandler(size_t i) { return owned_handlers_[i].get(); }
+  watch::EventHandler* WatchHandler(size_t i) { return watch_handlers_[i].get(); }
+  size_t owned_count() const { return owned_handlers_.size(); }
+  size_t watch_count() const { return watch_handlers_.size(); }
+
+  // Queues `key` with `reason` (e.g. REASON_PLUGIN_STARTED), skipping keys parked as terminal
+  // and keys outside the namespaces. Returns whether it was queued.
+  bool Enqueue(absl::string_view key, pb::Reason reason);
+  // Queues every primary in the store, each after a random delay in [0, spread) so that a
+  // resync does not arrive as one burst. Returns the number of keys queued.
+  size_t EnqueueAll(pb::Reason reason, absl::Duration spread = absl::ZeroDuration());
+
+  RunnerMetrics Metrics() const;
+  // True once Shutdown has begun.
+  bool ShuttingDown() const { return queue_.ShuttingDown(); }
+
+ private:
+  class Handler;
+  struct Prepared;
+
+  Runner(const ControllerInfo* info, RunnerSources sources, Dispatcher* dispatcher,
+         ResponseApplier* applier, RunnerOptions options);
+
+  // From the event adapters: clears the key's terminal state and queues it.
+  void EnqueueFromEvent(const std::string& key, pb::Reason reason);
+  void OnPrimaryDeleted(const cache::Object& object);
+  void ObservePrimary(const cache::ObjectPtr& old_primary, const cache::ObjectPtr& new_primary);
+  bool InNamespaces(absl::string_view key) const;
+
+  void WorkerLoop();
+  void ProcessKey(const std::string& key);
+  // Sends `call` and waits for the answer (bounded by deadline + dispatch_grace).
+  absl::StatusOr<pb::ReconcileResponse> DispatchAndWait(pb::ReconcileCall call,
+                                                        absl::Time deadline);
+  pb::ReconcileCall BuildCall(const std::string& key, const cache::ObjectPtr& primary,
+                              absl::string_view uid, pb::Reason reason, uint32_t attempt,
+                              absl::Time deadline) const;
+  // Requeue helpers: record the key as lost when the queue is shut down.
+  void Requeue(const std::string& key, bool ok);
+  void Record(ReconcileResult result, const std::string& key, const absl::Status& status,
+              absl::Duration took);
+
+  // Constant after construction.
+  const ControllerInfo* const info_;
+  const RunnerSources sources_;
+  Dispatcher* const dispatcher_;
+  ResponseApplier* const applier_;
+  const RunnerOptions options_;
+  common::Clock* const clock_;
+  const std::string primary_api_version_;
+  std::unique_ptr<Mapper> self_mapper_;                 // primary events -> own key
+  std::unique_ptr<Mapper> owner_mapper_;                // owned kinds -> primary
+  std::vector<std::unique_ptr<Mapper>> watch_mappers_;  // parallel to sources_.watches
+  std::unique_ptr<watch::EventHandler> primary_handler_;
+  std::vector<std::unique_ptr<watch::EventHandler>> owned_handlers_;
+  std::vector<std::unique_ptr<watch::EventHandler>> watch_handlers_;
+
+  queue::WorkQueue queue_;
+
+  mutable common::Mutex mu_;
+  common::CondVar workers_cv_;  // signalled when a worker exits
+  // State below is protected by mu_.
+  absl::flat_hash_map<std::string, pb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> terminal_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> deleted_uids_ ABSL_GUARDED_BY(mu_);
+  // uid -> resourceVersion at which EnsureFinalizer succeeded.
+  absl::flat_hash_map<std::string, std::string> finalizer_ensured_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> lost_ ABSL_GUARDED_BY(mu_);  // requeues refused after shutdown
+  std::array<uint64_t, kReconcileResults> reconciles_ ABSL_GUARDED_BY(mu_){};
+  queue::DurationHistogram reconcile_time_ ABSL_GUARDED_BY(mu_);
+  int active_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_key_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_error_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ctrlhost::controller
+
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_RUNNER_H_
