@@ -1,0 +1,238 @@
+#include "sdk/cpp/handlers.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ctrlhost::sdk {
+namespace {
+
+std::string NameOf(const nlohmann::json& obj, const Request& request) {
+  const nlohmann::json* name = FindPath(obj, "metadata.name");
+  return name != nullptr && name->is_string() ? name->get<std::string>() : request.name();
+}
+
+std::string NamespaceOf(const nlohmann::json& obj, const Request& request) {
+  const nlohmann::json* ns = FindPath(obj, "metadata.namespace");
+  return ns != nullptr && ns->is_string() ? ns->get<std::string>() : request.namespace_();
+}
+
+const nlohmann::json* FindChild(const Request& request, absl::string_view api_version,
+                                absl::string_view kind, absl::string_view name) {
+  for (const Object* o : request.ChildrenOfKind(kind, api_version)) {
+    if (o->name() == name) return &o->json;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Handlers& Handlers::OnUpsert(ReconcileFn fn) {
+  upsert_ = std::move(fn);
+  return *this;
+}
+
+Handlers& Handlers::OnDelete(ReconcileFn fn) {
+  delete_ = std::move(fn);
+  return *this;
+}
+
+ReconcileFn Handlers::Build() const {
+  return [upsert = upsert_, del = delete_](const Request& request) {
+    if (!request.exists()) return del ? del(request) : Result();
+    if (request.finalizing()) {
+      Result result = del ? del(request) : Result();
+      if (!result.error().has_value()) result.SetFinalized();
+      return result;
+    }
+    if (request.deleting()) return Result();  // going away without our finalizer
+    return upsert ? upsert(request) : Result();
+  };
+}
+
+DependentChain& DependentChain::Add(Dependent dependent) {
+  dependents_.push_back(std::move(dependent));
+  return *this;
+}
+
+ChainState DependentChain::Reconcile(const Request& request, Result* result) const {
+  ChainState state;
+  // Ensure-deleted runs in reverse: an unwanted dependent goes only once every later unwanted
+  // one is gone.
+  std::vector<bool> wanted(dependents_.size());
+  std::vector<bool> keep_for_order(dependents_.size(), false);
+  bool later_unwanted_present = false;
+  for (size_t i = dependents_.size(); i-- > 0;) {
+    const Dependent& d = dependents_[i];
+    wanted[i] = !d.when || d.when(request);
+    if (wanted[i]) continue;
+    // Unwanted: its name comes from its desired object (or the primary's name).
+    absl::StatusOr<nlohmann::json> obj = d.desired ? d.desired(request) : nlohmann::json();
+    const std::string name = obj.ok() ? NameOf(*obj, request) : request.name();
+    const bool present = FindChild(request, d.api_version, d.kind, name) != nullptr;
+    if (present) {
+      state.deleting.push_back(d.name);
+      keep_for_order[i] = later_unwanted_present;
+      later_unwanted_present = true;
+    }
+  }
+  bool predecessors_ready = true;
+  for (size_t i = 0; i < dependents_.size(); ++i) {
+    const Dependent& d = dependents_[i];
+    if (!wanted[i] && !keep_for_order[i]) continue;
+    absl::StatusOr<nlohmann::json> obj = d.desired ? d.desired(request) : nlohmann::json();
+    if (!obj.ok()) {
+      result->SetError(ErrorKind::kRetryable,
+                       absl::StrCat("dependent ", d.name, ": ", obj.status().message()));
+      if (obj.status().code() == absl::StatusCode::kInvalidArgument) {
+        result->SetError(ErrorKind::kTerminal,
+                         absl::StrCat("dependent ", d.name, ": ", obj.status().message()));
+      }
+      return state;
+    }
+    if (!obj->is_object()) {
+      result->SetError(ErrorKind::kTerminal, absl::StrCat("dependent ", d.name, ": no object"));
+      return state;
+    }
+    nlohmann::json& desired = *obj;
+    if (!desired.contains("apiVersion")) desired["apiVersion"] = d.api_version;
+    if (!desired.contains("kind")) desired["kind"] = d.kind;
+    const nlohmann::json* current =
+        FindChild(request, d.api_version, d.kind, NameOf(desired, request));
+    if (!wanted[i]) {  // kept only until the later unwanted ones are gone
+      result->Desire(std::move(desired));
+      continue;
+    }
+    if (current == nullptr && !predecessors_ready) {
+      state.pending.push_back(d.name);  // ensure-created waits for its predecessors
+      continue;
+    }
+    result->Desire(std::move(desired));
+    const bool ready = current != nullptr && (!d.ready || d.ready(*current));
+    (ready ? state.ready : state.pending).push_back(d.name);
+    predecessors_ready = predecessors_ready && ready;
+  }
+  return state;
+}
+
+ReconcileFn DependentChain::Build(
+    std::function<void(const Request&, const ChainState&, Result*)> then) const {
+  DependentChain chain = *this;
+  return [chain, then](const Request& request) {
+    Result result;
+    if (!request.exists() || request.deleting()) return Handlers().Build()(request);
+    ChainState state = chain.Reconcile(request, &result);
+    if (!result.error().has_value()) {
+      if (state.all_ready()) {
+        result.SetCondition("DependentsReady", true, "AllReady",
+                            absl::StrCat(state.ready.size(), " dependents ready"));
+      } else {
+        std::vector<std::string> waiting = state.pending;
+        waiting.insert(waiting.end(), state.deleting.begin(), state.deleting.end());
+        result.SetCondition("DependentsReady", false, "Waiting",
+                            absl::StrCat("waiting for ", absl::StrJoin(waiting, ", ")));
+      }
+    }
+    if (then) then(request, state, &result);
+    return result;
+  };
+}
+
+bool IsSubset(const nlohmann::json& desired, const nlohmann::json& current) {
+  if (desired.is_object() && current.is_object()) {
+    for (auto it = desired.begin(); it != desired.end(); ++it) {
+      auto found = current.find(it.key());
+      if (found == current.end()) return false;
+      if (!IsSubset(*it, *found)) return false;
+    }
+    return true;
+  }
+  return desired == current;
+}
+
+CrudResource::CrudResource(absl::string_view api_version, absl::string_view kind,
+                           DesiredListFn desired)
+    : api_version_(api_version), kind_(kind), desired_(std::move(desired)) {}
+
+std::vector<const Object*> CrudResource::Current(const Request& request) const {
+  return request.ChildrenOfKind(kind_, api_version_);
+}
+
+absl::StatusOr<CrudPlan> CrudResource::Plan(const Request& request) const {
+  absl::StatusOr<std::vector<nlohmann::json>> desired =
+      desired_ ? desired_(request) : std::vector<nlohmann::json>();
+  if (!desired.ok()) return desired.status();
+  std::map<std::pair<std::string, std::string>, const Object*> current;
+  for (const Object* o : Current(request)) current[{o->namespace_(), o->name()}] = o;
+  CrudPlan plan;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (nlohmann::json& obj : *desired) {
+    if (!obj.is_object()) return absl::InvalidArgumentError("a desired object is not an object");
+    if (!obj.contains("apiVersion")) obj["apiVersion"] = api_version_;
+    if (!obj.contains("kind")) obj["kind"] = kind_;
+    const nlohmann::json* name = FindPath(obj, "metadata.name");
+    if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("a desired ", kind_, " has no name"));
+    }
+    std::pair<std::string, std::string> key{NamespaceOf(obj, request), name->get<std::string>()};
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two desired ", kind_, " objects are named ", key.first, "/", key.second));
+    }
+    auto it = current.find(key);
+    if (it == current.end()) {
+      plan.create.push_back(std::move(obj));
+      continue;
+    }
+    nlohmann::json compare = obj;
+    if (compare["metadata"].is_object() && !compare["metadata"].contains("namespace")) {
+      compare["metadata"]["namespace"] = key.first;
+    }
+    (IsSubset(compare, it->second->json) ? plan.unchanged : plan.update).push_back(std::move(obj));
+    current.erase(it);
+  }
+  for (const auto& [key, obj] : current) plan.remove.push_back(*obj);
+  return plan;
+}
+
+void CrudResource::Apply(const CrudPlan& plan, Result* result) const {
+  auto describe = [&](const nlohmann::json& obj) {
+    const nlohmann::json* ns = FindPath(obj, "metadata.namespace");
+    const nlohmann::json* name = FindPath(obj, "metadata.name");
+    std::string out = kind_ + " ";
+    if (ns != nullptr && ns->is_string()) out += ns->get<std::string>() + "/";
+    if (name != nullptr && name->is_string()) out += name->get<std::string>();
+    return out;
+  };
+  for (const nlohmann::json& obj : plan.create) {
+    result->Desire(obj);
+    result->Event(EventType::kNormal, "Created", describe(obj));
+  }
+  for (const nlohmann::json& obj : plan.update) {
+    result->Desire(obj);
+    result->Event(EventType::kNormal, "Updated", describe(obj));
+  }
+  for (const nlohmann::json& obj : plan.unchanged) result->Desire(obj);
+  for (const Object& obj : plan.remove) {
+    result->Event(EventType::kNormal, "Deleted", describe(obj.json));
+  }
+}
+
+ReconcileFn CrudResource::Build(
+    std::function<void(const Request&, const CrudPlan&, Result*)> then) const {
+  CrudResource resource = *this;
+  return [resource, then](const Request& request) {
+    if (!request.exists() || request.deleting()) return Handlers().Build()(request);
+    absl::StatusOr<CrudPlan> plan = resource.Plan(request);
+    if (!plan.ok()) return Result::FromStatus(plan.status());
+    Result result;
+    resource.Apply(*plan, &result);
+    if (then) then(request, *plan, &result);
+    return result;
+  };
+}
+
+}  // namespace ctrlhost::sdk

@@ -1,0 +1,143 @@
+// Thin layers over `Reconcile(const Request&) -> Result` for three common controller styles.
+// Each produces an ordinary ReconcileFn for ControllerBuilder::Reconcile; nothing here talks to
+// the host, so every layer is a pure function of the request.
+//
+// 1. Upsert / delete handlers (event-handler style):
+//
+//      .Reconcile(sdk::Handlers()
+//                     .OnUpsert([](const sdk::Request& r) { ...; return sdk::Result(); })
+//                     .OnDelete([](const sdk::Request& r) { cleanup(); return sdk::Result(); })
+//                     .Build())
+//
+//    OnUpsert runs while the object exists and is not being deleted. OnDelete runs when the
+//    request is finalizing (the layer adds Finalized() when OnDelete answers without error) and
+//    for the deletion notice of a gone primary (answer only events/error/requeue then). An
+//    object being deleted without our finalizer gets an empty answer.
+//
+// 2. An ordered chain of dependent resources (each with ensure-created / ensure-deleted):
+//
+//      sdk::DependentChain chain;
+//      chain.Add({"config", "v1", "ConfigMap", DesiredConfigMap});
+//      chain.Add({"deployment", "apps/v1", "Deployment", DesiredDeployment, nullptr,
+//                 DeploymentAvailable});
+//      .Reconcile(chain.Build())
+//
+//    A dependent is created only once every dependent before it is ready (`ready`, default:
+//    it exists); dependents that already exist are always kept up to date. A dependent whose
+//    `when` is false is ensured deleted, in reverse order: it is left out of the desired objects
+//    (the host prunes it: declare its kind with Owns(..., {.delete_absent = true})) only once
+//    every later dependent being deleted is gone. Build() sets the condition "DependentsReady";
+//    nothing is requeued, because a change of a child reconciles the primary again.
+//
+// 3. A CRUD resource (current state, desired state, plan):
+//
+//      sdk::CrudResource replicas("v1", "ConfigMap", DesiredCopies);
+//      absl::StatusOr<sdk::CrudPlan> plan = replicas.Plan(request);  // create/update/delete
+//      replicas.Apply(*plan, &result);
+//
+//    The plan compares the desired objects with the current children of that kind (by
+//    namespace/name): create what is missing, update what differs (a desired field with another
+//    value in the current object), delete what is no longer desired. Apply adds the creates,
+//    then the updates, then the unchanged objects to the desired objects (server-side apply
+//    needs the whole intended state each time); deletes happen by pruning (delete_absent).
+//
+// Thread-safety: the layers are immutable once built and may be called concurrently.
+#ifndef CTRLHOST_SDK_CPP_HANDLERS_H_
+#define CTRLHOST_SDK_CPP_HANDLERS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "sdk/cpp/controller.h"
+#include "sdk/cpp/request.h"
+#include "sdk/cpp/result.h"
+
+namespace ctrlhost::sdk {
+
+class Handlers {
+ public:
+  Handlers& OnUpsert(ReconcileFn fn);
+  Handlers& OnDelete(ReconcileFn fn);
+  ReconcileFn Build() const;
+
+ private:
+  ReconcileFn upsert_;
+  ReconcileFn delete_;
+};
+
+using DesiredFn = std::function<absl::StatusOr<nlohmann::json>(const Request&)>;
+
+struct Dependent {
+  std::string name;         // for conditions and messages
+  std::string api_version;  // of the managed object, e.g. "apps/v1"
+  std::string kind;         // e.g. "Deployment"
+  DesiredFn desired;        // the whole intended object (metadata.name defaults to the primary's)
+  std::function<bool(const Request&)> when;  // unset: always wanted; false: ensure deleted
+  std::function<bool(const nlohmann::json& current)> ready;  // unset: ready once it exists
+};
+
+// What a chain found, for the caller's status.
+struct ChainState {
+  std::vector<std::string> ready;     // wanted, existing and ready
+  std::vector<std::string> pending;   // wanted but not (yet) ready or not created yet
+  std::vector<std::string> deleting;  // unwanted and still present
+  bool all_ready() const { return pending.empty() && deleting.empty(); }
+};
+
+class DependentChain {
+ public:
+  DependentChain& Add(Dependent dependent);
+  // Adds the chain's desired objects to `result` and returns what it found. A DesiredFn error
+  // becomes the result's error (Result::FromStatus) and stops the walk.
+  ChainState Reconcile(const Request& request, Result* result) const;
+  // A ReconcileFn: the chain, the condition DependentsReady (True "AllReady" / False "Waiting"
+  // naming the dependents not ready), then `then` (may be null) for the primary's own status.
+  ReconcileFn Build(
+      std::function<void(const Request&, const ChainState&, Result*)> then = nullptr) const;
+
+ private:
+  std::vector<Dependent> dependents_;
+};
+
+struct CrudPlan {
+  std::vector<nlohmann::json> create;
+  std::vector<nlohmann::json> update;
+  std::vector<nlohmann::json> unchanged;
+  std::vector<Object> remove;  // current children no longer desired
+  bool empty() const { return create.empty() && update.empty() && remove.empty(); }
+};
+
+using DesiredListFn = std::function<absl::StatusOr<std::vector<nlohmann::json>>(const Request&)>;
+
+class CrudResource {
+ public:
+  CrudResource(absl::string_view api_version, absl::string_view kind, DesiredListFn desired);
+
+  // The current children of this kind.
+  std::vector<const Object*> Current(const Request& request) const;
+  // InvalidArgument when a desired object has no name or two share one.
+  absl::StatusOr<CrudPlan> Plan(const Request& request) const;
+  // Adds the plan to `result` in order create, update, unchanged, with a Normal event per
+  // create ("Created"), update ("Updated") and delete ("Deleted", done by pruning).
+  void Apply(const CrudPlan& plan, Result* result) const;
+  // Plan + Apply as a ReconcileFn; `then` (may be null) adds the primary's status.
+  ReconcileFn Build(
+      std::function<void(const Request&, const CrudPlan&, Result*)> then = nullptr) const;
+
+ private:
+  std::string api_version_;
+  std::string kind_;
+  DesiredListFn desired_;
+};
+
+// True when every field of `desired` has the same value in `current` (objects compared key by
+// key, recursively; arrays and scalars compared whole). metadata.namespace defaults apply.
+bool IsSubset(const nlohmann::json& desired, const nlohmann::json& current);
+
+}  // namespace ctrlhost::sdk
+
+#endif  // CTRLHOST_SDK_CPP_HANDLERS_H_

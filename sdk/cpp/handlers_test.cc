@@ -1,0 +1,221 @@
+#include "sdk/cpp/handlers.h"
+
+#include "gtest/gtest.h"
+#include "sdk/cpp/testing.h"
+
+namespace ctrlhost::sdk {
+namespace {
+
+using testing::Outcome;
+using testing::RequestBuilder;
+
+constexpr char kPrimary[] = R"(
+apiVersion: example.com/v1
+kind: App
+metadata: {name: shop, namespace: team-a, generation: 2}
+spec: {cache: true, replicas: 2}
+)";
+
+Outcome RunFn(const ReconcileFn& fn, const pb::ReconcileCall& call) {
+  auto controller = *ControllerBuilder("app").For("example.com", "v1", "App").Reconcile(fn).Build();
+  return testing::Reconcile(*controller, call);
+}
+
+TEST(HandlersTest, RoutesUpsertAndDelete) {
+  int upserts = 0, deletes = 0;
+  ReconcileFn fn = Handlers()
+                       .OnUpsert([&](const Request&) {
+                         ++upserts;
+                         return Result();
+                       })
+                       .OnDelete([&](const Request&) {
+                         ++deletes;
+                         return Result();
+                       })
+                       .Build();
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  EXPECT_TRUE(RunFn(fn, req.Call()).ok());
+  EXPECT_EQ(upserts, 1);
+  Outcome fin = RunFn(fn, RequestBuilder(req).Finalizing().Call());
+  EXPECT_TRUE(fin.finalized());
+  EXPECT_EQ(deletes, 1);
+  EXPECT_TRUE(RunFn(fn, RequestBuilder::Gone("team-a", "shop").Call()).ok());
+  EXPECT_EQ(deletes, 2);
+  // Being deleted without our finalizer: nothing is called.
+  nlohmann::json deleting = req.primary();
+  deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  EXPECT_TRUE(RunFn(fn, RequestBuilder(deleting).Call()).ok());
+  EXPECT_EQ(upserts + deletes, 3);
+}
+
+TEST(HandlersTest, FailedDeleteKeepsTheFinalizer) {
+  ReconcileFn fn =
+      Handlers().OnDelete([](const Request&) { return Result::RetryableError("busy"); }).Build();
+  Outcome out = RunFn(fn, RequestBuilder::FromYaml(kPrimary)->Finalizing().Call());
+  EXPECT_TRUE(out.retryable());
+  EXPECT_FALSE(out.finalized());
+}
+
+DependentChain MakeChain() {
+  DependentChain chain;
+  chain.Add({"config", "v1", "ConfigMap", [](const Request& r) -> absl::StatusOr<nlohmann::json> {
+               nlohmann::json cm = NewObject("v1", "ConfigMap", r.name() + "-config");
+               cm["data"] = {{"k", "v"}};
+               return cm;
+             }});
+  chain.Add({"deployment", "apps/v1", "Deployment",
+             [](const Request& r) -> absl::StatusOr<nlohmann::json> {
+               nlohmann::json d = NewObject("apps/v1", "Deployment");
+               d["spec"]["replicas"] = r.spec().value("replicas", 1);
+               return d;
+             },
+             nullptr,
+             [](const nlohmann::json& current) {
+               return current.value("status", nlohmann::json::object()).value("readyReplicas", 0) >
+                      0;
+             }});
+  chain.Add({"cache", "v1", "Service",
+             [](const Request& r) -> absl::StatusOr<nlohmann::json> {
+               return NewObject("v1", "Service", r.name() + "-cache");
+             },
+             [](const Request& r) { return r.spec().value("cache", false); }});
+  return chain;
+}
+
+TEST(DependentChainTest, CreatesInOrderOnceEachPredecessorIsReady) {
+  ReconcileFn fn = MakeChain().Build();
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  // Nothing exists: the first dependent is created; the others wait for it.
+  Outcome first = RunFn(fn, req.Call());
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  ASSERT_EQ(first.desired.size(), 1u);
+  EXPECT_NE(first.Desired("ConfigMap", "shop-config"), nullptr);
+  EXPECT_EQ(first.Condition("DependentsReady")->status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_NE(first.Condition("DependentsReady")->message().find("deployment"), std::string::npos);
+
+  // The ConfigMap exists (ready by existing): the Deployment comes next, the Service waits.
+  req.ChildrenFrom(first);
+  Outcome second = RunFn(fn, req.Call());
+  ASSERT_EQ(second.desired.size(), 2u);
+  EXPECT_EQ((*second.Desired("Deployment", "shop"))["spec"]["replicas"], 2);
+  EXPECT_EQ(second.Desired("Service", "shop-cache"), nullptr);
+
+  // The Deployment exists but is not ready yet: still no Service.
+  req.ChildrenFrom(second);
+  EXPECT_EQ(RunFn(fn, req.Call()).Desired("Service", "shop-cache"), nullptr);
+
+  // Ready: everything is desired and the condition turns True.
+  nlohmann::json ready_dep = *second.Desired("Deployment", "shop");
+  ready_dep["metadata"]["namespace"] = "team-a";
+  ready_dep["status"]["readyReplicas"] = 2;
+  RequestBuilder ready = *RequestBuilder::FromYaml(kPrimary);
+  ready.Child(*first.Desired("ConfigMap", "shop-config")).Child(ready_dep);
+  Outcome third = RunFn(fn, ready.Call());
+  EXPECT_NE(third.Desired("Service", "shop-cache"), nullptr);
+  ready.ChildrenFrom(third).Child(ready_dep);
+  Outcome fourth = RunFn(fn, ready.Call());
+  EXPECT_EQ(fourth.desired.size(), 3u);
+}
+
+TEST(DependentChainTest, EnsureDeletedInReverseOrder) {
+  DependentChain chain;
+  auto named = [](std::string name) {
+    return [name](const Request&) -> absl::StatusOr<nlohmann::json> {
+      return NewObject("v1", "ConfigMap", name);
+    };
+  };
+  auto off = [](const Request&) { return false; };
+  chain.Add({"a", "v1", "ConfigMap", named("a"), off});
+  chain.Add({"b", "v1", "ConfigMap", named("b"), off});
+  ReconcileFn fn = chain.Build();
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(NewObject("v1", "ConfigMap", "a")).Child(NewObject("v1", "ConfigMap", "b"));
+  // Both unwanted and present: "b" (later) goes first, "a" is kept until then.
+  Outcome out = RunFn(fn, req.Call());
+  EXPECT_NE(out.Desired("ConfigMap", "a"), nullptr);
+  EXPECT_EQ(out.Desired("ConfigMap", "b"), nullptr);
+  EXPECT_EQ(out.Condition("DependentsReady")->status(), pb::CONDITION_STATUS_FALSE);
+  // "b" is gone: now "a" goes.
+  RequestBuilder after = *RequestBuilder::FromYaml(kPrimary);
+  after.Child(NewObject("v1", "ConfigMap", "a"));
+  EXPECT_TRUE(RunFn(fn, after.Call()).desired.empty());
+  // Nothing left: all ready (nothing wanted).
+  EXPECT_EQ(
+      RunFn(fn, RequestBuilder::FromYaml(kPrimary)->Call()).Condition("DependentsReady")->status(),
+      pb::CONDITION_STATUS_TRUE);
+}
+
+TEST(DependentChainTest, DesiredErrorsBecomeResultErrors) {
+  DependentChain chain;
+  chain.Add({"bad", "v1", "ConfigMap", [](const Request&) -> absl::StatusOr<nlohmann::json> {
+               return absl::InvalidArgumentError("spec.x missing");
+             }});
+  Outcome out = RunFn(chain.Build(), RequestBuilder::FromYaml(kPrimary)->Call());
+  EXPECT_TRUE(out.terminal());
+  EXPECT_NE(out.error_message().find("dependent bad: spec.x missing"), std::string::npos);
+}
+
+TEST(CrudResourceTest, PlansCreateUpdateDelete) {
+  CrudResource copies("v1", "ConfigMap", [](const Request&) {
+    std::vector<nlohmann::json> out;
+    for (const char* name : {"new", "same", "changed"}) {
+      nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+      cm["data"] = {{"v", "1"}};
+      out.push_back(cm);
+    }
+    return out;
+  });
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  auto existing = [](const char* name, const char* value) {
+    nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+    cm["metadata"]["namespace"] = "team-a";
+    cm["metadata"]["resourceVersion"] = "5";
+    cm["data"] = {{"v", value}};
+    return cm;
+  };
+  req.Child(existing("same", "1")).Child(existing("changed", "2")).Child(existing("old", "1"));
+  absl::StatusOr<Request> request = Request::FromCall(req.Call());
+  ASSERT_TRUE(request.ok());
+  absl::StatusOr<CrudPlan> plan = copies.Plan(*request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->create.size(), 1u);
+  EXPECT_EQ(plan->create[0]["metadata"]["name"], "new");
+  ASSERT_EQ(plan->update.size(), 1u);
+  EXPECT_EQ(plan->update[0]["metadata"]["name"], "changed");
+  ASSERT_EQ(plan->unchanged.size(), 1u);
+  ASSERT_EQ(plan->remove.size(), 1u);
+  EXPECT_EQ(plan->remove[0].name(), "old");
+  EXPECT_FALSE(plan->empty());
+
+  Outcome out = RunFn(copies.Build(), req.Call());
+  ASSERT_EQ(out.desired.size(), 3u);
+  EXPECT_EQ(out.desired[0]["metadata"]["name"], "new");  // create, update, unchanged
+  EXPECT_EQ(out.desired[1]["metadata"]["name"], "changed");
+  EXPECT_EQ(out.desired[2]["metadata"]["name"], "same");
+  EXPECT_TRUE(out.HasEvent("Created"));
+  EXPECT_TRUE(out.HasEvent("Updated"));
+  EXPECT_TRUE(out.HasEvent("Deleted"));
+}
+
+TEST(CrudResourceTest, RefusesNamelessAndDuplicateObjects) {
+  CrudResource nameless("v1", "ConfigMap", [](const Request&) {
+    return std::vector<nlohmann::json>{NewObject("v1", "ConfigMap")};
+  });
+  EXPECT_TRUE(RunFn(nameless.Build(), RequestBuilder::FromYaml(kPrimary)->Call()).terminal());
+  CrudResource twice("v1", "ConfigMap", [](const Request&) {
+    return std::vector<nlohmann::json>{NewObject("v1", "ConfigMap", "x"),
+                                       NewObject("v1", "ConfigMap", "x")};
+  });
+  EXPECT_TRUE(RunFn(twice.Build(), RequestBuilder::FromYaml(kPrimary)->Call()).terminal());
+}
+
+TEST(IsSubsetTest, ComparesFieldsRecursively) {
+  nlohmann::json current = {{"a", {{"b", 1}, {"c", 2}}}, {"l", {1, 2}}};
+  EXPECT_TRUE(IsSubset({{"a", {{"b", 1}}}}, current));
+  EXPECT_FALSE(IsSubset({{"a", {{"b", 2}}}}, current));
+  EXPECT_FALSE(IsSubset({{"x", 1}}, current));
+  EXPECT_FALSE(IsSubset({{"l", {1}}}, current));
+}
+
+}  // namespace
+}  // namespace ctrlhost::sdk
