@@ -1,0 +1,225 @@
+#include "runtime/plugin/handshake.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/client_context.h"
+
+namespace ctrlhost::plugin {
+namespace {
+
+namespace health = ::grpc::health::v1;
+
+absl::Status FromGrpc(const grpc::Status& status, absl::string_view context) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(context, ": ", status.error_message()));
+}
+
+bool IsDnsLabel(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return name.front() != '-' && name.back() != '-';
+}
+
+absl::Status CheckKind(const pb::GroupVersionKind& gvk, absl::string_view where) {
+  if (gvk.version().empty() || gvk.kind().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": version and kind are required (got group=\"", gvk.group(),
+                     "\" version=\"", gvk.version(), "\" kind=\"", gvk.kind(), "\")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NeedsCapability(bool used, pb::Capability capability,
+                             const std::vector<pb::Capability>& in_effect,
+                             absl::string_view where) {
+  if (!used || std::find(in_effect.begin(), in_effect.end(), capability) != in_effect.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, " requires ", pb::Capability_Name(capability), ", which is not in effect"));
+}
+
+absl::Status ValidateController(const pb::ControllerSpec& c, int index,
+                                const std::vector<pb::Capability>& in_effect) {
+  const std::string at = absl::StrCat("controllers[", index, "] (\"", c.name(), "\")");
+  if (!IsDnsLabel(c.name())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at, ".name: must be a lowercase RFC 1123 label ([a-z0-9-], at most 63 characters)"));
+  }
+  if (!c.has_primary()) return absl::InvalidArgumentError(absl::StrCat(at, ".primary: missing"));
+  if (absl::Status s = CheckKind(c.primary(), absl::StrCat(at, ".primary")); !s.ok()) return s;
+  for (int i = 0; i < c.owns_size(); ++i) {
+    const std::string where = absl::StrCat(at, ".owns[", i, "]");
+    if (absl::Status s = CheckKind(c.owns(i).kind(), where + ".kind"); !s.ok()) return s;
+    if (absl::Status s =
+            NeedsCapability(c.owns(i).delete_absent(), pb::CAPABILITY_SERVER_SIDE_APPLY, in_effect,
+                            where + ".delete_absent");
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (int i = 0; i < c.watches_size(); ++i) {
+    const std::string where = absl::StrCat(at, ".watches[", i, "]");
+    if (absl::Status s = CheckKind(c.watches(i).kind(), where + ".kind"); !s.ok()) return s;
+    if (c.watches(i).mapping_case() == pb::WatchedKind::MAPPING_NOT_SET) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".mapping: missing"));
+    }
+  }
+  if (!c.finalizer().empty() && c.finalizer().find('/') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at, ".finalizer: \"", c.finalizer(), "\" must be qualified, e.g. example.com/cleanup"));
+  }
+  if (c.has_resync_period() && (c.resync_period().seconds() < 0 || c.resync_period().nanos() < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(at, ".resync_period: negative"));
+  }
+  const pb::RequestContents& rc = c.request_contents();
+  if (absl::Status s = NeedsCapability(rc.children(), pb::CAPABILITY_CHILDREN, in_effect,
+                                       at + ".request_contents.children");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = NeedsCapability(rc.related_objects(), pb::CAPABILITY_RELATED_OBJECTS,
+                                       in_effect, at + ".request_contents.related_objects");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          NeedsCapability(rc.metadata_only_kinds_size() > 0, pb::CAPABILITY_METADATA_ONLY,
+                          in_effect, at + ".request_contents.metadata_only_kinds");
+      !s.ok()) {
+    return s;
+  }
+  return NeedsCapability(c.schedules_size() > 0, pb::CAPABILITY_SCHEDULES, in_effect,
+                         at + ".schedules");
+}
+
+std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline) {
+  return absl::ToChronoTime(deadline);
+}
+
+}  // namespace
+
+std::vector<pb::Capability> HostCapabilities() {
+  return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
+          pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
+          pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS,
+          pb::CAPABILITY_SCHEDULES};
+}
+
+absl::Status ValidateDescribeResponse(const pb::DescribeRequest& request,
+                                      const pb::DescribeResponse& response,
+                                      const std::vector<pb::Capability>& in_effect) {
+  const auto& offered = request.protocol_versions();
+  if (std::find(offered.begin(), offered.end(), response.protocol_version()) == offered.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin chose protocol version \"", response.protocol_version(),
+                     "\"; the host offered [", absl::StrJoin(offered, ", "), "]"));
+  }
+  if (response.controllers_size() == 0) {
+    return absl::InvalidArgumentError("DescribeResponse.controllers: at least one is required");
+  }
+  absl::flat_hash_set<std::string> names;
+  for (int i = 0; i < response.controllers_size(); ++i) {
+    const pb::ControllerSpec& c = response.controllers(i);
+    if (absl::Status s = ValidateController(c, i, in_effect); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("DescribeResponse.", s.message()));
+    }
+    if (!names.insert(c.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("DescribeResponse.controllers[", i,
+                                                     "].name: duplicate name \"", c.name(), "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& channel,
+                                          const HandshakeOptions& options) {
+  // gRPC deadlines are wall-clock; the handshake talks to a real process, so it uses real time.
+  const absl::Time deadline = absl::Now() + options.deadline;
+  const std::string who = absl::StrCat("plugin ", options.instance_name);
+
+  pb::DescribeRequest request;
+  for (const std::string& v : options.protocol_versions) request.add_protocol_versions(v);
+  for (pb::Capability c : options.capabilities) request.add_capabilities(c);
+  request.set_host_version(options.host_version);
+  request.set_max_message_bytes(options.max_message_bytes);
+  request.set_max_in_flight(options.max_in_flight);
+  request.set_instance_name(options.instance_name);
+
+  HandshakeResult result;
+  {
+    auto stub = pb::ControllerPluginService::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(deadline));
+    context.set_wait_for_ready(true);  // the socket of a starting plugin may not exist yet
+    grpc::Status status = stub->Describe(&context, request, &result.describe);
+    if (!status.ok()) {
+      if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return absl::DeadlineExceededError(absl::StrCat(who, " did not answer Describe within ",
+                                                        absl::FormatDuration(options.deadline)));
+      }
+      return FromGrpc(status, absl::StrCat(who, ": Describe failed"));
+    }
+  }
+
+  for (int value : result.describe.capabilities()) {
+    if (value == pb::CAPABILITY_UNSPECIFIED || !pb::Capability_IsValid(value)) continue;
+    const auto c = static_cast<pb::Capability>(value);
+    if (std::find(options.capabilities.begin(), options.capabilities.end(), c) ==
+        options.capabilities.end()) {
+      continue;
+    }
+    if (std::find(result.capabilities.begin(), result.capabilities.end(), c) ==
+        result.capabilities.end()) {
+      result.capabilities.push_back(c);
+    }
+  }
+  std::sort(result.capabilities.begin(), result.capabilities.end());
+  if (absl::Status s = ValidateDescribeResponse(request, result.describe, result.capabilities);
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+  }
+  result.cancellation = std::find(result.capabilities.begin(), result.capabilities.end(),
+                                  pb::CAPABILITY_CANCELLATION) != result.capabilities.end();
+
+  {
+    auto stub = health::Health::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(deadline));
+    health::HealthCheckRequest check;
+    check.set_service(kPluginServiceName);
+    health::HealthCheckResponse answer;
+    grpc::Status status = stub->Check(&context, check, &answer);
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          who, " did not answer the health check within ", absl::FormatDuration(options.deadline)));
+    }
+    if (!status.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who, ": grpc.health.v1.Health/Check for ", kPluginServiceName, " failed: ",
+          status.error_message(), " (gRPC code ", static_cast<int>(status.error_code()), ")"));
+    }
+    if (answer.status() != health::HealthCheckResponse::SERVING) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who, ": health check answered ",
+          health::HealthCheckResponse::ServingStatus_Name(answer.status()), ", not SERVING"));
+    }
+  }
+
+  result.session_options.max_in_flight = options.max_in_flight;
+  result.session_options.max_message_bytes = options.max_message_bytes;
+  result.session_options.cancellation = result.cancellation;
+  result.session_options.instance_name = options.instance_name;
+  return result;
+}
+
+}  // namespace ctrlhost::plugin

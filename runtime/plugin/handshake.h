@@ -1,0 +1,78 @@
+// Handshake: dial a plugin, negotiate with Describe, then require grpc.health.v1 SERVING.
+//
+// The host's half of the start of every plugin connection (docs/protocol.md): Describe with the
+// host's protocol versions, capabilities and limits; the answer is checked completely (a
+// version the host did not offer is FAILED_PRECONDITION; an empty or duplicate controller name,
+// a missing primary kind, a watch without mapping, a feature whose capability is not in effect
+// is INVALID_ARGUMENT, each naming the controller and field); then Health/Check for
+// "ctrlhost.plugin.v1alpha1.ControllerPluginService" must answer SERVING (else
+// FAILED_PRECONDITION). All of it within one deadline (DEADLINE_EXCEEDED when it passes; a
+// plugin whose socket is not there yet is waited for until then).
+//
+// Example:
+//   auto channel = MakeChannel("unix:///run/ctrlhost/plugins/webapp-1.sock",
+//                              kDefaultMaxMessageBytes);
+//   HandshakeOptions options;
+//   options.instance_name = "webapp-1";
+//   ASSIGN_OR_RETURN(HandshakeResult result, Handshake(channel, options));
+//   // result.describe.controllers(), result.cancellation ...
+//
+// Thread-safe (no shared state); blocks the calling thread up to the deadline, so never call it
+// on a gRPC callback thread.
+#ifndef CTRLHOST_RUNTIME_PLUGIN_HANDSHAKE_H_
+#define CTRLHOST_RUNTIME_PLUGIN_HANDSHAKE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "grpcpp/channel.h"
+#include "runtime/plugin/session.h"
+
+namespace ctrlhost::plugin {
+
+// The health service name a plugin reports SERVING for.
+inline constexpr char kPluginServiceName[] = "ctrlhost.plugin.v1alpha1.ControllerPluginService";
+
+// Every capability this host implements.
+std::vector<pb::Capability> HostCapabilities();
+
+struct HandshakeOptions {
+  // Describe and health check together must finish within this (real time).
+  absl::Duration deadline = absl::Seconds(30);
+  std::vector<std::string> protocol_versions = {"v1alpha1"};
+  std::vector<pb::Capability> capabilities = HostCapabilities();
+  std::string host_version = "0.1.0";
+  uint32_t max_message_bytes = kDefaultMaxMessageBytes;
+  uint32_t max_in_flight = 256;
+  std::string instance_name;  // "PLUGIN-GENERATION"
+};
+
+struct HandshakeResult {
+  pb::DescribeResponse describe;
+  // Features in effect: the intersection of both lists, sorted, without UNSPECIFIED/unknown.
+  std::vector<pb::Capability> capabilities;
+  bool cancellation = false;  // CAPABILITY_CANCELLATION in effect
+  // Session options derived from the negotiation (max_in_flight, max_message_bytes,
+  // cancellation, instance_name); the caller adds clock and on_broken.
+  SessionOptions session_options;
+};
+
+// Runs the handshake on `channel` (see the file comment).
+absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& channel,
+                                          const HandshakeOptions& options);
+
+// The checks Handshake applies to a DescribeResponse, exposed for tests and for the manager.
+// `in_effect` are the negotiated capabilities.
+absl::Status ValidateDescribeResponse(const pb::DescribeRequest& request,
+                                      const pb::DescribeResponse& response,
+                                      const std::vector<pb::Capability>& in_effect);
+
+}  // namespace ctrlhost::plugin
+
+#endif  // CTRLHOST_RUNTIME_PLUGIN_HANDSHAKE_H_

@@ -1,0 +1,203 @@
+// Handshake against the in-process test plugin over a real Unix socket, and the
+// DescribeResponse checks on their own.
+#include "runtime/plugin/handshake.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/plugin/testing/test_plugin.h"
+
+namespace ctrlhost::plugin {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestPlugin;
+using testing::TestPluginOptions;
+
+class HandshakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string base = "/tmp";
+    if (const char* t = std::getenv("TEST_TMPDIR"); t != nullptr && std::string(t).size() < 70) {
+      base = t;
+    }
+    dir_ = base + "/hs-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_.data()), nullptr);
+    address_ = absl::StrCat("unix://", dir_, "/p.sock");
+  }
+  void TearDown() override {
+    plugin_.reset();
+    unlink((dir_ + "/p.sock").c_str());
+    rmdir(dir_.c_str());
+  }
+
+  absl::StatusOr<HandshakeResult> Run(TestPluginOptions plugin_options,
+                                      absl::Duration deadline = absl::Seconds(20)) {
+    auto plugin = TestPlugin::Start(address_, plugin_options);
+    if (!plugin.ok()) return plugin.status();
+    plugin_ = std::move(*plugin);
+    HandshakeOptions options;
+    options.instance_name = "test-1";
+    options.deadline = deadline;
+    return Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options);
+  }
+
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<TestPlugin> plugin_;
+};
+
+TEST_F(HandshakeTest, Succeeds) {
+  auto result = Run({});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->describe.controllers_size(), 2);
+  EXPECT_EQ(result->describe.controllers(0).name(), "echo");
+  EXPECT_TRUE(result->cancellation);
+  EXPECT_EQ(result->capabilities,
+            (std::vector<pb::Capability>{pb::CAPABILITY_CANCELLATION, pb::CAPABILITY_CHILDREN}));
+  EXPECT_TRUE(result->session_options.cancellation);
+  EXPECT_EQ(result->session_options.instance_name, "test-1");
+}
+
+TEST_F(HandshakeTest, WithoutCancellationCapability) {
+  TestPluginOptions options;
+  options.cancellation = false;
+  auto result = Run(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->cancellation);
+}
+
+TEST_F(HandshakeTest, UnsupportedProtocolVersionIsFailedPrecondition) {
+  TestPluginOptions options;
+  options.describe = "bad-version";
+  auto result = Run(options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("\"v9\""));
+}
+
+TEST_F(HandshakeTest, MalformedDescribeIsInvalidArgument) {
+  struct Case {
+    const char* mode;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"no-controllers", "at least one"}, Case{"duplicate", "duplicate name \"echo\""},
+        Case{"no-primary", "controllers[0] (\"echo\").primary: missing"},
+        Case{"needs-capability", "CAPABILITY_RELATED_OBJECTS"}}) {
+    SCOPED_TRACE(c.mode);
+    TestPluginOptions options;
+    options.describe = c.mode;
+    auto result = Run(options);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(result.status().message(), HasSubstr(c.message));
+    plugin_.reset();
+    unlink((dir_ + "/p.sock").c_str());
+  }
+}
+
+TEST_F(HandshakeTest, NotServingIsFailedPrecondition) {
+  TestPluginOptions options;
+  options.health = "not-serving";
+  auto result = Run(options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("NOT_SERVING"));
+}
+
+TEST_F(HandshakeTest, MissingHealthServiceIsFailedPrecondition) {
+  TestPluginOptions options;
+  options.health = "none";
+  auto result = Run(options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("grpc.health.v1"));
+}
+
+TEST_F(HandshakeTest, DescribeErrorKeepsItsCode) {
+  TestPluginOptions options;
+  options.describe = "unavailable";
+  auto result = Run(options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(), HasSubstr("not today"));
+}
+
+TEST_F(HandshakeTest, NobodyListeningIsDeadlineExceeded) {
+  HandshakeOptions options;
+  options.deadline = absl::Milliseconds(300);
+  auto result = Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+pb::DescribeResponse ValidResponse() {
+  pb::DescribeResponse response;
+  response.set_protocol_version("v1alpha1");
+  pb::ControllerSpec* c = response.add_controllers();
+  c->set_name("web");
+  c->mutable_primary()->set_version("v1");
+  c->mutable_primary()->set_kind("ConfigMap");
+  return response;
+}
+
+pb::DescribeRequest OfferedRequest() {
+  pb::DescribeRequest request;
+  request.add_protocol_versions("v1alpha1");
+  return request;
+}
+
+TEST(ValidateDescribeResponseTest, AcceptsMinimalResponse) {
+  EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), ValidResponse(), {}).ok());
+}
+
+TEST(ValidateDescribeResponseTest, RejectsBadFields) {
+  {
+    pb::DescribeResponse r = ValidResponse();
+    r.mutable_controllers(0)->set_name("Web_App");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(), HasSubstr("RFC 1123"));
+  }
+  {
+    pb::DescribeResponse r = ValidResponse();
+    r.mutable_controllers(0)->set_name("");
+    EXPECT_EQ(ValidateDescribeResponse(OfferedRequest(), r, {}).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  {
+    pb::DescribeResponse r = ValidResponse();
+    r.mutable_controllers(0)->mutable_primary()->set_kind("");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
+                HasSubstr("primary: version and kind are required"));
+  }
+  {
+    pb::DescribeResponse r = ValidResponse();
+    pb::WatchedKind* w = r.mutable_controllers(0)->add_watches();
+    w->mutable_kind()->set_version("v1");
+    w->mutable_kind()->set_kind("Secret");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
+                HasSubstr("watches[0].mapping: missing"));
+  }
+  {
+    pb::DescribeResponse r = ValidResponse();
+    r.mutable_controllers(0)->set_finalizer("cleanup");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
+                HasSubstr("finalizer"));
+  }
+  {
+    pb::DescribeResponse r = ValidResponse();
+    r.mutable_controllers(0)->add_schedules()->set_cron("0 3 * * *");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
+                HasSubstr("CAPABILITY_SCHEDULES"));
+    EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), r, {pb::CAPABILITY_SCHEDULES}).ok());
+  }
+  {
+    pb::DescribeResponse r = ValidResponse();
+    r.set_protocol_version("");
+    EXPECT_EQ(ValidateDescribeResponse(OfferedRequest(), r, {}).code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+}  // namespace
+}  // namespace ctrlhost::plugin

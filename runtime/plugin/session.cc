@@ -1,0 +1,389 @@
+#include "runtime/plugin/session.h"
+
+#include <atomic>
+#include <deque>
+#include <queue>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_callback.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
+
+namespace ctrlhost::plugin {
+namespace {
+
+google::protobuf::Timestamp ToProtoTime(absl::Time t) {
+  google::protobuf::Timestamp ts;
+  const int64_t nanos = absl::ToUnixNanos(t);
+  ts.set_seconds(nanos / 1000000000);
+  ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  if (ts.nanos() < 0) {
+    ts.set_seconds(ts.seconds() - 1);
+    ts.set_nanos(ts.nanos() + 1000000000);
+  }
+  return ts;
+}
+
+}  // namespace
+
+// The reactor behind a Session. gRPC calls its On* methods on its callback threads; Dispatch,
+// Close and the deadline thread call in from elsewhere. `mu_` guards all mutable state below it.
+//
+// Lifetime rules of gRPC's callback API that shape this class:
+// - StartWrite/StartRead/RemoveHold may run reactions inline in the calling thread, so they are
+//   never called with `mu_` held.
+// - Only one write may be outstanding: later requests wait in `write_queue_`.
+// - A hold (taken before StartCall) keeps OnDone from running while a thread outside the
+//   reactions may still start a write. It is released once the stream is finished for us
+//   (read side ended or Close) and no write is pending, so no StartWrite can follow OnDone.
+class Session::Stream
+    : public grpc::ClientBidiReactor<pb::ReconcileRequest, pb::ReconcileResponse> {
+ public:
+  Stream(std::shared_ptr<grpc::Channel> channel, SessionOptions options)
+      : options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+        stub_(pb::ControllerPluginService::NewStub(std::move(channel))) {}
+
+  ~Stream() override {
+    Close();
+    {
+      common::MutexLock lock(&mu_);
+      while (!done_) done_cv_.Wait(&mu_);
+      stop_timer_ = true;
+      timer_cv_.SignalAll();
+    }
+    if (timer_.joinable()) timer_.join();
+  }
+
+  void Start() {
+    timer_ = std::thread([this] { TimerLoop(); });
+    published_.store(true, std::memory_order_release);
+    stub_->async()->Reconcile(&context_, this);
+    AddHold();
+    StartRead(&read_buffer_);
+    StartCall();
+  }
+
+  void Dispatch(pb::ReconcileCall call, absl::Time deadline, controller::ReconcileCallback done) {
+    absl::Status error;
+    bool start_write = false;
+    {
+      common::MutexLock lock(&mu_);
+      if (!health_.ok()) {
+        error = absl::UnavailableError(
+            absl::StrCat("plugin ", options_.instance_name, ": ", health_.message()));
+      } else if (in_flight_.size() >= options_.max_in_flight) {
+        error = absl::ResourceExhaustedError(absl::StrCat("plugin ", options_.instance_name, ": ",
+                                                          options_.max_in_flight,
+                                                          " requests already in flight"));
+      } else {
+        const uint64_t id = next_id_++;
+        pb::ReconcileRequest request;
+        request.set_request_id(id);
+        *call.mutable_deadline() = ToProtoTime(deadline);
+        *request.mutable_reconcile() = std::move(call);
+        const size_t size = request.ByteSizeLong();
+        if (size > options_.max_message_bytes) {
+          error = absl::ResourceExhaustedError(absl::StrCat("reconcile request of ", size,
+                                                            " bytes exceeds the plugin's limit of ",
+                                                            options_.max_message_bytes, " bytes"));
+        } else {
+          in_flight_.emplace(id, Pending{std::move(done), deadline});
+          const bool earliest = deadlines_.empty() || deadline < deadlines_.top().first;
+          deadlines_.emplace(deadline, id);
+          if (earliest) timer_cv_.Signal();
+          start_write = EnqueueWriteLocked(std::move(request));
+        }
+      }
+    }
+    if (!error.ok()) {
+      done(std::move(error));
+      return;
+    }
+    if (start_write) StartWrite(&current_write_);
+  }
+
+  void Close() {
+    {
+      common::MutexLock lock(&mu_);
+      if (closed_ || finished_) return;
+      closed_ = true;
+      if (health_.ok()) health_ = absl::UnavailableError("session closed");
+    }
+    context_.TryCancel();
+  }
+
+  absl::Status health() const {
+    common::MutexLock lock(&mu_);
+    return health_;
+  }
+
+  size_t in_flight() const {
+    common::MutexLock lock(&mu_);
+    return in_flight_.size();
+  }
+
+  // --- gRPC reactions -----------------------------------------------------------------------
+
+  void OnReadDone(bool ok) override {
+    SeePublished();
+    if (!ok) {
+      bool release = false;
+      {
+        common::MutexLock lock(&mu_);
+        finished_ = true;
+        if (health_.ok()) health_ = absl::UnavailableError("plugin ended the Reconcile stream");
+        release = ReleaseHoldLocked();
+      }
+      // Also ends a stream the plugin half-closed without a status, so OnDone follows.
+      context_.TryCancel();
+      if (release) RemoveHold();
+      return;
+    }
+    pb::ReconcileResponse response;
+    controller::ReconcileCallback done;
+    uint64_t id;
+    {
+      // gRPC runs successive read reactions on different threads and orders them itself; the
+      // lock makes that order visible to ThreadSanitizer too.
+      common::MutexLock lock(&mu_);
+      response = std::move(read_buffer_);
+      id = response.request_id();
+      auto it = in_flight_.find(id);
+      if (it != in_flight_.end()) {
+        done = std::move(it->second.done);
+        in_flight_.erase(it);
+      }
+    }
+    StartRead(&read_buffer_);
+    if (!done) {
+      common::LogWarning("plugin response for an unknown or expired request dropped",
+                         {{"plugin", options_.instance_name}, {"request_id", id}});
+      return;
+    }
+    done(std::move(response));
+  }
+
+  void OnWriteDone(bool ok) override {
+    SeePublished();
+    bool start_write = false;
+    bool release = false;
+    {
+      common::MutexLock lock(&mu_);
+      writing_ = false;
+      if (ok && !finished_ && !write_queue_.empty()) {
+        current_write_ = std::move(write_queue_.front());
+        write_queue_.pop_front();
+        writing_ = true;
+        start_write = true;
+      }
+      if (!start_write) release = ReleaseHoldLocked();
+    }
+    if (start_write) StartWrite(&current_write_);
+    if (release) RemoveHold();
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    SeePublished();
+    absl::flat_hash_map<uint64_t, Pending> failed;
+    absl::Status why;
+    bool report = false;
+    {
+      common::MutexLock lock(&mu_);
+      finished_ = true;
+      if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && !closed_) {
+        why = absl::ResourceExhaustedError(absl::StrCat(
+            "plugin ", options_.instance_name, " sent a message over the limit of ",
+            options_.max_message_bytes, " bytes; stream broken: ", status.error_message()));
+      } else if (closed_) {
+        why = absl::UnavailableError(
+            absl::StrCat("plugin ", options_.instance_name, ": session closed"));
+      } else {
+        why = absl::UnavailableError(absl::StrCat(
+            "plugin ", options_.instance_name, ": Reconcile stream broken: ",
+            status.error_message(), " (gRPC code ", static_cast<int>(status.error_code()), ")"));
+      }
+      health_ = why;
+      report = !closed_;
+      failed.swap(in_flight_);
+      write_queue_.clear();
+    }
+    // The owner hears first, so that a retry the runner makes from a `done` below finds the
+    // instance already marked not ready.
+    if (report) {
+      common::LogWarning(
+          "plugin Reconcile stream broken",
+          {{"plugin", options_.instance_name}, {"in_flight", failed.size()}, {"status", why}});
+      if (options_.on_broken) options_.on_broken(why);
+    }
+    for (auto& [id, pending] : failed) pending.done(why);
+    common::MutexLock lock(&mu_);
+    done_ = true;
+    done_cv_.SignalAll();
+    timer_cv_.SignalAll();
+  }
+
+ private:
+  struct Pending {
+    controller::ReconcileCallback done;
+    absl::Time deadline;
+  };
+  using DeadlineEntry = std::pair<absl::Time, uint64_t>;
+
+  // gRPC hands the reactor to its threads through uninstrumented code; this acquire pairs with
+  // the release in Start() so that ThreadSanitizer sees the construction happen before.
+  void SeePublished() { (void)published_.load(std::memory_order_acquire); }
+
+  // Queues `request`; returns true when the caller must StartWrite(&current_write_) (after
+  // releasing mu_).
+  bool EnqueueWriteLocked(pb::ReconcileRequest request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_) {
+      write_queue_.push_back(std::move(request));
+      return false;
+    }
+    current_write_ = std::move(request);
+    writing_ = true;
+    return true;
+  }
+
+  // True (once) when the hold may go: the stream is over for us and no write is pending.
+  bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (hold_released_ || writing_ || !(finished_ || closed_)) return false;
+    hold_released_ = true;
+    return true;
+  }
+
+  // Expires requests whose deadline passed. One thread per session, sleeping until the earliest
+  // deadline (entries of answered requests are skipped lazily).
+  void TimerLoop() {
+    common::MutexLock lock(&mu_);
+    while (!stop_timer_) {
+      // Drop heap entries of requests that are no longer outstanding.
+      while (!deadlines_.empty()) {
+        auto it = in_flight_.find(deadlines_.top().second);
+        if (it != in_flight_.end() && it->second.deadline == deadlines_.top().first) break;
+        deadlines_.pop();
+      }
+      if (deadlines_.empty()) {
+        timer_cv_.Wait(&mu_);
+        continue;
+      }
+      const absl::Time next = deadlines_.top().first;
+      if (clock_->Now() < next) {
+        clock_->WaitWithDeadline(&mu_, &timer_cv_, next);
+        continue;
+      }
+      std::vector<std::pair<uint64_t, controller::ReconcileCallback>> expired;
+      const absl::Time now = clock_->Now();
+      while (!deadlines_.empty() && deadlines_.top().first <= now) {
+        const uint64_t id = deadlines_.top().second;
+        deadlines_.pop();
+        auto it = in_flight_.find(id);
+        if (it == in_flight_.end()) continue;
+        expired.emplace_back(id, std::move(it->second.done));
+        in_flight_.erase(it);
+      }
+      bool start_write = false;
+      if (options_.cancellation && health_.ok()) {
+        for (const auto& entry : expired) {
+          pb::ReconcileRequest cancel;
+          cancel.set_request_id(entry.first);
+          cancel.mutable_cancel()->set_reason("deadline exceeded");
+          start_write = EnqueueWriteLocked(std::move(cancel)) || start_write;
+        }
+      }
+      mu_.Unlock();
+      if (start_write) StartWrite(&current_write_);
+      for (auto& [id, done] : expired) {
+        done(absl::DeadlineExceededError(absl::StrCat("plugin ", options_.instance_name,
+                                                      " did not answer request ", id,
+                                                      " by its deadline")));
+      }
+      mu_.Lock();
+    }
+  }
+
+  // Constant after construction.
+  const SessionOptions options_;
+  common::Clock* const clock_;
+  std::unique_ptr<pb::ControllerPluginService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::thread timer_;
+  std::atomic<bool> published_{false};
+
+  // Filled by gRPC between StartRead and OnReadDone; read by OnReadDone under mu_.
+  pb::ReconcileResponse read_buffer_;
+
+  mutable common::Mutex mu_;
+  common::CondVar done_cv_;   // signalled when done_ turns true
+  common::CondVar timer_cv_;  // wakes the deadline thread
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Pending> in_flight_ ABSL_GUARDED_BY(mu_);
+  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<DeadlineEntry>>
+      deadlines_ ABSL_GUARDED_BY(mu_);
+  // current_write_ is owned by gRPC while writing_ is true.
+  pb::ReconcileRequest current_write_;
+  std::deque<pb::ReconcileRequest> write_queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status health_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;         // Close() called
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;       // read side ended or OnDone ran
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;  // RemoveHold decided
+  bool done_ ABSL_GUARDED_BY(mu_) = false;           // OnDone returned its last callback
+  bool stop_timer_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(std::shared_ptr<grpc::Channel> channel,
+                                                       SessionOptions options) {
+  if (channel == nullptr) return absl::InvalidArgumentError("Session::Open: null channel");
+  if (options.max_in_flight == 0) {
+    return absl::InvalidArgumentError("Session::Open: max_in_flight must be positive");
+  }
+  auto stream = std::make_unique<Stream>(std::move(channel), std::move(options));
+  stream->Start();
+  return std::unique_ptr<Session>(new Session(std::move(stream)));
+}
+
+Session::Session(std::unique_ptr<Stream> stream) : stream_(std::move(stream)) {}
+
+Session::~Session() = default;
+
+void Session::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+                       controller::ReconcileCallback done) {
+  stream_->Dispatch(std::move(call), deadline, std::move(done));
+}
+
+void Session::Close() { stream_->Close(); }
+
+absl::Status Session::health() const { return stream_->health(); }
+
+size_t Session::in_flight() const { return stream_->in_flight(); }
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, uint32_t max_message_bytes,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& ssl_target_name_override) {
+  grpc::ChannelArguments args;
+  const int limit = static_cast<int>(std::min<uint32_t>(max_message_bytes, 0x7fffffff));
+  args.SetMaxReceiveMessageSize(limit);
+  args.SetMaxSendMessageSize(limit);
+  // A starting plugin's socket appears late; the default 1 s first backoff would dominate.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (!ssl_target_name_override.empty()) {
+    args.SetSslTargetNameOverride(ssl_target_name_override);
+  }
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+}  // namespace ctrlhost::plugin

@@ -1,0 +1,168 @@
+#include "runtime/plugin/testing/test_plugin.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "runtime/common/mutex.h"
+
+namespace ctrlhost::plugin::testing {
+
+namespace pb = ::ctrlhost::plugin::v1alpha1;
+namespace health = ::grpc::health::v1;
+
+class TestPlugin::Service final : public pb::ControllerPluginService::Service {
+ public:
+  explicit Service(TestPluginOptions options) : options_(std::move(options)) {}
+
+  grpc::Status Describe(grpc::ServerContext*, const pb::DescribeRequest*,
+                        pb::DescribeResponse* response) override {
+    if (options_.describe == "unavailable") {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not today");
+    }
+    response->set_protocol_version(options_.describe == "bad-version" ? "v9" : "v1alpha1");
+    response->set_plugin_name("test-plugin");
+    response->set_plugin_version("0.0.1");
+    if (options_.cancellation) response->add_capabilities(pb::CAPABILITY_CANCELLATION);
+    response->add_capabilities(pb::CAPABILITY_CHILDREN);
+    if (options_.describe == "no-controllers") return grpc::Status::OK;
+    for (const char* name : {"echo", "other"}) {
+      pb::ControllerSpec* c = response->add_controllers();
+      c->set_name(options_.describe == "duplicate" ? "echo" : name);
+      if (options_.describe != "no-primary") {
+        c->mutable_primary()->set_group("example.com");
+        c->mutable_primary()->set_version("v1");
+        c->mutable_primary()->set_kind("Echo");
+      }
+      c->mutable_request_contents()->set_children(true);
+      if (options_.describe == "needs-capability") {
+        c->mutable_request_contents()->set_related_objects(true);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Reconcile(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<pb::ReconcileResponse, pb::ReconcileRequest>* stream) override {
+    common::Mutex write_mu;  // one writer at a time on this stream
+    std::vector<pb::ReconcileRequest> held;
+    pb::ReconcileRequest request;
+    auto answer = [&](const pb::ReconcileRequest& r) {
+      pb::ReconcileResponse response;
+      const std::string& name = r.reconcile().name();
+      response.set_request_id(r.request_id());
+      uint64_t size = 0;
+      if (absl::StartsWith(name, "huge-") && absl::SimpleAtoi(name.substr(5), &size)) {
+        response.set_status(std::string(size, 'x'));
+      } else {
+        if (name == "wrong-id") response.set_request_id(r.request_id() + 1000000);
+        response.set_status(absl::StrCat(R"({"seen":")", name, R"("})"));
+      }
+      common::MutexLock lock(&write_mu);
+      stream->Write(response);
+    };
+    while (stream->Read(&request)) {
+      if (request.has_cancel()) {
+        common::MutexLock lock(&mu_);
+        cancelled_.push_back(request.request_id());
+        continue;
+      }
+      int received;
+      {
+        common::MutexLock lock(&mu_);
+        received = ++received_;
+      }
+      if (options_.crash_after > 0 && received >= options_.crash_after) std::_Exit(42);
+      const std::string& name = request.reconcile().name();
+      if (name == "hang") continue;
+      if (name == "hold") {
+        held.push_back(request);
+        continue;
+      }
+      answer(request);
+      if (name == "release") {
+        for (auto it = held.rbegin(); it != held.rend(); ++it) answer(*it);
+        held.clear();
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  std::vector<uint64_t> cancelled() const {
+    common::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+  int received() const {
+    common::MutexLock lock(&mu_);
+    return received_;
+  }
+
+ private:
+  const TestPluginOptions options_;
+  mutable common::Mutex mu_;
+  std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  int received_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+namespace {
+
+class HealthService final : public health::Health::Service {
+ public:
+  explicit HealthService(bool serving) : serving_(serving) {}
+  grpc::Status Check(grpc::ServerContext*, const health::HealthCheckRequest* request,
+                     health::HealthCheckResponse* response) override {
+    if (!request->service().empty() &&
+        request->service() != "ctrlhost.plugin.v1alpha1.ControllerPluginService") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+    }
+    response->set_status(serving_ ? health::HealthCheckResponse::SERVING
+                                  : health::HealthCheckResponse::NOT_SERVING);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const bool serving_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string& address,
+                                                              TestPluginOptions options) {
+  std::unique_ptr<TestPlugin> plugin(new TestPlugin());
+  const std::string health_mode = options.health;
+  plugin->service_ = std::make_unique<Service>(std::move(options));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &plugin->port_);
+  builder.SetMaxReceiveMessageSize(128 << 20);
+  builder.SetMaxSendMessageSize(128 << 20);
+  builder.RegisterService(plugin->service_.get());
+  if (health_mode != "none") {
+    plugin->health_ = std::make_unique<HealthService>(health_mode == "serving");
+    builder.RegisterService(plugin->health_.get());
+  }
+  plugin->server_ = builder.BuildAndStart();
+  if (plugin->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("test plugin: cannot listen on ", address));
+  }
+  return plugin;
+}
+
+TestPlugin::~TestPlugin() {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+  }
+}
+
+std::vector<uint64_t> TestPlugin::cancelled() const { return service_->cancelled(); }
+int TestPlugin::received() const { return service_->received(); }
+
+}  // namespace ctrlhost::plugin::testing

@@ -1,0 +1,64 @@
+// A controller plugin for tests and benchmarks, with behaviour chosen by options (process-wide)
+// and by each request's ReconcileCall.name (per request):
+//   name "hang"         never answered (until cancelled: then forgotten)
+//   name "hold"         answered only after a "release" request, in reverse order of arrival
+//   name "release"      answered at once, then every held request (last held first)
+//   name "huge-N"       answered with a status of N bytes
+//   name "wrong-id"     answered with request_id + 1000000 (an id the host never sent)
+//   anything else       answered at once with status {"seen":"<name>"} (the no-op plugin)
+// Used in-process by session tests (TestPlugin::Start) and as a real process by supervisor tests
+// (test_plugin_main.cc, flags in its usage text). Not a model of a good plugin: see sdk/cpp.
+//
+// Thread-safe: gRPC's sync server runs the handlers on its threads; `mu_` guards the state.
+#ifndef CTRLHOST_RUNTIME_PLUGIN_TESTING_TEST_PLUGIN_H_
+#define CTRLHOST_RUNTIME_PLUGIN_TESTING_TEST_PLUGIN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+
+namespace ctrlhost::plugin::testing {
+
+struct TestPluginOptions {
+  // "ok", "bad-version", "no-controllers", "duplicate", "no-primary", "needs-capability",
+  // "unavailable" (Describe fails with UNAVAILABLE).
+  std::string describe = "ok";
+  // "serving", "not-serving", "none" (Health is not served).
+  std::string health = "serving";
+  // Advertise CAPABILITY_CANCELLATION.
+  bool cancellation = true;
+  // When > 0, the process exits abruptly (_Exit(42)) on receiving this many reconciles.
+  int crash_after = 0;
+};
+
+class TestPlugin {
+ public:
+  // Serves on `address` ("unix:///path" or "127.0.0.1:0"). The bound TCP port is port().
+  static absl::StatusOr<std::unique_ptr<TestPlugin>> Start(const std::string& address,
+                                                           TestPluginOptions options);
+  ~TestPlugin();
+
+  int port() const { return port_; }
+  grpc::Server* server() { return server_.get(); }
+  // Request ids the host cancelled, in arrival order.
+  std::vector<uint64_t> cancelled() const;
+  // Reconciles received so far.
+  int received() const;
+
+  class Service;
+
+ private:
+  TestPlugin() = default;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Service> health_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace ctrlhost::plugin::testing
+
+#endif  // CTRLHOST_RUNTIME_PLUGIN_TESTING_TEST_PLUGIN_H_
