@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(const ControllerInfo* inf
   runner->watch_mappers_ = std::move(mappers);
   for (const auto& mapper : runner->watch_mappers_) {
     runner->watch_handlers_.push_back(
-        std::make_unique<Handler>(runner.get(), Handler::Role::kWatched, mapper.get()));
+        std::make_shared<Handler>(runner.get(), Handler::Role::kWatched, mapper.get()));
   }
   return runner;
 }
@@ -161,10 +161,10 @@ Runner::Runner(const ControllerInfo* info, RunnerSources sources, Dispatcher* di
           /*controller_only=*/true)),
       queue_(info->name, options_.queue, clock_) {
   self_mapper_ = SelfMapper();
-  primary_handler_ = std::make_unique<Handler>(this, Handler::Role::kPrimary, self_mapper_.get());
+  primary_handler_ = std::make_shared<Handler>(this, Handler::Role::kPrimary, self_mapper_.get());
   for (size_t i = 0; i < info_->owns.size(); ++i) {
     owned_handlers_.push_back(
-        std::make_unique<Handler>(this, Handler::Role::kOwned, owner_mapper_.get()));
+        std::make_shared<Handler>(this, Handler::Role::kOwned, owner_mapper_.get()));
   }
 }
 

@@ -38,10 +38,11 @@
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner,
 //                    Runner::Create(&info, sources, dispatcher, applier, options));
-//   primary_reflector.AddHandler(runner->PrimaryHandler());     // and owned/watched kinds
+//   int id = primary_reflector.AddHandler(runner->PrimaryHandler());  // and owned/watched kinds
 //   runner->Start();
 //   ...
 //   std::vector<std::string> unrun = runner->Shutdown(absl::Seconds(30));
+//   primary_reflector.RemoveHandler(id);                                // before ~Runner
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_RUNNER_H_
 #define CTRLHOST_RUNTIME_CONTROLLER_RUNNER_H_
 
@@ -142,11 +143,12 @@ class Runner {
   // that will never be reconciled now. Idempotent (a second call returns nothing).
   std::vector<std::string> Shutdown(absl::Duration timeout);
 
-  // Event adapters for the reflectors; owned by the runner, valid for its lifetime. Remove them
-  // from the reflectors before destroying the runner.
-  watch::EventHandler* PrimaryHandler() { return primary_handler_.get(); }
-  watch::EventHandler* OwnedHandler(size_t i) { return owned_handlers_[i].get(); }
-  watch::EventHandler* WatchHandler(size_t i) { return watch_handlers_[i].get(); }
+  // Event adapters for Reflector::AddHandler (of the primary kind, of owned kind i, of watched
+  // kind i). They call into the runner: remove them from the reflectors (RemoveHandler) before
+  // destroying the runner.
+  std::shared_ptr<watch::EventHandler> PrimaryHandler() const { return primary_handler_; }
+  std::shared_ptr<watch::EventHandler> OwnedHandler(size_t i) const { return owned_handlers_[i]; }
+  std::shared_ptr<watch::EventHandler> WatchHandler(size_t i) const { return watch_handlers_[i]; }
   size_t owned_count() const { return owned_handlers_.size(); }
   size_t watch_count() const { return watch_handlers_.size(); }
 
@@ -198,9 +200,9 @@ class Runner {
   std::unique_ptr<Mapper> self_mapper_;                 // primary events -> own key
   std::unique_ptr<Mapper> owner_mapper_;                // owned kinds -> primary
   std::vector<std::unique_ptr<Mapper>> watch_mappers_;  // parallel to sources_.watches
-  std::unique_ptr<watch::EventHandler> primary_handler_;
-  std::vector<std::unique_ptr<watch::EventHandler>> owned_handlers_;
-  std::vector<std::unique_ptr<watch::EventHandler>> watch_handlers_;
+  std::shared_ptr<watch::EventHandler> primary_handler_;
+  std::vector<std::shared_ptr<watch::EventHandler>> owned_handlers_;
+  std::vector<std::shared_ptr<watch::EventHandler>> watch_handlers_;
 
   queue::WorkQueue queue_;
 
