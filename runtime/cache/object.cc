@@ -388,8 +388,18 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(absl::string_v
   }
   // The document is valid JSON (simdjson accepted it), so the scanner only locates members.
   StripCuts& cuts = impl_->cuts;
-  status = FindStripCuts(
-      json, StripSelection{options_.strip_managed_fields, options_.strip_last_applied}, &cuts);
+  // The DOM parse left stage 1's structural indexes in the parser (a public member documented
+  // as private "for benchmarking access"; Debian pins simdjson 3.0.1, and strip_test checks
+  // the result against the byte scanner). Walking them skips managedFields token by token.
+  const simdjson::internal::dom_parser_implementation* stage1 = impl_->parser.implementation.get();
+  const StripSelection selection{options_.strip_managed_fields, options_.strip_last_applied};
+  if (stage1 != nullptr && stage1->structural_indexes != nullptr) {
+    status = FindStripCutsInTokens(
+        json, absl::MakeConstSpan(stage1->structural_indexes.get(), stage1->n_structural_indexes),
+        selection, &cuts);
+  } else {
+    status = FindStripCuts(json, selection, &cuts);
+  }
   if (!status.ok()) return status;
   std::vector<absl::string_view>& pieces = impl_->pieces;
   pieces.clear();

@@ -147,6 +147,59 @@ std::string ConfigMapJson(int index) {
                       R"("}})");
 }
 
+// A ConfigMap as the API server stores it (what the `ingest` benchmark lists): two labels, a
+// 700-character value and the managedFields entry recorded on create.
+std::string ServerConfigMapJson(int index) {
+  return absl::StrCat(
+      R"({"apiVersion":"v1","data":{"config.yaml":")", std::string(700, 'y'),
+      R"(","mode":"fast"},"kind":"ConfigMap","metadata":{"creationTimestamp":)",
+      R"("2026-11-22T01:00:00Z","labels":{"app":"bench","shard":")", index % 16,
+      R"("},"managedFields":[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":)",
+      R"({"f:data":{".":{},"f:config.yaml":{},"f:mode":{}},"f:metadata":{"f:labels":)",
+      R"({".":{},"f:app":{},"f:shard":{}}}},"manager":"ctrlhost-bench","operation":"Update",)",
+      R"("time":"2026-11-22T01:00:00Z"}],"name":"cm-)", 100000 + index,
+      R"(","namespace":"bench","resourceVersion":")", 1000 + index,
+      R"(","uid":"0b1c2d3e-4f50-6172-8394-)", 100000000 + index, R"("}})");
+}
+
+const std::string& ServerConfigMap() {
+  static const std::string* cm = new std::string(ServerConfigMapJson(7));
+  return *cm;
+}
+
+void BM_ServerConfigMap_ObjectParser(benchmark::State& state) {
+  ObjectParser parser;
+  for (auto _ : state) benchmark::DoNotOptimize(parser.Parse(ServerConfigMap()));
+  state.SetBytesProcessed(state.iterations() * ServerConfigMap().size());
+}
+BENCHMARK(BM_ServerConfigMap_ObjectParser);
+
+void BM_ServerConfigMap_DomParseOnly(benchmark::State& state) {
+  simdjson::dom::parser parser;
+  for (auto _ : state) {
+    simdjson::dom::element doc;
+    if (parser.parse(ServerConfigMap().data(), ServerConfigMap().size(), true).get(doc)) {
+      state.SkipWithError("parse");
+    }
+    benchmark::DoNotOptimize(doc);
+  }
+  state.SetBytesProcessed(state.iterations() * ServerConfigMap().size());
+}
+BENCHMARK(BM_ServerConfigMap_DomParseOnly);
+
+// Store::Replace of N parsed ConfigMaps into an empty store (an initial list).
+void BM_Store_ReplaceInitialList(benchmark::State& state) {
+  ObjectParser parser;
+  std::vector<ObjectPtr> objects;
+  for (int i = 0; i < state.range(0); ++i) objects.push_back(*parser.Parse(ServerConfigMapJson(i)));
+  for (auto _ : state) {
+    Store store;
+    benchmark::DoNotOptimize(store.Replace(objects, "1"));
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_Store_ReplaceInitialList)->Arg(20000);
+
 // Heap bytes per cached object (glibc's allocated-bytes counter before and after filling a
 // store), next to the wire size and the stored (stripped) JSON size.
 void StoreMemory(benchmark::State& state, std::string (*make)(int)) {

@@ -32,6 +32,30 @@ absl::string_view LabelValue(const Object& object, size_t i, std::string* scratc
   return *scratch;
 }
 
+// Remembers the entry of the last value added to one index map during a Replace, so that
+// neighbours in a list (sorted by namespace, often sharing labels) skip the hash lookup.
+// Invalidated when the map changed size (an insert may move entries) and by Reset().
+class CachedIndexEntry {
+ public:
+  template <typename Map>
+  void Add(Map* map, absl::string_view value, const Object* object) {
+    if (set_ == nullptr || map->size() != map_size_ || value != value_) {
+      auto it = map->find(value);
+      if (it == map->end()) it = map->try_emplace(std::string(value)).first;
+      set_ = &it->second;
+      value_.assign(value.data(), value.size());
+      map_size_ = map->size();
+    }
+    set_->insert(object);
+  }
+  void Reset() { set_ = nullptr; }
+
+ private:
+  absl::flat_hash_set<const Object*>* set_ = nullptr;
+  std::string value_;
+  size_t map_size_ = 0;
+};
+
 bool SameContent(const Object& a, const Object& b) {
   return a.resource_version() == b.resource_version() && a.json() == b.json();
 }
@@ -45,6 +69,17 @@ void SortByKey(std::vector<ObjectPtr>* objects) {
 }
 
 }  // namespace
+
+struct Store::IndexCaches {
+  static constexpr size_t kLabels = 4;  // the first labels (sorted by key) of each object
+  CachedIndexEntry by_namespace;
+  CachedIndexEntry by_label[kLabels];
+
+  void Reset() {
+    by_namespace.Reset();
+    for (CachedIndexEntry& e : by_label) e.Reset();
+  }
+};
 
 Store::Store() : state_(std::make_unique<State>()) {}
 Store::~Store() = default;
@@ -168,6 +203,24 @@ ObjectPtr Store::Delete(absl::string_view key) {
   return old;
 }
 
+void Store::AddToIndexesCached(State* state, const Object& object, std::string* scratch,
+                               IndexCaches* caches) {
+  caches->by_namespace.Add(&state->by_namespace, object.namespace_(), &object);
+  for (size_t i = 0; i < object.owner_count(); ++i) {
+    if (!object.owner_uid(i).empty()) IndexAdd(&state->by_owner, object.owner_uid(i), &object);
+  }
+  for (size_t i = 0; i < object.label_count(); ++i) {
+    const absl::string_view value = LabelValue(object, i, scratch);
+    if (i < IndexCaches::kLabels) {
+      caches->by_label[i].Add(&state->by_label, value, &object);
+    } else {
+      IndexAdd(&state->by_label, value, &object);
+    }
+  }
+  state->memory_bytes += object.MemoryBytes();
+  state->json_bytes += object.json().size();
+}
+
 StoreDiff Store::Replace(std::vector<ObjectPtr> objects, std::string resource_version) {
   // Build the new state without the lock, in one pass over the list. Only this (writer) thread
   // changes state_, so reading the current objects under a shared lock and computing the diff
@@ -175,17 +228,19 @@ StoreDiff Store::Replace(std::vector<ObjectPtr> objects, std::string resource_ve
   auto next = std::make_unique<State>();
   next->objects.reserve(objects.size());
   std::string scratch;
+  IndexCaches caches;
   bool duplicates = false;
   for (const ObjectPtr& object : objects) {
     if (object == nullptr) continue;
     auto [it, inserted] = next->objects.insert(object);
     if (!inserted) {  // a duplicate key: the last one wins
       duplicates = true;
-      RemoveFromIndexes(next.get(), **it, &scratch);
+      RemoveFromIndexes(next.get(), **it, &scratch);  // may erase a cached entry
+      caches.Reset();
       next->objects.erase(it);
       next->objects.insert(object);
     }
-    AddToIndexes(next.get(), *object, &scratch);
+    AddToIndexesCached(next.get(), *object, &scratch, &caches);
   }
 
   StoreDiff diff;

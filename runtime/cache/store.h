@@ -119,6 +119,10 @@ class Store {
   // `scratch` is reused to build "key=value" label index values without allocating.
   static void AddToIndexes(State* state, const Object& object, std::string* scratch);
   static void RemoveFromIndexes(State* state, const Object& object, std::string* scratch);
+  // AddToIndexes for Replace's bulk build, reusing the index entries of the previous object.
+  struct IndexCaches;
+  static void AddToIndexesCached(State* state, const Object& object, std::string* scratch,
+                                 IndexCaches* caches);
   const IndexMap& IndexFor(Index index) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable common::RwMutex mu_;

@@ -1,5 +1,6 @@
 #include "runtime/cache/strip.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -34,7 +35,10 @@ int HexValue(char c) {
 
 // Whether the raw (still escaped) JSON string contents `raw` decode to the ASCII `want`.
 bool RawKeyEquals(absl::string_view raw, absl::string_view want) {
-  if (raw.find('\\') == absl::string_view::npos) return raw == want;
+  // Escapes only make the raw form longer; most keys differ in size and cost one comparison.
+  if (raw.size() < want.size()) return false;
+  if (raw.size() == want.size() && raw == want) return true;
+  if (std::memchr(raw.data(), '\\', raw.size()) == nullptr) return false;
   size_t j = 0;
   for (size_t i = 0; i < raw.size();) {
     uint32_t c = static_cast<unsigned char>(raw[i]);
@@ -119,20 +123,12 @@ class Scanner {
   // Reads a string at the current position; `raw` is its contents with escapes undecoded.
   bool ScanString(absl::string_view* raw) {
     if (p_ >= end_ || *p_ != '"') return false;
-    const char* start = ++p_;
-    while (true) {
-      const void* found = std::memchr(p_, '"', static_cast<size_t>(end_ - p_));
-      if (found == nullptr) return false;
-      const char* quote = static_cast<const char*>(found);
-      // The quote ends the string unless an odd number of backslashes precedes it.
-      const char* b = quote;
-      while (b > start && b[-1] == '\\') --b;
-      p_ = quote + 1;
-      if (((quote - b) & 1) == 0) {
-        *raw = absl::string_view(start, static_cast<size_t>(quote - start));
-        return true;
-      }
-    }
+    const char* start = p_ + 1;
+    const char* after = StringEnd(start, end_);
+    if (after == nullptr) return false;
+    *raw = absl::string_view(start, static_cast<size_t>(after - 1 - start));
+    p_ = after;
+    return true;
   }
 
   bool SkipValue() {
@@ -149,25 +145,56 @@ class Scanner {
   }
 
  private:
+  // Given the first byte after a string's opening quote, returns the byte after its closing
+  // quote, or nullptr when the input ends first. Short strings (managedFields' "f:name" keys)
+  // take a plain loop; long ones continue with memchr, checking the backslashes before each
+  // quote found. Works on locals: stores through char pointers would make the compiler reload
+  // a member pointer on every byte.
+  static const char* StringEnd(const char* const start, const char* const end) {
+    const char* p = start;
+    for (int n = 0; n < 32; ++n) {
+      if (p >= end) return nullptr;
+      const char c = *p++;
+      if (c == '"') return p;
+      if (c == '\\') {
+        if (p >= end) return nullptr;
+        ++p;
+      }
+    }
+    while (true) {
+      const void* found = std::memchr(p, '"', static_cast<size_t>(end - p));
+      if (found == nullptr) return nullptr;
+      const char* quote = static_cast<const char*>(found);
+      // The quote ends the string unless an odd number of backslashes precedes it.
+      const char* b = quote;
+      while (b > start && b[-1] == '\\') --b;
+      p = quote + 1;
+      if (((quote - b) & 1) == 0) return p;
+    }
+  }
+
   // Skips a container by matching brackets; strings are skipped whole so that brackets and
   // quotes inside them do not count.
   bool SkipContainer() {
+    const char* p = p_;
+    const char* const end = end_;
     size_t depth = 0;
-    while (p_ < end_) {
-      while (p_ < end_ && !kSpecial.table[static_cast<unsigned char>(*p_)]) ++p_;
-      if (p_ >= end_) break;
-      const char c = *p_;
+    while (p < end) {
+      const unsigned char c = static_cast<unsigned char>(*p++);
+      if (!kSpecial.table[c]) continue;
       if (c == '"') {
-        absl::string_view ignored;
-        if (!ScanString(&ignored)) return false;
+        p = StringEnd(p, end);
+        if (p == nullptr) return false;
         continue;
       }
-      ++p_;
       if (c == '{' || c == '[') {
         ++depth;
       } else {
         if (depth == 0) return false;
-        if (--depth == 0) return true;
+        if (--depth == 0) {
+          p_ = p;
+          return true;
+        }
       }
     }
     return false;
@@ -176,6 +203,67 @@ class Scanner {
   const char* const begin_;
   const char* p_;
   const char* const end_;
+};
+
+// The same reads over simdjson's stage-1 structural indexes of a document it accepted: the
+// offsets of every `{}[]:,` and of the first byte of every string and scalar. Skipping a value
+// walks its tokens (a string is one token), never its bytes. pos() after a value is the offset
+// of the next token, so a cut also takes the whitespace before the following comma or brace.
+// Offsets are checked against the input size, so wrong indexes cannot read out of bounds.
+class TokenCursor {
+ public:
+  TokenCursor(absl::string_view json, absl::Span<const uint32_t> tokens)
+      : json_(json), tokens_(tokens) {}
+
+  size_t pos() const { return i_ < tokens_.size() ? tokens_[i_] : json_.size(); }
+  void SkipSpace() {}
+
+  bool Consume(char c) {
+    if (Peek() != c) return false;
+    ++i_;
+    return true;
+  }
+
+  char Peek() const {
+    const size_t at = pos();
+    return at < json_.size() ? json_[at] : '\0';
+  }
+
+  bool ScanString(absl::string_view* raw) {
+    if (Peek() != '"') return false;
+    const size_t quote = pos();
+    ++i_;
+    // The closing quote is the last non-space byte before the next token.
+    size_t end = std::min(pos(), json_.size());
+    while (end > quote + 1 && IsSpace(json_[end - 1])) --end;
+    if (end < quote + 2 || json_[end - 1] != '"') return false;
+    *raw = json_.substr(quote + 1, end - 1 - (quote + 1));
+    return true;
+  }
+
+  bool SkipValue() {
+    const char c = Peek();
+    if (c == '\0') return false;
+    ++i_;
+    if (c != '{' && c != '[') return true;  // a string or scalar is one token
+    size_t depth = 1;
+    while (i_ < tokens_.size()) {
+      const size_t at = tokens_[i_++];
+      if (at >= json_.size()) return false;
+      const char t = json_[at];
+      if (t == '{' || t == '[') {
+        ++depth;
+      } else if ((t == '}' || t == ']') && --depth == 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  const absl::string_view json_;
+  const absl::Span<const uint32_t> tokens_;
+  size_t i_ = 0;
 };
 
 // Turns "member i is removed / kept" decisions of one object into cuts that also remove the
@@ -224,7 +312,8 @@ class MemberCuts {
 
 // Scans the annotations object at the current position. Appends the cuts of last-applied
 // members to `cuts`; `*kept` counts the other members, `*removed` the cut ones.
-bool ScanAnnotations(Scanner& s, StripCuts* cuts, size_t* kept, size_t* removed) {
+template <typename Cursor>
+bool ScanAnnotations(Cursor& s, StripCuts* cuts, size_t* kept, size_t* removed) {
   if (!s.Consume('{')) return false;
   if (s.Consume('}')) return true;
   MemberCuts members(cuts);
@@ -245,7 +334,8 @@ bool ScanAnnotations(Scanner& s, StripCuts* cuts, size_t* kept, size_t* removed)
   return true;
 }
 
-bool ScanMetadata(Scanner& s, StripSelection selection, StripCuts* cuts) {
+template <typename Cursor>
+bool ScanMetadata(Cursor& s, StripSelection selection, StripCuts* cuts) {
   if (!s.Consume('{')) return false;
   if (s.Consume('}')) return true;
   MemberCuts members(cuts);
@@ -283,12 +373,10 @@ absl::Status Unreadable(size_t pos) {
                                     " (stripping metadata)");
 }
 
-}  // namespace
-
-absl::Status FindStripCuts(absl::string_view json, StripSelection selection, StripCuts* cuts) {
+template <typename Cursor>
+absl::Status FindCuts(Cursor& s, StripSelection selection, StripCuts* cuts) {
   cuts->clear();
   if (!selection.managed_fields && !selection.last_applied) return absl::OkStatus();
-  Scanner s(json);
   if (!s.Consume('{')) return Unreadable(s.pos());
   if (s.Consume('}')) return absl::OkStatus();
   while (true) {
@@ -305,6 +393,19 @@ absl::Status FindStripCuts(absl::string_view json, StripSelection selection, Str
     return Unreadable(s.pos());
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FindStripCuts(absl::string_view json, StripSelection selection, StripCuts* cuts) {
+  Scanner scanner(json);
+  return FindCuts(scanner, selection, cuts);
+}
+
+absl::Status FindStripCutsInTokens(absl::string_view json, absl::Span<const uint32_t> tokens,
+                                   StripSelection selection, StripCuts* cuts) {
+  TokenCursor cursor(json, tokens);
+  return FindCuts(cursor, selection, cuts);
 }
 
 std::string ApplyStripCuts(absl::string_view json, const StripCuts& cuts) {

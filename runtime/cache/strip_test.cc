@@ -7,18 +7,48 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cache/object.h"
+#include "simdjson.h"
 
 namespace ctrlhost::cache {
 namespace {
 
 constexpr char kLastApplied[] = "kubectl.kubernetes.io/last-applied-configuration";
 
+// FindStripCutsInTokens over the structural indexes simdjson's DOM parse leaves (what
+// ObjectParser does).
+absl::Status TokenCuts(const std::string& json, StripSelection selection, StripCuts* cuts) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json.data(), json.size(), true).get(doc) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("simdjson refused it");
+  }
+  return FindStripCutsInTokens(json,
+                               absl::MakeConstSpan(parser.implementation->structural_indexes.get(),
+                                                   parser.implementation->n_structural_indexes),
+                               selection, cuts);
+}
+
+// Strips with the byte scanner, and checks that the token walk agrees: the same bytes for
+// compact JSON; for JSON with whitespace, the same document (the token walk's cuts also take
+// the whitespace before the next comma or brace).
 std::string Strip(const std::string& json, StripSelection selection = {}) {
   StripCuts cuts;
   absl::Status status = FindStripCuts(json, selection, &cuts);
   EXPECT_TRUE(status.ok()) << status << " for " << json;
   if (!status.ok()) return "<error>";
-  return ApplyStripCuts(json, cuts);
+  const std::string by_bytes = ApplyStripCuts(json, cuts);
+  StripCuts token_cuts;
+  status = TokenCuts(json, selection, &token_cuts);
+  EXPECT_TRUE(status.ok()) << status << " for " << json;
+  if (status.ok()) {
+    const std::string by_tokens = ApplyStripCuts(json, token_cuts);
+    if (json.find_first_of(" \n\r\t") == std::string::npos) {
+      EXPECT_EQ(by_tokens, by_bytes);
+    } else {
+      EXPECT_EQ(nlohmann::json::parse(by_tokens), nlohmann::json::parse(by_bytes)) << by_tokens;
+    }
+  }
+  return by_bytes;
 }
 
 // What stripping must produce, computed the slow way: a parsed tree with the members erased.
@@ -171,6 +201,19 @@ TEST(StripTest, MalformedInputNeverCrashes) {
                           "{\"metadata\":{\"annotations\":{\"a\"}}}", R"({"a":"\"})"}) {
     EXPECT_FALSE(FindStripCuts(bad, {}, &cuts).ok()) << bad;
   }
+}
+
+TEST(StripTest, TokenOffsetsOutsideTheInputAreRefused) {
+  const std::string json = R"({"metadata":{"name":"x","managedFields":[]}})";
+  StripCuts cuts;
+  for (const std::vector<uint32_t>& tokens : std::vector<std::vector<uint32_t>>{
+           {}, {0}, {0, 1000}, {0, 1, 11, 12, 1u << 31}, {0, 1, 11, 12, 19, 4000000000u}}) {
+    absl::Status status = FindStripCutsInTokens(json, tokens, {}, &cuts);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  }
+  // And the real indexes work.
+  ASSERT_TRUE(TokenCuts(json, {}, &cuts).ok());
+  EXPECT_EQ(ApplyStripCuts(json, cuts), R"({"metadata":{"name":"x"}})");
 }
 
 // ObjectParser's output equals the slow tree-based stripping for objects of every shape, and
