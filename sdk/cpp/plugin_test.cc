@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "runtime/common/mutex.h"
@@ -128,6 +129,19 @@ pb::ReconcileRequest Call(uint64_t id, absl::string_view name, absl::string_view
   return req;
 }
 
+// The health status the plugin reports for `service`, or -1 when the call fails.
+int HealthOf(const std::string& address, const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  if (!stub->Check(&ctx, req, &resp).ok()) return -1;
+  return resp.status();
+}
+
 class PluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -170,6 +184,12 @@ class PluginTest : public ::testing::Test {
   std::unique_ptr<PluginServer> server_;
   std::unique_ptr<pb::ControllerPluginService::Stub> stub_;
 };
+
+TEST_F(PluginTest, HealthIsServing) {
+  EXPECT_EQ(HealthOf(server_->address(), kServiceName),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(HealthOf(server_->address(), ""), grpc::health::v1::HealthCheckResponse::SERVING);
+}
 
 TEST_F(PluginTest, DescribeAnswersTheControllers) {
   grpc::ClientContext ctx;
@@ -292,6 +312,8 @@ TEST_F(PluginTest, GracefulShutdownFinishesInFlightAndRefusesNewWork) {
     refused = resp.error().message() == "plugin shutting down";
   }
   EXPECT_TRUE(refused);
+  EXPECT_EQ(HealthOf(server_->address(), kServiceName),
+            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   gate_.Open();  // The in-flight request finishes and is still answered.
   pb::ReconcileResponse resp;
   ASSERT_TRUE(stream->Read(&resp));
