@@ -527,7 +527,11 @@ absl::StatusOr<std::vector<std::string>> ResolveOperatorFiles(const std::string&
     if (!it->is_regular_file(entry_error) || (extension != ".yaml" && extension != ".yml")) {
       continue;
     }
-    files.push_back(it->path().string());
+    std::string file = it->path().string();
+    if (access(file.c_str(), R_OK) != 0) {
+      return PathError(absl::StatusCode::kPermissionDenied, file, "permission denied");
+    }
+    files.push_back(std::move(file));
   }
   if (error) return PathError(absl::StatusCode::kInvalidArgument, path, error.message());
   if (files.empty()) {

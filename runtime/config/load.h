@@ -39,8 +39,8 @@ absl::StatusOr<std::vector<OperatorSpec>> ParseOperators(absl::string_view text,
 
 // The files `path` stands for: itself when it is a regular file; the *.yaml and *.yml regular
 // files directly inside it (not recursively), sorted, when it is a directory. Errors:
-// NotFound (missing), PermissionDenied (unreadable), InvalidArgument (neither file nor
-// directory, or a directory without such files). Messages name the path.
+// NotFound (missing), PermissionDenied (it, or a file in it, unreadable), InvalidArgument (neither
+// file nor directory, or a directory without such files). Messages name the path.
 absl::StatusOr<std::vector<std::string>> ResolveOperatorFiles(const std::string& path);
 
 // ResolveOperatorFiles(path), then every file parsed; names unique across all of them.

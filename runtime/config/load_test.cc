@@ -448,6 +448,8 @@ TEST_F(LoadOperatorsTest, PathErrors) {
     const std::string locked = Write("locked.yaml", Doc("x"));
     chmod(locked.c_str(), 0);
     EXPECT_EQ(LoadOperators(locked).status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(ResolveOperatorFiles(dir_.string()).status().code(),
+              absl::StatusCode::kPermissionDenied);
   }
 }
 
