@@ -298,6 +298,34 @@ TEST(ParseOperatorsTest, HostileInputBecomesErrors) {
                   .ok());
 }
 
+// Every one-character deletion and a few insertions at every position of a valid document:
+// the parser returns (an error or specs), never crashes (run under ASan in CI).
+TEST(ParseOperatorsTest, MutatedDocumentsNeverCrash) {
+  const std::string valid = absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a, args: [x], env: [{name: A, value: "1"}]}
+      startupTimeout: 1m
+    - name: b
+      endpoint: {address: "h:1", tls: {certFile: c, keyFile: k}}
+  controllers:
+    - {name: c, plugin: a, namespaces: [x], rateLimit: {qps: 1, burst: 2}}
+)");
+  ASSERT_TRUE(ParseOperators(valid, "v.yaml").ok());
+  int refused = 0;
+  for (size_t i = 0; i < valid.size(); ++i) {
+    std::string deleted = valid;
+    deleted.erase(i, 1);
+    if (!ParseOperators(deleted, "m.yaml").ok()) ++refused;
+    for (const char* insert : {"[", "{", ":", "- ", "&a ", "*a", "\t", "\"", "'", "!!map "}) {
+      std::string inserted = valid;
+      inserted.insert(i, insert);
+      if (!ParseOperators(inserted, "m.yaml").ok()) ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+}
+
 TEST(ParseOperatorsTest, EndpointAddresses) {
   auto errors_for = [](absl::string_view address, bool tls) {
     return Errors(absl::StrCat(kHeader, "spec:\n  plugins:\n    - name: a\n      endpoint:\n",
