@@ -1,5 +1,6 @@
 #include "runtime/controller/apply/validate.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -19,6 +20,7 @@ constexpr size_t kMaxConditionType = 316;
 constexpr size_t kMaxConditionReason = 1024;
 constexpr size_t kMaxConditionMessage = 32768;
 constexpr size_t kMaxEventReason = 128;
+constexpr size_t kMaxJsonDepth = 1000;
 
 absl::Status Invalid(absl::string_view where, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
@@ -52,8 +54,37 @@ const OwnedResource* FindOwned(const ControllerInfo& c, absl::string_view group,
   return nullptr;
 }
 
+// The deepest nesting of arrays and objects in `bytes` (strings skipped). Checked before
+// parsing because serializing and destroying a JSON tree recurse once per level: a response
+// nested a million levels deep must be refused, not overflow the stack.
+size_t NestingDepth(absl::string_view bytes) {
+  size_t depth = 0;
+  size_t max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const char ch = bytes[i];
+    if (in_string) {
+      if (ch == '\\') {
+        ++i;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
 // Parses `bytes` as JSON without exceptions; `where` names the item in the error.
 absl::StatusOr<json> ParseJson(absl::string_view where, const std::string& bytes) {
+  if (NestingDepth(bytes) > kMaxJsonDepth) {
+    return Invalid(where, absl::StrCat("nested deeper than ", kMaxJsonDepth, " levels"));
+  }
   json parsed = json::parse(bytes, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return Invalid(where, "not valid JSON");
   return parsed;

@@ -147,6 +147,15 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
   const std::vector<InvalidCase> cases = {
       {"NotJson", [](auto* r) { r->add_desired_objects("{nope"); },
        "desired_objects[0]: not valid JSON"},
+      {"TooDeep",
+       [](auto* r) { r->add_desired_objects(std::string(100000, '[') + std::string(100000, ']')); },
+       "desired_objects[0]: nested deeper than 1000 levels"},
+      {"DeepPatch",
+       [](auto* r) {
+         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_MERGE_PATCH,
+                  R"({"a":)" + std::string(5000, '[') + std::string(5000, ']') + "}");
+       },
+       "patches[0]: nested deeper"},
       {"NotObject", [](auto* r) { r->add_desired_objects("[1]"); },
        "desired_objects[0]: not a JSON object"},
       {"NoApiVersion",
