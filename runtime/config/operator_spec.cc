@@ -83,6 +83,11 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
     std::sort(change.changed_plugins.begin(), change.changed_plugins.end());
     change.controllers_changed = was.controllers != now->controllers;
     change.metadata_changed = was.labels != now->labels || was.annotations != now->annotations;
+    // Plugins only listed in another order: nothing to restart.
+    if (change.added_plugins.empty() && change.removed_plugins.empty() &&
+        change.changed_plugins.empty() && !change.controllers_changed && !change.metadata_changed) {
+      continue;
+    }
     diff.changed.push_back(std::move(change));
   }
   std::sort(diff.added.begin(), diff.added.end());

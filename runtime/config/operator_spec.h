@@ -162,7 +162,8 @@ struct OperatorSetDiff {
 };
 
 // What turns `before` into `after`, operators matched by name (names are unique in a loaded
-// set; with duplicates the last one counts). Source locations are ignored.
+// set; with duplicates the last one counts), plugins by name within an operator. Source
+// locations and the order of plugins are ignored (the order of controller overrides is not).
 OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
                      const std::vector<OperatorSpec>& after);
 

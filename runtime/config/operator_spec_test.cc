@@ -32,6 +32,12 @@ TEST(DiffTest, IdenticalSetsAreEmptyEvenWhenMoved) {
   EXPECT_TRUE(Diff({}, {}).empty());
 }
 
+TEST(DiffTest, PluginOrderIsNotAChange) {
+  EXPECT_TRUE(
+      Diff({Op("o", {Exec("a", "a"), Exec("b", "b")})}, {Op("o", {Exec("b", "b"), Exec("a", "a")})})
+          .empty());
+}
+
 TEST(DiffTest, AddedRemovedChanged) {
   OperatorSpec keep = Op("keep", {Exec("p", "bin/p")});
   OperatorSpec change_before =
