@@ -1,0 +1,233 @@
+// The applier against a scripted local HTTP server: how each server answer maps to an outcome,
+// and that malformed server JSON is an error, never a crash.
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/common/mutex.h"
+#include "runtime/controller/apply/applier.h"
+#include "runtime/controller/apply/test_util.h"
+#include "runtime/kube/rest_client.h"
+
+namespace ctrlhost::controller::apply {
+namespace {
+
+using testing::CachedObject;
+using testing::ContextFor;
+
+constexpr char kWebApp[] = R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
+    "metadata":{"name":"web","namespace":"team","uid":"u-web","generation":1,
+                "resourceVersion":"5"}})";
+
+std::string StatusBody(int code, const std::string& reason, const std::string& message) {
+  return absl::StrCat(R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":")",
+                      message, R"(","reason":")", reason, R"(","code":)", code, "}");
+}
+
+// Answers PATCH with `patch_code` (and a Status body), GET of the primary with `get_body`,
+// POST of events with 201, and records the paths it saw.
+class ScriptedServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Patch(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      common::MutexLock lock(&mu_);
+      seen_.push_back("PATCH " + req.path);
+      res.status = patch_code_;
+      if (patch_code_ >= 300) {
+        res.set_content(
+            StatusBody(patch_code_, patch_reason_, absl::StrCat("scripted ", patch_code_)),
+            "application/json");
+      } else {
+        res.set_content(kWebApp, "application/json");
+      }
+    });
+    server_.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      common::MutexLock lock(&mu_);
+      seen_.push_back("GET " + req.path);
+      res.set_content(get_body_, "application/json");
+    });
+    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      common::MutexLock lock(&mu_);
+      seen_.push_back("POST " + req.path);
+      res.status = 201;
+      res.set_content(req.body, "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // httplib's stop() is a no-op until the accept loop runs: wait for it (bounded).
+    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(server_.is_running());
+    rest_ = MakeRest(port_);
+    client_ = std::make_unique<kube::Client>(rest_.get());
+    applier_ = std::make_unique<Applier>(client_.get(), ApplierOptions{.clock = &clock_});
+  }
+  void TearDown() override {
+    // Close the client's keep-alive connections first: httplib's stop() waits for them.
+    applier_.reset();
+    client_.reset();
+    rest_.reset();
+    server_.stop();
+    thread_.join();
+  }
+
+  std::unique_ptr<kube::RestClient> MakeRest(int port) {
+    kube::RestConfig config;
+    config.host = absl::StrCat("http://127.0.0.1:", port);
+    kube::RestClientOptions options;
+    options.clock = &clock_;
+    options.max_attempts = 1;  // one answer per call: no retries to script
+    options.qps = 0;
+    auto rest = kube::RestClient::Create(config, options);
+    EXPECT_TRUE(rest.ok()) << rest.status();
+    return rest.ok() ? std::move(*rest) : nullptr;
+  }
+
+  void Script(int code, const std::string& reason) {
+    common::MutexLock lock(&mu_);
+    patch_code_ = code;
+    patch_reason_ = reason;
+  }
+  std::vector<std::string> Seen() {
+    common::MutexLock lock(&mu_);
+    return seen_;
+  }
+
+  common::FakeClock clock_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  common::Mutex mu_;
+  int patch_code_ ABSL_GUARDED_BY(mu_) = 200;
+  std::string patch_reason_ ABSL_GUARDED_BY(mu_);
+  std::string get_body_ ABSL_GUARDED_BY(mu_) = kWebApp;
+  std::vector<std::string> seen_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<kube::RestClient> rest_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<Applier> applier_;
+  ControllerInfo webapp_ = testing::WebAppController();
+  ReconcileContext context_ = ContextFor(&webapp_, CachedObject(kWebApp));
+};
+
+pb::ReconcileResponse ApplyChild() {
+  pb::ReconcileResponse response;
+  response.add_desired_objects(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1"}})");
+  response.set_status(R"({"phase":"Ready"})");
+  return response;
+}
+
+TEST_F(ScriptedServerTest, ServerAnswersMapToOutcomes) {
+  struct Case {
+    int code;
+    std::string reason;
+    OutcomeKind kind;
+    absl::StatusCode status;
+  };
+  const std::vector<Case> cases = {
+      {500, "InternalError", OutcomeKind::kRetry, absl::StatusCode::kInternal},
+      {503, "ServiceUnavailable", OutcomeKind::kRetry, absl::StatusCode::kUnavailable},
+      {429, "TooManyRequests", OutcomeKind::kRetry, absl::StatusCode::kResourceExhausted},
+      {403, "Forbidden", OutcomeKind::kRetry, absl::StatusCode::kPermissionDenied},
+      {404, "NotFound", OutcomeKind::kRetry, absl::StatusCode::kNotFound},  // a child
+      {409, "Conflict", OutcomeKind::kRequeueNow, absl::StatusCode::kAborted},
+      {422, "Invalid", OutcomeKind::kTerminal, absl::StatusCode::kInvalidArgument},
+      {400, "BadRequest", OutcomeKind::kTerminal, absl::StatusCode::kInvalidArgument},
+  };
+  for (const Case& c : cases) {
+    Script(c.code, c.reason);
+    {
+      common::MutexLock lock(&mu_);
+      seen_.clear();
+    }
+    ApplyOutcome outcome = applier_->Apply(context_, ApplyChild());
+    EXPECT_EQ(outcome.kind, c.kind) << c.code << " " << outcome.status;
+    EXPECT_EQ(outcome.status.code(), c.status) << c.code << " " << outcome.status;
+    EXPECT_TRUE(absl::StrContains(outcome.status.message(), "applying configmaps team/c"))
+        << outcome.status;
+    const std::vector<std::string> seen = Seen();
+    ASSERT_FALSE(seen.empty());
+    EXPECT_TRUE(absl::StartsWith(seen[0], "PATCH /api/v1/namespaces/team/configmaps/c")) << seen[0];
+    if (c.kind == OutcomeKind::kTerminal) {
+      // The server's refusal is recorded: an event and an attempt at the condition.
+      EXPECT_EQ(seen.size(), 4u);
+      EXPECT_EQ(seen[1], "POST /api/v1/namespaces/team/events");
+      EXPECT_EQ(outcome.writes, 1u);  // the event
+    } else {
+      EXPECT_EQ(seen.size(), 1u) << "later writes must be skipped";
+      EXPECT_EQ(outcome.writes, 0u);
+    }
+  }
+}
+
+TEST_F(ScriptedServerTest, PrimaryNotFoundIsDone) {
+  Script(404, "NotFound");
+  pb::ReconcileResponse response;
+  response.add_desired_objects(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
+      "metadata":{"name":"web"},"spec":{}})");
+  ApplyOutcome outcome = applier_->Apply(context_, response);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
+  EXPECT_TRUE(outcome.status.ok());
+}
+
+TEST_F(ScriptedServerTest, MalformedServerJsonIsAnErrorNotACrash) {
+  webapp_.owns[0].delete_absent = false;  // no list: the GET of the primary is what is tested
+  pb::ReconcileResponse response;
+  response.set_status(R"({"phase":"Ready"})");
+  pb::Condition* condition = response.add_conditions();
+  condition->set_type("Ready");
+  condition->set_status(pb::CONDITION_STATUS_TRUE);
+  condition->set_reason("Up");
+  for (const std::string body : {"[1,2", "7", "\"text\"", "null"}) {
+    {
+      common::MutexLock lock(&mu_);
+      get_body_ = body;
+    }
+    ApplyOutcome outcome = applier_->Apply(context_, response);
+    EXPECT_EQ(outcome.kind, OutcomeKind::kRetry) << body;
+    EXPECT_EQ(outcome.status.code(), absl::StatusCode::kDataLoss) << body << outcome.status;
+  }
+  // Odd but parseable shapes are read defensively and the write goes ahead.
+  for (const std::string body :
+       {R"({"metadata":5,"status":7})", R"({"metadata":{"resourceVersion":7},
+          "status":{"conditions":[5,{"type":7},{"type":"Ready","status":false}]}})"}) {
+    {
+      common::MutexLock lock(&mu_);
+      get_body_ = body;
+    }
+    ApplyOutcome outcome = applier_->Apply(context_, response);
+    EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << body << outcome.status;
+  }
+  // Finalizers and pruning read the server's JSON the same way.
+  webapp_.owns[0].delete_absent = true;
+  {
+    common::MutexLock lock(&mu_);
+    get_body_ = R"({"metadata":{"resourceVersion":"1","finalizers":"not-a-list"},
+                    "items":[{"metadata":[]},{"metadata":{"ownerReferences":[1,{"uid":2}]}}]})";
+  }
+  EXPECT_TRUE(applier_->EnsureFinalizer(context_).ok());
+  ApplyOutcome pruned = applier_->Apply(context_, pb::ReconcileResponse());
+  EXPECT_EQ(pruned.kind, OutcomeKind::kDone) << pruned.status;
+}
+
+TEST_F(ScriptedServerTest, UnreachableServerIsRetry) {
+  std::unique_ptr<kube::RestClient> rest = MakeRest(1);  // nothing listens on port 1
+  kube::Client client(rest.get());
+  Applier applier(&client, ApplierOptions{.clock = &clock_});
+  ApplyOutcome outcome = applier.Apply(context_, ApplyChild());
+  EXPECT_EQ(outcome.kind, OutcomeKind::kRetry) << outcome.status;
+  EXPECT_FALSE(outcome.status.ok());
+  EXPECT_EQ(applier.EnsureFinalizer(context_).code(), outcome.status.code());
+}
+
+}  // namespace
+}  // namespace ctrlhost::controller::apply
