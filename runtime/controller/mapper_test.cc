@@ -1,6 +1,7 @@
 #include "runtime/controller/mapper.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -270,6 +271,32 @@ TEST(MapperForTest, RejectsInvalidSpecs) {
   pb::WatchedKind owner;
   owner.mutable_owner_reference();
   EXPECT_TRUE(MapperFor(owner, kWebApp, &store).ok());
+}
+
+// Reflector threads call ObservePrimary and Map concurrently (run under TSan in CI).
+TEST(FieldPathMapperTest, ConcurrentObserveAndMap) {
+  auto mapper = MapperFor(FieldPathWatch("spec.ref"), kWebApp, nullptr);
+  ASSERT_TRUE(mapper.ok());
+  std::vector<cache::ObjectPtr> versions;
+  for (int i = 0; i < 50; ++i) {
+    versions.push_back(Obj(R"({"metadata":{"name":"a","namespace":"ns"},"spec":{"ref":"s)" +
+                           std::to_string(i % 3) + R"("}})"));
+  }
+  auto s0 = Obj(R"({"metadata":{"name":"s0","namespace":"ns"}})");
+  std::thread writer([&] {
+    cache::ObjectPtr previous;
+    for (const auto& v : versions) {
+      (*mapper)->ObservePrimary(previous, v);
+      previous = v;
+    }
+  });
+  size_t hits = 0;
+  for (int i = 0; i < 200; ++i) hits += (*mapper)->Map(*s0).size();
+  writer.join();
+  EXPECT_LE(hits, 200u);
+  // The last version (49 % 3 == 1) names s1.
+  EXPECT_THAT((*mapper)->Map(*Obj(R"({"metadata":{"name":"s1","namespace":"ns"}})")),
+              ElementsAre("ns/a"));
 }
 
 TEST(FieldPathTest, ParseAndFind) {

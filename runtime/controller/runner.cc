@@ -229,6 +229,14 @@ bool Runner::InNamespaces(absl::string_view key) const {
          options_.namespaces.end();
 }
 
+bool Runner::UnparkLocked(absl::string_view key, pb::Reason reason) {
+  if (!terminal_.contains(key)) return true;
+  // A new plugin may well handle what the old one failed on terminally.
+  if (reason != pb::REASON_PLUGIN_STARTED) return false;
+  terminal_.erase(key);
+  return true;
+}
+
 void Runner::EnqueueFromEvent(const std::string& key, pb::Reason reason) {
   if (!InNamespaces(key)) return;
   {
@@ -243,7 +251,7 @@ bool Runner::Enqueue(absl::string_view key, pb::Reason reason) {
   if (!InNamespaces(key)) return false;
   {
     common::MutexLock lock(&mu_);
-    if (terminal_.contains(key)) return false;
+    if (!UnparkLocked(key, reason)) return false;
     reasons_.try_emplace(key, reason);
   }
   return queue_.Add(key);
@@ -257,7 +265,7 @@ size_t Runner::EnqueueAll(pb::Reason reason, absl::Duration spread) {
     if (!InNamespaces(key)) continue;
     {
       common::MutexLock lock(&mu_);
-      if (terminal_.contains(key)) continue;
+      if (!UnparkLocked(key, reason)) continue;
       reasons_.try_emplace(key, reason);
     }
     absl::Duration delay = absl::ZeroDuration();

@@ -152,8 +152,10 @@ class Runner {
   size_t owned_count() const { return owned_handlers_.size(); }
   size_t watch_count() const { return watch_handlers_.size(); }
 
-  // Queues `key` with `reason` (e.g. REASON_PLUGIN_STARTED), skipping keys parked as terminal
-  // and keys outside the namespaces. Returns whether it was queued.
+  // Queues `key` with `reason` (REASON_RESYNC, REASON_SCHEDULE, REASON_PLUGIN_STARTED), skipping
+  // keys outside the namespaces and keys parked as terminal, except that
+  // REASON_PLUGIN_STARTED unparks them (a swapped plugin may succeed). Returns whether it was
+  // queued.
   bool Enqueue(absl::string_view key, pb::Reason reason);
   // Queues every primary in the store, each after a random delay in [0, spread) so that a
   // resync does not arrive as one burst. Returns the number of keys queued.
@@ -175,6 +177,9 @@ class Runner {
   void OnPrimaryDeleted(const cache::Object& object);
   void ObservePrimary(const cache::ObjectPtr& old_primary, const cache::ObjectPtr& new_primary);
   bool InNamespaces(absl::string_view key) const;
+  // False when `key` is parked as terminal and `reason` does not lift that
+  // (only REASON_PLUGIN_STARTED does, and then unparks it).
+  bool UnparkLocked(absl::string_view key, pb::Reason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void WorkerLoop();
   void ProcessKey(const std::string& key);

@@ -462,6 +462,21 @@ TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
   EXPECT_TRUE(runner_->Enqueue("ns/web", pb::REASON_RESYNC));
 }
 
+TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
+  Build();
+  runner_->Start();
+  applier_.Script(OutcomeKind::kTerminal);
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->EnqueueAll(pb::REASON_SCHEDULE), 0u);
+  EXPECT_EQ(runner_->EnqueueAll(pb::REASON_PLUGIN_STARTED), 1u);
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pb::REASON_PLUGIN_STARTED);
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().terminal_keys, 0u);
+}
+
 TEST_F(RunnerTest, FinalizerEnsuredOnceBeforeTheFirstReconcile) {
   info_.finalizer = "example.com/cleanup";
   Build();
