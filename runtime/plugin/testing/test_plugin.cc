@@ -138,6 +138,7 @@ absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string&
                                                               TestPluginOptions options) {
   std::unique_ptr<TestPlugin> plugin(new TestPlugin());
   const std::string health_mode = options.health;
+  const auto configure = options.configure;
   plugin->service_ = std::make_unique<Service>(std::move(options));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &plugin->port_);
@@ -148,6 +149,7 @@ absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string&
     plugin->health_ = std::make_unique<HealthService>(health_mode == "serving");
     builder.RegisterService(plugin->health_.get());
   }
+  if (configure) configure(builder);
   plugin->server_ = builder.BuildAndStart();
   if (plugin->server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("test plugin: cannot listen on ", address));

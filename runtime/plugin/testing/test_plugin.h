@@ -14,12 +14,14 @@
 #define CTRLHOST_RUNTIME_PLUGIN_TESTING_TEST_PLUGIN_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 
 namespace ctrlhost::plugin::testing {
 
@@ -33,6 +35,8 @@ struct TestPluginOptions {
   bool cancellation = true;
   // When > 0, the process exits abruptly (_Exit(42)) on receiving this many reconciles.
   int crash_after = 0;
+  // Called with the server builder before the server starts (benchmarks add services).
+  std::function<void(grpc::ServerBuilder&)> configure;
 };
 
 class TestPlugin {

@@ -1,0 +1,291 @@
+#include "runtime/plugin/process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/common/logging.h"
+
+extern char** environ;
+
+namespace ctrlhost::plugin {
+namespace {
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  return absl::Status(err == ENOENT                   ? absl::StatusCode::kNotFound
+                      : err == EACCES || err == EPERM ? absl::StatusCode::kPermissionDenied
+                                                      : absl::StatusCode::kInternal,
+                      absl::StrCat(what, ": ", strerror(err)));
+}
+
+// Splits complete lines out of `buffer` and logs them; `flush` also logs a partial last line.
+// `skipping` is set while the rest of an over-long line is being dropped.
+void LogLines(const std::string& name, const char* stream, std::string* buffer, bool* skipping,
+              bool flush) {
+  size_t start = 0;
+  for (;;) {
+    const size_t newline = buffer->find('\n', start);
+    if (newline == std::string::npos) break;
+    if (!*skipping) {
+      const size_t length = newline - start;
+      if (length > kMaxLogLine) {
+        common::LogInfo("plugin output",
+                        {{"plugin", name},
+                         {"stream", stream},
+                         {"line", absl::string_view(*buffer).substr(start, kMaxLogLine)},
+                         {"truncated", true}});
+      } else {
+        common::LogInfo("plugin output",
+                        {{"plugin", name},
+                         {"stream", stream},
+                         {"line", absl::string_view(*buffer).substr(start, length)}});
+      }
+    }
+    *skipping = false;
+    start = newline + 1;
+  }
+  buffer->erase(0, start);
+  if (buffer->size() > kMaxLogLine) {
+    if (!*skipping) {
+      common::LogInfo("plugin output", {{"plugin", name},
+                                        {"stream", stream},
+                                        {"line", absl::string_view(*buffer).substr(0, kMaxLogLine)},
+                                        {"truncated", true}});
+    }
+    *skipping = true;
+    buffer->clear();
+  }
+  if (flush && !buffer->empty()) {
+    if (!*skipping) {
+      common::LogInfo("plugin output", {{"plugin", name}, {"stream", stream}, {"line", *buffer}});
+    }
+    buffer->clear();
+  }
+}
+
+}  // namespace
+
+std::string DescribeExit(int wait_status) {
+  if (WIFEXITED(wait_status)) return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(wait_status), " (",
+                        strsignal(WTERMSIG(wait_status)), ")");
+  }
+  return absl::StrCat("wait status ", wait_status);
+}
+
+absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
+                                                        std::string log_name,
+                                                        std::function<void(int)> on_exit) {
+  if (spec.command.empty()) return absl::InvalidArgumentError("plugin command is empty");
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close(out[0]);
+    close(out[1]);
+    return ErrnoStatus(e, "pipe");
+  }
+  auto close_all = [&] {
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+  };
+
+  // Environment: the host's, overridden by the spec's.
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = strchr(*e, '=');
+    if (eq != nullptr) env[std::string(*e, eq - *e)] = eq + 1;
+  }
+  for (const auto& [key, value] : spec.env) env[key] = value;
+  std::vector<std::string> env_strings;
+  for (const auto& [key, value] : env) env_strings.push_back(absl::StrCat(key, "=", value));
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> arg_strings = {spec.command};
+  arg_strings.insert(arg_strings.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (std::string& s : arg_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  if (!spec.working_dir.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir.c_str());
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  pid_t pid = 0;
+  const int rc =
+      posix_spawnp(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    close_all();
+    return ErrnoStatus(rc, absl::StrCat("cannot start plugin command \"", spec.command, "\""));
+  }
+  close(out[1]);
+  close(err[1]);
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    const int e = errno;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    close(out[0]);
+    close(err[0]);
+    return ErrnoStatus(e, "pidfd_open");
+  }
+  std::unique_ptr<Process> process(
+      new Process(pid, pidfd, out[0], err[0], std::move(log_name), std::move(on_exit)));
+  process->thread_ = std::thread([p = process.get()] { p->OutputLoop(); });
+  return process;
+}
+
+Process::Process(pid_t pid, int pidfd, int out_fd, int err_fd, std::string log_name,
+                 std::function<void(int)> on_exit)
+    : pid_(pid),
+      pidfd_(pidfd),
+      out_fd_(out_fd),
+      err_fd_(err_fd),
+      log_name_(std::move(log_name)),
+      on_exit_(std::move(on_exit)) {}
+
+Process::~Process() {
+  Signal(SIGKILL);
+  if (thread_.joinable()) thread_.join();
+  close(pidfd_);
+  close(out_fd_);
+  close(err_fd_);
+}
+
+void Process::Signal(int signal) {
+  common::MutexLock lock(&mu_);
+  // Reaping happens under mu_, so the pid cannot have been reused while we hold it.
+  if (!status_.has_value()) kill(pid_, signal);
+}
+
+std::optional<int> Process::WaitExited(absl::Time deadline) {
+  common::MutexLock lock(&mu_);
+  while (!status_.has_value()) {
+    if (exited_cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  return status_;
+}
+
+std::optional<int> Process::exit_status() const {
+  common::MutexLock lock(&mu_);
+  return status_;
+}
+
+void Process::OutputLoop() {
+  std::string buffers[2];
+  bool skipping[2] = {false, false};
+  const char* names[2] = {"stdout", "stderr"};
+  bool open[2] = {true, true};
+  char chunk[8192];
+  auto drain = [&](int i, int fd, bool nonblocking) {
+    for (;;) {
+      const ssize_t n = read(fd, chunk, sizeof(chunk));
+      if (n > 0) {
+        buffers[i].append(chunk, static_cast<size_t>(n));
+        LogLines(log_name_, names[i], &buffers[i], &skipping[i], false);
+        if (!nonblocking) return;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) open[i] = false;  // EOF
+      return;                       // EOF, EAGAIN or error
+    }
+  };
+  for (;;) {
+    pollfd fds[3] = {{open[0] ? out_fd_ : -1, POLLIN, 0},
+                     {open[1] ? err_fd_ : -1, POLLIN, 0},
+                     {pidfd_, POLLIN, 0}};
+    const int n = poll(fds, 3, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        drain(i, fds[i].fd, false);
+      }
+    }
+    if (fds[2].revents & POLLIN) break;  // the process exited
+  }
+  // Read what is left without blocking (a grandchild may keep the pipes open), then flush.
+  for (int i = 0; i < 2; ++i) {
+    const int fd = i == 0 ? out_fd_ : err_fd_;
+    if (!open[i]) continue;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    drain(i, fd, true);
+  }
+  for (int i = 0; i < 2; ++i) LogLines(log_name_, names[i], &buffers[i], &skipping[i], true);
+  int status = 0;
+  {
+    common::MutexLock lock(&mu_);
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    status_ = status;
+    exited_cv_.SignalAll();
+  }
+  if (on_exit_) on_exit_(status);
+}
+
+absl::Status EnsurePrivateDir(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plugin socket directory must be absolute: \"", path, "\""));
+  }
+  // Create missing parents (mode 0700 for the ones we create).
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    const std::string prefix = path.substr(0, pos);
+    if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      return ErrnoStatus(errno, absl::StrCat("mkdir ", prefix));
+    }
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", path));
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin socket directory ", path, " is not a directory (or is a symlink)"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin socket directory ", path, " is owned by uid ", st.st_uid,
+                     ", not by this process (uid ", geteuid(), ")"));
+  }
+  if ((st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("plugin socket directory %s is accessible by group or others (mode "
+                        "%04o); it must be 0700",
+                        path, st.st_mode & 0777));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ctrlhost::plugin

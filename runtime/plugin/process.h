@@ -1,0 +1,97 @@
+// Process: one exec'd plugin process, with its stdout and stderr captured into the host log.
+//
+// Spawned with posix_spawn in its own process group (so a terminal's Ctrl-C reaches the host,
+// which stops plugins in order), stdin from /dev/null, default signal dispositions and an empty
+// signal mask. One thread per process polls its two output pipes and a pidfd: each complete line
+// is logged at INFO as `plugin output plugin=NAME stream=stdout|stderr line=...` (lines longer
+// than kMaxLogLine bytes are cut there and logged with truncated=true; the rest of such a line
+// is dropped), a partial last line is flushed at exit, and the exit is reaped at once (no
+// zombies) and reported through `on_exit`.
+//
+// Example:
+//   ProcessSpec spec;
+//   spec.command = "/usr/bin/my-plugin";
+//   spec.env.push_back({"CTRLHOST_PLUGIN_ADDRESS", "unix:///run/x/p-1.sock"});
+//   ASSIGN_OR_RETURN(auto process, Process::Spawn(spec, "webapp-1", [](int status) {...}));
+//   process->Signal(SIGTERM);
+//   process->WaitExited(absl::Now() + absl::Seconds(10));
+//
+// Thread-safe. The destructor kills (SIGKILL) a process still running and waits for it.
+#ifndef CTRLHOST_RUNTIME_PLUGIN_PROCESS_H_
+#define CTRLHOST_RUNTIME_PLUGIN_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/common/mutex.h"
+
+namespace ctrlhost::plugin {
+
+inline constexpr size_t kMaxLogLine = 16 * 1024;
+
+struct ProcessSpec {
+  std::string command;  // a path, or a name looked up in PATH
+  std::vector<std::string> args;
+  // Added to (and overriding) the host's environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string working_dir;  // "" = the host's
+};
+
+// Describes a wait status ("exited with code 3", "killed by signal 9").
+std::string DescribeExit(int wait_status);
+
+class Process {
+ public:
+  // `on_exit(wait_status)` runs once on the process's output thread after the process was
+  // reaped; it must not block and must not destroy the Process.
+  static absl::StatusOr<std::unique_ptr<Process>> Spawn(const ProcessSpec& spec,
+                                                        std::string log_name,
+                                                        std::function<void(int)> on_exit);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Sends `signal` unless the process was already reaped (then a no-op).
+  void Signal(int signal);
+  // Waits (real time) until the process was reaped or `deadline`; returns the wait status.
+  std::optional<int> WaitExited(absl::Time deadline);
+  std::optional<int> exit_status() const;
+
+ private:
+  Process(pid_t pid, int pidfd, int out_fd, int err_fd, std::string log_name,
+          std::function<void(int)> on_exit);
+  void OutputLoop();
+
+  // Constant after construction.
+  const pid_t pid_;
+  const int pidfd_;
+  const int out_fd_;
+  const int err_fd_;
+  const std::string log_name_;
+  const std::function<void(int)> on_exit_;
+  std::thread thread_;
+
+  mutable common::Mutex mu_;
+  common::CondVar exited_cv_;
+  std::optional<int> status_ ABSL_GUARDED_BY(mu_);  // set once reaped
+};
+
+// Creates `path` (and missing parents) with mode 0700 or checks an existing one: a directory,
+// not a symlink, owned by this user, not accessible by group or others. FAILED_PRECONDITION
+// otherwise: plugin sockets must not be reachable by other users.
+absl::Status EnsurePrivateDir(const std::string& path);
+
+}  // namespace ctrlhost::plugin
+
+#endif  // CTRLHOST_RUNTIME_PLUGIN_PROCESS_H_

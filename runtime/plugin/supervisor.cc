@@ -1,0 +1,369 @@
+#include "runtime/plugin/supervisor.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/credentials.h"
+#include "runtime/common/logging.h"
+
+namespace ctrlhost::plugin {
+namespace {
+
+// Unix socket paths must fit sockaddr_un.sun_path (108 bytes with the terminating NUL).
+constexpr size_t kMaxSocketPath = 107;
+
+// Codes that mean "this plugin, as configured, will never work": no retry.
+bool IsRefusal(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+const char* PluginStateName(PluginState state) {
+  switch (state) {
+    case PluginState::kStarting:
+      return "STARTING";
+    case PluginState::kReady:
+      return "READY";
+    case PluginState::kBackoff:
+      return "BACKOFF";
+    case PluginState::kFailed:
+      return "FAILED";
+    case PluginState::kStopped:
+      return "STOPPED";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Start(SupervisorOptions options) {
+  const bool exec = !options.source.exec.command.empty();
+  const bool remote = !options.source.endpoint.empty();
+  if (exec == remote) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plugin ", options.name, ": exactly one of command and endpoint must be set"));
+  }
+  if (options.name.empty()) return absl::InvalidArgumentError("plugin name is empty");
+  if (exec) {
+    if (absl::Status s = EnsurePrivateDir(options.socket_dir); !s.ok()) return s;
+    const std::string path =
+        absl::StrCat(options.socket_dir, "/", options.name, "-", options.generation, ".sock");
+    if (path.size() > kMaxSocketPath) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plugin socket path ", path, " is longer than ", kMaxSocketPath, " bytes"));
+    }
+  }
+  std::unique_ptr<Supervisor> supervisor(new Supervisor(std::move(options)));
+  supervisor->thread_ = std::thread([s = supervisor.get()] { s->Run(); });
+  return supervisor;
+}
+
+Supervisor::Supervisor(SupervisorOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      instance_name_(absl::StrCat(options_.name, "-", options_.generation)),
+      socket_path_(options_.source.exec.command.empty()
+                       ? ""
+                       : absl::StrCat(options_.socket_dir, "/", instance_name_, ".sock")),
+      stop_grace_(options_.default_stop_grace) {
+  status_.instance_name = instance_name_;
+}
+
+Supervisor::~Supervisor() { Stop(options_.default_stop_grace); }
+
+void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+                          controller::ReconcileCallback done) {
+  std::shared_ptr<Session> session;
+  PluginState state;
+  {
+    common::MutexLock lock(&mu_);
+    state = status_.state;
+    if (state == PluginState::kReady) session = session_;
+  }
+  if (session == nullptr) {
+    done(absl::UnavailableError(
+        absl::StrCat("plugin ", instance_name_, " is not ready (", PluginStateName(state), ")")));
+    return;
+  }
+  session->Dispatch(std::move(call), deadline, std::move(done));
+}
+
+void Supervisor::Stop(absl::Duration grace) {
+  {
+    common::MutexLock lock(&mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      stop_grace_ = grace;
+    }
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+PluginStatus Supervisor::status() const {
+  common::MutexLock lock(&mu_);
+  return status_;
+}
+
+bool Supervisor::WaitFor(const std::function<bool(const PluginStatus&)>& predicate,
+                         absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  common::MutexLock lock(&mu_);
+  while (!predicate(status_)) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) return predicate(status_);
+  }
+  return true;
+}
+
+void Supervisor::SetState(PluginState state, absl::Status error, bool restart) {
+  PluginStatus snapshot;
+  {
+    common::MutexLock lock(&mu_);
+    if (status_.state == state && error.ok() && !restart) return;
+    status_.state = state;
+    if (restart) ++status_.restarts;
+    if (!error.ok()) status_.last_error = std::move(error);
+    snapshot = status_;
+    cv_.SignalAll();
+  }
+  common::LogInfo("plugin state", {{"plugin", instance_name_},
+                                   {"state", PluginStateName(state)},
+                                   {"pid", snapshot.pid},
+                                   {"restarts", snapshot.restarts},
+                                   {"last_error", snapshot.last_error}});
+  if (options_.on_state_change) options_.on_state_change(snapshot);
+}
+
+void Supervisor::Notify() {
+  common::MutexLock lock(&mu_);
+  instance_ended_ = true;
+  cv_.SignalAll();
+}
+
+void Supervisor::Run() {
+  absl::Duration backoff = options_.initial_backoff;
+  bool first = true;
+  for (;;) {
+    SetState(PluginState::kStarting, absl::OkStatus(), /*restart=*/!first);
+    first = false;
+    std::optional<absl::Time> ready_since;
+    absl::Time ready_time;
+    const absl::Status why = RunInstance(&ready_time);
+    {
+      common::MutexLock lock(&mu_);
+      if (status_.state == PluginState::kReady) ready_since = ready_time;
+      if (stopping_) break;
+    }
+    if (IsRefusal(why)) {
+      common::LogError("plugin refused; not restarting",
+                       {{"plugin", instance_name_}, {"status", why}});
+      SetState(PluginState::kFailed, why);
+      common::MutexLock lock(&mu_);
+      while (!stopping_) cv_.Wait(&mu_);
+      break;
+    }
+    if (ready_since.has_value() && clock_->Now() - *ready_since >= options_.healthy_reset) {
+      backoff = options_.initial_backoff;
+    }
+    common::LogWarning("plugin instance ended; restarting after backoff",
+                       {{"plugin", instance_name_}, {"status", why}, {"backoff", backoff}});
+    // The deadline is taken before the state is published, so that whoever sees BACKOFF and
+    // moves the clock moves it past this deadline.
+    const absl::Time until = clock_->Now() + backoff;
+    SetState(PluginState::kBackoff, why);
+    {
+      common::MutexLock lock(&mu_);
+      while (!stopping_ && !clock_->WaitWithDeadline(&mu_, &cv_, until)) {
+      }
+      if (stopping_) break;
+    }
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  absl::Duration grace;
+  std::shared_ptr<Session> session;
+  {
+    common::MutexLock lock(&mu_);
+    grace = stop_grace_;
+    session = std::move(session_);
+  }
+  if (session != nullptr) {
+    session->Close();  // in-flight requests fail UNAVAILABLE now, not after the grace period
+    while (session.use_count() > 1) std::this_thread::yield();  // a Dispatch holds a copy
+    session.reset();
+  }
+  StopProcess(grace);
+  if (!socket_path_.empty()) unlink(socket_path_.c_str());
+  {
+    common::MutexLock lock(&mu_);
+    status_.pid = 0;
+  }
+  SetState(PluginState::kStopped);
+}
+
+absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
+  {
+    common::MutexLock lock(&mu_);
+    instance_ended_ = false;
+  }
+  const absl::Time deadline = absl::Now() + options_.handshake.deadline;
+  if (!socket_path_.empty()) {
+    unlink(socket_path_.c_str());  // a stale socket of a previous instance
+    ProcessSpec spec = options_.source.exec;
+    spec.env.emplace_back("CTRLHOST_PLUGIN_ADDRESS", absl::StrCat("unix://", socket_path_));
+    auto process = Process::Spawn(spec, instance_name_, [this](int) { Notify(); });
+    if (!process.ok()) return process.status();
+    process_ = std::move(*process);
+    {
+      common::MutexLock lock(&mu_);
+      status_.pid = process_->pid();
+    }
+    if (!WaitSocket(deadline)) {
+      absl::Status why;
+      if (auto exit = process_->exit_status(); exit.has_value()) {
+        why = absl::UnavailableError(
+            absl::StrCat("plugin exited before listening: ", DescribeExit(*exit)));
+      } else {
+        common::MutexLock lock(&mu_);
+        why = stopping_ ? absl::CancelledError("stopping")
+                        : absl::DeadlineExceededError(
+                              absl::StrCat("plugin did not listen on ", socket_path_, " within ",
+                                           absl::FormatDuration(options_.handshake.deadline)));
+      }
+      StopProcess(absl::ZeroDuration());
+      return why;
+    }
+  }
+  auto channel = Dial();
+  if (!channel.ok()) return channel.status();
+  HandshakeOptions handshake = options_.handshake;
+  handshake.instance_name = instance_name_;
+  handshake.deadline = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  auto result = Handshake(*channel, handshake);
+  if (!result.ok()) {
+    absl::Status why = result.status();
+    if (process_ != nullptr) {
+      if (auto exit = process_->exit_status(); exit.has_value()) {
+        why = absl::UnavailableError(
+            absl::StrCat("plugin exited during the handshake: ", DescribeExit(*exit)));
+      }
+      StopProcess(absl::ZeroDuration());
+    }
+    return why;
+  }
+  SessionOptions session_options = result->session_options;
+  session_options.clock = clock_;
+  session_options.on_broken = [this](const absl::Status&) { Notify(); };
+  auto opened = Session::Open(*channel, session_options);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<Session> session = std::move(*opened);
+  {
+    common::MutexLock lock(&mu_);
+    session_ = session;
+    status_.describe = std::make_shared<const pb::DescribeResponse>(result->describe);
+    status_.capabilities = result->capabilities;
+  }
+  *ready_since = clock_->Now();
+  SetState(PluginState::kReady);
+
+  absl::Status why;
+  {
+    common::MutexLock lock(&mu_);
+    while (!instance_ended_ && !stopping_) cv_.Wait(&mu_);
+    if (stopping_) return absl::OkStatus();  // Run stops the session and the process
+    session_.reset();
+  }
+  if (process_ != nullptr) {
+    // A crash usually shows as a broken stream first; give the exit a moment to be reaped so
+    // that the error says how the process ended.
+    process_->WaitExited(absl::Now() + absl::Milliseconds(500));
+  }
+  if (process_ != nullptr && process_->exit_status().has_value()) {
+    why = absl::UnavailableError(
+        absl::StrCat("plugin process ", DescribeExit(*process_->exit_status())));
+  } else {
+    why = session->health();
+    if (why.ok()) why = absl::UnavailableError("plugin instance ended");
+  }
+  session->Close();  // fails what is still in flight (UNAVAILABLE)
+  while (session.use_count() > 1) std::this_thread::yield();  // a Dispatch holds a copy
+  session.reset();
+  StopProcess(absl::ZeroDuration());
+  return absl::UnavailableError(why.message());
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Supervisor::Dial() {
+  const uint32_t limit = options_.handshake.max_message_bytes;
+  if (!socket_path_.empty()) return MakeChannel(absl::StrCat("unix://", socket_path_), limit);
+  const TlsOptions& tls = options_.source.tls;
+  if (!tls.enabled) return MakeChannel(options_.source.endpoint, limit);
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    auto ca = ReadFile(tls.ca_file, "CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError("TLS client certificate and key must be set together");
+  }
+  if (!tls.cert_file.empty()) {
+    auto cert = ReadFile(tls.cert_file, "client certificate");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(tls.key_file, "client key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+  }
+  return MakeChannel(options_.source.endpoint, limit, grpc::SslCredentials(ssl), tls.server_name);
+}
+
+bool Supervisor::WaitSocket(absl::Time deadline) {
+  // Polled (real time): the plugin creates the socket, we cannot be told when.
+  common::MutexLock lock(&mu_);
+  for (;;) {
+    struct stat st;
+    if (stat(socket_path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
+    if (stopping_ || instance_ended_ || absl::Now() >= deadline) return false;
+    cv_.WaitWithTimeout(&mu_, absl::Milliseconds(10));
+  }
+}
+
+void Supervisor::StopProcess(absl::Duration grace) {
+  if (process_ == nullptr) return;
+  if (!process_->exit_status().has_value() && grace > absl::ZeroDuration()) {
+    process_->Signal(SIGTERM);
+    const absl::Time until = clock_->Now() + grace;
+    common::MutexLock lock(&mu_);
+    while (!process_->exit_status().has_value()) {
+      if (clock_->WaitWithDeadline(&mu_, &cv_, until)) break;
+    }
+  }
+  if (!process_->exit_status().has_value()) {
+    common::LogWarning("plugin killed", {{"plugin", instance_name_}, {"pid", process_->pid()}});
+    process_->Signal(SIGKILL);
+  }
+  process_->WaitExited(absl::Now() + absl::Seconds(30));
+  process_.reset();
+}
+
+}  // namespace ctrlhost::plugin

@@ -1,0 +1,160 @@
+// Supervisor: keeps one plugin instance (an exec'd process or a remote endpoint) serving, and
+// dispatches reconciles to it.
+//
+// Life of an instance, on the supervisor's own thread:
+//   STARTING  exec'd: spawn the command with CTRLHOST_PLUGIN_ADDRESS=unix://DIR/NAME-GEN.sock
+//             (DIR host-owned, 0700), wait for the socket; remote: dial the endpoint (TLS/mTLS
+//             optional). Then Handshake (Describe + health) within the handshake deadline.
+//   READY     a Session serves Dispatch. The process exiting or the stream breaking ends it:
+//             every in-flight request fails UNAVAILABLE at once (the runner requeues).
+//   BACKOFF   wait 1 s, doubling up to 60 s (reset after 2 min READY), on the injected clock;
+//             then STARTING again, restarts + 1.
+//   FAILED    the plugin was refused (handshake FAILED_PRECONDITION / INVALID_ARGUMENT, e.g. no
+//             common protocol version or a malformed Describe) or its spec is unusable (command
+//             not found, bad TLS files). No retry: it needs a swap or a configuration change.
+//   STOPPED   Stop(): SIGTERM, wait `grace`, SIGKILL, reap, remove the socket.
+// Process output is captured into the host log (process.h).
+//
+// Example:
+//   SupervisorOptions options;
+//   options.name = "webapp";
+//   options.source.command = "/opt/plugins/webapp";
+//   options.socket_dir = "/run/ctrlhost/plugins";
+//   options.on_state_change = [&](const PluginStatus& s) { manager.Learn(s); };
+//   ASSIGN_OR_RETURN(auto supervisor, Supervisor::Start(std::move(options)));
+//   runner.SetDispatcher(supervisor.get());  // UNAVAILABLE until READY
+//   ...
+//   supervisor->Stop(absl::Seconds(10));
+//
+// Hot swap (issue 6) runs a second Supervisor with generation + 1 next to the first and moves
+// dispatch over; sockets and logs carry the generation so they are never ambiguous.
+//
+// Thread-safe. `on_state_change` runs on the supervisor's thread, without locks held; it must
+// not block for long and must not call Stop() or destroy the supervisor.
+#ifndef CTRLHOST_RUNTIME_PLUGIN_SUPERVISOR_H_
+#define CTRLHOST_RUNTIME_PLUGIN_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/controller/reconcile.h"
+#include "runtime/plugin/handshake.h"
+#include "runtime/plugin/process.h"
+#include "runtime/plugin/session.h"
+
+namespace ctrlhost::plugin {
+
+// admin.proto's PluginState without DRAINING (that belongs to hot swap).
+enum class PluginState { kStarting, kReady, kBackoff, kFailed, kStopped };
+const char* PluginStateName(PluginState state);
+
+struct TlsOptions {
+  bool enabled = false;
+  std::string ca_file;    // PEM roots; "" = system roots
+  std::string cert_file;  // PEM client certificate chain (mTLS), with key_file
+  std::string key_file;
+  std::string server_name;  // overrides the name checked in the server certificate
+};
+
+// Where the plugin comes from: `command` (exec'd) or `endpoint` (remote), exactly one.
+struct PluginSource {
+  ProcessSpec exec;      // exec.command non-empty: exec'd plugin
+  std::string endpoint;  // "host:port": remote plugin
+  TlsOptions tls;        // remote only
+};
+
+struct SupervisorOptions {
+  std::string name;  // the plugin's name in the operator
+  PluginSource source;
+  std::string socket_dir;      // exec'd only: created/checked 0700 (EnsurePrivateDir)
+  uint64_t generation = 1;     // names the instance "NAME-GEN" and its socket
+  HandshakeOptions handshake;  // instance_name is filled in
+  absl::Duration initial_backoff = absl::Seconds(1);
+  absl::Duration max_backoff = absl::Seconds(60);
+  absl::Duration healthy_reset = absl::Minutes(2);  // READY this long resets the backoff
+  absl::Duration default_stop_grace = absl::Seconds(10);
+  common::Clock* clock = nullptr;  // backoff and stop grace; null = Clock::Real()
+  std::function<void(const struct PluginStatus&)> on_state_change;
+};
+
+// A snapshot of the supervisor's observable state.
+struct PluginStatus {
+  std::string instance_name;  // "NAME-GEN"
+  PluginState state = PluginState::kStarting;
+  pid_t pid = 0;  // 0 when no process runs (or remote)
+  uint64_t restarts = 0;
+  absl::Status last_error;  // why the last instance failed; OK if none did
+  std::shared_ptr<const pb::DescribeResponse> describe;  // of the current/last READY instance
+  std::vector<pb::Capability> capabilities;              // in effect for it
+};
+
+class Supervisor : public controller::Dispatcher {
+ public:
+  // Validates the options and starts the supervisor thread; returns at once (state STARTING).
+  static absl::StatusOr<std::unique_ptr<Supervisor>> Start(SupervisorOptions options);
+  // Stop(default_stop_grace) unless stopped already.
+  ~Supervisor() override;
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Forwards to the READY instance's session; UNAVAILABLE at once otherwise.
+  void Dispatch(pb::ReconcileCall call, absl::Time deadline,
+                controller::ReconcileCallback done) override;
+
+  // Fails in-flight work (UNAVAILABLE), then SIGTERM, `grace` on the clock, SIGKILL; reaps and
+  // removes the socket. Blocks until done. Idempotent.
+  void Stop(absl::Duration grace);
+  void Stop() { Stop(options_.default_stop_grace); }
+
+  PluginStatus status() const;
+  // Waits (real time, bounded) until `predicate(status())` holds; false on timeout.
+  bool WaitFor(const std::function<bool(const PluginStatus&)>& predicate, absl::Duration timeout);
+
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  explicit Supervisor(SupervisorOptions options);
+  void Run();
+  // One instance from start to end; returns why it ended.
+  absl::Status RunInstance(absl::Time* ready_since);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial();
+  bool WaitSocket(absl::Time deadline);
+  void StopProcess(absl::Duration grace);
+  // Publishes a state change (and one more restart) under one lock, then tells the listener.
+  void SetState(PluginState state, absl::Status error = absl::OkStatus(), bool restart = false);
+  void Notify();
+
+  // Constant after construction.
+  const SupervisorOptions options_;
+  common::Clock* const clock_;
+  const std::string instance_name_;
+  const std::string socket_path_;  // "" for remote plugins
+
+  std::thread thread_;                // joined by Stop
+  std::unique_ptr<Process> process_;  // only touched by the supervisor thread and Stop after it
+
+  mutable common::Mutex mu_;
+  common::CondVar cv_;  // status changes, instance events, stop
+  PluginStatus status_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Session> session_ ABSL_GUARDED_BY(mu_);  // READY instance's session
+  bool instance_ended_ ABSL_GUARDED_BY(mu_) = false;       // process exit or stream break
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration stop_grace_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ctrlhost::plugin
+
+#endif  // CTRLHOST_RUNTIME_PLUGIN_SUPERVISOR_H_
