@@ -18,8 +18,10 @@
 //   a controller's spec needs. Reconcile: each stream's requests run on a bounded worker pool
 //   and are answered as they finish (any order); a CancelNotice marks the request cancelled
 //   (Request::cancelled()) and its answer is not sent.
-// - grpc.health.v1.Health (gRPC's default service): SERVING for "" and for
-//   "ctrlhost.plugin.v1alpha1.ControllerPluginService" once serving, NOT_SERVING once draining.
+// - grpc.health.v1.Health (Check and Watch): SERVING for "" and for
+//   "ctrlhost.plugin.v1alpha1.ControllerPluginService" once serving, NOT_SERVING once draining;
+//   other service names are NOT_FOUND. (Our own sync-API service rather than gRPC's default one,
+//   whose callback code reports gRPC-internal races under ThreadSanitizer.)
 //
 // Message limits: the server accepts and sends messages up to 64 MiB (the protocol's default
 // DescribeRequest.max_message_bytes; PluginOptions::max_message_bytes to change it). A response

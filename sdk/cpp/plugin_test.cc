@@ -189,6 +189,22 @@ TEST_F(PluginTest, HealthIsServing) {
   EXPECT_EQ(HealthOf(server_->address(), kServiceName),
             grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_EQ(HealthOf(server_->address(), ""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(HealthOf(server_->address(), "other"), -1);  // NOT_FOUND
+
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(kServiceName);
+  auto watch = stub->Watch(&ctx, req);
+  grpc::health::v1::HealthCheckResponse resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ctx.TryCancel();
+  while (watch->Read(&resp)) {
+  }
+  watch->Finish();
 }
 
 TEST_F(PluginTest, DescribeAnswersTheControllers) {

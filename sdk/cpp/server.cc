@@ -18,8 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
@@ -30,6 +30,73 @@ namespace ctrlhost::sdk::internal {
 namespace {
 
 using Stream = grpc::ServerReaderWriter<pb::ReconcileResponse, pb::ReconcileRequest>;
+namespace health = ::grpc::health::v1;
+
+// grpc.health.v1.Health for "" and the plugin service. Written on the sync API rather than
+// gRPC's default health service (grpc::EnableDefaultHealthCheckService), whose callback-API
+// code is compiled into our instrumented binaries from gRPC's headers and reports races under
+// ThreadSanitizer that are gRPC's own. Thread-safe: `mu_` guards the status.
+class HealthService final : public health::Health::Service {
+ public:
+  void Set(bool serving) {
+    common::MutexLock lock(&mu_);
+    serving_ = serving;
+    cv_.SignalAll();
+  }
+  void Stop() {
+    common::MutexLock lock(&mu_);
+    stopped_ = true;
+    cv_.SignalAll();
+  }
+
+  grpc::Status Check(grpc::ServerContext*, const health::HealthCheckRequest* request,
+                     health::HealthCheckResponse* response) override {
+    if (!Known(request->service())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+    }
+    common::MutexLock lock(&mu_);
+    response->set_status(Status());
+    return grpc::Status::OK;
+  }
+
+  // The current status at once, then each change, until the call is cancelled or the server
+  // stops.
+  grpc::Status Watch(grpc::ServerContext* context, const health::HealthCheckRequest* request,
+                     grpc::ServerWriter<health::HealthCheckResponse>* writer) override {
+    health::HealthCheckResponse response;
+    if (!Known(request->service())) {
+      response.set_status(health::HealthCheckResponse::SERVICE_UNKNOWN);
+      writer->Write(response);
+      return grpc::Status::OK;
+    }
+    common::MutexLock lock(&mu_);
+    int last = -1;
+    while (!stopped_ && !context->IsCancelled()) {
+      if (Status() != last) {
+        last = Status();
+        response.set_status(Status());
+        if (!writer->Write(response)) break;
+        continue;
+      }
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));  // re-checks IsCancelled
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  static bool Known(const std::string& service) {
+    return service.empty() || service == kServiceName;
+  }
+  health::HealthCheckResponse::ServingStatus Status() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return serving_ ? health::HealthCheckResponse::SERVING
+                    : health::HealthCheckResponse::NOT_SERVING;
+  }
+
+  common::Mutex mu_;
+  common::CondVar cv_;
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 // One Reconcile stream. Shared by its handler and the worker tasks of its requests.
 struct StreamState {
@@ -74,13 +141,13 @@ class ServerImpl final : public PluginServer {
       struct stat st;
       if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
     }
-    grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
     builder.SetMaxReceiveMessageSize(plugin_->options().max_message_bytes);
     builder.SetMaxSendMessageSize(plugin_->options().max_message_bytes);
     builder.RegisterService(&service_);
+    builder.RegisterService(&health_);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
@@ -90,10 +157,7 @@ class ServerImpl final : public PluginServer {
     } else {
       address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
     }
-    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-      health->SetServingStatus(kServiceName, true);
-      health->SetServingStatus("", true);
-    }
+    health_.Set(true);
     return absl::OkStatus();
   }
 
@@ -107,9 +171,7 @@ class ServerImpl final : public PluginServer {
       draining_ = true;
     }
     if (server_ == nullptr) return;
-    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-      health->SetServingStatus(false);
-    }
+    health_.Set(false);
     common::Clock* clock = common::Clock::Real();
     const absl::Time deadline = clock->Now() + grace;
     {
@@ -118,6 +180,7 @@ class ServerImpl final : public PluginServer {
       }
       abandoning_ = true;
     }
+    health_.Stop();
     // Cancels the open streams (their reads fail, their handlers return) and waits for them.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     if (InFlight() == 0) pool_.Stop();
@@ -148,6 +211,7 @@ class ServerImpl final : public PluginServer {
   Plugin* const plugin_;
   WorkerPool pool_;
   Service service_;
+  HealthService health_;
   std::unique_ptr<grpc::Server> server_;  // set by Start
   std::string address_;                   // set by Start
 

@@ -1,0 +1,27 @@
+// The minimal plugin of sdk/cpp/README.md: copies every ConfigMap labelled hello=true to
+// "<name>-hello" in the same namespace and reports Ready.
+#include "sdk/cpp/sdk.h"
+
+namespace sdk = ctrlhost::sdk;
+
+sdk::Result Reconcile(const sdk::Request& req) {
+  if (!req.exists() || req.deleting()) return sdk::Result();  // nothing to do for the gone
+  sdk::Result result;
+  nlohmann::json& copy = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name() + "-hello"));
+  // Explicit labels: the default (the primary's labels, hello=true) would make the copy a
+  // primary too.
+  copy["metadata"]["labels"] = {{"hello-copy", "true"}};
+  copy["data"] = req.object().value("data", nlohmann::json::object());
+  result.SetCondition("Ready", true, "Copied", "copy is up to date");
+  return result;
+}
+
+int main() {
+  sdk::Plugin plugin("hello", "1.0.0");
+  plugin.Add(sdk::ControllerBuilder("hello")
+                 .For("", "v1", "ConfigMap")
+                 .LabelSelector("hello=true")
+                 .Owns("", "v1", "ConfigMap")
+                 .Reconcile(Reconcile));
+  return plugin.Run();
+}
