@@ -50,6 +50,31 @@ std::vector<const nlohmann::json*> FieldPath::Find(const nlohmann::json& root) c
   return current;
 }
 
+void FieldPath::Erase(nlohmann::json* root) const {
+  // Walk to the parents of the last segment, then erase (or empty, for "name[]") there.
+  std::vector<nlohmann::json*> current = {root};
+  std::vector<nlohmann::json*> next;
+  for (size_t i = 0; i + 1 < segments_.size(); ++i) {
+    const Segment& segment = segments_[i];
+    next.clear();
+    for (nlohmann::json* value : current) {
+      if (!value->is_object()) continue;
+      auto it = value->find(segment.field);
+      if (it == value->end()) continue;
+      if (!segment.each) {
+        next.push_back(&*it);
+      } else if (it->is_array()) {
+        for (nlohmann::json& element : *it) next.push_back(&element);
+      }
+    }
+    current.swap(next);
+  }
+  const std::string& last = segments_.back().field;
+  for (nlohmann::json* value : current) {
+    if (value->is_object()) value->erase(last);
+  }
+}
+
 std::vector<std::string> FieldPath::Strings(const nlohmann::json& root) const {
   std::vector<std::string> out;
   for (const nlohmann::json* value : Find(root)) {

@@ -29,6 +29,9 @@ class FieldPath {
   // The strings the path reaches: string values, and the string elements of array values.
   std::vector<std::string> Strings(const nlohmann::json& root) const;
 
+  // Removes every member the path reaches from `root` (nothing when it reaches none).
+  void Erase(nlohmann::json* root) const;
+
   const std::string& text() const { return text_; }
 
  private:

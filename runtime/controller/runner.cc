@@ -137,8 +137,36 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(const ControllerInfo* inf
     }
     mappers.push_back(*std::move(mapper));
   }
+  std::vector<FieldPath> strip;
+  for (const std::string& field : options.strip_fields) {
+    absl::StatusOr<FieldPath> path = FieldPath::Parse(field);
+    if (!path.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("controller ", info->name, ": strip_fields: ", path.status().message()));
+    }
+    strip.push_back(*std::move(path));
+  }
+  auto metadata_only = [&options](const std::string& group, const std::string& kind) {
+    for (const pb::GroupVersionKind& gvk : options.metadata_only_kinds) {
+      if (gvk.group() == group && gvk.kind() == kind) return true;
+    }
+    return false;
+  };
+  const bool primary_metadata_only = metadata_only(info->primary.group, info->primary.kind);
+  std::vector<bool> owned_metadata_only;
+  for (const OwnedResource& owned : info->owns) {
+    owned_metadata_only.push_back(metadata_only(owned.mapping.group, owned.mapping.kind));
+  }
+  std::vector<bool> watch_metadata_only;
+  for (const WatchSource& watch : sources.watches) {
+    watch_metadata_only.push_back(metadata_only(watch.mapping.group, watch.mapping.kind));
+  }
   std::unique_ptr<Runner> runner(
       new Runner(info, std::move(sources), dispatcher, applier, std::move(options)));
+  runner->strip_ = std::move(strip);
+  runner->primary_metadata_only_ = primary_metadata_only;
+  runner->owned_metadata_only_ = std::move(owned_metadata_only);
+  runner->watch_metadata_only_ = std::move(watch_metadata_only);
   runner->watch_mappers_ = std::move(mappers);
   for (const auto& mapper : runner->watch_mappers_) {
     runner->watch_handlers_.push_back(
@@ -392,7 +420,8 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
   *call.mutable_deadline() = ToTimestamp(deadline);
   call.set_trace_id(TraceId());
   if (primary == nullptr) return call;
-  call.set_object(WithTypeMeta(primary->json(), primary_api_version_, info_->primary.kind));
+  call.set_object(ShapeObject(primary->json(), primary_api_version_, info_->primary.kind,
+                              primary_metadata_only_, strip_));
   call.set_finalizing(!primary->deletion_timestamp().empty() && !info_->finalizer.empty() &&
                       HasFinalizer(*primary, info_->finalizer));
   if (options_.include_children && !primary->uid().empty()) {
@@ -403,7 +432,8 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
         pb::RawObject* raw = call.add_children();
         raw->set_api_version(api_version);
         raw->set_kind(mapping.kind);
-        raw->set_object(WithTypeMeta(child->json(), api_version, mapping.kind));
+        raw->set_object(
+            ShapeObject(child->json(), api_version, mapping.kind, owned_metadata_only_[i], strip_));
       }
     }
   }
@@ -416,7 +446,8 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
         pb::RawObject* raw = call.add_related_objects();
         raw->set_api_version(api_version);
         raw->set_kind(watch.mapping.kind);
-        raw->set_object(WithTypeMeta(object->json(), api_version, watch.mapping.kind));
+        raw->set_object(ShapeObject(object->json(), api_version, watch.mapping.kind,
+                                    watch_metadata_only_[i], strip_));
       }
     }
   }

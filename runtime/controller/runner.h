@@ -28,9 +28,11 @@
 // - Shutdown stops handing out keys, waits (bounded) for reconciles in flight and returns every
 //   key that was queued or wanted a requeue and will now never run; they are also logged.
 //
-// Not done here: metadata-only kinds and strip_fields of RequestContents (the request carries
-// the cached JSON as is, apiVersion/kind added when missing); label-selector filtering of
-// primaries (give the primary reflector the selector).
+// Objects in requests carry apiVersion/kind (added when missing, as in list items), reduced to
+// apiVersion/kind/metadata for metadata-only kinds and without the strip_fields paths.
+//
+// Not done here: label-selector filtering of primaries (give the primary reflector the
+// selector).
 //
 // Thread-safety: thread-safe. Constant after construction: the controller info, sources,
 // options, mappers. `mu_` guards per-key bookkeeping (reasons, terminal keys, deleted uids,
@@ -62,6 +64,7 @@
 #include "runtime/cache/store.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
+#include "runtime/controller/field_path.h"
 #include "runtime/controller/mapper.h"
 #include "runtime/controller/reconcile.h"
 #include "runtime/queue/metrics.h"
@@ -91,6 +94,9 @@ struct RunnerOptions {
   pb::Predicates predicates;
   bool include_children = false;  // RequestContents.children (and the capability) in effect
   bool include_related = false;   // RequestContents.related_objects in effect
+  // RequestContents.metadata_only_kinds (matched by group and kind) and strip_fields.
+  std::vector<pb::GroupVersionKind> metadata_only_kinds;
+  std::vector<std::string> strip_fields;
   // Namespaces whose primaries are reconciled; empty: all. Ignored for cluster-scoped kinds.
   std::vector<std::string> namespaces;
   // How long a worker waits for `done` beyond the request deadline before it gives up on a
@@ -124,7 +130,8 @@ struct RunnerMetrics {
 class Runner {
  public:
   // `info`, `dispatcher` and `applier` are borrowed and must outlive the runner. Errors:
-  // kInvalidArgument when a source is missing or a watch's mapping is invalid.
+  // kInvalidArgument when a source is missing, a watch's mapping or a strip_fields path is
+  // invalid.
   static absl::StatusOr<std::unique_ptr<Runner>> Create(const ControllerInfo* info,
                                                         RunnerSources sources,
                                                         Dispatcher* dispatcher,
@@ -202,6 +209,10 @@ class Runner {
   const RunnerOptions options_;
   common::Clock* const clock_;
   const std::string primary_api_version_;
+  std::vector<FieldPath> strip_;  // options_.strip_fields, parsed
+  bool primary_metadata_only_ = false;
+  std::vector<bool> owned_metadata_only_;               // parallel to info_->owns
+  std::vector<bool> watch_metadata_only_;               // parallel to sources_.watches
   std::unique_ptr<Mapper> self_mapper_;                 // primary events -> own key
   std::unique_ptr<Mapper> owner_mapper_;                // owned kinds -> primary
   std::vector<std::unique_ptr<Mapper>> watch_mappers_;  // parallel to sources_.watches

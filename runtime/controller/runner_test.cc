@@ -315,6 +315,43 @@ TEST_F(RunnerTest, RelatedObjectsFromWatchesThatIncludeThem) {
   EXPECT_EQ(dispatcher_.calls()[1].reason(), pb::REASON_RELATED_CHANGED);
 }
 
+TEST_F(RunnerTest, MetadataOnlyKindsAndStrippedFields) {
+  options_.include_children = true;
+  pb::GroupVersionKind configmaps;
+  configmaps.set_version("v1");
+  configmaps.set_kind("ConfigMap");
+  options_.metadata_only_kinds = {configmaps};
+  options_.strip_fields = {"metadata.annotations", "spec.secret"};
+  Build();
+  children_.Upsert(Obj(R"({"metadata":{"name":"c","namespace":"ns","ownerReferences":[
+    {"apiVersion":"example.com/v1","kind":"WebApp","name":"web","uid":"uid-web","controller":true}]},
+    "data":{"big":"x"}})"));
+  runner_->Start();
+  AddPrimary(Obj(R"({"metadata":{"name":"web","namespace":"ns","uid":"uid-web",
+    "annotations":{"a":"b"}},"spec":{"secret":"s","keep":1}})"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  pb::ReconcileCall call = dispatcher_.calls()[0];
+  nlohmann::json primary = nlohmann::json::parse(call.object());
+  EXPECT_EQ(primary["kind"], "WebApp");
+  EXPECT_FALSE(primary["metadata"].contains("annotations"));
+  EXPECT_FALSE(primary["spec"].contains("secret"));
+  EXPECT_EQ(primary["spec"]["keep"], 1);
+  ASSERT_EQ(call.children_size(), 1);
+  nlohmann::json child = nlohmann::json::parse(call.children(0).object());
+  EXPECT_FALSE(child.contains("data"));
+  EXPECT_EQ(child["kind"], "ConfigMap");
+  EXPECT_EQ(child["metadata"]["name"], "c");
+}
+
+TEST_F(RunnerTest, InvalidStripFieldIsRefused) {
+  options_.strip_fields = {"spec..x"};
+  RunnerSources sources;
+  sources.primary = &primaries_;
+  sources.owned = {&children_};
+  EXPECT_EQ(Runner::Create(&info_, sources, &dispatcher_, &applier_, options_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RunnerTest, InvalidWatchIsRefused) {
   WatchSource watch;
   watch.store = &children_;
@@ -644,6 +681,21 @@ TEST(TypeMetaTest, AddsOnlyWhatIsMissing) {
   EXPECT_EQ(WithTypeMetaForTest("{}"), R"({"apiVersion":"v1","kind":"ConfigMap"})");
   EXPECT_EQ(WithTypeMetaForTest("[1]"), "[1]");
   EXPECT_EQ(WithTypeMetaForTest("{broken"), "{broken");
+}
+
+TEST(TypeMetaTest, ShapeObject) {
+  std::vector<FieldPath> strip = {*FieldPath::Parse("spec.items[].secret"),
+                                  *FieldPath::Parse("status")};
+  nlohmann::json shaped = nlohmann::json::parse(ShapeObject(
+      R"({"metadata":{"name":"a"},"spec":{"items":[{"secret":1,"k":2},3]},"status":{}})", "v1", "X",
+      false, strip));
+  EXPECT_EQ(shaped, nlohmann::json::parse(R"({"apiVersion":"v1","kind":"X",
+    "metadata":{"name":"a"},"spec":{"items":[{"k":2},3]}})"));
+  EXPECT_EQ(nlohmann::json::parse(
+                ShapeObject(R"({"metadata":{"name":"a"},"data":{}})", "v1", "X", true, {})),
+            nlohmann::json::parse(R"({"apiVersion":"v1","kind":"X","metadata":{"name":"a"}})"));
+  EXPECT_EQ(ShapeObject("[1]", "v1", "X", true, strip), "[1]");
+  EXPECT_EQ(ShapeObject("{bad", "v1", "X", true, strip), "{bad");
 }
 
 }  // namespace

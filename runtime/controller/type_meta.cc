@@ -39,4 +39,25 @@ std::string WithTypeMeta(absl::string_view json, absl::string_view api_version,
   return absl::StrCat(json.substr(0, brace + 1), members, json.substr(brace + 1));
 }
 
+std::string ShapeObject(absl::string_view json, absl::string_view api_version,
+                        absl::string_view kind, bool metadata_only,
+                        const std::vector<FieldPath>& strip) {
+  if (!metadata_only && strip.empty()) return WithTypeMeta(json, api_version, kind);
+  nlohmann::json object =
+      nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded() || !object.is_object()) return std::string(json);
+  if (!object.contains("apiVersion")) object["apiVersion"] = std::string(api_version);
+  if (!object.contains("kind")) object["kind"] = std::string(kind);
+  if (metadata_only) {
+    nlohmann::json reduced = nlohmann::json::object();
+    for (const char* field : {"apiVersion", "kind", "metadata"}) {
+      auto it = object.find(field);
+      if (it != object.end()) reduced[field] = std::move(*it);
+    }
+    object = std::move(reduced);
+  }
+  for (const FieldPath& path : strip) path.Erase(&object);
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace ctrlhost::controller

@@ -1,4 +1,5 @@
-// Adding apiVersion and kind to an object's JSON when it lacks them.
+// Shaping the objects a request carries: apiVersion and kind added when missing, and the
+// RequestContents reductions (metadata-only kinds, stripped fields).
 //
 // The API server omits them from the items of a list response for built-in kinds, so cached
 // objects may have none; plugins get them in every object they receive.
@@ -8,8 +9,10 @@
 #define CTRLHOST_RUNTIME_CONTROLLER_TYPE_META_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "runtime/controller/field_path.h"
 
 namespace ctrlhost::controller {
 
@@ -18,6 +21,13 @@ namespace ctrlhost::controller {
 // cache never holds such objects). Thread-safe (parse buffers are per thread).
 std::string WithTypeMeta(absl::string_view json, absl::string_view api_version,
                          absl::string_view kind);
+
+// WithTypeMeta, then RequestContents' reductions: with `metadata_only` only apiVersion, kind
+// and metadata are kept; every path in `strip` is removed. Without reductions this is
+// WithTypeMeta (no re-serialisation). Input that is not a JSON object is returned unchanged.
+std::string ShapeObject(absl::string_view json, absl::string_view api_version,
+                        absl::string_view kind, bool metadata_only,
+                        const std::vector<FieldPath>& strip);
 
 }  // namespace ctrlhost::controller
 
