@@ -12,6 +12,11 @@
 //     std::string stripped = ApplyStripCuts(json, cuts);
 //   }
 //
+// ObjectParser uses FindStripCutsInTokens, which reads the same members through the structural
+// indexes simdjson's DOM parse leaves behind, so skipping `managedFields` costs one step per
+// token instead of one per byte; FindStripCuts reads the bytes and needs nothing else. Both are
+// pure functions, safe on any thread.
+//
 // The scanner is meant for documents a validating parser has already accepted (ObjectParser
 // parses with simdjson's DOM first and scans only objects that carry something to strip). It
 // still checks every byte it reads against the end of the input and reports kInvalidArgument
@@ -50,6 +55,7 @@ using StripCuts = std::vector<ByteRange>;
 
 // Replaces `*cuts` with the ranges of `json` (one JSON object) to remove: none when there is
 // nothing to strip. (An output parameter so that a parser reuses one vector for every object.)
+// On error `*cuts` holds whatever was found before it and must not be applied.
 // Errors: kInvalidArgument when `json` is not a well-formed JSON object as far as the scanner
 // reads it (it reads the top-level members and the inside of `metadata`; other values are
 // skipped by matching brackets and quotes, not validated).
