@@ -104,8 +104,8 @@ ReflectorState Reflector::state() const {
 bool Reflector::WaitForSync(absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   common::MutexLock lock(&mu_);
-  while (!store_.HasSynced()) {
-    if (cv_.WaitWithDeadline(&mu_, deadline)) return store_.HasSynced();
+  while (!initial_list_dispatched_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) return initial_list_dispatched_;
   }
   return true;
 }
@@ -287,6 +287,7 @@ absl::Status Reflector::ListAndReplace() {
   metrics_.parse_errors_total += parse_errors;
   ++metrics_.lists_total;
   if (!initial) ++metrics_.relists_total;
+  initial_list_dispatched_ = true;
   cv_.SignalAll();  // WaitForSync
   return absl::OkStatus();
 }

@@ -118,7 +118,8 @@ class Reflector {
 
   const cache::Store& store() const { return store_; }
   bool HasSynced() const { return store_.HasSynced(); }
-  // Waits (real time) until synced or `timeout`; true when synced.
+  // Waits (real time) until synced and the first list was dispatched to the handlers, or
+  // `timeout`; true when so.
   bool WaitForSync(absl::Duration timeout) const;
 
   // Registers a handler and replays the current objects to it as OnAdd(initial=true), under
@@ -167,6 +168,9 @@ class Reflector {
   mutable common::CondVar cv_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Set after the first list's events were dispatched (the store is synced slightly earlier,
+  // at its swap), so WaitForSync's callers see the handlers' initial adds.
+  bool initial_list_dispatched_ ABSL_GUARDED_BY(mu_) = false;
   ReflectorState state_ ABSL_GUARDED_BY(mu_) = ReflectorState::kNotStarted;
   WatchStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // the open watch, owned by WatchOnce
   absl::Time watch_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
