@@ -283,6 +283,20 @@ TEST_F(SupervisorTest, CapturesOutputLineByLine) {
   EXPECT_TRUE(logs_.Contains("world-partial", "stream=stdout"));
 }
 
+TEST_F(SupervisorTest, PassesEnvironmentAndWorkingDirectory) {
+  SupervisorOptions options = ExecOptions(
+      {"--print-env=PLUGIN_MODE", "--print-env=CTRLHOST_PLUGIN_ADDRESS", "--print-cwd"});
+  options.source.exec.env.emplace_back("PLUGIN_MODE", "fast");
+  options.source.exec.working_dir = root_;
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  EXPECT_TRUE(logs_.WaitFor("env PLUGIN_MODE=fast"));
+  EXPECT_TRUE(logs_.WaitFor(
+      absl::StrCat("env CTRLHOST_PLUGIN_ADDRESS=unix://", socket_dir_, "/test-1.sock")));
+  EXPECT_TRUE(logs_.WaitFor(absl::StrCat("cwd=", root_)));
+  supervisor_->Stop(absl::Seconds(10));
+}
+
 TEST_F(SupervisorTest, RemoteEndpointOverTcp) {
   auto plugin = testing::TestPlugin::Start("127.0.0.1:0", {});
   ASSERT_TRUE(plugin.ok()) << plugin.status();

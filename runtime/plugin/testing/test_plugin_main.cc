@@ -2,11 +2,12 @@
 //
 //   test_plugin [--describe=MODE] [--health=MODE] [--no-cancellation] [--crash-after=N]
 //               [--exit-at-start=CODE] [--ignore-sigterm] [--stdout=TEXT] [--stderr=TEXT]
-//               [--stdout-bytes=N]
+//               [--stdout-bytes=N] [--print-env=NAME] [--print-cwd]
 // Serves on $CTRLHOST_PLUGIN_ADDRESS (or --address=ADDR; for TCP the bound port is printed as
 // "port=N" on stdout). Modes are those of TestPluginOptions. --stdout/--stderr print TEXT (with
 // "\n" as line breaks, the last line without a newline) at start; --stdout-bytes prints one line
-// of N 'y's. SIGTERM shuts down (unless --ignore-sigterm, which prints "ignoring SIGTERM").
+// of N 'y's; --print-env prints "env NAME=VALUE", --print-cwd "cwd=DIR". SIGTERM shuts down (unless
+// --ignore-sigterm, which prints "ignoring SIGTERM").
 #include <signal.h>
 #include <unistd.h>
 
@@ -62,6 +63,12 @@ int main(int argc, char** argv) {
       WriteAll(2, absl::StrReplaceAll(v, {{"\\n", "\n"}}));
     } else if (const char* v = value("--stdout-bytes"); v && absl::SimpleAtoi(v, &n)) {
       WriteAll(1, std::string(static_cast<size_t>(n), 'y') + "\n");
+    } else if (const char* v = value("--print-env")) {
+      const char* env = std::getenv(v);
+      WriteAll(1, std::string("env ") + v + "=" + (env ? env : "(unset)") + "\n");
+    } else if (arg == "--print-cwd") {
+      char cwd[4096];
+      WriteAll(1, std::string("cwd=") + (getcwd(cwd, sizeof(cwd)) ? cwd : "?") + "\n");
     } else if (const char* v = value("--address")) {
       address = v;
     } else {
