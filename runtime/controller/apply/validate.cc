@@ -7,9 +7,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/kube/validation.h"
 
 namespace ctrlhost::controller::apply {
 namespace {
@@ -36,6 +38,25 @@ GroupVersion ParseApiVersion(absl::string_view api_version) {
       absl::StrSplit(api_version, absl::MaxSplits('/', 1));
   if (parts.second.empty()) return {"", std::string(parts.first)};
   return {std::string(parts.first), std::string(parts.second)};
+}
+
+// A version as discovery serves them ("v1", "v1beta2"). It goes into the request path, so
+// nothing else (a '/', "..") may pass.
+bool IsVersion(absl::string_view version) {
+  if (version.empty() || version.size() > 63) return false;
+  for (char ch : version) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return false;
+  }
+  return true;
+}
+
+// Names go into request paths: refuse what is not a valid path segment ("..", '/', '%') before
+// the server sees it. The kind's own naming rule is left to the server.
+absl::Status CheckName(absl::string_view where, absl::string_view field, absl::string_view name) {
+  std::vector<std::string> problems = kube::IsValidPathSegmentName(name);
+  if (name.size() > 253) problems.push_back("must be no more than 253 characters");
+  if (problems.empty()) return absl::OkStatus();
+  return Invalid(where, absl::StrCat(field, " \"", name, "\": ", absl::StrJoin(problems, "; ")));
 }
 
 bool IsPrimaryKind(const ControllerInfo& c, absl::string_view group, absl::string_view kind) {
@@ -162,7 +183,14 @@ absl::Status ValidateDesired(const ReconcileContext& context, const std::string&
     given_ns = ns->get<std::string>();
   }
   const GroupVersion gv = ParseApiVersion(*api_version);
-  if (gv.version.empty()) return Invalid(where, "apiVersion has no version");
+  if (!IsVersion(gv.version)) {
+    return Invalid(where, absl::StrCat("apiVersion \"", *api_version, "\" is not group/version"));
+  }
+  RETURN_IF_ERROR(CheckName(where, "metadata.name", *name));
+  if (!given_ns.empty() && !kube::IsDns1123Label(given_ns).empty()) {
+    return Invalid(where,
+                   absl::StrCat("metadata.namespace \"", given_ns, "\" is not a valid name"));
+  }
 
   const OwnedResource* owned = FindOwned(c, gv.group, *kind);
   bool is_primary = false;
@@ -276,8 +304,8 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
     }
     case pb::PATCH_TARGET_OWNED: {
       const GroupVersion gv = ParseApiVersion(patch.api_version());
-      if (gv.version.empty() || patch.kind().empty()) {
-        return Invalid(where, "an OWNED patch needs api_version and kind");
+      if (!IsVersion(gv.version) || patch.kind().empty()) {
+        return Invalid(where, "an OWNED patch needs api_version (group/version) and kind");
       }
       const OwnedResource* owned = FindOwned(c, gv.group, patch.kind());
       if (owned == nullptr) {
@@ -285,6 +313,7 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
                                            " is not owned by controller ", c.name));
       }
       if (patch.name().empty()) return Invalid(where, "an OWNED patch needs a name");
+      RETURN_IF_ERROR(CheckName(where, "name", patch.name()));
       const std::string ns = owned->mapping.namespaced ? ChildNamespace(context) : "";
       if (owned->mapping.namespaced && ns.empty()) {
         return Invalid(where, "an OWNED patch of a namespaced kind needs a namespaced primary");

@@ -12,7 +12,9 @@
 //   namespaced owned object lives in the primary's namespace (filled in when omitted); for a
 //   Namespace primary, in the namespace it names; for another cluster-scoped primary it must
 //   name its namespace. A cluster-scoped owned kind must name none. No duplicates, and no
-//   controller ownerReference to an object other than the primary.
+//   controller ownerReference to an object other than the primary. Versions ([a-z0-9]+), names
+//   (valid path segments: no '/', '%', "." or "..") and namespaces (DNS labels) are checked
+//   because they go into request paths; each kind's own naming rule is the server's.
 // - patches: target and type set; PRIMARY / PRIMARY_STATUS name nothing or the primary;
 //   OWNED names an owned kind and a name; a JSON Patch is an array of well-formed RFC 6902
 //   operations, a merge patch an object.

@@ -156,6 +156,46 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
                   R"({"a":)" + std::string(5000, '[') + std::string(5000, ']') + "}");
        },
        "patches[0]: nested deeper"},
+      {"VersionPathTraversal",
+       [](auto* r) {
+         r->add_desired_objects(R"({"apiVersion":"apps/v1/../../../api/v1","kind":"Deployment",
+             "metadata":{"name":"a"}})");
+       },
+       "apiVersion \"apps/v1/../../../api/v1\" is not group/version"},
+      {"NamePathTraversal",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":".."}})");
+       },
+       "metadata.name \"..\""},
+      {"NameWithSlash",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a/status"}})");
+       },
+       "metadata.name \"a/status\""},
+      {"BadNamespace",
+       [](auto* r) {
+         r->add_desired_objects(
+             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"../x"}})");
+       },
+       "metadata.namespace \"../x\" is not a valid name"},
+      {"OwnedPatchBadName",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         p->set_api_version("v1");
+         p->set_kind("ConfigMap");
+         p->set_name("%2e%2e");
+       },
+       "patches[0]: name \"%2e%2e\""},
+      {"OwnedPatchBadVersion",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         p->set_api_version("v1/../../apis");
+         p->set_kind("ConfigMap");
+         p->set_name("c");
+       },
+       "needs api_version (group/version)"},
       {"NotObject", [](auto* r) { r->add_desired_objects("[1]"); },
        "desired_objects[0]: not a JSON object"},
       {"NoApiVersion",
