@@ -47,9 +47,15 @@ class Child {
   // Starts kBinary with the current environment plus `env`, stderr to `stderr_path`.
   bool Start(const std::vector<std::string>& env, const std::string& stderr_path) {
     std::vector<std::string> storage;
+    auto overridden = [&](const std::string& entry) {
+      if (entry.rfind("CTRLHOST_PLUGIN_ADDRESS=", 0) == 0) return true;
+      for (const std::string& e : env) {
+        if (entry.rfind(e.substr(0, e.find('=') + 1), 0) == 0) return true;
+      }
+      return false;
+    };
     for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string(*e).rfind("CTRLHOST_PLUGIN_ADDRESS=", 0) == 0) continue;
-      storage.push_back(*e);
+      if (!overridden(*e)) storage.push_back(*e);
     }
     for (const std::string& e : env) storage.push_back(e);
     std::vector<char*> envp;

@@ -132,7 +132,8 @@ class Service final : public pb::ControllerPluginService::Service {
 
 class ServerImpl final : public PluginServer {
  public:
-  ServerImpl(Plugin* plugin) : plugin_(plugin), pool_(plugin->WorkerCount()), service_(this) {}
+  explicit ServerImpl(Plugin* plugin)
+      : plugin_(plugin), service_(this), pool_(plugin->WorkerCount()) {}
   ~ServerImpl() override { Shutdown(absl::ZeroDuration()); }
 
   absl::Status Start(const std::string& listen) {
@@ -209,7 +210,6 @@ class ServerImpl final : public PluginServer {
 
  private:
   Plugin* const plugin_;
-  WorkerPool pool_;
   Service service_;
   HealthService health_;
   std::unique_ptr<grpc::Server> server_;  // set by Start
@@ -221,6 +221,10 @@ class ServerImpl final : public PluginServer {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoning_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Last, so that it is destroyed first: its threads are joined while everything their tasks
+  // touch still exists.
+  WorkerPool pool_;
 };
 
 grpc::Status Service::Describe(grpc::ServerContext*, const pb::DescribeRequest* request,
