@@ -1,20 +1,28 @@
 #include "runtime/exe/cmd_run.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
+#include "runtime/config/load.h"
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
+#include "runtime/manager/host.h"
 
 namespace ctrlhost::exe {
 namespace {
@@ -174,29 +182,97 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     return UsageError(flags.command(), "--apiserver-bind must not be empty", err);
   }
 
-  out << "ctrlhost run: preview: the controller runtime is not built in yet, so the operators "
-         "below are not started"
-      << (plan->kubeconfigs.empty() && !values.preview ? "; the embedded API server is.\n" : ".\n");
-  if (plan->kubeconfigs.empty()) {
-    out << "API server: embedded, data in " << plan->data_dir << "\n";
-  } else {
-    out << "API server: the cluster of kubeconfig " << absl::StrJoin(plan->kubeconfigs, ":")
-        << " (from " << plan->kubeconfig_source << ")\n";
-  }
-  out << "operator files (" << plan->operator_files.size()
-      << (plan->from_directory ? absl::StrCat(", from directory ", values.file) : "") << "):\n";
-  for (const std::string& file : plan->operator_files) out << "  " << file << "\n";
-  std::error_code error;
-  const fs::path socket = fs::absolute(plan->admin_socket, error);
-  out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
-      << "metrics: http://" << plan->metrics_addr << "/metrics\n";
-  if (values.preview || !plan->kubeconfigs.empty()) return kExitOk;
+  // The operator files are parsed and validated before anything starts: an error names the
+  // file, line, column and field, and nothing runs.
+  absl::StatusOr<std::vector<config::OperatorSpec>> operators = config::LoadOperators(values.file);
+  if (!operators.ok()) return Failure(std::string(operators.status().message()), err);
 
-  apiserver::ApiServerOptions options;
+  if (values.preview) {
+    out << "ctrlhost run: preview (nothing is started)\n";
+    if (plan->kubeconfigs.empty()) {
+      out << "API server: embedded, data in " << plan->data_dir << "\n";
+    } else {
+      out << "API server: the cluster of kubeconfig " << absl::StrJoin(plan->kubeconfigs, ":")
+          << " (from " << plan->kubeconfig_source << ")\n";
+    }
+    out << "operator files (" << plan->operator_files.size()
+        << (plan->from_directory ? absl::StrCat(", from directory ", values.file) : "") << "):\n";
+    for (const std::string& file : plan->operator_files) out << "  " << file << "\n";
+    for (const config::OperatorSpec& op : *operators) {
+      out << "operator " << op.name << " (" << op.location.ToString() << "):\n";
+      for (const config::PluginSpec& plugin : op.plugins) {
+        out << "  plugin " << plugin.name << ": "
+            << (plugin.exec() != nullptr ? absl::StrCat("exec ", plugin.exec()->command, " ",
+                                                        absl::StrJoin(plugin.exec()->args, " "))
+                                         : absl::StrCat("endpoint ", plugin.endpoint()->address))
+            << "\n";
+      }
+    }
+    std::error_code error;
+    const fs::path socket = fs::absolute(plan->admin_socket, error);
+    out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
+        << "metrics: http://" << plan->metrics_addr << "/metrics\n";
+    return kExitOk;
+  }
+
+  // Block the stop signals before any thread starts, then wait for them on this thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  manager::HostOptions options;
+  options.operators = *std::move(operators);
+  options.kubeconfigs = plan->kubeconfigs;
   options.data_dir = plan->data_dir;
-  options.bind = values.apiserver_bind;
-  options.port = static_cast<int>(values.apiserver_port);
-  return ServeApiServerUntilSignal(options, /*print_kubeconfig_path=*/true, out, err);
+  options.apiserver.bind = values.apiserver_bind;
+  options.apiserver.port = static_cast<int>(values.apiserver_port);
+  const size_t colon = plan->metrics_addr.rfind(':');
+  options.metrics_bind = plan->metrics_addr.substr(0, colon);
+  options.metrics_port = std::atoi(plan->metrics_addr.c_str() + colon + 1);
+  absl::StatusOr<std::unique_ptr<manager::Host>> host = manager::Host::Start(std::move(options));
+  if (!host.ok()) return Failure(host.status().ToString(), err);
+  if ((*host)->embedded()) {
+    out << "API server listening on " << (*host)->api_url() << std::endl
+        << "kubeconfig: " << (*host)->kubeconfig_path() << std::endl;
+  } else {
+    out << "API server: " << (*host)->api_url() << std::endl;
+  }
+  out << "metrics: " << (*host)->metrics_url() << std::endl;
+
+  // "ready" once every plugin passed its handshake and every controller whose kinds are served
+  // runs with synced caches (scripts and tests wait for this line; controllers waiting for a
+  // CRD are named in it); the host keeps running either way.
+  common::Mutex ready_mu;
+  common::CondVar ready_cv;
+  bool stopping = false;
+  std::thread ready_thread([&] {
+    manager::Manager& manager = (*host)->manager();
+    common::MutexLock lock(&ready_mu);
+    while (!stopping) {
+      std::vector<std::string> pending;
+      if (manager.Started(&pending).ok()) {
+        out << "ready";
+        if (!pending.empty()) out << " (waiting: " << absl::StrJoin(pending, "; ") << ")";
+        out << std::endl;
+        return;
+      }
+      common::Clock::Real()->WaitWithDeadline(&ready_mu, &ready_cv,
+                                              absl::Now() + absl::Milliseconds(100));
+    }
+  });
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  common::LogInfo("stopping", {{"signal", signal}});
+  {
+    common::MutexLock lock(&ready_mu);
+    stopping = true;
+    ready_cv.SignalAll();
+  }
+  ready_thread.join();
+  (*host)->Stop();
+  return kExitOk;
 }
 
 }  // namespace ctrlhost::exe

@@ -125,12 +125,32 @@ TEST_F(RunCommandTest, BadMetricsAddress) {
 
 TEST_F(RunCommandTest, CommandPrintsPreview) {
   const std::string file = Touch("op.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  plugins:\n  - name: web\n    exec: {command: /bin/web, args: [-v]}\n";
+  }
   std::ostringstream out, err;
   EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, out, err), kExitOk)
       << err.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "preview")) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "  " + file + "\n")) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "admin API: unix:///d/admin.sock")) << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec /bin/web -v\n")) << out.str();
+}
+
+TEST_F(RunCommandTest, InvalidOperatorFileStartsNothing) {
+  const std::string file = Touch("op.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  plugins:\n  - name: web\n    exec: {args: [-v]}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d"}, out, err), kExitFailure);
+  EXPECT_TRUE(absl::StrContains(err.str(), file + ":7:")) << err.str();
+  EXPECT_TRUE(absl::StrContains(err.str(), "spec.plugins[0].exec.command")) << err.str();
+  EXPECT_EQ(out.str(), "");
 }
 
 TEST_F(RunCommandTest, CommandUsageErrors) {

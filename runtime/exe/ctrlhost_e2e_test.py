@@ -138,7 +138,10 @@ class RunPreviewTest(unittest.TestCase):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
             for name in ("b.yaml", "a.yml", "notes.txt"):
                 with open(os.path.join(directory, name), "w") as f:
-                    f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n")
+                    f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n"
+                            "metadata: {name: op-%s}\n"
+                            "spec:\n  plugins:\n  - name: web\n    exec: {command: /bin/true}\n"
+                            % name.split(".")[0])
             result = ctrlhost("run", "-f", directory, "--preview")
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("preview", result.stdout)
@@ -152,9 +155,11 @@ class RunPreviewTest(unittest.TestCase):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
             operator = os.path.join(directory, "op.yaml")
             config = os.path.join(directory, "config")
-            for path in (operator, config):
-                open(path, "w").close()
-            result = ctrlhost("run", "-f", operator, env={"KUBECONFIG": config})
+            with open(operator, "w") as f:
+                f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: op}\n"
+                        "spec:\n  plugins:\n  - name: web\n    exec: {command: /bin/true}\n")
+            open(config, "w").close()
+            result = ctrlhost("run", "-f", operator, "--preview", env={"KUBECONFIG": config})
             self.assertEqual(result.returncode, 0, result.stderr)
             self.assertIn("the cluster of kubeconfig %s (from $KUBECONFIG)" % config,
                           result.stdout)
@@ -221,14 +226,18 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
             env = dict(os.environ)
             env.pop("KUBECONFIG", None)
             process = subprocess.Popen(
-                [BINARY, "run", "-f", operator, "--data-dir", data_dir, "--apiserver-port", "0"],
+                [BINARY, "run", "-f", operator, "--data-dir", data_dir, "--apiserver-port", "0",
+                 "--metrics-addr", "127.0.0.1:0"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
             try:
-                lines = read_lines_until(process, "try: ")
+                # No operators in the file: the host serves the API and is ready at once.
+                lines = read_lines_until(process, "ready")
                 url = next((l.split()[-1] for l in lines
                             if l.startswith("API server listening on ")), None)
                 self.assertIsNotNone(url, "no listening line; stdout: %r" % lines)
-                self.assertIn("API server: embedded, data in " + data_dir + "\n", lines)
+                self.assertIn("kubeconfig: " + os.path.join(data_dir, "kubeconfig") + "\n", lines)
+                self.assertTrue([l for l in lines if l.startswith("metrics: http://127.0.0.1:")],
+                                lines)
                 context = ssl.create_default_context(cafile=os.path.join(data_dir, "ca.crt"))
                 with open(os.path.join(data_dir, "token")) as f:
                     token = f.read().strip()

@@ -1,0 +1,107 @@
+// The "chaos" plugin of the host e2e tests: a Chaos object's spec.mode picks how the plugin
+// misbehaves for it, so one plugin process exercises every failure path of issue 5:
+//   ok          desire a ConfigMap "<name>" with spec.data, status {phase: Done}
+//   forbidden   desire a Secret (a kind the controller does not own): the host must refuse the
+//               whole response (terminal error, Warning event, nothing written)
+//   crash       the first time this object is seen the process aborts (the host restarts it,
+//               the key is retried); afterwards behaves as "ok"
+//   hang        the first attempt does not answer until the host cancels it (its request
+//               deadline expired; the key is retried), then logs "cancelled"; later attempts
+//               behave as "ok"
+//   rejected    desire a ConfigMap the API server refuses (data values must be strings): a
+//               server rejection is a terminal error, never a crash
+//   terminal    answer a terminal error
+// Every reconcile appends "<ns>/<name> <attempt> <start|end>" to $CHAOS_DIR/log so tests can
+// check that no key was reconciled twice at once.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "sdk/cpp/sdk.h"
+
+namespace sdk = ctrlhost::sdk;
+
+namespace {
+
+std::string Dir() {
+  const char* dir = std::getenv("CHAOS_DIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+void Log(const sdk::Request& req, const char* what) {
+  // O_APPEND writes of one short line are atomic between threads and processes.
+  const std::string line =
+      absl::StrCat(req.namespace_(), "/", req.name(), " ", req.attempt(), " ", what, "\n");
+  int fd = ::open((Dir() + "/log").c_str(), O_WRONLY | O_APPEND | O_CREAT, 0600);
+  if (fd < 0) return;
+  (void)!::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+
+// True the first time `marker` is claimed (a file created with O_EXCL): survives restarts.
+bool FirstTime(const std::string& marker) {
+  int fd = ::open((Dir() + "/" + marker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+sdk::Result Ok(const sdk::Request& req) {
+  sdk::Result result;
+  nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
+  cm["metadata"]["labels"] = {{"chaos", "child"}};
+  cm["data"] = req.spec().value("data", nlohmann::json::object());
+  result.Status()["phase"] = "Done";
+  result.Status()["generation"] = req.generation();
+  return result;
+}
+
+sdk::Result Reconcile(const sdk::Request& req) {
+  if (!req.exists() || req.deleting()) return sdk::Result();
+  Log(req, "start");
+  const std::string mode = req.spec().value("mode", "ok");
+  const std::string id = absl::StrCat(req.namespace_(), "_", req.name(), "_", req.uid());
+  sdk::Result result;
+  if (mode == "forbidden") {
+    nlohmann::json& secret = result.Desire(sdk::NewObject("v1", "Secret", req.name()));
+    secret["stringData"] = {{"stolen", "yes"}};
+    result.Status()["phase"] = "ShouldNeverBeWritten";
+  } else if (mode == "crash" && FirstTime("crashed_" + id)) {
+    Log(req, "crash");
+    std::abort();
+  } else if (mode == "hang" && FirstTime("hung_" + id)) {
+    // Longer than the operator's requestTimeout: the host gives up, cancels and retries.
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (!req.cancelled() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+    Log(req, req.cancelled() ? "cancelled" : "end");
+    return Ok(req);
+  } else if (mode == "rejected") {
+    nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
+    cm["data"] = {{"count", 5}};
+  } else if (mode == "terminal") {
+    result = sdk::Result::TerminalError("spec.mode asks for a terminal error");
+  } else {
+    result = Ok(req);
+  }
+  Log(req, "end");
+  return result;
+}
+
+}  // namespace
+
+int main() {
+  sdk::Plugin plugin("chaos", "1.0.0");
+  plugin.Add(sdk::ControllerBuilder("chaos")
+                 .For("e2e.ctrlhost.dev", "v1", "Chaos")
+                 .Owns("", "v1", "ConfigMap")
+                 .MaxConcurrent(8)
+                 .Reconcile(Reconcile));
+  return plugin.Run();
+}

@@ -1,0 +1,217 @@
+"""Starts the real `ctrlhost run` with real plugin processes for end-to-end tests.
+
+The host runs with its embedded API server (127.0.0.1, port 0, data under $TEST_TMPDIR) and
+the metrics/health endpoints on 127.0.0.1 port 0. Every wait is bounded, and every process a
+test starts is stopped by its PID when the test process exits (even after a failure).
+
+Example:
+
+    host = host_fixture.Host.start(operator_yaml)
+    host.kubectl("apply", "-f", crd_path, check=True)
+    host.wait_for(lambda: host.get("/api/v1/namespaces/default/configmaps/x"), "configmap x")
+    host.stop()
+"""
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+from e2e.apiserver import apiserver_fixture
+
+START_TIMEOUT_SECONDS = 60
+STOP_TIMEOUT_SECONDS = 20
+WAIT_TIMEOUT_SECONDS = 60
+
+_running = []
+
+
+def _kill_leftovers():
+    for host in list(_running):
+        host.kill()
+
+
+import atexit  # noqa: E402  (registered right after the list it cleans up)
+
+atexit.register(_kill_leftovers)
+
+
+def runfile(path):
+    """A file from the Bazel runfiles tree (workspace-relative path), or from the source tree."""
+    root = os.environ.get("TEST_SRCDIR")
+    if root:
+        candidate = os.path.join(root, "ctrlhost", path)
+        if os.path.exists(candidate):
+            return candidate
+    return path
+
+
+def kubectl_binary():
+    return os.environ.get("CTRLHOST_E2E_KUBECTL", "kubectl")
+
+
+class Host:
+    """A running `ctrlhost run` process owned by the test."""
+
+    def __init__(self, process, data_dir, url, kubeconfig, metrics_url, log_path, output):
+        self.process = process
+        self.data_dir = data_dir
+        self.url = url
+        self.kubeconfig = kubeconfig
+        self.metrics_url = metrics_url
+        self.log_path = log_path
+        self.output = output
+        self.api = apiserver_fixture.ApiClient(kubeconfig)
+
+    @classmethod
+    def start(cls, operator_yaml, data_dir=None, extra_args=(), env=None):
+        """Writes `operator_yaml` to a file, starts the host and waits until it is ready."""
+        if data_dir is None:
+            data_dir = tempfile.mkdtemp(prefix="host-", dir=apiserver_fixture.temp_root())
+        operator_path = os.path.join(data_dir, "operator.yaml")
+        with open(operator_path, "w", encoding="utf-8") as f:
+            f.write(operator_yaml)
+        log_path = data_dir + ".log"
+        log_file = open(log_path, "ab")
+        process_env = dict(os.environ)
+        process_env.pop("KUBECONFIG", None)
+        process_env.update(env or {})
+        process = subprocess.Popen(
+            [apiserver_fixture.binary_path(), "run", "-f", operator_path, "--data-dir", data_dir,
+             "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0", *extra_args],
+            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=process_env)
+        log_file.close()
+        placeholder = cls.__new__(cls)
+        placeholder.process = process
+        _running.append(placeholder)
+        url = kubeconfig = metrics_url = None
+        ready = False
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        output = b""
+        while time.monotonic() < deadline and not ready:
+            readable, _, _ = select.select([process.stdout], [], [], 0.2)
+            if readable:
+                chunk = os.read(process.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                output += chunk
+                for line in output.decode(errors="replace").splitlines():
+                    if line.startswith("API server listening on "):
+                        url = line.split()[-1]
+                    elif line.startswith("kubeconfig: "):
+                        kubeconfig = line[len("kubeconfig: "):].strip()
+                    elif line.startswith("metrics: "):
+                        metrics_url = line.split()[-1]
+                    elif line.startswith("ready"):
+                        ready = True
+            elif process.poll() is not None:
+                break
+        if not ready or kubeconfig is None:
+            placeholder.kill()
+            with open(log_path, errors="replace") as f:
+                raise AssertionError("ctrlhost run did not become ready (exit %s): %s\n%s" %
+                                     (process.poll(), output.decode(errors="replace"),
+                                      f.read()[-6000:]))
+        _running.remove(placeholder)
+        host = cls(process, data_dir, url, kubeconfig, metrics_url, log_path,
+                   output.decode(errors="replace"))
+        _running.append(host)
+        return host
+
+    # --- talking to it --------------------------------------------------------------------
+
+    def kubectl(self, *args, input_text=None, check=False):
+        return apiserver_fixture.kubectl(kubectl_binary(), self.kubeconfig, *args,
+                                         input_text=input_text, check=check)
+
+    def get(self, path):
+        """The object at `path` as a dict, or None on 404."""
+        status, body = self.api.request("GET", path)
+        if status == 404:
+            return None
+        if status != 200:
+            raise AssertionError("GET %s: %s %s" % (path, status, body))
+        return body
+
+    def metrics(self):
+        """The /metrics text."""
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            return response.read().decode()
+
+    def metric(self, name, **labels):
+        """Sum of the samples of `name` whose labels include `labels` (0 when absent)."""
+        total = 0.0
+        pattern = re.compile(r"^%s(\{[^}]*\})? (\S+)$" % re.escape(name))
+        for line in self.metrics().splitlines():
+            match = pattern.match(line)
+            if not match:
+                continue
+            label_text = match.group(1) or ""
+            if all('%s="%s"' % (k, v) in label_text for k, v in labels.items()):
+                total += float(match.group(2))
+        return total
+
+    def endpoint(self, path):
+        """GET on the metrics server (e.g. /readyz, /debug/dump): (status, text)."""
+        base = self.metrics_url.rsplit("/metrics", 1)[0]
+        try:
+            with urllib.request.urlopen(base + path, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def wait_for(self, condition, what, timeout=WAIT_TIMEOUT_SECONDS):
+        """Polls `condition()` until it returns a truthy value (returned); bounded."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError("ctrlhost exited (%s) while waiting for %s\n%s" %
+                                     (self.process.returncode, what, self.log()[-6000:]))
+            last = condition()
+            if last:
+                return last
+            time.sleep(0.1)
+        raise AssertionError("timed out after %ss waiting for %s (last: %s)\nhost log tail:\n%s" %
+                             (timeout, what, json.dumps(last)[:2000] if last else last,
+                              self.log()[-6000:]))
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self):
+        """SIGTERM, bounded wait, then SIGKILL. Returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._forget()
+        return self.process.returncode
+
+    def kill(self):
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        self._forget()
+
+    def _forget(self):
+        if self.process.stdout:
+            self.process.stdout.close()
+        if self in _running:
+            _running.remove(self)

@@ -1,0 +1,151 @@
+"""End to end: real `ctrlhost run` (embedded API server), the real reference plugins as
+processes, and kubectl. Create, update and delete of WebApps converge (children created,
+updated, garbage-collected; the finalizer's external record removed); the ConfigMap replicator
+follows namespaces as they come; /metrics, /readyz and /debug/dump answer."""
+
+import json
+import os
+import tempfile
+import unittest
+
+from e2e.host import host_fixture
+
+OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: examples
+spec:
+  plugins:
+    - name: webapp
+      exec:
+        command: {webapp}
+        env:
+          WEBAPP_RECORD_DIR: {records}
+    - name: configmap-replicator
+      exec:
+        command: {replicator}
+"""
+
+
+class ReferencePluginsTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.records = tempfile.mkdtemp(prefix="records-", dir=os.environ.get("TEST_TMPDIR"))
+        cls.host = host_fixture.Host.start(OPERATOR.format(
+            webapp=host_fixture.runfile("plugins/webapp/webapp"),
+            replicator=host_fixture.runfile(
+                "plugins/configmap-replicator/configmap-replicator"),
+            records=cls.records))
+        cls.host.kubectl("apply", "-f", host_fixture.runfile("plugins/webapp/deploy/crd.yaml"),
+                         check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.host.stop()
+        assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
+
+    def get(self, *args):
+        result = self.host.kubectl("get", "-o", "json", *args)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def test_webapp_lifecycle(self):
+        h = self.host
+        h.kubectl("create", "namespace", "shop", check=True)
+        h.kubectl("apply", "-f", "-", check=True, input_text="""
+apiVersion: apps.ctrlhost.dev/v1alpha1
+kind: WebApp
+metadata: {name: store, namespace: shop}
+spec:
+  image: nginx:1.25
+  replicas: 2
+  config: {GREETING: hello}
+""")
+        web = h.wait_for(lambda: (lambda w: w if w and w.get("status", {}).get(
+            "observedGeneration") == 1 else None)(self.get("-n", "shop", "webapp", "store")),
+            "WebApp status")
+        conditions = {c["type"]: c for c in web["status"]["conditions"]}
+        self.assertEqual(conditions["Ready"]["status"], "False")  # no kubelet: 0 ready pods
+        self.assertEqual(web["metadata"]["finalizers"], ["apps.ctrlhost.dev/external-record"])
+        for kind, name in (("deployment", "store"), ("service", "store"),
+                           ("configmap", "store-config")):
+            child = h.wait_for(lambda: self.get("-n", "shop", kind, name), kind)
+            owners = child["metadata"]["ownerReferences"]
+            self.assertEqual([o["uid"] for o in owners], [web["metadata"]["uid"]], kind)
+        self.assertTrue(os.path.exists(os.path.join(self.records, "shop_store.json")))
+
+        # A spec change reaches the children and the status.
+        h.kubectl("-n", "shop", "patch", "webapp", "store", "--type=merge",
+                  "-p", '{"spec":{"replicas":4,"config":{"GREETING":"bye"}}}', check=True)
+        h.wait_for(lambda: (self.get("-n", "shop", "deployment", "store") or {})
+                   .get("spec", {}).get("replicas") == 4, "deployment scaled to 4")
+        h.wait_for(lambda: (self.get("-n", "shop", "configmap", "store-config") or {})
+                   .get("data", {}).get("GREETING") == "bye", "config updated")
+        h.wait_for(lambda: (self.get("-n", "shop", "webapp", "store") or {})
+                   .get("status", {}).get("observedGeneration") == 2, "observedGeneration 2")
+
+        # A child deleted behind the controller's back comes back.
+        h.kubectl("-n", "shop", "delete", "service", "store", check=True)
+        h.wait_for(lambda: self.get("-n", "shop", "service", "store"), "service recreated")
+
+        # Delete: the finalizer runs (the record goes), then everything is collected.
+        h.kubectl("-n", "shop", "delete", "webapp", "store", "--wait=true", "--timeout=60s",
+                  check=True)
+        self.assertFalse(os.path.exists(os.path.join(self.records, "shop_store.json")))
+        for kind, name in (("deployment", "store"), ("service", "store"),
+                           ("configmap", "store-config")):
+            h.wait_for(lambda: self.get("-n", "shop", kind, name) is None,
+                       "%s garbage-collected" % kind)
+
+    def test_configmap_replicator_follows_namespaces(self):
+        h = self.host
+        h.kubectl("create", "namespace", "source", check=True)
+        h.kubectl("apply", "-f", "-", check=True, input_text="""
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shared
+  namespace: source
+  labels: {ctrlhost.dev/replicate: "true"}
+  annotations: {ctrlhost.dev/replicate-to: "team=blue"}
+data: {motto: be kind}
+""")
+        h.kubectl("create", "namespace", "blue-a", check=True)
+        h.kubectl("label", "namespace", "blue-a", "team=blue", check=True)
+        h.kubectl("create", "namespace", "red", check=True)
+        copy = h.wait_for(lambda: self.get("-n", "blue-a", "configmap", "shared"),
+                          "replica in blue-a")
+        self.assertEqual(copy["data"], {"motto": "be kind"})
+        # A namespace created later gets its copy too; a non-matching one does not.
+        h.kubectl("apply", "-f", "-", check=True, input_text="""
+apiVersion: v1
+kind: Namespace
+metadata: {name: blue-b, labels: {team: blue}}
+""")
+        h.wait_for(lambda: self.get("-n", "blue-b", "configmap", "shared"), "replica in blue-b")
+        self.assertIsNone(self.get("-n", "red", "configmap", "shared"))
+        # The source changes: the copies follow.
+        h.kubectl("-n", "source", "patch", "configmap", "shared", "--type=merge",
+                  "-p", '{"data":{"motto":"be brave"}}', check=True)
+        for ns in ("blue-a", "blue-b"):
+            h.wait_for(lambda: (self.get("-n", ns, "configmap", "shared") or {})
+                       .get("data", {}).get("motto") == "be brave", "copy updated in " + ns)
+
+    def test_observability_endpoints(self):
+        h = self.host
+        status, text = h.endpoint("/readyz?verbose")
+        self.assertEqual(status, 200, text)
+        status, dump = h.endpoint("/debug/dump")
+        self.assertEqual(status, 200, dump)
+        self.assertIn("plugin: webapp", dump)
+        self.assertIn("plugin: configmap-replicator", dump)
+        metrics = h.metrics()
+        for name in ("controller_runtime_reconcile_total", "workqueue_depth",
+                     "workqueue_adds_total", "ctrlhost_plugin_up", "ctrlhost_watch_objects"):
+            self.assertIn(name, metrics)
+        self.assertEqual(h.metric("ctrlhost_plugin_up", plugin="webapp"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

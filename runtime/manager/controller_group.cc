@@ -1,0 +1,371 @@
+#include "runtime/manager/controller_group.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/observe/adapters.h"
+
+namespace ctrlhost::manager {
+
+namespace pb = ::ctrlhost::plugin::v1alpha1;
+
+namespace {
+
+std::string GvkString(const pb::GroupVersionKind& gvk) {
+  return absl::StrCat(gvk.group().empty() ? "" : absl::StrCat(gvk.group(), "/"), gvk.version(), " ",
+                      gvk.kind());
+}
+
+kube::GroupVersionKind ToKube(const pb::GroupVersionKind& gvk) {
+  return kube::GroupVersionKind{gvk.group(), gvk.version(), gvk.kind()};
+}
+
+watch::WatchKey KeyFor(const kube::ResourceMapping& mapping, std::string namespace_,
+                       std::string label_selector) {
+  watch::WatchKey key;
+  key.group = mapping.group;
+  key.version = mapping.version;
+  key.kind = mapping.kind;
+  key.namespace_ = mapping.namespaced ? std::move(namespace_) : "";
+  key.label_selector = std::move(label_selector);
+  return key;
+}
+
+// discovery's answer for `gvk`, its error prefixed with what the kind is for.
+absl::StatusOr<kube::ResourceMapping> Resolve(kube::Discovery* discovery,
+                                              const pb::GroupVersionKind& gvk,
+                                              absl::string_view role) {
+  absl::StatusOr<kube::ResourceMapping> mapping = discovery->MappingFor(ToKube(gvk));
+  if (!mapping.ok()) {
+    return absl::Status(mapping.status().code(),
+                        absl::StrCat(role, " ", GvkString(gvk), ": ", mapping.status().message()));
+  }
+  return mapping;
+}
+
+absl::Duration Seconds(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace
+
+struct ControllerGroup::Controller {
+  pb::ControllerSpec spec;
+  std::optional<config::ControllerSpec> override_spec;
+  absl::Duration request_timeout = absl::Seconds(30);
+  absl::Duration resync = absl::ZeroDuration();
+
+  // Guarded by the group's mu_ (read by Status/Collect while the group runs).
+  std::string state = "pending";
+  std::string pending_reason;
+  absl::Time next_resync = absl::InfiniteFuture();
+
+  // Written only by StartController/StopController (serialised by the group's callers) before
+  // state becomes "running" / after it stops being so.
+  controller::ControllerInfo info;
+  std::vector<watch::ReflectorHandle> handles;  // primary, owned..., watches...
+  std::vector<std::pair<watch::Reflector*, int>> subscriptions;
+  std::unique_ptr<controller::Runner> runner;
+};
+
+ControllerGroup::ControllerGroup(std::string operator_name, std::string plugin,
+                                 ControllerGroupDeps deps)
+    : operator_name_(std::move(operator_name)),
+      plugin_(std::move(plugin)),
+      deps_(deps),
+      clock_(deps.clock != nullptr ? deps.clock : common::Clock::Real()) {}
+
+ControllerGroup::~ControllerGroup() { Stop(absl::Seconds(10)); }
+
+absl::Status ControllerGroup::Start(const pb::DescribeResponse& describe,
+                                    const std::vector<config::ControllerSpec>& overrides,
+                                    const config::PluginSpec& plugin) {
+  std::vector<std::string> unmatched;
+  for (const config::ControllerSpec& o : overrides) {
+    if (!o.plugin.empty() && o.plugin != plugin_) continue;
+    bool found = false;
+    for (const pb::ControllerSpec& spec : describe.controllers()) found |= spec.name() == o.name;
+    if (!found && !o.plugin.empty()) unmatched.push_back(o.name);
+  }
+  {
+    common::MutexLock lock(&mu_);
+    if (stopped_) return absl::FailedPreconditionError("the controller group was stopped");
+    for (const pb::ControllerSpec& spec : describe.controllers()) {
+      auto c = std::make_unique<Controller>();
+      c->spec = spec;
+      for (const config::ControllerSpec& o : overrides) {
+        if (o.name == spec.name() && (o.plugin.empty() || o.plugin == plugin_))
+          c->override_spec = o;
+      }
+      if (c->override_spec.has_value() && c->override_spec->disabled) {
+        common::LogInfo(
+            "controller disabled by the operator file",
+            {{"operator", operator_name_}, {"plugin", plugin_}, {"controller", spec.name()}});
+        continue;
+      }
+      if (plugin.request_timeout.has_value()) c->request_timeout = *plugin.request_timeout;
+      if (spec.has_resync_period()) c->resync = Seconds(spec.resync_period());
+      if (c->override_spec.has_value() && c->override_spec->resync_period.has_value()) {
+        c->resync = *c->override_spec->resync_period;
+      }
+      controllers_.push_back(std::move(c));
+    }
+  }
+  RetryPending();
+  if (!unmatched.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.controllers names controllers that plugin ", plugin_,
+                     " does not declare: ", absl::StrJoin(unmatched, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+int ControllerGroup::RetryPending() {
+  std::vector<Controller*> pending;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopped_) return 0;
+    for (auto& c : controllers_) {
+      if (c->state == "pending") pending.push_back(c.get());
+    }
+  }
+  int started = 0;
+  for (Controller* c : pending) {
+    absl::Status status = StartController(*c);
+    common::MutexLock lock(&mu_);
+    if (status.ok()) {
+      ++started;
+      c->state = "running";
+      c->pending_reason.clear();
+      if (c->resync > absl::ZeroDuration()) c->next_resync = clock_->Now() + c->resync;
+      common::LogInfo("controller started", {{"operator", operator_name_},
+                                             {"plugin", plugin_},
+                                             {"controller", c->spec.name()},
+                                             {"primary", GvkString(c->spec.primary())}});
+    } else if (c->pending_reason != status.message()) {
+      c->pending_reason = std::string(status.message());
+      common::LogInfo("controller pending", {{"operator", operator_name_},
+                                             {"plugin", plugin_},
+                                             {"controller", c->spec.name()},
+                                             {"reason", c->pending_reason}});
+    }
+  }
+  return started;
+}
+
+absl::Status ControllerGroup::StartController(Controller& c) {
+  const pb::ControllerSpec& spec = c.spec;
+  controller::ControllerInfo& info = c.info;
+  info = controller::ControllerInfo{};
+  info.operator_name = operator_name_;
+  info.plugin = plugin_;
+  info.name = spec.name();
+  info.finalizer = spec.finalizer();
+  info.field_manager = absl::StrCat("ctrlhost-", spec.name());
+  info.request_timeout = c.request_timeout;
+  ASSIGN_OR_RETURN(info.primary, Resolve(deps_.discovery, spec.primary(), "primary kind"));
+  for (const pb::OwnedKind& owned : spec.owns()) {
+    controller::OwnedResource resource;
+    ASSIGN_OR_RETURN(resource.mapping, Resolve(deps_.discovery, owned.kind(), "owned kind"));
+    resource.delete_absent = owned.delete_absent();
+    info.owns.push_back(std::move(resource));
+  }
+  std::vector<kube::ResourceMapping> watched;
+  for (const pb::WatchedKind& w : spec.watches()) {
+    ASSIGN_OR_RETURN(kube::ResourceMapping mapping,
+                     Resolve(deps_.discovery, w.kind(), "watched kind"));
+    watched.push_back(std::move(mapping));
+  }
+
+  std::vector<std::string> namespaces(spec.namespaces().begin(), spec.namespaces().end());
+  std::string selector = spec.label_selector();
+  controller::RunnerOptions options;
+  options.max_concurrent_reconciles =
+      spec.max_concurrent_reconciles() > 0 ? static_cast<int>(spec.max_concurrent_reconciles()) : 1;
+  if (c.override_spec.has_value()) {
+    const config::ControllerSpec& o = *c.override_spec;
+    if (!o.namespaces.empty()) namespaces = o.namespaces;
+    if (!o.label_selector.empty()) selector = o.label_selector;
+    if (o.max_concurrent_reconciles.has_value()) {
+      options.max_concurrent_reconciles = *o.max_concurrent_reconciles;
+    }
+    if (o.rate_limit.has_value()) {
+      const config::RateLimitSpec& r = *o.rate_limit;
+      if (r.qps.has_value()) options.queue.qps = *r.qps;
+      if (r.burst.has_value()) options.queue.burst = *r.burst;
+      if (r.base_delay.has_value()) options.queue.base_delay = *r.base_delay;
+      if (r.max_delay.has_value()) options.queue.max_delay = *r.max_delay;
+    }
+  }
+  options.predicates = spec.predicates();
+  options.include_children = spec.request_contents().children();
+  options.include_related = spec.request_contents().related_objects();
+  options.namespaces = namespaces;
+  options.clock = clock_;
+
+  // One namespace: watch only it; several: watch all and let the runner filter.
+  std::string primary_namespace = namespaces.size() == 1 ? namespaces[0] : "";
+  std::vector<watch::ReflectorHandle> handles;
+  ASSIGN_OR_RETURN(watch::ReflectorHandle primary,
+                   deps_.registry->Acquire(KeyFor(info.primary, primary_namespace, selector)));
+  handles.push_back(std::move(primary));
+  for (const controller::OwnedResource& owned : info.owns) {
+    ASSIGN_OR_RETURN(watch::ReflectorHandle h,
+                     deps_.registry->Acquire(KeyFor(owned.mapping, "", "")));
+    handles.push_back(std::move(h));
+  }
+  for (int i = 0; i < spec.watches_size(); ++i) {
+    ASSIGN_OR_RETURN(
+        watch::ReflectorHandle h,
+        deps_.registry->Acquire(KeyFor(watched[i], "", spec.watches(i).label_selector())));
+    handles.push_back(std::move(h));
+  }
+
+  controller::RunnerSources sources;
+  sources.primary = &handles[0]->store();
+  for (size_t i = 0; i < info.owns.size(); ++i) sources.owned.push_back(&handles[1 + i]->store());
+  for (int i = 0; i < spec.watches_size(); ++i) {
+    controller::WatchSource source;
+    source.spec = spec.watches(i);
+    source.mapping = watched[i];
+    source.store = &handles[1 + info.owns.size() + i]->store();
+    sources.watches.push_back(std::move(source));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<controller::Runner> runner,
+                   controller::Runner::Create(&info, std::move(sources), deps_.dispatcher,
+                                              deps_.applier, options));
+  runner->Start();
+  std::vector<std::pair<watch::Reflector*, int>> subscriptions;
+  subscriptions.emplace_back(handles[0].get(), handles[0]->AddHandler(runner->PrimaryHandler()));
+  for (size_t i = 0; i < runner->owned_count(); ++i) {
+    watch::Reflector* r = handles[1 + i].get();
+    subscriptions.emplace_back(r, r->AddHandler(runner->OwnedHandler(i)));
+  }
+  for (size_t i = 0; i < runner->watch_count(); ++i) {
+    watch::Reflector* r = handles[1 + info.owns.size() + i].get();
+    subscriptions.emplace_back(r, r->AddHandler(runner->WatchHandler(i)));
+  }
+  common::MutexLock lock(&mu_);
+  c.handles = std::move(handles);
+  c.subscriptions = std::move(subscriptions);
+  c.runner = std::move(runner);
+  return absl::OkStatus();
+}
+
+void ControllerGroup::EnqueueAll(pb::Reason reason, absl::Duration spread) {
+  common::MutexLock lock(&mu_);
+  for (auto& c : controllers_) {
+    if (c->state == "running") c->runner->EnqueueAll(reason, spread);
+  }
+}
+
+void ControllerGroup::ResyncDue() {
+  common::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (auto& c : controllers_) {
+    if (c->state != "running" || c->resync <= absl::ZeroDuration() || now < c->next_resync) {
+      continue;
+    }
+    // Spread over a tenth of the period so that a resync never arrives as one burst.
+    size_t queued = c->runner->EnqueueAll(pb::REASON_RESYNC, c->resync / 10);
+    c->next_resync = now + c->resync;
+    common::LogDebug("resync", {{"controller", c->spec.name()}, {"keys", queued}});
+  }
+}
+
+void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
+                                     std::vector<std::string>* unrun) {
+  for (auto& [reflector, id] : c.subscriptions) reflector->RemoveHandler(id);
+  c.subscriptions.clear();
+  if (c.runner != nullptr) {
+    std::vector<std::string> keys = c.runner->Shutdown(timeout);
+    unrun->insert(unrun->end(), keys.begin(), keys.end());
+  }
+}
+
+std::vector<std::string> ControllerGroup::Stop(absl::Duration timeout) {
+  std::vector<Controller*> running;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopped_) return {};
+    stopped_ = true;
+    for (auto& c : controllers_) {
+      if (c->state == "running") running.push_back(c.get());
+      c->state = "stopped";
+    }
+  }
+  std::vector<std::string> unrun;
+  for (Controller* c : running) StopController(*c, timeout, &unrun);
+  // Runners go before the reflectors they read (handles release the reflectors).
+  std::vector<std::unique_ptr<controller::Runner>> runners;
+  std::vector<watch::ReflectorHandle> handles;
+  {
+    common::MutexLock lock(&mu_);
+    for (Controller* c : running) {
+      runners.push_back(std::move(c->runner));
+      for (auto& h : c->handles) handles.push_back(std::move(h));
+      c->handles.clear();
+    }
+  }
+  runners.clear();
+  handles.clear();
+  return unrun;
+}
+
+bool ControllerGroup::Synced() const {
+  common::MutexLock lock(&mu_);
+  for (const auto& c : controllers_) {
+    if (c->state != "running") return false;
+    for (const auto& h : c->handles) {
+      if (!h->HasSynced()) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<ControllerStatus> ControllerGroup::Status() const {
+  std::vector<ControllerStatus> out;
+  common::MutexLock lock(&mu_);
+  for (const auto& c : controllers_) {
+    ControllerStatus s;
+    s.name = c->spec.name();
+    s.primary = GvkString(c->spec.primary());
+    s.state = c->state;
+    s.pending_reason = c->pending_reason;
+    s.synced = c->state == "running";
+    for (const auto& h : c->handles) {
+      s.synced = s.synced && h->HasSynced();
+      s.watches.push_back(h->Metrics().description);
+    }
+    if (c->runner != nullptr) s.metrics = c->runner->Metrics();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void ControllerGroup::Collect(observe::Figures& figures) const {
+  common::MutexLock lock(&mu_);
+  for (const auto& c : controllers_) {
+    if (c->runner == nullptr) continue;
+    controller::RunnerMetrics m = c->runner->Metrics();
+    observe::ControllerFigures f;
+    f.controller = m.controller;
+    for (int r = 0; r < controller::kReconcileResults; ++r) {
+      f.reconcile_total[std::string(controller::ReconcileResultLabel(
+          static_cast<controller::ReconcileResult>(r)))] = m.reconciles[r];
+    }
+    f.reconcile_errors_total = m.reconciles_for(controller::ReconcileResult::kError) +
+                               m.reconciles_for(controller::ReconcileResult::kTerminal);
+    f.reconcile_time = observe::FromDurationHistogram(m.reconcile_time);
+    f.max_concurrent_reconciles = m.max_workers;
+    f.active_workers = m.active_workers;
+    figures.controllers.push_back(std::move(f));
+    figures.queues.push_back(observe::FromQueueMetrics(m.controller, m.queue));
+  }
+}
+
+}  // namespace ctrlhost::manager

@@ -1,0 +1,117 @@
+// The controllers of one plugin: what its `Describe` declares, merged with the operator file's
+// overrides, wired to shared caches, a runner each, and the plugin as their dispatcher.
+//
+// For every declared controller that is not disabled, the group resolves the primary, owned and
+// watched kinds through discovery, acquires one shared reflector per watch from the registry
+// (another controller asking for the same watch shares it), creates a `controller::Runner`,
+// subscribes the runner's event adapters to those reflectors, and starts it. A controller whose
+// kinds are not served yet (its CRD is created after the host started) stays *pending*:
+// `RetryPending()` (called periodically by the manager) starts it once discovery knows them, so
+// a CRD applied after start needs no restart.
+//
+// Example:
+//   ControllerGroup group("shop", "webapp", deps);
+//   group.Start(describe, operator_spec.controllers, plugin_spec);
+//   ... group.RetryPending(); group.Synced(); ...
+//   std::vector<std::string> unrun = group.Stop(absl::Seconds(10));
+//
+// Thread-safety: thread-safe. `mu_` guards the controller list and each controller's state;
+// it is not held while a runner shuts down or a reflector stops (both join threads), nor while
+// discovery is called.
+#ifndef CTRLHOST_RUNTIME_MANAGER_CONTROLLER_GROUP_H_
+#define CTRLHOST_RUNTIME_MANAGER_CONTROLLER_GROUP_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/config/operator_spec.h"
+#include "runtime/controller/reconcile.h"
+#include "runtime/controller/runner.h"
+#include "runtime/kube/discovery.h"
+#include "runtime/observe/metrics.h"
+#include "runtime/watch/registry.h"
+
+namespace ctrlhost::manager {
+
+// Borrowed collaborators; all must outlive the group.
+struct ControllerGroupDeps {
+  kube::Discovery* discovery = nullptr;
+  watch::ReflectorRegistry* registry = nullptr;
+  controller::ResponseApplier* applier = nullptr;
+  controller::Dispatcher* dispatcher = nullptr;  // the plugin (its supervisor)
+  common::Clock* clock = nullptr;                // nullptr: Clock::Real()
+};
+
+// A plain snapshot of one controller, for the admin API and /debug/dump.
+struct ControllerStatus {
+  std::string name;
+  std::string primary;  // "apps.ctrlhost.dev/v1alpha1 WebApp"
+  std::string state;    // "pending" (kinds not served yet), "running", "stopped"
+  std::string pending_reason;
+  bool synced = false;  // every reflector it reads has listed once
+  std::vector<std::string> watches;
+  controller::RunnerMetrics metrics;  // zero while pending
+};
+
+class ControllerGroup {
+ public:
+  ControllerGroup(std::string operator_name, std::string plugin, ControllerGroupDeps deps);
+  ~ControllerGroup();  // Stop(10 s) when still running
+  ControllerGroup(const ControllerGroup&) = delete;
+  ControllerGroup& operator=(const ControllerGroup&) = delete;
+
+  // Starts the controllers `describe` declares (overridden by `overrides`, the operator's
+  // spec.controllers, and by `plugin` for the request timeout). InvalidArgument when an
+  // override names a controller the plugin does not declare (the plugin's answer is taken
+  // anyway; the error is for the caller to report). Controllers whose kinds are unknown are
+  // left pending, not failed. Call once.
+  absl::Status Start(const controller::pb::DescribeResponse& describe,
+                     const std::vector<config::ControllerSpec>& overrides,
+                     const config::PluginSpec& plugin);
+
+  // Starts the pending controllers whose kinds discovery now serves. Returns how many started.
+  int RetryPending();
+
+  // Queues every primary key of every running controller with `reason` (e.g. after the plugin
+  // restarted: REASON_PLUGIN_STARTED), spread over `spread`.
+  void EnqueueAll(controller::pb::Reason reason, absl::Duration spread);
+
+  // Runs the periodic resyncs that are due (each controller's resync period, jittered).
+  void ResyncDue();
+
+  // Unsubscribes the runners, shuts them down (waiting up to `timeout` for reconciles in flight)
+  // and releases the reflectors. Returns the keys that were queued and never ran. Idempotent.
+  std::vector<std::string> Stop(absl::Duration timeout);
+
+  // True when every controller runs and every reflector it reads has synced.
+  bool Synced() const;
+  std::vector<ControllerStatus> Status() const;
+  // Controller and queue figures for /metrics.
+  void Collect(observe::Figures& figures) const;
+
+ private:
+  struct Controller;
+  // Resolves kinds, acquires reflectors, builds and starts the runner. kNotFound while a kind
+  // is not served (the controller stays pending); other errors are logged and also retried.
+  absl::Status StartController(Controller& c);
+  void StopController(Controller& c, absl::Duration timeout, std::vector<std::string>* unrun);
+
+  const std::string operator_name_;
+  const std::string plugin_;
+  const ControllerGroupDeps deps_;
+  common::Clock* const clock_;
+
+  mutable common::Mutex mu_;
+  std::vector<std::unique_ptr<Controller>> controllers_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ctrlhost::manager
+
+#endif  // CTRLHOST_RUNTIME_MANAGER_CONTROLLER_GROUP_H_

@@ -1,0 +1,121 @@
+#include "runtime/manager/dump.h"
+
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ctrlhost::manager {
+
+namespace {
+
+std::string Time(absl::Time t) {
+  if (t == absl::InfinitePast()) return "";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
+  const controller::RunnerMetrics& m = c.metrics;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << c.name;
+  out << YAML::Key << "primary" << YAML::Value << c.primary;
+  out << YAML::Key << "state" << YAML::Value << c.state;
+  if (!c.pending_reason.empty()) {
+    out << YAML::Key << "pendingReason" << YAML::Value << c.pending_reason;
+  }
+  out << YAML::Key << "synced" << YAML::Value << c.synced;
+  out << YAML::Key << "watches" << YAML::Value << YAML::BeginSeq;
+  for (const std::string& w : c.watches) out << w;
+  out << YAML::EndSeq;
+  out << YAML::Key << "workers" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "active" << YAML::Value << m.active_workers;
+  out << YAML::Key << "max" << YAML::Value << m.max_workers;
+  out << YAML::EndMap;
+  out << YAML::Key << "queue" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "depth" << YAML::Value << m.queue.depth;
+  out << YAML::Key << "delayed" << YAML::Value << m.queue.delayed;
+  out << YAML::Key << "processing" << YAML::Value << m.queue.processing;
+  out << YAML::Key << "addsTotal" << YAML::Value << m.queue.adds_total;
+  out << YAML::Key << "retriesTotal" << YAML::Value << m.queue.retries_total;
+  out << YAML::Key << "longestRunningSeconds" << YAML::Value << Seconds(m.queue.longest_running);
+  out << YAML::EndMap;
+  out << YAML::Key << "terminalKeys" << YAML::Value << m.terminal_keys;
+  out << YAML::Key << "reconciles" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (int r = 0; r < controller::kReconcileResults; ++r) {
+    out << YAML::Key
+        << std::string(
+               controller::ReconcileResultLabel(static_cast<controller::ReconcileResult>(r)))
+        << YAML::Value << m.reconciles[r];
+  }
+  out << YAML::EndMap;
+  if (!m.last_error.empty()) {
+    out << YAML::Key << "lastError" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "message" << YAML::Value << m.last_error;
+    out << YAML::Key << "key" << YAML::Value << m.last_error_key;
+    out << YAML::Key << "time" << YAML::Value << Time(m.last_error_time);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string RenderDump(const DumpInput& input) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  if (input.now != absl::InfinitePast())
+    out << YAML::Key << "time" << YAML::Value << Time(input.now);
+  out << YAML::Key << "plugins" << YAML::Value << YAML::BeginSeq;
+  for (const DumpPlugin& p : input.plugins) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "operator" << YAML::Value << p.operator_name;
+    out << YAML::Key << "plugin" << YAML::Value << p.plugin;
+    out << YAML::Key << "state" << YAML::Value << p.state;
+    if (p.pid != 0) out << YAML::Key << "pid" << YAML::Value << p.pid;
+    if (!p.address.empty()) out << YAML::Key << "address" << YAML::Value << p.address;
+    out << YAML::Key << "restarts" << YAML::Value << p.restarts;
+    if (!p.reported_name.empty()) {
+      out << YAML::Key << "reported" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << p.reported_name;
+      out << YAML::Key << "version" << YAML::Value << p.reported_version;
+      out << YAML::EndMap;
+    }
+    if (!p.last_error.empty()) {
+      out << YAML::Key << "lastError" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "message" << YAML::Value << p.last_error;
+      out << YAML::Key << "time" << YAML::Value << Time(p.last_error_time);
+      out << YAML::EndMap;
+    }
+    if (!p.group_error.empty()) {
+      out << YAML::Key << "configError" << YAML::Value << p.group_error;
+    }
+    out << YAML::Key << "controllers" << YAML::Value << YAML::BeginSeq;
+    for (const ControllerStatus& c : p.controllers) EmitController(out, c);
+    out << YAML::EndSeq;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "watches" << YAML::Value << YAML::BeginSeq;
+  for (const watch::ReflectorMetrics& w : input.watches) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "watch" << YAML::Value << w.description;
+    out << YAML::Key << "state" << YAML::Value << std::string(watch::ReflectorStateName(w.state));
+    out << YAML::Key << "synced" << YAML::Value << w.synced;
+    out << YAML::Key << "resourceVersion" << YAML::Value << w.resource_version;
+    out << YAML::Key << "objects" << YAML::Value << w.objects;
+    out << YAML::Key << "bytes" << YAML::Value << w.bytes;
+    out << YAML::Key << "memoryBytes" << YAML::Value << w.memory_bytes;
+    out << YAML::Key << "eventsTotal" << YAML::Value << w.events_total;
+    out << YAML::Key << "eventsPerSecond" << YAML::Value << w.events_per_second;
+    out << YAML::Key << "listsTotal" << YAML::Value << w.lists_total;
+    out << YAML::Key << "relistsTotal" << YAML::Value << w.relists_total;
+    out << YAML::Key << "errorsTotal" << YAML::Value << w.errors_total;
+    if (!w.last_error.empty()) out << YAML::Key << "lastError" << YAML::Value << w.last_error;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace ctrlhost::manager

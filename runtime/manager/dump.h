@@ -1,0 +1,58 @@
+// /debug/dump: a YAML snapshot of plugins, controllers, queues and caches, with last errors.
+//
+// The manager gathers plain snapshots (no locks held) and RenderDump turns them into YAML, so the
+// format is tested without running anything. Field names are stable: scripts may read them.
+//
+//   plugins:
+//   - operator: shop
+//     plugin: webapp
+//     state: READY
+//     pid: 4242
+//     restarts: 0
+//     controllers:
+//     - name: webapp
+//       state: running
+//       queue: {depth: 0, delayed: 0, processing: 1, ...}
+//       reconciles: {success: 12, error: 0, ...}
+//   watches:
+//   - watch: apps.ctrlhost.dev/v1alpha1 WebApp
+//     objects: 3
+//     ...
+#ifndef CTRLHOST_RUNTIME_MANAGER_DUMP_H_
+#define CTRLHOST_RUNTIME_MANAGER_DUMP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "runtime/manager/controller_group.h"
+#include "runtime/watch/reflector.h"
+
+namespace ctrlhost::manager {
+
+struct DumpPlugin {
+  std::string operator_name;
+  std::string plugin;
+  std::string state;  // PLUGIN_STATE_* without the prefix: READY, STARTING, BACKOFF, ...
+  int pid = 0;        // 0 for remote plugins and while not running
+  std::string address;
+  uint64_t restarts = 0;
+  std::string reported_name;
+  std::string reported_version;
+  std::string last_error;
+  absl::Time last_error_time = absl::InfinitePast();
+  std::string group_error;  // operator-file overrides that did not apply
+  std::vector<ControllerStatus> controllers;
+};
+
+struct DumpInput {
+  absl::Time now = absl::InfinitePast();
+  std::vector<DumpPlugin> plugins;
+  std::vector<watch::ReflectorMetrics> watches;
+};
+
+std::string RenderDump(const DumpInput& input);
+
+}  // namespace ctrlhost::manager
+
+#endif  // CTRLHOST_RUNTIME_MANAGER_DUMP_H_

@@ -1,0 +1,89 @@
+// The whole host in one object: what `ctrlhost run` starts, and what integration tests start
+// in-process.
+//
+// Start order: the embedded API server (when no kubeconfig is given), the API client and
+// discovery, the metrics/health server, then the manager with the operators. Stop goes in
+// reverse: the metrics server stops answering, the manager drains controllers and stops
+// plugins, then the API server stops.
+//
+// Example:
+//   HostOptions options;
+//   options.operators = *config::LoadOperators("operator.yaml");
+//   options.data_dir = ".ctrlhost";
+//   ASSIGN_OR_RETURN(std::unique_ptr<Host> host, Host::Start(options));
+//   std::cout << host->kubeconfig_path();
+//   host->manager().WaitReady(absl::Minutes(1));
+//   host->Stop();
+//
+// Thread-safety: the accessors are thread-safe; Stop may be called from any thread, once all
+// callers of manager() are done with it.
+#ifndef CTRLHOST_RUNTIME_MANAGER_HOST_H_
+#define CTRLHOST_RUNTIME_MANAGER_HOST_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/apiserver/server.h"
+#include "runtime/config/operator_spec.h"
+#include "runtime/kube/client.h"
+#include "runtime/kube/discovery.h"
+#include "runtime/kube/rest_client.h"
+#include "runtime/manager/manager.h"
+#include "runtime/observe/metrics.h"
+#include "runtime/observe/server.h"
+
+namespace ctrlhost::manager {
+
+struct HostOptions {
+  std::vector<config::OperatorSpec> operators;
+  // Cluster to work against (kubectl's merge rules); empty: the embedded API server.
+  std::vector<std::string> kubeconfigs;
+  std::string context;
+  // Embedded API server settings (data_dir is overridden by `data_dir` below).
+  apiserver::ApiServerOptions apiserver;
+  // Plugin sockets, and the embedded server's database, certificates and kubeconfig.
+  std::string data_dir = ".ctrlhost";
+  std::string metrics_bind = "127.0.0.1";
+  int metrics_port = 9090;  // 0: any free port
+  std::string host_version = "0.1.0";
+  kube::RestClientOptions rest;
+};
+
+class Host {
+ public:
+  static absl::StatusOr<std::unique_ptr<Host>> Start(HostOptions options);
+  ~Host();  // Stop()
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  bool embedded() const { return apiserver_ != nullptr; }
+  std::string api_url() const { return api_url_; }
+  // The embedded server's kubeconfig ("" against a cluster).
+  std::string kubeconfig_path() const;
+  std::string metrics_url() const;  // "http://127.0.0.1:PORT/metrics"
+  Manager& manager() { return *manager_; }
+  kube::Client& client() { return *client_; }
+
+  // Idempotent.
+  void Stop();
+
+ private:
+  Host() = default;
+
+  std::unique_ptr<apiserver::ApiServer> apiserver_;
+  std::string api_url_;
+  std::unique_ptr<kube::RestClient> rest_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<kube::Discovery> discovery_;
+  std::unique_ptr<observe::MetricsRegistry> metrics_;
+  std::unique_ptr<observe::ObserveServer> observe_;
+  std::unique_ptr<Manager> manager_;
+  observe::MetricsRegistry::ProviderId provider_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace ctrlhost::manager
+
+#endif  // CTRLHOST_RUNTIME_MANAGER_HOST_H_

@@ -1,0 +1,205 @@
+// The whole host in-process: the embedded API server over HTTPS, the manager, and the real
+// WebApp reference plugin as a child process over its Unix socket.
+#include "runtime/manager/host.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/yaml_json.h"
+#include "runtime/config/load.h"
+
+namespace ctrlhost::manager {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Runfile(const std::string& path) {
+  return (fs::path(std::getenv("TEST_SRCDIR")) / "ctrlhost" / path).string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Polls `condition` for up to 30 s (real time: the host runs on the real clock here).
+template <typename F>
+bool Eventually(F condition) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return condition();
+}
+
+class HostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "records");
+  }
+
+  // Starts the host with the WebApp plugin.
+  void StartHost(const std::string& extra_plugin_yaml = "") {
+    ASSERT_NO_FATAL_FAILURE(DoStartHost(extra_plugin_yaml));
+  }
+  void DoStartHost(const std::string& extra_plugin_yaml) {
+    const std::string yaml = absl::StrCat(R"(apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata: {name: shop}
+spec:
+  plugins:
+  - name: webapp
+    exec:
+      command: )",
+                                          Runfile("plugins/webapp/webapp"), R"(
+      env: {WEBAPP_RECORD_DIR: )",
+                                          (dir_ / "records").string(), "}\n", extra_plugin_yaml);
+    absl::StatusOr<std::vector<config::OperatorSpec>> operators =
+        config::ParseOperators(yaml, "operator.yaml");
+    ASSERT_TRUE(operators.ok()) << operators.status();
+    HostOptions options;
+    options.operators = *operators;
+    options.data_dir = (dir_ / "data").string();
+    options.apiserver.port = 0;
+    options.metrics_port = 0;
+    absl::StatusOr<std::unique_ptr<Host>> host = Host::Start(options);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    host_ = *std::move(host);
+  }
+
+  void CreateFromYamlFile(const std::string& path, const kube::ResourceRef& ref) {
+    absl::StatusOr<json> object = common::YamlToJson(ReadFile(path));
+    ASSERT_TRUE(object.ok()) << object.status();
+    absl::StatusOr<std::string> created = host_->client().Create(ref, object->dump());
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+
+  json Get(const kube::ResourceRef& ref) {
+    absl::StatusOr<std::string> body = host_->client().Get(ref);
+    if (!body.ok()) return json();
+    return json::parse(*body);
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Host> host_;
+};
+
+const kube::ResourceRef kCrds{
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "", "", ""};
+
+kube::ResourceRef WebApp(const std::string& name, const std::string& subresource = "") {
+  return kube::ResourceRef{"apps.ctrlhost.dev", "v1alpha1", "webapps",
+                           "default",           name,       subresource};
+}
+
+TEST_F(HostTest, WebAppConvergesAndItsFinalizerIsHonoured) {
+  StartHost();
+  if (HasFatalFailure()) return;
+  // The CRD arrives after the host started: the controller waits for it, then starts.
+  EXPECT_FALSE(host_->manager().Ready().ok());
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+
+  const std::string web = R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1","kind":"WebApp",
+    "metadata":{"name":"shop","namespace":"default"},
+    "spec":{"image":"nginx:1.25","replicas":2,"port":8080,"config":{"GREETING":"hi"}}})";
+  ASSERT_TRUE(host_->client().Create(WebApp(""), web).ok());
+
+  const kube::ResourceRef deployment{"apps", "v1", "deployments", "default", "shop", ""};
+  const kube::ResourceRef service{"", "v1", "services", "default", "shop", ""};
+  const kube::ResourceRef config_map{"", "v1", "configmaps", "default", "shop-config", ""};
+  ASSERT_TRUE(Eventually([&] {
+    json w = Get(WebApp("shop"));
+    return !Get(deployment).is_null() && !Get(service).is_null() && !Get(config_map).is_null() &&
+           w.is_object() && w["status"].value("observedGeneration", 0) == 1;
+  })) << Get(WebApp("shop")).dump()
+      << "\n"
+      << host_->manager().DumpYaml();
+  json object = Get(WebApp("shop"));
+  EXPECT_EQ(object["metadata"]["finalizers"], json::array({"apps.ctrlhost.dev/external-record"}));
+  json d = Get(deployment);
+  EXPECT_EQ(d["spec"]["replicas"], 2);
+  ASSERT_EQ(d["metadata"]["ownerReferences"].size(), 1u);
+  EXPECT_EQ(d["metadata"]["ownerReferences"][0]["uid"], object["metadata"]["uid"]);
+  EXPECT_EQ(d["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_TRUE(fs::exists(dir_ / "records" / "default_shop.json"));
+
+  // An update reaches the child.
+  ASSERT_TRUE(host_->client()
+                  .Patch(WebApp("shop"), kube::PatchType::kMerge, R"({"spec":{"replicas":3}})")
+                  .ok());
+  EXPECT_TRUE(Eventually([&] { return Get(deployment)["spec"].value("replicas", 0) == 3; }));
+
+  // Delete: the plugin removes its external record, the host releases the finalizer, the
+  // garbage collector removes the children.
+  ASSERT_TRUE(host_->client().Delete(WebApp("shop")).ok());
+  EXPECT_TRUE(Eventually([&] { return Get(WebApp("shop")).is_null(); }))
+      << Get(WebApp("shop")).dump();
+  EXPECT_FALSE(fs::exists(dir_ / "records" / "default_shop.json"));
+  EXPECT_TRUE(Eventually([&] { return Get(deployment).is_null() && Get(service).is_null(); }));
+
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "state: READY")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "name: webapp")) << dump;
+  observe::Figures figures;
+  host_->manager().Collect(figures);
+  ASSERT_EQ(figures.controllers.size(), 1u);
+  EXPECT_GE(figures.controllers[0].reconcile_total["success"], 3u);
+  ASSERT_EQ(figures.plugins.size(), 1u);
+  EXPECT_TRUE(figures.plugins[0].up);
+  EXPECT_GE(figures.plugins[0].requests_total["ok"], 3u);
+  EXPECT_FALSE(figures.watches.empty());
+  host_->Stop();
+}
+
+TEST_F(HostTest, ABrokenPluginIsReportedAndTheOthersRun) {
+  StartHost(R"(  - name: broken
+    startupTimeout: 2s
+    exec: {command: /nonexistent/plugin}
+)");
+  if (HasFatalFailure()) return;
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  absl::Status ready = host_->manager().WaitReady(absl::Seconds(3));
+  EXPECT_FALSE(ready.ok());
+  EXPECT_TRUE(absl::StrContains(ready.message(), "plugin shop/broken is")) << ready;
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "plugin: broken")) << dump;
+  // The healthy plugin still works.
+  const std::string web = R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1","kind":"WebApp",
+    "metadata":{"name":"a","namespace":"default"},"spec":{"image":"nginx"}})";
+  ASSERT_TRUE(host_->client().Create(WebApp(""), web).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "a", ""}).is_null();
+  }));
+}
+
+TEST_F(HostTest, DuplicateOperatorIsRefused) {
+  StartHost();
+  if (HasFatalFailure()) return;
+  absl::StatusOr<std::vector<config::OperatorSpec>> again = config::ParseOperators(
+      "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+      "spec:\n  plugins:\n  - name: x\n    exec: {command: /bin/true}\n",
+      "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::Status status = host_->manager().Start(*again);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "operator shop already runs")) << status;
+}
+
+}  // namespace
+}  // namespace ctrlhost::manager

@@ -1,0 +1,388 @@
+#include "runtime/manager/manager.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/manager/controller_group.h"
+#include "runtime/manager/counting_dispatcher.h"
+#include "runtime/manager/dump.h"
+#include "runtime/observe/adapters.h"
+#include "runtime/plugin/supervisor.h"
+#include "runtime/watch/kube_lister_watcher.h"
+
+namespace ctrlhost::manager {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
+                                               const std::string& socket_dir,
+                                               const std::string& operator_name,
+                                               const config::PluginSpec& spec,
+                                               common::Clock* clock) {
+  plugin::SupervisorOptions so;
+  // Unique in the host (plugin names are unique only within an operator).
+  so.name = absl::StrCat(operator_name, "-", spec.name);
+  if (const config::ExecSpec* exec = spec.exec(); exec != nullptr) {
+    so.source.exec.command = exec->command;
+    so.source.exec.args = exec->args;
+    so.source.exec.env = exec->env;
+    so.source.exec.working_dir = exec->working_dir;
+  } else if (const config::EndpointSpec* endpoint = spec.endpoint(); endpoint != nullptr) {
+    so.source.endpoint = endpoint->address;
+    if (endpoint->tls.has_value()) {
+      so.source.tls.enabled = true;
+      so.source.tls.ca_file = endpoint->tls->ca_file;
+      so.source.tls.cert_file = endpoint->tls->cert_file;
+      so.source.tls.key_file = endpoint->tls->key_file;
+      so.source.tls.server_name = endpoint->tls->server_name;
+    }
+  }
+  so.socket_dir = socket_dir;
+  so.handshake.host_version = options.host_version;
+  if (spec.startup_timeout.has_value()) so.handshake.deadline = *spec.startup_timeout;
+  if (spec.max_in_flight.has_value()) {
+    so.handshake.max_in_flight = static_cast<uint32_t>(*spec.max_in_flight);
+  }
+  if (spec.shutdown_grace_period.has_value()) so.default_stop_grace = *spec.shutdown_grace_period;
+  so.clock = clock;
+  return so;
+}
+
+std::string StateName(plugin::PluginState state) { return plugin::PluginStateName(state); }
+
+}  // namespace
+
+struct Manager::Plugin {
+  std::string operator_name;
+  config::PluginSpec spec;
+  std::vector<config::ControllerSpec> overrides;
+  std::unique_ptr<plugin::Supervisor> supervisor;  // set before the plugin is shared
+  std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the supervisor
+  // Set by the loop once the plugin was first ready; guarded by the manager's mu_.
+  std::shared_ptr<ControllerGroup> group;
+  std::string group_error;  // why some overrides did not apply; guarded by mu_
+};
+
+struct Manager::Operator {
+  config::OperatorSpec spec;
+  std::vector<std::shared_ptr<Plugin>> plugins;
+};
+
+absl::StatusOr<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options) {
+  if (options.client == nullptr || options.discovery == nullptr) {
+    return absl::InvalidArgumentError("the manager needs an API client and discovery");
+  }
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir must be set");
+  std::unique_ptr<Manager> manager(new Manager(std::move(options)));
+  // Socket paths must fit sockaddr_un (108 bytes): "<dir>/<operator>-<plugin>-<gen>.sock" with
+  // DNS-label names can reach ~140 characters past the directory. With a long data dir
+  // (deep checkouts, test sandboxes) the sockets go to a private directory under /tmp instead.
+  constexpr size_t kMaxSocketDir = 40;
+  if (manager->socket_dir_.size() > kMaxSocketDir) {
+    char pattern[] = "/tmp/ctrlhost-plugins-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("creating a plugin socket directory under /tmp: ", std::strerror(errno)));
+    }
+    common::LogInfo("plugin sockets live outside the data dir (its path is too long for them)",
+                    {{"dir", pattern}, {"data_dir", manager->options_.data_dir}});
+    manager->socket_dir_ = pattern;
+    manager->owns_socket_dir_ = true;
+  }
+  std::error_code error;
+  fs::create_directories(manager->socket_dir_, error);
+  if (error) {
+    return absl::FailedPreconditionError(absl::StrCat("creating the plugin socket directory ",
+                                                      manager->socket_dir_, ": ", error.message()));
+  }
+  // Only the host may connect to its plugins' sockets.
+  if (::chmod(manager->socket_dir_.c_str(), 0700) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("chmod 0700 ", manager->socket_dir_, ": ", std::strerror(errno)));
+  }
+  manager->loop_ = std::thread([m = manager.get()] { m->Loop(); });
+  return manager;
+}
+
+Manager::Manager(ManagerOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      socket_dir_((fs::path(options_.data_dir) / "plugins").string()) {
+  watch::ReflectorOptions defaults;
+  defaults.clock = clock_;
+  registry_ = std::make_unique<watch::ReflectorRegistry>(
+      watch::KubeListerWatcherFactory(options_.client, options_.discovery), defaults);
+  controller::apply::ApplierOptions applier_options;
+  applier_options.clock = clock_;
+  applier_ = std::make_unique<controller::apply::Applier>(options_.client, applier_options);
+}
+
+Manager::~Manager() { Stop(); }
+
+absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) {
+  std::vector<std::unique_ptr<Operator>> added;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopping_) return absl::FailedPreconditionError("the manager is stopped");
+    for (const config::OperatorSpec& spec : operators) {
+      for (const auto& existing : operators_) {
+        if (existing->spec.name == spec.name) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(spec.location.ToString(), ": operator ", spec.name, " already runs"));
+        }
+      }
+    }
+  }
+  for (const config::OperatorSpec& spec : operators) {
+    auto op = std::make_unique<Operator>();
+    op->spec = spec;
+    for (const config::PluginSpec& plugin_spec : spec.plugins) {
+      auto p = std::make_shared<Plugin>();
+      p->operator_name = spec.name;
+      p->spec = plugin_spec;
+      p->overrides = spec.controllers;
+      plugin::SupervisorOptions so =
+          SupervisorOptionsFor(options_, socket_dir_, spec.name, plugin_spec, clock_);
+      so.on_state_change = [this](const plugin::PluginStatus&) { Wake(); };
+      absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
+          plugin::Supervisor::Start(std::move(so));
+      if (!supervisor.ok()) {
+        // Stop what this call started; operators already running are untouched.
+        for (auto& started : added) {
+          for (auto& q : started->plugins) q->supervisor->Stop();
+        }
+        for (auto& q : op->plugins) q->supervisor->Stop();
+        return absl::Status(supervisor.status().code(),
+                            absl::StrCat(plugin_spec.location.ToString(), ": plugin ",
+                                         plugin_spec.name, ": ", supervisor.status().message()));
+      }
+      p->supervisor = std::move(*supervisor);
+      p->dispatcher = std::make_unique<CountingDispatcher>(p->supervisor.get(), clock_);
+      op->plugins.push_back(std::move(p));
+    }
+    added.push_back(std::move(op));
+  }
+  for (auto& op : added) {
+    common::LogInfo("operator started", {{"operator", op->spec.name},
+                                         {"plugins", op->plugins.size()},
+                                         {"source", op->spec.location.ToString()}});
+  }
+  common::MutexLock lock(&mu_);
+  for (auto& op : added) operators_.push_back(std::move(op));
+  wake_ = true;
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+std::vector<Manager::PluginView> Manager::AllPlugins() const {
+  std::vector<PluginView> out;
+  common::MutexLock lock(&mu_);
+  for (const auto& op : operators_) {
+    for (const auto& p : op->plugins) out.push_back(PluginView{p, p->group, p->group_error});
+  }
+  return out;
+}
+
+void Manager::Wake() {
+  common::MutexLock lock(&mu_);
+  wake_ = true;
+  cv_.SignalAll();
+}
+
+void Manager::Loop() {
+  while (true) {
+    {
+      common::MutexLock lock(&mu_);
+      if (!wake_ && !stopping_) clock_->WaitWithDeadline(&mu_, &cv_, clock_->Now() + options_.tick);
+      if (stopping_) return;
+      wake_ = false;
+    }
+    Tick();
+  }
+}
+
+void Manager::Tick() {
+  for (const PluginView& view : AllPlugins()) {
+    Plugin* p = view.plugin.get();
+    if (view.group == nullptr) {
+      plugin::PluginStatus status = p->supervisor->status();
+      if (status.state != plugin::PluginState::kReady || status.describe == nullptr) continue;
+      const plugin::pb::DescribeResponse& describe = *status.describe;
+      ControllerGroupDeps deps;
+      deps.discovery = options_.discovery;
+      deps.registry = registry_.get();
+      deps.applier = applier_.get();
+      deps.dispatcher = p->dispatcher.get();
+      deps.clock = clock_;
+      auto group = std::make_shared<ControllerGroup>(p->operator_name, p->spec.name, deps);
+      absl::Status started = group->Start(describe, p->overrides, p->spec);
+      if (!started.ok()) {
+        common::LogWarning("operator file override not applied", {{"operator", p->operator_name},
+                                                                  {"plugin", p->spec.name},
+                                                                  {"error", started.message()}});
+      }
+      common::MutexLock lock(&mu_);
+      p->group_error = std::string(started.message());
+      p->group = std::move(group);
+      if (stopping_) return;  // Stop stops the group
+      continue;
+    }
+    view.group->RetryPending();
+    view.group->ResyncDue();
+  }
+}
+
+absl::Status Manager::Ready() const { return Check(nullptr); }
+
+absl::Status Manager::Started(std::vector<std::string>* pending) const {
+  std::vector<std::string> ignored;
+  return Check(pending != nullptr ? pending : &ignored);
+}
+
+absl::Status Manager::Check(std::vector<std::string>* pending) const {
+  std::vector<std::string> not_ready;
+  for (const PluginView& view : AllPlugins()) {
+    const Plugin* p = view.plugin.get();
+    const std::string name = absl::StrCat(p->operator_name, "/", p->spec.name);
+    plugin::PluginStatus status = p->supervisor->status();
+    if (status.state != plugin::PluginState::kReady) {
+      not_ready.push_back(absl::StrCat(
+          "plugin ", name, " is ", StateName(status.state),
+          status.last_error.ok() ? "" : absl::StrCat(": ", status.last_error.message())));
+    } else if (view.group == nullptr) {
+      not_ready.push_back(absl::StrCat("plugin ", name, ": controllers not started yet"));
+    } else {
+      for (const ControllerStatus& c : view.group->Status()) {
+        if (c.state == "pending") {
+          const std::string why =
+              absl::StrCat("controller ", c.name, " pending: ", c.pending_reason);
+          if (pending != nullptr) {
+            pending->push_back(why);
+          } else {
+            not_ready.push_back(why);
+          }
+        } else if (!c.synced) {
+          not_ready.push_back(absl::StrCat("controller ", c.name, ": caches not synced"));
+        }
+      }
+    }
+  }
+  if (not_ready.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrJoin(not_ready, "; "));
+}
+
+absl::Status Manager::WaitReady(absl::Duration timeout) const {
+  // Real time: this is a bounded wait for callers (the CLI, tests), not host logic.
+  common::Clock* real = common::Clock::Real();
+  const absl::Time deadline = real->Now() + timeout;
+  absl::Status status = Ready();
+  while (!status.ok() && real->Now() < deadline) {
+    real->SleepFor(absl::Milliseconds(50));
+    status = Ready();
+  }
+  return status;
+}
+
+void Manager::Stop() {
+  std::vector<std::unique_ptr<Operator>> operators;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopping_ && operators_.empty()) return;
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  if (loop_.joinable()) loop_.join();
+  {
+    common::MutexLock lock(&mu_);
+    operators.swap(operators_);
+  }
+  // Controllers first (their runners drain into the plugins), then the plugins. Readers
+  // (Collect, Ready, DumpYaml) may still hold shared pointers: groups and plugins only stop
+  // here, they are destroyed with the last reference.
+  for (auto& op : operators) {
+    for (auto& p : op->plugins) {
+      std::shared_ptr<ControllerGroup> group;
+      {
+        common::MutexLock lock(&mu_);
+        group = p->group;
+      }
+      if (group == nullptr) continue;
+      std::vector<std::string> unrun = group->Stop(options_.shutdown_timeout);
+      if (!unrun.empty()) {
+        common::LogWarning("keys not reconciled before shutdown (the next start lists them again)",
+                           {{"operator", op->spec.name},
+                            {"plugin", p->spec.name},
+                            {"keys", absl::StrJoin(unrun, ",")}});
+      }
+    }
+  }
+  for (auto& op : operators) {
+    for (auto& p : op->plugins) p->supervisor->Stop();
+  }
+  operators.clear();
+  if (owns_socket_dir_) {
+    std::error_code error;
+    fs::remove_all(socket_dir_, error);
+  }
+}
+
+void Manager::Collect(observe::Figures& figures) const {
+  for (const PluginView& view : AllPlugins()) {
+    if (view.group != nullptr) view.group->Collect(figures);
+    const Plugin& p = *view.plugin;
+    plugin::PluginStatus status = p.supervisor->status();
+    PluginRequestFigures requests = p.dispatcher->Figures();
+    observe::PluginFigures f;
+    f.operator_name = p.operator_name;
+    f.plugin = p.spec.name;
+    f.up = status.state == plugin::PluginState::kReady;
+    f.restarts_total = status.restarts;
+    f.in_flight = static_cast<double>(requests.in_flight);
+    f.requests_total = requests.requests_total;
+    f.request_duration = observe::FromDurationHistogram(requests.duration);
+    figures.plugins.push_back(std::move(f));
+  }
+  for (const watch::ReflectorMetrics& m : registry_->Metrics()) {
+    figures.watches.push_back(observe::FromReflectorMetrics(m));
+  }
+}
+
+std::string Manager::DumpYaml() const {
+  DumpInput input;
+  for (const PluginView& view : AllPlugins()) {
+    DumpPlugin dp;
+    dp.operator_name = view.plugin->operator_name;
+    dp.plugin = view.plugin->spec.name;
+    plugin::PluginStatus status = view.plugin->supervisor->status();
+    dp.state = StateName(status.state);
+    dp.pid = static_cast<int>(status.pid);
+    dp.address =
+        view.plugin->supervisor->socket_path().empty()
+            ? (view.plugin->spec.endpoint() != nullptr ? view.plugin->spec.endpoint()->address : "")
+            : absl::StrCat("unix://", view.plugin->supervisor->socket_path());
+    dp.restarts = status.restarts;
+    if (status.describe != nullptr) {
+      dp.reported_name = status.describe->plugin_name();
+      dp.reported_version = status.describe->plugin_version();
+    }
+    if (!status.last_error.ok()) dp.last_error = status.last_error.ToString();
+    dp.group_error = view.group_error;
+    if (view.group != nullptr) dp.controllers = view.group->Status();
+    input.plugins.push_back(std::move(dp));
+  }
+  input.now = clock_->Now();
+  input.watches = registry_->Metrics();
+  return RenderDump(input);
+}
+
+}  // namespace ctrlhost::manager

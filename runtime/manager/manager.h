@@ -1,0 +1,132 @@
+// The manager: the lifecycle of everything the host runs for its operators.
+//
+// For each Operator document it starts each plugin under a `plugin::Supervisor` (exec'd with a
+// socket in a host-owned 0700 directory, or dialled at its endpoint), and once a plugin passed
+// its handshake it starts the controllers the plugin declares (a `ControllerGroup` per plugin:
+// shared reflectors from one registry, a runner per controller, the plugin's supervisor as the
+// runners' dispatcher, one applier for all). A plugin that crashes is restarted by its
+// supervisor; its controllers keep their queues and caches, and the requests that were in flight
+// come back as retryable errors, so no key is lost. A background thread retries controllers
+// whose kinds are not served yet (a CRD applied after start), runs periodic resyncs, and starts
+// the controllers of plugins that became ready.
+//
+// Observability: `Collect` feeds /metrics (controllers, queues, plugins, watches), `Ready`
+// backs /readyz (every plugin ready, every controller running and synced), `DumpYaml` is
+// /debug/dump.
+//
+// Example:
+//   ASSIGN_OR_RETURN(auto manager, Manager::Create(options));
+//   RETURN_IF_ERROR(manager->Start(operators));
+//   manager->WaitReady(absl::Minutes(1));
+//   ...
+//   manager->Stop();
+//
+// Thread-safety: thread-safe. `mu_` guards the operator table; it is never held while a
+// supervisor or a controller group starts or stops (they join threads), nor during HTTP calls.
+#ifndef CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
+#define CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/config/operator_spec.h"
+#include "runtime/controller/apply/applier.h"
+#include "runtime/kube/client.h"
+#include "runtime/kube/discovery.h"
+#include "runtime/observe/metrics.h"
+#include "runtime/watch/registry.h"
+
+namespace ctrlhost::manager {
+
+class ControllerGroup;
+
+struct ManagerOptions {
+  // Borrowed; must outlive the manager.
+  kube::Client* client = nullptr;
+  kube::Discovery* discovery = nullptr;
+  // Plugin sockets live in <data_dir>/plugins (created 0700), or in a private temporary
+  // directory under /tmp when that path is too long for Unix socket addresses.
+  std::string data_dir;
+  std::string host_version = "0.1.0";
+  // How often pending controllers are retried and resyncs checked.
+  absl::Duration tick = absl::Milliseconds(500);
+  // Given to runners to finish in-flight reconciles at Stop.
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+  common::Clock* clock = nullptr;  // nullptr: Clock::Real()
+};
+
+class Manager {
+ public:
+  static absl::StatusOr<std::unique_ptr<Manager>> Create(ManagerOptions options);
+  ~Manager();  // Stop()
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // Starts every operator's plugins (their handshakes complete in the background). Returns
+  // InvalidArgument for a duplicate operator name; FailedPrecondition after Stop.
+  absl::Status Start(const std::vector<config::OperatorSpec>& operators);
+
+  // OK when every plugin is ready and every controller runs with synced caches; otherwise
+  // Unavailable naming what is not.
+  absl::Status Ready() const;
+  // Like Ready(), but controllers still waiting for their kinds to be served (a CRD not applied
+  // yet) do not count: OK with their names in `pending` (may be null). This is what
+  // `ctrlhost run` waits for before it prints "ready".
+  absl::Status Started(std::vector<std::string>* pending) const;
+  // Waits (bounded) until Ready() is OK; returns its last answer.
+  absl::Status WaitReady(absl::Duration timeout) const;
+
+  // Stops the controllers (runners drain in-flight reconciles up to shutdown_timeout; keys that
+  // never ran are logged), then the plugins (SIGTERM, grace, SIGKILL), then the caches.
+  // Idempotent.
+  void Stop();
+
+  // Figures for /metrics.
+  void Collect(observe::Figures& figures) const;
+  // A YAML snapshot of operators, plugins, controllers, queues, caches and last errors.
+  std::string DumpYaml() const;
+
+ private:
+  struct Plugin;
+  struct Operator;
+  explicit Manager(ManagerOptions options);
+  void Loop();
+  void Wake();
+  // Ready() when `pending` is null; Started(pending) otherwise.
+  absl::Status Check(std::vector<std::string>* pending) const;
+  // Starts the controllers of ready plugins, retries pending ones, runs resyncs.
+  void Tick();
+  // A consistent view of one plugin for readers outside mu_.
+  struct PluginView {
+    std::shared_ptr<Plugin> plugin;
+    std::shared_ptr<ControllerGroup> group;  // null until the plugin was first ready
+    std::string group_error;
+  };
+  std::vector<PluginView> AllPlugins() const;
+
+  const ManagerOptions options_;
+  common::Clock* const clock_;
+  std::string socket_dir_;        // set by Create
+  bool owns_socket_dir_ = false;  // a temporary directory Stop removes
+  std::unique_ptr<watch::ReflectorRegistry> registry_;
+  std::unique_ptr<controller::apply::Applier> applier_;
+
+  mutable common::Mutex mu_;
+  common::CondVar cv_;  // wakes the loop (stop, plugin state change)
+  std::vector<std::unique_ptr<Operator>> operators_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread loop_;
+};
+
+}  // namespace ctrlhost::manager
+
+#endif  // CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
