@@ -174,9 +174,34 @@ absl::Status ConvertSecretStringData(const ResourceInfo& r, nlohmann::json& obj)
   return absl::OkStatus();
 }
 
+// ConfigMap and Secret maps of strings (data, binaryData): what kube-apiserver's decoder refuses
+// with 400 before validation (a number in ConfigMap.data is not a string).
+absl::Status CheckStringMaps(const ResourceInfo& r, const nlohmann::json& obj) {
+  if (!r.group.empty() || (r.kind != "ConfigMap" && r.kind != "Secret")) return absl::OkStatus();
+  for (const char* field : {"data", "binaryData"}) {
+    auto it = obj.find(field);
+    if (it == obj.end() || it->is_null()) continue;
+    const std::string prefix = absl::StrCat(r.kind, " in version \"v1\" cannot be handled as a ",
+                                            r.kind, ": json: cannot unmarshal ");
+    if (!it->is_object()) {
+      return kube::BadRequestError(absl::StrCat(prefix, it->type_name(), " into Go struct field ",
+                                                r.kind, ".", field, " of type map[string]"));
+    }
+    for (auto e = it->begin(); e != it->end(); ++e) {
+      if (!e.value().is_string()) {
+        return kube::BadRequestError(absl::StrCat(prefix, e.value().type_name(),
+                                                  " into Go struct field ", r.kind, ".", field,
+                                                  " of type string"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Kind-specific conversion of an incoming object, then the checks every write makes.
 absl::Status NormalizeAndValidate(const ResourceInfo& r, nlohmann::json& obj) {
   RETURN_IF_ERROR(ConvertSecretStringData(r, obj));
+  RETURN_IF_ERROR(CheckStringMaps(r, obj));
   std::vector<kube::StatusCause> causes =
       kube::ValidateObjectMeta(obj, NameRuleFor(r), r.namespaced);
   if (!causes.empty()) {

@@ -173,6 +173,25 @@ TEST_F(WriteTest, SecretStringDataIsEncodedIntoData) {
   EXPECT_THAT(bad.body, HasSubstr("Secret.stringData"));
 }
 
+TEST_F(WriteTest, ConfigMapDataMustBeStrings) {
+  nlohmann::json in = ConfigMap("n");
+  in["data"] = {{"count", 5}};
+  ApiResponse bad = env_.Post(kCms, in);
+  EXPECT_EQ(bad.code, 400) << bad.body;
+  EXPECT_THAT(bad.body, HasSubstr("ConfigMap.data of type string"));
+  // Also through a patch and server-side apply; nothing is stored.
+  ASSERT_EQ(env_.Post(kCms, ConfigMap("m")).code, 201);
+  EXPECT_EQ(env_.Patch(std::string(kCms) + "/m", "application/merge-patch+json",
+                       R"({"binaryData":{"b":true}})")
+                .code,
+            400);
+  EXPECT_EQ(env_.Patch(std::string(kCms) + "/n", "application/apply-patch+yaml", in.dump(),
+                       {{"fieldManager", "t"}})
+                .code,
+            400);
+  EXPECT_EQ(env_.Get(std::string(kCms) + "/n").code, 404);
+}
+
 TEST_F(WriteTest, CreateFromYaml) {
   ApiResponse r = env_.Do("POST", kCms,
                           "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y\ndata:\n  k: v\n",
