@@ -58,6 +58,14 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
   return so;
 }
 
+// <data_dir>/plugins as an absolute path (sockets are addressed as unix:///abs/path).
+std::string AbsolutePluginDir(const std::string& data_dir) {
+  std::error_code error;
+  fs::path dir = fs::absolute(fs::path(data_dir) / "plugins", error);
+  if (error) dir = fs::path(data_dir) / "plugins";
+  return dir.lexically_normal().string();
+}
+
 std::string StateName(plugin::PluginState state) { return plugin::PluginStateName(state); }
 
 }  // namespace
@@ -117,7 +125,7 @@ absl::StatusOr<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options)
 Manager::Manager(ManagerOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
-      socket_dir_((fs::path(options_.data_dir) / "plugins").string()) {
+      socket_dir_(AbsolutePluginDir(options_.data_dir)) {
   watch::ReflectorOptions defaults;
   defaults.clock = clock_;
   registry_ = std::make_unique<watch::ReflectorRegistry>(
