@@ -1,5 +1,6 @@
 #include "runtime/apiserver/server.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -195,6 +196,12 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   // default, which makes clients redo the TLS handshake. Measured in bench/apiserver: 205 ->
   // ~2,400 creates/s.
   http.set_tcp_nodelay(true);
+  // httplib's default socket options add SO_REUSEPORT, which lets a second server bind the same
+  // port without an error (and steal half the connections). Keep only SO_REUSEADDR.
+  http.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   http.set_keep_alive_max_count(1000000);
   http.set_keep_alive_timeout(30);
   http.set_read_timeout(30);

@@ -202,6 +202,22 @@ TEST(InsecureServerTest, PlainHttpOnlyWhenAsked) {
   (*s)->Stop();  // idempotent
 }
 
+TEST(InsecureServerTest, ASecondServerOnTheSamePortFails) {
+  ApiServerOptions o;
+  o.data_dir = testing::NewTempDir() + "/data";
+  o.port = 0;
+  o.insecure_http = true;
+  o.compaction_interval = absl::ZeroDuration();
+  auto first = ApiServer::Start(o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ApiServerOptions again = o;
+  again.data_dir = testing::NewTempDir() + "/other";
+  again.port = (*first)->port();
+  auto second = ApiServer::Start(again);
+  EXPECT_FALSE(second.ok());
+  (*first)->Stop();
+}
+
 TEST(RestartTest, DataSurvivesRestartWithSameToken) {
   ApiServerOptions o;
   o.data_dir = testing::NewTempDir() + "/data";
