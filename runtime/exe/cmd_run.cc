@@ -33,48 +33,21 @@ absl::Status PathError(absl::string_view what, absl::string_view path, absl::str
   return absl::InvalidArgumentError(absl::StrCat(what, " \"", path, "\": ", why));
 }
 
-// Why `path` cannot be used as a readable file (or directory), or OK.
-absl::Status CheckReadable(absl::string_view what, const std::string& path, bool directory) {
-  if (access(path.c_str(), directory ? (R_OK | X_OK) : R_OK) != 0) {
-    return PathError(what, path, "permission denied");
-  }
+// Why `path` cannot be used as a readable file, or OK.
+absl::Status CheckReadable(absl::string_view what, const std::string& path) {
+  if (access(path.c_str(), R_OK) != 0) return PathError(what, path, "permission denied");
   return absl::OkStatus();
 }
 
-bool IsOperatorFile(const fs::path& path) {
-  const std::string extension = path.extension().string();
-  return extension == ".yaml" || extension == ".yml";
-}
-
+// The operator files (runtime/config's rules, shared with LoadOperators).
 absl::Status ResolveOperatorFiles(const std::string& file, RunPlan* plan) {
+  absl::StatusOr<std::vector<std::string>> files = config::ResolveOperatorFiles(file);
+  if (!files.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--file ", files.status().message()));
+  }
+  plan->operator_files = *std::move(files);
   std::error_code error;
-  const fs::file_status status = fs::status(file, error);
-  if (error || !fs::exists(status)) {
-    return PathError("--file", file, "no such file or directory");
-  }
-  if (fs::is_regular_file(status)) {
-    if (absl::Status s = CheckReadable("--file", file, false); !s.ok()) return s;
-    plan->operator_files = {file};
-    return absl::OkStatus();
-  }
-  if (!fs::is_directory(status)) {
-    return PathError("--file", file, "not a regular file or a directory");
-  }
-  if (absl::Status s = CheckReadable("--file", file, true); !s.ok()) return s;
-  plan->from_directory = true;
-  // One level only: a directory of operator documents, not a tree.
-  for (fs::directory_iterator it(file, error), end; !error && it != end; it.increment(error)) {
-    std::error_code entry_error;
-    if (!it->is_regular_file(entry_error) || !IsOperatorFile(it->path())) continue;
-    const std::string path = it->path().string();
-    if (absl::Status s = CheckReadable("operator file", path, false); !s.ok()) return s;
-    plan->operator_files.push_back(path);
-  }
-  if (error) return PathError("--file", file, error.message());
-  if (plan->operator_files.empty()) {
-    return PathError("--file", file, "the directory contains no .yaml or .yml files");
-  }
-  std::sort(plan->operator_files.begin(), plan->operator_files.end());
+  plan->from_directory = fs::is_directory(file, error);
   return absl::OkStatus();
 }
 
@@ -87,7 +60,7 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
           "--kubeconfig", flags.kubeconfig,
           fs::exists(flags.kubeconfig, error) ? "not a regular file" : "no such file or directory");
     }
-    if (absl::Status s = CheckReadable("--kubeconfig", flags.kubeconfig, false); !s.ok()) return s;
+    if (absl::Status s = CheckReadable("--kubeconfig", flags.kubeconfig); !s.ok()) return s;
     plan->kubeconfigs = {flags.kubeconfig};
     plan->kubeconfig_source = "--kubeconfig";
     return absl::OkStatus();
@@ -98,7 +71,7 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
     std::string path(part);
     std::error_code error;
     if (!fs::is_regular_file(path, error)) continue;
-    if (absl::Status s = CheckReadable("$KUBECONFIG file", path, false); !s.ok()) return s;
+    if (absl::Status s = CheckReadable("$KUBECONFIG file", path); !s.ok()) return s;
     plan->kubeconfigs.push_back(path);
   }
   if (plan->kubeconfigs.empty()) {
