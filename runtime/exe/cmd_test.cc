@@ -1,0 +1,547 @@
+#include "runtime/exe/cmd_test.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
+#include "runtime/cache/object.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
+#include "runtime/common/yaml_json.h"
+#include "runtime/controller/apply/validate.h"
+#include "runtime/controller/reconcile.h"
+#include "runtime/exe/command.h"
+#include "runtime/exe/flags.h"
+#include "runtime/plugin/supervisor.h"
+
+namespace ctrlhost::exe {
+namespace {
+
+namespace fs = std::filesystem;
+namespace pb = ::ctrlhost::plugin::v1alpha1;
+
+// Unix socket paths are limited to 108 bytes; a long $TMPDIR (Bazel's test sandbox) falls back
+// to /tmp so that DIR/NAME-1.sock always fits.
+constexpr size_t kMaxTmpDirForSockets = 60;
+// How long the plugin gets to exit after SIGTERM before SIGKILL.
+constexpr absl::Duration kStopGrace = absl::Seconds(5);
+// Extra time, beyond --timeout, before we stop waiting for the supervisor or the session: they
+// enforce --timeout themselves, this only bounds the wait if they did not.
+constexpr absl::Duration kWaitSlack = absl::Seconds(10);
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  if (fs::is_directory(st)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot be read"));
+  }
+  return text.str();
+}
+
+std::string GroupOf(absl::string_view api_version) {
+  const size_t slash = api_version.find('/');
+  return slash == absl::string_view::npos ? "" : std::string(api_version.substr(0, slash));
+}
+
+std::string ApiVersion(const pb::GroupVersionKind& gvk) {
+  return gvk.group().empty() ? gvk.version() : absl::StrCat(gvk.group(), "/", gvk.version());
+}
+
+std::string ControllerList(const pb::DescribeResponse& describe) {
+  std::vector<std::string> names;
+  for (const pb::ControllerSpec& c : describe.controllers()) {
+    names.push_back(
+        absl::StrCat(c.name(), " (", ApiVersion(c.primary()), " ", c.primary().kind(), ")"));
+  }
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+const std::string* StringAt(const nlohmann::json& object, const char* field) {
+  auto it = object.find(field);
+  return it != object.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
+}
+
+// A bytes field as the JSON it holds; text that is not JSON stays a (UTF-8 sanitised) string.
+nlohmann::json DecodeJsonBytes(const std::string& bytes) {
+  nlohmann::json value = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  if (!value.is_discarded()) return value;
+  const std::string quoted =
+      nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json::parse(quoted, nullptr, /*allow_exceptions=*/false);
+}
+
+// The socket directory: fresh, private (mkdtemp creates it 0700), removed by the destructor.
+class TempDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<TempDir>> Create() {
+    std::string base = "/tmp";
+    const char* tmp = std::getenv("TMPDIR");
+    if (tmp != nullptr && *tmp != '\0' && std::strlen(tmp) <= kMaxTmpDirForSockets) base = tmp;
+    std::string templ = absl::StrCat(base, "/ctrlhost-test-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create a socket directory under ",
+                                                        base, ": ", std::strerror(errno)));
+    }
+    return std::unique_ptr<TempDir>(new TempDir(std::move(templ)));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  const std::string path_;
+};
+
+// The plugin's name for logs and its socket: the command's base name as an RFC 1123 label.
+std::string PluginName(const std::string& command) {
+  std::string name = absl::AsciiStrToLower(fs::path(command).filename().string());
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '-';
+  }
+  name = name.substr(0, 32);
+  name.erase(0, name.find_first_not_of('-'));
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return name.empty() ? "plugin" : name;
+}
+
+std::string NewTraceId() {
+  std::random_device random;
+  const uint64_t high = (uint64_t{random()} << 32) | random();
+  const uint64_t low = (uint64_t{random()} << 32) | random();
+  return absl::StrFormat("%016x%016x", high, low);
+}
+
+bool Owns(const pb::ControllerSpec& spec, absl::string_view api_version, absl::string_view kind) {
+  const std::string group = GroupOf(api_version);
+  return std::any_of(spec.owns().begin(), spec.owns().end(), [&](const pb::OwnedKind& owned) {
+    return owned.kind().group() == group && owned.kind().kind() == kind;
+  });
+}
+
+pb::RawObject ToRawObject(const FixtureDocument& doc) {
+  pb::RawObject raw;
+  raw.set_api_version(*StringAt(doc.object, "apiVersion"));
+  raw.set_kind(*StringAt(doc.object, "kind"));
+  raw.set_object(doc.object.dump());
+  return raw;
+}
+
+// What the host does for a finalizing request: the object has a deletionTimestamp and still
+// carries the controller's finalizer. Fills in what the fixture leaves out.
+void MakeFinalizing(const pb::ControllerSpec& spec, nlohmann::json* object) {
+  nlohmann::json& meta = (*object)["metadata"];
+  if (!meta.contains("deletionTimestamp")) {
+    meta["deletionTimestamp"] =
+        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  }
+  if (spec.finalizer().empty()) return;
+  nlohmann::json& finalizers = meta["finalizers"];
+  if (!finalizers.is_array()) finalizers = nlohmann::json::array();
+  if (std::find(finalizers.begin(), finalizers.end(), spec.finalizer()) == finalizers.end()) {
+    finalizers.push_back(spec.finalizer());
+  }
+}
+
+kube::ResourceMapping MappingOf(const pb::GroupVersionKind& gvk, bool namespaced) {
+  kube::ResourceMapping mapping;
+  mapping.group = gvk.group();
+  mapping.version = gvk.version();
+  mapping.kind = gvk.kind();
+  // Only used to build request paths, which --check never sends.
+  mapping.resource = absl::StrCat(absl::AsciiStrToLower(gvk.kind()), "s");
+  mapping.namespaced = namespaced;
+  mapping.has_status = true;
+  return mapping;
+}
+
+// The applier's validation, with scopes taken from the fixture (a primary with a namespace is
+// namespaced) and the plugin's declarations (OwnedKind.cluster_scoped) instead of discovery.
+absl::Status CheckResponse(const pb::ControllerSpec& spec, const std::string& plugin_name,
+                           const nlohmann::json& object, uint32_t attempt,
+                           const std::string& trace_id, const pb::ReconcileResponse& response) {
+  const std::string* ns = StringAt(object["metadata"], "namespace");
+  controller::ControllerInfo info;
+  info.plugin = plugin_name;
+  info.name = spec.name();
+  info.primary = MappingOf(spec.primary(), ns != nullptr && !ns->empty());
+  for (const pb::OwnedKind& owned : spec.owns()) {
+    info.owns.push_back({MappingOf(owned.kind(), !owned.cluster_scoped()), owned.delete_absent()});
+  }
+  info.finalizer = spec.finalizer();
+  info.field_manager = absl::StrCat("ctrlhost-", spec.name());
+  cache::ObjectParser parser;
+  absl::StatusOr<std::shared_ptr<const cache::Object>> primary = parser.Parse(object.dump());
+  if (!primary.ok()) return primary.status();
+  controller::ReconcileContext context;
+  context.controller = &info;
+  context.namespace_ = ns != nullptr ? *ns : "";
+  context.name = std::string((*primary)->name());
+  context.primary = *primary;
+  context.attempt = attempt - 1;  // the context counts retries, the request attempts
+  context.trace_id = trace_id;
+  return controller::apply::ValidateResponse(context, response).status();
+}
+
+// Waits for the one callback of a Dispatch. Thread-safe: the callback runs on a gRPC or session
+// thread; `mu` guards `result`.
+struct ResponseWaiter {
+  common::Mutex mu;
+  common::CondVar cv;
+  std::optional<absl::StatusOr<pb::ReconcileResponse>> result ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<nlohmann::json>> docs = common::YamlDocumentsToJson(*text);
+  if (!docs.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", docs.status().message()));
+  }
+  std::vector<FixtureDocument> result;
+  cache::ObjectParser parser;
+  for (size_t i = 0; i < docs->size(); ++i) {
+    nlohmann::json& object = (*docs)[i];
+    if (object.is_null()) continue;
+    const std::string origin =
+        docs->size() == 1 ? path : absl::StrCat(path, " (document ", i + 1, ")");
+    if (!object.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": expected a Kubernetes object, got a ", object.type_name()));
+    }
+    for (const char* field : {"apiVersion", "kind"}) {
+      const std::string* value = StringAt(object, field);
+      if (value == nullptr || value->empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(origin, ": ", field, " is missing or not a non-empty string"));
+      }
+    }
+    // The host's cache accepts only objects with well-formed metadata; so does the fixture.
+    if (absl::StatusOr<std::shared_ptr<const cache::Object>> parsed = parser.Parse(object.dump());
+        !parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": ", parsed.status().message()));
+    }
+    result.push_back({origin, std::move(object)});
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureDir(const std::string& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) return absl::NotFoundError(absl::StrCat(dir, ": no such directory"));
+  if (!fs::is_directory(st)) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": not a directory"));
+  }
+  std::vector<std::string> files;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string ext = it->path().extension().string();
+    if (it->is_regular_file(ec) && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
+      files.push_back(it->path().string());
+    }
+  }
+  if (ec) return absl::PermissionDeniedError(absl::StrCat(dir, ": ", ec.message()));
+  std::sort(files.begin(), files.end());
+  std::vector<FixtureDocument> result;
+  for (const std::string& file : files) {
+    absl::StatusOr<std::vector<FixtureDocument>> docs = LoadFixtureFile(file);
+    if (!docs.ok()) return docs.status();
+    for (FixtureDocument& doc : *docs) result.push_back(std::move(doc));
+  }
+  return result;
+}
+
+absl::StatusOr<const pb::ControllerSpec*> PickController(const pb::DescribeResponse& describe,
+                                                         absl::string_view name,
+                                                         absl::string_view api_version,
+                                                         absl::string_view kind) {
+  if (!name.empty()) {
+    for (const pb::ControllerSpec& c : describe.controllers()) {
+      if (c.name() == name) return &c;
+    }
+    return absl::NotFoundError(absl::StrCat("the plugin has no controller named \"", name,
+                                            "\"; its controllers: ", ControllerList(describe)));
+  }
+  const std::string group = GroupOf(api_version);
+  std::vector<const pb::ControllerSpec*> matches;
+  for (const pb::ControllerSpec& c : describe.controllers()) {
+    if (c.primary().group() == group && c.primary().kind() == kind) matches.push_back(&c);
+  }
+  if (matches.size() == 1) return matches[0];
+  if (matches.empty()) {
+    return absl::NotFoundError(absl::StrCat("no controller of the plugin reconciles ", api_version,
+                                            " ", kind,
+                                            "; its controllers: ", ControllerList(describe)));
+  }
+  std::vector<std::string> names;
+  for (const pb::ControllerSpec* c : matches) names.push_back(c->name());
+  return absl::FailedPreconditionError(
+      absl::StrCat("several controllers of the plugin reconcile ", api_version, " ", kind, ": ",
+                   absl::StrJoin(names, ", "), "; choose one with --controller"));
+}
+
+absl::StatusOr<nlohmann::json> ResponseToJson(const pb::ReconcileResponse& response) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string text;
+  if (!google::protobuf::util::MessageToJsonString(response, &text, options).ok()) {
+    return absl::InternalError("cannot render the response as JSON");
+  }
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::InternalError("cannot render the response as JSON");
+  if (response.desired_objects_size() > 0) {
+    nlohmann::json& desired = json["desired_objects"];
+    desired = nlohmann::json::array();
+    for (const std::string& bytes : response.desired_objects()) {
+      desired.push_back(DecodeJsonBytes(bytes));
+    }
+  }
+  if (!response.status().empty()) json["status"] = DecodeJsonBytes(response.status());
+  for (int i = 0; i < response.patches_size(); ++i) {
+    if (!response.patches(i).patch().empty()) {
+      json["patches"][i]["patch"] = DecodeJsonBytes(response.patches(i).patch());
+    }
+  }
+  return json;
+}
+
+int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagSet flags(
+      "ctrlhost test",
+      "Runs one reconcile of a plugin against fixture files, without any API server, and prints "
+      "the plugin's ReconcileResponse (desired objects, patches, status, conditions, events, "
+      "requeue, error). The plugin is started as the host starts it, over a Unix socket in a "
+      "fresh private directory, and stopped with SIGTERM afterwards. The controller is "
+      "--controller "
+      "or the one whose primary kind is the object's. Exit codes: 0 the plugin answered, 1 a "
+      "fixture or the plugin failed, 2 usage error, 3 --check found the response invalid.");
+  std::string plugin_command, object_path, children_dir, related_dir, controller_name;
+  std::string output = "yaml";
+  std::vector<std::string> plugin_args, env;
+  bool finalizing = false, check = false;
+  int64_t attempt = 1;
+  absl::Duration timeout = absl::Seconds(30);
+  flags.AddString("plugin", &plugin_command, "Plugin executable (path, or name in PATH)")
+      .ValueName("CMD")
+      .Required();
+  flags.AddStrings("arg", &plugin_args, "Argument for --plugin, in order").ValueName("ARG");
+  flags.AddStrings("env", &env, "Environment variable for --plugin").ValueName("KEY=VALUE");
+  flags.AddString("object", &object_path, "The primary object: one YAML or JSON document")
+      .ValueName("FILE")
+      .Required();
+  flags
+      .AddString("children", &children_dir,
+                 "Directory of *.yaml, *.yml, *.json documents: those of the controller's owned "
+                 "kinds are the request's children")
+      .ValueName("DIR");
+  flags
+      .AddString("related", &related_dir,
+                 "Directory of *.yaml, *.yml, *.json documents sent as related objects")
+      .ValueName("DIR");
+  flags
+      .AddString("controller", &controller_name,
+                 "Controller to call (default: the one whose primary kind is the object's)")
+      .ValueName("NAME");
+  flags.AddBool("finalizing", &finalizing,
+                "Send a finalizing request (the object gets a deletionTimestamp and the "
+                "controller's finalizer if it lacks them)");
+  flags
+      .AddInt("attempt", &attempt, 1, std::numeric_limits<uint32_t>::max(),
+              "Attempt number of the request (1: first try)")
+      .ValueName("N");
+  flags
+      .AddDuration("timeout", &timeout,
+                   "Deadline for the plugin's handshake and, separately, for its answer")
+      .MinDuration(absl::Milliseconds(1));
+  flags.AddEnum("output", &output, {"yaml", "json"}, "Output format").Short('o');
+  flags.AddBool("check", &check,
+                "Also validate the response as the host's applier does before writing; exit 3 "
+                "when it would be refused");
+  CommonFlags common;
+  AddCommonFlags(flags, &common);
+  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
+  auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
+  if (plugin_command.empty()) return usage("--plugin must not be empty");
+  if (object_path.empty()) return usage("--object must not be empty");
+  if (flags.IsSet("children") && children_dir.empty()) return usage("--children must not be empty");
+  if (flags.IsSet("related") && related_dir.empty()) return usage("--related must not be empty");
+  plugin::SupervisorOptions options;
+  for (const std::string& pair : env) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || pair.find('=') == std::string::npos) {
+      return usage(absl::StrCat("invalid value \"", pair, "\" for --env: expected KEY=VALUE"));
+    }
+    options.source.exec.env.push_back(std::move(kv));
+  }
+
+  // Fixtures first: a typo in a file should not cost a plugin start.
+  absl::StatusOr<std::vector<FixtureDocument>> objects = LoadFixtureFile(object_path);
+  if (!objects.ok()) return Failure(objects.status().message(), err);
+  if (objects->size() != 1) {
+    return Failure(absl::StrCat(object_path, ": expected exactly one object, found ",
+                                objects->size(), " documents"),
+                   err);
+  }
+  nlohmann::json object = std::move((*objects)[0].object);
+  std::vector<FixtureDocument> children, related;
+  for (auto [dir, docs] :
+       {std::make_pair(&children_dir, &children), std::make_pair(&related_dir, &related)}) {
+    if (dir->empty()) continue;
+    absl::StatusOr<std::vector<FixtureDocument>> loaded = LoadFixtureDir(*dir);
+    if (!loaded.ok()) return Failure(loaded.status().message(), err);
+    *docs = std::move(*loaded);
+  }
+
+  absl::StatusOr<std::unique_ptr<TempDir>> socket_dir = TempDir::Create();
+  if (!socket_dir.ok()) return Failure(socket_dir.status().message(), err);
+  const std::string name = PluginName(plugin_command);
+  options.name = name;
+  options.source.exec.command = plugin_command;
+  options.source.exec.args = plugin_args;
+  options.socket_dir = (*socket_dir)->path();
+  options.handshake.deadline = timeout;
+  options.default_stop_grace = kStopGrace;
+  absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
+      plugin::Supervisor::Start(std::move(options));
+  if (!supervisor.ok()) {
+    return Failure(
+        absl::StrCat("cannot start plugin ", plugin_command, ": ", supervisor.status().message()),
+        err);
+  }
+  plugin::Supervisor& instance = **supervisor;
+  // The first instance either becomes READY or fails (FAILED, or BACKOFF after a crash or a
+  // failed handshake): no restart is waited for, one failure is the answer.
+  instance.WaitFor(
+      [](const plugin::PluginStatus& s) { return s.state != plugin::PluginState::kStarting; },
+      timeout + kWaitSlack);
+  plugin::PluginStatus status = instance.status();
+  if (status.state != plugin::PluginState::kReady || status.describe == nullptr) {
+    instance.Stop(kStopGrace);
+    const std::string why = status.state == plugin::PluginState::kStarting
+                                ? absl::StrCat("not ready after ", absl::FormatDuration(timeout))
+                                : std::string(status.last_error.message());
+    return Failure(absl::StrCat("plugin ", plugin_command, " did not become ready: ", why), err);
+  }
+
+  const std::string api_version = *StringAt(object, "apiVersion");
+  const std::string kind = *StringAt(object, "kind");
+  absl::StatusOr<const pb::ControllerSpec*> picked =
+      PickController(*status.describe, controller_name, api_version, kind);
+  if (!picked.ok()) {
+    instance.Stop(kStopGrace);
+    return Failure(picked.status().message(), err);
+  }
+  const pb::ControllerSpec& spec = **picked;
+  if (finalizing) MakeFinalizing(spec, &object);
+
+  pb::ReconcileCall call;
+  call.set_controller(spec.name());
+  const nlohmann::json& meta = object["metadata"];
+  if (const std::string* ns = StringAt(meta, "namespace")) call.set_namespace_(*ns);
+  call.set_name(*StringAt(meta, "name"));
+  if (const std::string* uid = StringAt(meta, "uid")) call.set_uid(*uid);
+  call.set_reason(pb::REASON_PRIMARY_CHANGED);
+  call.set_object(object.dump());
+  for (const FixtureDocument& doc : children) {
+    const pb::RawObject raw = ToRawObject(doc);
+    if (!Owns(spec, raw.api_version(), raw.kind())) {
+      common::LogWarning("fixture skipped: its kind is not owned by the controller",
+                         {{"file", doc.origin},
+                          {"kind", absl::StrCat(raw.api_version(), " ", raw.kind())},
+                          {"controller", spec.name()}});
+      continue;
+    }
+    *call.add_children() = raw;
+  }
+  for (const FixtureDocument& doc : related) *call.add_related_objects() = ToRawObject(doc);
+  call.set_finalizing(finalizing);
+  call.set_attempt(static_cast<uint32_t>(attempt));
+  call.set_trace_id(NewTraceId());
+  const std::string trace_id = call.trace_id();
+
+  auto waiter = std::make_shared<ResponseWaiter>();
+  const absl::Time deadline = absl::Now() + timeout;
+  instance.Dispatch(std::move(call), deadline,
+                    [waiter](absl::StatusOr<pb::ReconcileResponse> response) {
+                      common::MutexLock lock(&waiter->mu);
+                      waiter->result = std::move(response);
+                      waiter->cv.SignalAll();
+                    });
+  absl::StatusOr<pb::ReconcileResponse> response =
+      absl::DeadlineExceededError("no answer from the plugin");
+  {
+    common::MutexLock lock(&waiter->mu);
+    while (!waiter->result.has_value()) {
+      if (waiter->cv.WaitWithDeadline(&waiter->mu, deadline + kWaitSlack)) break;
+    }
+    if (waiter->result.has_value()) response = *waiter->result;
+  }
+  // A crash shows as a broken stream (UNAVAILABLE); the supervisor knows how the process ended.
+  const absl::Status ended = instance.status().last_error;
+  instance.Stop(kStopGrace);
+  if (!response.ok()) {
+    std::string message = absl::StrCat("plugin ", plugin_command, " failed the reconcile of ", kind,
+                                       " ", meta.value("name", ""), " (controller ", spec.name(),
+                                       "): ", response.status().message());
+    if (!ended.ok() && ended.message() != response.status().message()) {
+      absl::StrAppend(&message, " (", ended.message(), ")");
+    }
+    return Failure(message, err);
+  }
+
+  absl::StatusOr<nlohmann::json> json = ResponseToJson(*response);
+  if (!json.ok()) return Failure(json.status().message(), err);
+  if (output == "json") {
+    out << json->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    const std::string yaml = common::JsonToYaml(*json);
+    out << yaml;
+    if (yaml.empty() || yaml.back() != '\n') out << "\n";
+  }
+  if (check) {
+    if (absl::Status s =
+            CheckResponse(spec, name, object, static_cast<uint32_t>(attempt), trace_id, *response);
+        !s.ok()) {
+      err << "error: the host would refuse this response: " << s.message() << "\n";
+      return kExitInvalidResponse;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace ctrlhost::exe

@@ -1,0 +1,75 @@
+// `ctrlhost test`: one reconcile of a plugin against fixture files, without any API server, for
+// plugin unit tests in any language.
+//
+//   $ ctrlhost test --plugin bazel-bin/plugins/webapp/webapp
+//         --object plugins/webapp/samples/webapp.yaml --children fixtures/children   (one line)
+//   desired_objects:
+//   - apiVersion: v1
+//     kind: ConfigMap
+//     ...
+//   status:
+//     readyReplicas: 2
+//     ...
+//
+// The plugin is started exactly as the host starts it (plugin::Supervisor: a private socket
+// directory, CTRLHOST_PLUGIN_ADDRESS, Describe + health within --timeout), the controller is
+// the one named by --controller or the one whose primary kind is the object's, and the
+// ReconcileResponse is printed as YAML or JSON with its JSON bytes fields (desired_objects,
+// status, patches[].patch) shown as objects. The plugin is stopped with SIGTERM afterwards.
+//
+// Exit codes: 0 the plugin answered (even with a response `error`: that is its answer), 1 a
+// fixture could not be read or the plugin failed (handshake, crash, deadline), 2 usage error,
+// 3 (--check) the host's applier would refuse the response.
+//
+// Thread-compatible: runs on the caller's thread (the supervisor has its own threads, joined
+// before RunTestCommand returns).
+#ifndef CTRLHOST_RUNTIME_EXE_CMD_TEST_H_
+#define CTRLHOST_RUNTIME_EXE_CMD_TEST_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace ctrlhost::exe {
+
+// Exit code of `ctrlhost test --check` when the response would be refused by the applier.
+inline constexpr int kExitInvalidResponse = 3;
+
+int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// One document of a fixture file, with where it came from for messages.
+struct FixtureDocument {
+  std::string origin;  // "PATH" or "PATH (document N)" when the file holds several
+  nlohmann::json object;
+};
+
+// Every document of a YAML or JSON file. Each must be an object with string apiVersion and kind;
+// empty documents are skipped. InvalidArgument naming the path (and the YAML line/column) for
+// malformed input, NotFound when the file does not exist.
+absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureFile(const std::string& path);
+
+// Every document of every *.yaml, *.yml and *.json file under `dir` (recursively), files in
+// path order. NotFound / InvalidArgument when `dir` is not a directory.
+absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureDir(const std::string& dir);
+
+// The controller of `describe` that reconciles `api_version`/`kind`, or the one named `name`
+// when `name` is non-empty. NotFound / FailedPrecondition (ambiguous) with a message that lists
+// the plugin's controllers.
+absl::StatusOr<const ::ctrlhost::plugin::v1alpha1::ControllerSpec*> PickController(
+    const ::ctrlhost::plugin::v1alpha1::DescribeResponse& describe, absl::string_view name,
+    absl::string_view api_version, absl::string_view kind);
+
+// The response as a JSON value: protobuf's JSON mapping with the proto field names, except that
+// desired_objects, status and patches[].patch are the JSON values they hold (a bytes field that
+// is not valid JSON is shown as its text).
+absl::StatusOr<nlohmann::json> ResponseToJson(
+    const ::ctrlhost::plugin::v1alpha1::ReconcileResponse& response);
+
+}  // namespace ctrlhost::exe
+
+#endif  // CTRLHOST_RUNTIME_EXE_CMD_TEST_H_
