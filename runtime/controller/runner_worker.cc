@@ -1,0 +1,300 @@
+// The runner's worker side: building requests, dispatching, acting on outcomes. The event
+// side and the lifecycle are in runner.cc.
+#include <string>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_format.h"
+#include "runtime/common/logging.h"
+#include "runtime/controller/runner.h"
+#include "runtime/controller/type_meta.h"
+
+namespace ctrlhost::controller {
+namespace {
+
+bool HasFinalizer(const cache::Object& object, absl::string_view finalizer) {
+  for (size_t i = 0; i < object.finalizer_count(); ++i) {
+    if (object.finalizer(i) == finalizer) return true;
+  }
+  return false;
+}
+
+std::string TraceId() {
+  thread_local absl::InsecureBitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+google::protobuf::Timestamp ToTimestamp(absl::Time t) {
+  google::protobuf::Timestamp ts;
+  const int64_t nanos = absl::ToUnixNanos(t);
+  ts.set_seconds(nanos / 1000000000);
+  ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  if (ts.nanos() < 0) {
+    ts.set_seconds(ts.seconds() - 1);
+    ts.set_nanos(ts.nanos() + 1000000000);
+  }
+  return ts;
+}
+
+}  // namespace
+
+void Runner::WorkerLoop() {
+  std::optional<queue::WorkQueue::Item> item = queue_.Get();
+  while (item.has_value()) {
+    ProcessKey(std::string(item->key));
+    item = queue_.DoneAndGet(*item);
+  }
+  common::MutexLock lock(&mu_);
+  --running_workers_;
+  workers_cv_.SignalAll();
+}
+
+void Runner::Requeue(const std::string& key, bool ok) {
+  if (ok) return;
+  // The queue refuses keys only once it is shut down: the key will not run again.
+  common::MutexLock lock(&mu_);
+  lost_.push_back(key);
+}
+
+void Runner::Record(ReconcileResult result, const std::string& key, const absl::Status& status,
+                    absl::Duration took) {
+  common::MutexLock lock(&mu_);
+  ++reconciles_[static_cast<int>(result)];
+  // Any other result means the key ran again since a terminal outcome (an event re-queued it).
+  if (result != ReconcileResult::kTerminal) terminal_.erase(key);
+  reconcile_time_.Observe(took);
+  if (!status.ok()) {
+    last_error_ = status.ToString();
+    last_error_key_ = key;
+    last_error_time_ = clock_->Now();
+  }
+}
+
+absl::StatusOr<pb::ReconcileResponse> Runner::DispatchAndWait(pb::ReconcileCall call,
+                                                              absl::Time deadline) {
+  // Shared with the callback, which may run after this worker gave up waiting.
+  struct Pending {
+    common::Mutex mu;
+    common::CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::StatusOr<pb::ReconcileResponse> result ABSL_GUARDED_BY(mu) =
+        absl::UnknownError("no answer");
+  };
+  auto pending = std::make_shared<Pending>();
+  dispatcher_->Dispatch(std::move(call), deadline,
+                        [pending](absl::StatusOr<pb::ReconcileResponse> result) {
+                          common::MutexLock lock(&pending->mu);
+                          if (pending->done) return;
+                          pending->result = std::move(result);
+                          pending->done = true;
+                          pending->cv.SignalAll();
+                        });
+  common::MutexLock lock(&pending->mu);
+  const absl::Time give_up = deadline + options_.dispatch_grace;
+  while (!pending->done) {
+    if (clock_->WaitWithDeadline(&pending->mu, &pending->cv, give_up) && !pending->done) {
+      pending->done = true;  // a late callback is ignored
+      pending->result = absl::DeadlineExceededError("the dispatcher never answered");
+    }
+  }
+  return std::move(pending->result);
+}
+
+pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectPtr& primary,
+                                    absl::string_view uid, pb::Reason reason, uint32_t attempt,
+                                    absl::Time deadline) const {
+  pb::ReconcileCall call;
+  call.set_controller(info_->name);
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) {
+    call.set_name(key);
+  } else {
+    call.set_namespace_(key.substr(0, slash));
+    call.set_name(key.substr(slash + 1));
+  }
+  call.set_uid(std::string(uid));
+  call.set_reason(reason);
+  call.set_attempt(attempt + 1);
+  *call.mutable_deadline() = ToTimestamp(deadline);
+  call.set_trace_id(TraceId());
+  if (primary == nullptr) return call;
+  call.set_object(ShapeObject(primary->json(), primary_api_version_, info_->primary.kind,
+                              primary_metadata_only_, strip_));
+  call.set_finalizing(!primary->deletion_timestamp().empty() && !info_->finalizer.empty() &&
+                      HasFinalizer(*primary, info_->finalizer));
+  if (options_.include_children && !primary->uid().empty()) {
+    for (size_t i = 0; i < info_->owns.size(); ++i) {
+      const kube::ResourceMapping& mapping = info_->owns[i].mapping;
+      const std::string api_version = ApiVersion(mapping.group, mapping.version);
+      for (const cache::ObjectPtr& child : owner_mapper_->Related(*primary, *sources_.owned[i])) {
+        pb::RawObject* raw = call.add_children();
+        raw->set_api_version(api_version);
+        raw->set_kind(mapping.kind);
+        raw->set_object(
+            ShapeObject(child->json(), api_version, mapping.kind, owned_metadata_only_[i], strip_));
+      }
+    }
+  }
+  if (options_.include_related) {
+    for (size_t i = 0; i < sources_.watches.size(); ++i) {
+      const WatchSource& watch = sources_.watches[i];
+      if (!watch.spec.include_in_requests()) continue;
+      const std::string api_version = ApiVersion(watch.mapping.group, watch.mapping.version);
+      for (const cache::ObjectPtr& object : watch_mappers_[i]->Related(*primary, *watch.store)) {
+        pb::RawObject* raw = call.add_related_objects();
+        raw->set_api_version(api_version);
+        raw->set_kind(watch.mapping.kind);
+        raw->set_object(ShapeObject(object->json(), api_version, watch.mapping.kind,
+                                    watch_metadata_only_[i], strip_));
+      }
+    }
+  }
+  return call;
+}
+
+void Runner::ProcessKey(const std::string& key) {
+  const absl::Time start = clock_->Now();
+  pb::Reason reason = pb::REASON_UNSPECIFIED;
+  std::string deleted_uid;
+  bool deleted_known = false;
+  {
+    common::MutexLock lock(&mu_);
+    ++active_workers_;
+    if (auto it = reasons_.find(key); it != reasons_.end()) {
+      reason = it->second;
+      reasons_.erase(it);
+    }
+    if (auto it = deleted_uids_.find(key); it != deleted_uids_.end()) {
+      deleted_uid = it->second;
+      deleted_known = true;
+    }
+  }
+  struct ActiveGuard {
+    Runner* runner;
+    ~ActiveGuard() {
+      common::MutexLock lock(&runner->mu_);
+      --runner->active_workers_;
+    }
+  } active_guard{this};
+
+  const uint32_t attempt = queue_.NumRequeues(key);
+  if (attempt > 0 && reason == pb::REASON_UNSPECIFIED) reason = pb::REASON_RETRY;
+  cache::ObjectPtr primary = sources_.primary->Get(key);
+  ReconcileContext context;
+  context.controller = info_;
+  const size_t slash = key.find('/');
+  context.namespace_ = slash == std::string::npos ? "" : key.substr(0, slash);
+  context.name = slash == std::string::npos ? key : key.substr(slash + 1);
+  context.primary = primary;
+  context.attempt = attempt;
+
+  if (primary == nullptr) {
+    if (!deleted_known) {
+      // Mapped from a child or watch to a primary that does not exist (yet): nothing to do;
+      // the primary's own add event will queue it.
+      queue_.Forget(key);
+      common::LogDebug("no such primary", {{"controller", info_->name}, {"key", key}});
+      return;
+    }
+    reason = pb::REASON_PRIMARY_DELETED;
+  } else {
+    if (deleted_known) {
+      common::MutexLock lock(&mu_);
+      deleted_uids_.erase(key);  // re-created since
+    }
+    if (!info_->finalizer.empty() && primary->deletion_timestamp().empty() &&
+        !HasFinalizer(*primary, info_->finalizer)) {
+      bool ensured = false;
+      {
+        common::MutexLock lock(&mu_);
+        auto it = finalizer_ensured_.find(primary->uid());
+        ensured = it != finalizer_ensured_.end() && it->second == primary->resource_version();
+      }
+      if (!ensured) {
+        absl::Status status = applier_->EnsureFinalizer(context);
+        if (absl::IsNotFound(status)) {
+          queue_.Forget(key);  // its delete event follows
+          return;
+        }
+        if (!status.ok()) {
+          Record(ReconcileResult::kError, key, status, clock_->Now() - start);
+          Requeue(key, queue_.AddRateLimited(key));
+          return;
+        }
+        common::MutexLock lock(&mu_);
+        finalizer_ensured_[std::string(primary->uid())] = std::string(primary->resource_version());
+      }
+    }
+  }
+
+  const absl::Time deadline = clock_->Now() + info_->request_timeout;
+  context.trace_id = TraceId();
+  pb::ReconcileCall call = BuildCall(
+      key, primary, primary != nullptr ? primary->uid() : absl::string_view(deleted_uid),
+      reason == pb::REASON_UNSPECIFIED ? pb::REASON_PRIMARY_CHANGED : reason, attempt, deadline);
+  call.set_trace_id(context.trace_id);
+  absl::StatusOr<pb::ReconcileResponse> response = DispatchAndWait(std::move(call), deadline);
+
+  ApplyOutcome outcome;
+  if (!response.ok()) {
+    outcome.kind = OutcomeKind::kRetry;
+    outcome.status = response.status();
+  } else {
+    outcome = applier_->Apply(context, *response);
+  }
+  const absl::Duration took = clock_->Now() - start;
+
+  if (primary == nullptr) {
+    // The plugin was told; only a failure to tell it is retried.
+    if (outcome.kind == OutcomeKind::kRetry) {
+      Record(ReconcileResult::kError, key, outcome.status, took);
+      Requeue(key, queue_.AddRateLimited(key));
+      return;
+    }
+    queue_.Forget(key);
+    Record(outcome.kind == OutcomeKind::kTerminal ? ReconcileResult::kTerminal
+                                                  : ReconcileResult::kSuccess,
+           key, outcome.status, took);
+    common::MutexLock lock(&mu_);
+    // A re-creation meanwhile replaced the record's meaning: keep it only if it changed.
+    if (auto it = deleted_uids_.find(key); it != deleted_uids_.end() && it->second == deleted_uid) {
+      deleted_uids_.erase(it);
+    }
+    return;
+  }
+
+  switch (outcome.kind) {
+    case OutcomeKind::kDone:
+      queue_.Forget(key);
+      Record(ReconcileResult::kSuccess, key, absl::OkStatus(), took);
+      break;
+    case OutcomeKind::kRequeueAfter:
+      queue_.Forget(key);
+      {
+        common::MutexLock lock(&mu_);
+        reasons_.try_emplace(key, pb::REASON_REQUEUE);
+      }
+      Requeue(key, queue_.AddAfter(key, outcome.requeue_after));
+      Record(ReconcileResult::kRequeueAfter, key, absl::OkStatus(), took);
+      break;
+    case OutcomeKind::kRetry:
+      Requeue(key, queue_.AddRateLimited(key));
+      Record(ReconcileResult::kError, key, outcome.status, took);
+      common::LogDebug("reconcile failed, retrying",
+                       {{"controller", info_->name}, {"key", key}, {"status", outcome.status}});
+      break;
+    case OutcomeKind::kRequeueNow:
+      Requeue(key, queue_.Add(key));
+      Record(ReconcileResult::kRequeue, key, absl::OkStatus(), took);
+      break;
+    case OutcomeKind::kTerminal: {
+      queue_.Forget(key);
+      Record(ReconcileResult::kTerminal, key, outcome.status, took);
+      common::MutexLock lock(&mu_);
+      terminal_.insert(key);
+      break;
+    }
+  }
+}
+
+}  // namespace ctrlhost::controller
