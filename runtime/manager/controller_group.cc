@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/controller/schedule.h"
 #include "runtime/observe/adapters.h"
 
 namespace ctrlhost::manager {
@@ -62,7 +63,6 @@ struct ControllerGroup::Controller {
   // Guarded by the group's mu_ (read by Status/Collect while the group runs).
   std::string state = "pending";
   std::string pending_reason;
-  absl::Time next_resync = absl::InfiniteFuture();
 
   // Written only by StartController/StopController (serialised by the group's callers) before
   // state becomes "running" / after it stops being so.
@@ -70,6 +70,7 @@ struct ControllerGroup::Controller {
   std::vector<watch::ReflectorHandle> handles;  // primary, owned..., watches...
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   std::unique_ptr<controller::Runner> runner;
+  std::unique_ptr<controller::Scheduler> scheduler;  // resync period and cron schedules
 };
 
 ControllerGroup::ControllerGroup(std::string operator_name, std::string plugin,
@@ -141,7 +142,6 @@ int ControllerGroup::RetryPending() {
       ++started;
       c->state = "running";
       c->pending_reason.clear();
-      if (c->resync > absl::ZeroDuration()) c->next_resync = clock_->Now() + c->resync;
       common::LogInfo("controller started", {{"operator", operator_name_},
                                              {"plugin", plugin_},
                                              {"controller", c->spec.name()},
@@ -207,6 +207,11 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   options.namespaces = namespaces;
   options.clock = clock_;
 
+  // A bad cron expression keeps the controller pending (with the parser's message).
+  ASSIGN_OR_RETURN(controller::SchedulerOptions schedule,
+                   controller::SchedulerOptionsFromSpec(spec));
+  schedule.resync_period = c.resync;
+  schedule.clock = clock_;
   // One namespace: watch only it; several: watch all and let the runner filter.
   std::string primary_namespace = namespaces.size() == 1 ? namespaces[0] : "";
   std::vector<watch::ReflectorHandle> handles;
@@ -239,6 +244,12 @@ absl::Status ControllerGroup::StartController(Controller& c) {
                    controller::Runner::Create(&info, std::move(sources), deps_.dispatcher,
                                               deps_.applier, options));
   runner->Start();
+  controller::Runner* runner_ptr = runner.get();
+  auto scheduler = std::make_unique<controller::Scheduler>(
+      std::move(schedule), [runner_ptr](pb::Reason reason, absl::Duration spread) {
+        runner_ptr->EnqueueAll(reason, spread);
+      });
+  scheduler->Start();
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   subscriptions.emplace_back(handles[0].get(), handles[0]->AddHandler(runner->PrimaryHandler()));
   for (size_t i = 0; i < runner->owned_count(); ++i) {
@@ -253,6 +264,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   c.handles = std::move(handles);
   c.subscriptions = std::move(subscriptions);
   c.runner = std::move(runner);
+  c.scheduler = std::move(scheduler);
   return absl::OkStatus();
 }
 
@@ -263,22 +275,9 @@ void ControllerGroup::EnqueueAll(pb::Reason reason, absl::Duration spread) {
   }
 }
 
-void ControllerGroup::ResyncDue() {
-  common::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  for (auto& c : controllers_) {
-    if (c->state != "running" || c->resync <= absl::ZeroDuration() || now < c->next_resync) {
-      continue;
-    }
-    // Spread over a tenth of the period so that a resync never arrives as one burst.
-    size_t queued = c->runner->EnqueueAll(pb::REASON_RESYNC, c->resync / 10);
-    c->next_resync = now + c->resync;
-    common::LogDebug("resync", {{"controller", c->spec.name()}, {"keys", queued}});
-  }
-}
-
 void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
                                      std::vector<std::string>* unrun) {
+  if (c.scheduler != nullptr) c.scheduler->Stop();
   for (auto& [reflector, id] : c.subscriptions) reflector->RemoveHandler(id);
   c.subscriptions.clear();
   if (c.runner != nullptr) {

@@ -82,9 +82,6 @@ class ControllerGroup {
   // restarted: REASON_PLUGIN_STARTED), spread over `spread`.
   void EnqueueAll(controller::pb::Reason reason, absl::Duration spread);
 
-  // Runs the periodic resyncs that are due (each controller's resync period, jittered).
-  void ResyncDue();
-
   // Unsubscribes the runners, shuts them down (waiting up to `timeout` for reconciles in flight)
   // and releases the reflectors. Returns the keys that were queued and never ran. Idempotent.
   std::vector<std::string> Stop(absl::Duration timeout);

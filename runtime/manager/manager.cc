@@ -246,7 +246,6 @@ void Manager::Tick() {
       continue;
     }
     view.group->RetryPending();
-    view.group->ResyncDue();
   }
 }
 

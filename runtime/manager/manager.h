@@ -7,8 +7,8 @@
 // runners' dispatcher, one applier for all). A plugin that crashes is restarted by its
 // supervisor; its controllers keep their queues and caches, and the requests that were in flight
 // come back as retryable errors, so no key is lost. A background thread retries controllers
-// whose kinds are not served yet (a CRD applied after start), runs periodic resyncs, and starts
-// the controllers of plugins that became ready.
+// whose kinds are not served yet (a CRD applied after start) and starts the controllers of
+// plugins that became ready; each controller's scheduler runs its resyncs and cron schedules.
 //
 // Observability: `Collect` feeds /metrics (controllers, queues, plugins, watches), `Ready`
 // backs /readyz (every plugin ready, every controller running and synced), `DumpYaml` is
@@ -56,7 +56,7 @@ struct ManagerOptions {
   // directory under /tmp when that path is too long for Unix socket addresses.
   std::string data_dir;
   std::string host_version = "0.1.0";
-  // How often pending controllers are retried and resyncs checked.
+  // How often pending controllers are retried.
   absl::Duration tick = absl::Milliseconds(500);
   // Given to runners to finish in-flight reconciles at Stop.
   absl::Duration shutdown_timeout = absl::Seconds(10);
@@ -102,7 +102,7 @@ class Manager {
   void Wake();
   // Ready() when `pending` is null; Started(pending) otherwise.
   absl::Status Check(std::vector<std::string>* pending) const;
-  // Starts the controllers of ready plugins, retries pending ones, runs resyncs.
+  // Starts the controllers of ready plugins, retries pending ones.
   void Tick();
   // A consistent view of one plugin for readers outside mu_.
   struct PluginView {
