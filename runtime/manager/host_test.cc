@@ -2,6 +2,10 @@
 // WebApp reference plugin as a child process over its Unix socket.
 #include "runtime/manager/host.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +203,83 @@ TEST_F(HostTest, DuplicateOperatorIsRefused) {
   absl::Status status = host_->manager().Start(*again);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "operator shop already runs")) << status;
+}
+
+// A plugin the host does not start: it dials the endpoint. The test runs the WebApp plugin
+// itself (and kills it by PID).
+TEST_F(HostTest, EndpointPluginAndOverrides) {
+  char dir_template[] = "/tmp/ctrlhost-endpoint-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string socket = absl::StrCat(dir_template, "/webapp.sock");
+  const std::string address = absl::StrCat("unix://", socket);
+  const std::string binary = Runfile("plugins/webapp/webapp");
+  const std::string env = absl::StrCat("CTRLHOST_PLUGIN_ADDRESS=", address);
+  const std::string records = absl::StrCat("WEBAPP_RECORD_DIR=", (dir_ / "records").string());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char* argv[] = {const_cast<char*>(binary.c_str()), nullptr};
+    char* envp[] = {const_cast<char*>(env.c_str()), const_cast<char*>(records.c_str()), nullptr};
+    ::execve(binary.c_str(), argv, envp);
+    ::_exit(127);
+  }
+  const std::string yaml = absl::StrCat(R"(apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata: {name: remote}
+spec:
+  plugins:
+  - name: webapp
+    endpoint: {address: ")",
+                                        address, R"("}
+  controllers:
+  - name: webapp
+    maxConcurrentReconciles: 2
+    namespaces: [team-a]
+  - name: nothing-like-this
+    plugin: webapp
+)");
+  absl::StatusOr<std::vector<config::OperatorSpec>> operators =
+      config::ParseOperators(yaml, "remote.yaml");
+  ASSERT_TRUE(operators.ok()) << operators.status();
+  HostOptions options;
+  options.operators = *operators;
+  options.data_dir = (dir_ / "data").string();
+  options.apiserver.port = 0;
+  options.metrics_port = 0;
+  absl::StatusOr<std::unique_ptr<Host>> host = Host::Start(options);
+  ASSERT_TRUE(host.ok()) << host.status();
+  host_ = *std::move(host);
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  EXPECT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+  ASSERT_TRUE(host_->client()
+                  .Create(kube::ResourceRef{"", "v1", "namespaces", "", "", ""},
+                          R"({"metadata":{"name":"team-a"}})")
+                  .ok());
+  for (const char* ns : {"default", "team-a"}) {
+    const std::string web = absl::StrCat(
+        R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1","kind":"WebApp","metadata":{"name":"w",)",
+        R"("namespace":")", ns, R"("},"spec":{"image":"nginx"}})");
+    ASSERT_TRUE(
+        host_->client()
+            .Create(kube::ResourceRef{"apps.ctrlhost.dev", "v1alpha1", "webapps", ns, "", ""}, web)
+            .ok());
+  }
+  // Only the overridden namespace is reconciled.
+  EXPECT_TRUE(Eventually([&] {
+    return !Get(kube::ResourceRef{"apps", "v1", "deployments", "team-a", "w", ""}).is_null();
+  }));
+  EXPECT_TRUE(Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "w", ""}).is_null());
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "max: 2")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "configError:")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "nothing-like-this")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, address)) << dump;
+  host_->Stop();
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  fs::remove_all(dir_template);
 }
 
 }  // namespace
