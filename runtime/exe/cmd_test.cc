@@ -511,7 +511,13 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
     }
     if (waiter->result.has_value()) response = *waiter->result;
   }
-  // A crash shows as a broken stream (UNAVAILABLE); the supervisor knows how the process ended.
+  // A crash shows as a broken stream (UNAVAILABLE); the supervisor learns how the process ended
+  // a moment later, when it reaps it.
+  if (!response.ok() && absl::IsUnavailable(response.status())) {
+    instance.WaitFor(
+        [](const plugin::PluginStatus& s) { return s.state != plugin::PluginState::kReady; },
+        kStopGrace);
+  }
   const absl::Status ended = instance.status().last_error;
   instance.Stop(kStopGrace);
   if (!response.ok()) {

@@ -229,6 +229,7 @@ TEST_F(TestCommandTest, PluginCrashingInReconcile) {
                   "--controller", "echo"});
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_THAT(r.err, HasSubstr("failed the reconcile of Echo x (controller echo)"));
+  EXPECT_THAT(r.err, HasSubstr("exited with code 42"));
 }
 
 TEST_F(TestCommandTest, PluginMissingTheDeadline) {

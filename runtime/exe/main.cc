@@ -7,6 +7,7 @@
 #include "runtime/exe/cmd_dump.h"
 #include "runtime/exe/cmd_plugin.h"
 #include "runtime/exe/cmd_run.h"
+#include "runtime/exe/cmd_test.h"
 #include "runtime/exe/cmd_version.h"
 #include "runtime/exe/command.h"
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
                RunApiServerCommand);
   ctrlhost.Add("plugin", "List and hot-swap the plugins of a running host", RunPluginCommand);
   ctrlhost.Add("dump", "Print the state of a running host as YAML", RunDumpCommand);
+  ctrlhost.Add("test", "Run one reconcile of a plugin against fixture files", RunTestCommand);
   ctrlhost.Add("version", "Print version information", RunVersionCommand);
 
   std::vector<std::string> args(argv + 1, argv + argc);
