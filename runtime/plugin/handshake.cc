@@ -108,6 +108,37 @@ std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline) {
 
 }  // namespace
 
+// Registers a call's context with the canceller for the duration of the call.
+class HandshakeCall {
+ public:
+  HandshakeCall(HandshakeCanceller* canceller, grpc::ClientContext* context)
+      : canceller_(canceller) {
+    if (canceller_ == nullptr) return;
+    common::MutexLock lock(&canceller_->mu_);
+    canceller_->current_ = context;
+    if (canceller_->cancelled_) context->TryCancel();
+  }
+  ~HandshakeCall() {
+    if (canceller_ == nullptr) return;
+    common::MutexLock lock(&canceller_->mu_);
+    canceller_->current_ = nullptr;
+  }
+
+ private:
+  HandshakeCanceller* const canceller_;
+};
+
+void HandshakeCanceller::Cancel() {
+  common::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (current_ != nullptr) current_->TryCancel();
+}
+
+bool HandshakeCanceller::cancelled() const {
+  common::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
 std::vector<pb::Capability> HostCapabilities() {
   return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
           pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
@@ -161,7 +192,11 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
     grpc::ClientContext context;
     context.set_deadline(GrpcDeadline(deadline));
     context.set_wait_for_ready(true);  // the socket of a starting plugin may not exist yet
+    HandshakeCall registered(options.canceller, &context);
     grpc::Status status = stub->Describe(&context, request, &result.describe);
+    if (options.canceller != nullptr && options.canceller->cancelled()) {
+      return absl::CancelledError(absl::StrCat(who, ": handshake cancelled"));
+    }
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
         return absl::DeadlineExceededError(absl::StrCat(who, " did not answer Describe within ",
@@ -198,7 +233,11 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
     health::HealthCheckRequest check;
     check.set_service(kPluginServiceName);
     health::HealthCheckResponse answer;
+    HandshakeCall registered(options.canceller, &context);
     grpc::Status status = stub->Check(&context, check, &answer);
+    if (options.canceller != nullptr && options.canceller->cancelled()) {
+      return absl::CancelledError(absl::StrCat(who, ": handshake cancelled"));
+    }
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return absl::DeadlineExceededError(absl::StrCat(
           who, " did not answer the health check within ", absl::FormatDuration(options.deadline)));

@@ -32,6 +32,8 @@
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "runtime/common/mutex.h"
 #include "runtime/plugin/session.h"
 
 namespace ctrlhost::plugin {
@@ -42,6 +44,20 @@ inline constexpr char kPluginServiceName[] = "ctrlhost.plugin.v1alpha1.Controlle
 // Every capability this host implements.
 std::vector<pb::Capability> HostCapabilities();
 
+// Lets another thread abort a running Handshake (e.g. the supervisor being stopped). Thread-safe.
+class HandshakeCanceller {
+ public:
+  // Cancels the call in progress, if any, and every later one: Handshake returns CANCELLED.
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class HandshakeCall;
+  mutable common::Mutex mu_;
+  grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 struct HandshakeOptions {
   // Describe and health check together must finish within this (real time).
   absl::Duration deadline = absl::Seconds(30);
@@ -50,7 +66,8 @@ struct HandshakeOptions {
   std::string host_version = "0.1.0";
   uint32_t max_message_bytes = kDefaultMaxMessageBytes;
   uint32_t max_in_flight = 256;
-  std::string instance_name;  // "PLUGIN-GENERATION"
+  std::string instance_name;                // "PLUGIN-GENERATION"
+  HandshakeCanceller* canceller = nullptr;  // optional, borrowed for the call
 };
 
 struct HandshakeResult {

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -130,6 +131,23 @@ TEST_F(HandshakeTest, NobodyListeningIsDeadlineExceeded) {
   options.deadline = absl::Milliseconds(300);
   auto result = Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(HandshakeTest, CancellerAbortsAWaitingHandshake) {
+  HandshakeCanceller canceller;
+  HandshakeOptions options;
+  options.deadline = absl::Seconds(60);  // nobody listens: it would wait this long
+  options.canceller = &canceller;
+  std::thread cancel([&] {
+    usleep(100 * 1000);  // let the call start (not needed for correctness: see below)
+    canceller.Cancel();
+  });
+  auto result = Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options);
+  cancel.join();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  // Cancelled before the call starts: returns at once too.
+  EXPECT_EQ(Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options).status().code(),
+            absl::StatusCode::kCancelled);
 }
 
 pb::DescribeResponse ValidResponse() {

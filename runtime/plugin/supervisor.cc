@@ -118,6 +118,7 @@ void Supervisor::Stop(absl::Duration grace) {
     }
     cv_.SignalAll();
   }
+  canceller_.Cancel();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -258,6 +259,7 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   if (!channel.ok()) return channel.status();
   HandshakeOptions handshake = options_.handshake;
   handshake.instance_name = instance_name_;
+  handshake.canceller = &canceller_;
   handshake.deadline = std::max(deadline - absl::Now(), absl::Milliseconds(1));
   auto result = Handshake(*channel, handshake);
   if (!result.ok()) {

@@ -144,6 +144,7 @@ class Supervisor : public controller::Dispatcher {
 
   std::thread thread_;                // joined by Stop
   std::unique_ptr<Process> process_;  // only touched by the supervisor thread and Stop after it
+  HandshakeCanceller canceller_;      // Stop aborts a handshake in progress
 
   mutable common::Mutex mu_;
   common::CondVar cv_;  // status changes, instance events, stop

@@ -320,6 +320,19 @@ TEST_F(SupervisorTest, RemoteEndpointOverTcp) {
   supervisor_->Stop(absl::Seconds(1));
 }
 
+TEST_F(SupervisorTest, StopAbortsAHandshakeInProgress) {
+  // Nothing listens on the endpoint: the handshake would wait its whole (1 h) deadline.
+  SupervisorOptions options;
+  options.name = "unreachable";
+  options.source.endpoint = absl::StrCat("unix://", root_, "/nobody.sock");
+  options.handshake.deadline = absl::Hours(1);
+  options.clock = &clock_;
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kStarting));
+  supervisor_->Stop(absl::Seconds(1));
+  EXPECT_EQ(supervisor_->status().state, PluginState::kStopped);
+}
+
 TEST_F(SupervisorTest, RefusesInvalidOptions) {
   SupervisorOptions options = ExecOptions({});
   options.source.endpoint = "127.0.0.1:1";
