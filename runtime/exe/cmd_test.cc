@@ -356,6 +356,7 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   bool finalizing = false, check = false;
   int64_t attempt = 1;
   absl::Duration timeout = absl::Seconds(30);
+  absl::Duration ready_timeout = absl::Seconds(30);
   flags.AddString("plugin", &plugin_command, "Plugin executable (path, or name in PATH)")
       .ValueName("CMD")
       .Required();
@@ -384,9 +385,11 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
       .AddInt("attempt", &attempt, 1, std::numeric_limits<uint32_t>::max(),
               "Attempt number of the request (1: first try)")
       .ValueName("N");
+  flags.AddDuration("timeout", &timeout, "Deadline for the plugin's answer")
+      .MinDuration(absl::Milliseconds(1));
   flags
-      .AddDuration("timeout", &timeout,
-                   "Deadline for the plugin's handshake and, separately, for its answer")
+      .AddDuration("ready-timeout", &ready_timeout,
+                   "Deadline for the plugin to start and answer Describe and health")
       .MinDuration(absl::Milliseconds(1));
   flags.AddEnum("output", &output, {"yaml", "json"}, "Output format").Short('o');
   flags.AddBool("check", &check,
@@ -434,7 +437,7 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   options.source.exec.command = plugin_command;
   options.source.exec.args = plugin_args;
   options.socket_dir = (*socket_dir)->path();
-  options.handshake.deadline = timeout;
+  options.handshake.deadline = ready_timeout;
   options.default_stop_grace = kStopGrace;
   absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
       plugin::Supervisor::Start(std::move(options));
@@ -448,13 +451,14 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   // failed handshake): no restart is waited for, one failure is the answer.
   instance.WaitFor(
       [](const plugin::PluginStatus& s) { return s.state != plugin::PluginState::kStarting; },
-      timeout + kWaitSlack);
+      ready_timeout + kWaitSlack);
   plugin::PluginStatus status = instance.status();
   if (status.state != plugin::PluginState::kReady || status.describe == nullptr) {
     instance.Stop(kStopGrace);
-    const std::string why = status.state == plugin::PluginState::kStarting
-                                ? absl::StrCat("not ready after ", absl::FormatDuration(timeout))
-                                : std::string(status.last_error.message());
+    const std::string why =
+        status.state == plugin::PluginState::kStarting
+            ? absl::StrCat("not ready after ", absl::FormatDuration(ready_timeout))
+            : std::string(status.last_error.message());
     return Failure(absl::StrCat("plugin ", plugin_command, " did not become ready: ", why), err);
   }
 

@@ -45,6 +45,23 @@ const std::string& Sample() {
   return *path;
 }
 
+// The plugin processes inherit this environment, set before main() so that no thread reads it
+// while it changes. Under --config=tsan the webapp binary is instrumented but not linked with
+// the suppressions this test links (races inside Debian's uninstrumented gRPC and Abseil): they
+// get the same list through TSAN_OPTIONS, which TSan reads at process start only (so this test
+// is unaffected; other builds ignore it). The webapp plugin keeps finalizer records in
+// WEBAPP_RECORD_DIR.
+const bool kChildEnvironment = [] {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path dir = tmp != nullptr ? tmp : "/tmp";
+  const std::string suppressions = (dir / "cmd_test_tsan.supp").string();
+  std::ofstream(suppressions) << "called_from_lib:libgrpc.so\ncalled_from_lib:libgrpc++.so\n"
+                              << "called_from_lib:libgpr.so\nrace:libabsl_*.so*\n";
+  setenv("TSAN_OPTIONS", ("halt_on_error=1 suppressions=" + suppressions).c_str(), 1);
+  setenv("WEBAPP_RECORD_DIR", (dir / "webapp-records").c_str(), 1);
+  return true;
+}();
+
 struct Result {
   int code = -1;
   std::string out;
@@ -59,8 +76,6 @@ class TestCommandTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(root_);
     fs::create_directories(root_);
-    // The webapp plugin keeps finalizer records here.
-    setenv("WEBAPP_RECORD_DIR", (root_ / "records").c_str(), 1);
   }
 
   std::string Write(const std::string& relative, const std::string& text) {
@@ -214,6 +229,14 @@ TEST_F(TestCommandTest, PluginExitingAtStart) {
   EXPECT_EQ(r.code, kExitFailure);
   EXPECT_THAT(r.err, HasSubstr("did not become ready"));
   EXPECT_THAT(r.err, HasSubstr("exited with code 7"));
+}
+
+TEST_F(TestCommandTest, PluginNeverListening) {
+  Result r = Run(
+      {"--plugin", "/bin/sleep", "--arg", "60", "--ready-timeout", "300ms", "--object", Sample()});
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_THAT(r.err, HasSubstr("error: plugin /bin/sleep did not become ready: plugin did not "
+                               "listen on "));
 }
 
 TEST_F(TestCommandTest, PluginFailingTheHandshake) {
