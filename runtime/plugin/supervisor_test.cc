@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,7 +19,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/security/server_credentials.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/pki/pki.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
@@ -318,6 +322,56 @@ TEST_F(SupervisorTest, RemoteEndpointOverTcp) {
   EXPECT_EQ(results.at(1).status().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(WaitState(PluginState::kBackoff));
   supervisor_->Stop(absl::Seconds(1));
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST_F(SupervisorTest, RemoteEndpointOverTls) {
+  // A CA and a serving certificate for "plugin.test" (and 127.0.0.1), from the host's own PKI.
+  auto pki = apiserver::EnsurePki(root_ + "/pki", {"plugin.test"});
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({ReadAll(pki->server_key_path), ReadAll(pki->server_cert_path)});
+  testing::TestPluginOptions plugin_options;
+  plugin_options.credentials = grpc::SslServerCredentials(ssl);
+  auto plugin = testing::TestPlugin::Start("127.0.0.1:0", plugin_options);
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+
+  SupervisorOptions options;
+  options.name = "tls";
+  options.source.endpoint = absl::StrCat("127.0.0.1:", (*plugin)->port());
+  options.source.tls.enabled = true;
+  options.source.tls.ca_file = pki->ca_cert_path;
+  options.source.tls.server_name = "plugin.test";
+  options.handshake.deadline = kWait;
+  options.clock = &clock_;
+  StartSupervisor(options);
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  OneResult result;
+  supervisor_->Dispatch(Call("secure"), clock_.Now() + absl::Seconds(30), result.Callback());
+  ASSERT_TRUE(result.WaitFor(1));
+  EXPECT_TRUE(result.at(0).ok()) << result.at(0).status();
+  supervisor_->Stop(absl::Seconds(1));
+
+  // A server name the certificate does not cover is not trusted: no READY, the handshake fails
+  // and the supervisor backs off.
+  options.source.tls.server_name = "other.test";
+  options.handshake.deadline = absl::Seconds(2);
+  StartSupervisor(options);
+  ASSERT_TRUE(WaitState(PluginState::kBackoff));
+  EXPECT_FALSE(supervisor_->status().last_error.ok());
+  supervisor_->Stop(absl::Seconds(1));
+
+  // Unreadable CA file: refused for good.
+  options.source.tls.ca_file = root_ + "/missing-ca.crt";
+  StartSupervisor(options);
+  ASSERT_TRUE(WaitState(PluginState::kFailed));
+  EXPECT_EQ(supervisor_->status().last_error.code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(SupervisorTest, StopAbortsAHandshakeInProgress) {

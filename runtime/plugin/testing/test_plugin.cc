@@ -139,9 +139,11 @@ absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string&
   std::unique_ptr<TestPlugin> plugin(new TestPlugin());
   const std::string health_mode = options.health;
   const auto configure = options.configure;
+  const auto credentials =
+      options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials();
   plugin->service_ = std::make_unique<Service>(std::move(options));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &plugin->port_);
+  builder.AddListeningPort(address, credentials, &plugin->port_);
   builder.SetMaxReceiveMessageSize(128 << 20);
   builder.SetMaxSendMessageSize(128 << 20);
   builder.RegisterService(plugin->service_.get());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 
@@ -37,6 +38,8 @@ struct TestPluginOptions {
   int crash_after = 0;
   // Called with the server builder before the server starts (benchmarks add services).
   std::function<void(grpc::ServerBuilder&)> configure;
+  // Listening credentials; null means insecure.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 class TestPlugin {

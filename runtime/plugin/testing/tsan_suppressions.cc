@@ -11,12 +11,15 @@
 // them on another; races with a CallOpSet frame on either stack are suppressed, which is the
 // price of an uninstrumented gRPC (our code touches those buffers only inside reactions or
 // under our own locks, see session.cc). Only one __tsan_default_suppressions may exist per
-// binary: link this instead of //proto/testing:tsan_suppressions, never both.
+// binary: link this instead of //proto/testing:tsan_suppressions, never both. OpenSSL's
+// libraries (gRPC's TLS) are uninstrumented too and are treated like gRPC's.
 
 extern "C" const char* __tsan_default_suppressions() {
   return "called_from_lib:libgrpc.so\n"
          "called_from_lib:libgrpc++.so\n"
          "called_from_lib:libgpr.so\n"
+         "called_from_lib:libcrypto.so.3\n"
+         "called_from_lib:libssl.so.3\n"
          "race:libabsl_*.so*\n"
          "race_top:grpc::internal::\n"
          "race:grpc::internal::CallOpSet\n";
