@@ -1,0 +1,446 @@
+// e2e-burst (issue 5, "Benchmarks"): 10,000 custom resources created at once in the embedded
+// API server, and the time until the plugin has written every one's status.
+//
+// Each phase starts a fresh manager::Host (embedded API server over HTTPS, manager, and
+// bench/e2e_burst:burst_plugin exec'd and supervised over its Unix socket), applies the `Burst`
+// CRD, opens one watch on the bursts, then creates --objects Bursts from --clients threads
+// (keep-alive HTTPS connections of one kube::RestClient, no client-side rate limit). The watch
+// records when each object's `status.phase == Done` arrives.
+//
+//   floor   the controller disabled: creating the objects alone (the baseline)
+//   naive   maxConcurrentReconciles: 1 (one worker, like a naive controller)
+//   tuned   maxConcurrentReconciles: --workers, queue rateLimit raised
+//   default-host   like tuned, but the host's own API client keeps its default rate limit
+//                  (50 QPS / burst 100), on --probe-objects objects (informative)
+//
+// Flags: --objects=10000 --clients=8 --workers=32 --probe-objects=400 --host-qps=0
+// (the tuned host client's QPS; 0 = unlimited) --phases=floor,naive,tuned,default-host --json
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/report.h"
+#include "runtime/common/mutex.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/config/load.h"
+#include "runtime/kube/client.h"
+#include "runtime/kube/kubeconfig.h"
+#include "runtime/kube/rest_client.h"
+#include "runtime/manager/host.h"
+#include "simdjson.h"
+
+namespace ctrlhost::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+const kube::ResourceRef kCrds{
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "", "", ""};
+const kube::ResourceRef kBursts{"burst.bench.ctrlhost.dev", "v1", "bursts", "default", "", ""};
+
+constexpr char kCrd[] = R"({"apiVersion":"apiextensions.k8s.io/v1",
+"kind":"CustomResourceDefinition","metadata":{"name":"bursts.burst.bench.ctrlhost.dev"},
+"spec":{"group":"burst.bench.ctrlhost.dev","scope":"Namespaced",
+"names":{"plural":"bursts","singular":"burst","kind":"Burst","listKind":"BurstList"},
+"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})";
+
+int64_t NowNanos() {
+  static const auto origin = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              origin)
+      .count();
+}
+
+struct Phase {
+  std::string name;
+  bool controller = true;
+  int workers = 1;
+  int objects = 10000;
+  int clients = 8;
+  double host_qps = 0;  // the host's RestClient QPS (0: unlimited)
+  int host_burst = 100;
+  size_t host_idle = 8;             // the host's RestClient pool of idle keep-alive connections
+  bool default_rate_limit = false;  // leave the controller queue's rateLimit at its default
+};
+
+struct PhaseResult {
+  int64_t created = 0;
+  int64_t create_errors = 0;
+  std::string first_error;
+  absl::Duration create_time;    // first create sent -> last create acknowledged
+  absl::Duration converge_time;  // first create sent -> last status seen
+  int64_t converged = 0;
+  std::vector<absl::Duration> latencies;  // create sent -> status seen, per object
+  uint64_t reconciles = 0;
+  uint64_t reconcile_errors = 0;
+  uint64_t plugin_requests = 0;
+};
+
+std::string OperatorYaml(const Phase& phase, const std::string& plugin) {
+  std::string controller = phase.controller
+                               ? absl::StrCat("    maxConcurrentReconciles: ", phase.workers, "\n")
+                               : "    disabled: true\n";
+  if (phase.controller && !phase.default_rate_limit) {
+    absl::StrAppend(&controller, "    rateLimit: {qps: 1000000, burst: 1000000}\n");
+  }
+  return absl::StrCat(R"(apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata: {name: bench}
+spec:
+  plugins:
+  - name: burst
+    exec: {command: ")",
+                      plugin, R"("}
+    maxInFlight: 1024
+  controllers:
+  - name: burst
+)",
+                      controller);
+}
+
+// Parses one watch event; sets `index` to N of "b-N" when its status phase is Done.
+bool DoneIndex(simdjson::ondemand::parser& parser, const std::string& object, int64_t* index) {
+  simdjson::padded_string padded(object);
+  simdjson::ondemand::document doc;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS) return false;
+  std::string_view name;
+  if (doc["metadata"]["name"].get_string().get(name) != simdjson::SUCCESS) return false;
+  std::string name_copy(name);
+  std::string_view phase;
+  if (doc["status"]["phase"].get_string().get(phase) != simdjson::SUCCESS) return false;
+  if (phase != "Done" || !absl::StartsWith(name_copy, "b-")) return false;
+  return absl::SimpleAtoi(absl::string_view(name_copy).substr(2), index);
+}
+
+absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plugin,
+                                     const fs::path& dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSIGN_OR_RETURN(std::vector<config::OperatorSpec> operators,
+                   config::ParseOperators(OperatorYaml(phase, plugin), "operator.yaml"));
+  manager::HostOptions options;
+  options.operators = operators;
+  options.data_dir = (dir / "data").string();
+  options.apiserver.port = 0;
+  options.metrics_port = 0;
+  options.rest.qps = phase.host_qps;
+  options.rest.burst = phase.host_burst;
+  options.rest.max_idle_connections = phase.host_idle;
+  ASSIGN_OR_RETURN(std::unique_ptr<manager::Host> host, manager::Host::Start(options));
+
+  RETURN_IF_ERROR(host->client().Create(kCrds, kCrd).status());
+  // Creators and the watch get their own client: no rate limit, a connection per thread.
+  ASSIGN_OR_RETURN(kube::RestConfig config, kube::LoadKubeconfigFile(host->kubeconfig_path()));
+  kube::RestClientOptions rest_options;
+  rest_options.qps = 0;
+  rest_options.max_idle_connections = phase.clients + 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<kube::RestClient> rest,
+                   kube::RestClient::Create(config, rest_options));
+  kube::Client client(rest.get());
+
+  if (phase.controller) {
+    RETURN_IF_ERROR(host->manager().WaitReady(absl::Seconds(60)));
+  }
+  std::string from_revision;
+  const absl::Time served_deadline = absl::Now() + absl::Seconds(30);
+  while (true) {
+    absl::StatusOr<kube::ObjectList> list = client.List(kBursts);
+    if (list.ok()) {
+      from_revision = list->resource_version;
+      break;
+    }
+    if (absl::Now() > served_deadline) return list.status();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+
+  const int n = phase.objects;
+  std::vector<int64_t> sent_ns(n, 0), done_ns(n, 0);
+  std::atomic<int64_t> converged{0};
+  std::atomic<bool> watch_failed{false};
+  kube::StreamCanceller canceller;
+  std::thread watcher;
+  if (phase.controller) {
+    watcher = std::thread([&] {
+      simdjson::ondemand::parser parser;
+      kube::WatchOptions watch_options;
+      watch_options.resource_version = from_revision;
+      watch_options.idle_timeout = absl::Minutes(2);
+      absl::Status s = client.Watch(
+          kBursts, watch_options,
+          [&](kube::WatchEvent event) {
+            int64_t i = 0;
+            if (event.type == "MODIFIED" && DoneIndex(parser, event.object, &i) && i >= 0 &&
+                i < n && done_ns[i] == 0) {
+              done_ns[i] = NowNanos();
+              if (converged.fetch_add(1) + 1 == n) return false;
+            }
+            return true;
+          },
+          &canceller);
+      if (!s.ok()) {
+        std::cerr << "e2e-burst: watch ended: " << s << "\n";
+        watch_failed = true;
+      }
+    });
+  }
+
+  // Creates: `clients` threads take the next index until all are sent.
+  PhaseResult result;
+  std::atomic<int64_t> next{0}, created{0}, errors{0};
+  common::Mutex error_mu;
+  std::string first_error;
+  std::vector<int64_t> acked_ns(n, 0);
+  std::vector<std::thread> creators;
+  for (int c = 0; c < phase.clients; ++c) {
+    creators.emplace_back([&] {
+      while (true) {
+        const int64_t i = next.fetch_add(1);
+        if (i >= n) return;
+        const std::string body = absl::StrCat(
+            R"({"apiVersion":"burst.bench.ctrlhost.dev/v1","kind":"Burst","metadata":{"name":"b-)",
+            i, R"(","namespace":"default"},"spec":{"size":)", i, "}}");
+        sent_ns[i] = NowNanos();
+        absl::StatusOr<std::string> r = client.Create(kBursts, body);
+        acked_ns[i] = NowNanos();
+        if (r.ok()) {
+          created.fetch_add(1);
+        } else {
+          errors.fetch_add(1);
+          common::MutexLock lock(&error_mu);
+          if (first_error.empty()) first_error = r.status().ToString();
+        }
+      }
+    });
+  }
+  for (std::thread& t : creators) t.join();
+  const int64_t first_sent = *std::min_element(sent_ns.begin(), sent_ns.end());
+  result.created = created.load();
+  result.create_errors = errors.load();
+  result.first_error = first_error;
+  result.create_time =
+      absl::Nanoseconds(*std::max_element(acked_ns.begin(), acked_ns.end()) - first_sent);
+
+  if (phase.controller) {
+    // Bounded wait for the watch to see every status (it returns by itself when it has).
+    const absl::Time deadline = absl::Now() + absl::Seconds(90);
+    while (converged.load() < result.created && !watch_failed.load() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    canceller.Cancel();
+    watcher.join();
+    result.converged = converged.load();
+    int64_t last = first_sent;
+    for (int i = 0; i < n; ++i) {
+      if (done_ns[i] == 0) continue;
+      last = std::max(last, done_ns[i]);
+      result.latencies.push_back(absl::Nanoseconds(done_ns[i] - sent_ns[i]));
+    }
+    result.converge_time = absl::Nanoseconds(last - first_sent);
+    observe::Figures figures;
+    host->manager().Collect(figures);
+    for (const observe::ControllerFigures& c : figures.controllers) {
+      for (const auto& [r, count] : c.reconcile_total) result.reconciles += count;
+      result.reconcile_errors += c.reconcile_errors_total;
+    }
+    for (const auto& p : figures.plugins) {
+      for (const auto& [r, count] : p.requests_total) result.plugin_requests += count;
+    }
+  }
+  // Our connections first: the server's shutdown would wait for idle keep-alive connections.
+  rest.reset();
+  host->Stop();
+  host.reset();
+  fs::remove_all(dir);
+  return result;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+int Main(int argc, char** argv) {
+  Reporter reporter("e2e-burst", argc, argv);
+  int objects = 10000, clients = 8, workers = 32, probe_objects = 400, host_idle = -1;
+  double host_qps = 0;
+  std::vector<std::string> phases = {"floor", "naive", "tuned", "default-host"};
+  for (const std::string& arg : reporter.args()) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    bool ok = true;
+    if (kv.first == "--objects") {
+      ok = absl::SimpleAtoi(kv.second, &objects) && objects > 0;
+    } else if (kv.first == "--clients") {
+      ok = absl::SimpleAtoi(kv.second, &clients) && clients > 0;
+    } else if (kv.first == "--workers") {
+      ok = absl::SimpleAtoi(kv.second, &workers) && workers > 0;
+    } else if (kv.first == "--probe-objects") {
+      ok = absl::SimpleAtoi(kv.second, &probe_objects) && probe_objects > 0;
+    } else if (kv.first == "--host-idle") {
+      ok = absl::SimpleAtoi(kv.second, &host_idle) && host_idle > 0;
+    } else if (kv.first == "--host-qps") {
+      ok = absl::SimpleAtod(kv.second, &host_qps) && host_qps >= 0;
+    } else if (kv.first == "--phases") {
+      phases = absl::StrSplit(kv.second, ',', absl::SkipEmpty());
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::cerr << "e2e-burst: bad flag " << arg << "\n";
+      return 2;
+    }
+  }
+  auto wants = [&](absl::string_view p) {
+    return std::find(phases.begin(), phases.end(), p) != phases.end();
+  };
+
+  // The plugin sits next to this binary in bazel-bin (and in its runfiles).
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const std::string plugin = (self.parent_path() / "burst_plugin").string();
+  if (ec || !fs::exists(plugin)) {
+    std::cerr << "e2e-burst: plugin not found next to the binary: " << plugin << "\n";
+    return 1;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const fs::path root =
+      fs::path(tmp != nullptr ? tmp : "/tmp") / absl::StrCat("e2e-burst-", getpid());
+
+  auto run = [&](const Phase& phase) -> std::optional<PhaseResult> {
+    std::cerr << "e2e-burst: phase " << phase.name << " (" << phase.objects << " objects)\n";
+    absl::StatusOr<PhaseResult> r = RunPhase(phase, plugin, root / phase.name);
+    if (!r.ok()) {
+      std::cerr << "e2e-burst: phase " << phase.name << " failed: " << r.status() << "\n";
+      Figure f;
+      f.metric = absl::StrCat(phase.name, " phase ran");
+      f.value = 0;
+      f.unit = "bool";
+      f.met = false;
+      reporter.Add(f);
+      return std::nullopt;
+    }
+    if (r->create_errors > 0) {
+      std::cerr << "e2e-burst: " << phase.name << ": " << r->create_errors
+                << " creates failed, first: " << r->first_error << "\n";
+    }
+    return *r;
+  };
+
+  Phase base;
+  base.objects = objects;
+  base.clients = clients;
+  base.host_qps = host_qps;
+  base.host_burst = 1000000;
+
+  std::optional<PhaseResult> floor, naive, tuned, probe;
+  if (wants("floor")) {
+    Phase p = base;
+    p.name = "floor";
+    p.controller = false;
+    floor = run(p);
+  }
+  if (wants("naive")) {
+    Phase p = base;
+    p.name = "naive";
+    p.workers = 1;
+    naive = run(p);
+  }
+  if (wants("tuned")) {
+    Phase p = base;
+    p.name = "tuned";
+    p.workers = workers;
+    p.host_idle = host_idle > 0 ? host_idle : workers;
+    tuned = run(p);
+  }
+  if (wants("default-host")) {
+    Phase p = base;
+    p.name = "default-host";
+    p.objects = probe_objects;
+    p.workers = workers;
+    p.host_qps = kube::RestClientOptions().qps;
+    p.host_burst = kube::RestClientOptions().burst;
+    p.default_rate_limit = true;
+    probe = run(p);
+  }
+
+  auto add = [&](std::string metric, double value, std::string unit, std::optional<double> baseline,
+                 std::optional<double> ratio, std::optional<std::string> target,
+                 std::optional<bool> met) {
+    Figure f;
+    f.metric = std::move(metric);
+    f.value = value;
+    f.unit = std::move(unit);
+    f.baseline = baseline;
+    f.ratio = ratio;
+    f.target = std::move(target);
+    f.met = met;
+    reporter.Add(f);
+  };
+  std::optional<double> floor_s;
+  if (floor) {
+    floor_s = Seconds(floor->create_time);
+    add("floor: creates alone, no controller", floor->created / *floor_s, "creates/s", std::nullopt,
+        std::nullopt, std::nullopt, floor->create_errors == 0);
+    add("floor: time to create all", *floor_s, "s", std::nullopt, std::nullopt, std::nullopt,
+        std::nullopt);
+  }
+  if (tuned) {
+    const double converge_s = Seconds(tuned->converge_time);
+    const bool all = tuned->converged == objects && tuned->create_errors == 0;
+    add(absl::StrCat("tuned (", workers, " workers): time to all converged"), converge_s, "s",
+        floor_s, floor_s ? std::optional<double>(converge_s / *floor_s) : std::nullopt, "<= 5 s",
+        all && converge_s <= 5);
+    add("tuned: objects converged", tuned->converged, "objects", objects, std::nullopt,
+        absl::StrCat("== ", objects), all);
+    add("tuned: creates/s (controller running)", tuned->created / Seconds(tuned->create_time),
+        "creates/s", floor ? std::optional<double>(floor->created / *floor_s) : std::nullopt,
+        std::nullopt, std::nullopt, std::nullopt);
+    add("tuned: reconciles/s", tuned->reconciles / converge_s, "reconciles/s", std::nullopt,
+        std::nullopt, std::nullopt, std::nullopt);
+    add("tuned: reconciles per object", static_cast<double>(tuned->reconciles) / objects, "x",
+        std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("tuned: create->status latency p50", Millis(Percentile(tuned->latencies, 50)), "ms",
+        std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("tuned: create->status latency p99", Millis(Percentile(tuned->latencies, 99)), "ms",
+        std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+  }
+  if (naive) {
+    const double naive_s = Seconds(naive->converge_time);
+    add("naive (1 worker): time to all converged", naive_s, "s",
+        tuned ? std::optional<double>(Seconds(tuned->converge_time)) : std::nullopt,
+        tuned ? std::optional<double>(naive_s / Seconds(tuned->converge_time)) : std::nullopt,
+        std::nullopt, naive->converged == objects);
+    add("naive: reconciles/s", naive->reconciles / naive_s, "reconciles/s", std::nullopt,
+        std::nullopt, std::nullopt, std::nullopt);
+    add("naive: create->status latency p99", Millis(Percentile(naive->latencies, 99)), "ms",
+        std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+  }
+  if (probe) {
+    const double s = Seconds(probe->converge_time);
+    add(absl::StrCat("default host client (50 QPS): ", probe_objects, " objects converged in"), s,
+        "s", std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("default host client: status writes/s", probe->converged / s, "objects/s", std::nullopt,
+        std::nullopt, std::nullopt, std::nullopt);
+  }
+  fs::remove_all(root);
+  return reporter.Finish();
+}
+
+}  // namespace
+}  // namespace ctrlhost::bench
+
+int main(int argc, char** argv) { return ctrlhost::bench::Main(argc, argv); }
