@@ -116,6 +116,35 @@ TEST(ObjectParserTest, RejectsBadInputWithoutCrashing) {
   EXPECT_TRUE(parser.Parse(R"({"metadata":{"name":"ok"}})").ok());
 }
 
+TEST(ObjectParserTest, DuplicateLabelKeysLastWinsAndDuplicateFieldsFirstIsRead) {
+  ObjectParser parser;
+  auto object =
+      parser.Parse(R"({"metadata":{"name":"a","name":"b","labels":{"k":"2","a":"x","k":"1"}}})");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->name(), "a");
+  ASSERT_EQ((*object)->label_count(), 2u);
+  EXPECT_EQ(*(*object)->Label("k"), "1");
+  EXPECT_EQ(*(*object)->Label("a"), "x");
+}
+
+TEST(ObjectParserTest, StripsAndReadsMetadataInAnyMemberOrder) {
+  ObjectParser parser;
+  // Server order (alphabetical, data before metadata) and managedFields between other fields.
+  const std::string json =
+      R"({"apiVersion":"v1","data":{"k":"}]\"{["},"kind":"ConfigMap","metadata":{)"
+      R"("creationTimestamp":"2026-01-01T00:00:00Z","labels":{"app":"x"},)"
+      R"("managedFields":[{"fieldsV1":{"f:data":{".":{},"f:k":{}}},"manager":"m"}],)"
+      R"("name":"cm","namespace":"ns","ownerReferences":[{"uid":"o1"}],"uid":"u"}})";
+  auto object = parser.Parse(json);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->key(), "ns/cm");
+  EXPECT_EQ((*object)->owner_uid(0), "o1");
+  EXPECT_EQ((*object)->json(),
+            R"({"apiVersion":"v1","data":{"k":"}]\"{["},"kind":"ConfigMap","metadata":{)"
+            R"("creationTimestamp":"2026-01-01T00:00:00Z","labels":{"app":"x"},)"
+            R"("name":"cm","namespace":"ns","ownerReferences":[{"uid":"o1"}],"uid":"u"}})");
+}
+
 TEST(ObjectParserTest, NullFieldsCountAsAbsent) {
   ObjectParser parser;
   auto object = parser.Parse(R"({"metadata":{"name":"a","labels":null,"finalizers":null}})");
