@@ -90,10 +90,40 @@ const std::string* StringAt(const nlohmann::json& object, const char* field) {
   return it != object.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
 }
 
-// A bytes field as the JSON it holds; text that is not JSON stays a (UTF-8 sanitised) string.
+// Deeper JSON is shown as text: nlohmann's dump and destructor recurse, and a plugin's answer
+// must not be able to overflow our stack.
+constexpr int kMaxJsonDepth = 512;
+
+// True when `text` nests arrays/objects deeper than kMaxJsonDepth (brackets in strings ignored).
+bool TooDeep(const std::string& text) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// A bytes field as the JSON it holds; text that is not JSON (or nests too deep) stays a
+// (UTF-8 sanitised) string.
 nlohmann::json DecodeJsonBytes(const std::string& bytes) {
-  nlohmann::json value = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  if (!value.is_discarded()) return value;
+  if (!TooDeep(bytes)) {
+    nlohmann::json value = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+    if (!value.is_discarded()) return value;
+  }
   const std::string quoted =
       nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return nlohmann::json::parse(quoted, nullptr, /*allow_exceptions=*/false);

@@ -345,6 +345,12 @@ TEST(ResponseToJsonTest, BytesFieldsAreObjects) {
   EXPECT_EQ((*json)["patches"][0]["patch"][0]["op"], "remove");
   EXPECT_EQ((*json)["patches"][0]["target"], "PATCH_TARGET_PRIMARY");
   EXPECT_EQ((*json)["request_id"], "4");
+  // Nesting deeper than the renderers can take stays text.
+  pb::ReconcileResponse deep;
+  deep.set_status(std::string(100000, '[') + std::string(100000, ']'));
+  absl::StatusOr<nlohmann::json> deep_json = ResponseToJson(deep);
+  ASSERT_TRUE(deep_json.ok());
+  EXPECT_TRUE((*deep_json)["status"].is_string());
   // Renderable both ways.
   EXPECT_THAT(common::JsonToYaml(*json), HasSubstr("phase: Ready"));
 }
