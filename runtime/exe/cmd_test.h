@@ -12,7 +12,7 @@
 //     ...
 //
 // The plugin is started exactly as the host starts it (plugin::Supervisor: a private socket
-// directory, CTRLHOST_PLUGIN_ADDRESS, Describe + health within --timeout), the controller is
+// directory, CTRLHOST_PLUGIN_ADDRESS, Describe + health within --ready-timeout), the controller is
 // the one named by --controller or the one whose primary kind is the object's, and the
 // ReconcileResponse is printed as YAML or JSON with its JSON bytes fields (desired_objects,
 // status, patches[].patch) shown as objects. The plugin is stopped with SIGTERM afterwards.
