@@ -107,6 +107,9 @@ struct RunnerOptions {
 };
 
 // controller-runtime's `result` label values of controller_runtime_reconcile_total.
+// Conflicts in a row on one key that are requeued at once; later ones back off.
+inline constexpr int kMaxImmediateConflicts = 5;
+
 enum class ReconcileResult { kSuccess, kError, kRequeue, kRequeueAfter, kTerminal };
 inline constexpr int kReconcileResults = 5;
 absl::string_view ReconcileResultLabel(ReconcileResult result);
@@ -227,6 +230,8 @@ class Runner {
   // State below is protected by mu_.
   absl::flat_hash_map<std::string, pb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> terminal_ ABSL_GUARDED_BY(mu_);
+  // Consecutive kRequeueNow outcomes per key (see kMaxImmediateConflicts).
+  absl::flat_hash_map<std::string, int> conflicts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> deleted_uids_ ABSL_GUARDED_BY(mu_);
   // uid -> resourceVersion at which EnsureFinalizer succeeded.
   absl::flat_hash_map<std::string, std::string> finalizer_ensured_ ABSL_GUARDED_BY(mu_);

@@ -239,6 +239,22 @@ TEST_F(RunnerTest, RequeueNowRunsAgainAtOnce) {
   EXPECT_EQ(dispatcher_.calls()[1].attempt(), 1u);
 }
 
+TEST_F(RunnerTest, RepeatedConflictsBackOff) {
+  Build();
+  runner_->Start();
+  for (int i = 0; i < kMaxImmediateConflicts; ++i) applier_.Script(OutcomeKind::kRequeueNow);
+  AddPrimary(WebApp("web"));
+  // The first conflicts in a row requeue at once; the last scripted one backs off, so nothing
+  // runs until the (fake) clock moves.
+  ASSERT_TRUE(applier_.WaitForApplied(kMaxImmediateConflicts));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), static_cast<size_t>(kMaxImmediateConflicts));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(applier_.WaitForApplied(kMaxImmediateConflicts + 1));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().reconciles_for(ReconcileResult::kSuccess), 1u);
+}
+
 TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
   Build();
   runner_->Start();

@@ -263,6 +263,18 @@ void Runner::ProcessKey(const std::string& key) {
     return;
   }
 
+  // Conflicts (409) requeue at once to read fresh state, but a plugin that keeps writing with a
+  // stale resourceVersion (or a `test` that never holds) would spin: from the
+  // kMaxImmediateConflicts-th conflict in a row on, the key backs off like any retry.
+  bool conflict_backoff = false;
+  {
+    common::MutexLock lock(&mu_);
+    if (outcome.kind == OutcomeKind::kRequeueNow) {
+      conflict_backoff = ++conflicts_[key] >= kMaxImmediateConflicts;
+    } else {
+      conflicts_.erase(key);
+    }
+  }
   switch (outcome.kind) {
     case OutcomeKind::kDone:
       queue_.Forget(key);
@@ -284,7 +296,7 @@ void Runner::ProcessKey(const std::string& key) {
                        {{"controller", info_->name}, {"key", key}, {"status", outcome.status}});
       break;
     case OutcomeKind::kRequeueNow:
-      Requeue(key, queue_.Add(key));
+      Requeue(key, conflict_backoff ? queue_.AddRateLimited(key) : queue_.Add(key));
       Record(ReconcileResult::kRequeue, key, absl::OkStatus(), took);
       break;
     case OutcomeKind::kTerminal: {
