@@ -108,9 +108,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                 "ctrlhost.dev/v1alpha1) in --file: starts their controller plugins, watches the "
                 "objects they reconcile and applies what the plugins answer. Without a "
                 "kubeconfig the embedded API server runs in-process with its data in "
-                "--data-dir; with one, the host works against that cluster. The file or "
-                "directory is watched: changed documents update their operators and hot-swap "
-                "changed plugins.");
+                "--data-dir; with one, the host works against that cluster.");
   RunFlags values;
   flags.AddString("file", &values.file, "Operator file, or a directory of .yaml/.yml files")
       .Short('f')
