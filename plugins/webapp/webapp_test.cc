@@ -13,7 +13,7 @@ namespace pb = ::ctrlhost::plugin::v1alpha1;
 using sdk::testing::Outcome;
 using sdk::testing::RequestBuilder;
 
-constexpr char kSample[] = "plugins/webapp/samples/webapp.yaml";
+constexpr char kSample[] = "plugins/webapp/testdata/webapp.yaml";
 
 class WebAppTest : public ::testing::Test {
  protected:

@@ -13,7 +13,7 @@ import unittest
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost")
 BINARY = os.path.join(RUNFILES, "runtime", "exe", "ctrlhost")
 WEBAPP = os.path.join(RUNFILES, "plugins", "webapp", "webapp")
-SAMPLE = os.path.join(RUNFILES, "plugins", "webapp", "samples", "webapp.yaml")
+SAMPLE = os.path.join(RUNFILES, "plugins", "webapp", "testdata", "webapp.yaml")
 TIMEOUT_SECONDS = 60
 
 

@@ -41,7 +41,7 @@ const std::string& TestPlugin() {
   return *path;
 }
 const std::string& Sample() {
-  static const std::string* path = new std::string(Runfile("plugins/webapp/samples/webapp.yaml"));
+  static const std::string* path = new std::string(Runfile("plugins/webapp/testdata/webapp.yaml"));
   return *path;
 }
 
