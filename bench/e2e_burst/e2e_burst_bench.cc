@@ -13,8 +13,9 @@
 //   default-host   like tuned, but the host's own API client keeps its default rate limit
 //                  (50 QPS / burst 100), on --probe-objects objects (informative)
 //
-// Flags: --objects=10000 --clients=8 --workers=32 --probe-objects=400 --host-qps=0
-// (the tuned host client's QPS; 0 = unlimited) --phases=floor,naive,tuned,default-host --json
+// Flags: --objects=10000 --clients=8 --workers=8 --host-idle=max(8,workers) --probe-objects=400
+// --host-qps=0 (the tuned host client's QPS; 0 = unlimited) --phases=floor,naive,tuned,default-host
+// --json
 #include <unistd.h>
 
 #include <algorithm>
@@ -276,7 +277,7 @@ double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 int Main(int argc, char** argv) {
   Reporter reporter("e2e-burst", argc, argv);
-  int objects = 10000, clients = 8, workers = 32, probe_objects = 400, host_idle = -1;
+  int objects = 10000, clients = 8, workers = 8, probe_objects = 400, host_idle = -1;
   double host_qps = 0;
   std::vector<std::string> phases = {"floor", "naive", "tuned", "default-host"};
   for (const std::string& arg : reporter.args()) {
@@ -363,7 +364,7 @@ int Main(int argc, char** argv) {
     Phase p = base;
     p.name = "tuned";
     p.workers = workers;
-    p.host_idle = host_idle > 0 ? host_idle : workers;
+    p.host_idle = host_idle > 0 ? host_idle : std::max(8, workers);
     tuned = run(p);
   }
   if (wants("default-host")) {
