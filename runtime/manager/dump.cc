@@ -72,6 +72,12 @@ std::string RenderDump(const DumpInput& input) {
     out << YAML::Key << "plugin" << YAML::Value << p.plugin;
     out << YAML::Key << "state" << YAML::Value << p.state;
     if (p.pid != 0) out << YAML::Key << "pid" << YAML::Value << p.pid;
+    out << YAML::Key << "generation" << YAML::Value << p.generation;
+    out << YAML::Key << "swaps" << YAML::Value << p.swaps;
+    if (!p.last_swap_error.empty()) {
+      out << YAML::Key << "lastSwapError" << YAML::Value << p.last_swap_error;
+    }
+    if (!p.canary.empty()) out << YAML::Key << "canary" << YAML::Value << p.canary;
     if (!p.address.empty()) out << YAML::Key << "address" << YAML::Value << p.address;
     out << YAML::Key << "restarts" << YAML::Value << p.restarts;
     if (!p.reported_name.empty()) {

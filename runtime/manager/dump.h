@@ -33,8 +33,12 @@ namespace ctrlhost::manager {
 struct DumpPlugin {
   std::string operator_name;
   std::string plugin;
-  std::string state;  // PLUGIN_STATE_* without the prefix: READY, STARTING, BACKOFF, ...
-  int pid = 0;        // 0 for remote plugins and while not running
+  std::string state;        // PLUGIN_STATE_* without the prefix: READY, STARTING, BACKOFF, ...
+  int pid = 0;              // 0 for remote plugins and while not running
+  uint64_t generation = 0;  // the serving instance's
+  uint64_t swaps = 0;       // successful cut-overs so far
+  std::string last_swap_error;
+  std::string canary;  // "generation 3 READY 10%" while a canary runs
   std::string address;
   uint64_t restarts = 0;
   std::string reported_name;

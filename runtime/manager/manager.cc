@@ -14,6 +14,7 @@
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/counting_dispatcher.h"
 #include "runtime/manager/dump.h"
+#include "runtime/manager/plugin_slot.h"
 #include "runtime/observe/adapters.h"
 #include "runtime/plugin/supervisor.h"
 #include "runtime/watch/kube_lister_watcher.h"
@@ -71,11 +72,14 @@ std::string StateName(plugin::PluginState state) { return plugin::PluginStateNam
 }  // namespace
 
 struct Manager::Plugin {
-  std::string operator_name;
+  std::string operator_name;  // constant
+  std::string name;           // constant: the plugin's name in the operator
+  // Guarded by the manager's mu_ once the plugin is shared (a swap or an operator update
+  // changes them); readers use PluginView's copies.
   config::PluginSpec spec;
   std::vector<config::ControllerSpec> overrides;
-  std::unique_ptr<plugin::Supervisor> supervisor;  // set before the plugin is shared
-  std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the supervisor
+  std::unique_ptr<PluginSlot> slot;                // set before the plugin is shared
+  std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the slot
   // Set by the loop once the plugin was first ready; guarded by the manager's mu_.
   std::shared_ptr<ControllerGroup> group;
   std::string group_error;  // why some overrides did not apply; guarded by mu_
@@ -137,6 +141,16 @@ Manager::Manager(ManagerOptions options)
 
 Manager::~Manager() { Stop(); }
 
+PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operator_name,
+                                                      const config::PluginSpec& spec) const {
+  return [this, operator_name, spec](uint64_t generation) {
+    plugin::SupervisorOptions so =
+        SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
+    so.generation = generation;
+    return so;
+  };
+}
+
 absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) {
   std::vector<std::unique_ptr<Operator>> added;
   {
@@ -157,25 +171,23 @@ absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) 
     for (const config::PluginSpec& plugin_spec : spec.plugins) {
       auto p = std::make_shared<Plugin>();
       p->operator_name = spec.name;
+      p->name = plugin_spec.name;
       p->spec = plugin_spec;
       p->overrides = spec.controllers;
-      plugin::SupervisorOptions so =
-          SupervisorOptionsFor(options_, socket_dir_, spec.name, plugin_spec, clock_);
-      so.on_state_change = [this](const plugin::PluginStatus&) { Wake(); };
-      absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
-          plugin::Supervisor::Start(std::move(so));
-      if (!supervisor.ok()) {
+      absl::StatusOr<std::unique_ptr<PluginSlot>> slot = PluginSlot::Start(
+          OptionsFactoryFor(spec.name, plugin_spec), [this] { Wake(); }, clock_);
+      if (!slot.ok()) {
         // Stop what this call started; operators already running are untouched.
         for (auto& started : added) {
-          for (auto& q : started->plugins) q->supervisor->Stop();
+          for (auto& q : started->plugins) q->slot->Stop();
         }
-        for (auto& q : op->plugins) q->supervisor->Stop();
-        return absl::Status(supervisor.status().code(),
+        for (auto& q : op->plugins) q->slot->Stop();
+        return absl::Status(slot.status().code(),
                             absl::StrCat(plugin_spec.location.ToString(), ": plugin ",
-                                         plugin_spec.name, ": ", supervisor.status().message()));
+                                         plugin_spec.name, ": ", slot.status().message()));
       }
-      p->supervisor = std::move(*supervisor);
-      p->dispatcher = std::make_unique<CountingDispatcher>(p->supervisor.get(), clock_);
+      p->slot = *std::move(slot);
+      p->dispatcher = std::make_unique<CountingDispatcher>(p->slot.get(), clock_);
       op->plugins.push_back(std::move(p));
     }
     added.push_back(std::move(op));
@@ -196,7 +208,9 @@ std::vector<Manager::PluginView> Manager::AllPlugins() const {
   std::vector<PluginView> out;
   common::MutexLock lock(&mu_);
   for (const auto& op : operators_) {
-    for (const auto& p : op->plugins) out.push_back(PluginView{p, p->group, p->group_error});
+    for (const auto& p : op->plugins) {
+      out.push_back(PluginView{p, p->group, p->group_error, p->spec, p->overrides});
+    }
   }
   return out;
 }
@@ -223,7 +237,7 @@ void Manager::Tick() {
   for (const PluginView& view : AllPlugins()) {
     Plugin* p = view.plugin.get();
     if (view.group == nullptr) {
-      plugin::PluginStatus status = p->supervisor->status();
+      plugin::PluginStatus status = p->slot->status();
       if (status.state != plugin::PluginState::kReady || status.describe == nullptr) continue;
       const plugin::pb::DescribeResponse& describe = *status.describe;
       ControllerGroupDeps deps;
@@ -232,12 +246,12 @@ void Manager::Tick() {
       deps.applier = applier_.get();
       deps.dispatcher = p->dispatcher.get();
       deps.clock = clock_;
-      auto group = std::make_shared<ControllerGroup>(p->operator_name, p->spec.name, deps);
-      absl::Status started = group->Start(describe, p->overrides, p->spec);
+      auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, deps);
+      absl::Status started = group->Start(describe, view.overrides, view.spec);
       if (!started.ok()) {
-        common::LogWarning("operator file override not applied", {{"operator", p->operator_name},
-                                                                  {"plugin", p->spec.name},
-                                                                  {"error", started.message()}});
+        common::LogWarning(
+            "operator file override not applied",
+            {{"operator", p->operator_name}, {"plugin", p->name}, {"error", started.message()}});
       }
       common::MutexLock lock(&mu_);
       p->group_error = std::string(started.message());
@@ -260,8 +274,8 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
   std::vector<std::string> not_ready;
   for (const PluginView& view : AllPlugins()) {
     const Plugin* p = view.plugin.get();
-    const std::string name = absl::StrCat(p->operator_name, "/", p->spec.name);
-    plugin::PluginStatus status = p->supervisor->status();
+    const std::string name = absl::StrCat(p->operator_name, "/", p->name);
+    plugin::PluginStatus status = p->slot->status();
     if (status.state != plugin::PluginState::kReady) {
       not_ready.push_back(absl::StrCat(
           "plugin ", name, " is ", StateName(status.state),
@@ -326,15 +340,14 @@ void Manager::Stop() {
       if (group == nullptr) continue;
       std::vector<std::string> unrun = group->Stop(options_.shutdown_timeout);
       if (!unrun.empty()) {
-        common::LogWarning("keys not reconciled before shutdown (the next start lists them again)",
-                           {{"operator", op->spec.name},
-                            {"plugin", p->spec.name},
-                            {"keys", absl::StrJoin(unrun, ",")}});
+        common::LogWarning(
+            "keys not reconciled before shutdown (the next start lists them again)",
+            {{"operator", op->spec.name}, {"plugin", p->name}, {"keys", absl::StrJoin(unrun, ",")}});
       }
     }
   }
   for (auto& op : operators) {
-    for (auto& p : op->plugins) p->supervisor->Stop();
+    for (auto& p : op->plugins) p->slot->Stop();
   }
   operators.clear();
   if (owns_socket_dir_) {
@@ -347,11 +360,11 @@ void Manager::Collect(observe::Figures& figures) const {
   for (const PluginView& view : AllPlugins()) {
     if (view.group != nullptr) view.group->Collect(figures);
     const Plugin& p = *view.plugin;
-    plugin::PluginStatus status = p.supervisor->status();
+    plugin::PluginStatus status = p.slot->status();
     PluginRequestFigures requests = p.dispatcher->Figures();
     observe::PluginFigures f;
     f.operator_name = p.operator_name;
-    f.plugin = p.spec.name;
+    f.plugin = p.name;
     f.up = status.state == plugin::PluginState::kReady;
     f.restarts_total = status.restarts;
     f.in_flight = static_cast<double>(requests.in_flight);
@@ -369,14 +382,21 @@ std::string Manager::DumpYaml() const {
   for (const PluginView& view : AllPlugins()) {
     DumpPlugin dp;
     dp.operator_name = view.plugin->operator_name;
-    dp.plugin = view.plugin->spec.name;
-    plugin::PluginStatus status = view.plugin->supervisor->status();
+    dp.plugin = view.plugin->name;
+    SlotStatus slot = view.plugin->slot->Snapshot();
+    const plugin::PluginStatus& status = slot.serving;
     dp.state = StateName(status.state);
     dp.pid = static_cast<int>(status.pid);
-    dp.address =
-        view.plugin->supervisor->socket_path().empty()
-            ? (view.plugin->spec.endpoint() != nullptr ? view.plugin->spec.endpoint()->address : "")
-            : absl::StrCat("unix://", view.plugin->supervisor->socket_path());
+    dp.generation = slot.serving_generation;
+    dp.swaps = slot.swaps;
+    dp.last_swap_error = slot.last_swap_error;
+    if (slot.has_canary) {
+      dp.canary = absl::StrCat("generation ", slot.canary_generation, " ",
+                               StateName(slot.canary.state), " ", slot.canary_percent, "%");
+    }
+    dp.address = slot.serving_socket.empty()
+                     ? (view.spec.endpoint() != nullptr ? view.spec.endpoint()->address : "")
+                     : absl::StrCat("unix://", slot.serving_socket);
     dp.restarts = status.restarts;
     if (status.describe != nullptr) {
       dp.reported_name = status.describe->plugin_name();

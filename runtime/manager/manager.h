@@ -41,6 +41,7 @@
 #include "runtime/controller/apply/applier.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
+#include "runtime/manager/plugin_slot.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
 
@@ -98,6 +99,9 @@ class Manager {
   struct Plugin;
   struct Operator;
   explicit Manager(ManagerOptions options);
+  // Supervisor options of `spec`'s instances (any generation).
+  PluginSlot::OptionsFactory OptionsFactoryFor(const std::string& operator_name,
+                                               const config::PluginSpec& spec) const;
   void Loop();
   void Wake();
   // Ready() when `pending` is null; Started(pending) otherwise.
@@ -109,6 +113,8 @@ class Manager {
     std::shared_ptr<Plugin> plugin;
     std::shared_ptr<ControllerGroup> group;  // null until the plugin was first ready
     std::string group_error;
+    config::PluginSpec spec;  // the current source (a swap changes it)
+    std::vector<config::ControllerSpec> overrides;
   };
   std::vector<PluginView> AllPlugins() const;
 

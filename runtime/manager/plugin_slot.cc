@@ -1,0 +1,351 @@
+#include "runtime/manager/plugin_slot.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/logging.h"
+
+namespace ctrlhost::manager {
+
+namespace pb = ::ctrlhost::plugin::v1alpha1;
+
+uint32_t PluginSlot::Bucket(absl::string_view key) {
+  // FNV-1a: stable across processes and releases (std::hash is neither).
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return static_cast<uint32_t>(h % 100);
+}
+
+absl::StatusOr<std::unique_ptr<PluginSlot>> PluginSlot::Start(OptionsFactory options,
+                                                              Listener listener,
+                                                              common::Clock* clock) {
+  std::unique_ptr<PluginSlot> slot(new PluginSlot(std::move(listener), clock));
+  auto instance = std::make_shared<Instance>();
+  instance->generation = 1;
+  plugin::SupervisorOptions so = options(1);
+  so.generation = 1;
+  Listener notify = slot->listener_;
+  so.on_state_change = [notify](const plugin::PluginStatus&) {
+    if (notify) notify();
+  };
+  absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
+      plugin::Supervisor::Start(std::move(so));
+  if (!supervisor.ok()) return supervisor.status();
+  instance->supervisor = *std::move(supervisor);
+  common::MutexLock lock(&slot->mu_);
+  slot->serving_ = std::move(instance);
+  slot->next_generation_ = 2;
+  return slot;
+}
+
+PluginSlot::PluginSlot(Listener listener, common::Clock* clock)
+    : listener_(std::move(listener)), clock_(clock != nullptr ? clock : common::Clock::Real()) {}
+
+PluginSlot::~PluginSlot() { Stop(); }
+
+void PluginSlot::Forward(const std::shared_ptr<Instance>& instance, pb::ReconcileCall call,
+                         absl::Time deadline, controller::ReconcileCallback done) {
+  {
+    common::MutexLock lock(&instance->mu);
+    ++instance->in_flight;
+  }
+  instance->supervisor->Dispatch(
+      std::move(call), deadline,
+      [instance, done = std::move(done)](absl::StatusOr<pb::ReconcileResponse> response) {
+        done(std::move(response));
+        common::MutexLock lock(&instance->mu);
+        if (--instance->in_flight == 0) instance->idle_cv.SignalAll();
+      });
+}
+
+void PluginSlot::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+                          controller::ReconcileCallback done) {
+  std::shared_ptr<Instance> target;
+  {
+    common::MutexLock lock(&mu_);
+    if (!stopped_) {
+      target = serving_;
+      if (canary_ != nullptr) {
+        const std::string key = call.namespace_().empty()
+                                    ? call.name()
+                                    : absl::StrCat(call.namespace_(), "/", call.name());
+        if (Bucket(key) < canary_percent_) target = canary_;
+      }
+    }
+  }
+  if (target == nullptr) {
+    done(absl::UnavailableError("the plugin is stopped"));
+    return;
+  }
+  Forward(target, std::move(call), deadline, std::move(done));
+}
+
+absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
+    const OptionsFactory& options, absl::Duration ready_timeout,
+    const std::function<absl::Status(const pb::DescribeResponse&)>& accept, SwapResult* result) {
+  uint64_t generation = 0;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopped_) return absl::FailedPreconditionError("the plugin is stopped");
+    generation = next_generation_++;
+  }
+  auto instance = std::make_shared<Instance>();
+  instance->generation = generation;
+  plugin::SupervisorOptions so = options(generation);
+  so.generation = generation;
+  Listener notify = listener_;
+  so.on_state_change = [notify](const plugin::PluginStatus&) {
+    if (notify) notify();
+  };
+  absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
+      plugin::Supervisor::Start(std::move(so));
+  if (!supervisor.ok()) {
+    result->failure = SwapFailure::kStartFailed;
+    return supervisor.status();
+  }
+  instance->supervisor = *std::move(supervisor);
+  // The first outcome of the new instance decides: READY, or the first failure (the supervisor
+  // would retry with backoff; a swap does not wait for that).
+  const bool settled = instance->supervisor->WaitFor(
+      [](const plugin::PluginStatus& s) {
+        return s.state == plugin::PluginState::kReady || s.state == plugin::PluginState::kFailed ||
+               s.state == plugin::PluginState::kBackoff || s.state == plugin::PluginState::kStopped;
+      },
+      ready_timeout);
+  plugin::PluginStatus status = instance->supervisor->status();
+  absl::Status failed;
+  if (!settled) {
+    result->failure = SwapFailure::kTimeout;
+    failed = absl::DeadlineExceededError(absl::StrCat(
+        "generation ", generation, " was not ready within ", absl::FormatDuration(ready_timeout)));
+  } else if (status.state != plugin::PluginState::kReady || status.describe == nullptr) {
+    result->failure = status.state == plugin::PluginState::kFailed ? SwapFailure::kHandshakeFailed
+                                                                   : SwapFailure::kStartFailed;
+    failed = absl::Status(
+        status.last_error.ok() ? absl::StatusCode::kUnavailable : status.last_error.code(),
+        absl::StrCat("generation ", generation, " did not start: ",
+                     status.last_error.ok() ? "stopped" : status.last_error.message()));
+  } else if (accept) {
+    if (absl::Status s = accept(*status.describe); !s.ok()) {
+      result->failure = SwapFailure::kIncompatible;
+      failed = absl::Status(s.code(), absl::StrCat("generation ", generation, ": ", s.message()));
+    }
+  }
+  if (!failed.ok()) {
+    instance->supervisor->Stop(absl::Seconds(2));
+    return failed;
+  }
+  result->describe = status.describe;
+  return instance;
+}
+
+void PluginSlot::Drain(const std::shared_ptr<Instance>& instance, absl::Duration timeout) {
+  if (instance == nullptr) return;
+  {
+    const absl::Time deadline = clock_->Now() + timeout;
+    common::MutexLock lock(&instance->mu);
+    while (instance->in_flight > 0) {
+      if (clock_->WaitWithDeadline(&instance->mu, &instance->idle_cv, deadline)) break;
+    }
+    if (instance->in_flight > 0) {
+      common::LogWarning(
+          "drain timeout: requests still in flight are failed and requeued",
+          {{"generation", instance->generation}, {"in_flight", instance->in_flight}});
+    }
+  }
+  // Whatever is still in flight fails UNAVAILABLE here (the runner requeues it).
+  instance->supervisor->Stop();
+}
+
+SwapResult PluginSlot::Swap(
+    OptionsFactory options, absl::Duration ready_timeout, absl::Duration drain_timeout,
+    const std::function<absl::Status(const pb::DescribeResponse&)>& accept) {
+  common::MutexLock swap_lock(&swap_mu_);
+  SwapResult result;
+  {
+    common::MutexLock lock(&mu_);
+    if (canary_ != nullptr) {
+      result.status = absl::FailedPreconditionError(absl::StrCat(
+          "a canary (generation ", canary_->generation, ") is running: promote or abort it first"));
+      result.serving_generation = serving_ != nullptr ? serving_->generation : 0;
+      return result;
+    }
+  }
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::shared_ptr<Instance>> fresh =
+      StartInstance(options, ready_timeout, accept, &result);
+  std::shared_ptr<Instance> old;
+  {
+    common::MutexLock lock(&mu_);
+    result.serving_generation = serving_ != nullptr ? serving_->generation : 0;
+    if (!fresh.ok()) {
+      result.status = fresh.status();
+      last_swap_error_ = std::string(fresh.status().message());
+      return result;
+    }
+    if (stopped_) {
+      result.status = absl::FailedPreconditionError("the plugin was stopped during the swap");
+      old = *fresh;  // stopped below, outside the lock
+      result.serving_generation = 0;
+    } else {
+      old = serving_;
+      serving_ = *fresh;
+      ++swaps_;
+    }
+  }
+  if (!result.status.ok()) {
+    old->supervisor->Stop();
+    return result;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    last_swap_error_.clear();
+    result.serving_generation = serving_->generation;
+    result.drained_generation = old != nullptr ? old->generation : 0;
+  }
+  result.ready_at = clock_->Now();
+  result.cut_over = result.ready_at - start;
+  common::LogInfo("plugin swapped", {{"generation", result.serving_generation},
+                                     {"replaced", result.drained_generation},
+                                     {"cut_over", absl::FormatDuration(result.cut_over)}});
+  if (listener_) listener_();
+  Drain(old, drain_timeout);
+  return result;
+}
+
+SwapResult PluginSlot::StartCanary(
+    OptionsFactory options, uint32_t percent, absl::Duration ready_timeout,
+    const std::function<absl::Status(const pb::DescribeResponse&)>& accept) {
+  common::MutexLock swap_lock(&swap_mu_);
+  SwapResult result;
+  if (percent < 1 || percent > 99) {
+    result.status = absl::InvalidArgumentError("canary percent must be 1..99");
+    return result;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    result.serving_generation = serving_ != nullptr ? serving_->generation : 0;
+    if (canary_ != nullptr) {
+      result.status = absl::FailedPreconditionError("a canary is running already");
+      return result;
+    }
+  }
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::shared_ptr<Instance>> fresh =
+      StartInstance(options, ready_timeout, accept, &result);
+  common::MutexLock lock(&mu_);
+  if (!fresh.ok()) {
+    result.status = fresh.status();
+    last_swap_error_ = std::string(fresh.status().message());
+    return result;
+  }
+  canary_ = *fresh;
+  canary_percent_ = percent;
+  result.ready_at = clock_->Now();
+  result.cut_over = result.ready_at - start;
+  return result;
+}
+
+SwapResult PluginSlot::PromoteCanary(absl::Duration drain_timeout) {
+  common::MutexLock swap_lock(&swap_mu_);
+  SwapResult result;
+  std::shared_ptr<Instance> old;
+  {
+    common::MutexLock lock(&mu_);
+    if (canary_ == nullptr) {
+      result.status = absl::FailedPreconditionError("no canary is running");
+      result.serving_generation = serving_ != nullptr ? serving_->generation : 0;
+      return result;
+    }
+    old = serving_;
+    serving_ = std::move(canary_);
+    canary_ = nullptr;
+    canary_percent_ = 0;
+    ++swaps_;
+    result.serving_generation = serving_->generation;
+    result.drained_generation = old != nullptr ? old->generation : 0;
+    result.describe = serving_->supervisor->status().describe;
+  }
+  result.ready_at = clock_->Now();
+  if (listener_) listener_();
+  Drain(old, drain_timeout);
+  return result;
+}
+
+absl::Status PluginSlot::AbortCanary(absl::Duration drain_timeout) {
+  common::MutexLock swap_lock(&swap_mu_);
+  std::shared_ptr<Instance> canary;
+  {
+    common::MutexLock lock(&mu_);
+    if (canary_ == nullptr) return absl::FailedPreconditionError("no canary is running");
+    canary = std::move(canary_);
+    canary_ = nullptr;
+    canary_percent_ = 0;
+  }
+  if (listener_) listener_();
+  Drain(canary, drain_timeout);
+  return absl::OkStatus();
+}
+
+plugin::PluginStatus PluginSlot::status() const {
+  std::shared_ptr<Instance> serving;
+  {
+    common::MutexLock lock(&mu_);
+    serving = serving_;
+  }
+  if (serving == nullptr) {
+    plugin::PluginStatus s;
+    s.state = plugin::PluginState::kStopped;
+    return s;
+  }
+  return serving->supervisor->status();
+}
+
+uint64_t PluginSlot::generation() const {
+  common::MutexLock lock(&mu_);
+  return serving_ != nullptr ? serving_->generation : 0;
+}
+
+SlotStatus PluginSlot::Snapshot() const {
+  std::shared_ptr<Instance> serving, canary;
+  SlotStatus out;
+  {
+    common::MutexLock lock(&mu_);
+    serving = serving_;
+    canary = canary_;
+    out.canary_percent = canary_percent_;
+    out.swaps = swaps_;
+    out.last_swap_error = last_swap_error_;
+  }
+  if (serving != nullptr) {
+    out.serving = serving->supervisor->status();
+    out.serving_generation = serving->generation;
+    out.serving_socket = serving->supervisor->socket_path();
+  } else {
+    out.serving.state = plugin::PluginState::kStopped;
+  }
+  if (canary != nullptr) {
+    out.has_canary = true;
+    out.canary = canary->supervisor->status();
+    out.canary_generation = canary->generation;
+  }
+  return out;
+}
+
+void PluginSlot::Stop() {
+  std::shared_ptr<Instance> serving, canary;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    serving = std::move(serving_);
+    canary = std::move(canary_);
+  }
+  if (canary != nullptr) canary->supervisor->Stop();
+  if (serving != nullptr) serving->supervisor->Stop();
+}
+
+}  // namespace ctrlhost::manager

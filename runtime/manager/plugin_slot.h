@@ -1,0 +1,149 @@
+// PluginSlot: the stable dispatcher behind a plugin name, whatever instance serves it now.
+//
+// The runners of a plugin's controllers dispatch to the slot, never to an instance, so the
+// instance can change under them (hot swap) without the runners, queues or caches noticing:
+//
+//   Swap(source)   start generation N+1 next to N (its own socket, its own supervisor), wait
+//                  until it passed its handshake (Describe + health) or failed; on failure stop
+//                  it and keep N serving (a broken release never takes a controller down); on
+//                  success route every new request to N+1 at once, let N's requests in flight
+//                  finish within the drain timeout, then stop N (whatever it still holds fails
+//                  UNAVAILABLE and is requeued by the runner: nothing is lost).
+//   StartCanary    as Swap, but N+1 only gets the keys whose hash falls below `percent`
+//                  (stable: a key always goes to the same side); Promote makes it the serving
+//                  instance (the old one drains), Abort stops it.
+//
+// Per-key exclusivity holds across a cut-over because the runner never sends a key again before
+// its previous request is answered or failed; the slot only decides where the next one goes.
+//
+// Thread-safety: thread-safe. `mu_` guards the instances and counters; it is never held while
+// dispatching, starting or stopping a supervisor. Swap, StartCanary, Promote and Abort are
+// serialised by `swap_mu_` (one swap at a time per plugin).
+#ifndef CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
+#define CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
+#include "runtime/controller/reconcile.h"
+#include "runtime/plugin/supervisor.h"
+
+namespace ctrlhost::manager {
+
+// Why a swap was refused (admin.proto's SwapFailureReason).
+enum class SwapFailure { kNone, kStartFailed, kHandshakeFailed, kTimeout, kIncompatible };
+
+struct SwapResult {
+  absl::Status status;  // OK when the new instance serves
+  SwapFailure failure = SwapFailure::kNone;
+  uint64_t serving_generation = 0;
+  uint64_t drained_generation = 0;  // the instance that was replaced (0: none)
+  absl::Time ready_at = absl::InfinitePast();
+  absl::Duration cut_over = absl::ZeroDuration();  // swap request -> new instance serving
+  std::shared_ptr<const controller::pb::DescribeResponse> describe;  // of the new instance
+};
+
+// A snapshot for the admin API and the dump.
+struct SlotStatus {
+  plugin::PluginStatus serving;
+  uint64_t serving_generation = 0;
+  std::string serving_socket;
+  bool has_canary = false;
+  plugin::PluginStatus canary;
+  uint64_t canary_generation = 0;
+  uint32_t canary_percent = 0;
+  uint64_t swaps = 0;           // successful cut-overs
+  std::string last_swap_error;  // "" when the last swap succeeded (or none was tried)
+};
+
+class PluginSlot : public controller::Dispatcher {
+ public:
+  // `make_options(generation)` builds the supervisor options of one instance of `source`;
+  // the slot fills in the generation and the state callback. Called again for every swap with
+  // the new source's options.
+  using OptionsFactory = std::function<plugin::SupervisorOptions(uint64_t generation)>;
+  // Called (without locks, on the thread that changed it) whenever an instance's state changes.
+  using Listener = std::function<void()>;
+
+  // Starts generation 1. Errors: the supervisor's (invalid options).
+  static absl::StatusOr<std::unique_ptr<PluginSlot>> Start(OptionsFactory options,
+                                                           Listener listener, common::Clock* clock);
+  ~PluginSlot() override;  // Stop()
+  PluginSlot(const PluginSlot&) = delete;
+  PluginSlot& operator=(const PluginSlot&) = delete;
+
+  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+                controller::ReconcileCallback done) override;
+
+  // Replaces the serving instance by one built from `options` (see the file comment). Blocks
+  // until the new instance serves (or failed), then drains the old one up to `drain_timeout`
+  // before returning. `accept(describe)` may refuse the new instance's Describe (kIncompatible)
+  // before any request goes to it. FailedPrecondition when a canary is running.
+  SwapResult Swap(
+      OptionsFactory options, absl::Duration ready_timeout, absl::Duration drain_timeout,
+      const std::function<absl::Status(const controller::pb::DescribeResponse&)>& accept = nullptr);
+  SwapResult StartCanary(
+      OptionsFactory options, uint32_t percent, absl::Duration ready_timeout,
+      const std::function<absl::Status(const controller::pb::DescribeResponse&)>& accept = nullptr);
+  SwapResult PromoteCanary(absl::Duration drain_timeout);
+  absl::Status AbortCanary(absl::Duration drain_timeout);
+
+  // The serving instance's status (its Describe once ready).
+  plugin::PluginStatus status() const;
+  SlotStatus Snapshot() const;
+  // The generation that serves now.
+  uint64_t generation() const;
+
+  // Stops every instance. Idempotent.
+  void Stop();
+
+  // The bucket (0..99) of a key for canary routing: stable across processes.
+  static uint32_t Bucket(absl::string_view key);
+
+ private:
+  struct Instance {
+    std::unique_ptr<plugin::Supervisor> supervisor;
+    uint64_t generation = 0;
+    common::Mutex mu;
+    common::CondVar idle_cv;
+    int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  };
+  PluginSlot(Listener listener, common::Clock* clock);
+
+  // Starts an instance of `options` with the next generation and waits until it is READY
+  // (or failed / timed out: then it is stopped and the result says why).
+  absl::StatusOr<std::shared_ptr<Instance>> StartInstance(
+      const OptionsFactory& options, absl::Duration ready_timeout,
+      const std::function<absl::Status(const controller::pb::DescribeResponse&)>& accept,
+      SwapResult* result);
+  // Waits until `instance` has nothing in flight or `timeout` passed, then stops it.
+  void Drain(const std::shared_ptr<Instance>& instance, absl::Duration timeout);
+  static void Forward(const std::shared_ptr<Instance>& instance, controller::pb::ReconcileCall call,
+                      absl::Time deadline, controller::ReconcileCallback done);
+
+  const Listener listener_;
+  common::Clock* const clock_;
+
+  common::Mutex swap_mu_;  // serialises swaps; acquired before mu_
+
+  mutable common::Mutex mu_;
+  std::shared_ptr<Instance> serving_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Instance> canary_ ABSL_GUARDED_BY(mu_);
+  uint32_t canary_percent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t swaps_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_swap_error_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ctrlhost::manager
+
+#endif  // CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
