@@ -340,9 +340,10 @@ void Manager::Stop() {
       if (group == nullptr) continue;
       std::vector<std::string> unrun = group->Stop(options_.shutdown_timeout);
       if (!unrun.empty()) {
-        common::LogWarning(
-            "keys not reconciled before shutdown (the next start lists them again)",
-            {{"operator", op->spec.name}, {"plugin", p->name}, {"keys", absl::StrJoin(unrun, ",")}});
+        common::LogWarning("keys not reconciled before shutdown (the next start lists them again)",
+                           {{"operator", op->spec.name},
+                            {"plugin", p->name},
+                            {"keys", absl::StrJoin(unrun, ",")}});
       }
     }
   }
