@@ -92,7 +92,28 @@ struct PhaseResult {
   uint64_t reconciles = 0;
   uint64_t reconcile_errors = 0;
   uint64_t plugin_requests = 0;
+  // Floor only: the requests the host makes per object, sent by the bench's clients instead.
+  absl::Duration get_time;    // a GET of every object
+  absl::Duration patch_time;  // a status merge patch of every object
 };
+
+// `clients` threads run `request(i)` for i in [0, n); returns the wall time. Failures count in
+// `errors`.
+template <typename F>
+absl::Duration ForAll(int n, int clients, std::atomic<int64_t>* errors, F request) {
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> threads;
+  Stopwatch watch;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+        if (!request(i)) errors->fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return watch.Elapsed();
+}
 
 std::string OperatorYaml(const Phase& phase, const std::string& plugin) {
   std::string controller = phase.controller
@@ -238,6 +259,26 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
   result.create_time =
       absl::Nanoseconds(*std::max_element(acked_ns.begin(), acked_ns.end()) - first_sent);
 
+  if (!phase.controller) {
+    // What the host adds per object, from the same clients: the applier's GET of the live
+    // object, then its status merge patch with that resourceVersion as precondition.
+    std::atomic<int64_t> extra_errors{0};
+    result.get_time = ForAll(n, phase.clients, &extra_errors, [&](int64_t i) {
+      kube::ResourceRef ref = kBursts;
+      ref.name = absl::StrCat("b-", i);
+      return client.Get(ref).ok();
+    });
+    result.patch_time = ForAll(n, phase.clients, &extra_errors, [&](int64_t i) {
+      kube::ResourceRef ref = kBursts;
+      ref.name = absl::StrCat("b-", i);
+      ref.subresource = "status";
+      return client
+          .Patch(ref, kube::PatchType::kMerge,
+                 R"({"status":{"phase":"Done","observedGeneration":1}})")
+          .ok();
+    });
+    result.create_errors += extra_errors.load();
+  }
   if (phase.controller) {
     // Bounded wait for the watch to see every status (it returns by itself when it has).
     const absl::Time deadline = absl::Now() + absl::Seconds(90);
@@ -398,6 +439,13 @@ int Main(int argc, char** argv) {
         std::nullopt, std::nullopt, floor->create_errors == 0);
     add("floor: time to create all", *floor_s, "s", std::nullopt, std::nullopt, std::nullopt,
         std::nullopt);
+    add("floor: GETs/s (the applier's read, from clients)", objects / Seconds(floor->get_time),
+        "ops/s", std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("floor: status patches/s (from clients)", objects / Seconds(floor->patch_time), "ops/s",
+        std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("floor: create + GET + patch, serial",
+        Seconds(floor->create_time + floor->get_time + floor->patch_time), "s", std::nullopt,
+        std::nullopt, std::nullopt, std::nullopt);
   }
   if (tuned) {
     const double converge_s = Seconds(tuned->converge_time);
