@@ -1,0 +1,274 @@
+#include "runtime/admin/server.h"
+
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
+#include "runtime/admin/validate.h"
+#include "runtime/admin/work_pool.h"
+#include "runtime/common/logging.h"
+
+namespace ctrlhost::admin {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  const int code = static_cast<int>(status.code());
+  // absl and gRPC share the canonical codes 1..16.
+  const grpc::StatusCode grpc_code =
+      code >= 1 && code <= 16 ? static_cast<grpc::StatusCode>(code) : grpc::StatusCode::UNKNOWN;
+  return grpc::Status(grpc_code, std::string(status.message()));
+}
+
+namespace {
+
+std::string ActionName(const v1::SwapPluginRequest& request) {
+  switch (request.action_case()) {
+    case v1::SwapPluginRequest::kReplace:
+      return "replace";
+    case v1::SwapPluginRequest::kStartCanary:
+      return absl::StrCat("start_canary ", request.start_canary().percent(), "%");
+    case v1::SwapPluginRequest::kPromoteCanary:
+      return "promote_canary";
+    case v1::SwapPluginRequest::kAbortCanary:
+      return "abort_canary";
+    case v1::SwapPluginRequest::ACTION_NOT_SET:
+      break;
+  }
+  return "none";
+}
+
+// Mutations are rare and consequential: they are logged with their outcome.
+void LogSwap(const v1::SwapPluginRequest& request,
+             const absl::StatusOr<v1::SwapPluginResponse>& result) {
+  const std::string plugin = absl::StrCat(request.operator_(), "/", request.plugin());
+  if (!result.ok()) {
+    common::LogWarning(
+        "admin: swap refused",
+        {{"plugin", plugin}, {"action", ActionName(request)}, {"error", result.status()}});
+  } else if (result->has_failed()) {
+    common::LogWarning("admin: swap failed",
+                       {{"plugin", plugin},
+                        {"action", ActionName(request)},
+                        {"reason", v1::SwapFailureReason_Name(result->failed().reason())},
+                        {"message", result->failed().message()}});
+  } else {
+    common::LogInfo("admin: swap done", {{"plugin", plugin},
+                                         {"action", ActionName(request)},
+                                         {"generation", result->succeeded().swap_generation()}});
+  }
+}
+
+void LogReload(const v1::ReloadConfigRequest& request,
+               const absl::StatusOr<v1::ReloadConfigResponse>& result) {
+  if (!result.ok()) {
+    common::LogWarning("admin: configuration reload refused",
+                       {{"dryRun", request.dry_run()}, {"error", result.status()}});
+  } else {
+    common::LogInfo("admin: configuration reloaded",
+                    {{"dryRun", request.dry_run()}, {"operators", result->changes_size()}});
+  }
+}
+
+}  // namespace
+
+// The AdminService callback implementation: validates on gRPC's thread, then hands the call to a
+// pool. Thread-safe: it holds only pointers that are constant after construction.
+class AdminServiceImpl final : public v1::AdminService::CallbackService {
+ public:
+  AdminServiceImpl(AdminBackend* backend, WorkPool* swaps, WorkPool* queries)
+      : backend_(backend), swaps_(swaps), queries_(queries) {}
+
+  grpc::ServerUnaryReactor* ListOperators(grpc::CallbackServerContext* context,
+                                          const v1::ListOperatorsRequest* request,
+                                          v1::ListOperatorsResponse* response) override {
+    return Handle(context, request, response, queries_, nullptr, &AdminBackend::ListOperators);
+  }
+  grpc::ServerUnaryReactor* ListPlugins(grpc::CallbackServerContext* context,
+                                        const v1::ListPluginsRequest* request,
+                                        v1::ListPluginsResponse* response) override {
+    return Handle(context, request, response, queries_, nullptr, &AdminBackend::ListPlugins);
+  }
+  grpc::ServerUnaryReactor* GetPlugin(grpc::CallbackServerContext* context,
+                                      const v1::GetPluginRequest* request,
+                                      v1::GetPluginResponse* response) override {
+    return Handle(context, request, response, queries_, &ValidateGetPluginRequest,
+                  &AdminBackend::GetPlugin);
+  }
+  grpc::ServerUnaryReactor* ListControllers(grpc::CallbackServerContext* context,
+                                            const v1::ListControllersRequest* request,
+                                            v1::ListControllersResponse* response) override {
+    return Handle(context, request, response, queries_, nullptr, &AdminBackend::ListControllers);
+  }
+  grpc::ServerUnaryReactor* GetController(grpc::CallbackServerContext* context,
+                                          const v1::GetControllerRequest* request,
+                                          v1::GetControllerResponse* response) override {
+    return Handle(context, request, response, queries_, &ValidateGetControllerRequest,
+                  &AdminBackend::GetController);
+  }
+  grpc::ServerUnaryReactor* SwapPlugin(grpc::CallbackServerContext* context,
+                                       const v1::SwapPluginRequest* request,
+                                       v1::SwapPluginResponse* response) override {
+    return Handle(context, request, response, swaps_, &ValidateSwapPluginRequest,
+                  &AdminBackend::SwapPlugin, &LogSwap);
+  }
+  grpc::ServerUnaryReactor* ReloadConfig(grpc::CallbackServerContext* context,
+                                         const v1::ReloadConfigRequest* request,
+                                         v1::ReloadConfigResponse* response) override {
+    return Handle(context, request, response, swaps_, nullptr, &AdminBackend::ReloadConfig,
+                  &LogReload);
+  }
+  grpc::ServerUnaryReactor* DumpState(grpc::CallbackServerContext* context,
+                                      const v1::DumpStateRequest* request,
+                                      v1::DumpStateResponse* response) override {
+    return Handle(context, request, response, queries_, nullptr, &AdminBackend::DumpState);
+  }
+
+ private:
+  template <typename Request, typename Response>
+  using Method = absl::StatusOr<Response> (AdminBackend::*)(const Request&);
+  // Validators and loggers are optional (nullptr): they must not take part in deduction.
+  template <typename T>
+  struct NonDeduced {
+    using type = T;
+  };
+  template <typename Request>
+  using Validator = typename NonDeduced<absl::Status (*)(const Request&)>::type;
+  template <typename Request, typename Response>
+  using Logger =
+      typename NonDeduced<void (*)(const Request&, const absl::StatusOr<Response>&)>::type;
+
+  // Runs on a gRPC thread: never waits. `request` and `response` stay valid until Finish().
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context, const Request* request,
+                                   Response* response, WorkPool* pool, Validator<Request> validate,
+                                   Method<Request, Response> method,
+                                   Logger<Request, Response> log = nullptr) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (validate != nullptr) {
+      if (absl::Status s = validate(*request); !s.ok()) {
+        common::LogDebug("admin: invalid request",
+                         {{"method", Request::descriptor()->name()}, {"error", s}});
+        reactor->Finish(ToGrpcStatus(s));
+        return reactor;
+      }
+    }
+    AdminBackend* backend = backend_;
+    absl::Status scheduled =
+        pool->TrySchedule([backend, context, request, response, reactor, method, log](bool run) {
+          if (!run) {
+            reactor->Finish(
+                grpc::Status(grpc::StatusCode::UNAVAILABLE, "the admin server is stopping"));
+            return;
+          }
+          if (context->IsCancelled()) {
+            reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                         "the client went away before the request ran"));
+            return;
+          }
+          absl::StatusOr<Response> result = (backend->*method)(*request);
+          if (log != nullptr) log(*request, result);
+          if (!result.ok()) {
+            reactor->Finish(ToGrpcStatus(result.status()));
+            return;
+          }
+          *response = *std::move(result);
+          reactor->Finish(grpc::Status::OK);
+        });
+    if (!scheduled.ok()) reactor->Finish(ToGrpcStatus(scheduled));
+    return reactor;
+  }
+
+  // Constant after construction; borrowed from the AdminServer and its options.
+  AdminBackend* const backend_;
+  WorkPool* const swaps_;
+  WorkPool* const queries_;
+};
+
+AdminServer::AdminServer(std::string socket_path, std::unique_ptr<WorkPool> swaps,
+                         std::unique_ptr<WorkPool> queries,
+                         std::unique_ptr<AdminServiceImpl> service)
+    : socket_path_(std::move(socket_path)),
+      swaps_(std::move(swaps)),
+      queries_(std::move(queries)),
+      service_(std::move(service)) {}
+
+absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptions options) {
+  if (options.backend == nullptr) {
+    return absl::InvalidArgumentError("AdminServerOptions.backend is required");
+  }
+  if (options.max_concurrent_swaps < 1 || options.query_threads < 1 ||
+      options.max_queued_queries < 0 || options.max_request_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AdminServerOptions: max_concurrent_swaps (", options.max_concurrent_swaps,
+                     ") and query_threads (", options.query_threads,
+                     ") must be >= 1, max_queued_queries (", options.max_queued_queries,
+                     ") >= 0 and max_request_bytes (", options.max_request_bytes, ") >= 1"));
+  }
+  std::string path = options.socket_path;
+  if (!path.empty() && path[0] != '/') {
+    std::error_code error;
+    std::filesystem::path absolute = std::filesystem::absolute(path, error);
+    if (error) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot make the admin socket path \"",
+                                                        path, "\" absolute: ", error.message()));
+    }
+    path = absolute.lexically_normal().string();
+  }
+  if (absl::Status s = ClaimSocketPath(path); !s.ok()) return s;
+
+  auto swaps = std::make_unique<WorkPool>("admin swaps", options.max_concurrent_swaps,
+                                          /*max_queued=*/0);
+  auto queries = std::make_unique<WorkPool>("admin queries", options.query_threads,
+                                            options.max_queued_queries);
+  auto service = std::make_unique<AdminServiceImpl>(options.backend, swaps.get(), queries.get());
+  std::unique_ptr<AdminServer> server(
+      new AdminServer(path, std::move(swaps), std::move(queries), std::move(service)));
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(server->target(), grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(options.max_request_bytes);
+  builder.RegisterService(server->service_.get());
+  std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
+  if (grpc_server == nullptr) {
+    // The destructor stops the pools; nothing was bound.
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot listen on ", server->target(), " (see the gRPC log line above)"));
+  }
+  absl::StatusOr<SocketFile> file = RestrictSocket(path);
+  if (!file.ok()) {
+    grpc_server->Shutdown(std::chrono::system_clock::now());
+    return file.status();
+  }
+  {
+    common::MutexLock lock(&server->mu_);
+    server->server_ = std::move(grpc_server);
+    server->socket_file_ = *file;
+  }
+  common::LogInfo("admin API serving", {{"socket", path}});
+  return server;
+}
+
+AdminServer::~AdminServer() { Stop(); }
+
+void AdminServer::Stop() {
+  common::MutexLock lock(&mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  // Pools first: queued requests are answered UNAVAILABLE and running backend calls finish, so
+  // every reactor has finished when gRPC's Shutdown waits for them; requests that arrive meanwhile
+  // are refused by the stopped pools.
+  swaps_->Stop();
+  queries_->Stop();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_.reset();
+    RemoveSocketFile(socket_file_);
+    common::LogInfo("admin API stopped", {{"socket", socket_path_}});
+  }
+}
+
+}  // namespace ctrlhost::admin

@@ -1,0 +1,179 @@
+#include "runtime/admin/validate.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ctrlhost::admin {
+namespace {
+
+v1::SwapPluginRequest ValidSwap() {
+  v1::SwapPluginRequest request;
+  request.set_operator_("web");
+  request.set_plugin("webapp");
+  request.mutable_replace()->mutable_exec()->set_command("/opt/web/v2");
+  return request;
+}
+
+TEST(ValidateTest, GetPluginNeedsBothNames) {
+  v1::GetPluginRequest request;
+  EXPECT_EQ(ValidateGetPluginRequest(request),
+            absl::InvalidArgumentError("GetPluginRequest.operator is required"));
+  request.set_operator_("web");
+  EXPECT_EQ(ValidateGetPluginRequest(request),
+            absl::InvalidArgumentError("GetPluginRequest.plugin is required"));
+  request.set_plugin("webapp");
+  EXPECT_TRUE(ValidateGetPluginRequest(request).ok());
+}
+
+TEST(ValidateTest, GetControllerNeedsAllThreeNames) {
+  v1::GetControllerRequest request;
+  EXPECT_EQ(ValidateGetControllerRequest(request).message(),
+            "GetControllerRequest.operator is required");
+  request.set_operator_("web");
+  EXPECT_EQ(ValidateGetControllerRequest(request).message(),
+            "GetControllerRequest.plugin is required");
+  request.set_plugin("webapp");
+  EXPECT_EQ(ValidateGetControllerRequest(request).message(),
+            "GetControllerRequest.controller is required");
+  request.set_controller("webapp");
+  EXPECT_TRUE(ValidateGetControllerRequest(request).ok());
+}
+
+TEST(ValidateTest, ValidSwaps) {
+  EXPECT_TRUE(ValidateSwapPluginRequest(ValidSwap()).ok());
+
+  v1::SwapPluginRequest endpoint = ValidSwap();
+  endpoint.mutable_replace()->mutable_endpoint()->set_address("unix:///run/p.sock");
+  endpoint.mutable_replace()->mutable_endpoint()->mutable_tls()->set_ca_file("/ca.pem");
+  EXPECT_TRUE(ValidateSwapPluginRequest(endpoint).ok());
+
+  v1::SwapPluginRequest canary = ValidSwap();
+  canary.mutable_start_canary()->mutable_source()->mutable_exec()->set_command("v2");
+  (*canary.mutable_start_canary()->mutable_source()->mutable_exec()->mutable_env())["A"] = "";
+  for (uint32_t percent : {1u, 50u, 99u}) {
+    canary.mutable_start_canary()->set_percent(percent);
+    EXPECT_TRUE(ValidateSwapPluginRequest(canary).ok()) << percent;
+  }
+
+  v1::SwapPluginRequest promote = ValidSwap();
+  promote.mutable_promote_canary();
+  promote.mutable_ready_timeout()->set_seconds(0);  // zero: the configured deadline
+  EXPECT_TRUE(ValidateSwapPluginRequest(promote).ok());
+  v1::SwapPluginRequest abort = ValidSwap();
+  abort.mutable_abort_canary();
+  abort.mutable_ready_timeout()->set_seconds(30);
+  abort.mutable_ready_timeout()->set_nanos(5);
+  EXPECT_TRUE(ValidateSwapPluginRequest(abort).ok());
+}
+
+TEST(ValidateTest, InvalidSwapsNameTheField) {
+  struct Case {
+    std::string name;
+    v1::SwapPluginRequest request;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  auto add = [&](std::string name, auto edit, std::string message) {
+    v1::SwapPluginRequest request = ValidSwap();
+    edit(request);
+    cases.push_back({std::move(name), std::move(request), std::move(message)});
+  };
+  add(
+      "no operator", [](v1::SwapPluginRequest& r) { r.clear_operator_(); },
+      "SwapPluginRequest.operator is required");
+  add(
+      "no plugin", [](v1::SwapPluginRequest& r) { r.clear_plugin(); },
+      "SwapPluginRequest.plugin is required");
+  add(
+      "no action", [](v1::SwapPluginRequest& r) { r.clear_action(); },
+      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary or "
+      "abort_canary");
+  add(
+      "empty replace", [](v1::SwapPluginRequest& r) { r.mutable_replace()->Clear(); },
+      "SwapPluginRequest.replace needs exactly one of exec or endpoint");
+  add(
+      "no command", [](v1::SwapPluginRequest& r) { r.mutable_replace()->mutable_exec()->Clear(); },
+      "SwapPluginRequest.replace.exec.command is required");
+  add(
+      "no address", [](v1::SwapPluginRequest& r) { r.mutable_replace()->mutable_endpoint(); },
+      "SwapPluginRequest.replace.endpoint.address is required");
+  add(
+      "cert without key",
+      [](v1::SwapPluginRequest& r) {
+        r.mutable_replace()->mutable_endpoint()->set_address("h:1");
+        r.mutable_replace()->mutable_endpoint()->mutable_tls()->set_cert_file("/c.pem");
+      },
+      "SwapPluginRequest.replace.endpoint.tls.cert_file and "
+      "SwapPluginRequest.replace.endpoint.tls.key_file go together: set both for mutual TLS, or "
+      "neither");
+  add(
+      "NUL in an argument",
+      [](v1::SwapPluginRequest& r) {
+        r.mutable_replace()->mutable_exec()->add_args("ok");
+        r.mutable_replace()->mutable_exec()->add_args(std::string("a\0b", 3));
+      },
+      "SwapPluginRequest.replace.exec.args[1] must not contain a NUL byte");
+  add(
+      "'=' in an env name",
+      [](v1::SwapPluginRequest& r) {
+        (*r.mutable_replace()->mutable_exec()->mutable_env())["A=B"] = "1";
+      },
+      "SwapPluginRequest.replace.exec.env variable name \"A=B\" must not contain '=' or a NUL "
+      "byte");
+  add(
+      "empty env name",
+      [](v1::SwapPluginRequest& r) {
+        (*r.mutable_replace()->mutable_exec()->mutable_env())[""] = "1";
+      },
+      "SwapPluginRequest.replace.exec.env has an empty variable name");
+  add(
+      "canary without source",
+      [](v1::SwapPluginRequest& r) { r.mutable_start_canary()->set_percent(10); },
+      "SwapPluginRequest.start_canary.source needs exactly one of exec or endpoint");
+  add(
+      "canary without command",
+      [](v1::SwapPluginRequest& r) {
+        r.mutable_start_canary()->mutable_source()->mutable_exec();
+        r.mutable_start_canary()->set_percent(10);
+      },
+      "SwapPluginRequest.start_canary.source.exec.command is required");
+  for (uint32_t percent : {0u, 100u, 4000000000u}) {
+    add(
+        "canary percent",
+        [percent](v1::SwapPluginRequest& r) {
+          r.mutable_start_canary()->mutable_source()->mutable_endpoint()->set_address("h:1");
+          r.mutable_start_canary()->set_percent(percent);
+        },
+        "SwapPluginRequest.start_canary.percent must be between 1 and 99, got " +
+            std::to_string(percent));
+  }
+  add(
+      "negative timeout",
+      [](v1::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_seconds(-2); },
+      "SwapPluginRequest.ready_timeout must not be negative, got -2s");
+  add(
+      "negative nanos", [](v1::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_nanos(-5); },
+      "SwapPluginRequest.ready_timeout must not be negative, got -5ns");
+  add(
+      "mixed signs",
+      [](v1::SwapPluginRequest& r) {
+        r.mutable_ready_timeout()->set_seconds(1);
+        r.mutable_ready_timeout()->set_nanos(-1);
+      },
+      "SwapPluginRequest.ready_timeout is not a valid Duration (seconds 1, nanos -1)");
+  add(
+      "nanos out of range",
+      [](v1::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_nanos(1000000000); },
+      "SwapPluginRequest.ready_timeout is not a valid Duration (seconds 0, nanos 1000000000)");
+
+  for (const Case& c : cases) {
+    absl::Status status = ValidateSwapPluginRequest(c.request);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(status.message(), c.message) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace ctrlhost::admin
