@@ -68,6 +68,7 @@ struct ControllerGroup::Controller {
   // state becomes "running" / after it stops being so.
   controller::ControllerInfo info;
   std::vector<watch::ReflectorHandle> handles;  // primary, owned..., watches...
+  std::vector<watch::WatchKey> keys;            // of `handles`, in the same order
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   std::unique_ptr<controller::Runner> runner;
   std::unique_ptr<controller::Scheduler> scheduler;  // resync period and cron schedules
@@ -95,6 +96,7 @@ absl::Status ControllerGroup::Start(const pb::DescribeResponse& describe,
   {
     common::MutexLock lock(&mu_);
     if (stopped_) return absl::FailedPreconditionError("the controller group was stopped");
+    describe_ = describe;
     for (const pb::ControllerSpec& spec : describe.controllers()) {
       auto c = std::make_unique<Controller>();
       c->spec = spec;
@@ -215,18 +217,18 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   // One namespace: watch only it; several: watch all and let the runner filter.
   std::string primary_namespace = namespaces.size() == 1 ? namespaces[0] : "";
   std::vector<watch::ReflectorHandle> handles;
-  ASSIGN_OR_RETURN(watch::ReflectorHandle primary,
-                   deps_.registry->Acquire(KeyFor(info.primary, primary_namespace, selector)));
+  std::vector<watch::WatchKey> keys;
+  keys.push_back(KeyFor(info.primary, primary_namespace, selector));
+  ASSIGN_OR_RETURN(watch::ReflectorHandle primary, deps_.registry->Acquire(keys.back()));
   handles.push_back(std::move(primary));
   for (const controller::OwnedResource& owned : info.owns) {
-    ASSIGN_OR_RETURN(watch::ReflectorHandle h,
-                     deps_.registry->Acquire(KeyFor(owned.mapping, "", "")));
+    keys.push_back(KeyFor(owned.mapping, "", ""));
+    ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
     handles.push_back(std::move(h));
   }
   for (int i = 0; i < spec.watches_size(); ++i) {
-    ASSIGN_OR_RETURN(
-        watch::ReflectorHandle h,
-        deps_.registry->Acquire(KeyFor(watched[i], "", spec.watches(i).label_selector())));
+    keys.push_back(KeyFor(watched[i], "", spec.watches(i).label_selector()));
+    ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
     handles.push_back(std::move(h));
   }
 
@@ -262,6 +264,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   }
   common::MutexLock lock(&mu_);
   c.handles = std::move(handles);
+  c.keys = std::move(keys);
   c.subscriptions = std::move(subscriptions);
   c.runner = std::move(runner);
   c.scheduler = std::move(scheduler);
@@ -313,6 +316,25 @@ std::vector<std::string> ControllerGroup::Stop(absl::Duration timeout) {
   runners.clear();
   handles.clear();
   return unrun;
+}
+
+pb::DescribeResponse ControllerGroup::describe() const {
+  common::MutexLock lock(&mu_);
+  return describe_;
+}
+
+std::vector<watch::ReflectorHandle> ControllerGroup::RetainWatches() const {
+  std::vector<watch::WatchKey> keys;
+  {
+    common::MutexLock lock(&mu_);
+    for (const auto& c : controllers_) keys.insert(keys.end(), c->keys.begin(), c->keys.end());
+  }
+  std::vector<watch::ReflectorHandle> handles;
+  for (const watch::WatchKey& key : keys) {
+    absl::StatusOr<watch::ReflectorHandle> h = deps_.registry->Acquire(key);
+    if (h.ok()) handles.push_back(*std::move(h));
+  }
+  return handles;
 }
 
 bool ControllerGroup::Synced() const {

@@ -86,6 +86,12 @@ class ControllerGroup {
   // and releases the reflectors. Returns the keys that were queued and never ran. Idempotent.
   std::vector<std::string> Stop(absl::Duration timeout);
 
+  // The Describe the group was started with.
+  controller::pb::DescribeResponse describe() const;
+  // New references to every watch the running controllers read: held across a replacement of
+  // the group (stop old, start new) so the shared watches keep running and do not relist.
+  std::vector<watch::ReflectorHandle> RetainWatches() const;
+
   // True when every controller runs and every reflector it reads has synced.
   bool Synced() const;
   std::vector<ControllerStatus> Status() const;
@@ -107,6 +113,7 @@ class ControllerGroup {
   mutable common::Mutex mu_;
   std::vector<std::unique_ptr<Controller>> controllers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  controller::pb::DescribeResponse describe_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ctrlhost::manager

@@ -214,6 +214,94 @@ TEST_F(HostTest, DuplicateOperatorIsRefused) {
   EXPECT_TRUE(absl::StrContains(status.message(), "operator shop already runs")) << status;
 }
 
+config::PluginSpec ExecSource(const std::string& command, std::vector<std::string> args,
+                              std::vector<std::pair<std::string, std::string>> env) {
+  config::PluginSpec spec;
+  config::ExecSpec exec;
+  exec.command = command;
+  exec.args = std::move(args);
+  exec.env = std::move(env);
+  spec.source = exec;
+  return spec;
+}
+
+uint64_t Relists(Host& host) {
+  observe::Figures figures;
+  host.manager().Collect(figures);
+  uint64_t relists = 0;
+  for (const observe::WatchFigures& w : figures.watches) relists += w.relists_total;
+  return relists;
+}
+
+TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
+  StartHost();
+  if (HasFatalFailure()) return;
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+  ASSERT_TRUE(host_->client()
+                  .Create(WebApp(""), R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1",
+    "kind":"WebApp","metadata":{"name":"s","namespace":"default"},"spec":{"image":"a"}})")
+                  .ok());
+  const kube::ResourceRef deployment{"apps", "v1", "deployments", "default", "s", ""};
+  ASSERT_TRUE(Eventually([&] { return !Get(deployment).is_null(); }));
+
+  // v1 -> v2 (the same binary with another environment: a new generation).
+  Manager::SwapOptions options;
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"WEBAPP_RECORD_DIR", (dir_ / "records").string()}, {"TSAN_OPTIONS", tsan_options_}};
+  SwapResult swapped = host_->manager().SwapPlugin(
+      "shop", "webapp", ExecSource(Runfile("plugins/webapp/webapp"), {}, env), options);
+  ASSERT_TRUE(swapped.status.ok()) << swapped.status;
+  EXPECT_EQ(swapped.serving_generation, 2u);
+  EXPECT_EQ(swapped.drained_generation, 1u);
+  // The new instance reconciles.
+  ASSERT_TRUE(host_->client()
+                  .Patch(WebApp("s"), kube::PatchType::kMerge, R"({"spec":{"image":"b"}})")
+                  .ok());
+  EXPECT_TRUE(Eventually([&] {
+    json d = Get(deployment);
+    return d.is_object() &&
+           d["spec"]["template"]["spec"]["containers"][0].value("image", "") == "b";
+  }));
+
+  // Broken releases are refused; generation 2 keeps serving.
+  options.ready_timeout = absl::Seconds(10);
+  SwapResult missing = host_->manager().SwapPlugin(
+      "shop", "webapp", ExecSource("/nonexistent/webapp-v3", {}, {}), options);
+  EXPECT_FALSE(missing.status.ok());
+  SwapResult bad_version = host_->manager().SwapPlugin(
+      "shop", "webapp",
+      ExecSource(Runfile("runtime/plugin/testing/test_plugin_main"), {"--describe=bad-version"},
+                 {{"TSAN_OPTIONS", tsan_options_}}),
+      options);
+  EXPECT_FALSE(bad_version.status.ok());
+  EXPECT_EQ(bad_version.failure, SwapFailure::kHandshakeFailed) << bad_version.status;
+  SwapResult crashing = host_->manager().SwapPlugin(
+      "shop", "webapp",
+      ExecSource(Runfile("runtime/plugin/testing/test_plugin_main"), {"--exit-at-start=3"},
+                 {{"TSAN_OPTIONS", tsan_options_}}),
+      options);
+  EXPECT_FALSE(crashing.status.ok());
+  EXPECT_EQ(host_->manager().Ready(), absl::OkStatus());
+  ASSERT_TRUE(host_->client()
+                  .Patch(WebApp("s"), kube::PatchType::kMerge, R"({"spec":{"image":"c"}})")
+                  .ok());
+  EXPECT_TRUE(Eventually([&] {
+    json d = Get(deployment);
+    return d.is_object() &&
+           d["spec"]["template"]["spec"]["containers"][0].value("image", "") == "c";
+  }));
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "generation: 2")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "lastSwapError:")) << dump;
+  EXPECT_EQ(host_->manager()
+                .SwapPlugin("shop", "nope", ExecSource("/bin/true", {}, {}), options)
+                .status.code(),
+            absl::StatusCode::kNotFound);
+  // No watch relisted through all of it.
+  EXPECT_EQ(Relists(*host_), 0u);
+}
+
 // A plugin the host does not start: it dials the endpoint. The test runs the WebApp plugin
 // itself (and kills it by PID).
 TEST_F(HostTest, EndpointPluginAndOverrides) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/manager/controller_group.h"
@@ -260,6 +261,140 @@ void Manager::Tick() {
       continue;
     }
     view.group->RetryPending();
+  }
+}
+
+absl::StatusOr<Manager::PluginView> Manager::FindPlugin(const std::string& operator_name,
+                                                        const std::string& plugin) const {
+  bool operator_found = false;
+  for (PluginView& view : AllPlugins()) {
+    if (view.plugin->operator_name != operator_name) continue;
+    operator_found = true;
+    if (view.plugin->name == plugin) return std::move(view);
+  }
+  if (!operator_found) {
+    return absl::NotFoundError(absl::StrCat("operator ", operator_name, " does not run"));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("operator ", operator_name, " has no plugin named ", plugin));
+}
+
+namespace {
+
+SwapResult SwapError(absl::Status status) {
+  SwapResult result;
+  result.status = std::move(status);
+  return result;
+}
+
+bool SameControllers(const plugin::pb::DescribeResponse& a, const plugin::pb::DescribeResponse& b) {
+  if (a.controllers_size() != b.controllers_size()) return false;
+  for (int i = 0; i < a.controllers_size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(a.controllers(i), b.controllers(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::string& plugin,
+                               const config::PluginSpec& source, const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return SwapError(view.status());
+  PluginSlot& slot = *view->plugin->slot;
+  if (options.expected_generation != 0 && slot.generation() != options.expected_generation) {
+    return SwapError(absl::FailedPreconditionError(
+        absl::StrCat("generation ", slot.generation(), " serves, not ", options.expected_generation,
+                     " as the request expected")));
+  }
+  config::PluginSpec spec = source;
+  spec.name = plugin;
+  SwapResult result = slot.Swap(OptionsFactoryFor(operator_name, spec), options.ready_timeout,
+                                options.drain_timeout);
+  if (result.status.ok() && result.describe != nullptr) AfterSwap(*view, &spec, *result.describe);
+  return result;
+}
+
+SwapResult Manager::StartCanary(const std::string& operator_name, const std::string& plugin,
+                                const config::PluginSpec& source, uint32_t percent,
+                                const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return SwapError(view.status());
+  config::PluginSpec spec = source;
+  spec.name = plugin;
+  // A canary serves the same controllers: a different Describe is refused (promote it with a
+  // plain swap instead).
+  std::shared_ptr<ControllerGroup> group = view->group;
+  auto accept = [group](const plugin::pb::DescribeResponse& describe) -> absl::Status {
+    if (group != nullptr && !SameControllers(group->describe(), describe)) {
+      return absl::FailedPreconditionError(
+          "a canary must declare the same controllers as the serving instance");
+    }
+    return absl::OkStatus();
+  };
+  return view->plugin->slot->StartCanary(OptionsFactoryFor(operator_name, spec), percent,
+                                         options.ready_timeout, accept);
+}
+
+SwapResult Manager::PromoteCanary(const std::string& operator_name, const std::string& plugin,
+                                  const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return SwapError(view.status());
+  return view->plugin->slot->PromoteCanary(options.drain_timeout);
+}
+
+absl::Status Manager::AbortCanary(const std::string& operator_name, const std::string& plugin,
+                                  const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return view.status();
+  return view->plugin->slot->AbortCanary(options.drain_timeout);
+}
+
+void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source,
+                        const plugin::pb::DescribeResponse& describe) {
+  Plugin* p = view.plugin.get();
+  {
+    common::MutexLock lock(&mu_);
+    if (source != nullptr) p->spec = *source;
+  }
+  std::shared_ptr<ControllerGroup> old = view.group;
+  if (old == nullptr) {
+    Wake();  // the loop starts the controllers from the new instance's Describe
+    return;
+  }
+  if (SameControllers(old->describe(), describe)) return;
+  common::LogInfo("the new plugin instance declares other controllers: replacing them",
+                  {{"operator", p->operator_name}, {"plugin", p->name}});
+  // Hold the watches so that stopping the old controllers does not stop the shared caches.
+  std::vector<watch::ReflectorHandle> keep = old->RetainWatches();
+  std::vector<std::string> unrun = old->Stop(options_.shutdown_timeout);
+  ControllerGroupDeps deps;
+  deps.discovery = options_.discovery;
+  deps.registry = registry_.get();
+  deps.applier = applier_.get();
+  deps.dispatcher = p->dispatcher.get();
+  deps.clock = clock_;
+  auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, deps);
+  config::PluginSpec spec;
+  std::vector<config::ControllerSpec> overrides;
+  {
+    common::MutexLock lock(&mu_);
+    spec = p->spec;
+    overrides = p->overrides;
+  }
+  absl::Status started = group->Start(describe, overrides, spec);
+  {
+    common::MutexLock lock(&mu_);
+    p->group = group;
+    p->group_error = std::string(started.message());
+  }
+  // The new runners listed their primaries from the held caches at start (AddHandler replays),
+  // so keys that never ran under the old controllers are reconciled by the new ones.
+  if (!unrun.empty()) {
+    common::LogInfo("keys handed over to the new controllers",
+                    {{"plugin", p->name}, {"keys", unrun.size()}});
   }
 }
 

@@ -90,6 +90,26 @@ class Manager {
   // Idempotent.
   void Stop();
 
+  // Hot swap (see plugin_slot.h). `source` replaces the plugin's exec/endpoint source and its
+  // timeouts. NotFound for an unknown operator or plugin; FailedPrecondition when
+  // `expected_generation` is set and not the serving one. When the new instance's Describe
+  // declares other controllers, the plugin's controller group is replaced (stop old, start new)
+  // while its watches are held, so the shared caches never relist.
+  struct SwapOptions {
+    absl::Duration ready_timeout = absl::Seconds(30);
+    absl::Duration drain_timeout = absl::Seconds(10);
+    uint64_t expected_generation = 0;  // 0: any
+  };
+  SwapResult SwapPlugin(const std::string& operator_name, const std::string& plugin,
+                        const config::PluginSpec& source, const SwapOptions& options);
+  SwapResult StartCanary(const std::string& operator_name, const std::string& plugin,
+                         const config::PluginSpec& source, uint32_t percent,
+                         const SwapOptions& options);
+  SwapResult PromoteCanary(const std::string& operator_name, const std::string& plugin,
+                           const SwapOptions& options);
+  absl::Status AbortCanary(const std::string& operator_name, const std::string& plugin,
+                           const SwapOptions& options);
+
   // Figures for /metrics.
   void Collect(observe::Figures& figures) const;
   // A YAML snapshot of operators, plugins, controllers, queues, caches and last errors.
@@ -117,6 +137,12 @@ class Manager {
     std::vector<config::ControllerSpec> overrides;
   };
   std::vector<PluginView> AllPlugins() const;
+  absl::StatusOr<PluginView> FindPlugin(const std::string& operator_name,
+                                        const std::string& plugin) const;
+  // After a cut-over to an instance whose Describe is `describe`: records the new source and,
+  // when the controllers differ, replaces the plugin's controller group.
+  void AfterSwap(const PluginView& view, const config::PluginSpec* source,
+                 const controller::pb::DescribeResponse& describe);
 
   const ManagerOptions options_;
   common::Clock* const clock_;
