@@ -1,0 +1,22 @@
+// The e2e-burst benchmark's controller: for every `Burst` (burst.bench.ctrlhost.dev/v1) it
+// reports status {phase: Done, observedGeneration} and nothing else (no children, no
+// finalizer), so a reconcile costs the host exactly one status write.
+//
+//   sdk::Plugin plugin("burst", "1.0.0");
+//   plugin.Add(bench::MakeBurstController());
+//   return plugin.Run();
+//
+// Thread-safety: the controller is stateless; its reconcile function may run on any number of
+// threads at once.
+#ifndef CTRLHOST_BENCH_E2E_BURST_BURST_CONTROLLER_H_
+#define CTRLHOST_BENCH_E2E_BURST_BURST_CONTROLLER_H_
+
+#include "sdk/cpp/controller.h"
+
+namespace ctrlhost::bench {
+
+sdk::ControllerBuilder MakeBurstController();
+
+}  // namespace ctrlhost::bench
+
+#endif  // CTRLHOST_BENCH_E2E_BURST_BURST_CONTROLLER_H_
