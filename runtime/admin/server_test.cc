@@ -31,9 +31,12 @@
 namespace ctrlhost::admin {
 namespace {
 
-// Returns the fake's configured failure, if any (mu_ held).
-#define RETURN_FAILURE() \
-  if (!failure_.ok()) return failure_
+// Returns the fake's configured failure, if any (mu_ held). A fresh copy: absl::Status shares its
+// payload by a reference count inside the uninstrumented libabsl, which TSan cannot follow.
+#define RETURN_FAILURE()                                                   \
+  if (!failure_.ok()) {                                                    \
+    return absl::Status(failure_.code(), std::string(failure_.message())); \
+  }
 
 // Answers from fixed data, records requests, can fail every call with a set status, and can hold
 // SwapPlugin until released. Thread-safe: mu_ guards everything.
