@@ -1,10 +1,14 @@
 #include "runtime/manager/host.h"
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/config/load.h"
 #include "runtime/kube/kubeconfig.h"
 
 namespace ctrlhost::manager {
@@ -49,6 +53,12 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   host->observe_->SetDumpProvider(
       [manager]() -> absl::StatusOr<std::string> { return manager->DumpYaml(); });
   RETURN_IF_ERROR(host->manager_->Start(options.operators));
+  host->operator_path_ = options.operator_path;
+  host->watch_interval_ = options.watch_interval;
+  if (!host->operator_path_.empty()) {
+    Host* raw = host.get();
+    host->watcher_ = std::thread([raw] { raw->WatchLoop(); });
+  }
   return host;
 }
 
@@ -62,9 +72,76 @@ std::string Host::metrics_url() const {
   return observe_ != nullptr ? absl::StrCat(observe_->url(), "/metrics") : "";
 }
 
+std::string Host::Fingerprint() const {
+  absl::StatusOr<std::vector<std::string>> files = config::ResolveOperatorFiles(operator_path_);
+  if (!files.ok()) return absl::StrCat("error: ", files.status().message());
+  std::string out;
+  for (const std::string& file : *files) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream contents;
+    contents << in.rdbuf();
+    absl::StrAppend(&out, file, "\n", contents.str().size(), "\n", contents.str(), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<config::OperatorSetDiff> Host::Reload(bool dry_run) {
+  if (operator_path_.empty()) {
+    return absl::FailedPreconditionError("the host was not started from operator files");
+  }
+  absl::StatusOr<std::vector<config::OperatorSpec>> operators =
+      config::LoadOperators(operator_path_);
+  if (!operators.ok()) {
+    common::LogError("operator files refused; the running operators are unchanged",
+                     {{"path", operator_path_}, {"error", operators.status().message()}});
+    common::MutexLock lock(&mu_);
+    last_reload_error_ = std::string(operators.status().message());
+    return operators.status();
+  }
+  std::vector<std::string> errors;
+  absl::StatusOr<config::OperatorSetDiff> diff = manager_->Apply(*operators, dry_run, &errors);
+  common::MutexLock lock(&mu_);
+  if (!diff.ok()) {
+    last_reload_error_ = std::string(diff.status().message());
+  } else if (!dry_run) {
+    last_reload_error_ = absl::StrJoin(errors, "; ");
+  }
+  return diff;
+}
+
+std::string Host::last_reload_error() const {
+  common::MutexLock lock(&mu_);
+  return last_reload_error_;
+}
+
+void Host::WatchLoop() {
+  std::string seen = Fingerprint();
+  common::Clock* clock = common::Clock::Real();
+  while (true) {
+    {
+      common::MutexLock lock(&mu_);
+      const absl::Time deadline = clock->Now() + watch_interval_;
+      while (!stopping_ && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
+      }
+      if (stopping_) return;
+    }
+    std::string now = Fingerprint();
+    if (now == seen) continue;
+    seen = std::move(now);
+    common::LogInfo("operator files changed: reloading", {{"path", operator_path_}});
+    (void)Reload(/*dry_run=*/false);
+  }
+}
+
 void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  {
+    common::MutexLock lock(&mu_);
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  if (watcher_.joinable()) watcher_.join();
   if (observe_ != nullptr) observe_->Stop();
   if (metrics_ != nullptr && provider_ != 0) metrics_->RemoveProvider(provider_);
   if (manager_ != nullptr) manager_->Stop();

@@ -22,10 +22,13 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "runtime/apiserver/server.h"
+#include "runtime/common/mutex.h"
 #include "runtime/config/operator_spec.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
@@ -38,6 +41,11 @@ namespace ctrlhost::manager {
 
 struct HostOptions {
   std::vector<config::OperatorSpec> operators;
+  // The operator file or directory `operators` came from. When set, it is watched: an edit is
+  // loaded and applied live (Manager::Apply); an invalid edit is refused with its precise
+  // error (logged, and in /debug/dump) and the running set stays as it was.
+  std::string operator_path;
+  absl::Duration watch_interval = absl::Seconds(1);
   // Cluster to work against (kubectl's merge rules); empty: the embedded API server.
   std::vector<std::string> kubeconfigs;
   std::string context;
@@ -66,11 +74,20 @@ class Host {
   Manager& manager() { return *manager_; }
   kube::Client& client() { return *client_; }
 
+  // Loads the operator files again and applies them now (what the watcher does on an edit).
+  // The load error (nothing changed) or what was applied.
+  absl::StatusOr<config::OperatorSetDiff> Reload(bool dry_run);
+  // The last reload's problems ("" when it applied cleanly).
+  std::string last_reload_error() const;
+
   // Idempotent.
   void Stop();
 
  private:
   Host() = default;
+  void WatchLoop();
+  // path + contents of every operator file, or the resolution error.
+  std::string Fingerprint() const;
 
   std::unique_ptr<apiserver::ApiServer> apiserver_;
   std::string api_url_;
@@ -81,7 +98,15 @@ class Host {
   std::unique_ptr<observe::ObserveServer> observe_;
   std::unique_ptr<Manager> manager_;
   observe::MetricsRegistry::ProviderId provider_ = 0;
-  bool stopped_ = false;
+  std::string operator_path_;
+  absl::Duration watch_interval_;
+
+  mutable common::Mutex mu_;
+  common::CondVar cv_;  // wakes the watcher on Stop
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string last_reload_error_ ABSL_GUARDED_BY(mu_);
+  std::thread watcher_;
+  bool stopped_ = false;  // Stop is called from one thread (see the class comment)
 };
 
 }  // namespace ctrlhost::manager

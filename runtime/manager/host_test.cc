@@ -302,6 +302,83 @@ TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
   EXPECT_EQ(Relists(*host_), 0u);
 }
 
+TEST_F(HostTest, OperatorFileEditsApplyLive) {
+  const fs::path file = dir_ / "operators.yaml";
+  auto write = [&](const std::string& concurrency, const std::string& extra) {
+    std::ofstream out(file);
+    out << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+        << "spec:\n  plugins:\n  - name: webapp\n    exec:\n      command: "
+        << Runfile("plugins/webapp/webapp")
+        << "\n      env: {WEBAPP_RECORD_DIR: " << (dir_ / "records").string()
+        << ", TSAN_OPTIONS: \"" << tsan_options_ << "\"}\n"
+        << "  controllers:\n  - name: webapp\n    maxConcurrentReconciles: " << concurrency << "\n"
+        << extra;
+  };
+  write("2", "");
+  absl::StatusOr<std::vector<config::OperatorSpec>> operators =
+      config::LoadOperators(file.string());
+  ASSERT_TRUE(operators.ok()) << operators.status();
+  HostOptions options;
+  options.operators = *operators;
+  options.operator_path = file.string();
+  options.watch_interval = absl::Milliseconds(100);
+  options.data_dir = (dir_ / "data").string();
+  options.apiserver.port = 0;
+  options.metrics_port = 0;
+  absl::StatusOr<std::unique_ptr<Host>> host = Host::Start(options);
+  ASSERT_TRUE(host.ok()) << host.status();
+  host_ = *std::move(host);
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+  EXPECT_TRUE(absl::StrContains(host_->manager().DumpYaml(), "max: 2"));
+  const uint64_t relists = Relists(*host_);
+
+  // An edit of the file is picked up by the watcher and applied: the controller restarts with
+  // the new concurrency, its watches held.
+  write("3", "");
+  EXPECT_TRUE(Eventually([&] {
+    return absl::StrContains(host_->manager().DumpYaml(), "max: 3") &&
+           host_->manager().Ready().ok();
+  })) << host_->manager().DumpYaml();
+  EXPECT_EQ(Relists(*host_), relists);
+  // The WebApp controller still works.
+  ASSERT_TRUE(host_->client()
+                  .Create(WebApp(""), R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1",
+    "kind":"WebApp","metadata":{"name":"e","namespace":"default"},"spec":{"image":"a"}})")
+                  .ok());
+  EXPECT_TRUE(Eventually([&] {
+    return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "e", ""}).is_null();
+  }));
+
+  // An invalid edit is refused with a precise error; nothing changes.
+  write("0", "");
+  absl::StatusOr<config::OperatorSetDiff> refused = host_->Reload(/*dry_run=*/false);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "maxConcurrentReconciles"))
+      << refused.status();
+  EXPECT_TRUE(absl::StrContains(host_->last_reload_error(), "operators.yaml:"))
+      << host_->last_reload_error();
+  EXPECT_TRUE(absl::StrContains(host_->manager().DumpYaml(), "max: 3"));
+
+  // A second operator document is added live, then deleted without touching the first.
+  write("3",
+        "---\napiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: extra}\n"
+        "spec:\n  plugins:\n  - name: web2\n    exec:\n      command: " +
+            Runfile("runtime/plugin/testing/test_plugin_main") + "\n      env: {TSAN_OPTIONS: \"" +
+            tsan_options_ + "\"}\n");
+  absl::StatusOr<config::OperatorSetDiff> added = host_->Reload(/*dry_run=*/false);
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->added, std::vector<std::string>{"extra"});
+  EXPECT_TRUE(
+      Eventually([&] { return absl::StrContains(host_->manager().DumpYaml(), "plugin: web2"); }));
+  write("3", "");
+  absl::StatusOr<config::OperatorSetDiff> removed = host_->Reload(/*dry_run=*/false);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->removed, std::vector<std::string>{"extra"});
+  EXPECT_FALSE(absl::StrContains(host_->manager().DumpYaml(), "plugin: web2"));
+  EXPECT_TRUE(host_->manager().Ready().ok()) << host_->manager().Ready();
+}
+
 // A plugin the host does not start: it dials the endpoint. The test runs the WebApp plugin
 // itself (and kills it by PID).
 TEST_F(HostTest, EndpointPluginAndOverrides) {

@@ -170,26 +170,16 @@ absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) 
     auto op = std::make_unique<Operator>();
     op->spec = spec;
     for (const config::PluginSpec& plugin_spec : spec.plugins) {
-      auto p = std::make_shared<Plugin>();
-      p->operator_name = spec.name;
-      p->name = plugin_spec.name;
-      p->spec = plugin_spec;
-      p->overrides = spec.controllers;
-      absl::StatusOr<std::unique_ptr<PluginSlot>> slot = PluginSlot::Start(
-          OptionsFactoryFor(spec.name, plugin_spec), [this] { Wake(); }, clock_);
-      if (!slot.ok()) {
+      absl::StatusOr<std::shared_ptr<Plugin>> p = NewPlugin(spec, plugin_spec);
+      if (!p.ok()) {
         // Stop what this call started; operators already running are untouched.
         for (auto& started : added) {
           for (auto& q : started->plugins) q->slot->Stop();
         }
         for (auto& q : op->plugins) q->slot->Stop();
-        return absl::Status(slot.status().code(),
-                            absl::StrCat(plugin_spec.location.ToString(), ": plugin ",
-                                         plugin_spec.name, ": ", slot.status().message()));
+        return p.status();
       }
-      p->slot = *std::move(slot);
-      p->dispatcher = std::make_unique<CountingDispatcher>(p->slot.get(), clock_);
-      op->plugins.push_back(std::move(p));
+      op->plugins.push_back(*std::move(p));
     }
     added.push_back(std::move(op));
   }
@@ -198,11 +188,176 @@ absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) 
                                          {"plugins", op->plugins.size()},
                                          {"source", op->spec.location.ToString()}});
   }
-  common::MutexLock lock(&mu_);
-  for (auto& op : added) operators_.push_back(std::move(op));
-  wake_ = true;
-  cv_.SignalAll();
-  return absl::OkStatus();
+  {
+    common::MutexLock lock(&mu_);
+    if (!stopping_) {
+      for (auto& op : added) operators_.push_back(std::move(op));
+      wake_ = true;
+      cv_.SignalAll();
+      return absl::OkStatus();
+    }
+  }
+  // Stop() ran meanwhile: nothing of this call may outlive it.
+  for (auto& op : added) {
+    for (auto& p : op->plugins) p->slot->Stop();
+  }
+  return absl::FailedPreconditionError("the manager is stopped");
+}
+
+absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
+    const config::OperatorSpec& op, const config::PluginSpec& plugin_spec) {
+  auto p = std::make_shared<Plugin>();
+  p->operator_name = op.name;
+  p->name = plugin_spec.name;
+  p->spec = plugin_spec;
+  p->overrides = op.controllers;
+  absl::StatusOr<std::unique_ptr<PluginSlot>> slot = PluginSlot::Start(
+      OptionsFactoryFor(op.name, plugin_spec), [this] { Wake(); }, clock_);
+  if (!slot.ok()) {
+    return absl::Status(slot.status().code(),
+                        absl::StrCat(plugin_spec.location.ToString(), ": plugin ", plugin_spec.name,
+                                     ": ", slot.status().message()));
+  }
+  p->slot = *std::move(slot);
+  p->dispatcher = std::make_unique<CountingDispatcher>(p->slot.get(), clock_);
+  return p;
+}
+
+void Manager::StopPlugin(const std::shared_ptr<Plugin>& p) {
+  std::shared_ptr<ControllerGroup> group;
+  {
+    common::MutexLock lock(&mu_);
+    group = p->group;
+  }
+  if (group != nullptr) {
+    std::vector<std::string> unrun = group->Stop(options_.shutdown_timeout);
+    if (!unrun.empty()) {
+      common::LogWarning("keys not reconciled before the plugin stopped",
+                         {{"operator", p->operator_name},
+                          {"plugin", p->name},
+                          {"keys", absl::StrJoin(unrun, ",")}});
+    }
+  }
+  p->slot->Stop();
+}
+
+absl::StatusOr<config::OperatorSetDiff> Manager::Apply(
+    const std::vector<config::OperatorSpec>& operators, bool dry_run,
+    std::vector<std::string>* errors) {
+  common::MutexLock apply_lock(&apply_mu_);
+  std::vector<config::OperatorSpec> current;
+  {
+    common::MutexLock lock(&mu_);
+    if (stopping_) return absl::FailedPreconditionError("the manager is stopped");
+    for (const auto& op : operators_) current.push_back(op->spec);
+  }
+  config::OperatorSetDiff diff = config::Diff(current, operators);
+  if (dry_run || diff.empty()) return diff;
+  auto find_new = [&](const std::string& name) -> const config::OperatorSpec* {
+    for (const config::OperatorSpec& op : operators) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  auto report = [&](absl::string_view message) {
+    common::LogError("operator change not applied", {{"error", message}});
+    if (errors != nullptr) errors->push_back(std::string(message));
+  };
+
+  // Removed operators: their controllers and plugins stop; the others are untouched.
+  for (const std::string& name : diff.removed) {
+    std::unique_ptr<Operator> gone;
+    {
+      common::MutexLock lock(&mu_);
+      for (auto it = operators_.begin(); it != operators_.end(); ++it) {
+        if ((*it)->spec.name == name) {
+          gone = std::move(*it);
+          operators_.erase(it);
+          break;
+        }
+      }
+    }
+    if (gone == nullptr) continue;
+    for (auto& p : gone->plugins) StopPlugin(p);
+    common::LogInfo("operator deleted", {{"operator", name}});
+  }
+  // Added operators.
+  std::vector<config::OperatorSpec> added;
+  for (const std::string& name : diff.added) added.push_back(*find_new(name));
+  if (!added.empty()) {
+    if (absl::Status s = Start(added); !s.ok()) report(s.message());
+  }
+  // Changed operators: plugins added, removed, swapped; controller overrides re-applied.
+  for (const config::OperatorChange& change : diff.changed) {
+    const config::OperatorSpec* spec = find_new(change.name);
+    Operator* op = nullptr;
+    {
+      common::MutexLock lock(&mu_);
+      for (auto& candidate : operators_) {
+        if (candidate->spec.name == change.name) op = candidate.get();
+      }
+    }
+    if (op == nullptr || spec == nullptr) continue;
+    for (const std::string& name : change.removed_plugins) {
+      std::shared_ptr<Plugin> gone;
+      {
+        common::MutexLock lock(&mu_);
+        for (auto it = op->plugins.begin(); it != op->plugins.end(); ++it) {
+          if ((*it)->name == name) {
+            gone = *it;
+            op->plugins.erase(it);
+            break;
+          }
+        }
+      }
+      if (gone != nullptr) StopPlugin(gone);
+    }
+    for (const std::string& name : change.added_plugins) {
+      const config::PluginSpec* plugin_spec = spec->FindPlugin(name);
+      if (plugin_spec == nullptr) continue;
+      absl::StatusOr<std::shared_ptr<Plugin>> p = NewPlugin(*spec, *plugin_spec);
+      if (!p.ok()) {
+        report(p.status().message());
+        continue;
+      }
+      common::MutexLock lock(&mu_);
+      op->plugins.push_back(*std::move(p));
+    }
+    for (const std::string& name : change.changed_plugins) {
+      const config::PluginSpec* plugin_spec = spec->FindPlugin(name);
+      if (plugin_spec == nullptr) continue;
+      SwapOptions swap;
+      if (plugin_spec->startup_timeout.has_value())
+        swap.ready_timeout = *plugin_spec->startup_timeout;
+      SwapResult result = SwapPlugin(change.name, name, *plugin_spec, swap);
+      if (!result.status.ok()) {
+        report(absl::StrCat(
+            plugin_spec->location.ToString(), ": plugin ", name,
+            ": swap refused, the running instance keeps serving: ", result.status.message()));
+      }
+    }
+    if (change.controllers_changed) {
+      std::vector<std::shared_ptr<Plugin>> plugins;
+      {
+        common::MutexLock lock(&mu_);
+        plugins = op->plugins;
+        for (auto& p : plugins) p->overrides = spec->controllers;
+      }
+      for (auto& p : plugins) {
+        absl::StatusOr<PluginView> view = FindPlugin(change.name, p->name);
+        if (view.ok() && view->group != nullptr) {
+          ReplaceGroup(*view, view->group->describe(), /*force=*/true);
+        }
+      }
+    }
+    {
+      common::MutexLock lock(&mu_);
+      op->spec = *spec;
+    }
+    common::LogInfo("operator updated", {{"operator", change.name}});
+  }
+  Wake();
+  return diff;
 }
 
 std::vector<Manager::PluginView> Manager::AllPlugins() const {
@@ -359,13 +514,20 @@ void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source
     common::MutexLock lock(&mu_);
     if (source != nullptr) p->spec = *source;
   }
-  std::shared_ptr<ControllerGroup> old = view.group;
-  if (old == nullptr) {
+  if (view.group == nullptr) {
     Wake();  // the loop starts the controllers from the new instance's Describe
     return;
   }
-  if (SameControllers(old->describe(), describe)) return;
-  common::LogInfo("the new plugin instance declares other controllers: replacing them",
+  ReplaceGroup(view, describe, /*force=*/false);
+}
+
+void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeResponse& describe,
+                           bool force) {
+  Plugin* p = view.plugin.get();
+  std::shared_ptr<ControllerGroup> old = view.group;
+  if (old == nullptr) return;
+  if (!force && SameControllers(old->describe(), describe)) return;
+  common::LogInfo("replacing the plugin's controllers (new Describe or new overrides)",
                   {{"operator", p->operator_name}, {"plugin", p->name}});
   // Hold the watches so that stopping the old controllers does not stop the shared caches.
   std::vector<watch::ReflectorHandle> keep = old->RetainWatches();
@@ -450,6 +612,8 @@ absl::Status Manager::WaitReady(absl::Duration timeout) const {
 }
 
 void Manager::Stop() {
+  // Waits for an Apply in progress (bounded by its swaps' timeouts) and serialises Stop calls.
+  common::MutexLock apply_lock(&apply_mu_);
   std::vector<std::unique_ptr<Operator>> operators;
   {
     common::MutexLock lock(&mu_);

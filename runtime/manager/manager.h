@@ -110,6 +110,15 @@ class Manager {
   absl::Status AbortCanary(const std::string& operator_name, const std::string& plugin,
                            const SwapOptions& options);
 
+  // Makes the running set equal `operators` (the whole set, as loaded from the operator files):
+  // added operators start, removed ones stop (their controllers drain, their plugins stop; the
+  // others are untouched), changed ones get their plugins added/removed/swapped and their
+  // controller overrides re-applied (the controllers restart with their watches held). A swap
+  // that fails leaves the running instance serving; such failures are logged and appended to
+  // `errors`. With `dry_run` nothing changes. Returns what differed. One Apply at a time.
+  absl::StatusOr<config::OperatorSetDiff> Apply(const std::vector<config::OperatorSpec>& operators,
+                                                bool dry_run, std::vector<std::string>* errors);
+
   // Figures for /metrics.
   void Collect(observe::Figures& figures) const;
   // A YAML snapshot of operators, plugins, controllers, queues, caches and last errors.
@@ -143,6 +152,15 @@ class Manager {
   // when the controllers differ, replaces the plugin's controller group.
   void AfterSwap(const PluginView& view, const config::PluginSpec* source,
                  const controller::pb::DescribeResponse& describe);
+  // Stops the plugin's controllers and starts them again from `describe` and the current
+  // overrides, holding their watches meanwhile. Without `force`, only when `describe`
+  // declares other controllers than the running group.
+  void ReplaceGroup(const PluginView& view, const controller::pb::DescribeResponse& describe,
+                    bool force);
+  absl::StatusOr<std::shared_ptr<Plugin>> NewPlugin(const config::OperatorSpec& op,
+                                                    const config::PluginSpec& plugin_spec);
+  // Drains the plugin's controllers, then stops its instances.
+  void StopPlugin(const std::shared_ptr<Plugin>& p);
 
   const ManagerOptions options_;
   common::Clock* const clock_;
@@ -150,6 +168,8 @@ class Manager {
   bool owns_socket_dir_ = false;  // a temporary directory Stop removes
   std::unique_ptr<watch::ReflectorRegistry> registry_;
   std::unique_ptr<controller::apply::Applier> applier_;
+
+  common::Mutex apply_mu_;  // serialises Apply; acquired before mu_
 
   mutable common::Mutex mu_;
   common::CondVar cv_;  // wakes the loop (stop, plugin state change)

@@ -1,0 +1,22 @@
+// ThreadSanitizer suppressions for the product binaries (ctrlhost and the plugins) when they are
+// built with --config=tsan and run by tests as child processes.
+//
+// Debian's gRPC, Abseil, OpenSSL and cpp-httplib shared libraries are not instrumented: TSan sees
+// their libc calls through its interceptors (memcmp, memmove, epoll) but not the
+// synchronization that orders them inside those libraries, and reports races that are not in our
+// code. Same list as the tests' (runtime/plugin/testing/tsan_suppressions.cc); our own code stays
+// fully checked. Linked only in tsan builds (select on //tools/build:tsan).
+extern "C" const char* __tsan_default_suppressions() {
+  return "called_from_lib:libgrpc.so\n"
+         "called_from_lib:libgrpc++.so\n"
+         "called_from_lib:libgpr.so\n"
+         "called_from_lib:libcrypto.so.3\n"
+         "called_from_lib:libssl.so.3\n"
+         "called_from_lib:libcpp-httplib.so\n"
+         // httplib's ClientImpl::stop() (in the uninstrumented .so) unlocks a mutex whose lock
+         // TSan did not see: reported as "unlock of an unlocked mutex" from our caller.
+         "mutex:ctrlhost::kube::StreamCanceller::Cancel\n"
+         "race:libabsl_*.so*\n"
+         "race_top:grpc::internal::\n"
+         "race:grpc::internal::CallOpSet\n";
+}
