@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/admin/server_test_util.h"
+#include "runtime/common/mutex.h"
 #include "runtime/exe/cmd_dump.h"
 #include "runtime/exe/cmd_plugin.h"
 
@@ -280,6 +282,66 @@ TEST_F(AdminServerTest, SwapsAreCappedAndNeverDelayQueries) {
   backend_.HoldSwaps(false);
   first.join();
   EXPECT_TRUE(first_status.ok()) << first_status.error_message();
+}
+
+TEST_F(AdminServerTest, QueriesQueueBoundedAndStopAnswersQueuedOnesUnavailable) {
+  AdminServerOptions options = Options();
+  options.query_threads = 1;
+  options.max_queued_queries = 1;
+  StartServer(options);
+  backend_.HoldOperatorLists(true);
+  common::Mutex mu;
+  common::CondVar done;
+  std::vector<grpc::Status> results(3);
+  int finished = 0;
+  auto list = [&](int i) {
+    auto stub = Stub();
+    grpc::ClientContext context;
+    Deadline(&context);
+    v1::ListOperatorsResponse response;
+    grpc::Status status = stub->ListOperators(&context, {}, &response);
+    common::MutexLock lock(&mu);
+    results[i] = status;
+    ++finished;
+    done.SignalAll();
+  };
+  // The first occupies the only worker.
+  std::thread running(list, 0);
+  ASSERT_TRUE(backend_.AwaitOperatorListsEntered(1));
+  // Of the next two, one takes the only queue slot and the other is refused at once.
+  std::thread a(list, 1), b(list, 2);
+  {
+    common::MutexLock lock(&mu);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (finished < 1 && !done.WaitWithDeadline(&mu, deadline)) {
+    }
+    ASSERT_EQ(finished, 1);
+  }
+  // Stop answers the queued one UNAVAILABLE and waits for the running one.
+  std::thread stopper([&] { server_->Stop(); });
+  {
+    common::MutexLock lock(&mu);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (finished < 2 && !done.WaitWithDeadline(&mu, deadline)) {
+    }
+    ASSERT_EQ(finished, 2);
+  }
+  backend_.HoldOperatorLists(false);
+  running.join();
+  a.join();
+  b.join();
+  stopper.join();
+  EXPECT_TRUE(results[0].ok()) << results[0].error_message();
+  std::vector<grpc::StatusCode> others = {results[1].error_code(), results[2].error_code()};
+  std::sort(others.begin(), others.end());
+  EXPECT_EQ(others, (std::vector<grpc::StatusCode>{grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                                   grpc::StatusCode::UNAVAILABLE}));
+  for (int i : {1, 2}) {
+    if (results[i].error_code() == grpc::StatusCode::UNAVAILABLE) {
+      EXPECT_EQ(results[i].error_message(), "the admin server is stopping");
+    }
+  }
+  EXPECT_EQ(backend_.operator_lists_entered(), 1);
 }
 
 TEST_F(AdminServerTest, StopWaitsForARunningSwap) {

@@ -47,6 +47,9 @@ class FakeBackend final : public AdminBackend {
   absl::StatusOr<v1::ListOperatorsResponse> ListOperators(
       const v1::ListOperatorsRequest&) override {
     common::MutexLock lock(&mu_);
+    ++operator_lists_entered_;
+    changed_.SignalAll();
+    while (hold_operator_lists_) changed_.Wait(&mu_);
     RETURN_FAILURE();
     v1::ListOperatorsResponse response;
     response.add_operators()->set_name("web");
@@ -163,6 +166,24 @@ class FakeBackend final : public AdminBackend {
     common::MutexLock lock(&mu_);
     failure_ = std::move(status);
   }
+  // ListOperators waits while held: a slow query.
+  void HoldOperatorLists(bool hold) {
+    common::MutexLock lock(&mu_);
+    hold_operator_lists_ = hold;
+    changed_.SignalAll();
+  }
+  bool AwaitOperatorListsEntered(int n) {
+    common::MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (operator_lists_entered_ < n) {
+      if (changed_.WaitWithDeadline(&mu_, deadline)) return operator_lists_entered_ >= n;
+    }
+    return true;
+  }
+  int operator_lists_entered() {
+    common::MutexLock lock(&mu_);
+    return operator_lists_entered_;
+  }
   void HoldSwaps(bool hold) {
     common::MutexLock lock(&mu_);
     hold_swaps_ = hold;
@@ -192,6 +213,8 @@ class FakeBackend final : public AdminBackend {
   std::vector<v1::Plugin> plugins_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool hold_swaps_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_operator_lists_ ABSL_GUARDED_BY(mu_) = false;
+  int operator_lists_entered_ ABSL_GUARDED_BY(mu_) = 0;
   int swaps_entered_ ABSL_GUARDED_BY(mu_) = 0;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   v1::ListPluginsRequest last_list_plugins_ ABSL_GUARDED_BY(mu_);
