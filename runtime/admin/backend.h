@@ -23,8 +23,8 @@
 //   preconditions, a canary already running).
 // - Calls run on the server's worker threads, never on gRPC's: a slow call (SwapPlugin waits up to
 //   ready_timeout + drain, ReloadConfig may swap plugins) ties up one worker only. At most
-//   AdminServerOptions::max_concurrent_mutations SwapPlugin / ReloadConfig calls run at once, and
-//   at most AdminServerOptions::query_threads of the others.
+//   AdminServerOptions::max_concurrent_swaps SwapPlugin / ReloadConfig calls run at once, and at
+//   most AdminServerOptions::query_threads of the others.
 // - No call is made after AdminServer::Stop() has returned.
 //
 // Thread-safety: implementations must be thread-safe; the server calls them concurrently from

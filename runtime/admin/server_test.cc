@@ -165,6 +165,24 @@ TEST_F(AdminServerTest, InvalidRequestsNeverReachTheBackend) {
   EXPECT_EQ(backend_.calls(), 0);
 }
 
+TEST_F(AdminServerTest, OversizedRequestIsRefused) {
+  AdminServerOptions options = Options();
+  options.max_request_bytes = 64 * 1024;
+  StartServer(options);
+  auto stub = Stub();
+  grpc::ClientContext context;
+  Deadline(&context);
+  v1::SwapPluginRequest request;
+  request.set_operator_("web");
+  request.set_plugin("webapp");
+  request.mutable_replace()->mutable_exec()->set_command("/opt/v2");
+  request.mutable_replace()->mutable_exec()->add_args(std::string(100 * 1024, 'x'));
+  v1::SwapPluginResponse response;
+  grpc::Status status = stub->SwapPlugin(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_EQ(backend_.calls(), 0);
+}
+
 TEST_F(AdminServerTest, BackendStatusCodesMapOneToOne) {
   StartServer();
   auto stub = Stub();
