@@ -174,15 +174,29 @@ struct Applier::Run {
     }
   }
 
-  // One status write: GET the live primary, merge `status` and `conditions` into its status,
-  // and merge-patch it with the live resourceVersion as precondition (a concurrent writer is a
-  // 409, never a lost update of status.conditions).
+  // One status write: merge `status` and `conditions` into the primary's status and
+  // merge-patch it with the primary's resourceVersion as precondition (a concurrent writer is a
+  // 409, never a lost update of status.conditions). The first try uses the cached primary the
+  // request carried (no extra GET on the common path); on a conflict the live primary is read
+  // and the write is tried once more.
   absl::Status WriteStatus(const std::optional<json>& status,
                            const std::vector<pb::Condition>& conditions) {
-    const kube::ResourceRef ref = PrimaryRef(context, /*status=*/true);
+    if (context.primary != nullptr) {
+      const json cached = ParseOrNull(std::string(context.primary->json()));
+      if (cached.is_object()) {
+        absl::Status first = PatchStatus(cached, status, conditions);
+        if (!kube::IsConflict(first)) return first;
+      }
+    }
     ASSIGN_OR_RETURN(std::string live_text, self->client_->Get(PrimaryRef(context, false)));
     const json live = ParseOrNull(live_text);
     if (!live.is_object()) return absl::DataLossError("the primary is not a JSON object");
+    return PatchStatus(live, status, conditions);
+  }
+
+  absl::Status PatchStatus(const json& live, const std::optional<json>& status,
+                           const std::vector<pb::Condition>& conditions) {
+    const kube::ResourceRef ref = PrimaryRef(context, /*status=*/true);
     const std::string rv = StringMember(Metadata(live), "resourceVersion");
     json body_status = status.has_value() ? *status : json::object();
     if (!conditions.empty()) {
