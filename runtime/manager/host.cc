@@ -1,5 +1,6 @@
 #include "runtime/manager/host.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -26,7 +27,16 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     ASSIGN_OR_RETURN(rest_config, kube::LoadKubeconfigFiles(options.kubeconfigs, options.context));
     host->api_url_ = rest_config.host;
   }
-  ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), options.rest));
+  kube::RestClientOptions rest_options = options.rest;
+  if (options.kubeconfigs.empty()) {
+    // The embedded server is ours alone: no client-side rate limit (a real cluster keeps the
+    // default 50 QPS / burst 100, like a well-behaved controller-runtime manager).
+    rest_options.qps = 0;
+  }
+  // One pooled connection per concurrent worker at least: a request that finds no idle
+  // connection opens a new TLS connection, which costs far more than the request.
+  rest_options.max_idle_connections = std::max<size_t>(rest_options.max_idle_connections, 64);
+  ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), rest_options));
   host->client_ = std::make_unique<kube::Client>(host->rest_.get());
   host->discovery_ = std::make_unique<kube::Discovery>(host->rest_.get());
   if (absl::Status s = host->discovery_->Refresh(); !s.ok()) {
