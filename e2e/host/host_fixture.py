@@ -58,7 +58,8 @@ def kubectl_binary():
 class Host:
     """A running `ctrlhost run` process owned by the test."""
 
-    def __init__(self, process, data_dir, url, kubeconfig, metrics_url, log_path, output):
+    def __init__(self, process, data_dir, url, kubeconfig, metrics_url, log_path, output,
+                 admin_socket=None):
         self.process = process
         self.data_dir = data_dir
         self.url = url
@@ -66,6 +67,7 @@ class Host:
         self.metrics_url = metrics_url
         self.log_path = log_path
         self.output = output
+        self.admin_socket = admin_socket
         self.api = apiserver_fixture.ApiClient(kubeconfig)
 
     @classmethod
@@ -77,17 +79,22 @@ class Host:
         with open(operator_path, "w", encoding="utf-8") as f:
             f.write(operator_yaml)
         log_path = data_dir + ".log"
+        # The admin socket needs a short path (a Unix socket address holds 107 bytes).
+        admin_dir = tempfile.mkdtemp(prefix="ctrlhost-admin-", dir="/tmp")
+        admin_socket = os.path.join(admin_dir, "admin.sock")
         log_file = open(log_path, "ab")
         process_env = dict(os.environ)
         process_env.pop("KUBECONFIG", None)
         process_env.update(env or {})
         process = subprocess.Popen(
             [apiserver_fixture.binary_path(), "run", "-f", operator_path, "--data-dir", data_dir,
-             "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0", *extra_args],
+             "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0",
+             "--admin-socket", admin_socket, *extra_args],
             stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=process_env)
         log_file.close()
         placeholder = cls.__new__(cls)
         placeholder.process = process
+        placeholder.admin_socket = admin_socket
         _running.append(placeholder)
         url = kubeconfig = metrics_url = None
         ready = False
@@ -119,7 +126,7 @@ class Host:
                                       f.read()[-6000:]))
         _running.remove(placeholder)
         host = cls(process, data_dir, url, kubeconfig, metrics_url, log_path,
-                   output.decode(errors="replace"))
+                   output.decode(errors="replace"), admin_socket)
         _running.append(host)
         return host
 
@@ -128,6 +135,12 @@ class Host:
     def kubectl(self, *args, input_text=None, check=False):
         return apiserver_fixture.kubectl(kubectl_binary(), self.kubeconfig, *args,
                                          input_text=input_text, check=check)
+
+    def ctrlhost(self, *args, timeout=120):
+        """Runs a `ctrlhost` admin command (plugin, dump) against this host's admin socket."""
+        return subprocess.run([apiserver_fixture.binary_path(), *args,
+                               "--admin-socket", self.admin_socket],
+                              capture_output=True, text=True, timeout=timeout)
 
     def get(self, path):
         """The object at `path` as a dict, or None on 404."""
@@ -213,5 +226,15 @@ class Host:
     def _forget(self):
         if self.process.stdout:
             self.process.stdout.close()
+        admin_socket = getattr(self, "admin_socket", None)
+        if admin_socket:
+            try:
+                os.unlink(admin_socket)
+            except OSError:
+                pass
+            try:
+                os.rmdir(os.path.dirname(admin_socket))
+            except OSError:
+                pass
         if self in _running:
             _running.remove(self)

@@ -196,6 +196,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   manager::HostOptions options;
   options.operators = *std::move(operators);
   options.operator_path = values.file;  // watched: edits are applied live
+  options.admin_socket = plan->admin_socket;
   options.kubeconfigs = plan->kubeconfigs;
   options.data_dir = plan->data_dir;
   options.apiserver.bind = values.apiserver_bind;

@@ -1,6 +1,7 @@
 #include "runtime/manager/host.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -63,6 +64,24 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   host->observe_->SetDumpProvider(
       [manager]() -> absl::StatusOr<std::string> { return manager->DumpYaml(); });
   RETURN_IF_ERROR(host->manager_->Start(options.operators));
+  std::error_code path_error;
+  const std::string admin_path =
+      options.admin_socket.empty()
+          ? ""
+          : std::filesystem::absolute(options.admin_socket, path_error).string();
+  if (admin_path.size() > 107) {
+    // A Unix socket address holds 107 bytes: the host still does its job without the admin API.
+    common::LogWarning(
+        "admin API not served: its socket path is too long for a Unix socket (set "
+        "--admin-socket to a shorter path)",
+        {{"path", admin_path}});
+  } else if (!admin_path.empty()) {
+    host->admin_backend_ = std::make_unique<HostAdminBackend>(host.get());
+    admin::AdminServerOptions admin_options;
+    admin_options.socket_path = options.admin_socket;
+    admin_options.backend = host->admin_backend_.get();
+    ASSIGN_OR_RETURN(host->admin_, admin::AdminServer::Start(admin_options));
+  }
   host->operator_path_ = options.operator_path;
   host->watch_interval_ = options.watch_interval;
   if (!host->operator_path_.empty()) {
@@ -77,6 +96,8 @@ Host::~Host() { Stop(); }
 std::string Host::kubeconfig_path() const {
   return apiserver_ != nullptr ? apiserver_->kubeconfig_path() : "";
 }
+
+std::string Host::admin_socket() const { return admin_ != nullptr ? admin_->socket_path() : ""; }
 
 std::string Host::metrics_url() const {
   return observe_ != nullptr ? absl::StrCat(observe_->url(), "/metrics") : "";
@@ -152,6 +173,7 @@ void Host::Stop() {
     cv_.SignalAll();
   }
   if (watcher_.joinable()) watcher_.join();
+  if (admin_ != nullptr) admin_->Stop();
   if (observe_ != nullptr) observe_->Stop();
   if (metrics_ != nullptr && provider_ != 0) metrics_->RemoveProvider(provider_);
   if (manager_ != nullptr) manager_->Stop();

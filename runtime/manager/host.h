@@ -27,12 +27,14 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "runtime/admin/server.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"
 #include "runtime/config/operator_spec.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/rest_client.h"
+#include "runtime/manager/admin_backend.h"
 #include "runtime/manager/manager.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/observe/server.h"
@@ -53,6 +55,8 @@ struct HostOptions {
   apiserver::ApiServerOptions apiserver;
   // Plugin sockets, and the embedded server's database, certificates and kubeconfig.
   std::string data_dir = ".ctrlhost";
+  // The admin API's Unix socket (ctrlhost plugin / dump); "" serves none.
+  std::string admin_socket;
   std::string metrics_bind = "127.0.0.1";
   int metrics_port = 9090;  // 0: any free port
   std::string host_version = "0.1.0";
@@ -70,7 +74,8 @@ class Host {
   std::string api_url() const { return api_url_; }
   // The embedded server's kubeconfig ("" against a cluster).
   std::string kubeconfig_path() const;
-  std::string metrics_url() const;  // "http://127.0.0.1:PORT/metrics"
+  std::string metrics_url() const;   // "http://127.0.0.1:PORT/metrics"
+  std::string admin_socket() const;  // "" when no admin API is served
   Manager& manager() { return *manager_; }
   kube::Client& client() { return *client_; }
 
@@ -97,6 +102,8 @@ class Host {
   std::unique_ptr<observe::MetricsRegistry> metrics_;
   std::unique_ptr<observe::ObserveServer> observe_;
   std::unique_ptr<Manager> manager_;
+  std::unique_ptr<HostAdminBackend> admin_backend_;
+  std::unique_ptr<admin::AdminServer> admin_;
   observe::MetricsRegistry::ProviderId provider_ = 0;
   std::string operator_path_;
   absl::Duration watch_interval_;

@@ -677,6 +677,32 @@ void Manager::Collect(observe::Figures& figures) const {
   }
 }
 
+std::vector<Manager::PluginReport> Manager::Report() const {
+  std::vector<PluginReport> out;
+  for (const PluginView& view : AllPlugins()) {
+    PluginReport r;
+    r.operator_name = view.plugin->operator_name;
+    r.name = view.plugin->name;
+    r.spec = view.spec;
+    r.slot = view.plugin->slot->Snapshot();
+    r.group_error = view.group_error;
+    if (view.group != nullptr) {
+      r.controllers = view.group->Status();
+      plugin::pb::DescribeResponse describe = view.group->describe();
+      r.controller_specs.assign(describe.controllers().begin(), describe.controllers().end());
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<config::OperatorSpec> Manager::Operators() const {
+  std::vector<config::OperatorSpec> out;
+  common::MutexLock lock(&mu_);
+  for (const auto& op : operators_) out.push_back(op->spec);
+  return out;
+}
+
 std::string Manager::DumpYaml() const {
   DumpInput input;
   for (const PluginView& view : AllPlugins()) {

@@ -41,13 +41,12 @@
 #include "runtime/controller/apply/applier.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
+#include "runtime/manager/controller_group.h"
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
 
 namespace ctrlhost::manager {
-
-class ControllerGroup;
 
 struct ManagerOptions {
   // Borrowed; must outlive the manager.
@@ -118,6 +117,19 @@ class Manager {
   // `errors`. With `dry_run` nothing changes. Returns what differed. One Apply at a time.
   absl::StatusOr<config::OperatorSetDiff> Apply(const std::vector<config::OperatorSpec>& operators,
                                                 bool dry_run, std::vector<std::string>* errors);
+
+  // Snapshots for the admin API.
+  struct PluginReport {
+    std::string operator_name;
+    std::string name;
+    config::PluginSpec spec;  // the current source
+    SlotStatus slot;
+    std::vector<ControllerStatus> controllers;  // empty until the plugin was first ready
+    std::vector<controller::pb::ControllerSpec> controller_specs;  // as declared
+    std::string group_error;
+  };
+  std::vector<PluginReport> Report() const;
+  std::vector<config::OperatorSpec> Operators() const;
 
   // Figures for /metrics.
   void Collect(observe::Figures& figures) const;

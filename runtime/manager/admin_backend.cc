@@ -1,0 +1,375 @@
+#include "runtime/manager/admin_backend.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/manager/host.h"
+
+namespace ctrlhost::manager {
+
+namespace v1 = ::ctrlhost::admin::v1alpha1;
+
+namespace {
+
+void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
+  if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return;
+  const int64_t nanos = absl::ToUnixNanos(t);
+  out->set_seconds(nanos / 1000000000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+absl::StatusOr<absl::Duration> FromProto(const google::protobuf::Duration& d,
+                                         absl::string_view field) {
+  if (d.seconds() < 0 || d.nanos() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must not be negative"));
+  }
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+v1::PluginState ToProto(plugin::PluginState state) {
+  switch (state) {
+    case plugin::PluginState::kStarting:
+      return v1::PLUGIN_STATE_STARTING;
+    case plugin::PluginState::kReady:
+      return v1::PLUGIN_STATE_READY;
+    case plugin::PluginState::kBackoff:
+      return v1::PLUGIN_STATE_BACKOFF;
+    case plugin::PluginState::kFailed:
+      return v1::PLUGIN_STATE_FAILED;
+    case plugin::PluginState::kStopped:
+      return v1::PLUGIN_STATE_STOPPED;
+  }
+  return v1::PLUGIN_STATE_UNSPECIFIED;
+}
+
+void SourceToProto(const config::PluginSpec& spec, v1::PluginSource* out) {
+  if (const config::ExecSpec* exec = spec.exec(); exec != nullptr) {
+    v1::ExecSource* e = out->mutable_exec();
+    e->set_command(exec->command);
+    for (const std::string& arg : exec->args) e->add_args(arg);
+    for (const auto& [k, v] : exec->env) (*e->mutable_env())[k] = v;
+    e->set_working_dir(exec->working_dir);
+  } else if (const config::EndpointSpec* endpoint = spec.endpoint(); endpoint != nullptr) {
+    v1::EndpointSource* e = out->mutable_endpoint();
+    e->set_address(endpoint->address);
+    if (endpoint->tls.has_value()) {
+      e->mutable_tls()->set_ca_file(endpoint->tls->ca_file);
+      e->mutable_tls()->set_cert_file(endpoint->tls->cert_file);
+      e->mutable_tls()->set_key_file(endpoint->tls->key_file);
+      e->mutable_tls()->set_server_name(endpoint->tls->server_name);
+    }
+  }
+}
+
+// The plugin spec a swap runs: `base` (timeouts, limits) with the request's source.
+config::PluginSpec SourceFromProto(const config::PluginSpec& base, const v1::PluginSource& source) {
+  config::PluginSpec spec = base;
+  if (source.has_exec()) {
+    config::ExecSpec exec;
+    exec.command = source.exec().command();
+    exec.args.assign(source.exec().args().begin(), source.exec().args().end());
+    for (const auto& [k, v] : source.exec().env()) exec.env.emplace_back(k, v);
+    std::sort(exec.env.begin(), exec.env.end());
+    exec.working_dir = source.exec().working_dir();
+    spec.source = exec;
+  } else {
+    config::EndpointSpec endpoint;
+    endpoint.address = source.endpoint().address();
+    if (source.endpoint().has_tls()) {
+      config::TlsSpec tls;
+      tls.ca_file = source.endpoint().tls().ca_file();
+      tls.cert_file = source.endpoint().tls().cert_file();
+      tls.key_file = source.endpoint().tls().key_file();
+      tls.server_name = source.endpoint().tls().server_name();
+      endpoint.tls = tls;
+    }
+    spec.source = endpoint;
+  }
+  return spec;
+}
+
+v1::WorkFigures Work(const controller::RunnerMetrics& m) {
+  v1::WorkFigures w;
+  w.set_in_flight(static_cast<uint32_t>(m.active_workers));
+  w.set_max_in_flight(static_cast<uint32_t>(m.max_workers));
+  w.set_queued(static_cast<uint32_t>(m.queue.depth));
+  w.set_delayed(static_cast<uint32_t>(m.queue.delayed));
+  w.set_terminal(static_cast<uint32_t>(m.terminal_keys));
+  uint64_t total = 0;
+  for (uint64_t n : m.reconciles) total += n;
+  w.set_reconciles_total(total);
+  w.set_errors_total(m.reconciles_for(controller::ReconcileResult::kError) +
+                     m.reconciles_for(controller::ReconcileResult::kTerminal));
+  return w;
+}
+
+void AddWork(const v1::WorkFigures& add, v1::WorkFigures* sum) {
+  sum->set_in_flight(sum->in_flight() + add.in_flight());
+  sum->set_max_in_flight(sum->max_in_flight() + add.max_in_flight());
+  sum->set_queued(sum->queued() + add.queued());
+  sum->set_delayed(sum->delayed() + add.delayed());
+  sum->set_terminal(sum->terminal() + add.terminal());
+  sum->set_reconciles_total(sum->reconciles_total() + add.reconciles_total());
+  sum->set_errors_total(sum->errors_total() + add.errors_total());
+}
+
+v1::Controller ControllerToProto(const Manager::PluginReport& r, const ControllerStatus& c) {
+  v1::Controller out;
+  out.set_operator_(r.operator_name);
+  out.set_plugin(r.name);
+  out.set_name(c.name);
+  out.set_state(c.state == "running"
+                    ? (c.synced ? v1::CONTROLLER_STATE_READY : v1::CONTROLLER_STATE_STARTING)
+                : c.state == "pending" ? v1::CONTROLLER_STATE_STARTING
+                                       : v1::CONTROLLER_STATE_STOPPED);
+  for (const controller::pb::ControllerSpec& spec : r.controller_specs) {
+    if (spec.name() == c.name) *out.mutable_spec() = spec;
+  }
+  out.set_swap_generation(r.slot.serving_generation);
+  *out.mutable_work() = Work(c.metrics);
+  if (!c.metrics.last_error.empty()) {
+    out.mutable_last_error()->set_message(c.metrics.last_error);
+    out.mutable_last_error()->set_key(c.metrics.last_error_key);
+    SetTime(c.metrics.last_error_time, out.mutable_last_error()->mutable_time());
+  } else if (!c.pending_reason.empty()) {
+    out.mutable_last_error()->set_message(c.pending_reason);
+  }
+  return out;
+}
+
+v1::Plugin PluginToProto(const Manager::PluginReport& r) {
+  v1::Plugin out;
+  out.set_operator_(r.operator_name);
+  out.set_name(r.name);
+  out.set_state(ToProto(r.slot.serving.state));
+  SourceToProto(r.spec, out.mutable_source());
+  out.set_swap_generation(r.slot.serving_generation);
+  if (r.slot.has_canary) {
+    v1::Canary* canary = out.mutable_canary();
+    canary->set_swap_generation(r.slot.canary_generation);
+    canary->set_state(ToProto(r.slot.canary.state));
+    canary->set_percent(r.slot.canary_percent);
+  }
+  if (r.slot.serving.describe != nullptr) {
+    out.set_reported_name(r.slot.serving.describe->plugin_name());
+    out.set_reported_version(r.slot.serving.describe->plugin_version());
+    out.set_protocol_version(r.slot.serving.describe->protocol_version());
+  }
+  for (controller::pb::Capability c : r.slot.serving.capabilities) out.add_capabilities(c);
+  for (const ControllerStatus& c : r.controllers) out.add_controllers(c.name);
+  out.set_address(!r.slot.serving_socket.empty()
+                      ? absl::StrCat("unix://", r.slot.serving_socket)
+                      : (r.spec.endpoint() != nullptr ? r.spec.endpoint()->address : ""));
+  out.set_pid(static_cast<int32_t>(r.slot.serving.pid));
+  out.set_restarts(static_cast<uint32_t>(r.slot.serving.restarts));
+  for (const ControllerStatus& c : r.controllers) AddWork(Work(c.metrics), out.mutable_work());
+  std::string error = !r.slot.serving.last_error.ok()
+                          ? std::string(r.slot.serving.last_error.message())
+                          : r.slot.last_swap_error;
+  if (!error.empty()) out.mutable_last_error()->set_message(error);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ListOperatorsResponse> HostAdminBackend::ListOperators(
+    const v1::ListOperatorsRequest&) {
+  v1::ListOperatorsResponse out;
+  std::vector<Manager::PluginReport> reports = host_->manager().Report();
+  for (const config::OperatorSpec& spec : host_->manager().Operators()) {
+    v1::Operator* op = out.add_operators();
+    op->set_name(spec.name);
+    op->set_source(spec.location.ToString());
+    bool ready = true;
+    bool failed = false;
+    for (const Manager::PluginReport& r : reports) {
+      if (r.operator_name != spec.name) continue;
+      op->add_plugins(r.name);
+      op->set_controller_count(op->controller_count() +
+                               static_cast<uint32_t>(r.controllers.size()));
+      ready = ready && r.slot.serving.state == plugin::PluginState::kReady;
+      failed = failed || r.slot.serving.state == plugin::PluginState::kFailed;
+      for (const ControllerStatus& c : r.controllers) {
+        ready = ready && c.state == "running" && c.synced;
+        AddWork(Work(c.metrics), op->mutable_work());
+      }
+      if (!r.slot.serving.last_error.ok() && !op->has_last_error()) {
+        op->mutable_last_error()->set_message(std::string(r.slot.serving.last_error.message()));
+      }
+    }
+    op->set_state(failed  ? v1::OPERATOR_STATE_DEGRADED
+                  : ready ? v1::OPERATOR_STATE_READY
+                          : v1::OPERATOR_STATE_STARTING);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::ListPluginsResponse> HostAdminBackend::ListPlugins(
+    const v1::ListPluginsRequest& request) {
+  v1::ListPluginsResponse out;
+  for (const Manager::PluginReport& r : host_->manager().Report()) {
+    if (!request.operator_().empty() && r.operator_name != request.operator_()) continue;
+    *out.add_plugins() = PluginToProto(r);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::GetPluginResponse> HostAdminBackend::GetPlugin(
+    const v1::GetPluginRequest& request) {
+  for (const Manager::PluginReport& r : host_->manager().Report()) {
+    if (r.operator_name == request.operator_() && r.name == request.plugin()) {
+      v1::GetPluginResponse out;
+      *out.mutable_plugin() = PluginToProto(r);
+      return out;
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no plugin ", request.plugin(), " in operator ", request.operator_()));
+}
+
+absl::StatusOr<v1::ListControllersResponse> HostAdminBackend::ListControllers(
+    const v1::ListControllersRequest& request) {
+  v1::ListControllersResponse out;
+  for (const Manager::PluginReport& r : host_->manager().Report()) {
+    if (!request.operator_().empty() && r.operator_name != request.operator_()) continue;
+    if (!request.plugin().empty() && r.name != request.plugin()) continue;
+    for (const ControllerStatus& c : r.controllers)
+      *out.add_controllers() = ControllerToProto(r, c);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::GetControllerResponse> HostAdminBackend::GetController(
+    const v1::GetControllerRequest& request) {
+  for (const Manager::PluginReport& r : host_->manager().Report()) {
+    if (r.operator_name != request.operator_() || r.name != request.plugin()) continue;
+    for (const ControllerStatus& c : r.controllers) {
+      if (c.name != request.controller()) continue;
+      v1::GetControllerResponse out;
+      *out.mutable_controller() = ControllerToProto(r, c);
+      return out;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no controller ", request.controller(), " in plugin ",
+                                          request.operator_(), "/", request.plugin()));
+}
+
+absl::StatusOr<v1::SwapPluginResponse> HostAdminBackend::SwapPlugin(
+    const v1::SwapPluginRequest& request) {
+  Manager& manager = host_->manager();
+  const Manager::PluginReport* current = nullptr;
+  std::vector<Manager::PluginReport> reports = manager.Report();
+  for (const Manager::PluginReport& r : reports) {
+    if (r.operator_name == request.operator_() && r.name == request.plugin()) current = &r;
+  }
+  if (current == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no plugin ", request.plugin(), " in operator ", request.operator_()));
+  }
+  Manager::SwapOptions options;
+  options.expected_generation = request.expected_generation();
+  if (request.has_ready_timeout()) {
+    absl::StatusOr<absl::Duration> timeout = FromProto(request.ready_timeout(), "ready_timeout");
+    if (!timeout.ok()) return timeout.status();
+    if (*timeout > absl::ZeroDuration()) options.ready_timeout = *timeout;
+  }
+  SwapResult result;
+  switch (request.action_case()) {
+    case v1::SwapPluginRequest::kReplace:
+      result = manager.SwapPlugin(request.operator_(), request.plugin(),
+                                  SourceFromProto(current->spec, request.replace()), options);
+      break;
+    case v1::SwapPluginRequest::kStartCanary:
+      result = manager.StartCanary(request.operator_(), request.plugin(),
+                                   SourceFromProto(current->spec, request.start_canary().source()),
+                                   request.start_canary().percent(), options);
+      break;
+    case v1::SwapPluginRequest::kPromoteCanary:
+      result = manager.PromoteCanary(request.operator_(), request.plugin(), options);
+      break;
+    case v1::SwapPluginRequest::kAbortCanary:
+      result.status = manager.AbortCanary(request.operator_(), request.plugin(), options);
+      result.serving_generation = current->slot.serving_generation;
+      break;
+    default:
+      return absl::InvalidArgumentError("SwapPluginRequest.action is required");
+  }
+  // Requests that could not be attempted are errors; attempts that failed are results.
+  if (!result.status.ok() && result.failure == SwapFailure::kNone) return result.status;
+  v1::SwapPluginResponse out;
+  if (result.status.ok()) {
+    v1::SwapSucceeded* ok = out.mutable_succeeded();
+    ok->set_swap_generation(result.serving_generation);
+    ok->set_draining_generation(result.drained_generation);
+    SetTime(result.ready_at, ok->mutable_ready_at());
+  } else {
+    v1::SwapFailed* failed = out.mutable_failed();
+    switch (result.failure) {
+      case SwapFailure::kStartFailed:
+        failed->set_reason(v1::SWAP_FAILURE_REASON_START_FAILED);
+        break;
+      case SwapFailure::kHandshakeFailed:
+        failed->set_reason(v1::SWAP_FAILURE_REASON_HANDSHAKE_FAILED);
+        break;
+      case SwapFailure::kTimeout:
+        failed->set_reason(v1::SWAP_FAILURE_REASON_TIMEOUT);
+        break;
+      case SwapFailure::kIncompatible:
+        failed->set_reason(v1::SWAP_FAILURE_REASON_INCOMPATIBLE_CONTROLLERS);
+        break;
+      case SwapFailure::kNone:
+        break;
+    }
+    failed->set_message(std::string(result.status.message()));
+    failed->set_serving_generation(result.serving_generation);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::ReloadConfigResponse> HostAdminBackend::ReloadConfig(
+    const v1::ReloadConfigRequest& request) {
+  std::vector<config::OperatorSpec> before = host_->manager().Operators();
+  absl::StatusOr<config::OperatorSetDiff> diff = host_->Reload(request.dry_run());
+  if (!diff.ok()) return diff.status();
+  v1::ReloadConfigResponse out;
+  out.set_dry_run(request.dry_run());
+  for (const std::string& name : diff->added) {
+    v1::OperatorChange* c = out.add_changes();
+    c->set_operator_(name);
+    c->set_type(v1::OPERATOR_CHANGE_TYPE_ADDED);
+  }
+  for (const std::string& name : diff->removed) {
+    v1::OperatorChange* c = out.add_changes();
+    c->set_operator_(name);
+    c->set_type(v1::OPERATOR_CHANGE_TYPE_REMOVED);
+  }
+  for (const config::OperatorChange& change : diff->changed) {
+    v1::OperatorChange* c = out.add_changes();
+    c->set_operator_(change.name);
+    c->set_type(v1::OPERATOR_CHANGE_TYPE_UPDATED);
+    for (const std::string& p : change.changed_plugins) c->add_swapped_plugins(p);
+  }
+  for (const config::OperatorSpec& op : before) {
+    bool touched = false;
+    for (const v1::OperatorChange& c : out.changes()) touched |= c.operator_() == op.name;
+    if (!touched) {
+      v1::OperatorChange* c = out.add_changes();
+      c->set_operator_(op.name);
+      c->set_type(v1::OPERATOR_CHANGE_TYPE_UNCHANGED);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::DumpStateResponse> HostAdminBackend::DumpState(const v1::DumpStateRequest&) {
+  v1::DumpStateResponse out;
+  out.set_yaml(host_->manager().DumpYaml());
+  SetTime(absl::Now(), out.mutable_taken_at());
+  return out;
+}
+
+}  // namespace ctrlhost::manager
