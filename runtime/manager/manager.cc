@@ -529,6 +529,25 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
   if (!force && SameControllers(old->describe(), describe)) return;
   common::LogInfo("replacing the plugin's controllers (new Describe or new overrides)",
                   {{"operator", p->operator_name}, {"plugin", p->name}});
+  // A finalizer the new controllers no longer declare is left on the objects that carry it: the
+  // host never removes one silently (the cleanup it guards may matter), so deleting such an
+  // object waits until someone removes it. Say so loudly, with the command that does it.
+  const plugin::pb::DescribeResponse before = old->describe();
+  for (const auto& was : before.controllers()) {
+    if (was.finalizer().empty()) continue;
+    bool kept = false;
+    for (const auto& now : describe.controllers())
+      kept = kept || now.finalizer() == was.finalizer();
+    if (kept) continue;
+    common::LogWarning(
+        "finalizer no longer declared: objects that carry it are not released by this plugin; "
+        "finish their cleanup, then remove it (kubectl patch KIND NAME --type=json -p "
+        "'[{\"op\":\"remove\",\"path\":\"/metadata/finalizers/INDEX\"}]')",
+        {{"operator", p->operator_name},
+         {"plugin", p->name},
+         {"controller", was.name()},
+         {"finalizer", was.finalizer()}});
+  }
   // Hold the watches so that stopping the old controllers does not stop the shared caches.
   std::vector<watch::ReflectorHandle> keep = old->RetainWatches();
   std::vector<std::string> unrun = old->Stop(options_.shutdown_timeout);
