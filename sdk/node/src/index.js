@@ -1,0 +1,33 @@
+'use strict';
+// @ctrlhost/sdk: write ctrlhost controller plugins in Node.js. See ../README.md.
+
+const { Plugin, DescribeError, parseListenAddress, PROTOCOL_VERSION, ADDRESS_ENV } =
+  require('./plugin');
+const { ControllerBuilder, Controller, Mapping, apiVersionOf } = require('./controller');
+const { Request, findPath } = require('./request');
+const { Result, ResultError, newObject, composeMergePatch } = require('./result');
+const { handlers } = require('./handlers');
+const { loadProtocol, findProtoRoot } = require('./proto');
+const log = require('./log');
+
+module.exports = {
+  Plugin,
+  ControllerBuilder,
+  Controller,
+  Mapping,
+  Request,
+  Result,
+  ResultError,
+  DescribeError,
+  handlers,
+  newObject,
+  composeMergePatch,
+  findPath,
+  apiVersionOf,
+  parseListenAddress,
+  loadProtocol,
+  findProtoRoot,
+  log,
+  PROTOCOL_VERSION,
+  ADDRESS_ENV,
+};

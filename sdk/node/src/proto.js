@@ -1,0 +1,81 @@
+'use strict';
+// Loads the protocol's .proto files with @grpc/proto-loader.
+//
+// Where the files come from, first match wins:
+//   1. the `protoPath` option of loadProtocol(), or the CTRLHOST_PROTO_PATH environment variable
+//      (a directory holding ctrlhost/plugin/v1alpha1/plugin.proto and grpc/health/v1/health.proto;
+//      a vendored copy of the SDK points it at a copy of the repository's proto/ folder);
+//   2. <this package>/proto (a copy placed beside src/ when the SDK is vendored);
+//   3. the repository's proto/ folder, ../../../proto from this file (sdk/node/src in the repo).
+// The well-known types (google/protobuf/duration.proto, timestamp.proto) are found in
+// /usr/include (Debian's libprotobuf-dev) or, failing that, in protobufjs' bundled copies.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+
+const PLUGIN_PROTO = 'ctrlhost/plugin/v1alpha1/plugin.proto';
+const HEALTH_PROTO = 'grpc/health/v1/health.proto';
+
+// Proto field names as written (request_id), uint64 as decimal strings (never lose precision),
+// enums by name, bytes as Buffers, defaults filled in, and the set member of each oneof named.
+const LOADER_OPTIONS = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  bytes: Buffer,
+  defaults: true,
+  oneofs: true,
+};
+
+function candidateRoots(explicit) {
+  const roots = [];
+  if (explicit) roots.push(explicit);
+  if (process.env.CTRLHOST_PROTO_PATH) roots.push(process.env.CTRLHOST_PROTO_PATH);
+  roots.push(path.resolve(__dirname, '..', 'proto'));
+  roots.push(path.resolve(__dirname, '..', '..', '..', 'proto'));
+  return roots;
+}
+
+/** The directory that holds the protocol's .proto files; throws a clear Error when none does. */
+function findProtoRoot(explicit) {
+  const roots = candidateRoots(explicit);
+  for (const root of roots) {
+    if (fs.existsSync(path.join(root, PLUGIN_PROTO)) && fs.existsSync(path.join(root, HEALTH_PROTO))) {
+      return root;
+    }
+  }
+  throw new Error(
+    `cannot find ${PLUGIN_PROTO} and ${HEALTH_PROTO} under any of: ${roots.join(', ')} ` +
+      '(set CTRLHOST_PROTO_PATH to a copy of the repository\'s proto/ folder)',
+  );
+}
+
+const cache = new Map();
+
+/**
+ * Loads both services. Returns { plugin, health, definition, root } where `plugin` is the
+ * ctrlhost.plugin.v1alpha1 package object and `health` is grpc.health.v1. Cached per root.
+ */
+function loadProtocol(protoPath) {
+  const root = findProtoRoot(protoPath);
+  if (cache.has(root)) return cache.get(root);
+  const includeDirs = [root];
+  if (fs.existsSync('/usr/include/google/protobuf/duration.proto')) includeDirs.push('/usr/include');
+  const definition = protoLoader.loadSync([PLUGIN_PROTO, HEALTH_PROTO], {
+    ...LOADER_OPTIONS,
+    includeDirs,
+  });
+  const loaded = grpc.loadPackageDefinition(definition);
+  const result = {
+    plugin: loaded.ctrlhost.plugin.v1alpha1,
+    health: loaded.grpc.health.v1,
+    definition,
+    root,
+  };
+  cache.set(root, result);
+  return result;
+}
+
+module.exports = { loadProtocol, findProtoRoot, LOADER_OPTIONS };
