@@ -1,0 +1,47 @@
+"""ctrlhost plugin SDK for Python: write controllers as out-of-process ctrlhost plugins.
+
+    from ctrlhost_sdk import Controller, Plugin, Result
+
+    hello = Controller("hello").for_("example.com", "v1", "Hello").owns("", "v1", "ConfigMap")
+
+    @hello.reconcile
+    def reconcile(req):
+        result = Result()
+        result.desire(new_object("v1", "ConfigMap", req.name))["data"] = {"hi": req.name}
+        return result
+
+    Plugin("hello", "0.1.0").add(hello)
+
+See README.md for the whole API.
+"""
+
+from ctrlhost_sdk._proto import pb
+from ctrlhost_sdk.controller import Controller
+from ctrlhost_sdk.handlers import Handlers
+from ctrlhost_sdk.plugin import Plugin, parse_address
+from ctrlhost_sdk.request import Object, Request, RequestError, find_path
+from ctrlhost_sdk.result import (
+    FALSE,
+    JSON_PATCH,
+    MERGE_PATCH,
+    NORMAL,
+    RETRYABLE,
+    TERMINAL,
+    TRUE,
+    UNKNOWN,
+    WARNING,
+    InvalidResult,
+    ReconcileError,
+    Result,
+    compose_merge_patch,
+    new_object,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Controller", "FALSE", "Handlers", "InvalidResult", "JSON_PATCH", "MERGE_PATCH", "NORMAL",
+    "Object", "Plugin", "RETRYABLE", "ReconcileError", "Request", "RequestError", "Result",
+    "TERMINAL", "TRUE", "UNKNOWN", "WARNING", "compose_merge_patch", "find_path", "new_object",
+    "parse_address", "pb",
+]

@@ -1,0 +1,263 @@
+"""The gRPC server behind Plugin.start(): Describe, the Reconcile streams and health.
+
+Threading: grpcio runs each RPC on a thread of its server pool. A Reconcile stream's handler
+starts a reader thread that takes requests off the stream and submits reconciles to the worker
+pool; workers put their answers on the stream's queue and the handler yields them, so answers
+go out in completion order. `PluginServer._cond` guards the in-flight count and the draining
+flags; each stream's `_StreamState.lock` guards its cancel flags and counters.
+"""
+
+import concurrent.futures
+import os
+import queue
+import stat
+import threading
+import time
+
+import grpc
+
+from ctrlhost_sdk import log
+from ctrlhost_sdk._proto import health_pb2, health_pb2_grpc, pb, pb_grpc
+from ctrlhost_sdk.plugin import SERVICE_NAME, DescribeRefused
+from ctrlhost_sdk.result import error_response
+
+_DONE = object()
+
+
+class _Health(health_pb2_grpc.HealthServicer):
+    """grpc.health.v1 for "" and the plugin service. Thread-safe: `_cond` guards the state."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._serving = False
+        self._stopped = False
+
+    def set(self, serving):
+        with self._cond:
+            self._serving = serving
+            self._cond.notify_all()
+
+    def stop(self):
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def _status(self):
+        H = health_pb2.HealthCheckResponse
+        return H.SERVING if self._serving else H.NOT_SERVING
+
+    def Check(self, request, context):
+        if request.service not in ("", SERVICE_NAME):
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
+        with self._cond:
+            return health_pb2.HealthCheckResponse(status=self._status())
+
+    def Watch(self, request, context):
+        if request.service not in ("", SERVICE_NAME):
+            yield health_pb2.HealthCheckResponse(
+                status=health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+            return
+        last = None
+        while True:
+            with self._cond:
+                if self._stopped or not context.is_active():
+                    return
+                status = self._status()
+                if status == last:
+                    self._cond.wait(0.1)  # re-checks is_active()
+                    continue
+            last = status
+            yield health_pb2.HealthCheckResponse(status=status)
+
+
+class _StreamState:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.cancel_flags = {}  # request_id -> threading.Event
+        self.in_flight = 0
+        self.reading = True
+        self.out = queue.SimpleQueue()
+
+    def finish_if_idle(self):
+        # Called with `lock` held.
+        if not self.reading and self.in_flight == 0:
+            self.out.put(_DONE)
+
+
+class _Service(pb_grpc.ControllerPluginServiceServicer):
+    def __init__(self, server):
+        self._server = server
+
+    def Describe(self, request, context):
+        try:
+            return self._server.plugin.describe(request)
+        except DescribeRefused as e:
+            log.error("describe refused", error=str(e))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+
+    def Reconcile(self, request_iterator, context):
+        state = _StreamState()
+        self._server._add_stream(state)
+        context.add_callback(lambda: state.out.put(_DONE))  # the host went away
+        reader = threading.Thread(target=self._read, args=(request_iterator, state),
+                                  name="ctrlhost-stream-reader", daemon=True)
+        reader.start()
+        try:
+            while True:
+                item = state.out.get()
+                if item is _DONE:
+                    return
+                yield item
+        finally:
+            self._server._remove_stream(state)
+
+    def _read(self, request_iterator, state):
+        server = self._server
+        try:
+            for request in request_iterator:
+                rid = request.request_id
+                kind = request.WhichOneof("payload")
+                if kind == "cancel":
+                    with state.lock:
+                        flag = state.cancel_flags.get(rid)
+                    if flag is not None:
+                        flag.set()
+                    continue
+                if kind != "reconcile" or rid == 0:
+                    log.warning("ignoring a malformed reconcile request", request_id=rid)
+                    continue
+                if server.draining:
+                    state.out.put(error_response(rid, "plugin shutting down"))
+                    continue
+                flag = threading.Event()
+                with state.lock:
+                    state.cancel_flags[rid] = flag
+                    state.in_flight += 1
+                server._add_in_flight(1)
+                try:
+                    server.pool.submit(self._work, state, rid, request.reconcile, flag)
+                except RuntimeError:  # pool shut down
+                    self._done(state, rid)
+                    state.out.put(error_response(rid, "plugin shutting down"))
+        except grpc.RpcError:
+            pass  # the stream broke; in-flight answers are dropped
+        except Exception as e:  # noqa: BLE001
+            log.error("reconcile stream reader failed", error=repr(e))
+        finally:
+            with state.lock:
+                state.reading = False
+                state.finish_if_idle()
+
+    def _work(self, state, rid, call, flag):
+        try:
+            resp = self._server.plugin.handle(rid, call, flag)
+            size = resp.ByteSize()
+            if size > self._server.plugin.max_message_bytes:
+                resp = error_response(rid, "response of %d bytes exceeds the message limit of %d"
+                                      % (size, self._server.plugin.max_message_bytes))
+            if not flag.is_set():
+                state.out.put(resp)
+        except Exception as e:  # noqa: BLE001 - never lose an answer
+            state.out.put(error_response(rid, "plugin failure: %r" % (e,)))
+        finally:
+            self._done(state, rid)
+
+    def _done(self, state, rid):
+        with state.lock:
+            state.cancel_flags.pop(rid, None)
+            state.in_flight -= 1
+            state.finish_if_idle()
+        self._server._add_in_flight(-1)
+
+
+class PluginServer:
+    """A started plugin server. Thread-safe."""
+
+    def __init__(self, plugin):
+        self.plugin = plugin
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=plugin.worker_count(), thread_name_prefix="ctrlhost-reconcile")
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._draining = False
+        self._streams = set()
+        self._health = _Health()
+        self._grpc = None
+        self.address = None
+
+    def start(self, listen):
+        if listen.startswith("unix:"):
+            path = listen[len("unix:"):]
+            try:
+                if stat.S_ISSOCK(os.lstat(path).st_mode):
+                    os.unlink(path)  # stale socket of an earlier instance
+            except OSError:
+                pass
+        options = [
+            ("grpc.max_receive_message_length", self.plugin.max_message_bytes),
+            ("grpc.max_send_message_length", self.plugin.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        # Each open stream and health watch holds a thread of this pool.
+        self._grpc = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(max_workers=32,
+                                                  thread_name_prefix="ctrlhost-grpc"),
+            options=options)
+        pb_grpc.add_ControllerPluginServiceServicer_to_server(_Service(self), self._grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
+        port = self._grpc.add_insecure_port(listen)
+        if port == 0:
+            raise OSError("cannot listen on %s" % listen)
+        self._grpc.start()
+        if listen.startswith("unix:"):
+            self.address = listen
+        else:
+            self.address = "%s:%d" % (listen.rpartition(":")[0], port)
+        self._health.set(True)
+
+    @property
+    def draining(self):
+        with self._cond:
+            return self._draining
+
+    @property
+    def in_flight(self):
+        with self._cond:
+            return self._in_flight
+
+    def _add_in_flight(self, delta):
+        with self._cond:
+            self._in_flight += delta
+            self._cond.notify_all()
+
+    def _add_stream(self, state):
+        with self._cond:
+            self._streams.add(state)
+
+    def _remove_stream(self, state):
+        with self._cond:
+            self._streams.discard(state)
+
+    def shutdown(self, grace_seconds):
+        """Drains: NOT_SERVING, refuses new work, waits up to grace_seconds for in-flight
+        reconciles, then stops. Returns the number of reconciles abandoned."""
+        with self._cond:
+            if self._draining:
+                return 0
+            self._draining = True
+        self._health.set(False)
+        deadline = time.monotonic() + grace_seconds
+        with self._cond:
+            while self._in_flight > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            abandoned = self._in_flight
+            streams = list(self._streams)
+        self._health.stop()
+        for state in streams:
+            state.out.put(_DONE)  # ends the stream: answers still running are dropped
+        self._grpc.stop(0.5).wait(5)
+        self.pool.shutdown(wait=False)
+        return abandoned
