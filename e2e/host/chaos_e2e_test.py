@@ -115,7 +115,7 @@ class ChaosTest(unittest.TestCase):
             lines = [l for l in f.read().splitlines() if not l.startswith("default/sleepy ")]
         running = {}
         for line in lines:
-            key, _, what = line.split(" ")
+            key, _, what = line.split(" ")[:3]
             if what == "start":
                 self.assertFalse(running.get(key), "%s started twice at once" % key)
                 running[key] = True

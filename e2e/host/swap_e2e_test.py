@@ -67,8 +67,14 @@ class SwapTest(unittest.TestCase):
         result = self.host.ctrlhost("plugin", "swap", "chaos/chaos", "--timeout", "60s", *args)
         return result
 
+    def generation(self):
+        listing = self.host.ctrlhost("plugin", "list", "-o", "json")
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        return int(json.loads(listing.stdout)["plugins"][0]["swapGeneration"])
+
     def test_swaps_under_load_lose_nothing(self):
         names = ["obj-%03d" % i for i in range(OBJECTS)]
+        first_generation = self.generation()
         last = {}
         for name in names:
             self.assertIn(self.put_chaos(name, 0), (200, 201))
@@ -115,7 +121,7 @@ class SwapTest(unittest.TestCase):
             lines = f.read().splitlines()
         running = {}
         for line in lines:
-            key, _, what = line.split(" ")
+            key, _, what = line.split(" ")[:3]
             if what == "start":
                 self.assertFalse(running.get(key), "%s reconciled twice at once" % key)
                 running[key] = True
@@ -126,8 +132,61 @@ class SwapTest(unittest.TestCase):
         listing = self.host.ctrlhost("plugin", "list", "-o", "json")
         self.assertEqual(listing.returncode, 0, listing.stderr)
         plugin = json.loads(listing.stdout)["plugins"][0]
-        self.assertEqual(int(plugin["swapGeneration"]), SWAPS + 1, plugin)
+        # Generations also count refused and aborted attempts: at least one per swap.
+        self.assertGreaterEqual(int(plugin["swapGeneration"]), first_generation + SWAPS, plugin)
         self.assertEqual(plugin["state"], "PLUGIN_STATE_READY")
+
+    def test_canary_routes_a_stable_share_then_promotes(self):
+        names = ["canary-%03d" % i for i in range(60)]
+        result = self.swap("--command", self.chaos, "--env", "CHAOS_DIR=" + self.dir,
+                           "--env", "CHAOS_VERSION=canary", "--canary", "30")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        listing = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)
+        self.assertEqual(listing["plugins"][0]["canary"]["percent"], 30, listing)
+        for round_ in (1, 2):
+            for name in names:
+                self.assertIn(self.put_chaos(name, round_), (200, 201))
+            for name in names:
+                self.host.wait_for(
+                    lambda: (self.host.get("/api/v1/namespaces/default/configmaps/" + name) or {})
+                    .get("data", {}).get("value") == str(round_), name + " converged")
+        # Each key stays on one side; about 30% go to the canary.
+        with open(os.path.join(self.dir, "log")) as f:
+            served = {}
+            for line in f.read().splitlines():
+                key, _, what, version = line.split(" ")[:4]
+                if key[len("default/"):] in names and what == "start":
+                    served.setdefault(key, set()).add(version)
+        self.assertEqual(len(served), len(names))
+        self.assertTrue(all(len(v) == 1 for v in served.values()), served)
+        on_canary = sum(1 for v in served.values() if "canary" in v)
+        self.assertGreater(on_canary, 5)
+        self.assertLess(on_canary, 40)
+        # Promote: the canary serves everything.
+        result = self.swap("--promote-canary")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        listing = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)
+        self.assertNotIn("canary", listing["plugins"][0])
+        self.assertIn(self.put_chaos(names[0], 99), (200, 201))
+        self.host.wait_for(
+            lambda: (self.host.get("/api/v1/namespaces/default/configmaps/" + names[0]) or {})
+            .get("data", {}).get("value") == "99", "promoted canary serves")
+        # A canary that is aborted serves nothing afterwards.
+        result = self.swap("--command", self.chaos, "--env", "CHAOS_DIR=" + self.dir,
+                           "--env", "CHAOS_VERSION=aborted", "--canary", "50")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        result = self.swap("--abort-canary")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        with open(os.path.join(self.dir, "log")) as f:
+            before = f.read().count(" aborted")
+        for name in names:
+            self.assertIn(self.put_chaos(name, 3), (200, 201))
+        for name in names:
+            self.host.wait_for(
+                lambda: (self.host.get("/api/v1/namespaces/default/configmaps/" + name) or {})
+                .get("data", {}).get("value") == "3", name + " converged after abort")
+        with open(os.path.join(self.dir, "log")) as f:
+            self.assertEqual(f.read().count(" aborted"), before)
 
     def test_zz_broken_releases_are_refused(self):
         before = self.host.ctrlhost("plugin", "list", "-o", "json")
