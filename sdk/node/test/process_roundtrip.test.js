@@ -13,7 +13,7 @@ const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const { loadProtocol } = require('../src');
 
-const FIXTURE = path.join(__dirname, 'fixtures', 'plugin.js');
+const FIXTURE = path.join(__dirname, '..', 'testdata', 'fixture_plugin.js');
 const TIMEOUT_MS = 20000;
 const { plugin: pb, health } = loadProtocol();
 
@@ -155,10 +155,10 @@ test('SIGTERM: NOT_SERVING, new work refused, in-flight work answered, exit 0', 
 });
 
 for (const [what, env, re] of [
-  ['unset', {}, /CTRLHOST_PLUGIN_ADDRESS is not set/],
-  ['bad', { CTRLHOST_PLUGIN_ADDRESS: 'tcp://x:1' }, /no other scheme/],
+  ['an unset', {}, /CTRLHOST_PLUGIN_ADDRESS is not set/],
+  ['a bad', { CTRLHOST_PLUGIN_ADDRESS: 'tcp://x:1' }, /no other scheme/],
 ]) {
-  test(`an ${what} address: a clear message and exit 2`, async () => {
+  test(`${what} address: a clear message and exit 2`, async () => {
     const e = { ...process.env, ...env };
     if (!env.CTRLHOST_PLUGIN_ADDRESS) delete e.CTRLHOST_PLUGIN_ADDRESS;
     const child = spawn(process.execPath, [FIXTURE], { env: e, stdio: ['ignore', 'ignore', 'pipe'] });
