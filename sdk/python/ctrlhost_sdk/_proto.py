@@ -1,37 +1,67 @@
-"""The generated protocol modules.
+"""The generated protocol modules, and grpc.health.v1 built at run time.
 
 ctrlhost.plugin.v1alpha1 comes from the Bazel rule //proto/ctrlhost/plugin/v1alpha1:plugin_py
-(or from protoc run by hand, see README.md). The health protocol is grpc.health.v1: from
-grpcio-health-checking (`grpc_health.v1`) when it is installed, else from the stubs generated
-by //proto/grpc/health/v1:health_py, whose package name "grpc" is grpcio's own; those are made
-importable by adding their directory to the grpc package's search path.
+(or from protoc run by hand, see README.md).
+
+grpc.health.v1 is defined here from its two small messages, in a private descriptor pool, rather
+than imported: generated stubs for it would live in a Python package named "grpc", which
+shadows grpcio itself (Bazel adds __init__.py files to runfiles), and grpcio-health-checking is
+not packaged by Debian. A private pool also cannot clash with grpcio-health-checking when a
+program loads both.
 """
 
-import os
-import sys
-
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from ctrlhost.plugin.v1alpha1 import plugin_pb2 as pb  # noqa: F401
 from ctrlhost.plugin.v1alpha1 import plugin_pb2_grpc as pb_grpc  # noqa: F401
 
 
-def _load_health():
-    try:
-        from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore
+def _health_messages():
+    f = descriptor_pb2.FileDescriptorProto(name="ctrlhost_sdk/grpc_health_v1.proto",
+                                           package="grpc.health.v1", syntax="proto3")
+    T = descriptor_pb2.FieldDescriptorProto
+    req = f.message_type.add(name="HealthCheckRequest")
+    req.field.add(name="service", number=1, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
+    resp = f.message_type.add(name="HealthCheckResponse")
+    enum = resp.enum_type.add(name="ServingStatus")
+    for number, name in enumerate(["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"]):
+        enum.value.add(name=name, number=number)
+    resp.field.add(name="status", number=1, type=T.TYPE_ENUM, label=T.LABEL_OPTIONAL,
+                   type_name=".grpc.health.v1.HealthCheckResponse.ServingStatus")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    factory = message_factory.MessageFactory(pool)
+    return (factory.GetPrototype(pool.FindMessageTypeByName("grpc.health.v1.HealthCheckRequest")),
+            factory.GetPrototype(pool.FindMessageTypeByName("grpc.health.v1.HealthCheckResponse")))
 
-        return health_pb2, health_pb2_grpc
-    except ImportError:
-        pass
-    for entry in sys.path:
-        candidate = os.path.join(entry or ".", "grpc")
-        if os.path.isfile(os.path.join(candidate, "health", "v1", "health_pb2.py")):
-            if candidate not in grpc.__path__:
-                grpc.__path__.append(candidate)
-            break
-    from grpc.health.v1 import health_pb2, health_pb2_grpc  # type: ignore
 
-    return health_pb2, health_pb2_grpc
+HealthCheckRequest, HealthCheckResponse = _health_messages()
+HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
-health_pb2, health_pb2_grpc = _load_health()
+def add_health_to_server(check, watch, server):
+    """Registers grpc.health.v1.Health with the functions check(request, context) and the
+    generator watch(request, context)."""
+    handlers = {
+        "Check": grpc.unary_unary_rpc_method_handler(
+            check, request_deserializer=HealthCheckRequest.FromString,
+            response_serializer=HealthCheckResponse.SerializeToString),
+        "Watch": grpc.unary_stream_rpc_method_handler(
+            watch, request_deserializer=HealthCheckRequest.FromString,
+            response_serializer=HealthCheckResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(HEALTH_SERVICE,
+                                                                          handlers),))
+
+
+class HealthStub:
+    """A client of grpc.health.v1.Health (for tests and tools)."""
+
+    def __init__(self, channel):
+        self.Check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check", request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString)
+        self.Watch = channel.unary_stream(
+            "/grpc.health.v1.Health/Watch", request_serializer=HealthCheckRequest.SerializeToString,
+            response_deserializer=HealthCheckResponse.FromString)

@@ -8,7 +8,8 @@ run() reads CTRLHOST_PLUGIN_ADDRESS ("unix:///path/to.sock", "unix:relative.sock
 "host:port"; exit code 2 with a clear message when it is unset or malformed), serves Describe,
 grpc.health.v1.Health and the Reconcile stream, and on SIGTERM or SIGINT drains: health turns
 NOT_SERVING, new reconciles are answered with a retryable error, in-flight reconciles get up to
-`drain_seconds` to finish, then the server stops and run() returns 0.
+`drain_seconds` to finish (then they are cancelled and abandoned), the server stops and the
+process exits 0 (run() returns 0, or exits at once when reconciles were abandoned).
 
 Concurrency: reconciles run on a thread pool (`workers`, default the sum of the controllers'
 max_concurrent, at least 4); answers go back in completion order. A CancelNotice sets the
@@ -166,4 +167,10 @@ class Plugin:
         log.info("plugin draining", plugin=self.name, in_flight=server.in_flight)
         abandoned = server.shutdown(self.drain_seconds)
         log.info("plugin stopped", plugin=self.name, abandoned=abandoned)
+        if abandoned:
+            # Reconcile threads still running would hold the interpreter's exit (the pool joins
+            # its threads at exit); the host has already requeued their keys.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         return 0

@@ -17,14 +17,14 @@ import time
 import grpc
 
 from ctrlhost_sdk import log
-from ctrlhost_sdk._proto import health_pb2, health_pb2_grpc, pb, pb_grpc
+from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, pb_grpc
 from ctrlhost_sdk.plugin import SERVICE_NAME, DescribeRefused
 from ctrlhost_sdk.result import error_response
 
 _DONE = object()
 
 
-class _Health(health_pb2_grpc.HealthServicer):
+class _Health:
     """grpc.health.v1 for "" and the plugin service. Thread-safe: `_cond` guards the state."""
 
     def __init__(self):
@@ -43,19 +43,18 @@ class _Health(health_pb2_grpc.HealthServicer):
             self._cond.notify_all()
 
     def _status(self):
-        H = health_pb2.HealthCheckResponse
+        H = HealthCheckResponse
         return H.SERVING if self._serving else H.NOT_SERVING
 
     def Check(self, request, context):
         if request.service not in ("", SERVICE_NAME):
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
         with self._cond:
-            return health_pb2.HealthCheckResponse(status=self._status())
+            return HealthCheckResponse(status=self._status())
 
     def Watch(self, request, context):
         if request.service not in ("", SERVICE_NAME):
-            yield health_pb2.HealthCheckResponse(
-                status=health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+            yield HealthCheckResponse(status=HealthCheckResponse.SERVICE_UNKNOWN)
             return
         last = None
         while True:
@@ -67,7 +66,7 @@ class _Health(health_pb2_grpc.HealthServicer):
                     self._cond.wait(0.1)  # re-checks is_active()
                     continue
             last = status
-            yield health_pb2.HealthCheckResponse(status=status)
+            yield HealthCheckResponse(status=status)
 
 
 class _StreamState:
@@ -204,7 +203,7 @@ class PluginServer:
                                                   thread_name_prefix="ctrlhost-grpc"),
             options=options)
         pb_grpc.add_ControllerPluginServiceServicer_to_server(_Service(self), self._grpc)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
+        add_health_to_server(self._health.Check, self._health.Watch, self._grpc)
         port = self._grpc.add_insecure_port(listen)
         if port == 0:
             raise OSError("cannot listen on %s" % listen)
@@ -257,6 +256,10 @@ class PluginServer:
             streams = list(self._streams)
         self._health.stop()
         for state in streams:
+            with state.lock:
+                flags = list(state.cancel_flags.values())
+            for flag in flags:
+                flag.set()  # cooperative reconciles (req.cancelled) stop now
             state.out.put(_DONE)  # ends the stream: answers still running are dropped
         self._grpc.stop(0.5).wait(5)
         self.pool.shutdown(wait=False)
