@@ -52,7 +52,8 @@ function parseSpec(spec) {
   };
 }
 
-// FNV-1a 64 over the UTF-8 bytes: the same value as the C++ plugin's, so the pod template (and
+// FNV-1a over the UTF-8 bytes with the C++ plugin's constants (its offset basis lacks the last
+// digit of FNV's), so the value is the same as the C++ plugin's and the pod template (and
 // the pods) change only when the configuration does, whichever plugin wrote it.
 function stableHash(text) {
   let h = 1469598103934665603n;
