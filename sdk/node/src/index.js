@@ -8,10 +8,12 @@ const { Request, findPath } = require('./request');
 const { Result, ResultError, newObject, composeMergePatch } = require('./result');
 const { handlers } = require('./handlers');
 const { loadProtocol, findProtoRoot } = require('./proto');
+const { PluginServer } = require('./server');
 const log = require('./log');
 
 module.exports = {
   Plugin,
+  PluginServer,
   ControllerBuilder,
   Controller,
   Mapping,

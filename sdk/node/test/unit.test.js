@@ -233,3 +233,9 @@ test('log lines are single-line key=value', () => {
     new Date(0));
   assert.equal(line, '1970-01-01T00:00:00.000000Z WARNING a b k=v s="two words" n=3 e=""');
 });
+
+test('index.d.ts declares exactly what index.js exports', () => {
+  const dts = require('node:fs').readFileSync(require.resolve('../src/index.d.ts'), 'utf8');
+  const declared = new Set([...dts.matchAll(/^export (?:class|function|const) (\w+)/gm)].map((m) => m[1]));
+  assert.deepEqual([...declared].sort(), Object.keys(sdk).sort());
+});

@@ -1,0 +1,205 @@
+// TypeScript declarations for @ctrlhost/sdk, written by hand (the runtime is plain CommonJS).
+//
+//   import { Plugin, Result, handlers } from '@ctrlhost/sdk';
+//   const plugin = new Plugin('hello', '0.1.0');
+//   plugin.controller('hello').for('example.com', 'v1', 'Hello')
+//     .reconcile(async (req) => { const r = new Result(); r.status().seen = req.name; return r; });
+//   plugin.run();
+
+/** Parsed JSON object. */
+export type JsonObject = { [key: string]: any };
+
+/** A child or related object as the request carries it. */
+export interface RawObject {
+  apiVersion: string;
+  kind: string;
+  object: JsonObject;
+}
+
+export type Reason =
+  | 'PrimaryChanged' | 'PrimaryDeleted' | 'ChildChanged' | 'RelatedChanged' | 'Requeue'
+  | 'Retry' | 'Resync' | 'Schedule' | 'PluginStarted' | 'Unspecified';
+
+/** A ReconcileCall with typed accessors. Read-only. */
+export class Request {
+  /** Throws an Error when an object in the call is not a JSON object. */
+  static fromCall(call: any, signal?: AbortSignal): Request;
+  /** The primary, or null when it is gone. */
+  readonly object: JsonObject | null;
+  readonly children: RawObject[];
+  readonly related: RawObject[];
+  /** Fires on the host's CancelNotice. */
+  readonly signal: AbortSignal;
+  readonly controller: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly reason: Reason;
+  readonly attempt: number;
+  readonly traceId: string;
+  readonly finalizing: boolean;
+  readonly deadline: Date | null;
+  readonly cancelled: boolean;
+  readonly exists: boolean;
+  readonly deleting: boolean;
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly resourceVersion: string;
+  readonly metadata: JsonObject;
+  readonly spec: JsonObject;
+  readonly status: JsonObject;
+  readonly generation: number;
+  readonly labels: Record<string, string>;
+  readonly annotations: Record<string, string>;
+  label(key: string): string | undefined;
+  annotation(key: string): string | undefined;
+  childrenOfKind(kind: string, apiVersion?: string): RawObject[];
+  relatedOfKind(kind: string, apiVersion?: string): RawObject[];
+  child(kind: string, name: string): JsonObject | undefined;
+  relatedObject(kind: string, name: string, namespace?: string): JsonObject | undefined;
+}
+
+export type ConditionStatus = boolean | 'True' | 'False' | 'Unknown';
+export type EventType = 'Normal' | 'Warning';
+export type PatchType = 'json' | 'merge';
+export type ErrorKind = 'retryable' | 'terminal';
+
+/** Thrown by Result.toResponse for a result the host would refuse. */
+export class ResultError extends Error {}
+
+/** What a reconcile wants. See result.js for the contract. */
+export class Result {
+  static retryableError(message: string): Result;
+  static terminalError(message: string): Result;
+  static finalized(): Result;
+  static requeue(ms: number): Result;
+  readonly desired: JsonObject[];
+  readonly conditions: { type: string; status: ConditionStatus; reason: string; message: string }[];
+  readonly events: { type: EventType; reason: string; message: string }[];
+  readonly error: { kind: ErrorKind; message: string } | null;
+  readonly isFinalized: boolean;
+  readonly requeueAfterMs: number | null;
+  readonly statusPatch: JsonObject | null;
+  /** Returns `object` to fill in; name, namespace and labels default from the primary. */
+  desire<T extends JsonObject>(object: T): T;
+  /** The status merge patch, created on first use. */
+  status(): JsonObject;
+  mergeStatus(patch: JsonObject): this;
+  setCondition(type: string, status: ConditionStatus, reason: string, message?: string): this;
+  event(type: EventType, reason: string, message?: string): this;
+  patchPrimary(type: PatchType, patch: any, resourceVersion?: string): this;
+  patchPrimaryStatus(type: PatchType, patch: any, resourceVersion?: string): this;
+  patchOwned(apiVersion: string, kind: string, name: string, type: PatchType, patch: any,
+    resourceVersion?: string): this;
+  requeueAfter(ms: number): this;
+  setError(kind: ErrorKind, message: string): this;
+  setFinalized(): this;
+  merge(other: Result): this;
+  /** The ReconcileResponse in @grpc/proto-loader object form; throws ResultError. */
+  toResponse(request: Request, requestId: string, capabilities: Set<string>): any;
+}
+
+export type ReconcileFn = (request: Request) =>
+  Result | undefined | void | Promise<Result | undefined | void>;
+
+/** A watch mapping (WatchedKind.mapping). */
+export interface WatchMapping { readonly [key: string]: any }
+export const Mapping: {
+  ownerReference(controllerOnly?: boolean): WatchMapping;
+  nameLabel(label: string): WatchMapping;
+  primarySelector(path: string): WatchMapping;
+  fieldPath(path: string): WatchMapping;
+  enqueueAll(sameNamespaceOnly?: boolean): WatchMapping;
+};
+
+export class Controller {
+  readonly name: string;
+  /** The ControllerSpec message (proto-loader object form). */
+  readonly spec: any;
+  readonly reconcile: ReconcileFn;
+  requiredCapabilities(): string[];
+}
+
+export class ControllerBuilder {
+  constructor(name: string);
+  for(group: string, version: string, kind: string): this;
+  owns(group: string, version: string, kind: string,
+    options?: { deleteAbsent?: boolean; clusterScoped?: boolean }): this;
+  watches(group: string, version: string, kind: string, mapping: WatchMapping,
+    options?: { labelSelector?: string; includeInRequests?: boolean }): this;
+  finalizer(name: string): this;
+  maxConcurrent(n: number): this;
+  /** Milliseconds. */
+  resync(ms: number): this;
+  namespaces(list: string[]): this;
+  labelSelector(selector: string): this;
+  schedule(cron: string, timeZone?: string): this;
+  predicates(options: { primaryStatusChanges?: boolean; ignoreChildStatusChanges?: boolean }): this;
+  requestContents(options: {
+    children?: boolean;
+    relatedObjects?: boolean;
+    metadataOnlyKinds?: [string, string, string][];
+    stripFields?: string[];
+  }): this;
+  reconcile(fn: ReconcileFn): this;
+  spec(): any;
+  /** Throws an Error naming the controller and the mistake. */
+  build(): Controller;
+}
+
+export interface PluginOptions {
+  /** Reconcile functions running at once (default 64); the rest wait in arrival order. */
+  concurrency?: number;
+  /** gRPC message limits both ways (default 64 MiB). */
+  maxMessageBytes?: number;
+  /** How long SIGTERM waits for in-flight reconciles (default 8000 ms). */
+  shutdownGraceMs?: number;
+  /** Directory holding the protocol's .proto files (default: see proto.js). */
+  protoPath?: string;
+}
+
+export class DescribeError extends Error {
+  readonly code: number;
+}
+
+export class PluginServer {
+  readonly address: string;
+  readonly inFlight: number;
+  readonly draining: boolean;
+  shutdown(graceMs?: number): Promise<void>;
+  forceShutdown(): void;
+}
+
+export class Plugin {
+  constructor(name: string, version: string, options?: PluginOptions);
+  readonly name: string;
+  readonly version: string;
+  controller(name: string): ControllerBuilder;
+  controllers(): Map<string, Controller>;
+  describe(request: any): any;
+  handle(requestId: string, call: any, signal?: AbortSignal): Promise<any>;
+  /** unix:///path or host:port. */
+  start(address: string): Promise<PluginServer>;
+  /** Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM (exit 0); exits 2 on a bad setup. */
+  run(): Promise<PluginServer>;
+}
+
+/** Upsert/delete routing over one reconcile function. */
+export function handlers(fns: { upsert?: ReconcileFn; delete?: ReconcileFn }): ReconcileFn;
+export function newObject(apiVersion: string, kind: string, name?: string): JsonObject;
+export function composeMergePatch(base: any, patch: any): any;
+export function findPath(obj: any, path: string): any;
+export function apiVersionOf(group: string, version: string): string;
+export function parseListenAddress(address: string): string;
+export function findProtoRoot(explicit?: string): string;
+export function loadProtocol(protoPath?: string): { plugin: any; health: any; definition: any; root: string };
+export const log: {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warning(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+  formatLine(level: string, message: string, fields?: Record<string, unknown>, date?: Date): string;
+  setSink(fn: (line: string) => void): (line: string) => void;
+};
+export const PROTOCOL_VERSION: 'v1alpha1';
+export const ADDRESS_ENV: 'CTRLHOST_PLUGIN_ADDRESS';
