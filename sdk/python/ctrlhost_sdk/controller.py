@@ -54,6 +54,7 @@ class Controller:
         self._spec = pb.ControllerSpec(name=name)
         self._fn = None
         self._required = set()
+        self._children = None  # unset: children are sent when the controller owns kinds
 
     # Declaration.
     def for_(self, group, version, kind):
@@ -127,10 +128,11 @@ class Controller:
 
     def request_contents(self, children=None, related_objects=None, metadata_only_kinds=(),
                          strip_fields=()):
-        """metadata_only_kinds: (group, version, kind) tuples."""
+        """What requests carry. children defaults to True when the controller owns kinds.
+        metadata_only_kinds: (group, version, kind) tuples."""
         rc = self._spec.request_contents
         if children is not None:
-            rc.children = children
+            self._children = children
         if related_objects is not None:
             rc.related_objects = related_objects
         for g, v, k in metadata_only_kinds:
@@ -158,6 +160,7 @@ class Controller:
         spec = pb.ControllerSpec()
         spec.CopyFrom(self._spec)
         rc = spec.request_contents
+        rc.children = self._children if self._children is not None else len(spec.owns) > 0
         if rc.children:
             self._required.add(pb.CAPABILITY_CHILDREN)
         if rc.related_objects:

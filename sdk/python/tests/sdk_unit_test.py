@@ -299,6 +299,15 @@ class ControllerTest(unittest.TestCase):
         self.assertTrue(spec.watches[4].owner_reference.controller_only)
         self.assertFalse(spec.watches[3].enqueue_all.same_namespace_only)
         self.assertTrue(spec.request_contents.related_objects)
+        self.assertTrue(spec.request_contents.children)
+        self.assertFalse(Controller("x").for_("g", "v1", "K").reconcile(len) and False)
+        bare = Controller("x").for_("g", "v1", "K")
+        bare.reconcile(len)
+        self.assertFalse(bare.spec().request_contents.children)  # owns nothing
+        bare.owns("", "v1", "Pod")
+        self.assertTrue(bare.spec().request_contents.children)
+        bare.request_contents(children=False)
+        self.assertFalse(bare.spec().request_contents.children)
         self.assertEqual((spec.resync_period.seconds, spec.resync_period.nanos), (300, 500000000))
         self.assertEqual(list(spec.namespaces), ["a", "b"])
         self.assertEqual(spec.max_concurrent_reconciles, 3)
@@ -370,18 +379,22 @@ class PluginTest(unittest.TestCase):
                                                        capabilities=caps))
 
     def test_describe(self):
-        resp = self.describe(versions=("v2", "v1alpha1"), caps=(pb.CAPABILITY_SERVER_SIDE_APPLY, 0, 77))
+        resp = self.describe(versions=("v2", "v1alpha1"), caps=(pb.CAPABILITY_SERVER_SIDE_APPLY,
+                                                                  pb.CAPABILITY_CHILDREN, 0, 77))
         self.assertEqual(resp.protocol_version, "v1alpha1")
         self.assertEqual((resp.plugin_name, resp.plugin_version), ("demo", "1.2.3"))
         self.assertEqual(set(resp.capabilities), set(ALL_CAPABILITIES))
         self.assertEqual([c.name for c in resp.controllers], ["app"])
-        self.assertEqual(self.plugin.capabilities, {pb.CAPABILITY_SERVER_SIDE_APPLY})
+        self.assertEqual(self.plugin.capabilities,
+                         {pb.CAPABILITY_SERVER_SIDE_APPLY, pb.CAPABILITY_CHILDREN})
 
     def test_describe_refusals(self):
         with self.assertRaisesRegex(DescribeRefused, r"offered \[v2\]"):
             self.describe(versions=("v2",))
         with self.assertRaisesRegex(DescribeRefused, "CAPABILITY_SERVER_SIDE_APPLY"):
-            self.describe(caps=(pb.CAPABILITY_CONDITIONS,))  # delete_absent needs SSA
+            self.describe(caps=(pb.CAPABILITY_CHILDREN,))  # delete_absent needs SSA
+        with self.assertRaisesRegex(DescribeRefused, "CAPABILITY_CHILDREN"):
+            self.describe(caps=(pb.CAPABILITY_SERVER_SIDE_APPLY,))  # owns: children sent
 
     def test_unknown_controller_is_terminal(self):
         resp = self.plugin.handle(4, testing.make_call("nope", PRIMARY))
