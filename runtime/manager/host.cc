@@ -129,6 +129,19 @@ absl::StatusOr<config::OperatorSetDiff> Host::Reload(bool dry_run) {
     last_reload_error_ = std::string(operators.status().message());
     return operators.status();
   }
+  if (operators->empty() && !manager_->Operators().empty()) {
+    // An empty file is far more often a file being rewritten or a mistake than a wish to stop
+    // every operator; that is what stopping the host is for.
+    const absl::Status refused = absl::FailedPreconditionError(
+        absl::StrCat(operator_path_,
+                     ": no Operator documents; refusing to delete every running operator "
+                     "(delete them one by one, or stop the host)"));
+    common::LogError("operator files refused; the running operators are unchanged",
+                     {{"path", operator_path_}, {"error", refused.message()}});
+    common::MutexLock lock(&mu_);
+    last_reload_error_ = std::string(refused.message());
+    return refused;
+  }
   std::vector<std::string> errors;
   absl::StatusOr<config::OperatorSetDiff> diff = manager_->Apply(*operators, dry_run, &errors);
   common::MutexLock lock(&mu_);
@@ -158,6 +171,16 @@ void Host::WatchLoop() {
     }
     std::string now = Fingerprint();
     if (now == seen) continue;
+    // An editor may be half-way through writing (truncated, then written): apply only contents
+    // that stayed the same for one more interval.
+    {
+      common::MutexLock lock(&mu_);
+      const absl::Time deadline = clock->Now() + watch_interval_;
+      while (!stopping_ && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
+      }
+      if (stopping_) return;
+    }
+    if (Fingerprint() != now) continue;  // still changing: look again next time
     seen = std::move(now);
     common::LogInfo("operator files changed: reloading", {{"path", operator_path_}});
     (void)Reload(/*dry_run=*/false);
