@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -70,6 +71,22 @@ bool ParseIndex(absl::string_view name, uint32_t* index) {
 void SortByTime(std::vector<Record>& records) {
   std::stable_sort(records.begin(), records.end(),
                    [](const Record& a, const Record& b) { return a.mono_ns < b.mono_ns; });
+}
+
+std::vector<Record> SplitMarkers(std::vector<Record>& records) {
+  std::vector<Record> markers;
+  std::vector<Record> reconciles;
+  reconciles.reserve(records.size());
+  for (const Record& r : records) (IsMarker(r) ? markers : reconciles).push_back(r);
+  records = std::move(reconciles);
+  return markers;
+}
+
+int64_t MarkerOf(const std::vector<Record>& markers, uint32_t pid, uint32_t kind) {
+  for (const Record& r : markers) {
+    if (r.pid == pid && r.index == kind) return r.mono_ns;
+  }
+  return -1;
 }
 
 namespace {

@@ -33,6 +33,11 @@ struct Record {
 };
 static_assert(sizeof(Record) == 16, "records are fixed-size");
 
+// Markers a plugin process writes about itself (not reconciles: index values no object has).
+inline constexpr uint32_t kMarkerMain = 0xFFFFFFFF;  // main() entered (exec and loading done)
+inline constexpr uint32_t kMarkerRun = 0xFFFFFFFE;   // about to serve (Plugin::Run)
+inline bool IsMarker(const Record& r) { return r.index >= kMarkerRun; }
+
 // CLOCK_MONOTONIC in nanoseconds.
 int64_t MonoNanos();
 
@@ -60,8 +65,13 @@ absl::StatusOr<std::vector<Record>> ReadRecords(const std::string& path);
 // N of an object name "t-N" (N < 2^32), or false for any other name.
 bool ParseIndex(absl::string_view name, uint32_t* index);
 
-// Analysis. `records` must be sorted by mono_ns (SortByTime).
+// Analysis. `records` must be sorted by mono_ns (SortByTime) and hold reconciles only
+// (SplitMarkers).
 void SortByTime(std::vector<Record>& records);
+// Moves the markers out of `records` into the result, keeping both in order.
+std::vector<Record> SplitMarkers(std::vector<Record>& records);
+// The first marker of `kind` written by `pid`, or -1.
+int64_t MarkerOf(const std::vector<Record>& markers, uint32_t pid, uint32_t kind);
 
 // The longest interval between two consecutive completed reconciles that overlaps
 // [begin_ns, end_ns]: the window's disruption. A window with no record at all inside it counts

@@ -126,5 +126,17 @@ TEST(RecordTest, PidsAcrossASwap) {
   EXPECT_EQ(FirstFromOtherPid(r, 60, 1), -1);
 }
 
+TEST(RecordTest, SplitMarkers) {
+  std::vector<Record> r = {{10, kMarkerMain, 5}, {20, 1, 4}, {30, kMarkerRun, 5}, {40, 2, 5}};
+  std::vector<Record> markers = SplitMarkers(r);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].index, 1u);
+  EXPECT_EQ(r[1].index, 2u);
+  ASSERT_EQ(markers.size(), 2u);
+  EXPECT_EQ(MarkerOf(markers, 5, kMarkerMain), 10);
+  EXPECT_EQ(MarkerOf(markers, 5, kMarkerRun), 30);
+  EXPECT_EQ(MarkerOf(markers, 4, kMarkerRun), -1);
+}
+
 }  // namespace
 }  // namespace ctrlhost::bench::swap

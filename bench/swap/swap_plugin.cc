@@ -39,6 +39,7 @@ int main() {
     std::cerr << "swap_plugin: " << s << "\n";
     return 2;
   }
+  (void)writer.Append(swap::kMarkerMain);  // best effort: markers only explain the timeline
   int requeue_ms = 100, workers = 32;
   if (!absl::SimpleAtoi(Env("SWAP_BENCH_REQUEUE_MS", "100"), &requeue_ms) || requeue_ms < 0 ||
       !absl::SimpleAtoi(Env("SWAP_BENCH_WORKERS", "32"), &workers) || workers < 1) {
@@ -64,5 +65,6 @@ int main() {
         return sdk::Result::Requeue(requeue);
       });
   plugin.Add(controller);
+  (void)writer.Append(swap::kMarkerRun);
   return plugin.Run();
 }
