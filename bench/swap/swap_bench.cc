@@ -3,7 +3,8 @@
 //
 // The host runs in-process as `ctrlhost run` does (manager::Host: embedded API server over
 // HTTPS, manager, bench/swap:swap_plugin exec'd and supervised over its Unix socket). The
-// plugin answers every reconcile of a `Tick` with Requeue(--requeue-ms) and no write, so
+// plugin answers every reconcile of a `Tick` with Requeue(--requeue-ms +-50%, random, so that the
+// objects' phases spread into a steady stream) and no write, so
 // --objects Ticks are reconciled continuously (the load) with no API traffic, and it appends one
 // record per completed reconcile (CLOCK_MONOTONIC, object, pid) to one O_APPEND file shared by
 // every plugin process (bench/swap/record.h). All figures come from that log:

@@ -1,13 +1,19 @@
 // The swap benchmark's plugin: for every `Tick` (ticks.swap.bench.ctrlhost.dev/v1) it appends a
 // record (bench/swap/record.h) to $SWAP_BENCH_RECORD and answers Result::Requeue(
-// $SWAP_BENCH_REQUEUE_MS), with no writes: the host reconciles every object again and again, so
-// reconciles run continuously without API traffic. $SWAP_BENCH_VERSION (v1, v2) only changes
-// the version it declares: v1 and v2 are the same binary with another environment.
+// $SWAP_BENCH_REQUEUE_MS +-50%, uniformly random), with no writes: the host reconciles every object
+// again and again, so reconciles run continuously without API traffic. $SWAP_BENCH_VERSION (v1, v2)
+// only changes the version it declares: v1 and v2 are the same binary with another environment.
 // $SWAP_BENCH_WORKERS sizes the SDK's worker pool (default 32).
+//
+// Why the jitter: objects created together and requeued after one fixed delay stay in phase, so
+// the load comes in waves with idle gaps between them (the gap figure would measure the waves).
+// A random delay spreads every object's phase, so completions form a steady stream whose gaps
+// are the host's and the machine's, not the workload's.
 //
 // Served on $CTRLHOST_PLUGIN_ADDRESS by the C++ SDK; the host execs and supervises it.
 #include <cstdlib>
 #include <iostream>
+#include <random>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -46,7 +52,7 @@ int main() {
     std::cerr << "swap_plugin: bad SWAP_BENCH_REQUEUE_MS or SWAP_BENCH_WORKERS\n";
     return 2;
   }
-  static const absl::Duration requeue = absl::Milliseconds(requeue_ms);
+  static const double requeue_ms_base = requeue_ms;
 
   sdk::PluginOptions options;
   options.workers = workers;
@@ -62,7 +68,9 @@ int main() {
             return sdk::Result::RetryableError(s.ToString());
           }
         }
-        return sdk::Result::Requeue(requeue);
+        thread_local std::minstd_rand rng(std::random_device{}());
+        std::uniform_real_distribution<double> factor(0.5, 1.5);
+        return sdk::Result::Requeue(absl::Milliseconds(requeue_ms_base * factor(rng)));
       });
   plugin.Add(controller);
   (void)writer.Append(swap::kMarkerRun);
