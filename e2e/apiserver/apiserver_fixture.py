@@ -189,7 +189,56 @@ class WatchStream:
         self.connection.close()
 
 
-class ApiServer:
+class OwnedProcess:
+    """A child process the test owns: `running()` lists it until it is stopped, and every
+    process still listed is killed by its PID when the test process exits."""
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self):
+        """SIGTERM, bounded wait, then SIGKILL. Returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._forget()
+        return self.process.returncode
+
+    def kill(self):
+        """kill -9 by PID (no graceful shutdown) and reap it."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+        self._forget()
+
+    def _cleanup(self):
+        """Extra cleanup of subclasses once the process is gone."""
+
+    def _forget(self):
+        if self.process.stdout:
+            self.process.stdout.close()
+        self._cleanup()
+        if self in _running:
+            _running.remove(self)
+
+
+def own(process_object):
+    """Lists `process_object` (an OwnedProcess) for the exit-time cleanup."""
+    _running.append(process_object)
+
+
+def disown(process_object):
+    if process_object in _running:
+        _running.remove(process_object)
+
+
+class ApiServer(OwnedProcess):
     """A running `ctrlhost apiserver` process owned by the test."""
 
     def __init__(self, process, data_dir, url, kubeconfig, stderr_path):
@@ -245,37 +294,6 @@ class ApiServer:
     def stderr(self):
         with open(self.stderr_path, errors="replace") as f:
             return f.read()
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def stop(self):
-        """SIGTERM, bounded wait, then SIGKILL. Returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._forget()
-        return self.process.returncode
-
-    def kill(self):
-        """kill -9 by PID (no graceful shutdown) and reap it."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            try:
-                self.process.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
-        self._forget()
-
-    def _forget(self):
-        if self.process.stdout:
-            self.process.stdout.close()
-        if self in _running:
-            _running.remove(self)
-
 
 def kubectl(binary, kubeconfig, *args, input_text=None, timeout=KUBECTL_TIMEOUT_SECONDS,
             check=False):

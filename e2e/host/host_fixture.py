@@ -16,7 +16,6 @@ import json
 import os
 import re
 import select
-import signal
 import subprocess
 import tempfile
 import time
@@ -27,19 +26,6 @@ from e2e.apiserver import apiserver_fixture
 START_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 20
 WAIT_TIMEOUT_SECONDS = 60
-
-_running = []
-
-
-def _kill_leftovers():
-    for host in list(_running):
-        host.kill()
-
-
-import atexit  # noqa: E402  (registered right after the list it cleans up)
-
-atexit.register(_kill_leftovers)
-
 
 def runfile(path):
     """A file from the Bazel runfiles tree (workspace-relative path), or from the source tree."""
@@ -55,7 +41,7 @@ def kubectl_binary():
     return os.environ.get("CTRLHOST_E2E_KUBECTL", "kubectl")
 
 
-class Host:
+class Host(apiserver_fixture.OwnedProcess):
     """A running `ctrlhost run` process owned by the test."""
 
     def __init__(self, process, data_dir, url, kubeconfig, metrics_url, log_path, output,
@@ -95,7 +81,7 @@ class Host:
         placeholder = cls.__new__(cls)
         placeholder.process = process
         placeholder.admin_socket = admin_socket
-        _running.append(placeholder)
+        apiserver_fixture.own(placeholder)
         url = kubeconfig = metrics_url = None
         ready = False
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -124,10 +110,10 @@ class Host:
                 raise AssertionError("ctrlhost run did not become ready (exit %s): %s\n%s" %
                                      (process.poll(), output.decode(errors="replace"),
                                       f.read()[-6000:]))
-        _running.remove(placeholder)
+        apiserver_fixture.disown(placeholder)
         host = cls(process, data_dir, url, kubeconfig, metrics_url, log_path,
                    output.decode(errors="replace"), admin_socket)
-        _running.append(host)
+        apiserver_fixture.own(host)
         return host
 
     # --- talking to it --------------------------------------------------------------------
@@ -198,43 +184,13 @@ class Host:
                              (timeout, what, json.dumps(last)[:2000] if last else last,
                               self.log()[-6000:]))
 
-    # --- lifecycle ------------------------------------------------------------------------
+    # --- lifecycle (stop, kill, alive: apiserver_fixture.OwnedProcess) --------------------
 
-    def alive(self):
-        return self.process.poll() is None
-
-    def stop(self):
-        """SIGTERM, bounded wait, then SIGKILL. Returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._forget()
-        return self.process.returncode
-
-    def kill(self):
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            try:
-                self.process.wait(STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
-        self._forget()
-
-    def _forget(self):
-        if self.process.stdout:
-            self.process.stdout.close()
+    def _cleanup(self):
         admin_socket = getattr(self, "admin_socket", None)
         if admin_socket:
-            try:
-                os.unlink(admin_socket)
-            except OSError:
-                pass
-            try:
-                os.rmdir(os.path.dirname(admin_socket))
-            except OSError:
-                pass
-        if self in _running:
-            _running.remove(self)
+            for remove in (os.unlink, lambda p: os.rmdir(os.path.dirname(p))):
+                try:
+                    remove(admin_socket)
+                except OSError:
+                    pass

@@ -11,8 +11,9 @@
 //   rejected    desire a ConfigMap the API server refuses (data values must be strings): a
 //               server rejection is a terminal error, never a crash
 //   terminal    answer a terminal error
-// Every reconcile appends "<ns>/<name> <attempt> <start|end> <$CHAOS_VERSION>" to $CHAOS_DIR/log
-// so tests can check that no key was reconciled twice at once, and which instance served it.
+// Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
+// <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
+// instance served it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -38,8 +39,9 @@ std::string Dir() {
 void Log(const sdk::Request& req, const char* what) {
   // O_APPEND writes of one short line are atomic between threads and processes.
   const char* version = std::getenv("CHAOS_VERSION");
-  const std::string line = absl::StrCat(req.namespace_(), "/", req.name(), " ", req.attempt(), " ",
-                                        what, " ", version != nullptr ? version : "-", "\n");
+  const std::string line =
+      absl::StrCat(req.namespace_(), "/", req.name(), " ", req.attempt(), " ", what, " ",
+                   version != nullptr ? version : "-", " ", ::getpid(), "\n");
   int fd = ::open((Dir() + "/log").c_str(), O_WRONLY | O_APPEND | O_CREAT, 0600);
   if (fd < 0) return;
   (void)!::write(fd, line.data(), line.size());
