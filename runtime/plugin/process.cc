@@ -11,11 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
 
 extern char** environ;
 
@@ -29,6 +33,85 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
                       absl::StrCat(what, ": ", strerror(err)));
 }
 
+// Plugin output is rate limited per plugin (all generations of "NAME-GEN" together), so a plugin
+// that floods its output or crash-loops printing cannot flood the host's log: up to
+// kOutputBurst lines at once, kOutputLinesPerSecond sustained; dropped lines are counted and
+// reported once output is allowed again. Thread-safe (process-wide, guarded by its mutex).
+constexpr double kOutputLinesPerSecond = 200;
+constexpr double kOutputBurst = 2000;
+
+class OutputLimiter {
+ public:
+  // Whether one more line of `name`'s output may be logged; logs the count of dropped lines
+  // when output resumes.
+  bool Allow(const std::string& name) {
+    const std::string plugin = PluginOf(name);
+    const absl::Time now = common::Clock::Real()->Now();
+    uint64_t resumed_after = 0;
+    {
+      common::MutexLock lock(&mu_);
+      Bucket& b = buckets_[plugin];
+      if (b.last == absl::InfinitePast()) b.last = now;
+      b.tokens = std::min(kOutputBurst,
+                          b.tokens + absl::ToDoubleSeconds(now - b.last) * kOutputLinesPerSecond);
+      b.last = now;
+      if (b.tokens < 1) {
+        ++b.dropped;
+        return false;
+      }
+      b.tokens -= 1;
+      resumed_after = b.dropped;
+      b.dropped = 0;
+    }
+    Report(plugin, resumed_after);
+    return true;
+  }
+
+  // Logs the lines of `name` dropped since the last report (at process exit).
+  void ReportDropped(const std::string& name) {
+    const std::string plugin = PluginOf(name);
+    uint64_t dropped = 0;
+    {
+      common::MutexLock lock(&mu_);
+      auto it = buckets_.find(plugin);
+      if (it == buckets_.end()) return;
+      dropped = it->second.dropped;
+      it->second.dropped = 0;
+    }
+    Report(plugin, dropped);
+  }
+
+ private:
+  struct Bucket {
+    double tokens = kOutputBurst;
+    absl::Time last = absl::InfinitePast();
+    uint64_t dropped = 0;
+  };
+  static void Report(const std::string& plugin, uint64_t dropped) {
+    if (dropped == 0) return;
+    common::LogWarning("plugin output dropped (rate limited)",
+                       {{"plugin", plugin}, {"lines", dropped}});
+  }
+
+  // "shop-webapp-12" -> "shop-webapp".
+  static std::string PluginOf(const std::string& name) {
+    const size_t dash = name.rfind('-');
+    if (dash == std::string::npos || dash + 1 == name.size()) return name;
+    for (size_t i = dash + 1; i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9') return name;
+    }
+    return name.substr(0, dash);
+  }
+
+  common::Mutex mu_;
+  absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+};
+
+OutputLimiter& Limiter() {
+  static OutputLimiter* limiter = new OutputLimiter();
+  return *limiter;
+}
+
 // Splits complete lines out of `buffer` and logs them; `flush` also logs a partial last line.
 // `skipping` is set while the rest of an over-long line is being dropped.
 void LogLines(const std::string& name, const char* stream, std::string* buffer, bool* skipping,
@@ -37,7 +120,7 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
   for (;;) {
     const size_t newline = buffer->find('\n', start);
     if (newline == std::string::npos) break;
-    if (!*skipping) {
+    if (!*skipping && Limiter().Allow(name)) {
       const size_t length = newline - start;
       if (length > kMaxLogLine) {
         common::LogInfo("plugin output",
@@ -57,7 +140,7 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
   }
   buffer->erase(0, start);
   if (buffer->size() > kMaxLogLine) {
-    if (!*skipping) {
+    if (!*skipping && Limiter().Allow(name)) {
       common::LogInfo("plugin output", {{"plugin", name},
                                         {"stream", stream},
                                         {"line", absl::string_view(*buffer).substr(0, kMaxLogLine)},
@@ -67,7 +150,7 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
     buffer->clear();
   }
   if (flush && !buffer->empty()) {
-    if (!*skipping) {
+    if (!*skipping && Limiter().Allow(name)) {
       common::LogInfo("plugin output", {{"plugin", name}, {"stream", stream}, {"line", *buffer}});
     }
     buffer->clear();
@@ -244,6 +327,7 @@ void Process::OutputLoop() {
     drain(i, fd, true);
   }
   for (int i = 0; i < 2; ++i) LogLines(log_name_, names[i], &buffers[i], &skipping[i], true);
+  Limiter().ReportDropped(log_name_);
   int status = 0;
   {
     common::MutexLock lock(&mu_);

@@ -287,6 +287,18 @@ TEST_F(SupervisorTest, CapturesOutputLineByLine) {
   EXPECT_TRUE(logs_.Contains("world-partial", "stream=stdout"));
 }
 
+TEST_F(SupervisorTest, FloodingOutputIsRateLimited) {
+  std::string flood = "--stdout=";
+  for (int i = 0; i < 3000; ++i) absl::StrAppend(&flood, "flood-", i, "\\n");
+  StartSupervisor(ExecOptions({flood}));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  EXPECT_TRUE(logs_.WaitFor("line=flood-0", "stream=stdout"));
+  supervisor_->Stop(absl::Seconds(10));
+  // 3000 lines at once: the burst (2000) is logged, the rest is counted, not logged.
+  EXPECT_TRUE(logs_.Contains("plugin output dropped (rate limited)", "plugin=test"));
+  EXPECT_FALSE(logs_.Contains("line=flood-2999", "stream=stdout"));
+}
+
 TEST_F(SupervisorTest, PassesEnvironmentAndWorkingDirectory) {
   SupervisorOptions options = ExecOptions(
       {"--print-env=PLUGIN_MODE", "--print-env=CTRLHOST_PLUGIN_ADDRESS", "--print-cwd"});
