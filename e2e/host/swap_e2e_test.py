@@ -1,5 +1,5 @@
-"""End to end: hot swap under load (issue 6). A steady stream of updates to Chaos objects while
-the plugin is swapped v1 -> v2 -> v1 ten times with `ctrlhost plugin swap`: every object
+"""End to end: hot swap under load (issue 6). A steady stream of updates to 2,000 Chaos objects
+while the plugin is swapped v1 -> v2 -> v1 ten times with `ctrlhost plugin swap`: every object
 converges to its last update, no key is reconciled by two instances at once, no watch relists.
 Broken releases (bad protocol version, crash at start) are refused and the serving instance keeps
 serving. An edit of the operator file is applied live; an invalid one is refused."""
@@ -15,7 +15,7 @@ import unittest
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
 
-OBJECTS = 120
+OBJECTS = 2000
 SWAPS = 10
 
 OPERATOR = """\
