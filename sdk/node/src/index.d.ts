@@ -67,6 +67,9 @@ export type ErrorKind = 'retryable' | 'terminal';
 /** Thrown by Result.toResponse for a result the host would refuse. */
 export class ResultError extends Error {}
 
+/** Thrown from a reconcile (or desired) function: a terminal error answer. */
+export class TerminalError extends Error {}
+
 /** What a reconcile wants. See result.js for the contract. */
 export class Result {
   static retryableError(message: string): Result;
@@ -183,6 +186,51 @@ export class Plugin {
   /** Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM (exit 0); exits 2 on a bad setup. */
   run(): Promise<PluginServer>;
 }
+
+export interface Dependent {
+  name: string;
+  apiVersion: string;
+  kind: string;
+  /** The whole intended object; metadata.name defaults to the primary's. */
+  desired: (request: Request) => JsonObject;
+  /** Unset: always wanted; false: ensure deleted. */
+  when?: (request: Request) => boolean;
+  /** Unset: ready once it exists. */
+  ready?: (current: JsonObject) => boolean;
+}
+
+export interface ChainState {
+  ready: string[];
+  pending: string[];
+  deleting: string[];
+  allReady: boolean;
+}
+
+/** Ordered ensure-created / ensure-deleted dependents (see chain.js). */
+export class DependentChain {
+  readonly dependents: Dependent[];
+  add(dependent: Dependent): this;
+  reconcile(request: Request, result: Result): ChainState;
+  build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>): ReconcileFn;
+}
+
+export interface CrudPlan {
+  create: JsonObject[];
+  update: JsonObject[];
+  unchanged: JsonObject[];
+  remove: JsonObject[];
+}
+
+/** Desired list of one kind vs the current children: create / update / remove (see chain.js). */
+export class CrudResource {
+  constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
+  plan(request: Request): CrudPlan;
+  apply(plan: CrudPlan, result: Result): void;
+  build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>): ReconcileFn;
+}
+
+/** desired ⊆ current. */
+export function isSubset(desired: any, current: any): boolean;
 
 /** Upsert/delete routing over one reconcile function. */
 export function handlers(fns: { upsert?: ReconcileFn; delete?: ReconcileFn }): ReconcileFn;

@@ -5,7 +5,10 @@ const { Plugin, DescribeError, parseListenAddress, PROTOCOL_VERSION, ADDRESS_ENV
   require('./plugin');
 const { ControllerBuilder, Controller, Mapping, apiVersionOf } = require('./controller');
 const { Request, findPath } = require('./request');
-const { Result, ResultError, newObject, composeMergePatch } = require('./result');
+const {
+  Result, ResultError, TerminalError, newObject, composeMergePatch,
+} = require('./result');
+const { DependentChain, CrudResource, isSubset } = require('./chain');
 const { handlers } = require('./handlers');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
@@ -20,6 +23,10 @@ module.exports = {
   Request,
   Result,
   ResultError,
+  TerminalError,
+  DependentChain,
+  CrudResource,
+  isSubset,
   DescribeError,
   handlers,
   newObject,

@@ -7,12 +7,14 @@
 //
 // Guarantees: every ReconcileCall gets exactly one answer unless the host cancelled it (then none)
 // or the plugin is stopped first; a reconcile function that throws or rejects becomes a retryable
-// error answer; a result the host would refuse becomes a retryable error naming the mistake; at
-// most `concurrency` reconcile functions run at once (the rest wait in arrival order).
+// error answer (a thrown TerminalError a terminal one); a result the host would refuse becomes a
+// retryable error naming the mistake; at most `concurrency` reconcile functions run at once (the rest wait in arrival order).
 
 const { ControllerBuilder } = require('./controller');
 const { Request } = require('./request');
-const { Result, ResultError, errorResponse, ALL_SDK_CAPABILITIES } = require('./result');
+const {
+  Result, ResultError, TerminalError, errorResponse, ALL_SDK_CAPABILITIES,
+} = require('./result');
 const log = require('./log');
 
 const PROTOCOL_VERSION = 'v1alpha1';
@@ -162,9 +164,13 @@ class Plugin {
         }
         response = result.toResponse(request, requestId, this.capabilities);
       } catch (e) {
-        const what = e instanceof ResultError ? 'invalid reconcile result' : 'reconcile threw';
-        response = errorResponse(requestId, 'retryable',
-          `${what}: ${e && e.message !== undefined ? e.message : String(e)}`);
+        const message = e && e.message !== undefined ? e.message : String(e);
+        if (e instanceof TerminalError) {
+          response = errorResponse(requestId, 'terminal', message);
+        } else {
+          const what = e instanceof ResultError ? 'invalid reconcile result' : 'reconcile threw';
+          response = errorResponse(requestId, 'retryable', `${what}: ${message}`);
+        }
       }
     }
     if (response.error) {

@@ -20,6 +20,12 @@ const { isObject, findPath } = require('./request');
 /** Thrown by toResponse for a result the host would refuse. */
 class ResultError extends Error {}
 
+/**
+ * Throw it from a reconcile function (or a chain's desired function) for a terminal error answer:
+ * retrying cannot help until the object changes. Any other exception is a retryable error.
+ */
+class TerminalError extends Error {}
+
 /** { apiVersion, kind, metadata: { name } } (name omitted when empty). */
 function newObject(apiVersion, kind, name = '') {
   const obj = { apiVersion, kind, metadata: {} };
@@ -299,5 +305,5 @@ const ALL_SDK_CAPABILITIES = Object.freeze([
 ]);
 
 module.exports = {
-  Result, ResultError, newObject, composeMergePatch, errorResponse, ALL_SDK_CAPABILITIES,
+  Result, ResultError, TerminalError, newObject, composeMergePatch, errorResponse, ALL_SDK_CAPABILITIES,
 };
