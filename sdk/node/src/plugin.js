@@ -236,6 +236,10 @@ class Plugin {
       log.info('plugin stopped', { plugin: this.name });
       process.exit(0);
     };
+    // A promise a reconcile function forgot to await must not take the plugin down with it.
+    process.on('unhandledRejection', (reason) => {
+      log.error('unhandled promise rejection', { error: reason instanceof Error ? reason : String(reason) });
+    });
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
     return server;

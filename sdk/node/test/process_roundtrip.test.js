@@ -96,7 +96,7 @@ test('describe, health, reconcile in any order, errors and cancellation', async 
     const d = await describe(p.client, { protocol_versions: ['v1alpha1'], capabilities: CAPS });
     assert.equal(d.protocol_version, 'v1alpha1');
     assert.equal(d.plugin_name, 'fixture');
-    assert.deepEqual(d.controllers.map((c) => c.name), ['echo', 'gated', 'cancel']);
+    assert.deepEqual(d.controllers.map((c) => c.name), ['echo', 'gated', 'cancel', 'leaky']);
     assert.equal(await p.check(), 'SERVING');
 
     const gate = path.join(dir, 'gate-rt');
@@ -114,6 +114,9 @@ test('describe, health, reconcile in any order, errors and cancellation', async 
     assert.equal((await s.answer(3)).error.kind, 'ERROR_KIND_RETRYABLE');
     assert.equal((await s.answer(4)).error.kind, 'ERROR_KIND_TERMINAL');
     assert.match((await s.answer(5)).error.message, /cannot read the request/);
+    s.call.write(reconcileCall(7, 'leaky', 'Leaky', 'l7'));
+    assert.equal((await s.answer(7)).error, null);
+    await p.waitFor('unhandled promise rejection error=forgotten');
     await p.waitFor('cancel waiting c6');
     s.call.write({ request_id: '6', cancel: { reason: 'deadline' } });
     await p.waitFor('cancel aborted c6');
