@@ -1,0 +1,194 @@
+"""The conformance suite: one set of scenarios, run against the WebApp plugin of every SDK
+(C++: plugins/webapp, Node: plugins/webapp-node, Python: plugins/webapp-py when present).
+
+1. Offline, through `ctrlhost test`: on the same inputs every SDK's plugin answers the same
+   desired objects, status, conditions, events, errors and finalizer release (compared with the
+   C++ reference after sorting keys), for a fresh WebApp, a ready one, an invalid spec (terminal
+   error) and a finalizing one; the external record files are byte for byte the same.
+2. Live, through `ctrlhost run` with kubectl-visible effects: a WebApp converges under each
+   language, and hot swaps between languages (C++ -> Node -> Python -> C++) under a stream of
+   updates lose no key and never relist a watch.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from e2e.apiserver import apiserver_fixture
+from e2e.host import host_fixture
+
+SAMPLE = host_fixture.runfile("plugins/webapp/testdata/webapp.yaml")
+INVALID = host_fixture.runfile("e2e/conformance/testdata/invalid.yaml")
+CHILDREN = os.path.dirname(
+    host_fixture.runfile("e2e/conformance/testdata/children/deployment.yaml"))
+CRD = host_fixture.runfile("plugins/webapp/deploy/crd.yaml")
+
+# Language -> plugin executable (runfiles). A language whose plugin is not built is skipped.
+PLUGINS = {
+    "cpp": host_fixture.runfile("plugins/webapp/webapp"),
+    "node": host_fixture.runfile("plugins/webapp-node/webapp-node"),
+    "python": host_fixture.runfile("plugins/webapp-py/webapp-py"),
+}
+AVAILABLE = {lang: path for lang, path in PLUGINS.items() if os.path.exists(path)}
+
+
+def ctrlhost_test(plugin, record_dir, *args):
+    env = dict(os.environ)
+    env["WEBAPP_RECORD_DIR"] = record_dir
+    result = subprocess.run([apiserver_fixture.binary_path(), "test", "--log-level=warning",
+                             "--plugin", plugin, "-o", "json", "--check", *args],
+                            capture_output=True, text=True, timeout=120, env=env)
+    return result
+
+
+class OfflineConformanceTest(unittest.TestCase):
+    """Scenario 1: the same answers on the same inputs."""
+
+    def compare(self, name, *args):
+        tmp = tempfile.mkdtemp(prefix="conf-", dir=os.environ.get("TEST_TMPDIR"))
+        answers = {}
+        for lang, plugin in AVAILABLE.items():
+            result = ctrlhost_test(plugin, os.path.join(tmp, lang), *args)
+            self.assertEqual(result.returncode, 0, "%s %s: %s" % (lang, name, result.stderr))
+            answers[lang] = json.loads(result.stdout)
+        reference = json.dumps(answers["cpp"], sort_keys=True, indent=1)
+        for lang, answer in answers.items():
+            self.assertEqual(json.dumps(answer, sort_keys=True, indent=1), reference,
+                             "%s answers %s differently from the C++ reference" % (lang, name))
+        return answers["cpp"], tmp
+
+    def test_at_least_two_languages(self):
+        self.assertIn("cpp", AVAILABLE)
+        self.assertIn("node", AVAILABLE)
+
+    def test_fresh_webapp(self):
+        answer, tmp = self.compare("fresh", "--object", SAMPLE)
+        kinds = sorted(o["kind"] for o in answer["desired_objects"])
+        self.assertEqual(kinds, ["ConfigMap", "Deployment", "Service"])
+        conditions = {c["type"]: c["status"] for c in answer["conditions"]}
+        self.assertEqual(conditions["Ready"], "CONDITION_STATUS_FALSE")
+        # The external record files are byte for byte the same in every language.
+        records = {}
+        for lang in AVAILABLE:
+            with open(os.path.join(tmp, lang, "default_shop.json"), "rb") as f:
+                records[lang] = f.read()
+        self.assertEqual(len(set(records.values())), 1, records)
+
+    def test_ready_children(self):
+        answer, _ = self.compare("ready", "--object", SAMPLE, "--children", CHILDREN)
+        self.assertEqual(answer["status"]["readyReplicas"], 2)
+
+    def test_invalid_spec_is_terminal(self):
+        answer, _ = self.compare("invalid", "--object", INVALID)
+        self.assertEqual(answer["error"]["kind"], "ERROR_KIND_TERMINAL")
+        self.assertTrue(any(e["type"] == "EVENT_TYPE_WARNING" for e in answer.get("events", [])),
+                        answer)
+
+    def test_finalizing_releases_the_finalizer(self):
+        answer, _ = self.compare("finalizing", "--object", SAMPLE, "--finalizing")
+        self.assertTrue(answer.get("finalized"), answer)
+
+
+OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: conformance
+spec:
+  plugins:
+    - name: webapp
+      exec:
+        command: {command}
+        env:
+          WEBAPP_RECORD_DIR: {records}
+"""
+
+
+class LiveConformanceTest(unittest.TestCase):
+    """Scenario 2: the host runs each language's plugin in turn, swapping under load."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.records = tempfile.mkdtemp(prefix="records-", dir=os.environ.get("TEST_TMPDIR"))
+        cls.host = host_fixture.Host.start(OPERATOR.format(command=AVAILABLE["cpp"],
+                                                           records=cls.records))
+        cls.host.kubectl("apply", "-f", CRD, check=True)
+        cls.host.wait_for(lambda: cls.host.endpoint("/readyz")[0] == 200, "controller ready")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.host.stop()
+        assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
+
+    def apply(self, name, replicas):
+        body = {"apiVersion": "apps.ctrlhost.dev/v1alpha1", "kind": "WebApp",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"image": "nginx:1.25", "replicas": replicas}}
+        status, _ = self.host.api.request(
+            "PATCH", "/apis/apps.ctrlhost.dev/v1alpha1/namespaces/default/webapps/%s"
+            "?fieldManager=conformance&force=true" % name, body, "application/apply-patch+yaml")
+        return status
+
+    def deployment_replicas(self, name):
+        d = self.host.get("/apis/apps/v1/namespaces/default/deployments/" + name) or {}
+        return d.get("spec", {}).get("replicas")
+
+    def test_swaps_between_languages_lose_nothing(self):
+        names = ["app-%02d" % i for i in range(40)]
+        last = {}
+        for name in names:
+            self.assertIn(self.apply(name, 1), (200, 201))
+            last[name] = 1
+        stop = threading.Event()
+        errors = []
+
+        def updater():
+            replicas = 1
+            while not stop.is_set():
+                replicas = replicas % 9 + 1
+                for name in names:
+                    if stop.is_set():
+                        return
+                    status = self.apply(name, replicas)
+                    if status not in (200, 201):
+                        errors.append((name, status))
+                    last[name] = replicas
+
+        thread = threading.Thread(target=updater)
+        thread.start()
+        order = [lang for lang in ("node", "python", "cpp") if lang in AVAILABLE]
+        try:
+            for lang in order:
+                result = self.host.ctrlhost(
+                    "plugin", "swap", "conformance/webapp", "--timeout", "60s",
+                    "--command", AVAILABLE[lang], "--env", "WEBAPP_RECORD_DIR=" + self.records)
+                self.assertEqual(result.returncode, 0,
+                                 "swap to %s: %s%s" % (lang, result.stdout, result.stderr))
+                time.sleep(1)
+        finally:
+            stop.set()
+            thread.join(60)
+        self.assertEqual(errors, [])
+        for name in names:
+            self.host.wait_for(lambda: self.deployment_replicas(name) == last[name],
+                               "%s converged to %s replicas" % (name, last[name]), timeout=90)
+            web = self.host.get("/apis/apps.ctrlhost.dev/v1alpha1/namespaces/default/webapps/"
+                                + name)
+            self.host.wait_for(
+                lambda: (self.host.get("/apis/apps.ctrlhost.dev/v1alpha1/namespaces/default/"
+                                       "webapps/" + name) or {}).get("status", {})
+                .get("observedGeneration") == web["metadata"]["generation"],
+                name + " status observed")
+        self.assertEqual(self.host.metric("ctrlhost_watch_relists_total"), 0)
+        # Deleting under the last language runs its finalizer (the record goes away).
+        self.host.kubectl("delete", "webapp", names[0], "--wait=true", "--timeout=60s",
+                          check=True)
+        self.assertFalse(os.path.exists(os.path.join(self.records, "default_%s.json" % names[0])))
+
+
+if __name__ == "__main__":
+    unittest.main()
