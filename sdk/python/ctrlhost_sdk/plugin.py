@@ -19,6 +19,7 @@ Thread-safety: declare controllers before start(); afterwards the Plugin is read
 the negotiated capabilities (guarded by `_lock`).
 """
 
+import faulthandler
 import os
 import signal
 import sys
@@ -155,6 +156,8 @@ class Plugin:
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
+            # `kill -USR1 PID` dumps every thread's stack to stderr (diagnosing a stuck plugin).
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
         try:
             server = self.start(listen)
         except (OSError, RuntimeError) as e:
