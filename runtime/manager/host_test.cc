@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -89,14 +90,20 @@ spec:
       env: {WEBAPP_RECORD_DIR: )",
                                           (dir_ / "records").string(), ", TSAN_OPTIONS: \"",
                                           tsan_options_, "\"}\n", extra_plugin_yaml);
-    absl::StatusOr<std::vector<config::OperatorSpec>> operators =
-        config::ParseOperators(yaml, "operator.yaml");
+    StartOperators(config::ParseOperators(yaml, "operator.yaml"));
+  }
+
+  // Starts the host on `operators` (parsed from `source`), with the embedded API server and the
+  // metrics server on free ports; `customize` may adjust the options first.
+  void StartOperators(const absl::StatusOr<std::vector<config::OperatorSpec>>& operators,
+                      const std::function<void(HostOptions&)>& customize = nullptr) {
     ASSERT_TRUE(operators.ok()) << operators.status();
     HostOptions options;
     options.operators = *operators;
     options.data_dir = (dir_ / "data").string();
     options.apiserver.port = 0;
     options.metrics_port = 0;
+    if (customize) customize(options);
     absl::StatusOr<std::unique_ptr<Host>> host = Host::Start(options);
     ASSERT_TRUE(host.ok()) << host.status().ToString();
     host_ = *std::move(host);
@@ -321,19 +328,11 @@ TEST_F(HostTest, OperatorFileEditsApplyLive) {
         << extra;
   };
   write("2", "");
-  absl::StatusOr<std::vector<config::OperatorSpec>> operators =
-      config::LoadOperators(file.string());
-  ASSERT_TRUE(operators.ok()) << operators.status();
-  HostOptions options;
-  options.operators = *operators;
-  options.operator_path = file.string();
-  options.watch_interval = absl::Milliseconds(100);
-  options.data_dir = (dir_ / "data").string();
-  options.apiserver.port = 0;
-  options.metrics_port = 0;
-  absl::StatusOr<std::unique_ptr<Host>> host = Host::Start(options);
-  ASSERT_TRUE(host.ok()) << host.status();
-  host_ = *std::move(host);
+  StartOperators(config::LoadOperators(file.string()), [&](HostOptions& options) {
+    options.operator_path = file.string();
+    options.watch_interval = absl::Milliseconds(100);
+  });
+  if (HasFatalFailure()) return;
   CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
   ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
   EXPECT_TRUE(absl::StrContains(host_->manager().DumpYaml(), "max: 2"));
@@ -434,17 +433,12 @@ spec:
   - name: nothing-like-this
     plugin: webapp
 )");
-  absl::StatusOr<std::vector<config::OperatorSpec>> operators =
-      config::ParseOperators(yaml, "remote.yaml");
-  ASSERT_TRUE(operators.ok()) << operators.status();
-  HostOptions options;
-  options.operators = *operators;
-  options.data_dir = (dir_ / "data").string();
-  options.apiserver.port = 0;
-  options.metrics_port = 0;
-  absl::StatusOr<std::unique_ptr<Host>> host = Host::Start(options);
-  ASSERT_TRUE(host.ok()) << host.status();
-  host_ = *std::move(host);
+  StartOperators(config::ParseOperators(yaml, "remote.yaml"));
+  if (HasFatalFailure()) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return;
+  }
   CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
   EXPECT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
   ASSERT_TRUE(host_->client()
