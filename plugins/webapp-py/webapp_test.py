@@ -1,4 +1,4 @@
-"""webapp-py through the SDK's in-process harness, the same cases as plugins/webapp/webapp_test.cc."""
+"""webapp-py through the SDK's in-process harness: the cases of plugins/webapp/webapp_test.cc."""
 
 import copy
 import os
@@ -145,7 +145,8 @@ class WebAppTest(unittest.TestCase):
         unwritable = webapp.make_controller(webapp.RecordStore("/proc/ctrlhost-no-such-dir"))
         out = testing.reconcile(unwritable, self.primary)
         self.assertEqual(out.error[0], "retryable")
-        self.assertTrue(out.error[1].startswith("external record: mkdir /proc/ctrlhost-no-such-dir"))
+        self.assertTrue(
+            out.error[1].startswith("external record: mkdir /proc/ctrlhost-no-such-dir"))
         self.assertEqual(len(out.desired), 3)  # children and status are still applied
         for ns, name in (("default", "../etc"), ("Default", "x"), ("", "x")):
             with self.assertRaises(webapp.RecordError):

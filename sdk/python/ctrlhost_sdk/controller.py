@@ -28,7 +28,8 @@ import traceback
 from ctrlhost_sdk import log
 from ctrlhost_sdk._proto import pb
 from ctrlhost_sdk.request import Request, RequestError
-from ctrlhost_sdk.result import ALL_CAPABILITIES, InvalidResult, ReconcileError, Result, error_response
+from ctrlhost_sdk.result import (ALL_CAPABILITIES, InvalidResult, ReconcileError, Result,
+                                 error_response)
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 

@@ -135,7 +135,8 @@ class Request:
 
         def wrap(items):
             return [
-                o if isinstance(o, Object) else Object(o.get("apiVersion", ""), o.get("kind", ""), o)
+                o if isinstance(o, Object)
+                else Object(o.get("apiVersion", ""), o.get("kind", ""), o)
                 for o in items
             ]
 

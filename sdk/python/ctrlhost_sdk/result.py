@@ -225,7 +225,8 @@ class Result:
         self.events.extend(other.events)
         self.patches.extend(other.patches)
         if other.requeue_after is not None and (
-            self.requeue_after is None or _seconds(other.requeue_after) < _seconds(self.requeue_after)
+            self.requeue_after is None
+            or _seconds(other.requeue_after) < _seconds(self.requeue_after)
         ):
             self.requeue_after = other.requeue_after
         if self.error is None:
@@ -345,7 +346,8 @@ class Result:
         if self.error is not None:
             kind, message = self.error
             resp.error.message = message
-            resp.error.kind = pb.ERROR_KIND_TERMINAL if kind == TERMINAL else pb.ERROR_KIND_RETRYABLE
+            resp.error.kind = (pb.ERROR_KIND_TERMINAL if kind == TERMINAL
+                               else pb.ERROR_KIND_RETRYABLE)
         resp.finalized = bool(self.finalized)
         return resp
 

@@ -17,7 +17,7 @@ import time
 import grpc
 
 from ctrlhost_sdk import log
-from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, pb_grpc
+from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb_grpc
 from ctrlhost_sdk.plugin import SERVICE_NAME, DescribeRefused
 from ctrlhost_sdk.result import error_response
 

@@ -5,6 +5,7 @@ import json
 import threading
 import unittest
 
+from ctrlhost_sdk import log
 from ctrlhost_sdk import (Controller, Handlers, InvalidResult, Plugin, ReconcileError, Request,
                           Result, new_object, parse_address, pb, testing)
 from ctrlhost_sdk.plugin import DescribeRefused
@@ -69,7 +70,7 @@ class RequestTest(unittest.TestCase):
         self.assertEqual(req.reason_name, "PrimaryDeleted")
 
     def test_deleting_and_unknown_reason(self):
-        obj = dict(PRIMARY, metadata=dict(PRIMARY["metadata"], deletionTimestamp="2026-01-01T00:00:00Z"))
+        obj = dict(PRIMARY, metadata=dict(PRIMARY["metadata"], deletionTimestamp="2026-01-01"))
         req = request(obj, reason=99)
         self.assertTrue(req.deleting)
         self.assertEqual(req.reason_name, "Unspecified")
@@ -99,6 +100,26 @@ class RequestTest(unittest.TestCase):
         flag.set()
         self.assertTrue(req.cancelled)
         self.assertTrue(req.wait_cancelled(0))
+
+
+class ForObjectAndLogTest(unittest.TestCase):
+    def test_for_object(self):
+        req = Request.for_object(PRIMARY, controller="app", children=[DEPLOYMENT],
+                                 finalizing=True)
+        self.assertEqual((req.controller, req.namespace, req.name), ("app", "team-a", "web"))
+        self.assertTrue(req.finalizing)
+        self.assertEqual(req.children_of_kind("Deployment")[0].api_version, "apps/v1")
+        self.assertFalse(Request.for_object(None).exists)
+
+    def test_log_lines_are_key_value(self):
+        line = log.format_record("info", "plugin serving", {"plugin": "x y", "n": 3,
+                                                             "q": 'say "hi"\n', "e": ""})
+        self.assertRegex(line, r'^ts=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=info ')
+        self.assertTrue(line.endswith(
+            'msg="plugin serving" plugin="x y" n=3 q="say \\"hi\\"\\n" e=""'), line)
+        self.assertNotIn("\n", line)
+        with self.assertRaises(ValueError):
+            log.set_level("loud")
 
 
 class ResultTest(unittest.TestCase):
