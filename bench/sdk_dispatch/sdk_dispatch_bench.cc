@@ -1,12 +1,13 @@
-// sdk-dispatch for the Python SDK: reconciles per second and latency through the host's
-// plugin::Session to a no-op plugin written with sdk/python (a child process on /usr/bin/python3,
-// started the way the host starts plugins: CTRLHOST_PLUGIN_ADDRESS, a Unix socket in a private
-// directory), at 1 and 64 requests in flight, as a ratio to the same no-op plugin written with
-// the C++ SDK (sdk/cpp, served in this process) measured in the same run over the same kind of
-// socket. Target (issue 7): >= 3,000 reconciles/s at 64 in flight.
+// sdk-dispatch (issue 7): reconciles per second and latency through the host's plugin::Session
+// to the same no-op plugin written with each SDK, as ratios to the C++ SDK in the same run. The
+// Python (sdk/python, /usr/bin/python3) and Node (sdk/node, /usr/bin/node) plugins run as child
+// processes started the way the host starts plugins (CTRLHOST_PLUGIN_ADDRESS, a Unix socket in a
+// private directory); the C++ SDK baseline is served in this process over the same kind of
+// socket. At 1 and 64 requests in flight. Targets at 64 in flight: Python >= 3,000/s, Node >=
+// 10,000/s.
 //
-//   bazel run -c opt //bench/sdk_dispatch_py:sdk_dispatch_py_bench [-- --json]
-//       [-- --seconds=2] [-- --plugin=path/to/noop_plugin (the py_binary launcher)]
+//   tools/bench sdk-dispatch            (from the repository root)
+//   bazel-bin/bench/sdk_dispatch/sdk_dispatch_bench [--json] [--seconds=2] [--only=python|node]
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -154,30 +155,112 @@ bool WaitReady(const std::string& address) {
   return false;
 }
 
-std::string FindPlugin(const std::string& flag, const char* argv0) {
-  if (!flag.empty()) return flag;
-  // The py_binary launcher, from this binary's runfiles (bazel run) or the output tree.
-  const std::string rel = "bench/sdk_dispatch_py/noop_plugin";
+struct Sdk {
+  std::string name;               // "python", "node"
+  std::vector<std::string> argv;  // how to start its no-op plugin
+  double target = 0;              // reconciles/s at 64 in flight
+};
+
+// The no-op plugins, from this binary's runfiles or from the repository root.
+std::string Find(const char* argv0, const std::string& rel) {
   const std::string in_runfiles = absl::StrCat(argv0, ".runfiles/ctrlhost/", rel);
-  if (access(in_runfiles.c_str(), X_OK) == 0) return in_runfiles;
+  if (access(in_runfiles.c_str(), R_OK) == 0) return in_runfiles;
+  if (access(rel.c_str(), R_OK) == 0) return rel;
   return absl::StrCat("bazel-bin/", rel);
 }
 
+// Starts `argv` with CTRLHOST_PLUGIN_ADDRESS=address; 0 on failure.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& address) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("CTRLHOST_PLUGIN_ADDRESS=", 0) != 0) env_strings.push_back(*e);
+  }
+  env_strings.push_back(absl::StrCat("CTRLHOST_PLUGIN_ADDRESS=", address));
+  env_strings.push_back("CTRLHOST_LOG_LEVEL=warning");
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> child_argv;
+  for (std::string& a : args) child_argv.push_back(a.data());
+  child_argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, args[0].c_str(), nullptr, nullptr, child_argv.data(), envp.data()) != 0) {
+    return 0;
+  }
+  return pid;
+}
+
+// Measures `sdk` against the C++ baseline at 1 and 64 in flight. False on a failure.
+bool MeasureSdk(const Sdk& sdk, const std::string& dir, const std::string& cpp_address,
+                double seconds, Reporter& reporter) {
+  const std::string socket = absl::StrCat(dir, "/", sdk.name, ".sock");
+  const std::string address = absl::StrCat("unix://", socket);
+  const pid_t pid = Spawn(sdk.argv, address);
+  if (pid == 0) {
+    fprintf(stderr, "cannot start the %s plugin (%s)\n", sdk.name.c_str(), sdk.argv[0].c_str());
+    return false;
+  }
+  bool ok = WaitReady(address);
+  if (!ok) fprintf(stderr, "the %s plugin did not become ready\n", sdk.name.c_str());
+  for (int in_flight : {1, 64}) {
+    if (!ok) break;
+    absl::StatusOr<Measured> probe = RunSession(address, in_flight, in_flight == 1 ? 300 : 3000);
+    if (!probe.ok()) {
+      ok = false;
+      break;
+    }
+    const int total = std::max(1000, static_cast<int>(probe->per_second * seconds));
+    absl::StatusOr<Measured> m = RunSession(address, in_flight, total);
+    absl::StatusOr<Measured> cpp = RunSession(cpp_address, in_flight, total);
+    if (!m.ok() || !cpp.ok()) {
+      ok = false;
+      break;
+    }
+    if (m->errors + cpp->errors > 0) {
+      fprintf(stderr, "errors: %s %d, C++ %d\n", sdk.name.c_str(), m->errors, cpp->errors);
+      ok = false;
+    }
+    const std::string at = absl::StrCat(" @", in_flight, " in flight");
+    Figure rate;
+    rate.metric = absl::StrCat(sdk.name, " sdk reconciles/s vs C++ sdk", at);
+    rate.value = m->per_second;
+    rate.unit = "/s";
+    rate.baseline = cpp->per_second;
+    if (in_flight == 64) {
+      rate.target = absl::StrCat(">= ", sdk.target, "/s");
+      rate.met = m->per_second >= sdk.target;
+    }
+    reporter.Add(rate);
+    for (const auto& [name, n, c] : {std::make_tuple("p50", m->p50_us, cpp->p50_us),
+                                     std::make_tuple("p99", m->p99_us, cpp->p99_us)}) {
+      Figure latency;
+      latency.metric = absl::StrCat(sdk.name, " sdk latency ", name, " vs C++ sdk", at);
+      latency.value = n;
+      latency.unit = "us";
+      latency.baseline = c;
+      reporter.Add(latency);
+    }
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unlink(socket.c_str());
+  return ok;
+}
+
 int Main(int argc, char** argv) {
-  Reporter reporter("sdk-dispatch-py", argc, argv);
+  Reporter reporter("sdk-dispatch", argc, argv);
   double seconds = 2;
-  std::string plugin_flag;
+  std::string only;
   for (const std::string& arg : reporter.args()) {
     if (arg.rfind("--seconds=", 0) == 0) (void)absl::SimpleAtod(arg.substr(10), &seconds);
-    if (arg.rfind("--plugin=", 0) == 0) plugin_flag = arg.substr(9);
+    if (arg.rfind("--only=", 0) == 0) only = arg.substr(7);
   }
-  const std::string launcher = FindPlugin(plugin_flag, argv[0]);
   char dir_template[] = "/tmp/sdk-dispatch-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) return 1;
   const std::string cpp_socket = absl::StrCat(dir_template, "/cpp.sock");
-  const std::string py_socket = absl::StrCat(dir_template, "/py.sock");
   const std::string cpp_address = absl::StrCat("unix://", cpp_socket);
-  const std::string py_address = absl::StrCat("unix://", py_socket);
 
   // The C++ SDK baseline, in this process.
   sdk::Plugin cpp_plugin("noop-cpp", "0.1.0");
@@ -193,74 +276,18 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "C++ plugin: %s\n", cpp_server.status().ToString().c_str());
     return 1;
   }
-
-  // The Python plugin, as the host starts it.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string(*e).rfind("CTRLHOST_PLUGIN_ADDRESS=", 0) != 0) env_strings.push_back(*e);
-  }
-  env_strings.push_back(absl::StrCat("CTRLHOST_PLUGIN_ADDRESS=", py_address));
-  env_strings.push_back("CTRLHOST_LOG_LEVEL=warning");
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string launcher_arg = launcher;
-  char* child_argv[] = {launcher_arg.data(), nullptr};
-  pid_t pid = 0;
-  if (posix_spawn(&pid, launcher.c_str(), nullptr, nullptr, child_argv, envp.data()) != 0) {
-    fprintf(stderr, "cannot start %s\n", launcher.c_str());
-    return 1;
-  }
-  int rc = 0;
-  if (!WaitReady(cpp_address) || !WaitReady(py_address)) {
-    fprintf(stderr, "a plugin did not become ready (python plugin: %s)\n", launcher.c_str());
-    rc = 1;
-  }
-  for (int in_flight : {1, 64}) {
+  int rc = WaitReady(cpp_address) ? 0 : 1;
+  const std::vector<Sdk> sdks = {
+      {"python", {Find(argv[0], "bench/sdk_dispatch/noop_plugin")}, 3000},
+      {"node", {"/usr/bin/node", Find(argv[0], "bench/sdk_dispatch/noop_plugin.js")}, 10000},
+  };
+  for (const Sdk& sdk : sdks) {
     if (rc != 0) break;
-    absl::StatusOr<Measured> probe = RunSession(py_address, in_flight, in_flight == 1 ? 300 : 3000);
-    if (!probe.ok()) {
-      rc = 1;
-      break;
-    }
-    const int total = std::max(1000, static_cast<int>(probe->per_second * seconds));
-    absl::StatusOr<Measured> py_m = RunSession(py_address, in_flight, total);
-    absl::StatusOr<Measured> cpp_m = RunSession(cpp_address, in_flight, total);
-    if (!py_m.ok() || !cpp_m.ok()) {
-      rc = 1;
-      break;
-    }
-    if (py_m->errors + cpp_m->errors > 0) {
-      fprintf(stderr, "errors: python %d, C++ %d\n", py_m->errors, cpp_m->errors);
-      rc = 1;
-    }
-    const std::string at = absl::StrCat(" @", in_flight, " in flight");
-    Figure rate;
-    rate.metric = "python sdk reconciles/s vs C++ sdk" + at;
-    rate.value = py_m->per_second;
-    rate.unit = "/s";
-    rate.baseline = cpp_m->per_second;
-    if (in_flight == 64) {
-      rate.target = ">= 3000/s";
-      rate.met = py_m->per_second >= 3000;
-    }
-    reporter.Add(rate);
-    for (const auto& [name, n, c] : {std::make_tuple("p50", py_m->p50_us, cpp_m->p50_us),
-                                     std::make_tuple("p99", py_m->p99_us, cpp_m->p99_us)}) {
-      Figure latency;
-      latency.metric = absl::StrCat("python sdk latency ", name, " vs C++ sdk", at);
-      latency.value = n;
-      latency.unit = "us";
-      latency.baseline = c;
-      reporter.Add(latency);
-    }
+    if (!only.empty() && only != sdk.name) continue;
+    if (!MeasureSdk(sdk, dir_template, cpp_address, seconds, reporter)) rc = 1;
   }
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
   cpp_server->reset();
   unlink(cpp_socket.c_str());
-  unlink(py_socket.c_str());
   rmdir(dir_template);
   const int report = reporter.Finish();
   return rc != 0 ? rc : report;
