@@ -23,6 +23,7 @@ from e2e.host import host_fixture
 
 SAMPLE = host_fixture.runfile("plugins/webapp/testdata/webapp.yaml")
 INVALID = host_fixture.runfile("e2e/conformance/testdata/invalid.yaml")
+MALFORMED = host_fixture.runfile("e2e/conformance/testdata/malformed.yaml")
 CHILDREN = os.path.dirname(
     host_fixture.runfile("e2e/conformance/testdata/children/deployment.yaml"))
 CRD = host_fixture.runfile("plugins/webapp/deploy/crd.yaml")
@@ -48,13 +49,21 @@ def ctrlhost_test(plugin, record_dir, *args):
 class OfflineConformanceTest(unittest.TestCase):
     """Scenario 1: the same answers on the same inputs."""
 
-    def compare(self, name, *args):
+    def compare(self, name, *args, record_dir=None, ignore_messages=False):
         tmp = tempfile.mkdtemp(prefix="conf-", dir=os.environ.get("TEST_TMPDIR"))
         answers = {}
         for lang, plugin in AVAILABLE.items():
-            result = ctrlhost_test(plugin, os.path.join(tmp, lang), *args)
+            result = ctrlhost_test(plugin, record_dir or os.path.join(tmp, lang), *args)
             self.assertEqual(result.returncode, 0, "%s %s: %s" % (lang, name, result.stderr))
             answers[lang] = json.loads(result.stdout)
+            if ignore_messages:
+                # The operating system's words for a failure differ per language runtime; the
+                # outcome (kind, reason, what was written) must not.
+                answers[lang].get("error", {}).pop("message", None)
+                for event in answers[lang].get("events", []):
+                    event.pop("message", None)
+                for condition in answers[lang].get("conditions", []):
+                    condition.pop("message", None)
         reference = json.dumps(answers["cpp"], sort_keys=True, indent=1)
         for lang, answer in answers.items():
             self.assertEqual(json.dumps(answer, sort_keys=True, indent=1), reference,
@@ -86,6 +95,19 @@ class OfflineConformanceTest(unittest.TestCase):
         self.assertEqual(answer["error"]["kind"], "ERROR_KIND_TERMINAL")
         self.assertTrue(any(e["type"] == "EVENT_TYPE_WARNING" for e in answer.get("events", [])),
                         answer)
+
+    def test_malformed_object_is_a_terminal_error(self):
+        answer, _ = self.compare("malformed", "--object", MALFORMED)
+        self.assertEqual(answer["error"]["kind"], "ERROR_KIND_TERMINAL", answer)
+
+    def test_external_failure_is_retryable(self):
+        # The record directory is a file: writing the external record fails in every language.
+        blocker = os.path.join(tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR")), "file")
+        with open(blocker, "w") as f:
+            f.write("not a directory")
+        answer, _ = self.compare("unwritable", "--object", SAMPLE, record_dir=blocker,
+                                 ignore_messages=True)
+        self.assertEqual(answer["error"]["kind"], "ERROR_KIND_RETRYABLE", answer)
 
     def test_finalizing_releases_the_finalizer(self):
         answer, _ = self.compare("finalizing", "--object", SAMPLE, "--finalizing")
