@@ -16,6 +16,7 @@ See README.md for the whole API.
 """
 
 from ctrlhost_sdk._proto import pb
+from ctrlhost_sdk.chain import ChainState, DependentChain
 from ctrlhost_sdk.controller import Controller
 from ctrlhost_sdk.handlers import Handlers
 from ctrlhost_sdk.plugin import Plugin, parse_address
