@@ -12,6 +12,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -209,6 +210,37 @@ class LiveConformanceTest(unittest.TestCase):
         self.host.kubectl("delete", "webapp", names[0], "--wait=true", "--timeout=60s",
                           check=True)
         self.assertFalse(os.path.exists(os.path.join(self.records, "default_%s.json" % names[0])))
+
+    def plugin_status(self):
+        listing = self.host.ctrlhost("plugin", "list", "-o", "json")
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        return json.loads(listing.stdout)["plugins"][0]
+
+    def test_zz_sigterm_during_in_flight_work_loses_nothing(self):
+        # For each language: SIGTERM its plugin process (a descendant of this test, by PID) while
+        # updates stream in; the plugin finishes what it holds and exits, the host restarts it,
+        # and every object still converges.
+        names = ["term-%02d" % i for i in range(20)]
+        for lang in [lang for lang in ("node", "python", "cpp") if lang in AVAILABLE]:
+            result = self.host.ctrlhost(
+                "plugin", "swap", "conformance/webapp", "--timeout", "60s",
+                "--command", AVAILABLE[lang], "--env", "WEBAPP_RECORD_DIR=" + self.records)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            before = self.plugin_status()
+            replicas = {"node": 3, "python": 4, "cpp": 5}[lang]
+            for name in names[:10]:
+                self.assertIn(self.apply(name, replicas), (200, 201))
+            os.kill(int(before["pid"]), signal.SIGTERM)
+            for name in names[10:]:
+                self.assertIn(self.apply(name, replicas), (200, 201))
+            restarts = int(before.get("restarts", 0))
+            self.host.wait_for(
+                lambda: int(self.plugin_status().get("restarts", 0)) > restarts
+                and self.plugin_status()["state"] == "PLUGIN_STATE_READY",
+                "%s plugin restarted after SIGTERM" % lang, timeout=90)
+            for name in names:
+                self.host.wait_for(lambda: self.deployment_replicas(name) == replicas,
+                                   "%s converged under %s" % (name, lang), timeout=90)
 
 
 if __name__ == "__main__":
