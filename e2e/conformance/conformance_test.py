@@ -37,6 +37,17 @@ PLUGINS = {
 }
 AVAILABLE = {lang: path for lang, path in PLUGINS.items() if os.path.exists(path)}
 
+# The "scenario" controller (e2e/conformance/scenario) in each language: one outcome per input.
+SCENARIO_PLUGINS = {
+    "cpp": host_fixture.runfile("e2e/conformance/scenario/scenario-cpp"),
+    "node": host_fixture.runfile("e2e/conformance/scenario/scenario-node"),
+    "python": host_fixture.runfile("e2e/conformance/scenario/scenario-py"),
+}
+
+
+def scenario(outcome):
+    return host_fixture.runfile("e2e/conformance/testdata/scenarios/%s.yaml" % outcome)
+
 
 def ctrlhost_test(plugin, record_dir, *args):
     env = dict(os.environ)
@@ -113,6 +124,50 @@ class OfflineConformanceTest(unittest.TestCase):
     def test_finalizing_releases_the_finalizer(self):
         answer, _ = self.compare("finalizing", "--object", SAMPLE, "--finalizing")
         self.assertTrue(answer.get("finalized"), answer)
+
+
+class ScenarioConformanceTest(unittest.TestCase):
+    """Outcomes the WebApp never produces, answered alike by every SDK: requeue_after, retryable
+    and terminal errors, and a forbidden change that the host must refuse (`--check`)."""
+
+    def answers(self, outcome, expected_exit=0):
+        answers = {}
+        for lang, plugin in SCENARIO_PLUGINS.items():
+            result = subprocess.run(
+                [apiserver_fixture.binary_path(), "test", "--log-level=warning", "--plugin",
+                 plugin, "-o", "json", "--check", "--object", scenario(outcome)],
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(result.returncode, expected_exit,
+                             "%s %s: %s" % (lang, outcome, result.stderr))
+            answers[lang] = json.loads(result.stdout)
+            answers[lang].pop("request_id", None)
+        reference = json.dumps(answers["cpp"], sort_keys=True)
+        for lang, answer in answers.items():
+            self.assertEqual(json.dumps(answer, sort_keys=True), reference,
+                             "%s answers %s differently from C++" % (lang, outcome))
+        return answers["cpp"]
+
+    def test_ok(self):
+        answer = self.answers("ok")
+        self.assertEqual(answer["desired_objects"][0]["data"], {"greeting": "hello"})
+
+    def test_requeue_after(self):
+        answer = self.answers("requeue")
+        self.assertEqual(answer["requeue_after"], "30s")
+        self.assertEqual(answer["status"], {"phase": "Waiting"})
+
+    def test_retryable_error(self):
+        self.assertEqual(self.answers("retryable")["error"]["kind"], "ERROR_KIND_RETRYABLE")
+
+    def test_terminal_error(self):
+        answer = self.answers("terminal")
+        self.assertEqual(answer["error"]["kind"], "ERROR_KIND_TERMINAL")
+        self.assertEqual(answer["events"][0]["type"], "EVENT_TYPE_WARNING")
+
+    def test_forbidden_change_is_refused_by_the_host(self):
+        # `--check` runs the applier's validation: exit 3, the same refusal for every language.
+        answer = self.answers("forbidden", expected_exit=3)
+        self.assertEqual(answer["desired_objects"][0]["kind"], "Secret")
 
 
 OPERATOR = """\
