@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/dispatch/harness.h"
 #include "bench/report.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -43,29 +44,6 @@ using common::MutexLock;
 constexpr char kUnaryMethod[] = "/ctrlhost.bench.UnaryReconcile/Reconcile";
 
 // A ~1 KiB primary like the ones operators reconcile.
-pb::ReconcileCall MakeCall() {
-  pb::ReconcileCall call;
-  call.set_controller("echo");
-  call.set_namespace_("team-a");
-  call.set_name("app-1");
-  call.set_uid("6f0d1c3e-8f7e-4d4b-9a57-0c6a3d2f1b10");
-  call.set_reason(pb::REASON_PRIMARY_CHANGED);
-  std::string object =
-      R"({"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":"app-1",)"
-      R"("namespace":"team-a","uid":"6f0d1c3e-8f7e-4d4b-9a57-0c6a3d2f1b10",)"
-      R"("resourceVersion":"12345","generation":3,"labels":{"app":"web","tier":"front"}},)"
-      R"("spec":{"replicas":3,"image":"registry.example.com/web:1.4.0","env":[)";
-  for (int i = 0; i < 12; ++i) {
-    absl::StrAppend(&object, i ? "," : "", R"({"name":"VAR_)", i, R"(","value":"value-)", i,
-                    R"(-xxxxxxxxxxxxxxxxxxxxxxxx"})");
-  }
-  object += "]}}";
-  call.set_object(object);
-  call.set_attempt(1);
-  call.set_trace_id("4bf92f3577b34da6a3ce929d0e0e4736");
-  return call;
-}
-
 pb::ReconcileResponse NoOpResponse(const pb::ReconcileRequest& request) {
   pb::ReconcileResponse response;
   response.set_request_id(request.request_id());
@@ -107,48 +85,7 @@ class UnaryService : public grpc::CallbackGenericService {
   }
 };
 
-struct Result {
-  double per_second = 0;
-  double p50_us = 0;
-  double p99_us = 0;
-};
-
-// Collects latencies from any thread and signals completion. Thread-safe.
-class Collector {
- public:
-  explicit Collector(int total) : total_(total) { latencies_.reserve(total); }
-  // Returns true while more requests should be started.
-  bool Record(absl::Duration latency) {
-    MutexLock lock(&mu_);
-    latencies_.push_back(absl::ToDoubleMicroseconds(latency));
-    if (static_cast<int>(latencies_.size()) == total_) cv_.SignalAll();
-    return started_ < total_;
-  }
-  bool TryStart() {
-    MutexLock lock(&mu_);
-    if (started_ >= total_) return false;
-    ++started_;
-    return true;
-  }
-  Result Wait(absl::Time start) {
-    MutexLock lock(&mu_);
-    while (static_cast<int>(latencies_.size()) < total_) cv_.Wait(&mu_);
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    std::sort(latencies_.begin(), latencies_.end());
-    Result r;
-    r.per_second = total_ / seconds;
-    r.p50_us = latencies_[latencies_.size() / 2];
-    r.p99_us = latencies_[latencies_.size() * 99 / 100];
-    return r;
-  }
-
- private:
-  const int total_;
-  Mutex mu_;
-  common::CondVar cv_;
-  int started_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<double> latencies_ ABSL_GUARDED_BY(mu_);
-};
+using Result = Measured;
 
 Result RunSession(const std::string& address, int in_flight, int total) {
   plugin::SessionOptions options;

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/dispatch/harness.h"
 #include "bench/report.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "runtime/common/mutex.h"
@@ -42,74 +43,6 @@ namespace {
 namespace pb = ::ctrlhost::plugin::v1alpha1;
 using common::Mutex;
 using common::MutexLock;
-
-// The same ~1 KiB primary as bench/dispatch.
-pb::ReconcileCall MakeCall() {
-  pb::ReconcileCall call;
-  call.set_controller("echo");
-  call.set_namespace_("team-a");
-  call.set_name("app-1");
-  call.set_uid("6f0d1c3e-8f7e-4d4b-9a57-0c6a3d2f1b10");
-  call.set_reason(pb::REASON_PRIMARY_CHANGED);
-  std::string object =
-      R"({"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":"app-1",)"
-      R"("namespace":"team-a","uid":"6f0d1c3e-8f7e-4d4b-9a57-0c6a3d2f1b10",)"
-      R"("resourceVersion":"12345","generation":3,"labels":{"app":"web","tier":"front"}},)"
-      R"("spec":{"replicas":3,"image":"registry.example.com/web:1.4.0","env":[)";
-  for (int i = 0; i < 12; ++i) {
-    absl::StrAppend(&object, i ? "," : "", R"({"name":"VAR_)", i, R"(","value":"value-)", i,
-                    R"(-xxxxxxxxxxxxxxxxxxxxxxxx"})");
-  }
-  object += "]}}";
-  call.set_object(object);
-  call.set_attempt(1);
-  call.set_trace_id("4bf92f3577b34da6a3ce929d0e0e4736");
-  return call;
-}
-
-struct Measured {
-  double per_second = 0;
-  double p50_us = 0;
-  double p99_us = 0;
-  int errors = 0;
-};
-
-// Collects latencies from any thread. Thread-safe: mu_ guards everything below it.
-class Collector {
- public:
-  explicit Collector(int total) : total_(total) { latencies_.reserve(total); }
-  void Record(absl::Duration latency, bool ok) {
-    MutexLock lock(&mu_);
-    latencies_.push_back(absl::ToDoubleMicroseconds(latency));
-    if (!ok) ++errors_;
-    if (static_cast<int>(latencies_.size()) == total_) cv_.SignalAll();
-  }
-  bool TryStart() {
-    MutexLock lock(&mu_);
-    if (started_ >= total_) return false;
-    ++started_;
-    return true;
-  }
-  Measured Wait(absl::Time start) {
-    MutexLock lock(&mu_);
-    while (static_cast<int>(latencies_.size()) < total_) cv_.Wait(&mu_);
-    Measured m;
-    m.per_second = total_ / absl::ToDoubleSeconds(absl::Now() - start);
-    std::sort(latencies_.begin(), latencies_.end());
-    m.p50_us = latencies_[latencies_.size() / 2];
-    m.p99_us = latencies_[latencies_.size() * 99 / 100];
-    m.errors = errors_;
-    return m;
-  }
-
- private:
-  const int total_;
-  Mutex mu_;
-  common::CondVar cv_;
-  int started_ ABSL_GUARDED_BY(mu_) = 0;
-  int errors_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<double> latencies_ ABSL_GUARDED_BY(mu_);
-};
 
 // One closed loop. Shared (shared_ptr) with every in-flight callback: a callback can still be
 // running on a gRPC thread after the last Record() woke RunSession, so nothing it touches may
