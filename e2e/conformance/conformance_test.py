@@ -7,7 +7,8 @@
    error) and a finalizing one; the external record files are byte for byte the same.
 2. Live, through `ctrlhost run` with kubectl-visible effects: a WebApp converges under each
    language, and hot swaps between languages (C++ -> Node -> Python -> C++) under a stream of
-   updates lose no key and never relist a watch.
+   updates lose no key and never relist a watch. conformance_kube_test runs this part against
+   real Kubernetes 1.20 (e2e/kube); part 1 involves no API server and runs once.
 """
 
 import json
@@ -58,6 +59,11 @@ def ctrlhost_test(plugin, record_dir, *args):
     return result
 
 
+OFFLINE_ONLY_ONCE = unittest.skipIf(host_fixture.real_kube(),
+                                    "offline (no API server): runs in conformance_test")
+
+
+@OFFLINE_ONLY_ONCE
 class OfflineConformanceTest(unittest.TestCase):
     """Scenario 1: the same answers on the same inputs."""
 
@@ -126,6 +132,7 @@ class OfflineConformanceTest(unittest.TestCase):
         self.assertTrue(answer.get("finalized"), answer)
 
 
+@OFFLINE_ONLY_ONCE
 class ScenarioConformanceTest(unittest.TestCase):
     """Outcomes the WebApp never produces, answered alike by every SDK: requeue_after, retryable
     and terminal errors, and a forbidden change that the host must refuse (`--check`)."""
@@ -191,7 +198,7 @@ class LiveConformanceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.records = tempfile.mkdtemp(prefix="records-", dir=os.environ.get("TEST_TMPDIR"))
-        cls.host = host_fixture.Host.start(OPERATOR.format(command=AVAILABLE["cpp"],
+        cls.host = host_fixture.start_host(OPERATOR.format(command=AVAILABLE["cpp"],
                                                            records=cls.records))
         cls.host.kubectl("apply", "-f", CRD, check=True)
         cls.host.wait_for(lambda: cls.host.endpoint("/readyz")[0] == 200, "controller ready")

@@ -32,7 +32,7 @@ class ChaosTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="chaos-", dir=os.environ.get("TEST_TMPDIR"))
-        cls.host = host_fixture.Host.start(OPERATOR.format(
+        cls.host = host_fixture.start_host(OPERATOR.format(
             chaos=host_fixture.runfile("e2e/host/chaos/chaos"), dir=cls.dir))
         cls.host.kubectl("apply", "-f", host_fixture.runfile("e2e/host/chaos/crd.yaml"),
                          check=True)

@@ -1,7 +1,10 @@
 """Starts the real `ctrlhost run` with real plugin processes for end-to-end tests.
 
-The host runs with its embedded API server (127.0.0.1, port 0, data under $TEST_TMPDIR) and
-the metrics/health endpoints on 127.0.0.1 port 0. Every wait is bounded, and every process a
+The host runs with its embedded API server (127.0.0.1, port 0, data under $TEST_TMPDIR), or,
+when $CTRLHOST_E2E_SERVER is "kube", against a real Kubernetes API server (e2e/kube: etcd,
+kube-apiserver and kube-controller-manager started for the test process); the metrics/health
+endpoints are on 127.0.0.1 port 0. `start_host` picks the server; the same test file runs
+against both (two Bazel targets, see e2e/host/BUILD.bazel). Every wait is bounded, and every process a
 test starts is stopped by its PID when the test process exits (even after a failure).
 
 Example:
@@ -57,8 +60,13 @@ class Host(apiserver_fixture.OwnedProcess):
         self.api = apiserver_fixture.ApiClient(kubeconfig)
 
     @classmethod
-    def start(cls, operator_yaml, data_dir=None, extra_args=(), env=None):
-        """Writes `operator_yaml` to a file, starts the host and waits until it is ready."""
+    def start(cls, operator_yaml, data_dir=None, extra_args=(), env=None, kubeconfig=None,
+              wait_ready=True):
+        """Writes `operator_yaml` to a file, starts the host and waits until it is ready.
+
+        With `kubeconfig`, the host works against that cluster instead of its embedded API
+        server. With wait_ready=False it returns once the host printed its metrics address
+        (e.g. while the API server it needs is down)."""
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="host-", dir=apiserver_fixture.temp_root())
         operator_path = os.path.join(data_dir, "operator.yaml")
@@ -72,9 +80,10 @@ class Host(apiserver_fixture.OwnedProcess):
         process_env = dict(os.environ)
         process_env.pop("KUBECONFIG", None)
         process_env.update(env or {})
+        server_args = ["--kubeconfig", kubeconfig] if kubeconfig else ["--apiserver-port", "0"]
         process = subprocess.Popen(
             [apiserver_fixture.binary_path(), "run", "-f", operator_path, "--data-dir", data_dir,
-             "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0",
+             *server_args, "--metrics-addr", "127.0.0.1:0",
              "--admin-socket", admin_socket, *extra_args],
             stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=process_env)
         log_file.close()
@@ -82,7 +91,7 @@ class Host(apiserver_fixture.OwnedProcess):
         placeholder.process = process
         placeholder.admin_socket = admin_socket
         apiserver_fixture.own(placeholder)
-        url = kubeconfig = metrics_url = None
+        url = metrics_url = None
         ready = False
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         output = b""
@@ -94,7 +103,8 @@ class Host(apiserver_fixture.OwnedProcess):
                     break
                 output += chunk
                 for line in output.decode(errors="replace").splitlines():
-                    if line.startswith("API server listening on "):
+                    if line.startswith("API server listening on ") or (
+                            line.startswith("API server: ") and kubeconfig):
                         url = line.split()[-1]
                     elif line.startswith("kubeconfig: "):
                         kubeconfig = line[len("kubeconfig: "):].strip()
@@ -102,6 +112,8 @@ class Host(apiserver_fixture.OwnedProcess):
                         metrics_url = line.split()[-1]
                     elif line.startswith("ready"):
                         ready = True
+                if metrics_url and not wait_ready:
+                    ready = True
             elif process.poll() is not None:
                 break
         if not ready or kubeconfig is None:
@@ -194,3 +206,40 @@ class Host(apiserver_fixture.OwnedProcess):
                     remove(admin_socket)
                 except OSError:
                     pass
+
+
+# --- which API server ----------------------------------------------------------------------
+
+_cluster = None
+
+
+def server_kind():
+    """"embedded" (the host's own API server) or "kube" (real Kubernetes), from
+    $CTRLHOST_E2E_SERVER."""
+    kind = os.environ.get("CTRLHOST_E2E_SERVER", "embedded")
+    if kind not in ("embedded", "kube"):
+        raise AssertionError("CTRLHOST_E2E_SERVER must be embedded or kube, not %r" % kind)
+    return kind
+
+
+def real_kube():
+    return server_kind() == "kube"
+
+
+def cluster():
+    """The real Kubernetes cluster of this test process (started on first use), or None when
+    the tests run against the embedded server."""
+    global _cluster
+    if not real_kube():
+        return None
+    if _cluster is None:
+        from e2e.kube import kube_fixture  # pylint: disable=import-outside-toplevel
+        _cluster = kube_fixture.Cluster.start()
+    return _cluster
+
+
+def start_host(operator_yaml, **kwargs):
+    """Starts the host against the server this test run is for (see server_kind())."""
+    if real_kube() and "kubeconfig" not in kwargs:
+        kwargs["kubeconfig"] = cluster().kubeconfig
+    return Host.start(operator_yaml, **kwargs)

@@ -1,13 +1,19 @@
-"""End to end: real `ctrlhost run` (embedded API server), the real reference plugins as
-processes, and kubectl. Create, update and delete of WebApps converge (children created,
-updated, garbage-collected; the finalizer's external record removed); the ConfigMap replicator
-follows namespaces as they come; /metrics, /readyz and /debug/dump answer."""
+"""End to end: real `ctrlhost run`, the real reference plugins as processes, and kubectl, against
+the embedded API server (webapp_e2e_test) and against real Kubernetes 1.20 (webapp_kube_e2e_test,
+e2e/kube). Create, update and delete of WebApps converge (children created, updated,
+garbage-collected; the finalizer's external record removed); the ConfigMap replicator follows
+namespaces as they come; a converged state makes no more reconciles and no writes; /metrics,
+/readyz and /debug/dump answer. The WebApp plugin is the C++, Python or Node one
+($CTRLHOST_E2E_WEBAPP: cpp, py, node)."""
 
 import json
 import os
+import subprocess
 import tempfile
+import time
 import unittest
 
+from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
 
 OPERATOR = """\
@@ -28,13 +34,27 @@ spec:
 """
 
 
+STEADY_SECONDS = 8
+
+WEBAPP_PLUGINS = {
+    "cpp": "plugins/webapp/webapp",
+    "py": "plugins/webapp-py/webapp-py",
+    "node": "plugins/webapp-node/webapp-node",
+}
+
+
+def webapp_command():
+    language = os.environ.get("CTRLHOST_E2E_WEBAPP", "cpp")
+    return host_fixture.runfile(WEBAPP_PLUGINS[language])
+
+
 class ReferencePluginsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
         cls.records = tempfile.mkdtemp(prefix="records-", dir=os.environ.get("TEST_TMPDIR"))
-        cls.host = host_fixture.Host.start(OPERATOR.format(
-            webapp=host_fixture.runfile("plugins/webapp/webapp"),
+        cls.host = host_fixture.start_host(OPERATOR.format(
+            webapp=webapp_command(),
             replicator=host_fixture.runfile(
                 "plugins/configmap-replicator/configmap-replicator"),
             records=cls.records))
@@ -131,6 +151,101 @@ metadata: {name: blue-b, labels: {team: blue}}
         for ns in ("blue-a", "blue-b"):
             h.wait_for(lambda: (self.get("-n", ns, "configmap", "shared") or {})
                        .get("data", {}).get("motto") == "be brave", "copy updated in " + ns)
+
+    def resource_versions(self, namespace):
+        """{kind/name: resourceVersion} of everything the WebApp controller reads or writes."""
+        listing = self.get("-n", namespace, "webapps,deployments,services,configmaps")
+        return {"%s/%s" % (o["kind"], o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+                for o in listing["items"]}
+
+    def test_steady_state_makes_no_writes(self):
+        """Converged means quiet: no reconciles and no writes (every resourceVersion stays).
+        One WebApp without spec.config: its ConfigMap has `data: {}`, which real Kubernetes
+        drops, so an apply of it is a write that changes nothing but managedFields."""
+        h = self.host
+        h.kubectl("create", "namespace", "quiet", check=True)
+        h.kubectl("apply", "-f", "-", check=True, input_text="""
+apiVersion: apps.ctrlhost.dev/v1alpha1
+kind: WebApp
+metadata: {name: plain, namespace: quiet}
+spec: {image: nginx:1.25, replicas: 1}
+---
+apiVersion: apps.ctrlhost.dev/v1alpha1
+kind: WebApp
+metadata: {name: configured, namespace: quiet}
+spec: {image: nginx:1.25, replicas: 2, config: {MODE: calm}}
+""")
+        for name in ("plain", "configured"):
+            h.wait_for(lambda: (self.get("-n", "quiet", "webapp", name) or {}).get(
+                "status", {}).get("observedGeneration") == 1, "%s status" % name)
+            for kind, child in (("deployment", name), ("service", name),
+                                ("configmap", name + "-config")):
+                h.wait_for(lambda: self.get("-n", "quiet", kind, child), kind)
+
+        def settled():
+            before = (self.resource_versions("quiet"),
+                      h.metric("controller_runtime_reconcile_total", controller="webapp"))
+            time.sleep(2)
+            after = (self.resource_versions("quiet"),
+                     h.metric("controller_runtime_reconcile_total", controller="webapp"))
+            return before == after
+        h.wait_for(settled, "the WebApps to settle", timeout=60)
+
+        versions = self.resource_versions("quiet")
+        reconciles = h.metric("controller_runtime_reconcile_total", controller="webapp")
+        time.sleep(STEADY_SECONDS)
+        self.assertEqual(self.resource_versions("quiet"), versions,
+                         "objects were written in the steady state")
+        self.assertEqual(h.metric("controller_runtime_reconcile_total", controller="webapp"),
+                         reconciles, "reconciles in the steady state")
+
+    def test_ctrlhost_test_on_objects_taken_from_the_server(self):
+        """`ctrlhost test` fixtures exported from the server (kubectl get -o json, with
+        everything the server adds: managedFields, uid, status) give the answer the host
+        applied: the same children, the same status."""
+        h = self.host
+        h.kubectl("create", "namespace", "fixtures", check=True)
+        h.kubectl("apply", "-f", "-", check=True, input_text="""
+apiVersion: apps.ctrlhost.dev/v1alpha1
+kind: WebApp
+metadata: {name: exported, namespace: fixtures}
+spec: {image: nginx:1.25, replicas: 3, config: {LEVEL: debug}}
+""")
+        web = h.wait_for(lambda: (lambda w: w if w and w.get("status", {}).get(
+            "observedGeneration") == 1 else None)(self.get("-n", "fixtures", "webapp",
+                                                           "exported")), "WebApp status")
+        directory = tempfile.mkdtemp(prefix="fixtures-", dir=os.environ.get("TEST_TMPDIR"))
+        children = os.path.join(directory, "children")
+        os.makedirs(children)
+        for kind, name in (("deployment", "exported"), ("service", "exported"),
+                           ("configmap", "exported-config")):
+            live = h.wait_for(lambda: self.get("-n", "fixtures", kind, name), kind)
+            with open(os.path.join(children, kind + ".json"), "w") as f:
+                json.dump(live, f)
+        with open(os.path.join(directory, "webapp.json"), "w") as f:
+            json.dump(web, f)
+        result = subprocess.run(
+            [apiserver_fixture.binary_path(), "test", "--log-level=warning",
+             "--plugin", webapp_command(), "--object", os.path.join(directory, "webapp.json"),
+             "--children", children, "-o", "json", "--check"],
+            capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, WEBAPP_RECORD_DIR=os.path.join(directory, "records")))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        answer = json.loads(result.stdout)
+        desired = {o["kind"]: o for o in answer["desired_objects"]}
+        self.assertEqual(sorted(desired), ["ConfigMap", "Deployment", "Service"])
+        live_deployment = self.get("-n", "fixtures", "deployment", "exported")
+        self.assertEqual(desired["Deployment"]["spec"]["replicas"],
+                         live_deployment["spec"]["replicas"])
+        self.assertEqual(desired["ConfigMap"]["data"],
+                         self.get("-n", "fixtures", "configmap", "exported-config")["data"])
+        self.assertEqual(answer["status"]["observedGeneration"], 1)
+        conditions = {c["type"]: c["status"] for c in answer.get("conditions", [])}
+        live_conditions = {c["type"]: c["status"] for c in
+                           self.get("-n", "fixtures", "webapp", "exported")["status"]
+                           ["conditions"]}
+        self.assertEqual(conditions.get("Ready") == "CONDITION_STATUS_TRUE",
+                         live_conditions.get("Ready") == "True")
 
     def test_observability_endpoints(self):
         h = self.host

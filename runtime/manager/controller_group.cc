@@ -221,8 +221,13 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   keys.push_back(KeyFor(info.primary, primary_namespace, selector));
   ASSIGN_OR_RETURN(watch::ReflectorHandle primary, deps_.registry->Acquire(keys.back()));
   handles.push_back(std::move(primary));
+  // Children live in their primary's namespace, so a controller held to one namespace watches
+  // its namespaced owned kinds there too: a namespace-scoped Role is then enough to run it.
   for (const controller::OwnedResource& owned : info.owns) {
-    keys.push_back(KeyFor(owned.mapping, "", ""));
+    const bool primary_namespaced = info.primary.namespaced && !primary_namespace.empty();
+    keys.push_back(KeyFor(owned.mapping,
+                          primary_namespaced && owned.mapping.namespaced ? primary_namespace : "",
+                          ""));
     ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
     handles.push_back(std::move(h));
   }
