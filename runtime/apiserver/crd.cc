@@ -1,6 +1,7 @@
 #include "runtime/apiserver/crd.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/apiserver/object_util.h"
@@ -51,6 +52,36 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
       (!kube::IsDns1123Subdomain(group).empty() || group.find('.') == std::string::npos)) {
     bad("spec.group",
         absl::StrCat("Invalid value: \"", group, "\": should be a domain with at least one dot"));
+  }
+  // As kube-apiserver (KEP 1111): the groups of the Kubernetes project need an approval link.
+  const bool protected_group = group == "k8s.io" || group == "kubernetes.io" ||
+                               absl::EndsWith(group, ".k8s.io") ||
+                               absl::EndsWith(group, ".kubernetes.io");
+  if (protected_group) {
+    constexpr char kApproval[] = "api-approved.kubernetes.io";
+    const std::string field = absl::StrCat("metadata.annotations[", kApproval, "]");
+    const nlohmann::json* annotations = nullptr;
+    if (crd.contains("metadata") && crd["metadata"].is_object() &&
+        crd["metadata"].contains("annotations") && crd["metadata"]["annotations"].is_object()) {
+      annotations = &crd["metadata"]["annotations"];
+    }
+    if (annotations == nullptr || !annotations->contains(kApproval)) {
+      bad(field,
+          absl::StrCat("Required value: protected groups must have approval annotation \"",
+                       kApproval, "\", see https://github.com/kubernetes/enhancements/pull/1111"),
+          "FieldValueRequired");
+    } else {
+      const nlohmann::json& value = (*annotations)[kApproval];
+      const std::string text = value.is_string() ? value.get<std::string>() : "";
+      if (!absl::StartsWith(text, "unapproved") && !absl::StartsWith(text, "https://") &&
+          !absl::StartsWith(text, "http://")) {
+        bad(field, absl::StrCat("Invalid value: \"", text,
+                                "\": protected groups must have approval annotation \"", kApproval,
+                                "\" with either a URL or a reason starting with "
+                                "\"unapproved\", see "
+                                "https://github.com/kubernetes/enhancements/pull/1111"));
+      }
+    }
   }
   if (plural.empty()) bad("spec.names.plural", "Required value", "FieldValueRequired");
   if (!plural.empty() && !kube::IsDns1123Label(plural).empty()) {

@@ -206,6 +206,30 @@ TEST_F(CrdTest, InvalidCrds) {
   EXPECT_EQ(env_.Get("/apis/example.com/v1").code, 404);
 }
 
+// Found running k8s.io/sample-controller's CRD against Kubernetes 1.20 (the embedded server took
+// it): groups of the Kubernetes project need the api-approved.kubernetes.io annotation (KEP 1111).
+TEST_F(CrdTest, ProtectedGroupsNeedTheApprovalAnnotation) {
+  nlohmann::json crd = WidgetCrd();
+  crd["spec"]["group"] = "samplecontroller.k8s.io";
+  crd["metadata"]["name"] = "widgets.samplecontroller.k8s.io";
+  ApiResponse r = env_.Post(kCrds, crd);
+  ASSERT_EQ(r.code, 422) << r.body;
+  const nlohmann::json cause = ApiTestEnv::Json(r)["details"]["causes"][0];
+  EXPECT_EQ(cause["field"], "metadata.annotations[api-approved.kubernetes.io]");
+  EXPECT_THAT(cause["message"].get<std::string>(),
+              ::testing::HasSubstr("protected groups must have approval annotation"));
+  crd["metadata"]["annotations"]["api-approved.kubernetes.io"] = "maybe";
+  EXPECT_EQ(env_.Post(kCrds, crd).code, 422);
+  crd["metadata"]["annotations"]["api-approved.kubernetes.io"] = "unapproved, testing only";
+  EXPECT_EQ(env_.Post(kCrds, crd).code, 201);
+  nlohmann::json url = WidgetCrd();
+  url["spec"]["group"] = "x.kubernetes.io";
+  url["metadata"]["name"] = "widgets.x.kubernetes.io";
+  url["metadata"]["annotations"]["api-approved.kubernetes.io"] =
+      "https://github.com/kubernetes/kubernetes/pull/1";
+  EXPECT_EQ(env_.Post(kCrds, url).code, 201);
+}
+
 TEST_F(CrdTest, DeletingTheCrdRemovesObjectsAndResource) {
   ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
   ASSERT_EQ(env_.Post(kWidgets, Widget("w1", 1)).code, 201);

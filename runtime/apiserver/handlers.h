@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
@@ -31,6 +32,7 @@
 #include "runtime/apiserver/resource_registry.h"
 #include "runtime/apiserver/storage/store.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
 
 namespace ctrlhost::apiserver {
 
@@ -91,8 +93,29 @@ class ApiHandlers {
 
   ApiResponse Handle(const ApiRequest& request);
 
-  // Ends every running watch (server shutdown).
-  void StopWatches() { stopping_ = true; }
+  // Ends every running watch (server shutdown): each stream is woken and finishes with its last
+  // chunk, so clients see the watch end (client-go re-watches) rather than a broken stream.
+  // No new watch starts afterwards.
+  void StopWatches();
+  // Waits until every watch stream has finished (its response written), at most `timeout`.
+  // True when none is left.
+  bool WaitWatchesDone(absl::Duration timeout);
+
+  // The open watches, so that StopWatches can wake them. Thread-safe.
+  class WatchSet {
+   public:
+    // False after StopAll: the caller must not start the watch.
+    bool Add(apiserver::Watch* watch);
+    void Remove(apiserver::Watch* watch);
+    void StopAll();
+    bool WaitEmpty(absl::Duration timeout);
+
+   private:
+    common::Mutex mu_;
+    common::CondVar cv_;
+    absl::flat_hash_set<apiserver::Watch*> watches_ ABSL_GUARDED_BY(mu_);
+    bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  };
 
   // Internal operations for the built-in controllers (garbage collector, namespace and CRD
   // controllers), with the same semantics as the HTTP verbs.
@@ -141,6 +164,7 @@ class ApiHandlers {
   const HandlerOptions options_;
   std::function<void(const nlohmann::json&)> crd_hook_;
   std::atomic<bool> stopping_{false};
+  WatchSet watches_;
 };
 
 // Serializes `j` compactly (invalid UTF-8 replaced rather than throwing).

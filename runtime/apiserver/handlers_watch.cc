@@ -26,6 +26,10 @@ std::string Query(const ApiRequest& req, const char* key) {
 bool IsTrue(const std::string& v) { return ParseQueryBool(v); }
 
 struct WatchState {
+  ~WatchState() {
+    if (open_watches != nullptr) open_watches->Remove(watch.get());
+  }
+  ApiHandlers::WatchSet* open_watches = nullptr;  // where `watch` is registered, if it is
   ResourcePtr r;
   ObjectFilter filter;
   std::unique_ptr<apiserver::Watch> watch;
@@ -129,6 +133,42 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
 
 }  // namespace
 
+bool ApiHandlers::WatchSet::Add(apiserver::Watch* watch) {
+  common::MutexLock lock(&mu_);
+  if (stopped_) return false;
+  watches_.insert(watch);
+  return true;
+}
+
+void ApiHandlers::WatchSet::Remove(apiserver::Watch* watch) {
+  common::MutexLock lock(&mu_);
+  watches_.erase(watch);
+  if (watches_.empty()) cv_.SignalAll();
+}
+
+void ApiHandlers::WatchSet::StopAll() {
+  // Under mu_: a Watch is removed (under mu_) before it is destroyed, so each one is alive here.
+  common::MutexLock lock(&mu_);
+  stopped_ = true;
+  for (apiserver::Watch* watch : watches_) watch->Stop();
+}
+
+bool ApiHandlers::WatchSet::WaitEmpty(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  common::MutexLock lock(&mu_);
+  while (!watches_.empty()) {
+    if (common::Clock::Real()->WaitWithDeadline(&mu_, &cv_, deadline)) break;
+  }
+  return watches_.empty();
+}
+
+void ApiHandlers::StopWatches() {
+  stopping_ = true;
+  watches_.StopAll();
+}
+
+bool ApiHandlers::WaitWatchesDone(absl::Duration timeout) { return watches_.WaitEmpty(timeout); }
+
 absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest& req) {
   auto st = std::make_shared<WatchState>();
   st->r = t.r;
@@ -198,6 +238,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
     from = store_->Revision();
   }
   ASSIGN_OR_RETURN(st->watch, store_->Watch(prefix, from));
+  if (!watches_.Add(st->watch.get())) {
+    return absl::UnavailableError("the server is shutting down");
+  }
+  st->open_watches = &watches_;
   st->progress = from;
 
   absl::Duration timeout = options_.max_watch_timeout;

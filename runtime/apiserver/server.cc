@@ -306,7 +306,11 @@ void ApiServer::Wait() {
 
 void ApiServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
+  // Watches end first, each with its last chunk written, while the connections are still open:
+  // clients see a finished watch (and re-watch), not a broken stream. A client that does not
+  // read holds its watch back at most this long.
   impl_->handlers->StopWatches();
+  impl_->handlers->WaitWatchesDone(absl::Seconds(2));
   impl_->http->stop();
   if (impl_->listener.joinable()) impl_->listener.join();
   impl_->controllers->Stop();
