@@ -255,8 +255,8 @@ TEST(ServerSideApplyTest, ServicePortWithoutProtocolIsRefusedLikeKube120Issue13)
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(kube::HttpCode(refused.status()), 500);
   EXPECT_EQ(refused.status().message(),
-            "failed to create typed patch object: .spec.ports: element 1: associative list with "
-            "keys has an element that omits key field \"protocol\"");
+            "Internal error occurred: failed to create typed patch object: .spec.ports: element 1: "
+            "associative list with keys has an element that omits key field \"protocol\"");
   config["spec"]["ports"][1]["protocol"] = "UDP";
   absl::StatusOr<json> applied = ServerSideApply(nullptr, config, opts, services);
   ASSERT_TRUE(applied.ok()) << applied.status();
