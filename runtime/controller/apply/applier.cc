@@ -162,14 +162,19 @@ void Applier::RememberApplied(const std::string& key, std::string uid, size_t ha
 
 // The state of one Apply() call. Lives on the caller's stack.
 struct Applier::Run {
+  Run(Applier* applier, const ReconcileContext& reconcile)
+      : self(applier),
+        context(reconcile),
+        primary_json(reconcile.primary != nullptr ? std::string(reconcile.primary->json())
+                                                  : std::string()) {}
+
   Applier* self;
   const ReconcileContext& context;
   ApplyOutcome outcome;
   // The newest state of the primary this run knows: the cached one, then what the server
   // answered to each write to it. The status write's resourceVersion precondition comes from
   // it, so the applier's own earlier writes do not make it a conflict.
-  std::string primary_json =
-      context.primary != nullptr ? std::string(context.primary->json()) : std::string();
+  std::string primary_json;
 
   // The current state of an owned object: from the host's cache when the context carries it,
   // else read from the server. Null when it does not exist.
@@ -479,7 +484,7 @@ Applier::Applier(kube::Client* client, ApplierOptions options)
 
 ApplyOutcome Applier::Apply(const ReconcileContext& context,
                             const pb::ReconcileResponse& response) {
-  Run run{this, context, {}};
+  Run run(this, context);
   absl::StatusOr<Plan> validated = ValidateResponse(context, response);
   if (!validated.ok()) {
     const std::string message = std::string(validated.status().message());
@@ -648,7 +653,7 @@ absl::StatusOr<cache::ObjectPtr> Applier::EnsureFinalizer(const ReconcileContext
 
 void Applier::RecordTerminal(const ReconcileContext& context, const absl::Status& status) {
   if (context.controller == nullptr) return;
-  Run run{this, context, {}};
+  Run run(this, context);
   run.RecordFailure(kReasonReconcileError, kReasonTerminalError, std::string(status.message()));
 }
 
