@@ -8,6 +8,7 @@ namespace {
 
 sdk::Result Reconcile(const sdk::Request& req) {
   // Nothing to report for an object that is gone or going.
+  if (req.finalizing()) return sdk::Result::Finalized();
   if (!req.exists() || req.deleting()) return sdk::Result();
   sdk::Result result;
   result.Status()["phase"] = "Done";
@@ -17,9 +18,10 @@ sdk::Result Reconcile(const sdk::Request& req) {
 
 }  // namespace
 
-sdk::ControllerBuilder MakeBurstController() {
+sdk::ControllerBuilder MakeBurstController(bool finalizer) {
   sdk::ControllerBuilder builder("burst");
   builder.For("burst.bench.ctrlhost.dev", "v1", "Burst").Reconcile(Reconcile);
+  if (finalizer) builder.Finalizer(kBurstFinalizer);
   return builder;
 }
 

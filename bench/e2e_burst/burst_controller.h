@@ -15,7 +15,10 @@
 
 namespace ctrlhost::bench {
 
-sdk::ControllerBuilder MakeBurstController();
+// The controller "burst"; with `finalizer` it declares kBurstFinalizer, so the host adds it to
+// every new Burst before the first reconcile (as for most real operators, e.g. the WebApp).
+inline constexpr char kBurstFinalizer[] = "burst.bench.ctrlhost.dev/cleanup";
+sdk::ControllerBuilder MakeBurstController(bool finalizer = false);
 
 }  // namespace ctrlhost::bench
 

@@ -15,7 +15,10 @@
 //
 // Flags: --objects=10000 --clients=8 --workers=8 --host-idle=max(8,workers) --probe-objects=400
 // --host-qps=0 (the tuned host client's QPS; 0 = unlimited) --phases=floor,naive,tuned,default-host
-// --json
+// --finalizer=false (true: the plugin declares a finalizer, as most operators do) --json
+//
+// Every controller phase also reports the host's API requests per object and per reconcile
+// (counted on the host's RestClient from the first create until it is quiet after convergence).
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,6 +82,7 @@ struct Phase {
   int host_burst = 100;
   size_t host_idle = 8;             // the host's RestClient pool of idle keep-alive connections
   bool default_rate_limit = false;  // leave the controller queue's rateLimit at its default
+  bool finalizer = false;           // the plugin declares a finalizer (burst_plugin --finalizer)
 };
 
 struct PhaseResult {
@@ -92,6 +96,9 @@ struct PhaseResult {
   uint64_t reconciles = 0;
   uint64_t reconcile_errors = 0;
   uint64_t plugin_requests = 0;
+  // HTTP requests the host's API client made from the first create until it went quiet after
+  // convergence (its watches' starts included, a few per phase).
+  int64_t host_requests = 0;
   // Floor only: the requests the host makes per object, sent by the bench's clients instead.
   absl::Duration get_time;    // a GET of every object
   absl::Duration patch_time;  // a status merge patch of every object
@@ -129,7 +136,7 @@ spec:
   plugins:
   - name: burst
     exec: {command: ")",
-                      plugin, R"("}
+                      plugin, "\"", phase.finalizer ? ", args: [--finalizer]" : "", R"(}
     maxInFlight: 1024
   controllers:
   - name: burst
@@ -193,6 +200,8 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
   }
 
   const int n = phase.objects;
+  kube::RestClient* const host_rest = host->client().rest();
+  const int64_t host_requests_before = host_rest->attempts();
   std::vector<int64_t> sent_ns(n, 0), done_ns(n, 0);
   std::atomic<int64_t> converged{0};
   std::atomic<bool> watch_failed{false};
@@ -295,6 +304,17 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
       result.latencies.push_back(absl::Nanoseconds(done_ns[i] - sent_ns[i]));
     }
     result.converge_time = absl::Nanoseconds(last - first_sent);
+    // The host may still be busy after the last status (reconciles caused by its own writes):
+    // count its requests once they stop for 1 s (bounded).
+    int64_t seen = host_rest->attempts();
+    const absl::Time quiet_deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < quiet_deadline) {
+      absl::SleepFor(absl::Seconds(1));
+      const int64_t now = host_rest->attempts();
+      if (now == seen) break;
+      seen = now;
+    }
+    result.host_requests = seen - host_requests_before;
     observe::Figures figures;
     host->manager().Collect(figures);
     for (const observe::ControllerFigures& c : figures.controllers) {
@@ -319,6 +339,7 @@ double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 int Main(int argc, char** argv) {
   Reporter reporter("e2e-burst", argc, argv);
   int objects = 10000, clients = 8, workers = 8, probe_objects = 400, host_idle = -1;
+  bool finalizer = false;
   double host_qps = 0;
   std::vector<std::string> phases = {"floor", "naive", "tuned", "default-host"};
   for (const std::string& arg : reporter.args()) {
@@ -336,6 +357,9 @@ int Main(int argc, char** argv) {
       ok = absl::SimpleAtoi(kv.second, &host_idle) && host_idle > 0;
     } else if (kv.first == "--host-qps") {
       ok = absl::SimpleAtod(kv.second, &host_qps) && host_qps >= 0;
+    } else if (kv.first == "--finalizer") {
+      ok = kv.second == "true" || kv.second == "false";
+      finalizer = kv.second == "true";
     } else if (kv.first == "--phases") {
       phases = absl::StrSplit(kv.second, ',', absl::SkipEmpty());
     } else {
@@ -387,6 +411,7 @@ int Main(int argc, char** argv) {
   base.clients = clients;
   base.host_qps = host_qps;
   base.host_burst = 1000000;
+  base.finalizer = finalizer;
 
   std::optional<PhaseResult> floor, naive, tuned, probe;
   if (wants("floor")) {
@@ -462,6 +487,12 @@ int Main(int argc, char** argv) {
         std::nullopt, std::nullopt, std::nullopt);
     add("tuned: reconciles per object", static_cast<double>(tuned->reconciles) / objects, "x",
         std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("tuned: host API requests per object", static_cast<double>(tuned->host_requests) / objects,
+        "requests", std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+    add("tuned: host API requests per reconcile",
+        tuned->reconciles == 0 ? 0.0
+                               : static_cast<double>(tuned->host_requests) / tuned->reconciles,
+        "requests", std::nullopt, std::nullopt, std::nullopt, std::nullopt);
     add("tuned: create->status latency p50", Millis(Percentile(tuned->latencies, 50)), "ms",
         std::nullopt, std::nullopt, std::nullopt, std::nullopt);
     add("tuned: create->status latency p99", Millis(Percentile(tuned->latencies, 99)), "ms",
@@ -475,6 +506,8 @@ int Main(int argc, char** argv) {
         std::nullopt, naive->converged == objects);
     add("naive: reconciles/s", naive->reconciles / naive_s, "reconciles/s", std::nullopt,
         std::nullopt, std::nullopt, std::nullopt);
+    add("naive: host API requests per object", static_cast<double>(naive->host_requests) / objects,
+        "requests", std::nullopt, std::nullopt, std::nullopt, std::nullopt);
     add("naive: create->status latency p99", Millis(Percentile(naive->latencies, 99)), "ms",
         std::nullopt, std::nullopt, std::nullopt, std::nullopt);
   }
@@ -483,6 +516,9 @@ int Main(int argc, char** argv) {
     add(absl::StrCat("default host client (50 QPS): ", probe_objects, " objects converged in"), s,
         "s", std::nullopt, std::nullopt, std::nullopt, std::nullopt);
     add("default host client: status writes/s", probe->converged / s, "objects/s", std::nullopt,
+        std::nullopt, std::nullopt, std::nullopt);
+    add("default host client: host API requests per object",
+        static_cast<double>(probe->host_requests) / probe_objects, "requests", std::nullopt,
         std::nullopt, std::nullopt, std::nullopt);
   }
   fs::remove_all(root);

@@ -106,6 +106,39 @@ class ChaosTest(unittest.TestCase):
         self.create("gives-up", "ok")
         self.host.wait_for(lambda: self.phase("gives-up") == "Done", "gives-up fixed")
 
+    def create_with_target(self, name, mode, target):
+        body = {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"mode": mode, "target": target}}
+        self.host.kubectl("apply", "-f", "-", input_text=json.dumps(body), check=True)
+
+    def test_foreign_controller_ownership_is_refused(self):
+        # Issue 13 item 8: a plugin took over another primary's child and adopted unowned
+        # objects; an OWNED patch edited another primary's child and stripped its owners.
+        self.create("victim", "ok", data={"k": "victim"})
+        self.host.wait_for(lambda: self.phase("victim") == "Done", "victim converged")
+        victim = self.get("configmap", "victim")
+        self.host.kubectl("create", "configmap", "loose", "--from-literal=k=loose", check=True)
+        cases = [("steal-child", "steal", "victim", "is controlled by another object"),
+                 ("steal-loose", "steal", "loose", "has no controller"),
+                 ("patch-child", "patch-data", "victim", "is not controlled by"),
+                 ("strip-owners", "patch-other", "victim", "metadata.ownerReferences")]
+        for name, mode, target, message in cases:
+            self.create_with_target(name, mode, target)
+        for name, mode, target, message in cases:
+            events = self.host.wait_for(
+                lambda: [e for e in self.events_for(name) if e.get("type") == "Warning"],
+                "a Warning event for " + name)
+            self.assertIn(message, events[0]["message"], name)
+            self.assertNotEqual(self.phase(name), "ShouldNeverBeWritten", name)
+        after = self.get("configmap", "victim")
+        self.assertEqual(after["data"], victim["data"])
+        self.assertEqual(after["metadata"]["ownerReferences"],
+                         victim["metadata"]["ownerReferences"])
+        loose = self.get("configmap", "loose")
+        self.assertEqual(loose["data"], {"k": "loose"})
+        self.assertNotIn("ownerReferences", loose["metadata"])
+
     def test_zz_no_key_was_reconciled_twice_at_once(self):
         # Runs last (alphabetical order): checks the log of everything above. The request the
         # host abandoned at its deadline ("sleepy") may still be running in the plugin when the

@@ -111,7 +111,8 @@ function desireChildren(req, spec, result) {
   const svc = result.desire(newObject('v1', 'Service', name));
   svc.metadata.labels = childLabels(name);
   svc.spec = {
-    ports: [{ name: 'http', port: spec.port, targetPort: 'http' }],
+    // `protocol`: the list-map key kube 1.20 server-side apply needs (no default there).
+    ports: [{ name: 'http', port: spec.port, protocol: 'TCP', targetPort: 'http' }],
     selector: selectorLabels(name),
   };
 }

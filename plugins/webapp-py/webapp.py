@@ -132,7 +132,8 @@ def desire_children(req, spec, result):
     svc["metadata"]["labels"] = child_labels(name)
     svc["spec"] = {
         "selector": selector_labels(name),
-        "ports": [{"name": "http", "port": spec["port"], "targetPort": "http"}],
+        # `protocol`: the list-map key kube 1.20 server-side apply needs (no default there).
+        "ports": [{"name": "http", "port": spec["port"], "protocol": "TCP", "targetPort": "http"}],
     }
 
 

@@ -64,8 +64,9 @@ class WebAppTest(unittest.TestCase):
         self.assertEqual(dep["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"],
                          "shop")
         svc = self.desired(out, "Service", "shop")
+        # `protocol` is required by kube 1.20 server-side apply (issue 13, item 6).
         self.assertEqual(svc["spec"]["ports"][0], {"name": "http", "port": 8080,
-                                                    "targetPort": "http"})
+                                                    "protocol": "TCP", "targetPort": "http"})
         self.assertEqual(out.status, {"observedGeneration": 3, "replicas": 2, "readyReplicas": 0,
                                       "url": "http://shop.default.svc:8080"})
         self.assertEqual(out.conditions["Ready"],

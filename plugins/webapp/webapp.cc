@@ -147,7 +147,10 @@ void DesireChildren(const sdk::Request& req, const Spec& spec, sdk::Result* resu
   svc["metadata"]["labels"] = ChildLabels(name);
   svc["spec"] = {
       {"selector", SelectorLabels(name)},
-      {"ports", {{{"name", "http"}, {"port", spec.port}, {"targetPort", "http"}}}},
+      // `protocol` is the list-map key kube 1.20 server-side apply needs (it has no default
+      // there: a Service port without it is an HTTP 500).
+      {"ports",
+       {{{"name", "http"}, {"port", spec.port}, {"protocol", "TCP"}, {"targetPort", "http"}}}},
   };
 }
 

@@ -44,7 +44,8 @@ const std::vector<absl::string_view>& MetadataFields() {
   return *v;
 }
 const std::vector<absl::string_view>& SpecFields() {
-  static const auto* const v = new std::vector<absl::string_view>{"plugins", "controllers"};
+  static const auto* const v =
+      new std::vector<absl::string_view>{"plugins", "controllers", "apiClient"};
   return *v;
 }
 const std::vector<absl::string_view>& PluginFields() {
@@ -76,6 +77,10 @@ const std::vector<absl::string_view>& ControllerFields() {
       new std::vector<absl::string_view>{"name",       "plugin",        "maxConcurrentReconciles",
                                          "namespaces", "labelSelector", "resyncPeriod",
                                          "disabled",   "rateLimit"};
+  return *v;
+}
+const std::vector<absl::string_view>& ApiClientFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"qps", "burst"};
   return *v;
 }
 const std::vector<absl::string_view>& RateLimitFields() {
@@ -297,6 +302,20 @@ RateLimitSpec ParseRateLimit(YamlReader& r, const YAML::Node& node, const std::s
   return limit;
 }
 
+ApiClientSpec ParseApiClient(YamlReader& r, const YAML::Node& node, const std::string& path) {
+  ApiClientSpec client;
+  const std::vector<Field> fields = r.Fields(node, path, ApiClientFields());
+  client.qps = r.Double(Get(fields, "qps"), Join(path, "qps"));
+  if (client.qps.has_value() && !(*client.qps >= 0 && *client.qps < 1e9)) {
+    r.Error(Get(fields, "qps"), Join(path, "qps"), "must be 0 (no limit) or positive (and finite)");
+    client.qps.reset();
+  }
+  if (auto burst = r.Int(Get(fields, "burst"), Join(path, "burst"), 1, kMaxCount)) {
+    client.burst = static_cast<int>(*burst);
+  }
+  return client;
+}
+
 std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& node,
                                               const std::string& path) {
   ControllerSpec controller;
@@ -442,6 +461,9 @@ std::optional<OperatorSpec> ParseDocument(YamlReader& r, const YAML::Node& doc) 
     }
     op.controllers.push_back(std::move(*c));
   }
+  if (const YAML::Node client = Get(spec_fields, "apiClient"); !IsAbsent(client)) {
+    op.api_client = ParseApiClient(r, client, "spec.apiClient");
+  }
   return op;
 }
 
@@ -573,6 +595,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.plugins[].endpoint.tls", TlsFields(), out);
   AddPaths("spec.controllers[]", ControllerFields(), out);
   AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
+  AddPaths("spec.apiClient", ApiClientFields(), out);
   return out;
 }
 

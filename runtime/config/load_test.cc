@@ -80,6 +80,7 @@ spec:
       rateLimit: {qps: 12.5, burst: 100, baseDelay: 5ms, maxDelay: 1000s}
     - name: services
       disabled: true
+  apiClient: {qps: 150, burst: 300}
 )",
                                                                  "ops/web.yaml");
   ASSERT_TRUE(ops.ok()) << ops.status();
@@ -133,6 +134,9 @@ spec:
   EXPECT_TRUE(op.controllers[1].disabled);
   EXPECT_TRUE(op.controllers[1].plugin.empty());
   EXPECT_FALSE(op.controllers[1].rate_limit.has_value());
+  ASSERT_TRUE(op.api_client.has_value());
+  EXPECT_EQ(op.api_client->qps, 150);
+  EXPECT_EQ(op.api_client->burst, 300);
 }
 
 TEST(ParseOperatorsTest, MultipleDocumentsAndEmptyOnes) {
@@ -222,6 +226,25 @@ spec:
                   "than baseDelay",
                   "op.yaml:22:17: spec.controllers[0].disabled: must be true or false, not a "
                   "string"));
+}
+
+TEST(ParseOperatorsTest, ApiClientValuesAreChecked) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  apiClient: {qps: -1, burst: 0, limit: 3}
+)")),
+              ElementsAre(HasSubstr("spec.apiClient.qps: must be 0 (no limit) or positive"),
+                          HasSubstr("spec.apiClient.burst: must be between 1 and 1048576"),
+                          HasSubstr("spec.apiClient.limit: unknown field")));
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  apiClient: {qps: 0}
+)")),
+              ElementsAre());
 }
 
 TEST(ParseOperatorsTest, WrongTypesSayWhatWasFound) {

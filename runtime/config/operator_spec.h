@@ -112,6 +112,14 @@ struct RateLimitSpec {
   }
 };
 
+// The host's Kubernetes API client (one for every operator): client-side rate limit, like
+// controller-runtime's / kubelet's --kube-api-qps and --kube-api-burst.
+struct ApiClientSpec {
+  std::optional<double> qps;  // >= 0; 0: no client-side limit
+  std::optional<int> burst;   // >= 1
+  bool operator==(const ApiClientSpec& o) const { return qps == o.qps && burst == o.burst; }
+};
+
 // Overrides for the controller `name` that a plugin registers. With `plugin` empty it applies to
 // the controller of that name in whichever of the operator's plugins registers it.
 struct ControllerSpec {
@@ -136,10 +144,14 @@ struct OperatorSpec {
   std::map<std::string, std::string> annotations;  // metadata.annotations
   std::vector<PluginSpec> plugins;                 // in document order
   std::vector<ControllerSpec> controllers;         // in document order
-  SourceLocation location;                         // of the document
+  // spec.apiClient. Host-wide and read when the host starts (the client is shared by every
+  // operator; see manager::HostOptions): not part of equality, an edit takes effect at the
+  // next start.
+  std::optional<ApiClientSpec> api_client;
+  SourceLocation location;  // of the document
 
   const PluginSpec* FindPlugin(const std::string& plugin_name) const;
-  // Equal ignoring `location`s.
+  // Equal ignoring `location`s and `api_client`.
   bool operator==(const OperatorSpec& o) const;
   bool operator!=(const OperatorSpec& o) const { return !(*this == o); }
 };

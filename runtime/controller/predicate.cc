@@ -21,11 +21,12 @@ nlohmann::json AnnotationsOf(const cache::Object& object) {
   return std::move(*annotations);
 }
 
-// The object without the parts that change on every write or only in status.
-nlohmann::json WithoutStatus(const cache::Object& object) {
+// The object without the parts that change on every write (and without `status` unless
+// `keep_status`).
+nlohmann::json WithoutBookkeeping(const cache::Object& object, bool keep_status) {
   nlohmann::json json = ParseJson(object.json());
   if (json.is_discarded() || !json.is_object()) return nlohmann::json::value_t::discarded;
-  json.erase("status");
+  if (!keep_status) json.erase("status");
   auto meta = json.find("metadata");
   if (meta != json.end() && meta->is_object()) {
     meta->erase("resourceVersion");
@@ -64,15 +65,23 @@ bool MetadataChanged(const cache::Object& old_object, const cache::Object& new_o
 
 bool ChangedBesidesStatus(const cache::Object& old_object, const cache::Object& new_object) {
   if (old_object.json() == new_object.json()) return false;
-  nlohmann::json a = WithoutStatus(old_object);
-  nlohmann::json b = WithoutStatus(new_object);
+  nlohmann::json a = WithoutBookkeeping(old_object, /*keep_status=*/false);
+  nlohmann::json b = WithoutBookkeeping(new_object, /*keep_status=*/false);
   if (a.is_discarded() || b.is_discarded()) return true;
   return a != b;
 }
 
+bool OnlyBookkeepingChanged(const cache::Object& old_object, const cache::Object& new_object) {
+  if (old_object.json() == new_object.json()) return true;
+  nlohmann::json a = WithoutBookkeeping(old_object, /*keep_status=*/true);
+  nlohmann::json b = WithoutBookkeeping(new_object, /*keep_status=*/true);
+  if (a.is_discarded() || b.is_discarded()) return false;
+  return a == b;
+}
+
 bool PrimaryUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predicates,
                            const cache::Object& old_object, const cache::Object& new_object) {
-  if (predicates.primary_status_changes()) return true;
+  if (predicates.primary_status_changes()) return !OnlyBookkeepingChanged(old_object, new_object);
   if (MetadataChanged(old_object, new_object)) return true;
   if (old_object.generation() == 0 && new_object.generation() == 0) {
     return ChangedBesidesStatus(old_object, new_object);
@@ -82,7 +91,9 @@ bool PrimaryUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predi
 
 bool ChildUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predicates,
                          const cache::Object& old_object, const cache::Object& new_object) {
-  if (!predicates.ignore_child_status_changes()) return true;
+  if (!predicates.ignore_child_status_changes()) {
+    return !OnlyBookkeepingChanged(old_object, new_object);
+  }
   return ChangedBesidesStatus(old_object, new_object);
 }
 

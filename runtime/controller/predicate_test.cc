@@ -90,6 +90,44 @@ TEST(ChildPredicateTest, StatusChangesTriggerUnlessIgnored) {
   EXPECT_FALSE(ChildUpdateTriggers(ignore, *old_object, *old_object));
 }
 
+// Issue 13 item 3: kube-apiserver 1.20 bumps a child's resourceVersion on a server-side apply
+// that changes only managedFields timestamps; that event must not reconcile the owner again.
+TEST(ChildPredicateTest, ResourceVersionOrManagedFieldsOnlyChangeDoesNotTriggerIssue13) {
+  auto old_object = Obj(R"({"metadata":{"name":"c","resourceVersion":"1","managedFields":[)"
+                        R"({"manager":"m","time":"2026-01-01T00:00:00Z"}]},"data":{"k":"1"}})");
+  auto bumped = Obj(R"({"metadata":{"name":"c","resourceVersion":"2","managedFields":[)"
+                    R"({"manager":"m","time":"2026-01-01T00:00:09Z"}]},"data":{"k":"1"}})");
+  auto rv_only = Obj(R"({"metadata":{"name":"c","resourceVersion":"3"},"data":{"k":"1"}})");
+  auto data = Obj(R"({"metadata":{"name":"c","resourceVersion":"4"},"data":{"k":"2"}})");
+  auto status =
+      Obj(R"({"metadata":{"name":"c","resourceVersion":"5"},"data":{"k":"1"},"status":{"x":1}})");
+  pb::Predicates defaults;
+  EXPECT_FALSE(ChildUpdateTriggers(defaults, *old_object, *bumped));
+  EXPECT_FALSE(ChildUpdateTriggers(defaults, *old_object, *rv_only));
+  EXPECT_FALSE(ChildUpdateTriggers(defaults, *old_object, *old_object));
+  EXPECT_TRUE(ChildUpdateTriggers(defaults, *old_object, *data));
+  EXPECT_TRUE(ChildUpdateTriggers(defaults, *old_object, *status));
+  pb::Predicates ignore;
+  ignore.set_ignore_child_status_changes(true);
+  EXPECT_FALSE(ChildUpdateTriggers(ignore, *old_object, *bumped));
+  EXPECT_TRUE(ChildUpdateTriggers(ignore, *old_object, *data));
+}
+
+TEST(PrimaryPredicateTest, ResourceVersionOnlyChangeNeverTriggersIssue13) {
+  auto old_object = Primary("", "{}", R"({"ready":true})", "1");
+  auto bumped = Primary("", "{}", R"({"ready":true})", "2");
+  auto status = Primary("", "{}", R"({"ready":false})", "3");
+  pb::Predicates all;
+  all.set_primary_status_changes(true);
+  EXPECT_FALSE(PrimaryUpdateTriggers(all, *old_object, *bumped));
+  EXPECT_TRUE(PrimaryUpdateTriggers(all, *old_object, *status));
+  EXPECT_FALSE(PrimaryUpdateTriggers(pb::Predicates(), *old_object, *bumped));
+  // Kinds without a generation: a bare resourceVersion bump does not trigger either.
+  auto cm = Obj(R"({"metadata":{"name":"a","resourceVersion":"1"},"data":{"k":"1"}})");
+  auto cm_bumped = Obj(R"({"metadata":{"name":"a","resourceVersion":"2"},"data":{"k":"1"}})");
+  EXPECT_FALSE(PrimaryUpdateTriggers(pb::Predicates(), *cm, *cm_bumped));
+}
+
 TEST(MetadataChangedTest, AnnotationsOfNonObjectMetadataAndBadTypes) {
   // Annotation values that are not strings still compare (the parser keeps them in the JSON).
   auto a = Obj(R"({"metadata":{"name":"a","annotations":{"x":"1"}}})");
@@ -108,6 +146,8 @@ TEST(MetadataChangedTest, MalformedJsonTriggers) {
   EXPECT_TRUE(MetadataChanged(broken, fine));
   EXPECT_TRUE(ChangedBesidesStatus(broken, fine));
   EXPECT_TRUE(PrimaryUpdateTriggers(pb::Predicates(), broken, fine));
+  EXPECT_FALSE(OnlyBookkeepingChanged(broken, fine));
+  EXPECT_TRUE(ChildUpdateTriggers(pb::Predicates(), broken, fine));
   cache::Object array("[1,2]", meta);
   EXPECT_TRUE(MetadataChanged(array, array));
 }

@@ -57,7 +57,13 @@ struct ReconcileContext {
   std::string namespace_;                      // "" for cluster-scoped primaries
   std::string name;
   cache::ObjectPtr primary;  // the cached primary the request carried; null when it is gone
-  uint32_t attempt = 0;      // 0 for the first try, then the key's number of retries
+  // The host's caches of the controller's owned kinds, parallel to `controller->owns`
+  // (borrowed, outlive the call). The applier reads the current children there to skip
+  // applies that would change nothing and to refuse writes to objects this primary does not
+  // control. Empty (e.g. in tests): the applier reads the objects it needs from the server and
+  // never skips an apply.
+  std::vector<const cache::Store*> owned_stores;
+  uint32_t attempt = 0;  // 0 for the first try, then the key's number of retries
   std::string trace_id;
 };
 
@@ -76,6 +82,7 @@ struct ApplyOutcome {
   absl::Status status;                                  // why, for kRetry/kRequeueNow/kTerminal
   bool finalizer_released = false;                      // the controller's finalizer was removed
   uint32_t writes = 0;                                  // API writes made (for metrics and logs)
+  uint32_t skipped = 0;  // applies and status writes left out because they would change nothing
 };
 
 // `done` receives the plugin's response, or an error status: UNAVAILABLE (no ready plugin
@@ -104,9 +111,13 @@ class ResponseApplier {
   virtual ApplyOutcome Apply(const ReconcileContext& context,
                              const pb::ReconcileResponse& response) = 0;
   // Adds the controller's finalizer to the live primary when it has none yet (the runner calls
-  // it before the first reconcile of an object that is not being deleted). OK when the
-  // controller declares no finalizer or the primary already has it; NotFound when it is gone.
-  virtual absl::Status EnsureFinalizer(const ReconcileContext& context) = 0;
+  // it before the first reconcile of an object that is not being deleted). Returns the primary
+  // as the server answered the write (parsed like a cached object), so that the request and
+  // the status write that follow carry its new resourceVersion instead of the cached one that
+  // predates the finalizer (issue 13, item 2: that made every first status write a 409);
+  // null when nothing was written (no finalizer declared, already present, being deleted).
+  // NotFound when the primary is gone.
+  virtual absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const ReconcileContext& context) = 0;
   // Records a terminal failure the runner detected itself (e.g. the plugin's answers keep
   // being malformed) as a Warning event and a condition on the primary. Best effort.
   virtual void RecordTerminal(const ReconcileContext& context, const absl::Status& status) = 0;

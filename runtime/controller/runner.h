@@ -20,7 +20,8 @@
 // Guarantees:
 // - Before the first reconcile of a live primary that lacks the controller's finalizer, the
 //   worker calls `ResponseApplier::EnsureFinalizer` (once per observed resourceVersion of the
-//   object, so a lagging cache does not cause repeated calls).
+//   object, so a lagging cache does not cause repeated calls); the primary it returns replaces
+//   the cached one in that reconcile's request and context.
 // - A primary that disappears gets one more request with an empty object and reason
 //   REASON_PRIMARY_DELETED (retried on dispatch errors and kRetry), then its key is forgotten.
 //   A key that maps to a primary the runner never saw is dropped without a request.

@@ -57,7 +57,9 @@ class NoopApplier : public ResponseApplier {
   ApplyOutcome Apply(const ReconcileContext&, const pb::ReconcileResponse&) override {
     return ApplyOutcome();
   }
-  absl::Status EnsureFinalizer(const ReconcileContext&) override { return absl::OkStatus(); }
+  absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const ReconcileContext&) override {
+    return cache::ObjectPtr();
+  }
   void RecordTerminal(const ReconcileContext&, const absl::Status&) override {}
 };
 

@@ -143,10 +143,11 @@ class FakeApplier : public ResponseApplier {
     outcomes_.pop_front();
     return outcome;
   }
-  absl::Status EnsureFinalizer(const ReconcileContext& context) override {
+  absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const ReconcileContext& context) override {
     common::MutexLock lock(&mu_);
     ensured_.push_back(cache::ObjectKey(context.namespace_, context.name));
-    return ensure_status_;
+    if (!ensure_status_.ok()) return ensure_status_;
+    return cache::ObjectPtr();
   }
   void RecordTerminal(const ReconcileContext&, const absl::Status&) override {}
 

@@ -186,6 +186,7 @@ void Runner::ProcessKey(const std::string& key) {
   context.namespace_ = slash == std::string::npos ? "" : key.substr(0, slash);
   context.name = slash == std::string::npos ? key : key.substr(slash + 1);
   context.primary = primary;
+  context.owned_stores = sources_.owned;
   context.attempt = attempt;
 
   if (primary == nullptr) {
@@ -211,18 +212,27 @@ void Runner::ProcessKey(const std::string& key) {
         ensured = it != finalizer_ensured_.end() && it->second == primary->resource_version();
       }
       if (!ensured) {
-        absl::Status status = applier_->EnsureFinalizer(context);
-        if (absl::IsNotFound(status)) {
+        absl::StatusOr<cache::ObjectPtr> ensured_primary = applier_->EnsureFinalizer(context);
+        if (absl::IsNotFound(ensured_primary.status())) {
           queue_.Forget(key);  // its delete event follows
           return;
         }
-        if (!status.ok()) {
-          Record(ReconcileResult::kError, key, status, clock_->Now() - start);
+        if (!ensured_primary.ok()) {
+          Record(ReconcileResult::kError, key, ensured_primary.status(), clock_->Now() - start);
           Requeue(key, queue_.AddRateLimited(key));
           return;
         }
-        common::MutexLock lock(&mu_);
-        finalizer_ensured_[std::string(primary->uid())] = std::string(primary->resource_version());
+        {
+          common::MutexLock lock(&mu_);
+          finalizer_ensured_[std::string(primary->uid())] =
+              std::string(primary->resource_version());
+        }
+        // The request and the applier's status write see the object with the finalizer and
+        // its new resourceVersion (the cache has not caught up yet).
+        if (*ensured_primary != nullptr && (*ensured_primary)->uid() == primary->uid()) {
+          primary = *std::move(ensured_primary);
+          context.primary = primary;
+        }
       }
     }
   }

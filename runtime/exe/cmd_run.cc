@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -99,7 +100,35 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
                           ? (fs::path(flags.data_dir) / "admin.sock").string()
                           : flags.admin_socket;
   plan.metrics_addr = flags.metrics_addr;
+  if (!flags.kube_api_qps.empty()) {
+    double qps = 0;
+    if (!absl::SimpleAtod(flags.kube_api_qps, &qps) || !(qps >= 0 && qps < 1e9)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kube-api-qps: \"", flags.kube_api_qps,
+                       "\" is not a number of requests per second (0: no limit)"));
+    }
+    plan.api_qps = qps;
+  }
+  if (flags.kube_api_burst > 0) plan.api_burst = static_cast<int>(flags.kube_api_burst);
   return plan;
+}
+
+config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
+                                       const std::vector<config::OperatorSpec>& operators) {
+  config::ApiClientSpec client;
+  for (const config::OperatorSpec& op : operators) {
+    if (!op.api_client.has_value()) continue;
+    if (std::optional<double> qps = op.api_client->qps; qps.has_value()) {
+      const bool unlimited = *qps == 0 || (client.qps.has_value() && *client.qps == 0);
+      client.qps = unlimited ? 0 : std::max(*qps, client.qps.value_or(0));
+    }
+    if (std::optional<int> burst = op.api_client->burst; burst.has_value()) {
+      client.burst = std::max(*burst, client.burst.value_or(0));
+    }
+  }
+  if (plan.api_qps.has_value()) client.qps = plan.api_qps;
+  if (plan.api_burst.has_value()) client.burst = plan.api_burst;
+  return client;
 }
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -140,6 +169,17 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
       .AddInt("apiserver-port", &values.apiserver_port, 0, 65535,
               "Port of the embedded API server; 0 picks a free port")
       .ValueName("PORT");
+  flags
+      .AddString("kube-api-qps", &values.kube_api_qps,
+                 "Client-side limit of requests per second to the API server (0: none); "
+                 "overrides spec.apiClient.qps")
+      .ValueName("QPS")
+      .DefaultText("50 against a cluster, none against the embedded server");
+  flags
+      .AddInt("kube-api-burst", &values.kube_api_burst, 1, 1 << 20,
+              "Burst of the client-side limit; overrides spec.apiClient.burst")
+      .ValueName("N")
+      .DefaultText("100");
   flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
   CommonFlags common;
   AddCommonFlags(flags, &common);
@@ -181,6 +221,15 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     }
     std::error_code error;
     const fs::path socket = fs::absolute(plan->admin_socket, error);
+    const config::ApiClientSpec api_client = ResolveApiClient(*plan, *operators);
+    out << "API client limit: "
+        << (api_client.qps.has_value()
+                ? (*api_client.qps == 0 ? std::string("no QPS limit")
+                                        : absl::StrCat(*api_client.qps, " QPS"))
+                : std::string("default QPS"))
+        << ", burst "
+        << (api_client.burst.has_value() ? absl::StrCat(*api_client.burst) : std::string("default"))
+        << "\n";
     out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
         << "metrics: http://" << plan->metrics_addr << "/metrics\n";
     return kExitOk;
@@ -204,6 +253,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   const size_t colon = plan->metrics_addr.rfind(':');
   options.metrics_bind = plan->metrics_addr.substr(0, colon);
   options.metrics_port = std::atoi(plan->metrics_addr.c_str() + colon + 1);
+  const config::ApiClientSpec api_client = ResolveApiClient(*plan, options.operators);
+  options.api_qps = api_client.qps;
+  options.api_burst = api_client.burst;
   absl::StatusOr<std::unique_ptr<manager::Host>> host = manager::Host::Start(std::move(options));
   if (!host.ok()) return Failure(host.status().ToString(), err);
   if ((*host)->embedded()) {

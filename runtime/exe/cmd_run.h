@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/config/operator_spec.h"
 
 namespace ctrlhost::exe {
 
@@ -32,6 +33,10 @@ struct RunFlags {
   int64_t apiserver_port = 6443;
   // Print what would run and exit without starting anything.
   bool preview = false;
+  // The API client's rate limit (--kube-api-qps, a number >= 0, 0: no limit; --kube-api-burst,
+  // >= 1). Empty / 0: unset (spec.apiClient of the operator documents, else the defaults).
+  std::string kube_api_qps;
+  int64_t kube_api_burst = 0;
 };
 
 // What `ctrlhost run` starts, resolved from RunFlags.
@@ -46,7 +51,15 @@ struct RunPlan {
   std::string data_dir;
   std::string admin_socket;
   std::string metrics_addr;
+  std::optional<double> api_qps;  // from the flags
+  std::optional<int> api_burst;
 };
+
+// The API client's rate limit: each value from the flags when given, else the largest value any
+// operator document sets in spec.apiClient (one client serves every operator; a qps of 0, no
+// limit, counts as the largest), else unset (the host's defaults).
+config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
+                                       const std::vector<config::OperatorSpec>& operators);
 
 // Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, if set. Every error is
 // InvalidArgument with a message naming the flag and the path.

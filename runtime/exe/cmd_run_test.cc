@@ -139,6 +139,49 @@ TEST_F(RunCommandTest, CommandPrintsPreview) {
   EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec /bin/web -v\n")) << out.str();
 }
 
+// Issue 13 item 2: the API client's 50 QPS could not be changed from the CLI or the file.
+TEST_F(RunCommandTest, ApiClientLimitFromFlagsAndOperatorFilesIssue13) {
+  const std::string file = Touch("op.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  apiClient: {qps: 200, burst: 400}\n"
+         "  plugins:\n  - name: web\n    exec: {command: /bin/web}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, out, err), kExitOk)
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "API client limit: 200 QPS, burst 400\n")) << out.str();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--kube-api-qps", "7.5",
+                           "--kube-api-burst", "15"},
+                          out2, err2),
+            kExitOk)
+      << err2.str();
+  EXPECT_TRUE(absl::StrContains(out2.str(), "API client limit: 7.5 QPS, burst 15\n")) << out2.str();
+
+  RunFlags flags = Flags(file);
+  flags.kube_api_qps = "fast";
+  EXPECT_EQ(PlanRun(flags, std::nullopt).status().message(),
+            "--kube-api-qps: \"fast\" is not a number of requests per second (0: no limit)");
+  flags.kube_api_qps = "-1";
+  EXPECT_FALSE(PlanRun(flags, std::nullopt).ok());
+
+  // Several documents: the largest value wins, 0 (no limit) above all; flags win over files.
+  config::OperatorSpec a, b, c;
+  a.api_client = config::ApiClientSpec{.qps = 20, .burst = 5};
+  b.api_client = config::ApiClientSpec{.qps = 80, .burst = std::nullopt};
+  RunPlan plan;
+  config::ApiClientSpec client = ResolveApiClient(plan, {a, b, c});
+  EXPECT_EQ(client.qps, 80);
+  EXPECT_EQ(client.burst, 5);
+  c.api_client = config::ApiClientSpec{.qps = 0, .burst = std::nullopt};
+  EXPECT_EQ(ResolveApiClient(plan, {a, c, b}).qps, 0);
+  plan.api_qps = 3;
+  EXPECT_EQ(ResolveApiClient(plan, {a, b, c}).qps, 3);
+  EXPECT_EQ(ResolveApiClient(RunPlan(), {}).qps, std::nullopt);
+}
+
 TEST_F(RunCommandTest, InvalidOperatorFileStartsNothing) {
   const std::string file = Touch("op.yaml");
   {

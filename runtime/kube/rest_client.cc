@@ -166,6 +166,18 @@ int RetryAfterSeconds(const httplib::Response& res) {
   return -1;
 }
 
+// Whether an HTTP answer can succeed when the request is sent again (see the policy in
+// rest_client.h). `retry_after` is the Retry-After header in seconds, -1 when absent.
+bool RetryableAnswer(int status, int retry_after, bool idempotent) {
+  if (status == 429) return true;                            // not processed by the server
+  if (status == 503 && retry_after >= 0) return true;        // not processed by the server
+  if (status >= 500 && retry_after >= 0) return idempotent;  // the server asks to come back
+  if (status == 502 || status == 503 || status == 504) return idempotent;  // transient hop
+  // 500 without Retry-After: kube-apiserver's InternalError (an admission webhook failing,
+  // server-side apply refusing the object, a panic) answers the same request the same way.
+  return false;
+}
+
 void SetTimeouts(httplib::ClientImpl* client, absl::Duration remaining) {
   const absl::Duration d = std::max(remaining, absl::Milliseconds(1));
   const int64_t usec = absl::ToInt64Microseconds(d);
@@ -348,11 +360,7 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
       Release(std::move(client));
       last = FromHttpResponse(res.status, res.body);
       const int retry_after = RetryAfterSeconds(res);
-      if (res.status == 429 || (res.status == 503 && retry_after >= 0)) {
-        retry = true;  // not processed by the server
-      } else if (res.status == 500 || res.status == 502 || res.status == 503 || res.status == 504) {
-        retry = idempotent;
-      }
+      retry = RetryableAnswer(res.status, retry_after, idempotent);
       if (retry_after >= 0) wait = std::max(wait, absl::Seconds(retry_after));
     }
     if (!retry || attempt == options_.max_attempts) return last;
@@ -430,7 +438,7 @@ absl::Status RestClient::Stream(const RestRequest& request,
     } else {
       last = FromHttpResponse(status, error_body);
       const int retry_after = sent ? RetryAfterSeconds(res) : -1;
-      retry = status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+      retry = RetryableAnswer(status, retry_after, /*idempotent=*/true);  // a watch is a GET
       if (retry_after >= 0) wait = std::max(wait, absl::Seconds(retry_after));
     }
     if (!retry || attempt == options_.max_attempts) return last;

@@ -6,11 +6,18 @@
 //   ASSIGN_OR_RETURN(auto rest, kube::RestClient::Create(config));
 //   ASSIGN_OR_RETURN(kube::RestResponse r, rest->Do({.method = "GET", .path = "/version"}));
 //
-// Retry policy (guarantees):
+// Retry policy (guarantees): only what can succeed when sent again is retried.
 //   - 429 and 503 carrying Retry-After mean the server did not process the request: retried
 //     for every method, after max(Retry-After, backoff).
-//   - 500, 502, 503, 504 and read/write failures after the request may have been sent: retried
-//     only for idempotent requests (GET, HEAD, PUT, DELETE, or `idempotent = true`).
+//   - other 5xx carrying Retry-After (the server asks to come back, e.g. kube-apiserver's 504
+//     Timeout), 502, 503 and 504 (a proxy or an overloaded / restarting server), and read/write
+//     failures after the request may have been sent: retried only for idempotent requests
+//     (GET, HEAD, PUT, DELETE, or `idempotent = true`).
+//   - 500 without Retry-After is never retried: kube-apiserver answers InternalError for
+//     failures that repeat with the same request (an admission webhook, server-side apply
+//     refusing the object, e.g. kube 1.20's Service `ports` without `protocol`). Repeating it
+//     inside one call only multiplied the requests (issue 13, item 2: 5 PATCHes per reconcile);
+//     the caller's backoff (the work queue's, per key) retries the whole reconcile instead.
 //   - connection failures before anything was sent: retried for every method.
 //   - never past the call's deadline: when the next wait would cross it, the last error is
 //     returned (kDeadlineExceeded when the deadline itself ran out).

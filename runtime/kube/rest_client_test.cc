@@ -108,6 +108,24 @@ class MisbehavingServerTest : public ::testing::Test {
     };
     server_.Get("/503", unavailable);
     server_.Post("/503", unavailable);
+    // kube-apiserver's answer to a server-side apply it refuses (kube 1.20, a Service port
+    // without protocol): deterministic.
+    auto internal = [this](const httplib::Request&, httplib::Response& res) {
+      ++hits_500_;
+      res.status = 500;
+      res.set_content(
+          R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"failed to create typed patch object: .spec.ports: element 0: associative list with keys has an element that omits key field "protocol"","reason":"InternalError","code":500})",
+          "application/json");
+    };
+    server_.Get("/500", internal);
+    server_.Patch("/500", internal);
+    // A 500 that asks to come back.
+    server_.Get("/500-retry-after", [this](const httplib::Request&, httplib::Response& res) {
+      ++hits_500_;
+      res.status = 500;
+      res.set_header("Retry-After", "1");
+      res.set_content("busy", "text/plain");
+    });
     server_.Get("/404", [](const httplib::Request&, httplib::Response& res) {
       res.status = 404;
       res.set_content(
@@ -158,6 +176,7 @@ class MisbehavingServerTest : public ::testing::Test {
   int port_ = 0;
   std::atomic<int> hits_429_{0};
   std::atomic<int> hits_503_{0};
+  std::atomic<int> hits_500_{0};
   common::Mutex mu_;
   common::CondVar cv_;
   bool release_ ABSL_GUARDED_BY(mu_) = false;
@@ -204,6 +223,25 @@ TEST_F(MisbehavingServerTest, ServiceUnavailableRetriedOnlyWhenIdempotent) {
   hits_503_ = 0;
   res = client->Do({.method = "POST", .path = "/503", .body = "{}", .idempotent = true});
   EXPECT_EQ(hits_503_.load(), 4);
+}
+
+// Issue 13 item 2: a deterministic 500 was sent 5 times inside every reconcile.
+TEST_F(MisbehavingServerTest, InternalErrorIsNotRetriedIssue13) {
+  common::FakeClock clock;
+  auto client = Client(&clock, /*max_attempts=*/5);
+  AutoAdvance advance(&clock);
+  for (const char* method : {"GET", "PATCH"}) {
+    hits_500_ = 0;
+    absl::StatusOr<RestResponse> res =
+        client->Do({.method = method, .path = "/500", .body = "{}", .idempotent = true});
+    EXPECT_EQ(kube::HttpCode(res.status()), 500) << res.status();
+    EXPECT_THAT(res.status().message(), HasSubstr("omits key field"));
+    EXPECT_EQ(hits_500_.load(), 1) << method;
+  }
+  // With Retry-After the server says it may work later: retried (idempotent requests).
+  hits_500_ = 0;
+  absl::StatusOr<RestResponse> res = client->Do({.method = "GET", .path = "/500-retry-after"});
+  EXPECT_EQ(hits_500_.load(), 5);
 }
 
 TEST_F(MisbehavingServerTest, StatusBodyDecoded) {

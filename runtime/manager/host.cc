@@ -30,10 +30,13 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   }
   kube::RestClientOptions rest_options = options.rest;
   if (options.kubeconfigs.empty()) {
-    // The embedded server is ours alone: no client-side rate limit (a real cluster keeps the
-    // default 50 QPS / burst 100, like a well-behaved controller-runtime manager).
+    // The embedded server is ours alone: no client-side rate limit unless one is configured (a
+    // real cluster keeps the default 50 QPS / burst 100, like a well-behaved
+    // controller-runtime manager).
     rest_options.qps = 0;
   }
+  if (options.api_qps.has_value()) rest_options.qps = *options.api_qps;
+  if (options.api_burst.has_value()) rest_options.burst = *options.api_burst;
   // One pooled connection per concurrent worker at least: a request that finds no idle
   // connection opens a new TLS connection, which costs far more than the request.
   rest_options.max_idle_connections = std::max<size_t>(rest_options.max_idle_connections, 64);

@@ -21,6 +21,7 @@
 #define CTRLHOST_RUNTIME_MANAGER_HOST_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,11 @@ struct HostOptions {
   int metrics_port = 9090;  // 0: any free port
   std::string host_version = "0.1.0";
   kube::RestClientOptions rest;
+  // Client-side rate limit of the API client when set (`ctrlhost run --kube-api-qps/-burst`,
+  // or spec.apiClient of the operator documents). Unset: `rest`'s (50 QPS / burst 100), except
+  // that against the embedded server the QPS limit is off.
+  std::optional<double> api_qps;
+  std::optional<int> api_burst;
 };
 
 class Host {

@@ -11,6 +11,12 @@
 //   rejected    desire a ConfigMap the API server refuses (data values must be strings): a
 //               server rejection is a terminal error, never a crash
 //   terminal    answer a terminal error
+//   steal       desire the ConfigMap spec.target (another Chaos's child, or an object with no
+//               controller): the host must refuse to take it over (issue 13, item 8)
+//   patch-other an OWNED merge patch of the ConfigMap spec.target that strips its owner
+//               references and changes its data: refused, nothing written
+//   patch-data  an OWNED merge patch of the data of ConfigMap spec.target: refused when
+//               spec.target is not this object's child
 // Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
 // <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
 // instance served it.
@@ -88,6 +94,20 @@ sdk::Result Reconcile(const sdk::Request& req) {
   } else if (mode == "rejected") {
     nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
     cm["data"] = {{"count", 5}};
+  } else if (mode == "steal") {
+    nlohmann::json& cm =
+        result.Desire(sdk::NewObject("v1", "ConfigMap", req.spec().value("target", "")));
+    cm["data"] = {{"stolen", "yes"}};
+    result.Status()["phase"] = "ShouldNeverBeWritten";
+  } else if (mode == "patch-other") {
+    result.PatchOwned(
+        "v1", "ConfigMap", req.spec().value("target", ""), sdk::PatchType::kMergePatch,
+        {{"metadata", {{"ownerReferences", nullptr}}}, {"data", {{"stolen", "yes"}}}});
+    result.Status()["phase"] = "ShouldNeverBeWritten";
+  } else if (mode == "patch-data") {
+    result.PatchOwned("v1", "ConfigMap", req.spec().value("target", ""),
+                      sdk::PatchType::kMergePatch, {{"data", {{"stolen", "yes"}}}});
+    result.Status()["phase"] = "ShouldNeverBeWritten";
   } else if (mode == "terminal") {
     result = sdk::Result::TerminalError("spec.mode asks for a terminal error");
   } else {

@@ -312,6 +312,30 @@ json EffectiveConfig(const json& config, const ApplyOptions& opts) {
   return out;
 }
 
+// Kubernetes 1.20's structured-merge-diff refuses an item of an associative list that omits a
+// key field with no default in the schema. The one operators hit: a Service port without
+// `protocol` (ports are keyed by port and protocol; newer servers default protocol to TCP).
+// kube-apiserver 1.20 answers 500 InternalError with this message; so does this server.
+absl::Status CheckListMapKeys(const json& config, const ApplyOptions& opts) {
+  if (opts.api_version != "v1" || opts.kind != "Service" || !opts.subresource.empty()) {
+    return absl::OkStatus();
+  }
+  auto spec = config.find("spec");
+  if (spec == config.end() || !spec->is_object()) return absl::OkStatus();
+  auto ports = spec->find("ports");
+  if (ports == spec->end() || !ports->is_array()) return absl::OkStatus();
+  for (size_t i = 0; i < ports->size(); ++i) {
+    const json& port = (*ports)[i];
+    if (port.is_object() && !port.contains("protocol")) {
+      return kube::InternalError(
+          absl::StrCat("failed to create typed patch object: .spec.ports: element ", i,
+                       ": associative list with keys has an element that omits key field "
+                       "\"protocol\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<json> ServerSideApply(const json* live, const json& applied_config,
@@ -319,6 +343,7 @@ absl::StatusOr<json> ServerSideApply(const json* live, const json& applied_confi
   RETURN_IF_ERROR(ValidateManager(opts.manager));
   RETURN_IF_ERROR(ValidateConfig(applied_config, opts));
   RETURN_IF_ERROR(internal::CheckNestingDepth(applied_config, "apply configuration"));
+  RETURN_IF_ERROR(CheckListMapKeys(applied_config, opts));
   if (live != nullptr && !live->is_object()) {
     return kube::InternalError("live object is not a JSON object");
   }

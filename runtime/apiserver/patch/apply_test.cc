@@ -241,6 +241,30 @@ TEST(ServerSideApplyTest, CustomResourceListsAreAtomic) {
   EXPECT_EQ((*got)["spec"]["size"], 1);
 }
 
+// Issue 13 item 6: kube-apiserver 1.20 refuses a Service apply whose ports omit `protocol`
+// (a list-map key without a default) with 500; the embedded server accepted it.
+TEST(ServerSideApplyTest, ServicePortWithoutProtocolIsRefusedLikeKube120Issue13) {
+  ApplyOptions opts = Opts("me");
+  opts.api_version = "v1";
+  opts.kind = "Service";
+  json config = json::parse(R"({"apiVersion":"v1","kind":"Service",
+      "metadata":{"name":"web","namespace":"default"},
+      "spec":{"ports":[{"name":"a","port":80,"protocol":"TCP"},{"name":"b","port":81}]}})");
+  const MergeStrategy* services = BuiltinMergeStrategy("", "Service");
+  absl::StatusOr<json> refused = ServerSideApply(nullptr, config, opts, services);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(kube::HttpCode(refused.status()), 500);
+  EXPECT_EQ(refused.status().message(),
+            "Internal error occurred: failed to create typed patch object: .spec.ports: element 1: "
+            "associative list with keys has an element that omits key field \"protocol\"");
+  config["spec"]["ports"][1]["protocol"] = "UDP";
+  absl::StatusOr<json> applied = ServerSideApply(nullptr, config, opts, services);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ((*applied)["spec"]["ports"].size(), 2u);
+  // Only Services' ports: a Deployment's container ports are not checked.
+  EXPECT_TRUE(Apply(nullptr, Config(kWebSpec), Opts("me")).ok());
+}
+
 TEST(ServerSideApplyTest, NullInConfigurationRemovesField) {
   json live = *Apply(nullptr, Config(R"({"replicas":3,"paused":true})"), Opts("alice"));
   absl::StatusOr<json> got = Apply(&live, Config(R"({"replicas":3,"paused":null})"), Opts("alice"));

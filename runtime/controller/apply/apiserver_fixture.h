@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/server.h"
+#include "runtime/cache/store.h"
 #include "runtime/common/clock.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/controller/apply/test_util.h"
@@ -115,6 +116,22 @@ class ApplierTest : public ::testing::Test {
   ReconcileContext Context(const std::string& name) {
     return ContextFor(&webapp_, CachedObject(client_->Get(WebApps(ns_, name)).value()));
   }
+  // The same with the host's caches of the owned kinds (ConfigMaps, Deployments) filled from
+  // the server, as the watches hold them once synced.
+  ReconcileContext CachedContext(const std::string& name) {
+    ReconcileContext context = Context(name);
+    Fill(&configmaps_cache_, ConfigMaps(ns_));
+    Fill(&deployments_cache_, Ref("apps", "v1", "deployments", ns_));
+    context.owned_stores = {&configmaps_cache_, &deployments_cache_};
+    return context;
+  }
+  void Fill(cache::Store* store, const kube::ResourceRef& ref) {
+    absl::StatusOr<kube::ObjectList> list = client_->List(ref);
+    ASSERT_TRUE(list.ok()) << list.status();
+    std::vector<cache::ObjectPtr> objects;
+    for (const std::string& item : list->items) objects.push_back(CachedObject(item));
+    store->Replace(std::move(objects), list->resource_version);
+  }
   std::vector<json> EventsWithReason(const std::string& reason) {
     std::vector<json> found;
     absl::StatusOr<kube::ObjectList> list = client_->List(Ref("", "v1", "events", ns_));
@@ -141,6 +158,8 @@ class ApplierTest : public ::testing::Test {
   inline static kube::RestClient* rest_ = nullptr;
   inline static kube::Client* client_ = nullptr;
   std::string ns_;
+  cache::Store configmaps_cache_;
+  cache::Store deployments_cache_;
   common::FakeClock clock_;
   ControllerInfo webapp_ = testing::WebAppController();
   Applier applier_{client_, ApplierOptions{.clock = &clock_}};

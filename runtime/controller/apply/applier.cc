@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "runtime/cache/object.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/controller/apply/conditions.h"
+#include "runtime/controller/apply/noop.h"
 #include "runtime/controller/apply/validate.h"
 #include "runtime/kube/api_status.h"
 
@@ -111,13 +114,155 @@ std::optional<pb::Condition> ReconciledFor(const ReconcileContext& context, cons
   return condition;
 }
 
+// The uid of the object's controller owner reference ("" when none).
+std::string ControllerUid(const json& object) {
+  const json* owners = Member(Metadata(object), "ownerReferences");
+  if (owners == nullptr || !owners->is_array()) return "";
+  for (const json& ref : *owners) {
+    const json* controller = Member(ref, "controller");
+    if (controller != nullptr && controller->is_boolean() && controller->get<bool>()) {
+      return StringMember(ref, "uid");
+    }
+  }
+  return "";
+}
+
+// `json` parsed the way the cache holds objects (managedFields stripped).
+absl::StatusOr<cache::ObjectPtr> ParseLikeTheCache(absl::string_view text) {
+  thread_local cache::ObjectParser parser;
+  return parser.Parse(text);
+}
+
+std::string AppliedKey(const ControllerInfo& c, const PlannedApply& a) {
+  return absl::StrCat(c.field_manager, "\n", a.group, "/", a.kind, "/", a.ref.namespace_name, "/",
+                      a.ref.name);
+}
+
+std::string DescribeForUser(const ReconcileContext& context) {
+  const ControllerInfo& c = *context.controller;
+  return absl::StrCat(c.primary.kind, " ", context.namespace_,
+                      context.namespace_.empty() ? "" : "/", context.name);
+}
+
 }  // namespace
+
+bool Applier::AppliedBefore(const std::string& key, absl::string_view uid, size_t hash) {
+  common::MutexLock lock(&applied_mu_);
+  auto it = applied_.find(key);
+  return it != applied_.end() && it->second.uid == uid && it->second.hash == hash;
+}
+
+void Applier::RememberApplied(const std::string& key, std::string uid, size_t hash) {
+  common::MutexLock lock(&applied_mu_);
+  if (applied_.size() >= options_.max_remembered_applies && !applied_.contains(key)) {
+    applied_.clear();
+  }
+  applied_[key] = Applied{std::move(uid), hash};
+}
 
 // The state of one Apply() call. Lives on the caller's stack.
 struct Applier::Run {
+  Run(Applier* applier, const ReconcileContext& reconcile)
+      : self(applier),
+        context(reconcile),
+        primary_json(reconcile.primary != nullptr ? std::string(reconcile.primary->json())
+                                                  : std::string()) {}
+
   Applier* self;
   const ReconcileContext& context;
   ApplyOutcome outcome;
+  // The newest state of the primary this run knows: the cached one, then what the server
+  // answered to each write to it. The status write's resourceVersion precondition comes from
+  // it, so the applier's own earlier writes do not make it a conflict.
+  std::string primary_json;
+
+  // The current state of an owned object: from the host's cache when the context carries it,
+  // else read from the server. Null when it does not exist.
+  absl::StatusOr<cache::ObjectPtr> Current(int owned_index, const kube::ResourceRef& ref) {
+    if (owned_index >= 0 && static_cast<size_t>(owned_index) < context.owned_stores.size() &&
+        context.owned_stores[owned_index] != nullptr) {
+      return context.owned_stores[owned_index]->Get(ref.namespace_name, ref.name);
+    }
+    absl::StatusOr<std::string> live = self->client_->Get(ref);
+    if (kube::IsNotFound(live.status())) return cache::ObjectPtr();
+    if (!live.ok()) return live.status();
+    return ParseLikeTheCache(*live);
+  }
+
+  bool HasStores() const {
+    return !context.owned_stores.empty() &&
+           context.owned_stores.size() == context.controller->owns.size();
+  }
+
+  // Refuses (before the first write) desired objects and OWNED patches whose target exists and
+  // is not controlled by this primary: another object's child, or an object with no controller
+  // (adoption is not part of the protocol: the plugin cannot declare it). An OWNED patch's
+  // target must exist (in the cache) unless this response applies it. Fills `current` (by
+  // apply / patch index) for the writes that follow. Returns the outcome when refused.
+  std::optional<ApplyOutcome> CheckControl(const Plan& plan,
+                                           std::vector<cache::ObjectPtr>* apply_current,
+                                           std::vector<cache::ObjectPtr>* patch_current) {
+    const std::string primary_uid(context.primary->uid());
+    absl::flat_hash_set<std::string> applied;
+    apply_current->assign(plan.applies.size(), nullptr);
+    patch_current->assign(plan.patches.size(), nullptr);
+    auto refuse = [&](const std::string& message) {
+      RecordFailure(kReasonNotControlled, kReasonNotControlled, message);
+      outcome.kind = OutcomeKind::kTerminal;
+      outcome.status = absl::FailedPreconditionError(message);
+      return outcome;
+    };
+    for (size_t i = 0; i < plan.applies.size(); ++i) {
+      const PlannedApply& a = plan.applies[i];
+      if (a.is_primary) continue;
+      applied.insert(absl::StrCat(a.owned_index, "/", a.ref.namespace_name, "/", a.ref.name));
+      absl::StatusOr<cache::ObjectPtr> current = Current(a.owned_index, a.ref);
+      if (!current.ok()) {
+        return Failed(current.status(), absl::StrCat("reading ", Describe(a.ref)), false, false);
+      }
+      if (*current == nullptr) continue;
+      const std::string controller = ControllerUid(ParseOrNull((*current)->json()));
+      if (controller == primary_uid) {
+        (*apply_current)[i] = *current;
+        continue;
+      }
+      return refuse(absl::StrCat(
+          "desired_objects[", i, "]: ", a.kind, " ", Describe(a.ref), " exists and ",
+          controller.empty()
+              ? "has no controller"
+              : absl::StrCat("is controlled by another object (uid ", controller, ")"),
+          "; ", DescribeForUser(context),
+          " does not adopt it (the protocol has no adoption): delete it or rename the child"));
+    }
+    for (size_t i = 0; i < plan.patches.size(); ++i) {
+      const PlannedPatch& p = plan.patches[i];
+      if (p.owned_index < 0) continue;
+      if (applied.contains(
+              absl::StrCat(p.owned_index, "/", p.ref.namespace_name, "/", p.ref.name))) {
+        continue;  // just applied with this primary as controller (checked above)
+      }
+      absl::StatusOr<cache::ObjectPtr> current = Current(p.owned_index, p.ref);
+      if (!current.ok()) {
+        return Failed(current.status(), absl::StrCat("reading ", Describe(p.ref)), false, false);
+      }
+      if (*current == nullptr) {
+        // Maybe not in the cache yet: retry with backoff, as a 404 of the patch itself was.
+        return Failed(
+            absl::NotFoundError(absl::StrCat(HasStores() ? "not in the cache" : "not found")),
+            absl::StrCat(p.what, " (", Describe(p.ref), ")"), false, false);
+      }
+      const std::string controller = ControllerUid(ParseOrNull((*current)->json()));
+      if (controller != primary_uid) {
+        return refuse(absl::StrCat(
+            p.what, ": ", Describe(p.ref), " is not controlled by ", DescribeForUser(context),
+            controller.empty() ? " (it has no controller)"
+                               : absl::StrCat(" (its controller is uid ", controller, ")"),
+            "; an OWNED patch may only change the primary's own children"));
+      }
+      (*patch_current)[i] = *current;
+    }
+    return std::nullopt;
+  }
 
   // Maps a failed write to the outcome and records what needs recording. Returns the outcome.
   ApplyOutcome Failed(const absl::Status& status, const std::string& what, bool targets_primary,
@@ -176,15 +321,16 @@ struct Applier::Run {
 
   // One status write: merge `status` and `conditions` into the primary's status and
   // merge-patch it with the primary's resourceVersion as precondition (a concurrent writer is a
-  // 409, never a lost update of status.conditions). The first try uses the cached primary the
-  // request carried (no extra GET on the common path); on a conflict the live primary is read
-  // and the write is tried once more.
+  // 409, never a lost update of status.conditions). The first try uses the newest primary this
+  // run knows (the cached one, or the server's answer to this host's own write to it, e.g. the
+  // finalizer patch: no extra GET on the common path); on a conflict the live primary is read
+  // and the write is tried once more. A write that would change nothing is skipped.
   absl::Status WriteStatus(const std::optional<json>& status,
                            const std::vector<pb::Condition>& conditions) {
-    if (context.primary != nullptr) {
-      const json cached = ParseOrNull(std::string(context.primary->json()));
-      if (cached.is_object()) {
-        absl::Status first = PatchStatus(cached, status, conditions);
+    if (!primary_json.empty()) {
+      const json known = ParseOrNull(primary_json);
+      if (known.is_object()) {
+        absl::Status first = PatchStatus(known, status, conditions);
         if (!kube::IsConflict(first)) return first;
       }
     }
@@ -212,15 +358,23 @@ struct Applier::Run {
                                                   self->options_.clock->Now());
     }
     body_status["observedGeneration"] = context.primary->generation();
+    const json* live_status = Member(live, "status");
+    if (MergePatchIsNoop(live_status != nullptr ? *live_status : json(), body_status)) {
+      ++outcome.skipped;
+      return absl::OkStatus();
+    }
     json body = {{"metadata", {{"resourceVersion", rv}}}, {"status", std::move(body_status)}};
     ASSIGN_OR_RETURN(std::string patched,
                      self->client_->Patch(ref, kube::PatchType::kMerge, body.dump()));
-    (void)patched;
+    primary_json = std::move(patched);
     ++outcome.writes;
     return absl::OkStatus();
   }
 
   // Deletes the primary's children of delete_absent kinds that `plan` does not apply.
+  // The children of `owned` are read from the host's cache when the context carries it (no
+  // request; a child the cache has not seen yet is pruned by the reconcile its add event
+  // causes), else listed live.
   std::optional<ApplyOutcome> Prune(const Plan& plan) {
     const ControllerInfo& c = *context.controller;
     absl::flat_hash_set<std::string> desired;
@@ -229,19 +383,29 @@ struct Applier::Run {
           absl::StrCat(a.group, "/", a.kind, "/", a.ref.namespace_name, "/", a.ref.name));
     }
     const std::string primary_uid(context.primary->uid());
-    for (const OwnedResource& owned : c.owns) {
+    for (size_t index = 0; index < c.owns.size(); ++index) {
+      const OwnedResource& owned = c.owns[index];
       if (!owned.delete_absent) continue;
       kube::ResourceRef list_ref;
       list_ref.group = owned.mapping.group;
       list_ref.version = owned.mapping.version;
       list_ref.resource = owned.mapping.resource;
       if (owned.mapping.namespaced) list_ref.namespace_name = ChildNamespace(context);
-      absl::StatusOr<kube::ObjectList> list = self->client_->List(list_ref);
-      if (!list.ok()) {
-        return Failed(list.status(), absl::StrCat("listing ", owned.mapping.resource), false,
-                      false);
+      std::vector<std::string> items;
+      if (HasStores() && context.owned_stores[index] != nullptr) {
+        for (const cache::ObjectPtr& child :
+             context.owned_stores[index]->ByIndex(cache::Index::kOwnerUid, primary_uid)) {
+          items.emplace_back(child->json());
+        }
+      } else {
+        absl::StatusOr<kube::ObjectList> list = self->client_->List(list_ref);
+        if (!list.ok()) {
+          return Failed(list.status(), absl::StrCat("listing ", owned.mapping.resource), false,
+                        false);
+        }
+        items = std::move(list->items);
       }
-      for (const std::string& item_text : list->items) {
+      for (const std::string& item_text : items) {
         const json item = ParseOrNull(item_text);
         if (!item.is_object()) continue;
         const json& meta = Metadata(item);
@@ -320,7 +484,7 @@ Applier::Applier(kube::Client* client, ApplierOptions options)
 
 ApplyOutcome Applier::Apply(const ReconcileContext& context,
                             const pb::ReconcileResponse& response) {
-  Run run{this, context, {}};
+  Run run(this, context);
   absl::StatusOr<Plan> validated = ValidateResponse(context, response);
   if (!validated.ok()) {
     const std::string message = std::string(validated.status().message());
@@ -335,25 +499,71 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
   const Plan& plan = *validated;
   const ControllerInfo& c = *context.controller;
 
-  for (const PlannedApply& a : plan.applies) {
+  // Ownership is checked against the current objects before the first write.
+  std::vector<cache::ObjectPtr> apply_current;
+  std::vector<cache::ObjectPtr> patch_current;
+  if (context.primary != nullptr) {
+    if (std::optional<ApplyOutcome> refused =
+            run.CheckControl(plan, &apply_current, &patch_current)) {
+      return *refused;
+    }
+  }
+
+  for (size_t i = 0; i < plan.applies.size(); ++i) {
+    const PlannedApply& a = plan.applies[i];
+    const std::string body = a.object.dump();
+    const size_t hash = absl::Hash<std::string>{}(body);
+    const std::string applied_key = AppliedKey(c, a);
+    // A no-op apply is skipped: the same configuration this manager applied last to this very
+    // object (so no field it applied before would be removed), every field of it already in
+    // the cached object. Only with the host's cache (a stale cache is corrected by the watch
+    // event that follows, which reconciles again).
+    const cache::ObjectPtr& current = a.is_primary            ? context.primary
+                                      : apply_current.empty() ? nullptr
+                                                              : apply_current[i];
+    if (current != nullptr && run.HasStores() && AppliedBefore(applied_key, current->uid(), hash) &&
+        ApplyIsCovered(ParseOrNull(current->json()), a.object)) {
+      ++run.outcome.skipped;
+      continue;
+    }
     kube::PatchOptions options;
     options.field_manager = c.field_manager;
     options.force = true;
     absl::StatusOr<std::string> applied =
-        client_->Patch(a.ref, kube::PatchType::kApply, a.object.dump(), options);
+        client_->Patch(a.ref, kube::PatchType::kApply, body, options);
     if (!applied.ok()) {
       return run.Failed(applied.status(), absl::StrCat("applying ", Describe(a.ref)), a.is_primary,
                         false);
     }
     ++run.outcome.writes;
+    const json result = ParseOrNull(*applied);
+    RememberApplied(applied_key, StringMember(Metadata(result), "uid"), hash);
+    if (a.is_primary) run.primary_json = std::move(*applied);
   }
-  for (const PlannedPatch& p : plan.patches) {
-    absl::StatusOr<std::string> patched = client_->Patch(p.ref, p.type, p.body);
+  for (size_t i = 0; i < plan.patches.size(); ++i) {
+    const PlannedPatch& p = plan.patches[i];
+    std::string body = p.body;
+    bool has_test_op = p.has_test_op;
+    if (!patch_current.empty() && patch_current[i] != nullptr && p.type == kube::PatchType::kJson &&
+        p.parsed.is_array()) {
+      // A JSON Patch is pinned to the object whose control was checked: a replacement (new
+      // uid) fails the `test`, a conflict (requeue and look again). A merge patch cannot be
+      // pinned the same way (kube-apiserver answers a changed metadata.uid with 422, the
+      // embedded server ignores it): between the check and the write it relies on the cache.
+      json pinned = p.parsed;
+      pinned.insert(pinned.begin(), json{{"op", "test"},
+                                         {"path", "/metadata/uid"},
+                                         {"value", std::string(patch_current[i]->uid())}});
+      has_test_op = true;
+      body = pinned.dump();
+    }
+    absl::StatusOr<std::string> patched = client_->Patch(p.ref, p.type, body);
     if (!patched.ok()) {
       return run.Failed(patched.status(), absl::StrCat(p.what, " (", Describe(p.ref), ")"),
-                        p.targets_primary, p.has_test_op);
+                        p.targets_primary, has_test_op);
     }
     ++run.outcome.writes;
+    if (p.targets_primary) run.primary_json = std::move(*patched);
   }
   std::vector<pb::Condition> conditions = plan.conditions;
   if (std::optional<pb::Condition> reconciled = ReconciledFor(context, plan);
@@ -394,23 +604,30 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
   return run.outcome;
 }
 
-absl::Status Applier::EnsureFinalizer(const ReconcileContext& context) {
+absl::StatusOr<cache::ObjectPtr> Applier::EnsureFinalizer(const ReconcileContext& context) {
   if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");
   const std::string& finalizer = context.controller->finalizer;
-  if (finalizer.empty()) return absl::OkStatus();
+  if (finalizer.empty()) return cache::ObjectPtr();
   const kube::ResourceRef ref = PrimaryRef(context, false);
+  // The first try trusts the cached primary (no GET on the common path: the `test` makes a
+  // stale cache a failed test); later ones read the live object.
+  json known;
+  if (context.primary != nullptr) known = ParseOrNull(context.primary->json());
   for (int attempt = 0; attempt < 3; ++attempt) {
-    ASSIGN_OR_RETURN(std::string live_text, client_->Get(ref));
-    const json live = ParseOrNull(live_text);
-    if (!live.is_object()) return absl::DataLossError("the primary is not a JSON object");
-    const json& meta = Metadata(live);
+    if (attempt > 0 || !known.is_object()) {
+      absl::StatusOr<std::string> live_text = client_->Get(ref);
+      if (!live_text.ok()) return live_text.status();
+      known = ParseOrNull(*live_text);
+      if (!known.is_object()) return absl::DataLossError("the primary is not a JSON object");
+    }
+    const json& meta = Metadata(known);
     // Kubernetes refuses new finalizers on an object being deleted; there is nothing to guard.
-    if (Member(meta, "deletionTimestamp") != nullptr) return absl::OkStatus();
+    if (Member(meta, "deletionTimestamp") != nullptr) return cache::ObjectPtr();
     json patch = json::array();
-    auto finalizers = meta.find("finalizers");
-    if (finalizers != meta.end() && finalizers->is_array()) {
+    const json* finalizers = Member(meta, "finalizers");
+    if (finalizers != nullptr && finalizers->is_array()) {
       for (const json& f : *finalizers) {
-        if (f == finalizer) return absl::OkStatus();
+        if (f == finalizer) return cache::ObjectPtr();
       }
       patch.push_back({{"op", "test"}, {"path", "/metadata/finalizers"}, {"value", *finalizers}});
       patch.push_back({{"op", "add"}, {"path", "/metadata/finalizers/-"}, {"value", finalizer}});
@@ -421,7 +638,11 @@ absl::Status Applier::EnsureFinalizer(const ReconcileContext& context) {
           {{"op", "add"}, {"path", "/metadata/finalizers"}, {"value", json::array({finalizer})}});
     }
     absl::StatusOr<std::string> patched = client_->Patch(ref, kube::PatchType::kJson, patch.dump());
-    if (patched.ok()) return absl::OkStatus();
+    if (patched.ok()) {
+      absl::StatusOr<cache::ObjectPtr> parsed = ParseLikeTheCache(*patched);
+      // The finalizer is on; an answer that does not parse only costs the fresh resourceVersion.
+      return parsed.ok() ? *parsed : cache::ObjectPtr();
+    }
     if (!IsFailedTest(patched.status()) && !kube::IsConflict(patched.status())) {
       return patched.status();
     }
@@ -432,7 +653,7 @@ absl::Status Applier::EnsureFinalizer(const ReconcileContext& context) {
 
 void Applier::RecordTerminal(const ReconcileContext& context, const absl::Status& status) {
   if (context.controller == nullptr) return;
-  Run run{this, context, {}};
+  Run run(this, context);
   run.RecordFailure(kReasonReconcileError, kReasonTerminalError, std::string(status.message()));
 }
 

@@ -14,17 +14,23 @@
 // status write (status merge patch + conditions merged by type + the host's Reconciled
 // condition), pruning of absent children (delete_absent, only without error), events, finalizer
 // release. The first failing write stops the rest; see README.md for the outcome of each error.
+// Writes that would change nothing are skipped (no-op applies and status writes, judged
+// against the cache: noop.h), and no write touches an object this primary does not control.
 //
-// Thread-safe: no mutable state besides the event recorder's (which has its own mutex).
+// Thread-safe: the memory of applied configurations is guarded by applied_mu_; the event
+// recorder has its own mutex.
 // Calls block on the API server; run them on worker threads, never on gRPC threads.
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_APPLIER_H_
 #define CTRLHOST_RUNTIME_CONTROLLER_APPLY_APPLIER_H_
 
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/mutex.h"
 #include "runtime/controller/apply/event_recorder.h"
 #include "runtime/controller/reconcile.h"
 #include "runtime/kube/client.h"
@@ -39,11 +45,15 @@ inline constexpr char kReasonTerminalError[] = "TerminalError";      // error ki
 inline constexpr char kReasonWriteRejected[] = "WriteRejected";      // server said 400/422
 inline constexpr char kReasonReconcileError[] = "ReconcileError";    // event for any error
 inline constexpr char kReasonSucceeded[] = "Succeeded";              // Reconciled=True again
+inline constexpr char kReasonNotControlled[] = "NotControlled";      // object controlled elsewhere
 
 struct ApplierOptions {
   common::Clock* clock = common::Clock::Real();  // borrowed; condition and event times
   std::string component = "ctrlhost";            // events' source.component
   absl::Duration event_aggregation_window = absl::Minutes(10);
+  // How many applied configurations the applier remembers (to skip no-op applies); past it
+  // the memory is cleared, which costs one apply per child once.
+  size_t max_remembered_applies = 1 << 20;
 };
 
 // Thread-safe (see the file comment).
@@ -59,7 +69,9 @@ class Applier : public ResponseApplier {
   // Adds the finalizer with a JSON Patch `test` of the live finalizers + `add` (re-read and
   // retried on a concurrent change, at most 3 times, then kAborted). No-op when the controller
   // has none, the primary has it, or the primary is being deleted. NotFound when it is gone.
-  absl::Status EnsureFinalizer(const ReconcileContext& context) override;
+  // Tries first with the cached primary's finalizers (no GET on the common path). Returns the
+  // patched primary, or null when nothing was written.
+  absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const ReconcileContext& context) override;
   // A Warning event "ReconcileError" and Reconciled=False (reason "TerminalError").
   void RecordTerminal(const ReconcileContext& context, const absl::Status& status) override;
 
@@ -67,9 +79,26 @@ class Applier : public ResponseApplier {
 
  private:
   struct Run;
+  // Whether `hash` is the configuration last applied by `key`'s field manager to the object
+  // with `uid`, and records a new one.
+  bool AppliedBefore(const std::string& key, absl::string_view uid, size_t hash);
+  void RememberApplied(const std::string& key, std::string uid, size_t hash);
+
+  // Constant after construction.
   kube::Client* const client_;
   const ApplierOptions options_;
-  EventRecorder recorder_;
+  EventRecorder recorder_;  // has its own mutex
+
+  // The last configuration applied to each object, keyed by field manager, group, kind,
+  // namespace and name: an apply whose configuration is unchanged and whose fields the
+  // cached object already holds is skipped. (Fields an apply stops sending are removed by the
+  // server, so a covered but different configuration is not a no-op.)
+  struct Applied {
+    std::string uid;
+    size_t hash = 0;
+  };
+  common::Mutex applied_mu_;
+  absl::flat_hash_map<std::string, Applied> applied_ ABSL_GUARDED_BY(applied_mu_);
 };
 
 }  // namespace ctrlhost::controller::apply

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/cache/store.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/controller/apply/test_util.h"
@@ -121,7 +122,16 @@ class ScriptedServerTest : public ::testing::Test {
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<Applier> applier_;
   ControllerInfo webapp_ = testing::WebAppController();
-  ReconcileContext context_ = ContextFor(&webapp_, CachedObject(kWebApp));
+  // The host's caches of the owned kinds, empty: the children do not exist yet (without
+  // stores the applier would read them from the server).
+  cache::Store configmaps_;
+  cache::Store deployments_;
+  ReconcileContext context_ = WithStores(ContextFor(&webapp_, CachedObject(kWebApp)));
+
+  ReconcileContext WithStores(ReconcileContext context) {
+    context.owned_stores = {&configmaps_, &deployments_};
+    return context;
+  }
 };
 
 pb::ReconcileResponse ApplyChild() {
@@ -236,7 +246,7 @@ TEST_F(ScriptedServerTest, UnreachableServerIsRetry) {
   ApplyOutcome outcome = applier.Apply(context_, ApplyChild());
   EXPECT_EQ(outcome.kind, OutcomeKind::kRetry) << outcome.status;
   EXPECT_FALSE(outcome.status.ok());
-  EXPECT_EQ(applier.EnsureFinalizer(context_).code(), outcome.status.code());
+  EXPECT_EQ(applier.EnsureFinalizer(context_).status().code(), outcome.status.code());
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ TEST_F(ApplierTest, PrimaryGone) {
   status.set_status(R"({"phase":"Ready"})");
   ApplyOutcome outcome = applier_.Apply(stale, status);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
-  EXPECT_EQ(applier_.EnsureFinalizer(stale).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(applier_.EnsureFinalizer(stale).status().code(), absl::StatusCode::kNotFound);
 
   // The answer to a PRIMARY_DELETED request: events and requeue only.
   ReconcileContext gone = ContextFor(&webapp_, nullptr, ns_, "web");

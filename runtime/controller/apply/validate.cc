@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -243,6 +244,7 @@ absl::Status ValidateDesired(const ReconcileContext& context, const std::string&
   apply.is_primary = is_primary;
   apply.group = gv.group;
   apply.kind = *kind;
+  if (!is_primary) apply.owned_index = static_cast<int>(owned - c.owns.data());
   apply.object = std::move(object);
   plan->applies.push_back(std::move(apply));
   return absl::OkStatus();
@@ -275,6 +277,30 @@ absl::Status ValidateJsonPatch(const json& ops, const std::string& where, bool* 
     }
   }
   return absl::OkStatus();
+}
+
+// Whether a validated patch body (JSON Patch array or merge patch object) would replace or
+// edit metadata.ownerReferences.
+bool TouchesOwnership(const json& body) {
+  if (body.is_object()) {
+    auto meta = body.find("metadata");
+    if (meta == body.end()) return false;
+    return !meta->is_object() || meta->contains("ownerReferences");
+  }
+  if (!body.is_array()) return false;
+  for (const json& op : body) {
+    const std::string* path = StringAt(op, "path");
+    if (path == nullptr) continue;
+    const std::string* name = StringAt(op, "op");
+    if (name != nullptr && *name == "test") continue;
+    auto touches = [](const std::string& p) {
+      return p.empty() || p == "/metadata" || absl::StartsWith(p, "/metadata/ownerReferences");
+    };
+    if (touches(*path)) return true;
+    const std::string* from = StringAt(op, "from");
+    if (name != nullptr && *name == "move" && from != nullptr && touches(*from)) return true;
+  }
+  return false;
 }
 
 absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& patch,
@@ -323,6 +349,7 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
       planned.ref.resource = owned->mapping.resource;
       planned.ref.namespace_name = ns;
       planned.ref.name = patch.name();
+      planned.owned_index = static_cast<int>(owned - c.owns.data());
       break;
     }
     default:
@@ -355,7 +382,13 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
     default:
       return Invalid(where, "type is unspecified or unknown");
   }
+  if (patch.target() == pb::PATCH_TARGET_OWNED && TouchesOwnership(body)) {
+    return Invalid(where,
+                   "an OWNED patch must not change metadata.ownerReferences (the host sets the "
+                   "controller reference; desired objects get it)");
+  }
   planned.body = body.dump();
+  planned.parsed = std::move(body);
   plan->patches.push_back(std::move(planned));
   return absl::OkStatus();
 }

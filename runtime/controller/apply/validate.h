@@ -16,8 +16,10 @@
 //   (valid path segments: no '/', '%', "." or "..") and namespaces (DNS labels) are checked
 //   because they go into request paths; each kind's own naming rule is the server's.
 // - patches: target and type set; PRIMARY / PRIMARY_STATUS name nothing or the primary;
-//   OWNED names an owned kind and a name; a JSON Patch is an array of well-formed RFC 6902
-//   operations, a merge patch an object.
+//   OWNED names an owned kind and a name and must not touch metadata.ownerReferences (nor
+//   replace metadata or the whole object): ownership is the host's to set; a JSON Patch is an
+//   array of well-formed RFC 6902 operations, a merge patch an object. (That an OWNED target
+//   is controlled by this primary needs the current object: the applier checks it.)
 // - status: a JSON object. conditions: type (<= 316 chars), status set, reason matching
 //   ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (<= 1024), message <= 32768; no type twice.
 // - events: type set, reason non-empty (<= 128). requeue_after: a valid, non-negative
@@ -48,6 +50,7 @@ struct PlannedApply {
   bool is_primary = false;
   std::string group;  // of the kind, to match children when pruning
   std::string kind;
+  int owned_index = -1;  // into controller->owns (and context.owned_stores); -1 for the primary
 };
 
 // One patch, with the resourceVersion precondition folded into `body`.
@@ -58,6 +61,8 @@ struct PlannedPatch {
   bool targets_primary = false;  // PRIMARY or PRIMARY_STATUS
   bool has_test_op = false;      // a failing JSON Patch `test` is a conflict, not invalid
   std::string what;              // "patches[1]" for messages
+  int owned_index = -1;          // OWNED: into controller->owns (and context.owned_stores)
+  nlohmann::json parsed;         // `body` parsed (the applier pins OWNED targets by uid)
 };
 
 // A validated response, ready to write. Borrow-free: it owns copies of everything it needs.

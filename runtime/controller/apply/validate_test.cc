@@ -275,6 +275,44 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
          p->set_kind("ConfigMap");
        },
        "needs a name"},
+      // Issue 13 item 8: an OWNED patch stripped the ownerReferences of another's child.
+      {"OwnedMergePatchStripsOwnerReferencesIssue13",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH,
+                                 R"({"metadata":{"ownerReferences":null}})");
+         p->set_api_version("v1");
+         p->set_kind("ConfigMap");
+         p->set_name("c");
+       },
+       "patches[0]: an OWNED patch must not change metadata.ownerReferences"},
+      {"OwnedJsonPatchRemovesOwnerReferenceIssue13",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_JSON_PATCH,
+                                 R"([{"op":"remove","path":"/metadata/ownerReferences/0"}])");
+         p->set_api_version("v1");
+         p->set_kind("ConfigMap");
+         p->set_name("c");
+       },
+       "must not change metadata.ownerReferences"},
+      {"OwnedJsonPatchReplacesMetadata",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_JSON_PATCH,
+                                 R"([{"op":"replace","path":"/metadata","value":{}}])");
+         p->set_api_version("v1");
+         p->set_kind("ConfigMap");
+         p->set_name("c");
+       },
+       "must not change metadata.ownerReferences"},
+      {"OwnedJsonPatchMovesOwnerReferences",
+       [](auto* r) {
+         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_JSON_PATCH,
+                                 R"([{"op":"move","from":"/metadata/ownerReferences",
+                                      "path":"/data/x"}])");
+         p->set_api_version("v1");
+         p->set_kind("ConfigMap");
+         p->set_name("c");
+       },
+       "must not change metadata.ownerReferences"},
       {"JsonPatchNotArray",
        [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH, "{}"); },
        "must be an array"},
