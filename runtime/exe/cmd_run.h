@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/manager/watch_health.h"
 
 namespace ctrlhost::exe {
 
@@ -32,6 +34,8 @@ struct RunFlags {
   int64_t apiserver_port = 6443;
   // Print what would run and exit without starting anything.
   bool preview = false;
+  // Readiness fails when a watch has been failing this long (--watch-stale-after).
+  absl::Duration watch_stale_after = manager::kDefaultWatchStaleAfter;
 };
 
 // What `ctrlhost run` starts, resolved from RunFlags.
@@ -46,7 +50,15 @@ struct RunPlan {
   std::string data_dir;
   std::string admin_socket;
   std::string metrics_addr;
+  absl::Duration watch_stale_after;
 };
+
+// Where the cluster `plan` works against comes from, as the line `ctrlhost run` prints after
+// "API server: URL" (so a $KUBECONFIG left set is never used silently), e.g.
+//   cluster: https://10.0.0.1:6443 from $KUBECONFIG=/home/me/.kube/config (not the embedded API
+//   server; unset KUBECONFIG to use it)
+// "" for the embedded API server.
+std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url);
 
 // Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, if set. Every error is
 // InvalidArgument with a message naming the flag and the path.
