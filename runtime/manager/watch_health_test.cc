@@ -34,13 +34,13 @@ TEST(WatchReadinessProblemTest, HealthyAndNotYetSynced) {
 
 TEST(WatchReadinessProblemTest, ASyncedCacheIsStaleOnlyAfterTheGracePeriod) {
   const absl::Status down = absl::UnavailableError("connect to 127.0.0.1:6443: connection refused");
-  EXPECT_EQ(WatchReadinessProblem(Failing(Synced(), absl::Seconds(29), down), kNow,
-                                  absl::Seconds(30)),
-            "");
-  EXPECT_EQ(WatchReadinessProblem(Failing(Synced(), absl::Seconds(45.7), down), kNow,
-                                  absl::Seconds(30)),
-            "watch v1 ConfigMap ns=x stale: failing for 45s: connect to 127.0.0.1:6443: "
-            "connection refused");
+  EXPECT_EQ(
+      WatchReadinessProblem(Failing(Synced(), absl::Seconds(29), down), kNow, absl::Seconds(30)),
+      "");
+  EXPECT_EQ(
+      WatchReadinessProblem(Failing(Synced(), absl::Seconds(45.7), down), kNow, absl::Seconds(30)),
+      "watch v1 ConfigMap ns=x stale: failing for 45s: connect to 127.0.0.1:6443: "
+      "connection refused");
 }
 
 TEST(WatchReadinessProblemTest, ACacheThatNeverListedSaysWhyAtOnce) {
@@ -58,9 +58,10 @@ TEST(WatchReadinessProblemTest, ForbiddenKeepsKubesMessageAndFailsAtOnce) {
   for (bool synced : {true, false}) {
     watch::ReflectorMetrics m = Synced();
     m.synced = synced;
-    EXPECT_EQ(WatchReadinessProblem(Failing(m, absl::Seconds(1), absl::PermissionDeniedError(message)),
-                                    kNow, absl::Seconds(30)),
-              "watch v1 ConfigMap ns=x forbidden (403) for 1s: " + message);
+    EXPECT_EQ(
+        WatchReadinessProblem(Failing(m, absl::Seconds(1), absl::PermissionDeniedError(message)),
+                              kNow, absl::Seconds(30)),
+        "watch v1 ConfigMap ns=x forbidden (403) for 1s: " + message);
   }
   EXPECT_EQ(WatchReadinessProblem(
                 Failing(Synced(), absl::ZeroDuration(), absl::UnauthenticatedError("Unauthorized")),
