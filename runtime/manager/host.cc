@@ -40,7 +40,24 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), rest_options));
   host->client_ = std::make_unique<kube::Client>(host->rest_.get());
   host->discovery_ = std::make_unique<kube::Discovery>(host->rest_.get());
-  if (absl::Status s = host->discovery_->Refresh(); !s.ok()) {
+  // Health endpoints first: they answer while the first discovery waits on a slow server.
+  host->metrics_ = std::make_unique<observe::MetricsRegistry>();
+  observe::ObserveServerOptions observe_options;
+  observe_options.bind = options.metrics_bind;
+  observe_options.port = options.metrics_port;
+  observe_options.metrics = host->metrics_.get();
+  ASSIGN_OR_RETURN(host->observe_, observe::ObserveServer::Start(observe_options));
+  Host* raw_host = host.get();
+  {
+    common::MutexLock lock(&host->mu_);
+    host->api_error_ = absl::UnavailableError("first discovery in progress");
+    host->api_failing_since_ = absl::Now();
+  }
+  host->observe_->SetReadyCheck("api-server", [raw_host] { return raw_host->ApiServerCheck(); });
+  if (absl::Status s = host->discovery_->Refresh(); s.ok()) {
+    common::MutexLock lock(&host->mu_);
+    host->api_error_ = absl::OkStatus();
+  } else {
     // Not fatal: the host serves its health endpoints and starts its controllers once the
     // server answers (a host started before its cluster, or during an outage, recovers alone).
     common::LogWarning(
@@ -48,15 +65,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
         {{"api_server", host->api_url_}, {"error", s.message()}});
     common::MutexLock lock(&host->mu_);
     host->api_error_ = s;
-    host->api_failing_since_ = absl::Now();
   }
-
-  host->metrics_ = std::make_unique<observe::MetricsRegistry>();
-  observe::ObserveServerOptions observe_options;
-  observe_options.bind = options.metrics_bind;
-  observe_options.port = options.metrics_port;
-  observe_options.metrics = host->metrics_.get();
-  ASSIGN_OR_RETURN(host->observe_, observe::ObserveServer::Start(observe_options));
 
   ManagerOptions manager_options;
   manager_options.client = host->client_.get();
@@ -64,12 +73,11 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.data_dir = options.data_dir;
   manager_options.host_version = options.host_version;
   manager_options.watch_stale_after = options.watch_stale_after;
+  manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();
   host->provider_ = host->metrics_->AddProvider(
       [manager](observe::Figures& figures) { manager->Collect(figures); });
-  Host* raw_host = host.get();
-  host->observe_->SetReadyCheck("api-server", [raw_host] { return raw_host->ApiServerCheck(); });
   host->observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
   host->observe_->SetDumpProvider(
       [manager]() -> absl::StatusOr<std::string> { return manager->DumpYaml(); });

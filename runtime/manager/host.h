@@ -1,15 +1,17 @@
 // The whole host in one object: what `ctrlhost run` starts, and what integration tests start
 // in-process.
 //
-// Start order: the embedded API server (when no kubeconfig is given), the API client and
-// discovery, the metrics/health server, then the manager with the operators. Stop goes in
+// Start order: the embedded API server (when no kubeconfig is given), the API client, the
+// metrics/health server (so /healthz answers while discovery waits on a slow server), discovery,
+// then the manager with the operators. Stop goes in
 // reverse: the metrics server stops answering, the manager drains controllers and stops
 // plugins, then the API server stops.
 //
 // A cluster that cannot be reached at start does not stop the host: it serves /healthz and
 // /readyz (the "api-server" check fails naming the server and the error), starts the plugins,
-// keeps its controllers pending and retries discovery with backoff (`discovery_backoff`
-// doubling to `discovery_max_backoff`); the controllers start once the server answers.
+// keeps its controllers pending (not retried meanwhile: ManagerOptions::api_reachable) and
+// retries discovery with backoff (`discovery_backoff` doubling to `discovery_max_backoff`); the
+// controllers start once the server answers.
 //
 // Example:
 //   HostOptions options;

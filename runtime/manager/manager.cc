@@ -391,6 +391,7 @@ void Manager::Loop() {
 }
 
 void Manager::Tick() {
+  const bool api_reachable = !options_.api_reachable || options_.api_reachable();
   for (const PluginView& view : AllPlugins()) {
     Plugin* p = view.plugin.get();
     if (view.group == nullptr) {
@@ -416,7 +417,7 @@ void Manager::Tick() {
       if (stopping_) return;  // Stop stops the group
       continue;
     }
-    view.group->RetryPending();
+    if (api_reachable) view.group->RetryPending();
   }
 }
 

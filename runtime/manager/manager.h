@@ -27,6 +27,7 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
 #define CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +67,10 @@ struct ManagerOptions {
   // stale); a watch denied by RBAC (401/403) fails readiness at once. See watch_health.h.
   absl::Duration watch_stale_after = kDefaultWatchStaleAfter;
   common::Clock* clock = nullptr;  // nullptr: Clock::Real()
+  // False while the API server is known not to answer (the host's discovery retrier says
+  // so): pending controllers are not retried meanwhile, since each retry would wait out the
+  // client's own retries against a dead server. Null: always retry.
+  std::function<bool()> api_reachable;
 };
 
 class Manager {
