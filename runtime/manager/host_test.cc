@@ -525,6 +525,9 @@ TEST_F(HostTest, ReadyzReportsStaleCachesWhileTheApiServerIsDownAndRecovers) {
   })) << readyz.second;
   EXPECT_TRUE(absl::StrContains(readyz.second, "[-]controllers failed: ")) << readyz.second;
   EXPECT_TRUE(absl::StrContains(readyz.second, "[+]api-server ok")) << readyz.second;
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "failingSince:")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "consecutiveFailures:")) << dump;
 
   // The server comes back on the same address: the watches resume and readiness recovers alone.
   cluster = StartCluster(port);
