@@ -104,6 +104,10 @@ struct RunnerOptions {
   // dispatcher that broke its promise to call it (the reconcile then counts as
   // DEADLINE_EXCEEDED).
   absl::Duration dispatch_grace = absl::Seconds(10);
+  // Cap on the per-key backoff after a failure the API server answered with 401 or 403: a
+  // missing RBAC rule is usually added while the host runs, and the key should see it within
+  // seconds, not after the exponential backoff has grown to minutes.
+  absl::Duration access_denied_max_backoff = absl::Seconds(10);
   common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
 };
 
@@ -202,6 +206,8 @@ class Runner {
                               absl::Time deadline) const;
   // Requeue helpers: record the key as lost when the queue is shut down.
   void Requeue(const std::string& key, bool ok);
+  // AddRateLimited, capped at access_denied_max_backoff when `cause` is a 401/403.
+  bool AddAfterFailure(const std::string& key, const absl::Status& cause);
   void Record(ReconcileResult result, const std::string& key, const absl::Status& status,
               absl::Duration took);
 

@@ -209,6 +209,32 @@ TEST_F(RunnerTest, RetryBacksOffAndCountsAttempts) {
   EXPECT_THAT(m.last_error, ::testing::HasSubstr("scripted"));
 }
 
+// Issue 13 item 4: a key whose write got 403 waited out a 49 s backoff after the permission was
+// granted. Forbidden/unauthorized failures retry at least every access_denied_max_backoff.
+TEST_F(RunnerTest, ForbiddenWritesRetryWithinTheAccessDeniedCap) {
+  options_.queue.base_delay = absl::Minutes(1);  // any other failure waits a minute or more
+  options_.access_denied_max_backoff = absl::Seconds(10);
+  Build();
+  runner_->Start();
+  const absl::Status forbidden = absl::PermissionDeniedError(
+      "apply ConfigMap ns/web-config: configmaps \"web-config\" is forbidden: User \"op\" cannot "
+      "patch resource \"configmaps\" in API group \"\" in the namespace \"ns\"");
+  applier_.ScriptRetry(forbidden);
+  applier_.ScriptRetry(absl::UnauthenticatedError("Unauthorized"));
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  ASSERT_TRUE(WaitIdle());
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(applier_.WaitForApplied(3));  // granted: succeeds
+  EXPECT_THAT(applier_.attempts(), ElementsAre(0, 1, 2));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().reconciles_for(ReconcileResult::kError), 2u);
+  EXPECT_THAT(runner_->Metrics().last_error, ::testing::HasSubstr("Unauthorized"));
+}
+
 TEST_F(RunnerTest, DispatchErrorsAreRetried) {
   Build();
   runner_->Start();

@@ -161,6 +161,14 @@ class FakeApplier : public ResponseApplier {
     }
     outcomes_.push_back(outcome);
   }
+  // A retryable failure with `status` (e.g. the API server's 403 for a write).
+  void ScriptRetry(absl::Status status) {
+    common::MutexLock lock(&mu_);
+    ApplyOutcome outcome;
+    outcome.kind = OutcomeKind::kRetry;
+    outcome.status = std::move(status);
+    outcomes_.push_back(outcome);
+  }
   void SetEnsureStatus(absl::Status s) {
     common::MutexLock lock(&mu_);
     ensure_status_ = std::move(s);

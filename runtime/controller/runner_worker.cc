@@ -56,6 +56,14 @@ void Runner::Requeue(const std::string& key, bool ok) {
   lost_.push_back(key);
 }
 
+bool Runner::AddAfterFailure(const std::string& key, const absl::Status& cause) {
+  if (cause.code() == absl::StatusCode::kPermissionDenied ||
+      cause.code() == absl::StatusCode::kUnauthenticated) {
+    return queue_.AddRateLimited(key, options_.access_denied_max_backoff);
+  }
+  return queue_.AddRateLimited(key);
+}
+
 void Runner::Record(ReconcileResult result, const std::string& key, const absl::Status& status,
                     absl::Duration took) {
   common::MutexLock lock(&mu_);
@@ -219,7 +227,7 @@ void Runner::ProcessKey(const std::string& key) {
         }
         if (!ensured_primary.ok()) {
           Record(ReconcileResult::kError, key, ensured_primary.status(), clock_->Now() - start);
-          Requeue(key, queue_.AddRateLimited(key));
+          Requeue(key, AddAfterFailure(key, ensured_primary.status()));
           return;
         }
         {
@@ -258,7 +266,7 @@ void Runner::ProcessKey(const std::string& key) {
     // The plugin was told; only a failure to tell it is retried.
     if (outcome.kind == OutcomeKind::kRetry) {
       Record(ReconcileResult::kError, key, outcome.status, took);
-      Requeue(key, queue_.AddRateLimited(key));
+      Requeue(key, AddAfterFailure(key, outcome.status));
       return;
     }
     queue_.Forget(key);
@@ -300,7 +308,7 @@ void Runner::ProcessKey(const std::string& key) {
       Record(ReconcileResult::kRequeueAfter, key, absl::OkStatus(), took);
       break;
     case OutcomeKind::kRetry:
-      Requeue(key, queue_.AddRateLimited(key));
+      Requeue(key, AddAfterFailure(key, outcome.status));
       Record(ReconcileResult::kError, key, outcome.status, took);
       common::LogDebug("reconcile failed, retrying",
                        {{"controller", info_->name}, {"key", key}, {"status", outcome.status}});

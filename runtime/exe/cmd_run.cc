@@ -110,6 +110,10 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
     plan.api_qps = qps;
   }
   if (flags.kube_api_burst > 0) plan.api_burst = static_cast<int>(flags.kube_api_burst);
+  if (flags.watch_stale_after <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--watch-stale-after must be positive");
+  }
+  plan.watch_stale_after = flags.watch_stale_after;
   return plan;
 }
 
@@ -129,6 +133,16 @@ config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
   if (plan.api_qps.has_value()) client.qps = plan.api_qps;
   if (plan.api_burst.has_value()) client.burst = plan.api_burst;
   return client;
+}
+
+std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url) {
+  if (plan.kubeconfigs.empty()) return "";
+  const std::string files = absl::StrJoin(plan.kubeconfigs, ":");
+  if (plan.kubeconfig_source == "$KUBECONFIG") {
+    return absl::StrCat("cluster: ", api_url, " from $KUBECONFIG=", files,
+                        " (not the embedded API server; unset KUBECONFIG to use it)");
+  }
+  return absl::StrCat("cluster: ", api_url, " from ", plan.kubeconfig_source, " ", files);
 }
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -180,6 +194,11 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
               "Burst of the client-side limit; overrides spec.apiClient.burst")
       .ValueName("N")
       .DefaultText("100");
+  flags
+      .AddDuration("watch-stale-after", &values.watch_stale_after,
+                   "How long a watch may fail (API server down, network) before /readyz reports "
+                   "its cache stale; a watch denied by RBAC fails /readyz at once")
+      .ValueName("DURATION");
   flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
   CommonFlags common;
   AddCommonFlags(flags, &common);
@@ -250,6 +269,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.data_dir = plan->data_dir;
   options.apiserver.bind = values.apiserver_bind;
   options.apiserver.port = static_cast<int>(values.apiserver_port);
+  options.watch_stale_after = plan->watch_stale_after;
   const size_t colon = plan->metrics_addr.rfind(':');
   options.metrics_bind = plan->metrics_addr.substr(0, colon);
   options.metrics_port = std::atoi(plan->metrics_addr.c_str() + colon + 1);
@@ -262,7 +282,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     out << "API server listening on " << (*host)->api_url() << std::endl
         << "kubeconfig: " << (*host)->kubeconfig_path() << std::endl;
   } else {
-    out << "API server: " << (*host)->api_url() << std::endl;
+    // Said twice (stdout and the log) so a $KUBECONFIG left set never goes unnoticed.
+    out << "API server: " << (*host)->api_url() << std::endl
+        << ClusterOriginLine(*plan, (*host)->api_url()) << std::endl;
+    common::LogInfo("working against a cluster",
+                    {{"api_server", (*host)->api_url()},
+                     {"kubeconfig", absl::StrJoin(plan->kubeconfigs, ":")},
+                     {"from", plan->kubeconfig_source}});
   }
   out << "metrics: " << (*host)->metrics_url() << std::endl;
 
@@ -277,7 +303,8 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     common::MutexLock lock(&ready_mu);
     while (!stopping) {
       std::vector<std::string> pending;
-      if (manager.Started(&pending).ok()) {
+      // Not before the API server answered discovery (its controllers would all be pending).
+      if ((*host)->ApiServerCheck().ok() && manager.Started(&pending).ok()) {
         out << "ready";
         if (!pending.empty()) out << " (waiting: " << absl::StrJoin(pending, "; ") << ")";
         out << std::endl;

@@ -19,6 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/config/operator_spec.h"
+#include "absl/time/time.h"
+#include "runtime/manager/watch_health.h"
 
 namespace ctrlhost::exe {
 
@@ -37,6 +39,8 @@ struct RunFlags {
   // >= 1). Empty / 0: unset (spec.apiClient of the operator documents, else the defaults).
   std::string kube_api_qps;
   int64_t kube_api_burst = 0;
+  // Readiness fails when a watch has been failing this long (--watch-stale-after).
+  absl::Duration watch_stale_after = manager::kDefaultWatchStaleAfter;
 };
 
 // What `ctrlhost run` starts, resolved from RunFlags.
@@ -60,6 +64,15 @@ struct RunPlan {
 // limit, counts as the largest), else unset (the host's defaults).
 config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
                                        const std::vector<config::OperatorSpec>& operators);
+  absl::Duration watch_stale_after;
+};
+
+// Where the cluster `plan` works against comes from, as the line `ctrlhost run` prints after
+// "API server: URL" (so a $KUBECONFIG left set is never used silently), e.g.
+//   cluster: https://10.0.0.1:6443 from $KUBECONFIG=/home/me/.kube/config (not the embedded API
+//   server; unset KUBECONFIG to use it)
+// "" for the embedded API server.
+std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url);
 
 // Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, if set. Every error is
 // InvalidArgument with a message naming the flag and the path.

@@ -108,6 +108,35 @@ TEST_F(RunCommandTest, KubeconfigEnvironmentWithNoExistingFile) {
   EXPECT_TRUE(PlanRun(Flags(Touch("op.yaml")), std::string()).ok());
 }
 
+// Issue 13 item 5: a $KUBECONFIG left set was used silently.
+TEST_F(RunCommandTest, ClusterOriginLineSaysWhereTheClusterCameFrom) {
+  const std::string config = Touch("config");
+  absl::StatusOr<RunPlan> plan = PlanRun(Flags(Touch("op.yaml")), config);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(ClusterOriginLine(*plan, "https://10.0.0.1:6443"),
+            "cluster: https://10.0.0.1:6443 from $KUBECONFIG=" + config +
+                " (not the embedded API server; unset KUBECONFIG to use it)");
+  RunFlags flags = Flags(Touch("op.yaml"));
+  flags.kubeconfig = config;
+  plan = PlanRun(flags, std::nullopt);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(ClusterOriginLine(*plan, "https://10.0.0.1:6443"),
+            "cluster: https://10.0.0.1:6443 from --kubeconfig " + config);
+  plan = PlanRun(Flags(Touch("op.yaml")), std::nullopt);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(ClusterOriginLine(*plan, "https://127.0.0.1:6443"), "");
+}
+
+TEST_F(RunCommandTest, WatchStaleAfter) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  EXPECT_EQ(PlanRun(flags, std::nullopt)->watch_stale_after, absl::Seconds(30));
+  flags.watch_stale_after = absl::Minutes(2);
+  EXPECT_EQ(PlanRun(flags, std::nullopt)->watch_stale_after, absl::Minutes(2));
+  flags.watch_stale_after = absl::ZeroDuration();
+  EXPECT_EQ(PlanRun(flags, std::nullopt).status().message(),
+            "--watch-stale-after must be positive");
+}
+
 TEST_F(RunCommandTest, AdminSocketFollowsDataDirUnlessGiven) {
   RunFlags flags = Flags(Touch("op.yaml"));
   flags.data_dir = "/var/lib/ctrlhost";

@@ -7,11 +7,13 @@ import json
 import os
 import selectors
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 BINARY = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "runtime", "exe", "ctrlhost")
@@ -250,6 +252,65 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
                 process.send_signal(signal.SIGTERM)
                 self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0,
                                  process.stderr.read().decode(errors="replace"))
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                process.stdout.close()
+                process.stderr.close()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunAgainstAClusterTest(unittest.TestCase):
+    """Issue 13 item 5: a $KUBECONFIG left set was used silently, and a host whose cluster was
+    unreachable at start exited."""
+
+    def test_run_names_the_cluster_and_serves_readyz_while_it_is_unreachable(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            operator = os.path.join(directory, "op.yaml")
+            open(operator, "w").close()
+            config = os.path.join(directory, "config")
+            server = "https://127.0.0.1:%d" % free_port()  # nothing listens there
+            with open(config, "w") as f:
+                f.write("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                        "clusters: [{name: c, cluster: {server: '%s', "
+                        "insecure-skip-tls-verify: true}}]\n"
+                        "users: [{name: u, user: {token: t}}]\n"
+                        "contexts: [{name: c, context: {cluster: c, user: u}}]\n" % server)
+            env = dict(os.environ)
+            env["KUBECONFIG"] = config
+            process = subprocess.Popen(
+                [BINARY, "run", "-f", operator, "--data-dir", os.path.join(directory, "data"),
+                 "--metrics-addr", "127.0.0.1:0"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            try:
+                lines = read_lines_until(process, "metrics: ")
+                self.assertIn("API server: %s\n" % server, lines)
+                self.assertIn("cluster: %s from $KUBECONFIG=%s (not the embedded API server; "
+                              "unset KUBECONFIG to use it)\n" % (server, config), lines)
+                metrics = lines[-1].split()[-1]
+                readyz = metrics.replace("/metrics", "/readyz?verbose")
+                with self.assertRaises(urllib.error.HTTPError) as caught:
+                    urllib.request.urlopen(readyz, timeout=10)
+                self.assertEqual(caught.exception.code, 503)
+                body = caught.exception.read().decode()
+                self.assertIn("[-]api-server failed: API server %s unreachable for " % server,
+                              body)
+                self.assertIn("; retrying discovery", body)
+                with urllib.request.urlopen(metrics.replace("/metrics", "/healthz"),
+                                            timeout=10) as response:
+                    self.assertEqual(response.status, 200)
+                self.assertIsNone(process.poll())  # still running
+                process.send_signal(signal.SIGTERM)
+                self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0)
+                stderr = process.stderr.read().decode(errors="replace")
+                self.assertIn("working against a cluster", stderr)
+                self.assertIn("API server unreachable at start", stderr)
             finally:
                 if process.poll() is None:
                     process.kill()

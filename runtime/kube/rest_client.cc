@@ -157,6 +157,26 @@ bool NothingSent(httplib::Error error) {
          error == httplib::Error::BindIPAddress || error == httplib::Error::SSLConnection;
 }
 
+// httplib's names ("Connection", "Read") say little in a log line or /readyz.
+std::string DescribeError(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "cannot connect (Connection: refused, unreachable or no such host)";
+    case httplib::Error::ConnectionTimeout:
+      return "cannot connect (ConnectionTimeout)";
+    case httplib::Error::SSLConnection:
+      return "TLS handshake failed (SSLConnection)";
+    case httplib::Error::SSLServerVerification:
+      return "the server's certificate is not trusted (SSLServerVerification)";
+    case httplib::Error::Read:
+      return "connection closed while reading (Read)";
+    case httplib::Error::Write:
+      return "connection closed while writing (Write)";
+    default:
+      return httplib::to_string(error);
+  }
+}
+
 int RetryAfterSeconds(const httplib::Response& res) {
   int seconds = -1;
   if (res.has_header("Retry-After") &&
@@ -342,7 +362,7 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
       if (error == httplib::Error::Canceled || clock->Now() >= deadline || socket_timed_out) {
         return absl::DeadlineExceededError(absl::StrCat(what, ": deadline exceeded"));
       }
-      last = absl::UnavailableError(absl::StrCat(what, ": ", httplib::to_string(error)));
+      last = absl::UnavailableError(absl::StrCat(what, ": ", DescribeError(error)));
       retry = NothingSent(error) || idempotent;
       if (error == httplib::Error::SSLServerVerification ||
           error == httplib::Error::SSLLoadingCerts) {
@@ -426,13 +446,12 @@ absl::Status RestClient::Stream(const RestRequest& request,
         // The server closed or the read timed out: a normal end of a watch.
         return absl::OkStatus();
       }
-      return absl::UnavailableError(
-          absl::StrCat(what, ": stream broken: ", httplib::to_string(error)));
+      return absl::UnavailableError(absl::StrCat(what, ": stream broken: ", DescribeError(error)));
     }
     bool retry = false;
     absl::Duration wait = Backoff(attempt);
     if (status == 0) {
-      last = absl::UnavailableError(absl::StrCat(what, ": ", httplib::to_string(error)));
+      last = absl::UnavailableError(absl::StrCat(what, ": ", DescribeError(error)));
       retry = error != httplib::Error::SSLServerVerification &&
               error != httplib::Error::SSLLoadingCerts;
     } else {

@@ -365,7 +365,8 @@ std::vector<ControllerStatus> ControllerGroup::Status() const {
     s.synced = c->state == "running";
     for (const auto& h : c->handles) {
       s.synced = s.synced && h->HasSynced();
-      s.watches.push_back(h->Metrics().description);
+      s.watch_metrics.push_back(h->Metrics());
+      s.watches.push_back(s.watch_metrics.back().description);
     }
     if (c->runner != nullptr) s.metrics = c->runner->Metrics();
     out.push_back(std::move(s));

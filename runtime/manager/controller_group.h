@@ -56,6 +56,8 @@ struct ControllerStatus {
   std::string pending_reason;
   bool synced = false;  // every reflector it reads has listed once
   std::vector<std::string> watches;
+  // The reflectors it reads, in the order of `watches` (failing_since, last error: readiness).
+  std::vector<watch::ReflectorMetrics> watch_metrics;
   controller::RunnerMetrics metrics;  // zero while pending
 };
 

@@ -117,6 +117,10 @@ std::string RenderDump(const DumpInput& input) {
     out << YAML::Key << "relistsTotal" << YAML::Value << w.relists_total;
     out << YAML::Key << "errorsTotal" << YAML::Value << w.errors_total;
     if (!w.last_error.empty()) out << YAML::Key << "lastError" << YAML::Value << w.last_error;
+    if (w.failing) {
+      out << YAML::Key << "failingSince" << YAML::Value << Time(w.failing_since);
+      out << YAML::Key << "consecutiveFailures" << YAML::Value << w.consecutive_failures;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

@@ -43,22 +43,40 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), rest_options));
   host->client_ = std::make_unique<kube::Client>(host->rest_.get());
   host->discovery_ = std::make_unique<kube::Discovery>(host->rest_.get());
-  if (absl::Status s = host->discovery_->Refresh(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("discovery at ", host->api_url_, ": ", s.message()));
-  }
-
+  // Health endpoints first: they answer while the first discovery waits on a slow server.
   host->metrics_ = std::make_unique<observe::MetricsRegistry>();
   observe::ObserveServerOptions observe_options;
   observe_options.bind = options.metrics_bind;
   observe_options.port = options.metrics_port;
   observe_options.metrics = host->metrics_.get();
   ASSIGN_OR_RETURN(host->observe_, observe::ObserveServer::Start(observe_options));
+  Host* raw_host = host.get();
+  {
+    common::MutexLock lock(&host->mu_);
+    host->api_error_ = absl::UnavailableError("first discovery in progress");
+    host->api_failing_since_ = absl::Now();
+  }
+  host->observe_->SetReadyCheck("api-server", [raw_host] { return raw_host->ApiServerCheck(); });
+  if (absl::Status s = host->discovery_->Refresh(); s.ok()) {
+    common::MutexLock lock(&host->mu_);
+    host->api_error_ = absl::OkStatus();
+  } else {
+    // Not fatal: the host serves its health endpoints and starts its controllers once the
+    // server answers (a host started before its cluster, or during an outage, recovers alone).
+    common::LogWarning(
+        "API server unreachable at start; retrying discovery (controllers wait for it)",
+        {{"api_server", host->api_url_}, {"error", s.message()}});
+    common::MutexLock lock(&host->mu_);
+    host->api_error_ = s;
+  }
 
   ManagerOptions manager_options;
   manager_options.client = host->client_.get();
   manager_options.discovery = host->discovery_.get();
   manager_options.data_dir = options.data_dir;
   manager_options.host_version = options.host_version;
+  manager_options.watch_stale_after = options.watch_stale_after;
+  manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();
   host->provider_ = host->metrics_->AddProvider(
@@ -84,6 +102,12 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     admin_options.socket_path = options.admin_socket;
     admin_options.backend = host->admin_backend_.get();
     ASSIGN_OR_RETURN(host->admin_, admin::AdminServer::Start(admin_options));
+  }
+  if (!host->ApiServerCheck().ok()) {
+    host->discoverer_ = std::thread(
+        [raw_host, initial = options.discovery_backoff, max = options.discovery_max_backoff] {
+          raw_host->DiscoveryLoop(initial, max);
+        });
   }
   host->operator_path_ = options.operator_path;
   host->watch_interval_ = options.watch_interval;
@@ -161,6 +185,48 @@ std::string Host::last_reload_error() const {
   return last_reload_error_;
 }
 
+absl::Status Host::ApiServerCheck() const {
+  common::MutexLock lock(&mu_);
+  if (api_error_.ok()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "API server ", api_url_, " unreachable for ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - api_failing_since_, absl::Seconds(1))), ": ",
+      api_error_.message(), "; retrying discovery"));
+}
+
+void Host::DiscoveryLoop(absl::Duration initial, absl::Duration max) {
+  common::Clock* clock = common::Clock::Real();
+  absl::Duration delay = initial;
+  absl::Time last_log = clock->Now();
+  while (true) {
+    {
+      common::MutexLock lock(&mu_);
+      const absl::Time deadline = clock->Now() + delay;
+      while (!stopping_ && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
+      }
+      if (stopping_) return;
+    }
+    absl::Status s = discovery_->Refresh();
+    common::MutexLock lock(&mu_);
+    if (s.ok()) {
+      common::LogInfo(
+          "API server answers; discovery done, pending controllers start",
+          {{"api_server", api_url_}, {"unreachable_for", clock->Now() - api_failing_since_}});
+      api_error_ = absl::OkStatus();
+      return;
+    }
+    api_error_ = s;
+    if (clock->Now() - last_log >= absl::Minutes(1)) {
+      last_log = clock->Now();
+      common::LogWarning("API server still unreachable; retrying discovery",
+                         {{"api_server", api_url_},
+                          {"error", s.message()},
+                          {"unreachable_for", clock->Now() - api_failing_since_}});
+    }
+    delay = std::min(delay * 2, max);
+  }
+}
+
 void Host::WatchLoop() {
   std::string seen = Fingerprint();
   common::Clock* clock = common::Clock::Real();
@@ -199,6 +265,7 @@ void Host::Stop() {
     cv_.SignalAll();
   }
   if (watcher_.joinable()) watcher_.join();
+  if (discoverer_.joinable()) discoverer_.join();
   if (admin_ != nullptr) admin_->Stop();
   if (observe_ != nullptr) observe_->Stop();
   if (metrics_ != nullptr && provider_ != 0) metrics_->RemoveProvider(provider_);

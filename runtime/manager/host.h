@@ -1,10 +1,17 @@
 // The whole host in one object: what `ctrlhost run` starts, and what integration tests start
 // in-process.
 //
-// Start order: the embedded API server (when no kubeconfig is given), the API client and
-// discovery, the metrics/health server, then the manager with the operators. Stop goes in
+// Start order: the embedded API server (when no kubeconfig is given), the API client, the
+// metrics/health server (so /healthz answers while discovery waits on a slow server), discovery,
+// then the manager with the operators. Stop goes in
 // reverse: the metrics server stops answering, the manager drains controllers and stops
 // plugins, then the API server stops.
+//
+// A cluster that cannot be reached at start does not stop the host: it serves /healthz and
+// /readyz (the "api-server" check fails naming the server and the error), starts the plugins,
+// keeps its controllers pending (not retried meanwhile: ManagerOptions::api_reachable) and
+// retries discovery with backoff (`discovery_backoff` doubling to `discovery_max_backoff`); the
+// controllers start once the server answers.
 //
 // Example:
 //   HostOptions options;
@@ -16,7 +23,9 @@
 //   host->Stop();
 //
 // Thread-safety: the accessors are thread-safe; Stop may be called from any thread, once all
-// callers of manager() are done with it.
+// callers of manager() are done with it. Threads: the operator-file watcher (WatchLoop) and,
+// while the API server has not answered, the discovery retrier (DiscoveryLoop); mu_ guards what
+// they share with the accessors and the /readyz check.
 #ifndef CTRLHOST_RUNTIME_MANAGER_HOST_H_
 #define CTRLHOST_RUNTIME_MANAGER_HOST_H_
 
@@ -37,6 +46,7 @@
 #include "runtime/kube/rest_client.h"
 #include "runtime/manager/admin_backend.h"
 #include "runtime/manager/manager.h"
+#include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/observe/server.h"
 
@@ -67,6 +77,11 @@ struct HostOptions {
   // that against the embedded server the QPS limit is off.
   std::optional<double> api_qps;
   std::optional<int> api_burst;
+  // Readiness fails when a watch has been failing this long (ManagerOptions::watch_stale_after).
+  absl::Duration watch_stale_after = kDefaultWatchStaleAfter;
+  // Discovery retries while the API server does not answer at start.
+  absl::Duration discovery_backoff = absl::Milliseconds(500);
+  absl::Duration discovery_max_backoff = absl::Seconds(10);
 };
 
 class Host {
@@ -91,12 +106,18 @@ class Host {
   // The last reload's problems ("" when it applied cleanly).
   std::string last_reload_error() const;
 
+  // OK once discovery answered (it stays OK: later outages show as stale watches); before,
+  // Unavailable: "API server https://... unreachable for 12s: <error>; retrying discovery".
+  absl::Status ApiServerCheck() const;
+
   // Idempotent.
   void Stop();
 
  private:
   Host() = default;
   void WatchLoop();
+  // Retries discovery with backoff until it answers (started when it failed at start).
+  void DiscoveryLoop(absl::Duration initial, absl::Duration max);
   // path + contents of every operator file, or the resolution error.
   std::string Fingerprint() const;
 
@@ -118,7 +139,11 @@ class Host {
   common::CondVar cv_;  // wakes the watcher on Stop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string last_reload_error_ ABSL_GUARDED_BY(mu_);
+  // The discovery failure that keeps the API server unready (OK once it answered).
+  absl::Status api_error_ ABSL_GUARDED_BY(mu_);
+  absl::Time api_failing_since_ ABSL_GUARDED_BY(mu_);
   std::thread watcher_;
+  std::thread discoverer_;
   bool stopped_ = false;  // Stop is called from one thread (see the class comment)
 };
 

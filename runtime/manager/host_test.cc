@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/yaml_json.h"
 #include "runtime/config/load.h"
@@ -78,7 +79,10 @@ class HostTest : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(DoStartHost(extra_plugin_yaml));
   }
   void DoStartHost(const std::string& extra_plugin_yaml) {
-    const std::string yaml = absl::StrCat(R"(apiVersion: ctrlhost.dev/v1alpha1
+    StartOperators(config::ParseOperators(WebAppOperatorYaml(extra_plugin_yaml), "operator.yaml"));
+  }
+  std::string WebAppOperatorYaml(const std::string& extra_plugin_yaml = "") {
+    return absl::StrCat(R"(apiVersion: ctrlhost.dev/v1alpha1
 kind: Operator
 metadata: {name: shop}
 spec:
@@ -86,11 +90,30 @@ spec:
   - name: webapp
     exec:
       command: )",
-                                          Runfile("plugins/webapp/webapp"), R"(
+                        Runfile("plugins/webapp/webapp"), R"(
       env: {WEBAPP_RECORD_DIR: )",
-                                          (dir_ / "records").string(), ", TSAN_OPTIONS: \"",
-                                          tsan_options_, "\"}\n", extra_plugin_yaml);
-    StartOperators(config::ParseOperators(yaml, "operator.yaml"));
+                        (dir_ / "records").string(), ", TSAN_OPTIONS: \"", tsan_options_, "\"}\n",
+                        extra_plugin_yaml);
+  }
+
+  // GET /readyz?verbose from the host's health server: {status, body}.
+  std::pair<int, std::string> Readyz() {
+    const std::string url = host_->metrics_url();  // http://127.0.0.1:PORT/metrics
+    const size_t colon = url.rfind(':');
+    httplib::Client client("127.0.0.1", std::atoi(url.c_str() + colon + 1));
+    httplib::Result result = client.Get("/readyz?verbose");
+    if (!result) return {0, "no answer"};
+    return {result->status, result->body};
+  }
+
+  // A cluster of our own (the embedded API server as a separate object the test stops and
+  // restarts on the same port and data) instead of the host's embedded one.
+  absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> StartCluster(int port) {
+    apiserver::ApiServerOptions options;
+    options.data_dir = (dir_ / "cluster").string();
+    options.port = port;
+    options.sync_full = false;
+    return apiserver::ApiServer::Start(options);
   }
 
   // Starts the host on `operators` (parsed from `source`), with the embedded API server and the
@@ -470,6 +493,90 @@ spec:
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   fs::remove_all(dir_template);
+}
+
+// Issue 13 item 5: /readyz stayed 200 while the API server was down and every watch failed.
+TEST_F(HostTest, ReadyzReportsStaleCachesWhileTheApiServerIsDownAndRecovers) {
+  absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> cluster = StartCluster(0);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const int port = (*cluster)->port();
+  const std::string kubeconfig = (*cluster)->kubeconfig_path();
+  StartOperators(config::ParseOperators(WebAppOperatorYaml(), "operator.yaml"),
+                 [&](HostOptions& options) {
+                   options.kubeconfigs = {kubeconfig};
+                   options.watch_stale_after = absl::Seconds(1);
+                 });
+  if (HasFatalFailure()) return;
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+  EXPECT_EQ(Readyz().first, 200) << Readyz().second;
+
+  (*cluster)->Stop();
+  cluster->reset();
+  // The caches keep serving for the grace period, then readiness says which watch is stale,
+  // for how long and why.
+  std::pair<int, std::string> readyz;
+  EXPECT_TRUE(Eventually([&] {
+    readyz = Readyz();
+    return readyz.first == 503 &&
+           absl::StrContains(readyz.second,
+                             "controller webapp: watch apps.ctrlhost.dev/v1alpha1 WebApp stale: "
+                             "failing for ");
+  })) << readyz.second;
+  EXPECT_TRUE(absl::StrContains(readyz.second, "[-]controllers failed: ")) << readyz.second;
+  EXPECT_TRUE(absl::StrContains(readyz.second, "[+]api-server ok")) << readyz.second;
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "failingSince:")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "consecutiveFailures:")) << dump;
+
+  // The server comes back on the same address: the watches resume and readiness recovers alone.
+  cluster = StartCluster(port);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE(Eventually([&] {
+    readyz = Readyz();
+    return readyz.first == 200;
+  })) << readyz.second;
+  host_->Stop();
+}
+
+// Issue 13 item 5: a host started while its cluster is unreachable exited; now it serves its
+// health endpoints, says why it is not ready, and starts its controllers once the server answers.
+TEST_F(HostTest, StartsWhileTheApiServerIsUnreachableAndStartsControllersOnceItAnswers) {
+  absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> cluster = StartCluster(0);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const int port = (*cluster)->port();
+  const std::string url = (*cluster)->url();
+  const std::string kubeconfig = (*cluster)->kubeconfig_path();
+  (*cluster)->Stop();  // the kubeconfig and certificates stay; the port is closed
+  cluster->reset();
+  StartOperators(config::ParseOperators(WebAppOperatorYaml(), "operator.yaml"),
+                 [&](HostOptions& options) {
+                   options.kubeconfigs = {kubeconfig};
+                   options.discovery_backoff = absl::Milliseconds(100);
+                   options.discovery_max_backoff = absl::Milliseconds(500);
+                 });
+  if (HasFatalFailure()) return;
+  std::pair<int, std::string> readyz = Readyz();
+  EXPECT_EQ(readyz.first, 503);
+  EXPECT_TRUE(absl::StrContains(
+      readyz.second, absl::StrCat("[-]api-server failed: API server ", url, " unreachable for ")))
+      << readyz.second;
+  EXPECT_TRUE(absl::StrContains(readyz.second, "; retrying discovery")) << readyz.second;
+  EXPECT_FALSE(host_->ApiServerCheck().ok());
+
+  cluster = StartCluster(port);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  EXPECT_TRUE(Eventually([&] { return host_->ApiServerCheck().ok(); })) << host_->ApiServerCheck();
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+  EXPECT_TRUE(Eventually([&] { return Readyz().first == 200; })) << Readyz().second;
+  const std::string web = R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1","kind":"WebApp",
+    "metadata":{"name":"late","namespace":"default"},"spec":{"image":"nginx"}})";
+  ASSERT_TRUE(host_->client().Create(WebApp(""), web).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "late", ""}).is_null();
+  }));
+  host_->Stop();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "runtime/manager/counting_dispatcher.h"
 #include "runtime/manager/dump.h"
 #include "runtime/manager/plugin_slot.h"
+#include "runtime/manager/watch_health.h"
 #include "runtime/observe/adapters.h"
 #include "runtime/plugin/supervisor.h"
 #include "runtime/watch/kube_lister_watcher.h"
@@ -390,6 +391,7 @@ void Manager::Loop() {
 }
 
 void Manager::Tick() {
+  const bool api_reachable = !options_.api_reachable || options_.api_reachable();
   for (const PluginView& view : AllPlugins()) {
     Plugin* p = view.plugin.get();
     if (view.group == nullptr) {
@@ -415,7 +417,7 @@ void Manager::Tick() {
       if (stopping_) return;  // Stop stops the group
       continue;
     }
-    view.group->RetryPending();
+    if (api_reachable) view.group->RetryPending();
   }
 }
 
@@ -588,6 +590,7 @@ absl::Status Manager::Started(std::vector<std::string>* pending) const {
 
 absl::Status Manager::Check(std::vector<std::string>* pending) const {
   std::vector<std::string> not_ready;
+  const absl::Time now = clock_->Now();
   for (const PluginView& view : AllPlugins()) {
     const Plugin* p = view.plugin.get();
     const std::string name = absl::StrCat(p->operator_name, "/", p->name);
@@ -608,8 +611,20 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
           } else {
             not_ready.push_back(why);
           }
-        } else if (!c.synced) {
-          not_ready.push_back(absl::StrCat("controller ", c.name, ": caches not synced"));
+        } else {
+          // A failing watch says why (403s at once, others after the grace period); a cache
+          // that has not listed yet without a failure is just not synced yet.
+          bool explained = false;
+          for (const watch::ReflectorMetrics& w : c.watch_metrics) {
+            if (!w.failing) continue;
+            std::string problem = WatchReadinessProblem(w, now, options_.watch_stale_after);
+            if (problem.empty()) continue;
+            not_ready.push_back(absl::StrCat("controller ", c.name, ": ", problem));
+            explained = true;
+          }
+          if (!c.synced && !explained) {
+            not_ready.push_back(absl::StrCat("controller ", c.name, ": caches not synced"));
+          }
         }
       }
     }

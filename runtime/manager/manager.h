@@ -11,7 +11,8 @@
 // plugins that became ready; each controller's scheduler runs its resyncs and cron schedules.
 //
 // Observability: `Collect` feeds /metrics (controllers, queues, plugins, watches), `Ready`
-// backs /readyz (every plugin ready, every controller running and synced), `DumpYaml` is
+// backs /readyz (every plugin ready, every controller running and synced, no watch denied by
+// RBAC or failing for longer than `watch_stale_after`), `DumpYaml` is
 // /debug/dump.
 //
 // Example:
@@ -26,6 +27,7 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
 #define CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,6 +45,7 @@
 #include "runtime/kube/discovery.h"
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/plugin_slot.h"
+#include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
 
@@ -60,7 +63,14 @@ struct ManagerOptions {
   absl::Duration tick = absl::Milliseconds(500);
   // Given to runners to finish in-flight reconciles at Stop.
   absl::Duration shutdown_timeout = absl::Seconds(10);
+  // Readiness fails when a watch a controller reads has been failing this long (its cache is
+  // stale); a watch denied by RBAC (401/403) fails readiness at once. See watch_health.h.
+  absl::Duration watch_stale_after = kDefaultWatchStaleAfter;
   common::Clock* clock = nullptr;  // nullptr: Clock::Real()
+  // False while the API server is known not to answer (the host's discovery retrier says
+  // so): pending controllers are not retried meanwhile, since each retry would wait out the
+  // client's own retries against a dead server. Null: always retry.
+  std::function<bool()> api_reachable;
 };
 
 class Manager {
@@ -74,8 +84,9 @@ class Manager {
   // InvalidArgument for a duplicate operator name; FailedPrecondition after Stop.
   absl::Status Start(const std::vector<config::OperatorSpec>& operators);
 
-  // OK when every plugin is ready and every controller runs with synced caches; otherwise
-  // Unavailable naming what is not.
+  // OK when every plugin is ready and every controller runs with synced caches that are not
+  // stale (no watch failing for `watch_stale_after` or denied access); otherwise Unavailable
+  // naming what is not, e.g. "controller web: watch v1 ConfigMap stale: failing for 45s: ...".
   absl::Status Ready() const;
   // Like Ready(), but controllers still waiting for their kinds to be served (a CRD not applied
   // yet) do not count: OK with their names in `pending` (may be null). This is what

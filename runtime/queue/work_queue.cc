@@ -293,6 +293,10 @@ bool WorkQueue::AddAfter(absl::string_view key, absl::Duration delay) {
 }
 
 bool WorkQueue::AddRateLimited(absl::string_view key) {
+  return AddRateLimited(key, absl::InfiniteDuration());
+}
+
+bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff) {
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
@@ -300,8 +304,8 @@ bool WorkQueue::AddRateLimited(absl::string_view key) {
     const uint32_t slot = Intern(key);
     Slot& s = slots_[slot];
     const absl::Time now = Now();
-    const absl::Duration backoff =
-        ExponentialBackoff(options_.base_delay, options_.max_delay, s.failures);
+    const absl::Duration backoff = std::min(
+        ExponentialBackoff(options_.base_delay, options_.max_delay, s.failures), max_backoff);
     if (s.failures < 0xffffffffu) ++s.failures;
     const absl::Duration delay = std::max(backoff, bucket_.Reserve(now));
     ++counters_.retries_total;

@@ -104,6 +104,10 @@ class WorkQueue {
   bool AddAfter(absl::string_view key, absl::Duration delay);
   // AddAfter with max(backoff for this key's failures, token bucket delay); counts a failure.
   bool AddRateLimited(absl::string_view key);
+  // The same with the key's backoff capped at `max_backoff` (the failure still counts): for
+  // failures another party fixes, such as a 403 that waits for an RBAC rule, whose fix should
+  // not wait out a long backoff.
+  bool AddRateLimited(absl::string_view key, absl::Duration max_backoff);
   // Resets the key's failure count (call after a successful reconcile).
   void Forget(absl::string_view key);
   // Failures counted by AddRateLimited since the last Forget.

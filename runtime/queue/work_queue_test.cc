@@ -178,6 +178,23 @@ TEST(WorkQueueTest, RateLimitedBackoffSequenceCapAndForget) {
   q.Forget("ns/unknown");  // no effect, no crash
 }
 
+TEST(WorkQueueTest, RateLimitedWithACapStillCountsTheFailure) {
+  common::FakeClock clock;
+  WorkQueue q("test", NoBucket(), &clock);
+  for (int i = 0; i < 20; ++i) {
+    const absl::Time before = clock.Now();
+    q.AddRateLimited("ns/a", absl::Seconds(10));
+    EXPECT_LE(q.NextDeadline() - before, absl::Seconds(10)) << i;
+    clock.Advance(q.NextDeadline() - before);
+    EXPECT_EQ(Take(q), "ns/a");
+  }
+  EXPECT_EQ(q.NumRequeues("ns/a"), 20u);
+  // Without the cap the same key continues from its count: 5 ms * 2^20 > 1000 s.
+  const absl::Time before = clock.Now();
+  q.AddRateLimited("ns/a");
+  EXPECT_EQ(q.NextDeadline() - before, absl::Seconds(1000));
+}
+
 TEST(WorkQueueTest, DefaultBackoffReachesThousandSeconds) {
   common::FakeClock clock;
   WorkQueue q("test", NoBucket(), &clock);

@@ -33,6 +33,10 @@ absl::Status StatusFromErrorEvent(absl::string_view object) {
 
 }  // namespace
 
+bool IsAccessDenied(absl::StatusCode code) {
+  return code == absl::StatusCode::kPermissionDenied || code == absl::StatusCode::kUnauthenticated;
+}
+
 absl::string_view ReflectorStateName(ReflectorState state) {
   switch (state) {
     case ReflectorState::kNotStarted:
@@ -176,6 +180,7 @@ void Reflector::Run() {
         if (!Backoff(status)) break;
         continue;
       }
+      RecordSuccess("list");
       need_list = false;
     }
     SetState(ReflectorState::kWatching);
@@ -185,6 +190,7 @@ void Reflector::Run() {
       case WatchEnd::kRewatch:
         break;
       case WatchEnd::kRelistNow:
+        if (kube::IsGone(cause)) RecordGone(cause);
         need_list = true;
         break;
       case WatchEnd::kRelistAfterBackoff:
@@ -223,21 +229,82 @@ bool Reflector::Backoff(const absl::Status& cause) {
   absl::Duration delay = options_.initial_backoff;
   for (int i = 0; i < failures_ && delay < options_.max_backoff; ++i) delay *= 2;
   delay = std::min(delay, options_.max_backoff);
+  if (IsAccessDenied(cause.code())) delay = std::min(delay, options_.auth_max_backoff);
   const double jitter = std::clamp(options_.jitter, 0.0, 1.0);
   delay *= 1.0 - jitter * std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   ++failures_;
   last_failure_ = now;
-  ++metrics_.errors_total;
-  metrics_.last_error = cause.ToString();
-  metrics_.last_backoff = delay;
   state_ = ReflectorState::kBackoff;
-  common::LogWarning("watch failed; backing off",
-                     {{"watch", options_.description}, {"error", cause}, {"delay", delay}});
+  RecordFailure(cause, now, delay);
   const absl::Time deadline = now + delay;
   while (!stopping_) {
     if (clock_->WaitWithDeadline(&mu_, &cv_, deadline)) break;
   }
   return !stopping_;
+}
+
+void Reflector::RecordFailure(const absl::Status& cause, absl::Time now, absl::Duration delay) {
+  ++metrics_.errors_total;
+  metrics_.last_error = cause.ToString();
+  metrics_.last_error_code = cause.code();
+  metrics_.last_error_message = std::string(cause.message());
+  metrics_.last_backoff = delay;
+  if (!metrics_.failing) {
+    metrics_.failing = true;
+    metrics_.failing_since = now;
+    metrics_.consecutive_failures = 0;
+  }
+  ++metrics_.consecutive_failures;
+  // First failure, a different error, or the interval passed: say so; otherwise count it.
+  const std::string error = cause.ToString();
+  if (metrics_.consecutive_failures > 1 && error == last_logged_error_ &&
+      now - last_failure_log_ < options_.failure_log_interval) {
+    ++unlogged_failures_;
+    return;
+  }
+  last_failure_log_ = now;
+  last_logged_error_ = error;
+  const uint64_t unlogged = std::exchange(unlogged_failures_, 0);
+  const absl::string_view message =
+      cause.code() == absl::StatusCode::kPermissionDenied  ? "watch forbidden; retrying"
+      : cause.code() == absl::StatusCode::kUnauthenticated ? "watch unauthorized; retrying"
+                                                           : "watch failed; retrying";
+  common::LogWarning(message, {{"watch", options_.description},
+                               {"error", cause.message()},
+                               {"code", absl::StatusCodeToString(cause.code())},
+                               {"failing_for", now - metrics_.failing_since},
+                               {"failures", metrics_.consecutive_failures},
+                               {"not_logged", unlogged},
+                               {"retry_in", delay}});
+}
+
+void Reflector::RecordSuccess(absl::string_view what) {
+  common::MutexLock lock(&mu_);
+  if (!metrics_.failing) return;
+  metrics_.failing = false;
+  common::LogInfo("watch recovered", {{"watch", options_.description},
+                                      {"after", what},
+                                      {"failed_for", clock_->Now() - metrics_.failing_since},
+                                      {"failures", metrics_.consecutive_failures}});
+  metrics_.consecutive_failures = 0;
+  unlogged_failures_ = 0;
+  last_logged_error_.clear();
+}
+
+void Reflector::RecordGone(const absl::Status& cause) {
+  common::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  if (now - last_gone_log_ < options_.failure_log_interval) {
+    ++unlogged_gones_;
+    return;
+  }
+  last_gone_log_ = now;
+  relist_after_gone_ = true;
+  common::LogInfo("watch expired (410 Gone); relisting",
+                  {{"watch", options_.description},
+                   {"error", cause.message()},
+                   {"resource_version", store_.ResourceVersion()},
+                   {"not_logged", std::exchange(unlogged_gones_, 0)}});
 }
 
 absl::Status Reflector::ListAndReplace() {
@@ -277,16 +344,28 @@ absl::Status Reflector::ListAndReplace() {
     list_options.continue_token = std::move(page->continue_token);
   }
   bool initial;
+  size_t added, updated, deleted;
   {
     common::MutexLock dispatch(&dispatch_mu_);
     initial = !store_.HasSynced();
     cache::StoreDiff diff = store_.Replace(std::move(objects), resource_version);
     Dispatch(diff, initial);
+    added = diff.added.size();
+    updated = diff.updated.size();
+    deleted = diff.deleted.size();
   }
   common::MutexLock lock(&mu_);
   metrics_.parse_errors_total += parse_errors;
   ++metrics_.lists_total;
   if (!initial) ++metrics_.relists_total;
+  if (std::exchange(relist_after_gone_, false)) {
+    common::LogInfo("relisted after 410 Gone", {{"watch", options_.description},
+                                                {"objects", store_.Size()},
+                                                {"added", added},
+                                                {"updated", updated},
+                                                {"deleted", deleted},
+                                                {"resource_version", resource_version}});
+  }
   initial_list_dispatched_ = true;
   cv_.SignalAll();  // WaitForSync
   return absl::OkStatus();
@@ -312,6 +391,7 @@ Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
     ++metrics_.watches_total;
     cv_.SignalAll();  // the watchdog picks up the new deadline
   }
+  RecordSuccess("watch");
   WatchEnd end = WatchEnd::kContinue;
   while (end == WatchEnd::kContinue) {
     absl::StatusOr<std::optional<WatchEvent>> event = (*stream)->Next();
@@ -405,10 +485,7 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
       break;
   }
   *cause = StatusFromErrorEvent(event.object);
-  if (kube::IsGone(*cause)) {
-    common::LogInfo("watch expired (410 Gone); relisting", {{"watch", options_.description}});
-    return WatchEnd::kRelistNow;
-  }
+  if (kube::IsGone(*cause)) return WatchEnd::kRelistNow;  // logged by Run
   return WatchEnd::kBackoff;
 }
 

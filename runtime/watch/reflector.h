@@ -6,7 +6,8 @@
 //      ^  |             |  \--connection error--> kBackoff --> kWatching (from the last version)
 //      |  error         \--410 Gone / malformed event / unparsable object--> kListing
 //      |  v
-//    kBackoff (jittered exponential: 800 ms doubling to 30 s; reset after a healthy period)
+//    kBackoff (jittered exponential: 800 ms doubling to 30 s; reset after a healthy period;
+//              at most 5 s after a 401/403, so a permission granted later takes effect soon)
 //
 // Guarantees:
 // - After every list the store is replaced atomically and handlers receive exactly the
@@ -16,6 +17,12 @@
 // - A watch that delivers nothing for `watch_timeout + watch_grace` is closed by a watchdog
 //   and re-established (the server normally ends it at timeoutSeconds already).
 // - Malformed events are logged and cause a relist; no input crashes the reflector.
+// - Failures are visible: Metrics() says since when the watch has been failing (from the first
+//   failed list or watch after a success until a list succeeds or a watch opens), with the last
+//   error's code and the server's own message (a 403 names the verb, resource and namespace).
+//   A log line (warning) names the watch on its first failure, when the error changes and at
+//   most once per `failure_log_interval` meanwhile; a recovery, a 410 Gone and the relist after
+//   it each log an info line (410s at most once per interval, with a count of the others).
 // Assumptions: handlers do not block (they run on the reflector thread, in order) and do not
 // call AddHandler/RemoveHandler.
 //
@@ -71,6 +78,11 @@ struct ReflectorOptions {
   double jitter = 0.2;
   // After this long without a failure the next failure starts from initial_backoff again.
   absl::Duration backoff_reset_after = absl::Minutes(2);
+  // Cap on the delay after a 401 Unauthorized or 403 Forbidden: RBAC is often fixed while the
+  // host runs, and the fix should not wait out a long backoff.
+  absl::Duration auth_max_backoff = absl::Seconds(5);
+  // Repeated failure (and 410 Gone) log lines of one watch are limited to one per interval.
+  absl::Duration failure_log_interval = absl::Minutes(1);
   cache::ParseOptions parse;
   common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
   uint64_t seed = 0;               // jitter seed; 0: random
@@ -97,9 +109,22 @@ struct ReflectorMetrics {
   uint64_t watchdog_closes_total = 0;
   std::string resource_version;
   bool synced = false;
-  std::string last_error;
+  std::string last_error;       // the most recent failure, as absl::Status::ToString()
   absl::Duration last_backoff;  // the most recent backoff delay
+  // Set by the first failed list or watch after a success; cleared when a list succeeds or a
+  // watch opens. `failing_since` is on the reflector's clock.
+  bool failing = false;
+  absl::Time failing_since = absl::InfinitePast();
+  uint64_t consecutive_failures = 0;
+  // The most recent failure's code (kPermissionDenied for 403, kUnauthenticated for 401,
+  // kUnavailable for an unreachable server) and message (for API errors the server's Status
+  // message, e.g. `configmaps is forbidden: User "x" cannot list resource "configmaps" ...`).
+  absl::StatusCode last_error_code = absl::StatusCode::kOk;
+  std::string last_error_message;
 };
+
+// True for the failures a reflector reports as denied access (401 Unauthorized, 403 Forbidden).
+bool IsAccessDenied(absl::StatusCode code);
 
 // Thread-safe. Start/Stop/AddHandler/RemoveHandler/Metrics/WaitForSync may be called from any
 // thread (not from a handler). mu_ guards the run state and metrics; dispatch_mu_ serialises
@@ -142,6 +167,13 @@ class Reflector {
   WatchEnd HandleEvent(const WatchEvent& event, absl::Status* cause);
   // Waits the next backoff delay on the clock; false when stopping.
   bool Backoff(const absl::Status& cause);
+  // Failure bookkeeping and its rate-limited log line; `now` is the clock's.
+  void RecordFailure(const absl::Status& cause, absl::Time now, absl::Duration delay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A list succeeded or a watch opened: ends a failing period (logged once).
+  void RecordSuccess(absl::string_view what);
+  // A 410 Gone: logs (rate-limited) and remembers that the next list is a relist after it.
+  void RecordGone(const absl::Status& cause);
   bool Stopping() const;
   void SetState(ReflectorState state);
   void CountEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -176,6 +208,12 @@ class Reflector {
   absl::Time watch_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int failures_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_failure_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_failure_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string last_logged_error_ ABSL_GUARDED_BY(mu_);
+  uint64_t unlogged_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_gone_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t unlogged_gones_ ABSL_GUARDED_BY(mu_) = 0;
+  bool relist_after_gone_ ABSL_GUARDED_BY(mu_) = false;  // the next list follows a 410
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   ReflectorMetrics metrics_ ABSL_GUARDED_BY(mu_);
   absl::Time window_start_ ABSL_GUARDED_BY(mu_);

@@ -9,10 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/watch/fake_lister_watcher.h"
@@ -342,6 +344,98 @@ TEST_F(ReflectorTest, BackoffDoublesFrom800MsTo30SWithJitterAndResetsWhenHealthy
   ASSERT_TRUE(WaitFor([&] { return reflector_->state() == ReflectorState::kBackoff; }));
   EXPECT_LE(reflector_->Metrics().last_backoff, absl::Milliseconds(800));
   ExpectConverged();
+}
+
+TEST_F(ReflectorTest, FailingWatchReportsSinceWhenAndItsLastErrorUntilItRecovers) {
+  StartReflector();
+  ExpectConverged(absl::ZeroDuration());
+  EXPECT_FALSE(reflector_->Metrics().failing);
+  const absl::Time broke = clock_.Now();
+  server_->FailNextCalls(1000, absl::UnavailableError("connection refused"));
+  server_->BreakWatches(absl::UnavailableError("connection reset"));
+  ASSERT_TRUE(WaitFor([&] { return reflector_->state() == ReflectorState::kBackoff; }));
+  ReflectorMetrics m = reflector_->Metrics();
+  EXPECT_TRUE(m.failing);
+  EXPECT_EQ(m.failing_since, broke);
+  EXPECT_EQ(m.last_error_code, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(m.last_error_message, "connection reset");
+  // Every retry fails for a minute: failing_since stays at the first failure.
+  ASSERT_TRUE(
+      WaitFor([&] { return reflector_->Metrics().consecutive_failures >= 4; }, absl::Seconds(1)));
+  m = reflector_->Metrics();
+  EXPECT_TRUE(m.failing);
+  EXPECT_EQ(m.failing_since, broke);
+  EXPECT_EQ(m.last_error_message, "connection refused");
+  server_->FailNextCalls(0, absl::OkStatus());
+  ExpectConverged(absl::Seconds(1));
+  m = reflector_->Metrics();
+  EXPECT_FALSE(m.failing);
+  EXPECT_EQ(m.consecutive_failures, 0u);
+  EXPECT_EQ(m.last_error_message, "connection refused");  // kept for /debug/dump
+}
+
+TEST_F(ReflectorTest, ForbiddenListIsReportedAtOnceAndRetriedWithinFiveSeconds) {
+  const std::string message =
+      "configmaps is forbidden: User \"system:serviceaccount:x:y\" cannot list resource "
+      "\"configmaps\" in API group \"\" in the namespace \"x\"";
+  server_->FailNextCalls(12, kube::ForbiddenError(message));
+  StartReflector();
+  for (int failure = 1; failure <= 12; ++failure) {
+    ASSERT_TRUE(WaitFor([&] {
+      return server_->list_calls() == failure && reflector_->state() == ReflectorState::kBackoff;
+    }));
+    const ReflectorMetrics m = reflector_->Metrics();
+    EXPECT_TRUE(m.failing);
+    EXPECT_FALSE(m.synced);
+    EXPECT_EQ(m.last_error_code, absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(m.last_error_message, message);
+    // Capped: a permission granted now is seen within 5 s, not after a 30 s backoff.
+    EXPECT_LE(m.last_backoff, absl::Seconds(5)) << failure;
+    clock_.Advance(m.last_backoff);
+  }
+  ExpectConverged(absl::ZeroDuration());
+  EXPECT_FALSE(reflector_->Metrics().failing);
+}
+
+TEST_F(ReflectorTest, FailureLogLinesAreRateLimitedAndRecoveryIsLogged) {
+  common::Mutex mu;
+  std::vector<std::string> lines;
+  common::SetLogSink([&](absl::string_view line) {
+    common::MutexLock lock(&mu);
+    lines.emplace_back(line);
+  });
+  auto count = [&](absl::string_view text) {
+    common::MutexLock lock(&mu);
+    int n = 0;
+    for (const std::string& line : lines) n += absl::StrContains(line, text) ? 1 : 0;
+    return n;
+  };
+  server_->FailNextCalls(40, absl::UnavailableError("connection refused"));
+  StartReflector();
+  // 40 failures over a few minutes (backoff at most 30 s): one line at first, then at most
+  // one per minute.
+  ASSERT_TRUE(WaitFor([&] { return server_->list_calls() > 40; }, absl::Seconds(1)));
+  ExpectConverged(absl::Seconds(1));
+  common::SetLogSink(nullptr);
+  const absl::Duration failed_for = absl::Seconds(40 * 30);  // upper bound on the fake time
+  EXPECT_GE(count("watch failed; retrying watch=test error=\"connection refused\""), 1);
+  EXPECT_LE(count("watch failed; retrying"), 1 + failed_for / absl::Minutes(1));
+  EXPECT_LT(count("watch failed; retrying"), 40);
+  EXPECT_EQ(count("watch recovered watch=test after=list"), 1);
+}
+
+TEST_F(ReflectorTest, GoneAndTheRelistAfterItAreNotFailures) {
+  server_->SetGoneAsHttpError(true);
+  StartReflector();
+  ExpectConverged(absl::ZeroDuration());
+  server_->BreakWatches(absl::UnavailableError("unexpected EOF"));  // one failure
+  server_->Set("ns", "a", "v");
+  server_->Compact();  // the re-watch gets 410, then the reflector relists
+  ExpectConverged();
+  const ReflectorMetrics m = reflector_->Metrics();
+  EXPECT_EQ(m.relists_total, 1u);
+  EXPECT_FALSE(m.failing);
+  EXPECT_EQ(m.errors_total, 1u);
 }
 
 TEST_F(ReflectorTest, EventsPerSecondIsMeasuredOverTenSecondWindows) {
