@@ -20,6 +20,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/utf8.h"
 
 extern char** environ;
 
@@ -123,11 +124,12 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
     if (!*skipping && Limiter().Allow(name)) {
       const size_t length = newline - start;
       if (length > kMaxLogLine) {
-        common::LogInfo("plugin output",
-                        {{"plugin", name},
-                         {"stream", stream},
-                         {"line", absl::string_view(*buffer).substr(start, kMaxLogLine)},
-                         {"truncated", true}});
+        common::LogInfo(
+            "plugin output",
+            {{"plugin", name},
+             {"stream", stream},
+             {"line", common::Utf8Prefix(absl::string_view(*buffer).substr(start), kMaxLogLine)},
+             {"truncated", true}});
       } else {
         common::LogInfo("plugin output",
                         {{"plugin", name},
@@ -143,7 +145,7 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
     if (!*skipping && Limiter().Allow(name)) {
       common::LogInfo("plugin output", {{"plugin", name},
                                         {"stream", stream},
-                                        {"line", absl::string_view(*buffer).substr(0, kMaxLogLine)},
+                                        {"line", common::Utf8Prefix(*buffer, kMaxLogLine)},
                                         {"truncated", true}});
     }
     *skipping = true;
