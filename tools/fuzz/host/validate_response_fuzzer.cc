@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "google/protobuf/stubs/logging.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cache/object.h"
 #include "runtime/common/utf8.h"
@@ -39,9 +40,8 @@ struct Scenarios {
     webapp.primary = Mapping("ctrlhost.dev", "webapps", "WebApp", true, true);
     webapp.owns.push_back({Mapping("", "configmaps", "ConfigMap", true, false), true});
     webapp.owns.push_back({Mapping("apps", "deployments", "Deployment", true, true), false});
-    webapp.owns.push_back({Mapping("rbac.authorization.k8s.io", "clusterroles", "ClusterRole",
-                                   false, false),
-                           false});
+    webapp.owns.push_back(
+        {Mapping("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", false, false), false});
     webapp.finalizer = "ctrlhost.dev/cleanup";
     webapp.field_manager = "ctrlhost-webapp";
     tenant.name = "tenant";
@@ -106,6 +106,12 @@ void DumpLikeTheApplier(const Plan& plan) {
 
 }  // namespace
 }  // namespace ctrlhost::controller::apply
+
+// Protobuf logs every string field with invalid UTF-8 it refuses: silence, not a finding.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ctrlhost::controller::apply;  // NOLINT: a fuzzer entry point
