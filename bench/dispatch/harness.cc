@@ -43,6 +43,16 @@ bool Collector::Record(absl::Duration latency, bool ok) {
   return started_ < total_;
 }
 
+bool Collector::RecordAndClaim(absl::Duration latency, bool ok) {
+  common::MutexLock lock(&mu_);
+  latencies_.push_back(absl::ToDoubleMicroseconds(latency));
+  if (!ok) ++errors_;
+  if (static_cast<int>(latencies_.size()) == total_) cv_.SignalAll();
+  if (started_ >= total_) return false;
+  ++started_;
+  return true;
+}
+
 bool Collector::TryStart() {
   common::MutexLock lock(&mu_);
   if (started_ >= total_) return false;

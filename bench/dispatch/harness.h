@@ -2,8 +2,14 @@
 // call every one of them sends, and a latency collector for closed-loop runs.
 //
 //   Collector collector(total);
-//   ... for each request: if (collector.TryStart()) send; on answer: collector.Record(latency);
+//   for (int i = 0; i < in_flight && collector.TryStart(); ++i) Send();
+//   ... on each answer: if (collector.RecordAndClaim(latency, ok)) Send();
 //   Measured m = collector.Wait(start);
+//
+// A callback must not touch anything the waiting thread owns after its last Record: Wait may
+// return (and the caller free the loop's state) as soon as the last answer is recorded. Share
+// the state with the callbacks (shared_ptr) or start the next request only when
+// RecordAndClaim says one remains (then an answer is still outstanding).
 #ifndef CTRLHOST_BENCH_DISPATCH_HARNESS_H_
 #define CTRLHOST_BENCH_DISPATCH_HARNESS_H_
 
@@ -33,6 +39,9 @@ class Collector {
   explicit Collector(int total);
   // Records one answer; returns true while more requests should be started.
   bool Record(absl::Duration latency, bool ok = true);
+  // Records one answer and claims the next request in one step: true when the caller must
+  // start one more (so the run cannot be complete yet).
+  bool RecordAndClaim(absl::Duration latency, bool ok = true);
   // Claims one of the `total` requests; false once all were claimed.
   bool TryStart();
   // Blocks until every answer arrived; rates are measured from `start`.

@@ -50,8 +50,8 @@ const std::vector<absl::string_view>& SpecFields() {
 }
 const std::vector<absl::string_view>& PluginFields() {
   static const auto* const v = new std::vector<absl::string_view>{
-      "name",           "exec",        "endpoint",   "startupTimeout", "shutdownGracePeriod",
-      "requestTimeout", "maxInFlight", "watchBinary"};
+      "name",           "exec",       "endpoint", "startupTimeout", "shutdownGracePeriod",
+      "requestTimeout", "maxInFlight"};
   return *v;
 }
 const std::vector<absl::string_view>& ExecFields() {
@@ -272,13 +272,6 @@ std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
   if (auto n = r.Int(Get(fields, "maxInFlight"), Join(path, "maxInFlight"), 1, kMaxCount)) {
     plugin.max_in_flight = static_cast<int>(*n);
   }
-  if (auto watch = r.Bool(Get(fields, "watchBinary"), Join(path, "watchBinary"))) {
-    plugin.watch_binary = *watch;
-    if (*watch && has_endpoint && !has_exec) {
-      r.Error(Get(fields, "watchBinary"), Join(path, "watchBinary"),
-              "only exec plugins have a binary to watch");
-    }
-  }
   return plugin;
 }
 
@@ -481,13 +474,16 @@ void CheckUniqueNames(const std::vector<OperatorSpec>& ops, std::vector<std::str
 }
 
 // Parses every document of `text`, appending specs and errors (duplicate names unchecked).
-void ParseInto(absl::string_view text, absl::string_view source_name,
-               std::vector<OperatorSpec>& ops, std::vector<std::string>& errors) {
+// Returns the number of documents that were not empty.
+size_t ParseInto(absl::string_view text, absl::string_view source_name,
+                 std::vector<OperatorSpec>& ops, std::vector<std::string>& errors) {
   YamlReader r{std::string(source_name)};
+  size_t documents = 0;
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
     for (const YAML::Node& doc : docs) {
       if (IsAbsent(doc)) continue;  // an empty document (e.g. a trailing ---)
+      ++documents;
       if (std::optional<OperatorSpec> op = ParseDocument(r, doc)) ops.push_back(std::move(*op));
     }
   } catch (const YAML::Exception& e) {
@@ -498,7 +494,9 @@ void ParseInto(absl::string_view text, absl::string_view source_name,
     r.Error(SourceLocation{std::string(source_name), 0, 0}, "",
             absl::StrCat("invalid YAML: ", e.what()));
   }
+  const bool failed = !r.errors().empty();
   for (std::string& e : r.errors()) errors.push_back(std::move(e));
+  return failed ? std::max<size_t>(documents, 1) : documents;
 }
 
 absl::StatusOr<std::vector<OperatorSpec>> Finish(std::vector<OperatorSpec> ops,
@@ -578,7 +576,12 @@ absl::StatusOr<std::vector<OperatorSpec>> LoadOperators(const std::string& path)
     std::stringstream text;
     text << in.rdbuf();
     if (in.bad()) return PathError(absl::StatusCode::kDataLoss, file, "read error");
-    ParseInto(text.str(), file, ops, errors);
+    // A file is read to run operators: one with none (empty, or only comments) is a mistake,
+    // or an editor half-way through writing it. Refused, so the running set stays as it was.
+    if (ParseInto(text.str(), file, ops, errors) == 0) {
+      errors.push_back(
+          absl::StrCat(file, ": no Operator document (the file is empty or holds only comments)"));
+    }
   }
   return Finish(std::move(ops), std::move(errors));
 }

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
@@ -56,7 +57,7 @@ spec:
       shutdownGracePeriod: 0
       requestTimeout: 1m30s
       maxInFlight: 64
-      watchBinary: true
+      # watchBinary was removed (issue 13): it is an unknown field now
     - name: remote
       endpoint:
         address: plugins.example.com:8443
@@ -101,7 +102,6 @@ spec:
   EXPECT_EQ(webapp.shutdown_grace_period, absl::ZeroDuration());
   EXPECT_EQ(webapp.request_timeout, absl::Seconds(90));
   EXPECT_EQ(webapp.max_in_flight, 64);
-  EXPECT_TRUE(webapp.watch_binary);
   EXPECT_EQ(webapp.location.line, 11);
   const PluginSpec& remote = op.plugins[1];
   ASSERT_NE(remote.endpoint(), nullptr);
@@ -255,7 +255,7 @@ TEST(ParseOperatorsTest, WrongTypesSayWhatWasFound) {
         command: [a]
         args: [--port, 8080]
         env: {PORT: 8080}
-      watchBinary: 1
+      maxInFlight: true
     - name: b
       exec: /bin/b
   controllers: {name: x}
@@ -266,8 +266,8 @@ TEST(ParseOperatorsTest, WrongTypesSayWhatWasFound) {
                           "an integer (quote it: \"8080\")",
                           "op.yaml:11:21: spec.plugins[0].exec.env.PORT: must be a string, not "
                           "an integer (quote it: \"8080\")",
-                          "op.yaml:12:20: spec.plugins[0].watchBinary: must be true or false, "
-                          "not an integer",
+                          "op.yaml:12:20: spec.plugins[0].maxInFlight: must be an integer, not "
+                          "a boolean",
                           "op.yaml:14:13: spec.plugins[1].exec: must be a mapping, not a string",
                           "op.yaml:15:16: spec.controllers: must be a list, not a mapping"));
 }
@@ -313,7 +313,8 @@ TEST(ParseOperatorsTest, HostileInputBecomesErrors) {
                                   "spec:\n  plugins:\n    - name: a\n      exec: "
                                   "{command: a}\n      maxInFlight: "
                                   "99999999999999999999999\n")),
-              ElementsAre(HasSubstr("spec.plugins[0].maxInFlight: must be an integer")));
+              ElementsAre(HasSubstr(
+                  "spec.plugins[0].maxInFlight: out of range: must be between 1 and 1048576")));
   EXPECT_TRUE(ParseOperators(absl::StrCat(kHeader,
                                           "spec:\n  plugins:\n    - &p {name: a, exec: "
                                           "{command: a}}\n  controllers: []\n"),
@@ -372,8 +373,7 @@ TEST(ParseOperatorsTest, EndpointAddresses) {
                                   "      watchBinary: true\n")),
               ElementsAre("op.yaml:10:14: spec.plugins[0].endpoint.tls.keyFile: required: "
                           "certFile and keyFile go together",
-                          "op.yaml:11:20: spec.plugins[0].watchBinary: only exec plugins have a "
-                          "binary to watch"));
+                          HasSubstr("op.yaml:11:7: spec.plugins[0].watchBinary: unknown field")));
 }
 
 TEST(ParseOperatorsTest, EnvProblems) {
@@ -502,6 +502,42 @@ TEST_F(LoadOperatorsTest, PathErrors) {
     EXPECT_EQ(ResolveOperatorFiles(dir_.string()).status().code(),
               absl::StatusCode::kPermissionDenied);
   }
+}
+
+// Regression (issue 13, item 13): an empty operator file was accepted (and ran nothing).
+TEST_F(LoadOperatorsTest, RegressionFileWithoutOperatorsIsRefused) {
+  for (const char* text : {"", "\n", "# only a comment\n", "---\n---\n"}) {
+    const std::string path = Write("empty.yaml", text);
+    absl::Status status = LoadOperators(path).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(
+        status.message(),
+        absl::StrCat(path, ": no Operator document (the file is empty or holds only comments)"));
+  }
+  // In a directory too: each file must hold an operator.
+  Write("a.yaml", Doc("a"));
+  EXPECT_THAT(LoadOperators(dir_.string()).status().message(),
+              HasSubstr("empty.yaml: no Operator"));
+  // An invalid file says why, not that it is empty.
+  const std::string bad = Write("empty.yaml", "kind: [\n");
+  EXPECT_THAT(LoadOperators(bad).status().message(), Not(HasSubstr("no Operator document")));
+}
+
+// Regression (issue 13, item 13): "must be an integer, not an integer" for a too large one.
+TEST(ParseOperatorsTest, RegressionIntegerPast64BitsIsOutOfRange) {
+  const auto in_flight = [](absl::string_view value) {
+    return Errors(absl::StrCat(kHeader,
+                               "spec:\n  plugins:\n    - name: a\n      exec: {command: a}\n"
+                               "      maxInFlight: ",
+                               value, "\n"));
+  };
+  EXPECT_THAT(in_flight("99999999999999999999"),
+              ElementsAre(HasSubstr("maxInFlight: out of range: must be between 1 and 1048576")));
+  EXPECT_THAT(in_flight("0x10"), ElementsAre());
+  EXPECT_THAT(in_flight("0o10"), ElementsAre());
+  EXPECT_THAT(in_flight("0xFFFFFFFFFFFFFFFFFF"), ElementsAre(HasSubstr("out of range")));
+  EXPECT_THAT(in_flight("2000000"), ElementsAre(HasSubstr("must be between 1 and 1048576")));
+  EXPECT_THAT(in_flight("ten"), ElementsAre(HasSubstr("must be an integer, not a string")));
 }
 
 TEST(KnownFieldPathsTest, ListsNestedFields) {

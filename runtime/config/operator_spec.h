@@ -90,8 +90,7 @@ struct PluginSpec {
   std::optional<absl::Duration> shutdown_grace_period;  // >= 0
   std::optional<absl::Duration> request_timeout;        // > 0
   std::optional<int> max_in_flight;                     // >= 1
-  bool watch_binary = false;  // restart the plugin when its exec command's file changes
-  SourceLocation location;    // of the list item
+  SourceLocation location;                              // of the list item
 
   const ExecSpec* exec() const { return std::get_if<ExecSpec>(&source); }
   const EndpointSpec* endpoint() const { return std::get_if<EndpointSpec>(&source); }

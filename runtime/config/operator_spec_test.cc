@@ -76,7 +76,6 @@ TEST(DiffTest, EveryPluginFieldCounts) {
       [](PluginSpec& p) { p.shutdown_grace_period = absl::Seconds(1); },
       [](PluginSpec& p) { p.request_timeout = absl::Seconds(1); },
       [](PluginSpec& p) { p.max_in_flight = 3; },
-      [](PluginSpec& p) { p.watch_binary = true; },
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     OperatorSpec after = base;

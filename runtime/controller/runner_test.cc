@@ -326,5 +326,18 @@ TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
   EXPECT_EQ(runner_->Metrics().terminal_keys, 0u);
 }
 
+// Regression (issue 13, item 10): an exception from applying a plugin's answer ended the host.
+TEST_F(RunnerTest, RegressionApplierExceptionIsTerminalNotACrash) {
+  Build();
+  runner_->Start();
+  applier_.ScriptThrow();
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  RunnerMetrics m = runner_->Metrics();
+  EXPECT_EQ(m.terminal_keys, 1u);
+  EXPECT_EQ(m.reconciles_for(ReconcileResult::kTerminal), 1u);
+}
+
 }  // namespace
 }  // namespace ctrlhost::controller

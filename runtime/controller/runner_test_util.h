@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -138,6 +139,10 @@ class FakeApplier : public ResponseApplier {
     applied_.push_back(cache::ObjectKey(context.namespace_, context.name));
     attempts_.push_back(context.attempt);
     cv_.SignalAll();
+    if (throw_next_) {
+      throw_next_ = false;
+      throw std::runtime_error("scripted exception");
+    }
     if (outcomes_.empty()) return ApplyOutcome();
     ApplyOutcome outcome = outcomes_.front();
     outcomes_.pop_front();
@@ -169,6 +174,11 @@ class FakeApplier : public ResponseApplier {
     outcome.status = std::move(status);
     outcomes_.push_back(outcome);
   }
+  // The next Apply throws, as a library working on plugin data might.
+  void ScriptThrow() {
+    common::MutexLock lock(&mu_);
+    throw_next_ = true;
+  }
   void SetEnsureStatus(absl::Status s) {
     common::MutexLock lock(&mu_);
     ensure_status_ = std::move(s);
@@ -198,6 +208,7 @@ class FakeApplier : public ResponseApplier {
   std::vector<uint32_t> attempts_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> ensured_ ABSL_GUARDED_BY(mu_);
   absl::Status ensure_status_ ABSL_GUARDED_BY(mu_);
+  bool throw_next_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class RunnerTest : public ::testing::Test {

@@ -1,9 +1,11 @@
 // The runner's worker side: building requests, dispatching, acting on outcomes. The event
 // side and the lifecycle are in runner.cc.
+#include <exception>
 #include <string>
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/common/logging.h"
 #include "runtime/controller/runner.h"
@@ -22,6 +24,29 @@ bool HasFinalizer(const cache::Object& object, absl::string_view finalizer) {
 std::string TraceId() {
   thread_local absl::InsecureBitGen gen;
   return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+// The applier works on plugin-supplied data with libraries that throw (nlohmann's dump() on
+// broken UTF-8, for one). Whatever it missed is this plugin answer's fault: a terminal error for
+// the key (recorded on the primary, best effort), never an exception that ends the host.
+ApplyOutcome ApplyGuarded(ResponseApplier* applier, const ReconcileContext& context,
+                          const pb::ReconcileResponse& response) {
+  ApplyOutcome outcome;
+  outcome.kind = OutcomeKind::kTerminal;
+  try {
+    return applier->Apply(context, response);
+  } catch (const std::exception& e) {
+    outcome.status = absl::InternalError(
+        absl::StrCat("the controller's answer could not be applied: ", e.what()));
+  } catch (...) {
+    outcome.status = absl::InternalError("the controller's answer could not be applied");
+  }
+  try {
+    applier->RecordTerminal(context, outcome.status);
+  } catch (...) {
+    // Recording is best effort; the outcome stands.
+  }
+  return outcome;
 }
 
 google::protobuf::Timestamp ToTimestamp(absl::Time t) {
@@ -258,7 +283,7 @@ void Runner::ProcessKey(const std::string& key) {
     outcome.kind = OutcomeKind::kRetry;
     outcome.status = response.status();
   } else {
-    outcome = applier_->Apply(context, *response);
+    outcome = ApplyGuarded(applier_, context, *response);
   }
   const absl::Duration took = clock_->Now() - start;
 

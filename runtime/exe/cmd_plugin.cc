@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/utf8.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/exe/admin_client.h"
 #include "runtime/exe/command.h"
@@ -31,7 +32,7 @@ std::string StateName(admin::PluginState state) {
 std::string OneLine(std::string text) {
   std::replace(text.begin(), text.end(), '\n', ' ');
   if (text.size() > kMaxErrorColumn)
-    text = absl::StrCat(text.substr(0, kMaxErrorColumn - 3), "...");
+    text = absl::StrCat(common::Utf8Prefix(text, kMaxErrorColumn - 3), "...");
   return text;
 }
 

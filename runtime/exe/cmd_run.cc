@@ -40,6 +40,40 @@ absl::Status CheckReadable(absl::string_view what, const std::string& path) {
   return absl::OkStatus();
 }
 
+// Why an exec'd plugin's command could not be started, or OK: the checks the supervisor's exec
+// makes, done ahead for --preview. A relative command with a '/' is relative to the plugin's
+// working directory when it has one; a bare name is looked up in $PATH.
+absl::Status CheckCommand(const config::ExecSpec& exec) {
+  std::vector<std::string> candidates;
+  if (absl::StrContains(exec.command, '/')) {
+    candidates.push_back(exec.command[0] != '/' && !exec.working_dir.empty()
+                             ? absl::StrCat(exec.working_dir, "/", exec.command)
+                             : exec.command);
+  } else {
+    const char* path = std::getenv("PATH");
+    for (absl::string_view dir :
+         absl::StrSplit(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
+      candidates.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", exec.command));
+    }
+  }
+  std::string why = absl::StrContains(exec.command, '/') ? "no such file" : "not found in $PATH";
+  for (const std::string& candidate : candidates) {
+    std::error_code error;
+    const fs::file_status status = fs::status(candidate, error);
+    if (error || !fs::exists(status)) continue;
+    if (!fs::is_regular_file(status)) {
+      why = "not a regular file";
+      continue;
+    }
+    if (access(candidate.c_str(), X_OK) != 0) {
+      why = "not executable";
+      continue;
+    }
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("command \"", exec.command, "\": ", why));
+}
+
 // The operator files (runtime/config's rules, shared with LoadOperators).
 absl::Status ResolveOperatorFiles(const std::string& file, RunPlan* plan) {
   absl::StatusOr<std::vector<std::string>> files = config::ResolveOperatorFiles(file);
@@ -218,6 +252,18 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   if (!operators.ok()) return Failure(std::string(operators.status().message()), err);
 
   if (values.preview) {
+    // What the host would refuse at start is refused here too.
+    std::vector<std::string> problems;
+    for (const config::OperatorSpec& op : *operators) {
+      for (const config::PluginSpec& plugin : op.plugins) {
+        if (plugin.exec() == nullptr) continue;
+        if (absl::Status s = CheckCommand(*plugin.exec()); !s.ok()) {
+          problems.push_back(absl::StrCat(op.location.ToString(), ": operator ", op.name,
+                                          ", plugin ", plugin.name, ": ", s.message()));
+        }
+      }
+    }
+    if (!problems.empty()) return Failure(absl::StrJoin(problems, "\n"), err);
     out << "ctrlhost run: preview (nothing is started)\n";
     if (plan->kubeconfigs.empty()) {
       out << "API server: embedded, data in " << plan->data_dir << "\n";

@@ -157,7 +157,7 @@ TEST_F(RunCommandTest, CommandPrintsPreview) {
   {
     std::ofstream f(file);
     f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
-         "spec:\n  plugins:\n  - name: web\n    exec: {command: /bin/web, args: [-v]}\n";
+         "spec:\n  plugins:\n  - name: web\n    exec: {command: /bin/sh, args: [-v]}\n";
   }
   std::ostringstream out, err;
   EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, out, err), kExitOk)
@@ -165,7 +165,37 @@ TEST_F(RunCommandTest, CommandPrintsPreview) {
   EXPECT_TRUE(absl::StrContains(out.str(), "preview")) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "  " + file + "\n")) << out.str();
   EXPECT_TRUE(absl::StrContains(out.str(), "admin API: unix:///d/admin.sock")) << out.str();
-  EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec /bin/web -v\n")) << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec /bin/sh -v\n")) << out.str();
+}
+
+// Regression (issue 13, item 13): a missing command passed --preview.
+TEST_F(RunCommandTest, PreviewRefusesCommandsThatCannotStart) {
+  const std::string file = Touch("op.yaml");
+  const std::string not_executable = Touch("plugin.txt");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  plugins:\n"
+         "  - {name: gone, exec: {command: /nonexistent/web}}\n"
+         "  - {name: lost, exec: {command: no-such-plugin-in-path}}\n"
+         "  - {name: text, exec: {command: "
+      << not_executable
+      << "}}\n"
+         "  - {name: fine, exec: {command: sh}}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, out, err), kExitFailure);
+  EXPECT_EQ(out.str(), "");
+  EXPECT_TRUE(absl::StrContains(
+      err.str(), "operator shop, plugin gone: command \"/nonexistent/web\": no such file"))
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(
+      err.str(), "plugin lost: command \"no-such-plugin-in-path\": not found in $PATH"))
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(err.str(),
+                                "plugin text: command \"" + not_executable + "\": not executable"))
+      << err.str();
+  EXPECT_FALSE(absl::StrContains(err.str(), "plugin fine")) << err.str();
 }
 
 // Issue 13 item 2: the API client's 50 QPS could not be changed from the CLI or the file.

@@ -17,6 +17,9 @@ import urllib.error
 import urllib.request
 
 BINARY = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "runtime", "exe", "ctrlhost")
+# A real plugin whose primary kind (ConfigMap) every API server serves: `run` gets ready with it.
+REPLICATOR = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "plugins",
+                          "configmap-replicator", "configmap-replicator")
 TIMEOUT_SECONDS = 30
 
 
@@ -136,6 +139,17 @@ class AdminClientTest(unittest.TestCase):
 
 class RunPreviewTest(unittest.TestCase):
 
+    def test_empty_operator_file_is_refused(self):
+        # Regression (issue 13, item 13): an empty file was accepted and ran nothing.
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            operator = os.path.join(directory, "op.yaml")
+            open(operator, "w").close()
+            for extra in ([], ["--preview"]):
+                result = ctrlhost("run", "-f", operator, *extra)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertIn(operator + ": no Operator document", result.stderr)
+                self.assertEqual(result.stdout, "")
+
     def test_run_directory_preview(self):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
             for name in ("b.yaml", "a.yml", "notes.txt"):
@@ -223,7 +237,10 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
     def test_run_without_kubeconfig_serves_the_embedded_api_server(self):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
             operator = os.path.join(directory, "op.yaml")
-            open(operator, "w").close()
+            with open(operator, "w") as f:
+                f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: op}\n"
+                        "spec:\n  plugins:\n  - name: replicator\n"
+                        "    exec: {command: %s}\n" % REPLICATOR)
             data_dir = os.path.join(directory, "data")
             env = dict(os.environ)
             env.pop("KUBECONFIG", None)
@@ -232,7 +249,6 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
                  "--metrics-addr", "127.0.0.1:0"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
             try:
-                # No operators in the file: the host serves the API and is ready at once.
                 lines = read_lines_until(process, "ready")
                 url = next((l.split()[-1] for l in lines
                             if l.startswith("API server listening on ")), None)

@@ -145,6 +145,17 @@ spec:
     return json::parse(*body);
   }
 
+  // Reconciles of every controller so far, whatever their result.
+  uint64_t Reconciles() {
+    uint64_t total = 0;
+    for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+      for (const ControllerStatus& c : plugin.controllers) {
+        for (uint64_t n : c.metrics.reconciles) total += n;
+      }
+    }
+    return total;
+  }
+
   fs::path dir_;
   std::string tsan_options_;
   std::unique_ptr<Host> host_;
@@ -282,6 +293,9 @@ TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
                   .ok());
   const kube::ResourceRef deployment{"apps", "v1", "deployments", "default", "s", ""};
   ASSERT_TRUE(Eventually([&] { return !Get(deployment).is_null(); }));
+  // Converged: the object's status says so (the last write its reconciles make).
+  ASSERT_TRUE(Eventually([&] { return !At(Get(WebApp("s")), "/status/conditions").is_null(); }));
+  const uint64_t before_swap = Reconciles();
 
   // v1 -> v2 (the same binary with another environment: a new generation).
   Manager::SwapOptions options;
@@ -292,6 +306,10 @@ TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
   ASSERT_TRUE(swapped.status.ok()) << swapped.status;
   EXPECT_EQ(swapped.serving_generation, 2u);
   EXPECT_EQ(swapped.drained_generation, 1u);
+  // Regression (issue 13, item 1): the new instance reconciles the existing object although
+  // nothing about it changed (REASON_PLUGIN_STARTED), so a fix shipped by swap reaches it.
+  EXPECT_TRUE(Eventually([&] { return Reconciles() > before_swap; }))
+      << before_swap << " reconciles before the swap, " << Reconciles() << " after";
   // The new instance reconciles.
   ASSERT_TRUE(host_->client()
                   .Patch(WebApp("s"), kube::PatchType::kMerge, R"({"spec":{"image":"b"}})")
@@ -392,7 +410,9 @@ TEST_F(HostTest, OperatorFileEditsApplyLive) {
   write("", "");
   { std::ofstream truncate(file, std::ios::trunc); }
   absl::StatusOr<config::OperatorSetDiff> empty = host_->Reload(/*dry_run=*/false);
-  EXPECT_EQ(empty.status().code(), absl::StatusCode::kFailedPrecondition) << empty.status();
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument) << empty.status();
+  EXPECT_TRUE(absl::StrContains(empty.status().message(), "no Operator document"))
+      << empty.status();
   EXPECT_TRUE(host_->manager().Ready().ok()) << host_->manager().Ready();
 
   // A second operator document is added live, then deleted without touching the first.

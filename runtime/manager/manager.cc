@@ -85,6 +85,10 @@ struct Manager::Plugin {
   // Set by the loop once the plugin was first ready; guarded by the manager's mu_.
   std::shared_ptr<ControllerGroup> group;
   std::string group_error;  // why some overrides did not apply; guarded by mu_
+  // The serving instance the group last saw ready: {generation, restarts}. A new one (a swap,
+  // a crash restart, a remote plugin's reconnect) re-enqueues every object of the group's
+  // controllers with REASON_PLUGIN_STARTED. Guarded by the manager's mu_.
+  std::pair<uint64_t, uint64_t> ready_instance{0, 0};
 };
 
 struct Manager::Operator {
@@ -394,6 +398,9 @@ void Manager::Tick() {
   const bool api_reachable = !options_.api_reachable || options_.api_reachable();
   for (const PluginView& view : AllPlugins()) {
     Plugin* p = view.plugin.get();
+    const SlotStatus slot = p->slot->Snapshot();
+    const std::pair<uint64_t, uint64_t> instance{slot.serving_generation, slot.serving.restarts};
+    const bool ready = slot.serving.state == plugin::PluginState::kReady;
     if (view.group == nullptr) {
       plugin::PluginStatus status = p->slot->status();
       if (status.state != plugin::PluginState::kReady || status.describe == nullptr) continue;
@@ -414,10 +421,28 @@ void Manager::Tick() {
       common::MutexLock lock(&mu_);
       p->group_error = std::string(started.message());
       p->group = std::move(group);
-      if (stopping_) return;  // Stop stops the group
+      p->ready_instance = instance;  // the controllers' initial lists enqueue every object
+      if (stopping_) return;         // Stop stops the group
       continue;
     }
     if (api_reachable) view.group->RetryPending();
+    if (!ready) continue;
+    bool new_instance = false;
+    {
+      common::MutexLock lock(&mu_);
+      new_instance = p->ready_instance != instance;
+      p->ready_instance = instance;
+    }
+    if (new_instance) {
+      // docs/protocol.md §7: keys parked on a terminal error, and objects the previous instance
+      // reconciled, get a chance with the new one.
+      common::LogInfo("plugin instance ready: re-enqueueing its controllers' objects",
+                      {{"operator", p->operator_name},
+                       {"plugin", p->name},
+                       {"generation", instance.first},
+                       {"restarts", instance.second}});
+      view.group->EnqueueAll(controller::pb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
+    }
   }
 }
 

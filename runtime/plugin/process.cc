@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +20,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/utf8.h"
 
 extern char** environ;
 
@@ -123,11 +124,12 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
     if (!*skipping && Limiter().Allow(name)) {
       const size_t length = newline - start;
       if (length > kMaxLogLine) {
-        common::LogInfo("plugin output",
-                        {{"plugin", name},
-                         {"stream", stream},
-                         {"line", absl::string_view(*buffer).substr(start, kMaxLogLine)},
-                         {"truncated", true}});
+        common::LogInfo(
+            "plugin output",
+            {{"plugin", name},
+             {"stream", stream},
+             {"line", common::Utf8Prefix(absl::string_view(*buffer).substr(start), kMaxLogLine)},
+             {"truncated", true}});
       } else {
         common::LogInfo("plugin output",
                         {{"plugin", name},
@@ -143,7 +145,7 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
     if (!*skipping && Limiter().Allow(name)) {
       common::LogInfo("plugin output", {{"plugin", name},
                                         {"stream", stream},
-                                        {"line", absl::string_view(*buffer).substr(0, kMaxLogLine)},
+                                        {"line", common::Utf8Prefix(*buffer, kMaxLogLine)},
                                         {"truncated", true}});
     }
     *skipping = true;
@@ -155,6 +157,106 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
     }
     buffer->clear();
   }
+}
+
+// Where a child failed before its command ran, for the error message.
+enum ChildStage { kStageSetup = 1, kStageWorkingDir = 2, kStageExec = 3 };
+
+const char* ChildStageName(int stage) {
+  switch (stage) {
+    case kStageWorkingDir:
+      return "cannot enter the working directory for";
+    case kStageExec:
+      return "cannot execute";
+    default:
+      return "cannot set up the process for";
+  }
+}
+
+// An exec failure is the configuration's fault (a missing or non-executable file, a script
+// without an interpreter, a bad working directory): FAILED_PRECONDITION, so the supervisor
+// fails the plugin with this reason instead of retrying.
+absl::Status ExecStatus(int err, absl::string_view what, absl::string_view command) {
+  const std::string message =
+      absl::StrCat(what, " plugin command \"", command, "\": ", strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ENOEXEC:
+    case ENOTDIR:
+    case EISDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+    case E2BIG:
+    case ELIBBAD:
+    case ETXTBSY:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+// `command` as execve needs it: a path as given, or a name found in the host's PATH (the first
+// regular file there; when only non-executable ones exist, the first of those, so that exec
+// reports EACCES). "" when there is none.
+std::string ResolveCommand(const std::string& command) {
+  if (command.find('/') != std::string::npos) return command;
+  const char* env_path = getenv("PATH");
+  const std::string search = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  std::string first_found;
+  size_t begin = 0;
+  for (;;) {
+    const size_t colon = search.find(':', begin);
+    std::string dir = search.substr(begin, colon == std::string::npos ? colon : colon - begin);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = absl::StrCat(dir, "/", command);
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+      if (first_found.empty()) first_found = candidate;
+    }
+    if (colon == std::string::npos) break;
+    begin = colon + 1;
+  }
+  return first_found;
+}
+
+// The forked child: its own process group; SIGKILL when the host dies (PR_SET_PDEATHSIG: the
+// signal comes when the thread that forked exits, so the supervisor's thread spawns and
+// outlives its process); default signal dispositions, an empty mask, stdin from /dev/null,
+// stdout/stderr to the pipes. Reports {stage, errno} on `report` if it cannot exec. Never
+// returns.
+[[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* envp,
+                            const char* working_dir, int out_fd, int err_fd, int report) {
+  auto fail = [report](int stage) {
+    const int failure[2] = {stage, errno};
+    ssize_t ignored = write(report, failure, sizeof(failure));
+    (void)ignored;
+    _exit(127);
+  };
+  setpgid(0, 0);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(kStageSetup);
+  // The host may have died between fork and prctl: then no signal will come.
+  if (getppid() != parent) _exit(127);
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  const int devnull = open("/dev/null", O_RDONLY);
+  if (devnull < 0 || dup2(devnull, 0) < 0) fail(kStageSetup);
+  if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) fail(kStageSetup);
+  if (working_dir != nullptr && chdir(working_dir) != 0) fail(kStageWorkingDir);
+  execve(path, argv, envp);
+  fail(kStageExec);
+  _exit(127);  // not reached
 }
 
 }  // namespace
@@ -202,33 +304,44 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
   for (std::string& s : arg_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  if (!spec.working_dir.empty()) {
-    posix_spawn_file_actions_addchdir_np(&actions, spec.working_dir.c_str());
-  }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty, defaults;
-  sigemptyset(&empty);
-  sigemptyset(&defaults);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = 0;
-  const int rc =
-      posix_spawnp(&pid, spec.command.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  const std::string path = ResolveCommand(spec.command);
+  if (path.empty()) {
     close_all();
-    return ErrnoStatus(rc, absl::StrCat("cannot start plugin command \"", spec.command, "\""));
+    return absl::NotFoundError(
+        absl::StrCat("cannot start plugin command \"", spec.command, "\": not found in PATH"));
+  }
+  int report[2];  // the child's exec failure, if any: {stage, errno}; EOF means exec succeeded
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    const int e = errno;
+    close_all();
+    return ErrnoStatus(e, "pipe");
+  }
+  const pid_t parent = getpid();
+  const char* const working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The child of a multi-threaded process: async-signal-safe calls only, no allocation.
+    ExecChild(parent, path.c_str(), argv.data(), envp.data(), working_dir, out[1], err[1],
+              report[1]);
+  }
+  close(report[1]);
+  if (pid < 0) {
+    const int e = errno;
+    close(report[0]);
+    close_all();
+    return ErrnoStatus(e, "fork");
+  }
+  setpgid(pid, pid);  // also in the child: whichever runs first, the group exists before use
+  int failure[2] = {0, 0};
+  ssize_t got;
+  while ((got = read(report[0], failure, sizeof(failure))) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  if (got > 0) {
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    close_all();
+    return ExecStatus(failure[1], ChildStageName(failure[0]), spec.command);
   }
   close(out[1]);
   close(err[1]);
@@ -266,8 +379,10 @@ Process::~Process() {
 
 void Process::Signal(int signal) {
   common::MutexLock lock(&mu_);
-  // Reaping happens under mu_, so the pid cannot have been reused while we hold it.
-  if (!status_.has_value()) kill(pid_, signal);
+  // The whole process group: a wrapper (a shell script, a language launcher) and the plugin it
+  // started stop together. Reaping happens under mu_, so until then the pid, and with it the
+  // group id, cannot have been reused.
+  if (!status_.has_value()) kill(-pid_, signal);
 }
 
 std::optional<int> Process::WaitExited(absl::Time deadline) {
@@ -319,6 +434,9 @@ void Process::OutputLoop() {
     }
     if (fds[2].revents & POLLIN) break;  // the process exited
   }
+  // Whatever the plugin left in its process group goes with it (the exited leader, not yet
+  // reaped, still holds the group id): no orphan keeps running, or keeps the pipes open.
+  kill(-pid_, SIGKILL);
   // Read what is left without blocking (a grandchild may keep the pipes open), then flush.
   for (int i = 0; i < 2; ++i) {
     const int fd = i == 0 ? out_fd_ : err_fd_;

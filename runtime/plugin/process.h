@@ -1,12 +1,18 @@
 // Process: one exec'd plugin process, with its stdout and stderr captured into the host log.
 //
-// Spawned with posix_spawn in its own process group (so a terminal's Ctrl-C reaches the host,
-// which stops plugins in order), stdin from /dev/null, default signal dispositions and an empty
-// signal mask. One thread per process polls its two output pipes and a pidfd: each complete line
-// is logged at INFO as `plugin output plugin=NAME stream=stdout|stderr line=...` (lines longer
-// than kMaxLogLine bytes are cut there and logged with truncated=true; the rest of such a line
-// is dropped), a partial last line is flushed at exit, and the exit is reaped at once (no
-// zombies) and reported through `on_exit`.
+// Forked and exec'd in its own process group (so a terminal's Ctrl-C reaches the host, which
+// stops plugins in order), stdin from /dev/null, default signal dispositions and an empty
+// signal mask, with a parent-death signal (SIGKILL): a host that dies, even by kill -9, takes
+// its plugins with it. The parent-death signal fires when the *thread* that called Spawn
+// exits: call it from a thread that outlives the process (the supervisor's does). Signal()
+// signals the whole group, so a wrapper script and the plugin it started stop together, and
+// when the process exits whatever is left in its group is killed (no orphans). Exec failures
+// (missing or non-executable command, bad interpreter or working directory) are reported by
+// Spawn itself with a code the supervisor treats as a refusal (no retry). One thread per process
+// polls its two output pipes and a pidfd: each complete line is logged at INFO as `plugin output
+// plugin=NAME stream=stdout|stderr line=...` (lines longer than kMaxLogLine bytes are cut there and
+// logged with truncated=true; the rest of such a line is dropped), a partial last line is flushed
+// at exit, and the exit is reaped at once (no zombies) and reported through `on_exit`.
 //
 // Example:
 //   ProcessSpec spec;
@@ -62,7 +68,7 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Sends `signal` unless the process was already reaped (then a no-op).
+  // Sends `signal` to the process's group unless the process was already reaped (then a no-op).
   void Signal(int signal);
   // Waits (real time) until the process was reaped or `deadline`; returns the wait status.
   std::optional<int> WaitExited(absl::Time deadline);

@@ -15,6 +15,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_callback.h"
+#include "runtime/common/log_limiter.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
 
@@ -166,8 +167,13 @@ class Session::Stream
     }
     StartRead(&read_buffer_);
     if (!done) {
-      common::LogWarning("plugin response for an unknown or expired request dropped",
-                         {{"plugin", options_.instance_name}, {"request_id", id}});
+      // A plugin can send these as fast as it likes: rate limited (issue 13, item 12).
+      uint64_t suppressed = 0;
+      if (dropped_log_.Allow(&suppressed)) {
+        common::LogWarning(
+            "plugin response for an unknown or expired request dropped",
+            {{"plugin", options_.instance_name}, {"request_id", id}, {"suppressed", suppressed}});
+      }
       return;
     }
     done(std::move(response));
@@ -319,6 +325,8 @@ class Session::Stream
   grpc::ClientContext context_;
   std::thread timer_;
   std::atomic<bool> published_{false};
+  // "response dropped" warnings: 1/s after a burst of 10. Thread-safe itself.
+  common::LogLimiter dropped_log_{{.per_second = 1, .burst = 10, .clock = clock_}};
 
   // Filled by gRPC between StartRead and OnReadDone; read by OnReadDone under mu_.
   pb::ReconcileResponse read_buffer_;

@@ -12,7 +12,8 @@
 //   - RESOURCE_EXHAUSTED for every outstanding request when the plugin sent a message larger
 //     than `max_message_bytes` (gRPC ends the whole stream in that case, so the session is
 //     broken too; it cannot tell which request the oversized answer was for).
-// Responses with an unknown, expired or already answered request_id are logged and dropped.
+// Responses with an unknown, expired or already answered request_id are dropped and logged,
+// rate limited (10 lines, then 1 per second, each with the count of lines suppressed before it).
 //
 // Example:
 //   ASSIGN_OR_RETURN(HandshakeResult hs, Handshake(channel, handshake_options));

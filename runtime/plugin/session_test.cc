@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
 #include "runtime/plugin/handshake.h"
 #include "runtime/plugin/testing/test_plugin.h"
@@ -232,6 +233,39 @@ TEST_F(SessionTest, ResponseForUnknownIdIsDropped) {
   ASSERT_TRUE(results.WaitFor(2));
   EXPECT_EQ(results.result(1).status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(session_->health().ok());
+}
+
+// Regression (issue 13, item 12): a plugin flooding answers to requests never sent wrote one
+// warning each (226,115 lines in 30 s).
+TEST_F(SessionTest, RegressionGarbageFloodIsLoggedRateLimited) {
+  common::Mutex log_mu;
+  int dropped_lines = 0;
+  std::string last_line;
+  common::SetLogSink([&](absl::string_view line) {
+    if (line.find("unknown or expired request dropped") == absl::string_view::npos) return;
+    common::MutexLock lock(&log_mu);
+    ++dropped_lines;
+    last_line = std::string(line);
+  });
+  StartPlugin();
+  OpenSession({});
+  Results& results = results_;
+  // The real answer comes after the 5000 garbage ones on the same stream: when it arrived,
+  // every garbage answer had been handled.
+  session_->Dispatch(Call("flood-5000"), Later(), results.Callback("flood"));
+  ASSERT_TRUE(results.WaitFor(1));
+  EXPECT_TRUE(results.result(0).ok());
+  {
+    common::MutexLock lock(&log_mu);
+    EXPECT_EQ(dropped_lines, 10);  // the burst; the clock did not move
+  }
+  clock_.Advance(absl::Seconds(1));
+  session_->Dispatch(Call("flood-1"), Later(), results.Callback("one"));
+  ASSERT_TRUE(results.WaitFor(2));
+  common::SetLogSink(nullptr);
+  common::MutexLock lock(&log_mu);
+  EXPECT_EQ(dropped_lines, 11);
+  EXPECT_NE(last_line.find("suppressed=4990"), std::string::npos) << last_line;
 }
 
 TEST_F(SessionTest, BrokenStreamFailsEveryRequestWithUnavailable) {

@@ -1,7 +1,11 @@
 #include "runtime/plugin/supervisor.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +43,38 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
   return buffer.str();
 }
 
+// A plugin socket left at `path` by an earlier host: removed when nothing listens on it (the
+// host crashed), refused when something does (another host on the same directory, or a plugin
+// that outlived its host): two hosts must not share plugin sockets.
+absl::Status ClaimSocketPath(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin socket path ", path, " exists and is not a socket"));
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  sockaddr_un address;
+  memset(&address, 0, sizeof(address));
+  address.sun_family = AF_UNIX;
+  memcpy(address.sun_path, path.data(), std::min(path.size(), sizeof(address.sun_path) - 1));
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  if (live) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin socket ", path,
+        " is served by a running process (another host using the same socket directory, or a "
+        "plugin of an earlier host): stop it or use another directory"));
+  }
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot remove the stale plugin socket ", path, ": ", strerror(errno)));
+  }
+  common::LogInfo("removed a stale plugin socket", {{"path", path}});
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* PluginStateName(PluginState state) {
@@ -73,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Start(SupervisorOptions 
       return absl::InvalidArgumentError(
           absl::StrCat("plugin socket path ", path, " is longer than ", kMaxSocketPath, " bytes"));
     }
+    if (absl::Status s = ClaimSocketPath(path); !s.ok()) return s;
   }
   std::unique_ptr<Supervisor> supervisor(new Supervisor(std::move(options)));
   supervisor->thread_ = std::thread([s = supervisor.get()] { s->Run(); });

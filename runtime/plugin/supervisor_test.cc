@@ -5,7 +5,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -414,6 +417,66 @@ TEST_F(SupervisorTest, CommandNotFoundFails) {
   StartSupervisor(std::move(options));
   ASSERT_TRUE(WaitState(PluginState::kFailed));
   EXPECT_EQ(supervisor_->status().last_error.code(), absl::StatusCode::kNotFound);
+}
+
+// A Unix socket bound at `path`; listening unless `listen_too` is false (then closed at once:
+// the file stays, as after a crash). Returns the fd (-1 when closed).
+int BindSocket(const std::string& path, bool listen_too) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << errno;
+  if (listen_too) {
+    EXPECT_EQ(listen(fd, 1), 0);
+    return fd;
+  }
+  close(fd);
+  return -1;
+}
+
+// Regression (issue 13, item 11): a restarted host must not share sockets with what an earlier
+// host left: a stale socket file is removed, a live one refused.
+TEST_F(SupervisorTest, RegressionStaleSocketIsRemovedLiveSocketRefused) {
+  ASSERT_TRUE(EnsurePrivateDir(socket_dir_).ok());
+  const std::string path = socket_dir_ + "/test-1.sock";
+  const int live = BindSocket(path, true);
+  absl::StatusOr<std::unique_ptr<Supervisor>> refused = Supervisor::Start(ExecOptions({}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("served by a running process"));
+  close(live);
+  unlink(path.c_str());
+
+  BindSocket(path, false);  // left behind by a crash
+  StartSupervisor(ExecOptions({}));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  StopAdvancing(absl::Seconds(5));
+}
+
+// Regression (issue 13, item 13): a command that cannot be executed fails the plugin with the
+// reason at once instead of being retried forever.
+TEST_F(SupervisorTest, RegressionNonExecutableCommandFails) {
+  const std::string not_executable = root_ + "/plugin.txt";
+  const std::string no_interpreter = root_ + "/plugin.bin";
+  std::ofstream(not_executable) << "#!/bin/sh\nexit 0\n";
+  std::ofstream(no_interpreter) << "garbage, no #! line";
+  chmod(not_executable.c_str(), 0644);
+  chmod(no_interpreter.c_str(), 0755);
+  for (const auto& [command, code] :
+       {std::make_pair(not_executable, absl::StatusCode::kPermissionDenied),
+        std::make_pair(no_interpreter, absl::StatusCode::kFailedPrecondition)}) {
+    SupervisorOptions options = ExecOptions({});
+    options.source.exec.command = command;
+    StartSupervisor(std::move(options));
+    ASSERT_TRUE(WaitState(PluginState::kFailed)) << command;
+    EXPECT_EQ(supervisor_->status().last_error.code(), code) << supervisor_->status().last_error;
+    EXPECT_THAT(std::string(supervisor_->status().last_error.message()), HasSubstr(command));
+    EXPECT_EQ(supervisor_->status().restarts, 0u);
+    supervisor_.reset();
+  }
+  unlink(not_executable.c_str());
+  unlink(no_interpreter.c_str());
 }
 
 TEST(EnsurePrivateDirTest, CreatesAndChecks) {

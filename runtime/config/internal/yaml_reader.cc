@@ -1,6 +1,7 @@
 #include "runtime/config/internal/yaml_reader.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <tuple>
 
@@ -214,13 +215,40 @@ std::optional<std::string> YamlReader::String(const YAML::Node& node, absl::stri
   return node.Scalar();
 }
 
+namespace {
+
+// A plain scalar TypeOfPlain classified kInt (decimal, 0x hex or 0o octal) as an int64_t; false
+// when it does not fit.
+bool ParseInt(const std::string& s, int64_t* value) {
+  const bool hex = absl::StartsWith(s, "0x");
+  if (hex || absl::StartsWith(s, "0o")) {
+    uint64_t u = 0;
+    for (char c : s.substr(2)) {
+      const int digit = c >= '0' && c <= '9'   ? c - '0'
+                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                               : c - 'A' + 10;
+      const uint64_t base = hex ? 16 : 8;
+      if (u > (static_cast<uint64_t>(INT64_MAX) - digit) / base) return false;
+      u = u * base + digit;
+    }
+    *value = static_cast<int64_t>(u);
+    return true;
+  }
+  return absl::SimpleAtoi(s, value);
+}
+
+}  // namespace
+
 std::optional<int64_t> YamlReader::Int(const YAML::Node& node, absl::string_view path, int64_t min,
                                        int64_t max) {
   if (IsAbsent(node)) return std::nullopt;
   int64_t value = 0;
-  if (!node.IsScalar() || !IsPlain(node) || TypeOfPlain(node.Scalar()) != PlainType::kInt ||
-      !absl::SimpleAtoi(node.Scalar(), &value)) {
+  if (!node.IsScalar() || !IsPlain(node) || TypeOfPlain(node.Scalar()) != PlainType::kInt) {
     Error(node, path, absl::StrCat("must be an integer, not ", TypeName(node)));
+    return std::nullopt;
+  }
+  if (!ParseInt(node.Scalar(), &value)) {  // a YAML integer, but past 64 bits
+    Error(node, path, absl::StrCat("out of range: must be between ", min, " and ", max));
     return std::nullopt;
   }
   if (value < min || value > max) {

@@ -12,6 +12,7 @@
 #include "runtime/cache/object.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/utf8.h"
 #include "runtime/controller/apply/conditions.h"
 #include "runtime/controller/apply/noop.h"
 #include "runtime/controller/apply/validate.h"
@@ -298,7 +299,7 @@ struct Applier::Run {
     condition.set_type(kReconciledCondition);
     condition.set_status(pb::CONDITION_STATUS_FALSE);
     condition.set_reason(std::string(reason));
-    condition.set_message(message.substr(0, 32768));
+    condition.set_message(common::TruncateUtf8(message, 32768));  // never mid-character
     absl::Status written = WriteStatus(std::nullopt, {condition});
     if (!written.ok()) {
       common::LogWarning(

@@ -249,5 +249,34 @@ TEST_F(ScriptedServerTest, UnreachableServerIsRetry) {
   EXPECT_EQ(applier.EnsureFinalizer(context_).status().code(), outcome.status.code());
 }
 
+// Regression (issue 13, item 10): an OWNED patch named with 12,000 "€" makes an error message
+// over the condition's 32 KiB; cutting it mid-character made nlohmann's dump() throw and the
+// host abort. The message is cut on a character boundary and the condition is written.
+TEST_F(ScriptedServerTest, RegressionOwnedPatchWithLongMultibyteNameIsTerminalNotACrash) {
+  Script(422, "Invalid");
+  std::string euros;
+  for (int i = 0; i < 12000; ++i) euros += "\xE2\x82\xAC";
+  // The message's ASCII prefix decides where a byte cut falls: one of three shifts splits a "€".
+  for (const std::string shift : {"", "a", "ab"}) {
+    {
+      common::MutexLock lock(&mu_);
+      seen_.clear();
+    }
+    pb::ReconcileResponse response;
+    pb::Patch* patch = response.add_patches();
+    patch->set_target(pb::PATCH_TARGET_OWNED);
+    patch->set_type(pb::PATCH_TYPE_MERGE_PATCH);
+    patch->set_patch(R"({"data":{"x":"1"}})");
+    patch->set_api_version("v1");
+    patch->set_kind("ConfigMap");
+    patch->set_name(shift + euros);
+    ApplyOutcome outcome = applier_->Apply(context_, response);
+    EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal) << shift;
+    const std::vector<std::string> seen = Seen();
+    ASSERT_EQ(seen.size(), 2u) << shift;  // the event and the Reconciled condition
+    EXPECT_EQ(seen[0], "POST /api/v1/namespaces/team/events");
+    EXPECT_EQ(seen[1], "PATCH /apis/ctrlhost.dev/v1/namespaces/team/webapps/web/status");
+  }
+}
 }  // namespace
 }  // namespace ctrlhost::controller::apply

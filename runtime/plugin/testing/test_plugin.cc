@@ -60,6 +60,15 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
       const std::string& name = r.reconcile().name();
       response.set_request_id(r.request_id());
       uint64_t size = 0;
+      if (absl::StartsWith(name, "flood-") && absl::SimpleAtoi(name.substr(6), &size)) {
+        // `size` answers to requests that were never sent, then the real one.
+        common::MutexLock lock(&write_mu);
+        for (uint64_t i = 0; i < size; ++i) {
+          pb::ReconcileResponse garbage;
+          garbage.set_request_id(r.request_id() + 1000000 + i);
+          stream->Write(garbage);
+        }
+      }
       if (absl::StartsWith(name, "huge-") && absl::SimpleAtoi(name.substr(5), &size)) {
         response.set_status(std::string(size, 'x'));
       } else {
