@@ -286,6 +286,26 @@ struct Applier::Run {
       outcome.status = status.code() == absl::StatusCode::kOk
                            ? absl::UnknownError(message)
                            : absl::Status(status.code(), message);
+      // Retried (a permission can be granted, a server fixed), but never silently: the object
+      // gets a Warning event (aggregated) and Reconciled=False naming the refusal, and the log
+      // a line (rate limited). kube's 403 message names the verb, resource and namespace.
+      // 429/503/504 are the server asking to come back later: retried quietly.
+      const bool denied = code == 401 || code == 403;
+      if (denied || (code >= 500 && code != 503 && code != 504)) {
+        const char* reason = denied ? kReasonForbidden : kReasonWriteFailed;
+        RecordFailure(reason, reason, message);
+        uint64_t suppressed = 0;
+        if (self->refused_log_.Allow(&suppressed)) {
+          common::LogWarning(denied ? "write forbidden by the API server; retrying"
+                                    : "write failed on the API server; retrying",
+                             {{"controller", context.controller->name},
+                              {"namespace", context.namespace_},
+                              {"name", context.name},
+                              {"code", code},
+                              {"error", message},
+                              {"suppressed", suppressed}});
+        }
+      }
     }
     return outcome;
   }

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/apply/event_recorder.h"
 #include "runtime/controller/reconcile.h"
@@ -46,6 +47,8 @@ inline constexpr char kReasonWriteRejected[] = "WriteRejected";      // server s
 inline constexpr char kReasonReconcileError[] = "ReconcileError";    // event for any error
 inline constexpr char kReasonSucceeded[] = "Succeeded";              // Reconciled=True again
 inline constexpr char kReasonNotControlled[] = "NotControlled";      // object controlled elsewhere
+inline constexpr char kReasonForbidden[] = "Forbidden";              // server said 401/403
+inline constexpr char kReasonWriteFailed[] = "WriteFailed";  // server said 5xx (not 503/504)
 
 struct ApplierOptions {
   common::Clock* clock = common::Clock::Real();  // borrowed; condition and event times
@@ -88,6 +91,9 @@ class Applier : public ResponseApplier {
   kube::Client* const client_;
   const ApplierOptions options_;
   EventRecorder recorder_;  // has its own mutex
+  // Log lines for writes the API server refused (403, persistent 5xx): at most a few a second
+  // across every controller, whatever a misconfigured RBAC or a plugin's answers cause.
+  common::LogLimiter refused_log_{{.per_second = 2, .burst = 20, .clock = options_.clock}};
 
   // The last configuration applied to each object, keyed by field manager, group, kind,
   // namespace and name: an apply whose configuration is unchanged and whose fields the
