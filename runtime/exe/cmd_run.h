@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/config/operator_spec.h"
 #include "absl/time/time.h"
+#include "runtime/config/operator_spec.h"
 #include "runtime/manager/watch_health.h"
 
 namespace ctrlhost::exe {
@@ -57,6 +57,7 @@ struct RunPlan {
   std::string metrics_addr;
   std::optional<double> api_qps;  // from the flags
   std::optional<int> api_burst;
+  absl::Duration watch_stale_after;
 };
 
 // The API client's rate limit: each value from the flags when given, else the largest value any
@@ -64,8 +65,6 @@ struct RunPlan {
 // limit, counts as the largest), else unset (the host's defaults).
 config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
                                        const std::vector<config::OperatorSpec>& operators);
-  absl::Duration watch_stale_after;
-};
 
 // Where the cluster `plan` works against comes from, as the line `ctrlhost run` prints after
 // "API server: URL" (so a $KUBECONFIG left set is never used silently), e.g.

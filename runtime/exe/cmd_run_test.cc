@@ -205,7 +205,7 @@ TEST_F(RunCommandTest, ApiClientLimitFromFlagsAndOperatorFilesIssue13) {
     std::ofstream f(file);
     f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
          "spec:\n  apiClient: {qps: 200, burst: 400}\n"
-         "  plugins:\n  - name: web\n    exec: {command: /bin/web}\n";
+         "  plugins:\n  - name: web\n    exec: {command: /bin/true}\n";
   }
   std::ostringstream out, err;
   EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, out, err), kExitOk)

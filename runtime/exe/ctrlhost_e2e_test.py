@@ -289,7 +289,10 @@ class RunAgainstAClusterTest(unittest.TestCase):
     def test_run_names_the_cluster_and_serves_readyz_while_it_is_unreachable(self):
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
             operator = os.path.join(directory, "op.yaml")
-            open(operator, "w").close()
+            with open(operator, "w") as f:  # (an empty operator file is refused)
+                f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: r}\n"
+                        "spec:\n  plugins:\n  - name: replicator\n"
+                        "    exec: {command: %s}\n" % REPLICATOR)
             config = os.path.join(directory, "config")
             server = "https://127.0.0.1:%d" % free_port()  # nothing listens there
             with open(config, "w") as f:
