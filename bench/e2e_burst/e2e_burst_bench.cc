@@ -19,6 +19,12 @@
 //
 // Every controller phase also reports the host's API requests per object and per reconcile
 // (counted on the host's RestClient from the first create until it is quiet after convergence).
+//
+// --kubeconfig=PATH (tools/bench passes a fresh real Kubernetes 1.20 cluster from e2e/kube) adds
+// the same measurement against that cluster in the same run, on --real-objects (1000) objects,
+// each phase in its own namespace: real-floor (creates alone), real-tuned (host client
+// unlimited) and real-default (the host's default 50 QPS / burst 100, as a controller-runtime
+// manager has). Figures carry the prefix "real: " and per-object ratios to the embedded ones.
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +49,7 @@
 #include "runtime/common/mutex.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/config/load.h"
+#include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/kubeconfig.h"
 #include "runtime/kube/rest_client.h"
@@ -83,6 +90,8 @@ struct Phase {
   size_t host_idle = 8;             // the host's RestClient pool of idle keep-alive connections
   bool default_rate_limit = false;  // leave the controller queue's rateLimit at its default
   bool finalizer = false;           // the plugin declares a finalizer (burst_plugin --finalizer)
+  std::string kubeconfig;           // a real cluster; empty: the embedded API server
+  std::string namespace_name = "default";
 };
 
 struct PhaseResult {
@@ -169,14 +178,34 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
   options.data_dir = (dir / "data").string();
   options.apiserver.port = 0;
   options.metrics_port = 0;
+  if (!phase.kubeconfig.empty()) {
+    options.kubeconfigs = {phase.kubeconfig};
+    options.api_qps = phase.host_qps;  // the host would apply its cluster default otherwise
+    options.api_burst = phase.host_burst;
+  }
   options.rest.qps = phase.host_qps;
   options.rest.burst = phase.host_burst;
   options.rest.max_idle_connections = phase.host_idle;
   ASSIGN_OR_RETURN(std::unique_ptr<manager::Host> host, manager::Host::Start(options));
 
-  RETURN_IF_ERROR(host->client().Create(kCrds, kCrd).status());
+  kube::ResourceRef bursts = kBursts;
+  bursts.namespace_name = phase.namespace_name;
+  if (absl::Status s = host->client().Create(kCrds, kCrd).status();
+      !s.ok() && !kube::IsAlreadyExists(s)) {
+    return s;
+  }
+  if (phase.namespace_name != "default") {
+    const kube::ResourceRef namespaces{"", "v1", "namespaces", "", "", ""};
+    RETURN_IF_ERROR(host->client()
+                        .Create(namespaces, absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
+                                                         R"("metadata":{"name":")",
+                                                         phase.namespace_name, R"("}})"))
+                        .status());
+  }
   // Creators and the watch get their own client: no rate limit, a connection per thread.
-  ASSIGN_OR_RETURN(kube::RestConfig config, kube::LoadKubeconfigFile(host->kubeconfig_path()));
+  ASSIGN_OR_RETURN(kube::RestConfig config,
+                   kube::LoadKubeconfigFile(phase.kubeconfig.empty() ? host->kubeconfig_path()
+                                                                     : phase.kubeconfig));
   kube::RestClientOptions rest_options;
   rest_options.qps = 0;
   rest_options.max_idle_connections = phase.clients + 1;
@@ -190,7 +219,7 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
   std::string from_revision;
   const absl::Time served_deadline = absl::Now() + absl::Seconds(30);
   while (true) {
-    absl::StatusOr<kube::ObjectList> list = client.List(kBursts);
+    absl::StatusOr<kube::ObjectList> list = client.List(bursts);
     if (list.ok()) {
       from_revision = list->resource_version;
       break;
@@ -214,7 +243,7 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
       watch_options.resource_version = from_revision;
       watch_options.idle_timeout = absl::Minutes(2);
       absl::Status s = client.Watch(
-          kBursts, watch_options,
+          bursts, watch_options,
           [&](kube::WatchEvent event) {
             int64_t i = 0;
             if (event.type == "MODIFIED" && DoneIndex(parser, event.object, &i) && i >= 0 &&
@@ -246,9 +275,9 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
         if (i >= n) return;
         const std::string body = absl::StrCat(
             R"({"apiVersion":"burst.bench.ctrlhost.dev/v1","kind":"Burst","metadata":{"name":"b-)",
-            i, R"(","namespace":"default"},"spec":{"size":)", i, "}}");
+            i, R"(","namespace":")", phase.namespace_name, R"("},"spec":{"size":)", i, "}}");
         sent_ns[i] = NowNanos();
-        absl::StatusOr<std::string> r = client.Create(kBursts, body);
+        absl::StatusOr<std::string> r = client.Create(bursts, body);
         acked_ns[i] = NowNanos();
         if (r.ok()) {
           created.fetch_add(1);
@@ -273,12 +302,12 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
     // object, then its status merge patch with that resourceVersion as precondition.
     std::atomic<int64_t> extra_errors{0};
     result.get_time = ForAll(n, phase.clients, &extra_errors, [&](int64_t i) {
-      kube::ResourceRef ref = kBursts;
+      kube::ResourceRef ref = bursts;
       ref.name = absl::StrCat("b-", i);
       return client.Get(ref).ok();
     });
     result.patch_time = ForAll(n, phase.clients, &extra_errors, [&](int64_t i) {
-      kube::ResourceRef ref = kBursts;
+      kube::ResourceRef ref = bursts;
       ref.name = absl::StrCat("b-", i);
       ref.subresource = "status";
       return client
@@ -341,6 +370,8 @@ int Main(int argc, char** argv) {
   int objects = 10000, clients = 8, workers = 8, probe_objects = 400, host_idle = -1;
   bool finalizer = false;
   double host_qps = 0;
+  std::string kubeconfig;
+  int real_objects = 1000;
   std::vector<std::string> phases = {"floor", "naive", "tuned", "default-host"};
   for (const std::string& arg : reporter.args()) {
     std::pair<std::string, std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
@@ -362,6 +393,11 @@ int Main(int argc, char** argv) {
       finalizer = kv.second == "true";
     } else if (kv.first == "--phases") {
       phases = absl::StrSplit(kv.second, ',', absl::SkipEmpty());
+    } else if (kv.first == "--kubeconfig") {
+      kubeconfig = kv.second;
+      ok = !kubeconfig.empty();
+    } else if (kv.first == "--real-objects") {
+      ok = absl::SimpleAtoi(kv.second, &real_objects) && real_objects > 0;
     } else {
       ok = false;
     }
@@ -520,6 +556,68 @@ int Main(int argc, char** argv) {
     add("default host client: host API requests per object",
         static_cast<double>(probe->host_requests) / probe_objects, "requests", std::nullopt,
         std::nullopt, std::nullopt, std::nullopt);
+  }
+  if (!kubeconfig.empty()) {
+    // The same phases against the real cluster, in the same run.
+    Phase real = base;
+    real.kubeconfig = kubeconfig;
+    real.objects = real_objects;
+    real.workers = workers;
+    real.host_idle = host_idle > 0 ? host_idle : std::max(8, workers);
+    Phase real_floor = real;
+    real_floor.name = "real-floor";
+    real_floor.namespace_name = "burst-floor";
+    real_floor.controller = false;
+    std::optional<PhaseResult> rf = run(real_floor);
+    Phase real_tuned = real;
+    real_tuned.name = "real-tuned";
+    real_tuned.namespace_name = "burst-tuned";
+    std::optional<PhaseResult> rt = run(real_tuned);
+    Phase real_default = real;
+    real_default.name = "real-default";
+    real_default.namespace_name = "burst-default";
+    real_default.host_qps = kube::RestClientOptions().qps;
+    real_default.host_burst = kube::RestClientOptions().burst;
+    real_default.default_rate_limit = true;
+    std::optional<PhaseResult> rd = run(real_default);
+    std::optional<double> real_floor_s;
+    if (rf) {
+      real_floor_s = Seconds(rf->create_time);
+      add("real: floor: creates/s, no controller", rf->created / *real_floor_s, "creates/s",
+          floor ? std::optional<double>(floor->created / *floor_s) : std::nullopt,
+          floor ? std::optional<double>((rf->created / *real_floor_s) /
+                                        (floor->created / *floor_s))
+                : std::nullopt,
+          std::nullopt, rf->create_errors == 0);
+    }
+    auto real_phase = [&](const char* label, const std::optional<PhaseResult>& r) {
+      if (!r) return;
+      const double s = Seconds(r->converge_time);
+      const bool all = r->converged == real_objects && r->create_errors == 0;
+      // Per object, against the embedded tuned phase of this run.
+      std::optional<double> embedded_per_object;
+      if (tuned && tuned->converged > 0) {
+        embedded_per_object = Seconds(tuned->converge_time) / tuned->converged;
+      }
+      const double per_object = r->converged > 0 ? s / r->converged : 0;
+      add(absl::StrCat("real: ", label, ": ", real_objects, " objects to status written"), s, "s",
+          real_floor_s, real_floor_s ? std::optional<double>(s / *real_floor_s) : std::nullopt,
+          std::nullopt, all);
+      add(absl::StrCat("real: ", label, ": objects/s"), r->converged / s, "objects/s",
+          embedded_per_object ? std::optional<double>(1 / *embedded_per_object) : std::nullopt,
+          embedded_per_object && per_object > 0
+              ? std::optional<double>(*embedded_per_object / per_object)
+              : std::nullopt,
+          std::nullopt, std::nullopt);
+      add(absl::StrCat("real: ", label, ": host API requests per object"),
+          static_cast<double>(r->host_requests) / real_objects, "requests", std::nullopt,
+          std::nullopt, std::nullopt, std::nullopt);
+      add(absl::StrCat("real: ", label, ": create->status latency p99"),
+          Millis(Percentile(r->latencies, 99)), "ms", std::nullopt, std::nullopt, std::nullopt,
+          std::nullopt);
+    };
+    real_phase("tuned (host client unlimited)", rt);
+    real_phase("default host client (50 QPS)", rd);
   }
   fs::remove_all(root);
   return reporter.Finish();
