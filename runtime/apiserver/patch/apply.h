@@ -33,8 +33,8 @@
 //   the URL → 400; a body that is not an object → 400; a v1 Service whose spec.ports item omits
 //   `protocol` (a list-map key without a default in kube 1.20) → 500 InternalError
 //   `Internal error occurred: failed to create typed patch object: .spec.ports: element 0:
-//   associative list with keys has an element that omits key field "protocol"`, as kube-apiserver 1.20 (newer servers
-//   default it to TCP).
+//   associative list with keys has an element that omits key field "protocol"`, as
+//   kube-apiserver 1.20 (newer servers default it to TCP).
 //
 // Simplified compared with structured-merge-diff (and see managed_fields.h):
 // - No schema: lists of custom resources are atomic (an apply replaces the whole list and owns
