@@ -115,17 +115,27 @@ std::optional<pb::Condition> ReconciledFor(const ReconcileContext& context, cons
   return condition;
 }
 
-// The uid of the object's controller owner reference ("" when none).
-std::string ControllerUid(const json& object) {
+// The object's controller owner reference (null when none).
+const json* ControllerRef(const json& object) {
   const json* owners = Member(Metadata(object), "ownerReferences");
-  if (owners == nullptr || !owners->is_array()) return "";
+  if (owners == nullptr || !owners->is_array()) return nullptr;
   for (const json& ref : *owners) {
     const json* controller = Member(ref, "controller");
-    if (controller != nullptr && controller->is_boolean() && controller->get<bool>()) {
-      return StringMember(ref, "uid");
-    }
+    if (controller != nullptr && controller->is_boolean() && controller->get<bool>()) return &ref;
   }
-  return "";
+  return nullptr;
+}
+
+// Whether `ref` names the primary's kind and name with another uid: an earlier object of the
+// same name, necessarily gone (names are unique), whose children the garbage collector has not
+// deleted yet.
+bool NamesEarlierPrimary(const json& ref, const ReconcileContext& context) {
+  const ControllerInfo& c = *context.controller;
+  const std::string api_version = StringMember(ref, "apiVersion");
+  const size_t slash = api_version.find('/');
+  const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
+  return group == c.primary.group && StringMember(ref, "kind") == c.primary.kind &&
+         StringMember(ref, "name") == context.name;
 }
 
 // `json` parsed the way the cache holds objects (managedFields stripped).
@@ -222,10 +232,20 @@ struct Applier::Run {
         return Failed(current.status(), absl::StrCat("reading ", Describe(a.ref)), false, false);
       }
       if (*current == nullptr) continue;
-      const std::string controller = ControllerUid(ParseOrNull((*current)->json()));
+      const json current_json = ParseOrNull((*current)->json());
+      const json* controller_ref = ControllerRef(current_json);
+      const std::string controller =
+          controller_ref == nullptr ? "" : StringMember(*controller_ref, "uid");
       if (controller == primary_uid) {
         (*apply_current)[i] = *current;
         continue;
+      }
+      if (controller_ref != nullptr && NamesEarlierPrimary(*controller_ref, context)) {
+        // The primary was deleted and created again: its predecessor's child goes soon.
+        return Failed(absl::UnavailableError(absl::StrCat(
+                          "it is the child of an earlier ", DescribeForUser(context), " (uid ",
+                          controller, "), not deleted yet by the garbage collector")),
+                      absl::StrCat("applying ", Describe(a.ref)), false, false);
       }
       return refuse(absl::StrCat(
           "desired_objects[", i, "]: ", a.kind, " ", Describe(a.ref), " exists and ",
@@ -252,7 +272,10 @@ struct Applier::Run {
             absl::NotFoundError(absl::StrCat(HasStores() ? "not in the cache" : "not found")),
             absl::StrCat(p.what, " (", Describe(p.ref), ")"), false, false);
       }
-      const std::string controller = ControllerUid(ParseOrNull((*current)->json()));
+      const json current_json = ParseOrNull((*current)->json());
+      const json* controller_ref = ControllerRef(current_json);
+      const std::string controller =
+          controller_ref == nullptr ? "" : StringMember(*controller_ref, "uid");
       if (controller != primary_uid) {
         return refuse(absl::StrCat(
             p.what, ": ", Describe(p.ref), " is not controlled by ", DescribeForUser(context),
@@ -416,6 +439,9 @@ struct Applier::Run {
       if (HasStores() && context.owned_stores[index] != nullptr) {
         for (const cache::ObjectPtr& child :
              context.owned_stores[index]->ByIndex(cache::Index::kOwnerUid, primary_uid)) {
+          if (!list_ref.namespace_name.empty() && child->namespace_() != list_ref.namespace_name) {
+            continue;  // as the live LIST, only the child namespace
+          }
           items.emplace_back(child->json());
         }
       } else {

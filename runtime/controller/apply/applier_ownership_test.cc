@@ -103,6 +103,30 @@ TEST_F(OwnershipTest, OwnedPatchOnAnotherPrimarysChildIsRefusedIssue13) {
   EXPECT_EQ(Child("loose")["data"]["v"], "mine");
 }
 
+// A primary deleted and created again under the same name: its predecessor's children are
+// the garbage collector's, soon; the new primary retries (never a terminal refusal).
+TEST_F(OwnershipTest, ChildOfAnEarlierPrimaryOfTheSameNameIsRetried) {
+  ASSERT_TRUE(client_
+                  ->Create(ConfigMaps(ns_), json{{"apiVersion", "v1"},
+                                                 {"kind", "ConfigMap"},
+                                                 {"metadata",
+                                                  {{"name", "b-config"},
+                                                   {"ownerReferences",
+                                                    {{{"apiVersion", "ctrlhost.dev/v1"},
+                                                      {"kind", "WebApp"},
+                                                      {"name", "b"},
+                                                      {"uid", "uid-of-an-earlier-b"},
+                                                      {"controller", true}}}}}}}
+                                                .dump())
+                  .ok());
+  pb::ReconcileResponse response;
+  response.add_desired_objects(ConfigMapJson("b-config"));
+  ApplyOutcome outcome = applier_.Apply(CachedContext("b"), response);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kRetry) << outcome.status;
+  EXPECT_THAT(std::string(outcome.status.message()), HasSubstr("earlier WebApp"));
+  EXPECT_FALSE(Child("b-config")["data"].contains("v"));
+}
+
 TEST_F(OwnershipTest, OwnedPatchOnOwnChildWorks) {
   for (pb::PatchType type : {pb::PATCH_TYPE_MERGE_PATCH, pb::PATCH_TYPE_JSON_PATCH}) {
     pb::ReconcileResponse response;
