@@ -10,6 +10,8 @@
 namespace ctrlhost::common {
 namespace {
 
+constexpr size_t kYamlExpansionSlack = 64 * 1024;
+
 // YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
 const std::regex& IntRegex() {
   static const std::regex* const r = new std::regex("^[-+]?[0-9]+$");
@@ -57,10 +59,35 @@ nlohmann::json TypedScalar(const std::string& s) {
   return s;
 }
 
-absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
+// What converting may cost: one unit per node plus the bytes of each scalar. Aliases make a
+// document's tree larger than its text ("billion laughs": nine levels of ten aliases each are
+// 10^9 nodes from 600 bytes); without aliases the cost is at most about 1.5 units per byte of
+// text, so the budget allows every alias-free document and a bounded expansion beyond it.
+struct Budget {
+  size_t left;
+};
+
+size_t BudgetFor(absl::string_view yaml) { return 2 * yaml.size() + kYamlExpansionSlack; }
+
+absl::Status Spend(Budget& budget, size_t units, const YAML::Node& node) {
+  if (units > budget.left) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "yaml: line ", node.Mark().line + 1,
+        ": the document expands to too many nodes (aliases may not grow a document past twice "
+        "its size plus ",
+        kYamlExpansionSlack, ")"));
+  }
+  budget.left -= units;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth, Budget& budget) {
   if (depth > 200) {
     return absl::InvalidArgumentError(
         absl::StrCat("yaml: line ", node.Mark().line + 1, ": nesting deeper than 200 levels"));
+  }
+  if (auto s = Spend(budget, node.IsScalar() ? 1 + node.Scalar().size() : 1, node); !s.ok()) {
+    return s;
   }
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
@@ -73,7 +100,7 @@ absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
     case YAML::NodeType::Sequence: {
       nlohmann::json arr = nlohmann::json::array();
       for (const YAML::Node& item : node) {
-        auto v = Convert(item, depth + 1);
+        auto v = Convert(item, depth + 1, budget);
         if (!v.ok()) return v.status();
         arr.push_back(std::move(*v));
       }
@@ -91,7 +118,8 @@ absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
           return absl::InvalidArgumentError(absl::StrCat("yaml: line ", kv.first.Mark().line + 1,
                                                          ": key \"", key, "\" already set"));
         }
-        auto v = Convert(kv.second, depth + 1);
+        if (auto s = Spend(budget, 1 + key.size(), kv.first); !s.ok()) return s;
+        auto v = Convert(kv.second, depth + 1, budget);
         if (!v.ok()) return v.status();
         obj[key] = std::move(*v);
       }
@@ -176,8 +204,9 @@ absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml) {
 absl::StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(absl::string_view yaml) {
   std::vector<nlohmann::json> out;
   try {
+    Budget budget{BudgetFor(yaml)};
     for (const YAML::Node& doc : YAML::LoadAll(std::string(yaml))) {
-      auto v = Convert(doc, 0);
+      auto v = Convert(doc, 0, budget);
       if (!v.ok()) return v.status();
       if (!v->is_null()) out.push_back(std::move(*v));
     }
