@@ -90,6 +90,40 @@ absl::Status EnsureSystemNamespaces(ApiHandlers& handlers) {
   return absl::OkStatus();
 }
 
+// A data directory that already holds the cluster's token or CA but whose state.db is empty
+// (0 bytes: truncated, or restored from a bad backup) would start as a fresh, empty cluster
+// that clients trust as the old one: refused. A missing state.db is logged loudly.
+absl::Status CheckStateMatchesCredentials(const std::string& data_dir) {
+  struct stat st {};
+  bool has_credentials = false;
+  std::string found;
+  for (const char* name : {"token", "ca.crt"}) {
+    if (stat((data_dir + "/" + name).c_str(), &st) == 0) {
+      has_credentials = true;
+      found = name;
+      break;
+    }
+  }
+  if (!has_credentials) return absl::OkStatus();
+  const std::string db = data_dir + "/state.db";
+  if (stat(db.c_str(), &st) != 0) {
+    common::LogWarning(
+        "state.db is missing next to an existing token and CA: starting an EMPTY cluster with "
+        "the old credentials (restore state.db from a backup if this is not intended)",
+        {{"path", db}});
+    return absl::OkStatus();
+  }
+  if (S_ISREG(st.st_mode) && st.st_size == 0) {
+    struct stat wal {};
+    if (stat((db + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        db, " is empty (0 bytes) but ", data_dir, "/", found,
+        " belongs to an existing cluster: refusing to start it as a fresh, empty cluster. "
+        "Restore state.db from a backup, or remove the data directory to start over"));
+  }
+  return absl::OkStatus();
+}
+
 bool IsPublicPath(const std::string& path) {
   return path == "/healthz" || path == "/livez" || path == "/readyz" || path == "/version" ||
          absl::StartsWith(path, "/healthz/") || absl::StartsWith(path, "/livez/") ||
@@ -115,10 +149,10 @@ struct ApiServer::Impl {
   common::CondVar cv;
   bool done ABSL_GUARDED_BY(mu) = false;
 
-  void Serve(const httplib::Request& req, httplib::Response& res);
+  void Serve(const httplib::Request& req, std::string body, httplib::Response& res);
 };
 
-void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httplib::Response& res) {
   ApiRequest ar;
   ar.method = req.method;
   ar.path = req.path;
@@ -126,7 +160,7 @@ void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res)
   ar.content_type = req.get_header_value("Content-Type");
   ar.accept = req.get_header_value("Accept");
   ar.user_agent = req.get_header_value("User-Agent");
-  ar.body = req.body;
+  ar.body = std::move(body);
   ApiResponse resp = handlers->Handle(ar);
   res.status = resp.code;
   for (const auto& [name, value] : resp.headers) res.set_header(name, value);
@@ -154,6 +188,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
     return absl::PermissionDeniedError(absl::StrCat("cannot create data directory ",
                                                     options.data_dir, ": ", std::strerror(errno)));
   }
+  RETURN_IF_ERROR(CheckStateMatchesCredentials(options.data_dir));
   StoreOptions so;
   so.path = options.data_dir + "/state.db";
   so.sync_full = options.sync_full;
@@ -217,16 +252,48 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  auto serve = [raw](const httplib::Request& req, httplib::Response& res) { raw->Serve(req, res); };
+  auto serve = [raw](const httplib::Request& req, httplib::Response& res) {
+    raw->Serve(req, req.body, res);
+  };
+  const size_t max_body = options.max_body_bytes;
+  // Bodies are read here rather than by httplib, which applies its payload limit to
+  // Content-Length only: a `Transfer-Encoding: chunked` body would otherwise be read whole,
+  // whatever its size (issue 14).
+  auto serve_with_body = [raw, max_body](const httplib::Request& req, httplib::Response& res,
+                                         const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_large = false;
+    const bool read = reader([&](const char* data, size_t n) {
+      if (n > max_body - body.size()) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (too_large || res.status == 413) {
+      SendStatus(res, kube::RequestEntityTooLargeError(
+                          absl::StrCat("the request body is larger than ", max_body, " bytes")));
+      // The rest of the body is still on the connection: do not read it as a next request.
+      res.set_header("Connection", "close");
+      return;
+    }
+    if (!read) {
+      SendStatus(res, kube::BadRequestError("the request body could not be read"));
+      res.set_header("Connection", "close");
+      return;
+    }
+    raw->Serve(req, std::move(body), res);
+  };
   http.Get(".*", serve);
-  http.Post(".*", serve);
-  http.Put(".*", serve);
-  http.Patch(".*", serve);
-  http.Delete(".*", serve);
+  http.Post(".*", serve_with_body);
+  http.Put(".*", serve_with_body);
+  http.Patch(".*", serve_with_body);
+  http.Delete(".*", serve_with_body);  // with a body
+  http.Delete(".*", serve);            // without
   http.Options(".*", [](const httplib::Request&, httplib::Response& res) {
     SendStatus(res, kube::MethodNotAllowedError("OPTIONS is not supported"));
   });
-  const size_t max_body = options.max_body_bytes;
   http.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {

@@ -3,6 +3,7 @@
 #include "runtime/apiserver/server.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -143,6 +144,64 @@ TEST_F(ServerTest, OversizedBodyIs413AndServerKeepsServing) {
   r = again->Get("/api/v1/namespaces");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// Issue 14 item 4: `Transfer-Encoding: chunked` bodies bypassed the 3 MiB limit (10 MB and
+// 60 MB ConfigMaps were created).
+TEST_F(ServerTest, RegressionChunkedBodyOverTheLimitIs413) {
+  auto c = NewClient();
+  const std::string head =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"k":")";
+  const size_t total = 10 * 1024 * 1024;
+  auto r = c->Post(
+      "/api/v1/namespaces/default/configmaps",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset == 0) return sink.write(head.data(), head.size());
+        if (offset >= total) {
+          sink.write("\"}}", 3);
+          sink.done();
+          return true;
+        }
+        const std::string chunk(64 * 1024, 'x');
+        return sink.write(chunk.data(), chunk.size());
+      },
+      "application/json");
+  // The server may close the connection before the client has sent everything; either the
+  // 413 arrives or the write fails, but the object is never created.
+  if (r) {
+    EXPECT_EQ(r->status, 413);
+    EXPECT_EQ(Json(r)["reason"], "RequestEntityTooLarge") << r->body.substr(0, 200);
+  }
+  auto again = NewClient();
+  auto get = again->Get("/api/v1/namespaces/default/configmaps/big");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+  // A small chunked body is served as usual.
+  const std::string small = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"small"}})";
+  auto ok = again->Post(
+      "/api/v1/namespaces/default/configmaps",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset < small.size()) return sink.write(small.data() + offset, small.size() - offset);
+        sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 201) << ok->body;
+}
+
+// Issue 14 item 10: a 0-byte state.db next to an existing token and CA started as a fresh,
+// empty cluster with no warning.
+TEST_F(ServerTest, RegressionEmptyStateDbNextToCredentialsIsRefused) {
+  server_->Stop();
+  server_.reset();
+  const std::string db = options_.data_dir + "/state.db";
+  ASSERT_EQ(truncate(db.c_str(), 0), 0);
+  auto s = ApiServer::Start(options_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("is empty (0 bytes)"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("token"));
 }
 
 TEST_F(ServerTest, SecretFilesAreOwnerOnly) {
