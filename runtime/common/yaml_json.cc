@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <regex>
+#include <sstream>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ctrlhost::common {
@@ -129,6 +132,70 @@ absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth, Budget
   return nullptr;
 }
 
+// yaml-cpp 0.7's LoadAll never returns on some short inputs (`"x",` or `---\n,`: a flow-entry
+// token where a document starts is never consumed, so it builds empty documents for ever; found
+// by tools/fuzz). This first pass drives the same parser over the events only and stops when a
+// document starts where the previous one did, so LoadAll runs only on streams that end.
+class StuckParserError {
+ public:
+  explicit StuckParserError(YAML::Mark mark) : mark(mark) {}
+  YAML::Mark mark;
+};
+
+class DocumentProgress : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (started_ && mark.pos == last_.pos) throw StuckParserError(mark);
+    started_ = true;
+    last_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  bool started_ = false;
+  YAML::Mark last_;
+};
+
+// YAML 1.2 allows no C0 control character but tab, LF and CR (go-yaml, kube-apiserver's
+// parser: "control characters are not allowed"); yaml-cpp would read on past a NUL.
+absl::Status CheckCharacters(absl::string_view yaml) {
+  int line = 1;
+  for (char c : yaml) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') ++line;
+    if ((u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("yaml: line ", line, ": control characters are not allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStreamEnds(const std::string& yaml) {
+  std::istringstream in(yaml);
+  YAML::Parser parser(in);
+  DocumentProgress progress;
+  try {
+    while (parser.HandleNextDocument(progress)) {
+    }
+  } catch (const StuckParserError& e) {
+    return absl::InvalidArgumentError(absl::StrCat("yaml: line ", e.mark.line + 1, " column ",
+                                                   e.mark.column + 1,
+                                                   ": did not find expected node content"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseError(const YAML::Exception& e) {
   return absl::InvalidArgumentError(
       absl::StrCat("yaml: line ", e.mark.line + 1, " column ", e.mark.column + 1, ": ", e.msg));
@@ -203,9 +270,12 @@ absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml) {
 
 absl::StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(absl::string_view yaml) {
   std::vector<nlohmann::json> out;
+  if (absl::Status s = CheckCharacters(yaml); !s.ok()) return s;
+  const std::string text(yaml);
   try {
+    if (absl::Status s = CheckStreamEnds(text); !s.ok()) return s;
     Budget budget{BudgetFor(yaml)};
-    for (const YAML::Node& doc : YAML::LoadAll(std::string(yaml))) {
+    for (const YAML::Node& doc : YAML::LoadAll(text)) {
       auto v = Convert(doc, 0, budget);
       if (!v.ok()) return v.status();
       if (!v->is_null()) out.push_back(std::move(*v));

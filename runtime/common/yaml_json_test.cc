@@ -108,5 +108,24 @@ TEST(YamlJsonTest, DeepFlowNestingIsAnErrorNotACrash) {
   EXPECT_FALSE(out.ok());
 }
 
+// Found by tools/fuzz (body_yaml, patch): yaml-cpp's LoadAll looped for ever, allocating,
+// on a flow entry where a document starts.
+TEST(YamlJsonTest, RegressionStrayFlowEntryDoesNotHangTheParser) {
+  for (const char* text :
+       {",", ",a", "\"x\",", "---\n,", "a\n---\n,\n", ",\"path\":\"/spec\",\"value\":x\"}]"}) {
+    auto out = YamlDocumentsToJson(text);
+    EXPECT_FALSE(out.ok()) << text;
+  }
+  EXPECT_TRUE(YamlDocumentsToJson("a: 1\n---\nb: 2\n---\n").ok());
+}
+
+// Found by tools/fuzz (body_yaml): NUL and other control characters (go-yaml refuses them).
+TEST(YamlJsonTest, RegressionControlCharactersAreRefused) {
+  auto out = YamlToJson(std::string("me\x1b\0 &tad\0\0\0 a a", 17));
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("control characters are not allowed"), std::string::npos);
+  EXPECT_TRUE(YamlToJson("a:\tb\r\n").ok());
+}
+
 }  // namespace
 }  // namespace ctrlhost::common
