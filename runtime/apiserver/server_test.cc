@@ -2,6 +2,9 @@
 // authentication, body size limit, file modes, watch streaming, and plain HTTP only on request.
 #include "runtime/apiserver/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +12,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -202,6 +207,50 @@ TEST_F(ServerTest, RegressionEmptyStateDbNextToCredentialsIsRefused) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("is empty (0 bytes)"));
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("token"));
+}
+
+// Issue 14 item 7: `Content-Length: -1` got its 413 only after the 30 s read timeout. The
+// declared length is checked before any body byte is read: the answer comes without a body.
+TEST(InsecureServerTest, RegressionNegativeContentLengthIs413WithoutReadingTheBody) {
+  ApiServerOptions o;
+  o.data_dir = testing::NewTempDir() + "/data";
+  o.port = 0;
+  o.insecure_http = true;
+  o.compaction_interval = absl::ZeroDuration();
+  auto s = ApiServer::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (auto [length, code] :
+       std::vector<std::pair<const char*, const char*>>{{"-1", "400 "},
+                                                        {"x", "400 "},
+                                                        {"1000000000", "413 "},
+                                                        {"18446744073709551615", "413 "}}) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>((*s)->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // Bounds the wait well below the server's 30 s read timeout, which answered before.
+    timeval timeout{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string request = absl::StrCat(
+        "POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: ",
+        length, "\r\n\r\n");
+    ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::string response;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      response.append(buf, static_cast<size_t>(n));
+      if (response.find("}") != std::string::npos) break;
+    }
+    close(fd);
+    EXPECT_THAT(response, HasSubstr(absl::StrCat("HTTP/1.1 ", code))) << length;
+    EXPECT_THAT(response, HasSubstr(R"("kind":"Status")")) << length;
+  }
 }
 
 TEST_F(ServerTest, SecretFilesAreOwnerOnly) {
