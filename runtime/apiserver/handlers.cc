@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/apiserver/handlers_internal.h"
+#include "runtime/apiserver/list_tokens.h"
 #include "runtime/apiserver/object_util.h"
 #include "runtime/apiserver/openapi/openapi.h"
 #include "runtime/common/logging.h"
@@ -152,6 +153,14 @@ ApiResponse ApiHandlers::ObjectResponse(int code, const ResourceInfo& r,
   return resp;
 }
 
+absl::Status CheckIntact(const StoredObject& o) {
+  if (!o.corrupt) return absl::OkStatus();
+  return kube::InternalError(absl::StrCat(
+      "the stored object ", o.key,
+      " is corrupt: its checksum does not match (bytes changed on disk); restore state.db from "
+      "a backup, or delete the object"));
+}
+
 std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value) {
   if (!r.conversion && r.ApiVersion() == r.StorageApiVersion()) return stored_value;
   nlohmann::json j = nlohmann::json::parse(stored_value, nullptr, false);
@@ -162,6 +171,7 @@ std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value) 
 absl::StatusOr<ApiResponse> ApiHandlers::Get(const Target& t, const ApiRequest& req) {
   ObjectPtr obj = store_->Get(t.r->Key(t.ns, t.name));
   if (obj == nullptr) return kube::NotFoundError(t.r->group, t.r->resource, t.name);
+  RETURN_IF_ERROR(CheckIntact(*obj));
   if (WantsTable(req.accept)) {
     ASSIGN_OR_RETURN(TableOptions table_options, TableOptionsOf(req));
     ApiResponse resp;
@@ -221,36 +231,6 @@ bool ObjectFilter::Matches(const StoredObject& o) const {
 }
 
 namespace {
-
-struct ContinueToken {
-  int64_t revision = 0;
-  std::string key;
-};
-
-std::string EncodeContinue(int64_t revision, const std::string& key) {
-  return absl::WebSafeBase64Escape(Dump({{"v", "meta.k8s.io/v1"}, {"rv", revision}, {"key", key}}));
-}
-
-absl::StatusOr<ContinueToken> DecodeContinue(const std::string& token) {
-  std::string raw;
-  if (!absl::WebSafeBase64Unescape(token, &raw) && !absl::Base64Unescape(token, &raw)) {
-    return kube::BadRequestError("invalid continue token: not base64");
-  }
-  nlohmann::json j = nlohmann::json::parse(raw, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("rv") || !j["rv"].is_number_integer() ||
-      !j.contains("key") || !j["key"].is_string()) {
-    return kube::BadRequestError("invalid continue token");
-  }
-  return ContinueToken{j["rv"].get<int64_t>(), j["key"].get<std::string>()};
-}
-
-absl::StatusOr<int64_t> ParseResourceVersion(absl::string_view rv) {
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(rv, &v) || v < 0) {
-    return kube::BadRequestError(absl::StrCat("invalid resource version \"", rv, "\""));
-  }
-  return v;
-}
 
 std::string QueryOr(const ApiRequest& req, const char* key, std::string def = "") {
   auto it = req.query.find(key);
@@ -322,6 +302,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
     }
     return result.status();
   }
+  for (const ObjectPtr& o : result->items) RETURN_IF_ERROR(CheckIntact(*o));
   std::string next;
   if (result->more) next = EncodeContinue(result->revision, result->last_key);
 

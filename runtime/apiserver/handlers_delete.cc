@@ -20,7 +20,7 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const ApiRequest& req) {
     return it == req.query.end() ? std::string() : it->second;
   };
   o.propagation_policy = q("propagationPolicy");
-  o.dry_run = q("dryRun") == "All";
+  ASSIGN_OR_RETURN(o.dry_run, ParseDryRun(q("dryRun")));
   if (!req.body.empty()) {
     ASSIGN_OR_RETURN(nlohmann::json body, ParseObjectBody(req.content_type, req.body));
     if (!body.is_object()) return kube::BadRequestError("DeleteOptions must be an object");
@@ -41,7 +41,10 @@ absl::StatusOr<DeleteOptions> ParseDeleteOptions(const ApiRequest& req) {
       }
     }
     if (body.contains("dryRun") && body["dryRun"].is_array()) {
-      for (const auto& d : body["dryRun"]) o.dry_run |= d == "All";
+      for (const auto& d : body["dryRun"]) {
+        ASSIGN_OR_RETURN(bool all, ParseDryRun(d.is_string() ? d.get<std::string>() : "?"));
+        o.dry_run |= all;
+      }
     }
   }
   if (!o.propagation_policy.empty() && o.propagation_policy != "Orphan" &&
@@ -67,6 +70,16 @@ absl::StatusOr<ObjectPtr> ApiHandlers::DeleteObject(const ResourceInfo& r, absl:
       r.Key(ns, name),
       [&](const StoredObject* current, int64_t revision) -> absl::StatusOr<Mutation> {
         if (current == nullptr) return kube::NotFoundError(r.group, r.resource, n);
+        if (current->corrupt) {
+          // Its bytes failed their checksum: removed at once (finalizers and preconditions
+          // cannot be read), with a stub as the final state watchers see.
+          if (options.dry_run) return Mutation{Mutation::Op::kNoop, ""};
+          nlohmann::json stub = {
+              {"apiVersion", r.StorageApiVersion()}, {"kind", r.kind}, {"metadata", {{"name", n}}}};
+          if (!ns.empty()) stub["metadata"]["namespace"] = std::string(ns);
+          stub["metadata"]["resourceVersion"] = std::to_string(revision);
+          return Mutation(Mutation::Op::kDelete, Dump(stub), Labels{});
+        }
         nlohmann::json obj = nlohmann::json::parse(current->value, nullptr, false);
         if (obj.is_discarded()) return kube::InternalError("stored object is not JSON");
         if (!options.precondition_uid.empty() &&

@@ -34,6 +34,10 @@ struct ObjectFilter {
   bool Matches(const StoredObject& o) const;
 };
 
+// 500 InternalError naming the key when `o` failed its checksum on disk (StoredObject::corrupt):
+// such bytes are never served.
+absl::Status CheckIntact(const StoredObject& o);
+
 // The stored JSON as served at `r`'s version (the bytes as they are when nothing changes).
 std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value);
 

@@ -53,6 +53,10 @@ struct WatchState {
 };
 
 std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object) {
+  if (absl::Status intact = CheckIntact(*object); !intact.ok()) {
+    return absl::StrCat("{\"type\":\"ERROR\",\"object\":", kube::ToHttpResponse(intact).second,
+                        "}\n");
+  }
   if (!st.table) {
     return absl::StrCat("{\"type\":\"", type, "\",\"object\":", ServedBytes(*st.r, object->value),
                         "}\n");

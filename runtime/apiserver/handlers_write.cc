@@ -5,9 +5,11 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/apiserver/body_limits.h"
 #include "runtime/apiserver/crd.h"
 #include "runtime/apiserver/handlers.h"
 #include "runtime/apiserver/handlers_internal.h"
@@ -29,7 +31,30 @@ std::string Query(const ApiRequest& req, const char* key) {
   return it == req.query.end() ? "" : it->second;
 }
 
-bool DryRun(const ApiRequest& req) { return Query(req, "dryRun") == "All"; }
+absl::StatusOr<bool> DryRun(const ApiRequest& req) { return ParseDryRun(Query(req, "dryRun")); }
+
+bool IsJsonContentType(absl::string_view content_type) {
+  absl::string_view ct = absl::StripAsciiWhitespace(content_type.substr(0, content_type.find(';')));
+  return ct.empty() || ct == "application/json" || ct == "*/*";
+}
+
+// Members given twice in a JSON body: the last value wins (as Go's decoder, kube 1.20's
+// behaviour), and like kube-apiserver 1.25+ each is a warning (fieldValidation=Warn, the
+// default) or refuses the body (Strict).
+absl::Status CheckDuplicateFields(const ApiRequest& req, openapi::FieldValidation mode,
+                                  std::vector<std::string>* warnings) {
+  if (mode == openapi::FieldValidation::kIgnore || !IsJsonContentType(req.content_type)) {
+    return absl::OkStatus();
+  }
+  for (const std::string& path : DuplicateJsonFields(req.body)) {
+    if (mode == openapi::FieldValidation::kStrict) {
+      return kube::BadRequestError(
+          absl::StrCat("strict decoding error: duplicate field \"", path, "\""));
+    }
+    warnings->push_back(absl::StrCat("duplicate field \"", path, "\""));
+  }
+  return absl::OkStatus();
+}
 
 // Custom resources: prune unknown fields, apply defaults and validate against the served
 // version's openAPIV3Schema (kube-apiserver's structural-schema handling); warnings are added
@@ -367,6 +392,17 @@ bool SameVersion(const StoredObject* snapshot, const StoredObject* current) {
 // thread, exactly as before: no retry loop through the queue, which would cost every retry a
 // commit (an fsync) and, on a contended key, would find its fresh snapshot stale again.
 // `precompute` false (dry runs) always computes in the mutator.
+// A write may not store an object past kMaxObjectBytes, whatever computed it (a patch or an
+// apply can grow an object past the request body limit).
+absl::StatusOr<Mutation> CheckObjectSize(absl::StatusOr<Mutation> m) {
+  if (m.ok() && m->op == Mutation::Op::kPut && m->value.size() > kMaxObjectBytes) {
+    return kube::RequestEntityTooLargeError(absl::StrCat("the object would be ", m->value.size(),
+                                                         " bytes, more than the ", kMaxObjectBytes,
+                                                         " bytes a stored object may have"));
+  }
+  return m;
+}
+
 absl::StatusOr<ObjectPtr> WriteComputed(Store* store, const std::string& key, bool precompute,
                                         const ComputeWrite& compute) {
   ObjectPtr snapshot;
@@ -376,7 +412,9 @@ absl::StatusOr<ObjectPtr> WriteComputed(Store* store, const std::string& key, bo
     snapshot = store->Get(key);
     std::optional<absl::StatusOr<Mutation>> m;
     try {
-      m = compute(snapshot.get(), RevisionPlaceholder());
+      m = snapshot != nullptr && snapshot->corrupt
+              ? absl::StatusOr<Mutation>(CheckIntact(*snapshot))
+              : CheckObjectSize(compute(snapshot.get(), RevisionPlaceholder()));
     } catch (...) {
       // Left to the mutator, whose exceptions the store turns into kInternal as before.
     }
@@ -398,7 +436,8 @@ absl::StatusOr<ObjectPtr> WriteComputed(Store* store, const std::string& key, bo
                                   std::to_string(revision));
           return std::move(*prepared);
         }
-        return compute(current, std::to_string(revision));
+        if (current != nullptr) RETURN_IF_ERROR(CheckIntact(*current));
+        return CheckObjectSize(compute(current, std::to_string(revision)));
       });
 }
 
@@ -428,7 +467,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
   }
   ASSIGN_OR_RETURN(const openapi::FieldValidation mode,
                    openapi::ParseFieldValidation(Query(req, "fieldValidation")));
+  ASSIGN_OR_RETURN(const bool dry_run, DryRun(req));
   ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(CheckDuplicateFields(req, mode, &warnings));
   RETURN_IF_ERROR(CheckKind(r, obj));
   RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, ""));
   kube::ApplyGenerateName(obj);
@@ -436,12 +478,11 @@ absl::StatusOr<ApiResponse> ApiHandlers::Create(const Target& t, const ApiReques
   RETURN_IF_ERROR(CheckNamespaceWritable(r, t.ns));
   const absl::Time now = clock_->Now();
   PrepareCreate(r, obj, now);
-  std::vector<std::string> warnings;
   RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
   RecordUpdate(&obj, nullptr, FieldManager(req), r.ApiVersion(), now, "");
   nlohmann::json stored = ToStored(r, std::move(obj));
   const std::string name = MetaString(stored, "name");
-  if (DryRun(req)) {
+  if (dry_run) {
     ApiResponse resp;
     resp.code = 201;
     resp.body = Dump(ToServed(r, std::move(stored)));
@@ -476,17 +517,18 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
   }
   ASSIGN_OR_RETURN(const openapi::FieldValidation mode,
                    openapi::ParseFieldValidation(Query(req, "fieldValidation")));
+  ASSIGN_OR_RETURN(const bool dry_run, DryRun(req));
   ASSIGN_OR_RETURN(nlohmann::json obj, ParseObjectBody(req.content_type, req.body));
+  std::vector<std::string> warnings;
+  RETURN_IF_ERROR(CheckDuplicateFields(req, mode, &warnings));
   RETURN_IF_ERROR(CheckKind(r, obj));
   RETURN_IF_ERROR(CheckNamespaceAndName(r, obj, t.ns, t.name));
   RETURN_IF_ERROR(NormalizeAndValidate(r, obj));
-  std::vector<std::string> warnings;
   RETURN_IF_ERROR(ApplySchema(r, mode, obj, &warnings));
   const std::string want_rv = MetaString(obj, "resourceVersion");
   const std::string manager = FieldManager(req);
   const absl::Time now = clock_->Now();
   const std::string subresource = t.subresource;
-  const bool dry_run = DryRun(req);
   auto incoming = std::make_shared<nlohmann::json>(ToStored(r, std::move(obj)));
   auto result = std::make_shared<std::string>();
   ASSIGN_OR_RETURN(
@@ -534,6 +576,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Update(const Target& t, const ApiReques
 absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest& req) {
   const ResourceInfo& r = *t.r;
   ASSIGN_OR_RETURN(PatchType type, PatchTypeFromContentType(req.content_type));
+  ASSIGN_OR_RETURN(const bool dry_run, DryRun(req));
   ASSIGN_OR_RETURN(openapi::FieldValidation mode,
                    openapi::ParseFieldValidation(Query(req, "fieldValidation")));
   // Server-side apply drops fields outside the schema silently, as kube-apiserver does.
@@ -564,7 +607,6 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
   const absl::Time now = clock_->Now();
   apply_opts.now = now;
   const std::string subresource = t.subresource;
-  const bool dry_run = DryRun(req);
   const std::string key = r.Key(t.ns, t.name);
   bool created = false;
   auto result = std::make_shared<std::string>();

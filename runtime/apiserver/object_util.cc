@@ -1,6 +1,7 @@
 #include "runtime/apiserver/object_util.h"
 
 #include <algorithm>
+#include <set>
 #include <string_view>
 
 #include "absl/random/random.h"
@@ -9,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "runtime/apiserver/body_limits.h"
 #include "runtime/apiserver/kubeproto/kubeproto.h"
+#include "runtime/common/status_macros.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/kube/api_status.h"
 #include "simdjson.h"
@@ -46,6 +49,8 @@ std::string FormatTimestamp(absl::Time t) {
 }
 
 absl::StatusOr<nlohmann::json> ParseJsonBody(absl::string_view body) {
+  // Before parsing: everything after the parser recurses once per level (body_limits.h).
+  RETURN_IF_ERROR(CheckJsonTextNesting(body, "the request body"));
   nlohmann::json j = nlohmann::json::parse(body.begin(), body.end(), nullptr,
                                            /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -56,6 +61,10 @@ absl::StatusOr<nlohmann::json> ParseJsonBody(absl::string_view body) {
       return kube::BadRequestError(
           absl::StrCat("the request body is not valid JSON: at byte ", e.byte, ": ",
                        absl::StripPrefix(e.what(), "[json.exception.parse_error.101] ")));
+    } catch (const nlohmann::json::exception& e) {
+      // out_of_range 406: a number such as 1e400 that no float64 holds (kube: 400 too).
+      return kube::BadRequestError(absl::StrCat("the request body is not valid JSON: ",
+                                                absl::StripPrefix(e.what(), "[json.exception.")));
     }
     return kube::BadRequestError("the request body is not valid JSON");
   }
@@ -68,6 +77,10 @@ absl::StatusOr<nlohmann::json> ParseObjectBody(absl::string_view content_type,
   ct = absl::StripAsciiWhitespace(ct);
   if (ct.empty() || ct == "application/json" || ct == "*/*") return ParseJsonBody(body);
   if (ct == "application/yaml" || ct == "application/x-yaml" || ct == "text/yaml") {
+    // yaml-cpp would silently turn invalid UTF-8 into U+FFFD (kube-apiserver: 400).
+    if (!IsValidUtf8(body)) {
+      return kube::BadRequestError("the YAML request body is not valid UTF-8");
+    }
     auto j = common::YamlToJson(body);
     if (!j.ok()) return kube::BadRequestError(j.status().message());
     return j;
@@ -78,6 +91,86 @@ absl::StatusOr<nlohmann::json> ParseObjectBody(absl::string_view content_type,
                    "include: application/json, application/yaml, "
                    "application/vnd.kubernetes.protobuf; got ",
                    content_type));
+}
+
+namespace {
+
+// A SAX consumer of a JSON text that records the paths of object members given twice.
+class DuplicateFieldFinder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::vector<std::string> found;
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override {
+    Frame f;
+    f.path = ChildPath();
+    f.object = true;
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool key(string_t& key) override {
+    Frame& f = stack_.back();
+    f.key = key;
+    if (!f.keys.insert(key).second && found.size() < 20) {
+      found.push_back(f.path.empty() ? key : absl::StrCat(f.path, ".", key));
+    }
+    return true;
+  }
+  bool end_object() override { return Pop(); }
+  bool start_array(std::size_t) override {
+    Frame f;
+    f.path = ChildPath();
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool end_array() override { return Pop(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    std::string path;
+    bool object = false;
+    std::string key;
+    size_t index = 0;
+    std::set<std::string> keys;
+  };
+  std::string ChildPath() {
+    if (stack_.empty()) return "";
+    Frame& f = stack_.back();
+    if (f.object) return f.path.empty() ? f.key : absl::StrCat(f.path, ".", f.key);
+    return absl::StrCat(f.path, "[", f.index++, "]");
+  }
+  bool Value() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().index;
+    return true;
+  }
+  bool Pop() {
+    stack_.pop_back();
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().index;
+    return true;
+  }
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+std::vector<std::string> DuplicateJsonFields(absl::string_view body) {
+  if (JsonTextNestingDepth(body) > kMaxNestingDepth) return {};
+  DuplicateFieldFinder finder;
+  try {
+    nlohmann::json::sax_parse(body.begin(), body.end(), &finder);
+  } catch (const nlohmann::json::exception&) {
+    return {};
+  }
+  return finder.found;
 }
 
 std::map<std::string, std::string> LabelsOf(const nlohmann::json& object) {

@@ -25,6 +25,12 @@ std::string FormatTimestamp(absl::Time t);
 
 // Parses a JSON request body; errors are BadRequest naming the parse problem.
 absl::StatusOr<nlohmann::json> ParseJsonBody(absl::string_view body);
+// The dotted paths ("metadata.name", "data.k", "spec.ports[0].port") of object members a
+// JSON text gives more than once (at most 20); empty for invalid JSON. The parser keeps the last
+// value of each; kube-apiserver (1.25+) warns about each duplicate, or refuses the body with
+// fieldValidation=Strict.
+std::vector<std::string> DuplicateJsonFields(absl::string_view body);
+
 // Parses a JSON or YAML body according to its content type (application/json,
 // application/yaml); others are UnsupportedMediaType.
 absl::StatusOr<nlohmann::json> ParseObjectBody(absl::string_view content_type,

@@ -1,5 +1,6 @@
 #include "runtime/apiserver/request_info.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -38,13 +39,20 @@ absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::str
   // namespaces/{ns}/{resource}/... unless the part after the namespace is one of the
   // namespace's own subresources.
   std::vector<std::string> rest(parts.begin() + i, parts.end());
+  bool namespace_prefix = false;
   if (rest[0] == "namespaces" && rest.size() > 1) {
     info.namespace_ = rest[1];
     if (rest.size() > 2 && rest[2] != "status" && rest[2] != "finalize") {
       rest.erase(rest.begin(), rest.begin() + 2);
+      namespace_prefix = true;
     }
   }
   info.resource = rest[0];
+  // Namespaces are cluster-scoped: /api/v1/namespaces/default/namespaces/default is no path
+  // (kube-apiserver: 404), not the namespace "default".
+  if (namespace_prefix && info.resource == "namespaces") {
+    return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
+  }
   if (info.resource == "namespaces" && rest.size() > 1) {
     info.namespace_.clear();  // a namespace object is cluster-scoped
   }
@@ -84,6 +92,13 @@ absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::str
 bool ParseQueryBool(absl::string_view value) {
   if (value.empty()) return false;
   return !absl::EqualsIgnoreCase(value, "false") && value != "0";
+}
+
+absl::StatusOr<bool> ParseDryRun(absl::string_view value) {
+  if (value.empty()) return false;
+  if (value == "All") return true;
+  return kube::BadRequestError(absl::StrCat(
+      "dryRun: Unsupported value: \"", absl::CHexEscape(value), "\": supported values: \"All\""));
 }
 
 }  // namespace ctrlhost::apiserver

@@ -43,6 +43,10 @@ bool ParseQueryBool(absl::string_view value);
 absl::StatusOr<RequestInfo> ParseRequestInfo(absl::string_view method, absl::string_view path,
                                              absl::string_view watch_param);
 
+// The dryRun query parameter (or one item of DeleteOptions.dryRun): "" is false, "All" true,
+// anything else 400 BadRequest (a typo must not turn a dry run into a real write).
+absl::StatusOr<bool> ParseDryRun(absl::string_view value);
+
 }  // namespace ctrlhost::apiserver
 
 #endif  // CTRLHOST_RUNTIME_APISERVER_REQUEST_INFO_H_

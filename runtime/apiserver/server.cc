@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -11,7 +12,9 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "runtime/apiserver/controllers.h"
@@ -90,6 +93,40 @@ absl::Status EnsureSystemNamespaces(ApiHandlers& handlers) {
   return absl::OkStatus();
 }
 
+// A data directory that already holds the cluster's token or CA but whose state.db is empty
+// (0 bytes: truncated, or restored from a bad backup) would start as a fresh, empty cluster
+// that clients trust as the old one: refused. A missing state.db is logged loudly.
+absl::Status CheckStateMatchesCredentials(const std::string& data_dir) {
+  struct stat st {};
+  bool has_credentials = false;
+  std::string found;
+  for (const char* name : {"token", "ca.crt"}) {
+    if (stat((data_dir + "/" + name).c_str(), &st) == 0) {
+      has_credentials = true;
+      found = name;
+      break;
+    }
+  }
+  if (!has_credentials) return absl::OkStatus();
+  const std::string db = data_dir + "/state.db";
+  if (stat(db.c_str(), &st) != 0) {
+    common::LogWarning(
+        "state.db is missing next to an existing token and CA: starting an EMPTY cluster with "
+        "the old credentials (restore state.db from a backup if this is not intended)",
+        {{"path", db}});
+    return absl::OkStatus();
+  }
+  if (S_ISREG(st.st_mode) && st.st_size == 0) {
+    struct stat wal {};
+    if (stat((db + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        db, " is empty (0 bytes) but ", data_dir, "/", found,
+        " belongs to an existing cluster: refusing to start it as a fresh, empty cluster. "
+        "Restore state.db from a backup, or remove the data directory to start over"));
+  }
+  return absl::OkStatus();
+}
+
 bool IsPublicPath(const std::string& path) {
   return path == "/healthz" || path == "/livez" || path == "/readyz" || path == "/version" ||
          absl::StartsWith(path, "/healthz/") || absl::StartsWith(path, "/livez/") ||
@@ -115,10 +152,10 @@ struct ApiServer::Impl {
   common::CondVar cv;
   bool done ABSL_GUARDED_BY(mu) = false;
 
-  void Serve(const httplib::Request& req, httplib::Response& res);
+  void Serve(const httplib::Request& req, std::string body, httplib::Response& res);
 };
 
-void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httplib::Response& res) {
   ApiRequest ar;
   ar.method = req.method;
   ar.path = req.path;
@@ -126,7 +163,7 @@ void ApiServer::Impl::Serve(const httplib::Request& req, httplib::Response& res)
   ar.content_type = req.get_header_value("Content-Type");
   ar.accept = req.get_header_value("Accept");
   ar.user_agent = req.get_header_value("User-Agent");
-  ar.body = req.body;
+  ar.body = std::move(body);
   ApiResponse resp = handlers->Handle(ar);
   res.status = resp.code;
   for (const auto& [name, value] : resp.headers) res.set_header(name, value);
@@ -154,6 +191,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
     return absl::PermissionDeniedError(absl::StrCat("cannot create data directory ",
                                                     options.data_dir, ": ", std::strerror(errno)));
   }
+  RETURN_IF_ERROR(CheckStateMatchesCredentials(options.data_dir));
   StoreOptions so;
   so.path = options.data_dir + "/state.db";
   so.sync_full = options.sync_full;
@@ -207,26 +245,83 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   http.set_read_timeout(30);
   http.set_write_timeout(30);
   Impl* raw = impl.get();
-  http.set_pre_routing_handler([raw](const httplib::Request& req, httplib::Response& res) {
-    if (raw->token.empty() || IsPublicPath(req.path))
-      return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    if (auth != "Bearer " + raw->token) {
-      SendStatus(res, kube::UnauthorizedError("Unauthorized"));
-      return httplib::Server::HandlerResponse::Handled;
+  const size_t body_limit = options.max_body_bytes;
+  http.set_pre_routing_handler(
+      [raw, body_limit](const httplib::Request& req, httplib::Response& res) {
+        if (!raw->token.empty() && !IsPublicPath(req.path)) {
+          const std::string auth = req.get_header_value("Authorization");
+          if (auth != "Bearer " + raw->token) {
+            SendStatus(res, kube::UnauthorizedError("Unauthorized"));
+            res.set_header("Connection", "close");
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        }
+        // Before any byte of the body is read: httplib would try to skip a declared length past
+        // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
+        // timeout (issue 14). A length up to 64 MiB is still read and dropped by httplib, so a
+        // client that sends a body somewhat too large gets its 413 rather than a broken pipe.
+        if (req.has_header("Content-Length")) {
+          const std::string value = req.get_header_value("Content-Length");
+          uint64_t length = 0;
+          if (value.empty() || value[0] == '-' || value[0] == '+' ||
+              !absl::SimpleAtoi(value, &length)) {
+            SendStatus(res, kube::BadRequestError(absl::StrCat("invalid Content-Length "
+                                                               ", absl::CHexEscape(value), "
+                                                               "")));
+            res.set_header("Connection", "close");
+            return httplib::Server::HandlerResponse::Handled;
+          }
+          if (length > std::max<uint64_t>(body_limit, 64 << 20)) {
+            SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
+                                "the request body is larger than ", body_limit, " bytes")));
+            res.set_header("Connection", "close");
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+  auto serve = [raw](const httplib::Request& req, httplib::Response& res) {
+    raw->Serve(req, req.body, res);
+  };
+  const size_t max_body = options.max_body_bytes;
+  // Bodies are read here rather than by httplib, which applies its payload limit to
+  // Content-Length only: a `Transfer-Encoding: chunked` body would otherwise be read whole,
+  // whatever its size (issue 14).
+  auto serve_with_body = [raw, max_body](const httplib::Request& req, httplib::Response& res,
+                                         const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_large = false;
+    const bool read = reader([&](const char* data, size_t n) {
+      if (n > max_body - body.size()) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (too_large || res.status == 413) {
+      SendStatus(res, kube::RequestEntityTooLargeError(
+                          absl::StrCat("the request body is larger than ", max_body, " bytes")));
+      // The rest of the body is still on the connection: do not read it as a next request.
+      res.set_header("Connection", "close");
+      return;
     }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  auto serve = [raw](const httplib::Request& req, httplib::Response& res) { raw->Serve(req, res); };
+    if (!read) {
+      SendStatus(res, kube::BadRequestError("the request body could not be read"));
+      res.set_header("Connection", "close");
+      return;
+    }
+    raw->Serve(req, std::move(body), res);
+  };
   http.Get(".*", serve);
-  http.Post(".*", serve);
-  http.Put(".*", serve);
-  http.Patch(".*", serve);
-  http.Delete(".*", serve);
+  http.Post(".*", serve_with_body);
+  http.Put(".*", serve_with_body);
+  http.Patch(".*", serve_with_body);
+  http.Delete(".*", serve_with_body);  // with a body
+  http.Delete(".*", serve);            // without
   http.Options(".*", [](const httplib::Request&, httplib::Response& res) {
     SendStatus(res, kube::MethodNotAllowedError("OPTIONS is not supported"));
   });
-  const size_t max_body = options.max_body_bytes;
   http.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {

@@ -2,12 +2,18 @@
 // authentication, body size limit, file modes, watch streaming, and plain HTTP only on request.
 #include "runtime/apiserver/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -143,6 +149,108 @@ TEST_F(ServerTest, OversizedBodyIs413AndServerKeepsServing) {
   r = again->Get("/api/v1/namespaces");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// Issue 14 item 4: `Transfer-Encoding: chunked` bodies bypassed the 3 MiB limit (10 MB and
+// 60 MB ConfigMaps were created).
+TEST_F(ServerTest, RegressionChunkedBodyOverTheLimitIs413) {
+  auto c = NewClient();
+  const std::string head =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"k":")";
+  const size_t total = 10 * 1024 * 1024;
+  auto r = c->Post(
+      "/api/v1/namespaces/default/configmaps",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset == 0) return sink.write(head.data(), head.size());
+        if (offset >= total) {
+          sink.write("\"}}", 3);
+          sink.done();
+          return true;
+        }
+        const std::string chunk(64 * 1024, 'x');
+        return sink.write(chunk.data(), chunk.size());
+      },
+      "application/json");
+  // The server may close the connection before the client has sent everything; either the
+  // 413 arrives or the write fails, but the object is never created.
+  if (r) {
+    EXPECT_EQ(r->status, 413);
+    EXPECT_EQ(Json(r)["reason"], "RequestEntityTooLarge") << r->body.substr(0, 200);
+  }
+  auto again = NewClient();
+  auto get = again->Get("/api/v1/namespaces/default/configmaps/big");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+  // A small chunked body is served as usual.
+  const std::string small = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"small"}})";
+  auto ok = again->Post(
+      "/api/v1/namespaces/default/configmaps",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset < small.size()) return sink.write(small.data() + offset, small.size() - offset);
+        sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 201) << ok->body;
+}
+
+// Issue 14 item 10: a 0-byte state.db next to an existing token and CA started as a fresh,
+// empty cluster with no warning.
+TEST_F(ServerTest, RegressionEmptyStateDbNextToCredentialsIsRefused) {
+  server_->Stop();
+  server_.reset();
+  const std::string db = options_.data_dir + "/state.db";
+  ASSERT_EQ(truncate(db.c_str(), 0), 0);
+  auto s = ApiServer::Start(options_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("is empty (0 bytes)"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("token"));
+}
+
+// Issue 14 item 7: `Content-Length: -1` got its 413 only after the 30 s read timeout. The
+// declared length is checked before any body byte is read: the answer comes without a body.
+TEST(InsecureServerTest, RegressionNegativeContentLengthIs413WithoutReadingTheBody) {
+  ApiServerOptions o;
+  o.data_dir = testing::NewTempDir() + "/data";
+  o.port = 0;
+  o.insecure_http = true;
+  o.compaction_interval = absl::ZeroDuration();
+  auto s = ApiServer::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (auto [length, code] :
+       std::vector<std::pair<const char*, const char*>>{{"-1", "400 "},
+                                                        {"x", "400 "},
+                                                        {"1000000000", "413 "},
+                                                        {"18446744073709551615", "413 "}}) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>((*s)->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // Bounds the wait well below the server's 30 s read timeout, which answered before.
+    timeval timeout{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string request = absl::StrCat(
+        "POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: ",
+        length, "\r\n\r\n");
+    ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::string response;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      response.append(buf, static_cast<size_t>(n));
+      if (response.find("}") != std::string::npos) break;
+    }
+    close(fd);
+    EXPECT_THAT(response, HasSubstr(absl::StrCat("HTTP/1.1 ", code))) << length;
+    EXPECT_THAT(response, HasSubstr(R"("kind":"Status")")) << length;
+  }
 }
 
 TEST_F(ServerTest, SecretFilesAreOwnerOnly) {

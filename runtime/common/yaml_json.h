@@ -8,6 +8,10 @@
 //   std::string yaml = common::JsonToYaml(obj);
 //
 // Errors name the line and column (1-based) of the problem.
+//
+// Limits (untrusted input): nesting deeper than 200 levels is an error, and so is a document
+// whose aliases expand it past twice its text plus 64 KiB (nodes + scalar bytes), so that a
+// "billion laughs" body of a few hundred bytes cannot build gigabytes of JSON.
 #ifndef CTRLHOST_RUNTIME_COMMON_YAML_JSON_H_
 #define CTRLHOST_RUNTIME_COMMON_YAML_JSON_H_
 

@@ -74,5 +74,58 @@ TEST(YamlJsonTest, RoundTripKeepsTypes) {
   EXPECT_EQ(*out, in) << JsonToYaml(in);
 }
 
+// Issue 14: a 600-byte body of nested aliases ("billion laughs") grew RSS to 6 GB.
+TEST(YamlJsonTest, RegressionBillionLaughsIsRefused) {
+  std::string yaml = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  std::string prev = "a";
+  for (char c = 'b'; c <= 'j'; ++c) {
+    yaml += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 9; ++i) yaml += (i ? ",*" : "*") + prev;
+    yaml += "]\n";
+    prev = std::string(1, c);
+  }
+  ASSERT_LT(yaml.size(), 1000u);
+  auto out = YamlToJson(yaml);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("expands to too many nodes"), std::string::npos)
+      << out.status();
+}
+
+TEST(YamlJsonTest, ModestAliasesStillWork) {
+  auto out = YamlToJson("base: &b {image: nginx, port: 80}\nx: *b\ny: *b\n");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)["y"]["port"], 80);
+}
+
+TEST(YamlJsonTest, DeepFlowNestingIsAnErrorNotACrash) {
+  auto out = YamlToJson(std::string(15000, '[') + std::string(15000, ']'));
+  EXPECT_FALSE(out.ok());
+  out = YamlToJson(std::string(15000 * 2, ' ').replace(0, 30000, [] {
+    std::string s;
+    for (int i = 0; i < 15000; ++i) s += "- ";
+    return s;
+  }()) + "x");
+  EXPECT_FALSE(out.ok());
+}
+
+// Found by tools/fuzz (body_yaml, patch): yaml-cpp's LoadAll looped for ever, allocating,
+// on a flow entry where a document starts.
+TEST(YamlJsonTest, RegressionStrayFlowEntryDoesNotHangTheParser) {
+  for (const char* text :
+       {",", ",a", "\"x\",", "---\n,", "a\n---\n,\n", ",\"path\":\"/spec\",\"value\":x\"}]"}) {
+    auto out = YamlDocumentsToJson(text);
+    EXPECT_FALSE(out.ok()) << text;
+  }
+  EXPECT_TRUE(YamlDocumentsToJson("a: 1\n---\nb: 2\n---\n").ok());
+}
+
+// Found by tools/fuzz (body_yaml): NUL and other control characters (go-yaml refuses them).
+TEST(YamlJsonTest, RegressionControlCharactersAreRefused) {
+  auto out = YamlToJson(std::string("me\x1b\0 &tad\0\0\0 a a", 17));
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("control characters are not allowed"), std::string::npos);
+  EXPECT_TRUE(YamlToJson("a:\tb\r\n").ok());
+}
+
 }  // namespace
 }  // namespace ctrlhost::common

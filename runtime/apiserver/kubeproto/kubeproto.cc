@@ -13,6 +13,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "runtime/apiserver/body_limits.h"
 #include "runtime/apiserver/kubeproto/apps_v1.pb.h"
 #include "runtime/apiserver/kubeproto/coordination_v1.pb.h"
 #include "runtime/apiserver/kubeproto/core_v1.pb.h"
@@ -34,10 +35,6 @@ namespace kp = ::ctrlhost::kubeproto;
 using Json = nlohmann::json;
 
 constexpr absl::string_view kMagic("k8s\0", 4);
-
-// Embedded JSON (FieldsV1) deeper than this is refused: the server later serializes objects
-// recursively, and real field sets nest a few dozen levels at most.
-constexpr int kMaxEmbeddedJsonDepth = 512;
 
 // Go's time.Time marshals years 1..9999 only (RFC 3339); Unix seconds of 0001-01-01T00:00:00Z
 // and 9999-12-31T23:59:59Z.
@@ -72,70 +69,6 @@ const pb::Message* PrototypeFor(absl::string_view api_version, absl::string_view
   if (kind == "DeleteOptions") return &kp::meta::v1::DeleteOptions::default_instance();
   auto it = kKinds->find(absl::StrCat(api_version, "/", kind));
   return it == kKinds->end() ? nullptr : it->second;
-}
-
-bool IsValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > s.size()) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong encodings, surrogates and code points past U+10FFFF are invalid.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
-// The deepest nesting of arrays/objects in a JSON text (brackets inside strings ignored).
-int JsonNestingDepth(absl::string_view text) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
 }
 
 class Converter {
@@ -343,10 +276,8 @@ class Converter {
     if (v == nullptr) return kube::InternalError("FieldsV1 is not the generated message");
     const std::string& raw = v->raw();
     if (raw.empty()) return Json::object();
-    if (JsonNestingDepth(raw) > kMaxEmbeddedJsonDepth) {
-      return kube::BadRequestError(
-          absl::StrCat("a protobuf FieldsV1 nests deeper than ", kMaxEmbeddedJsonDepth, " levels"));
-    }
+    // The server later serializes objects recursively (see body_limits.h).
+    RETURN_IF_ERROR(CheckJsonTextNesting(raw, "a protobuf FieldsV1"));
     Json parsed = Json::parse(raw.begin(), raw.end(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) {
       return kube::BadRequestError("a protobuf FieldsV1 does not hold valid JSON");

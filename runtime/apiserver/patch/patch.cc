@@ -1,5 +1,6 @@
 #include "runtime/apiserver/patch/patch.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/apiserver/body_limits.h"
 #include "runtime/apiserver/patch/internal/errors.h"
 #include "runtime/kube/api_status.h"
 
@@ -17,6 +19,22 @@ using nlohmann::json;
 
 // kube-apiserver refuses bigger JSON patches (maxJSONPatchOperations).
 constexpr size_t kMaxJsonPatchOperations = 10000;
+
+// How much one JSON patch may grow a document (estimated compact JSON bytes of the values its
+// add, replace and copy operations insert). Without it a 1 KB patch of `copy` operations that
+// double the document (`{"op":"copy","from":"/a","path":"/a/b"}` repeated) needs 2^40 bytes.
+// The values of add/replace come from the body (at most the request limit); copies are what
+// this bounds. Each estimate stops at the remaining budget, so the work is bounded too.
+constexpr size_t kMaxJsonPatchGrowthBytes = kMaxObjectBytes;
+// How many bytes (estimated) one JSON patch may copy or move in all: a patch of 10,000 moves of
+// a large subtree would otherwise copy gigabytes.
+constexpr size_t kMaxJsonPatchWorkBytes = 16 * kMaxObjectBytes;
+
+// What one JSON patch has spent of its budgets so far.
+struct PatchBudget {
+  size_t grown = 0;
+  size_t work = 0;
+};
 
 // The description of a failing operation, kept for the 422 cause.
 absl::Status OperationFailed(size_t index, const std::string& path, absl::string_view why) {
@@ -67,7 +85,7 @@ absl::Status CheckParent(size_t index, const json& doc, const json::json_pointer
   return absl::OkStatus();
 }
 
-absl::Status ApplyOperation(size_t index, const json& op, json& doc) {
+absl::Status ApplyOperation(size_t index, const json& op, json& doc, PatchBudget* budget) {
   if (!op.is_object()) {
     return kube::BadRequestError(
         absl::StrCat("json patch operation ", index, " is not a JSON object"));
@@ -114,6 +132,35 @@ absl::Status ApplyOperation(size_t index, const json& op, json& doc) {
   }
   if (name == "remove" && path.empty()) {
     return OperationFailed(index, "", "the whole document cannot be removed");
+  }
+  if (name == "add" || name == "replace" || name == "copy" || name == "move") {
+    const json& inserted = name == "copy" || name == "move" ? doc.at(from) : op.at("value");
+    const bool grows = name != "move";
+    const size_t left = grows ? std::min(kMaxJsonPatchGrowthBytes - budget->grown,
+                                         kMaxJsonPatchWorkBytes - budget->work)
+                              : kMaxJsonPatchWorkBytes - budget->work;
+    const JsonMeasure m = MeasureJson(inserted, left);
+    if (m.bytes > left) {
+      return kube::RequestEntityTooLargeError(absl::StrCat(
+          "json patch operation ", index, " (", name, " to \"", path.to_string(), "\") ",
+          grows && budget->grown + m.bytes > kMaxJsonPatchGrowthBytes
+              ? absl::StrCat("would grow the object by more than ", kMaxJsonPatchGrowthBytes,
+                             " bytes, the most one patch may add")
+              : absl::StrCat("would copy more than ", kMaxJsonPatchWorkBytes,
+                             " bytes, the most one patch may copy or move")));
+    }
+    // Every intermediate document stays within the nesting limit: the value lands
+    // `path`'s depth below the root.
+    const std::string path_text = path.to_string();
+    const size_t path_depth = std::count(path_text.begin(), path_text.end(), '/');
+    if (path_depth + m.depth > static_cast<size_t>(kMaxNestingDepth)) {
+      return kube::BadRequestError(absl::StrCat("json patch operation ", index,
+                                                ": the patched object would be nested too deeply "
+                                                "(more than ",
+                                                kMaxNestingDepth, " levels)"));
+    }
+    if (grows) budget->grown += m.bytes;
+    if (name == "copy" || name == "move") budget->work += m.bytes;
   }
   try {
     doc.patch_inplace(json::array({op}));
@@ -169,8 +216,9 @@ absl::StatusOr<json> ApplyJsonPatch(const json& doc, absl::string_view patch_bod
                      ", got ", patch.size()));
   }
   json result = doc;
+  PatchBudget budget;
   for (size_t i = 0; i < patch.size(); ++i) {
-    RETURN_IF_ERROR(ApplyOperation(i, patch[i], result));
+    RETURN_IF_ERROR(ApplyOperation(i, patch[i], result, &budget));
   }
   return result;
 }

@@ -159,6 +159,51 @@ TEST(DepthTest, DeeplyNestedBodiesAreRefused) {
   EXPECT_EQ(kube::HttpCode(got.status()), 400);
 }
 
+// Issue 14: 41 operations (an add, then 40 copies of the document into itself) doubled the
+// document 40 times (RSS 0.5 -> 6 GB, no answer). Refused once the copies would grow the
+// document by more than the limit, whatever the number of operations.
+TEST(JsonPatchTest, RegressionCopyIntoItselfBombIs413) {
+  json ops = json::array();
+  ops.push_back({{"op", "add"}, {"path", "/x"}, {"value", {std::string(10, 'x')}}});
+  for (int i = 0; i < 40; ++i) ops.push_back({{"op", "copy"}, {"from", "/x"}, {"path", "/x/-"}});
+  absl::StatusOr<json> got = ApplyJsonPatch(kDoc, ops.dump());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(kube::HttpCode(got.status()), 413);
+  EXPECT_NE(got.status().message().find("would grow the object by more than"), std::string::npos)
+      << got.status();
+  // A few copies of a small value are fine.
+  json few = json::array();
+  few.push_back({{"op", "add"}, {"path", "/x"}, {"value", {"b"}}});
+  for (int i = 0; i < 5; ++i) few.push_back({{"op", "copy"}, {"from", "/x"}, {"path", "/x/-"}});
+  EXPECT_TRUE(ApplyJsonPatch(kDoc, few.dump()).ok());
+}
+
+// Moves that each nest the document one level deeper (cheap: nothing is copied) cannot build
+// a document deeper than the nesting limit either.
+TEST(JsonPatchTest, MovesCannotNestPastTheLimit) {
+  json ops = json::array();
+  ops.push_back({{"op", "add"}, {"path", "/x"}, {"value", json::object()}});
+  for (int i = 0; i < 1100; ++i) {
+    ops.push_back({{"op", "add"}, {"path", "/t"}, {"value", json::object()}});
+    ops.push_back({{"op", "move"}, {"from", "/x"}, {"path", "/t/a"}});
+    ops.push_back({{"op", "move"}, {"from", "/t"}, {"path", "/x"}});
+  }
+  absl::StatusOr<json> got = ApplyJsonPatch(kDoc, ops.dump());
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("more than 1000 levels"), std::string::npos)
+      << got.status();
+}
+
+TEST(DepthTest, RegressionFifteenThousandLevelsAreRefusedWithTheLimit) {
+  const std::string deep = std::string(15000, '[') + std::string(15000, ']');
+  absl::StatusOr<json> got =
+      ApplyJsonPatch(kDoc, "[{\"op\":\"add\",\"path\":\"/x\",\"value\":" + deep + "}]");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(kube::HttpCode(got.status()), 400);
+  EXPECT_NE(got.status().message().find("more than 1000 levels"), std::string::npos)
+      << got.status();
+}
+
 struct MergePatchCase {
   std::string name;
   std::string patch;

@@ -81,6 +81,8 @@ class StoreCore {
   ObjectPtr Build(absl::string_view key, int64_t create_revision, int64_t mod_revision,
                   Mutation mutation) const;
   void CompactionStep();
+  // Records committed versions and asks for compaction when history passes its byte budget.
+  void BoundHistory(const std::vector<LogEntry>& entries);
 
   // Constant after construction.
   const StoreOptions options_;
@@ -92,6 +94,10 @@ class StoreCore {
   int64_t next_rev_;
   int64_t committed_rev_;
   absl::Time next_auto_compaction_;
+  // Versions committed since Open that compaction has not dropped yet (revision, bytes), for
+  // StoreOptions::retained_history_bytes.
+  std::deque<std::pair<int64_t, size_t>> history_;
+  size_t history_bytes_ = 0;
 
   // Current state.
   mutable common::RwMutex state_mu_;
@@ -123,8 +129,8 @@ class StoreCore {
 StoreCore::StoreCore(StoreOptions options, std::unique_ptr<LogWriter> writer, LoadedState loaded)
     : options_(std::move(options)),
       pool_(std::make_shared<ReadPool>(options_.path, kMaxIdleReaders)),
-      hub_(std::make_shared<WatchHub>(options_.watch_window_events, loaded.revision,
-                                      options_.clock)),
+      hub_(std::make_shared<WatchHub>(options_.watch_window_events, options_.watch_window_bytes,
+                                      loaded.revision, options_.clock)),
       writer_(std::move(writer)),
       next_rev_(loaded.revision + 1),
       committed_rev_(loaded.revision),
@@ -317,6 +323,7 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
       revision_ = committed_rev_;
       hub_->Publish(std::move(events), committed_rev_);
     }
+    if (status.ok()) BoundHistory(entries);
   }
 
   common::MutexLock lock(&queue_mu_);
@@ -335,6 +342,29 @@ ObjectPtr StoreCore::Build(absl::string_view key, int64_t create_revision, int64
   }
   return MakeObject(key, create_revision, mod_revision, std::move(mutation.value),
                     options_.extract_labels);
+}
+
+void StoreCore::BoundHistory(const std::vector<LogEntry>& entries) {
+  if (options_.retained_history_bytes == 0) return;
+  const int64_t compacted = CompactedRevision();
+  for (const LogEntry& e : entries) {
+    history_.emplace_back(e.rev, e.value.size());
+    history_bytes_ += e.value.size();
+  }
+  int64_t target = 0;
+  while (!history_.empty() && (history_.front().first <= compacted ||
+                               history_bytes_ > options_.retained_history_bytes)) {
+    if (history_.front().first > compacted) target = history_.front().first;
+    history_bytes_ -= history_.front().second;
+    history_.pop_front();
+  }
+  if (target == 0) return;
+  common::MutexLock lock(&queue_mu_);
+  if (target > compact_target_) {
+    common::LogDebug("storage history past its byte budget: compacting",
+                     {{"revision", target}, {"budget_bytes", options_.retained_history_bytes}});
+    compact_target_ = target;
+  }
 }
 
 void StoreCore::CompactionStep() {
@@ -461,6 +491,7 @@ Store::Stats StoreCore::GetStats() const {
   stats.commits = commits_.load(std::memory_order_relaxed);
   stats.writes = writes_.load(std::memory_order_relaxed);
   stats.watchers = hub_->watchers();
+  stats.watch_window_bytes = hub_->ring_bytes();
   {
     common::MutexLock lock(&queue_mu_);
     stats.queued_writes = static_cast<int64_t>(queue_.size());

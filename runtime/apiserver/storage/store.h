@@ -66,6 +66,9 @@ struct StoredObject {
   int64_t mod_revision;     // revision of the write that produced this version (resourceVersion)
   std::string value;        // JSON bytes exactly as the mutator produced them
   Labels labels;            // from StoreOptions::extract_labels(value)
+  // Read from disk with a checksum that does not match its key and value (a flipped byte):
+  // `value` must not be served (labels are empty). Never set on objects written since Open.
+  bool corrupt = false;
 };
 using ObjectPtr = std::shared_ptr<const StoredObject>;
 
@@ -109,6 +112,14 @@ struct StoreOptions {
   int64_t retained_revisions = 10000;  // the background compactor keeps at least this history
   absl::Duration compaction_interval = absl::Minutes(1);  // 0 disables the background compactor
   size_t watch_window_events = 100000;  // most recent events kept in memory for watchers
+  // Bytes of object versions that window may hold: past it the oldest events leave memory
+  // (a watcher behind them continues from SQLite history), so repeated writes of a large
+  // object cannot grow memory without bound. 0: no byte bound.
+  size_t watch_window_bytes = 128 << 20;
+  // Bytes of versions kept as history (counted from Open): past it the oldest revisions are
+  // compacted at once, whatever retained_revisions says, and lists and watches from before
+  // them get 410 Gone (as after etcd's compaction). 0: no byte bound.
+  size_t retained_history_bytes = size_t{1} << 30;
   // Labels of an object, for selector filtering without parsing. May be empty: no labels. Runs
   // on the writer thread (and on readers of history); must not throw.
   std::function<Labels(absl::string_view json)> extract_labels;
@@ -200,12 +211,13 @@ class Store {
   struct Stats {
     int64_t revision;
     int64_t compacted_revision;
-    int64_t objects;        // live keys
-    int64_t bytes;          // sum of the live objects' value sizes
-    int64_t commits;        // SQLite transactions committed by the writer since Open
-    int64_t writes;         // writes that produced a revision since Open
-    int64_t watchers;       // open Watch objects
-    int64_t queued_writes;  // writes waiting for the writer thread (added to the agreed API)
+    int64_t objects;             // live keys
+    int64_t bytes;               // sum of the live objects' value sizes
+    int64_t commits;             // SQLite transactions committed by the writer since Open
+    int64_t writes;              // writes that produced a revision since Open
+    int64_t watchers;            // open Watch objects
+    int64_t queued_writes;       // writes waiting for the writer thread (added to the agreed API)
+    int64_t watch_window_bytes;  // object bytes the in-memory watch window holds
   };
   Stats GetStats() const;
 

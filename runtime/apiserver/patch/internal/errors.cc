@@ -23,19 +23,4 @@ absl::Status UnsupportedPatchType(bool strategic_supported) {
       "application/apply-patch+yaml"));
 }
 
-absl::Status CheckNestingDepth(const nlohmann::json& value, absl::string_view what) {
-  std::vector<std::pair<const nlohmann::json*, int>> pending = {{&value, 1}};
-  while (!pending.empty()) {
-    auto [node, depth] = pending.back();
-    pending.pop_back();
-    if (!node->is_structured()) continue;
-    if (depth > kMaxNestingDepth) {
-      return kube::BadRequestError(
-          absl::StrCat(what, " is nested too deeply (more than ", kMaxNestingDepth, " levels)"));
-    }
-    for (const nlohmann::json& child : *node) pending.emplace_back(&child, depth + 1);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace ctrlhost::apiserver::internal

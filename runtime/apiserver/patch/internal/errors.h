@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/body_limits.h"
 #include "runtime/common/status_macros.h"
 
 namespace ctrlhost::apiserver::internal {
@@ -20,12 +21,10 @@ absl::Status PatchDoesNotApply(absl::string_view field, absl::string_view why);
 // with the media types of built-in kinds (`strategic_supported`) or of custom resources.
 absl::Status UnsupportedPatchType(bool strategic_supported);
 
-// Bodies nested deeper than this are refused: the engines recurse once per level, and no
-// Kubernetes object comes close.
-inline constexpr int kMaxNestingDepth = 1000;
-
-// 400 BadRequest when `value` nests deeper than kMaxNestingDepth (checked without recursion).
-absl::Status CheckNestingDepth(const nlohmann::json& value, absl::string_view what);
+// Bodies nested deeper than the shared limit (runtime/apiserver/body_limits.h) are refused:
+// the engines recurse once per level, and no Kubernetes object comes close.
+using ::ctrlhost::apiserver::CheckNestingDepth;
+using ::ctrlhost::apiserver::kMaxNestingDepth;
 
 }  // namespace ctrlhost::apiserver::internal
 

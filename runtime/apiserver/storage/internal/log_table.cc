@@ -11,19 +11,21 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/api_status.h"
 
 namespace ctrlhost::apiserver::internal {
 namespace {
 
-constexpr int64_t kSchemaVersion = 1;
+// 1: no checksum column (rows of it are read without verification); 2: log.checksum.
+constexpr int64_t kSchemaVersion = 2;
 
 constexpr char kSchema[] =
     "CREATE TABLE IF NOT EXISTS log("
     "  rev INTEGER PRIMARY KEY, key TEXT NOT NULL, created INTEGER NOT NULL,"
     "  deleted INTEGER NOT NULL, create_rev INTEGER NOT NULL, prev_rev INTEGER NOT NULL,"
-    "  value BLOB);"
+    "  value BLOB, checksum INTEGER);"
     "CREATE INDEX IF NOT EXISTS log_key_rev ON log(key, rev);"
     "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
     "INSERT OR IGNORE INTO meta(name, value) VALUES ('revision', 0), ('compacted', 0),"
@@ -80,6 +82,37 @@ ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod
   object->mod_revision = mod_revision;
   object->value = std::move(value);
   if (extract_labels) object->labels = extract_labels(object->value);
+  return object;
+}
+
+int64_t ValueChecksum(absl::string_view key, absl::string_view value) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](absl::string_view bytes) {
+    for (char c : bytes) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ull;
+    }
+  };
+  mix(key);
+  mix(absl::string_view("\0", 1));
+  mix(value);
+  return static_cast<int64_t>(h);
+}
+
+ObjectPtr MakeCheckedObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
+                            std::string value, bool checksum_is_null, int64_t checksum,
+                            const LabelExtractor& extract_labels) {
+  if (checksum_is_null || ValueChecksum(key, value) == checksum) {
+    return MakeObject(key, create_revision, mod_revision, std::move(value), extract_labels);
+  }
+  common::LogError("storage: stored value fails its checksum (corrupt on disk)",
+                   {{"key", std::string(key)}, {"revision", mod_revision}});
+  auto object = std::make_shared<StoredObject>();
+  object->key = std::string(key);
+  object->create_revision = create_revision;
+  object->mod_revision = mod_revision;
+  object->value = std::move(value);
+  object->corrupt = true;
   return object;
 }
 
@@ -163,6 +196,11 @@ absl::Status LogWriter::Init(bool sync_full) {
           "storage ", db_->path(), ": SQLite database is not a ctrlhost store (no meta table)"));
     }
     ASSIGN_OR_RETURN(version, MetaValue(db_.get(), "schema_version"));
+    if (version == 1) {
+      // Rows written before have no checksum (NULL) and are read unverified.
+      RETURN_IF_ERROR(db_->Exec("ALTER TABLE log ADD COLUMN checksum INTEGER"));
+      version = kSchemaVersion;
+    }
     if (version != kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat("storage ", db_->path(),
                                                         ": unsupported schema version ", version,
@@ -173,8 +211,9 @@ absl::Status LogWriter::Init(bool sync_full) {
   RETURN_IF_ERROR(SetMeta(db_.get(), "schema_version", kSchemaVersion));
   RETURN_IF_ERROR(txn->Commit());
 
-  ASSIGN_OR_RETURN(insert_, db_->Prepare("INSERT INTO log(rev, key, created, deleted, create_rev, "
-                                         "prev_rev, value) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  ASSIGN_OR_RETURN(insert_,
+                   db_->Prepare("INSERT INTO log(rev, key, created, deleted, create_rev, "
+                                "prev_rev, value, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
   return absl::OkStatus();
 }
 
@@ -188,14 +227,16 @@ absl::StatusOr<LoadedState> LogWriter::Load(const LabelExtractor& extract_labels
   state.revision = std::max({meta_revision, max_rev, state.compacted});
 
   ASSIGN_OR_RETURN(Statement stmt,
-                   db_->Prepare("SELECT key, create_rev, rev, value FROM log l WHERE deleted = 0 "
+                   db_->Prepare("SELECT key, create_rev, rev, value, checksum FROM log l WHERE "
+                                "deleted = 0 "
                                 "AND rev = (SELECT max(rev) FROM log m WHERE m.key = l.key) "
                                 "ORDER BY key"));
   for (;;) {
     ASSIGN_OR_RETURN(bool row, stmt.Step());
     if (!row) break;
-    state.objects.push_back(MakeObject(stmt.ColumnText(0), stmt.ColumnInt(1), stmt.ColumnInt(2),
-                                       std::string(stmt.ColumnBlob(3)), extract_labels));
+    state.objects.push_back(MakeCheckedObject(
+        stmt.ColumnText(0), stmt.ColumnInt(1), stmt.ColumnInt(2), std::string(stmt.ColumnBlob(3)),
+        stmt.ColumnIsNull(4), stmt.ColumnInt(4), extract_labels));
   }
   return state;
 }
@@ -210,6 +251,7 @@ absl::Status LogWriter::Append(const std::vector<LogEntry>& entries) {
     insert_.BindInt(5, entry.create_rev);
     insert_.BindInt(6, entry.prev_rev);
     insert_.BindBlob(7, entry.value);
+    insert_.BindInt(8, ValueChecksum(entry.key, entry.value));
     absl::Status status = insert_.Run();
     insert_.Reset();
     RETURN_IF_ERROR(status);
@@ -283,8 +325,9 @@ absl::StatusOr<Store::ListResult> ListAtRevision(Database* db, const Store::List
   int index = 1;
   for (const std::string& param : params) keys.BindText(index++, param);
   keys.BindInt(index, options.revision);
-  ASSIGN_OR_RETURN(Statement row,
-                   db->Prepare("SELECT deleted, create_rev, value FROM log WHERE rev = ?"));
+  ASSIGN_OR_RETURN(
+      Statement row,
+      db->Prepare("SELECT deleted, create_rev, value, checksum FROM log WHERE rev = ?"));
 
   Store::ListResult result;
   result.revision = options.revision;
@@ -295,8 +338,9 @@ absl::StatusOr<Store::ListResult> ListAtRevision(Database* db, const Store::List
     row.BindInt(1, keys.ColumnInt(1));
     ASSIGN_OR_RETURN(bool found, row.Step());
     if (!found || row.ColumnInt(0) != 0) continue;  // deleted as of the revision
-    ObjectPtr object = MakeObject(keys.ColumnText(0), row.ColumnInt(1), keys.ColumnInt(1),
-                                  std::string(row.ColumnBlob(2)), extract_labels);
+    ObjectPtr object = MakeCheckedObject(keys.ColumnText(0), row.ColumnInt(1), keys.ColumnInt(1),
+                                         std::string(row.ColumnBlob(2)), row.ColumnIsNull(3),
+                                         row.ColumnInt(3), extract_labels);
     if (options.filter && !options.filter(*object)) continue;
     if (options.limit > 0 && result.items.size() == options.limit) {
       result.more = true;
@@ -319,18 +363,20 @@ absl::StatusOr<std::vector<WatchEvent>> ReadEvents(Database* db, absl::string_vi
   }
   std::vector<std::string> params;
   const std::string range = KeyRange(prefix, "", &params);
-  ASSIGN_OR_RETURN(Statement events,
-                   db->Prepare(absl::StrCat("SELECT rev, key, created, deleted, create_rev, "
-                                            "prev_rev, value FROM log WHERE rev > ? AND rev <= ? "
-                                            "AND ",
-                                            range, " ORDER BY rev LIMIT ?")));
+  ASSIGN_OR_RETURN(
+      Statement events,
+      db->Prepare(absl::StrCat("SELECT rev, key, created, deleted, create_rev, "
+                               "prev_rev, value, checksum FROM log WHERE rev > ? AND rev <= ? "
+                               "AND ",
+                               range, " ORDER BY rev LIMIT ?")));
   events.BindInt(1, after);
   events.BindInt(2, upto);
   int index = 3;
   for (const std::string& param : params) events.BindText(index++, param);
   events.BindInt(index, static_cast<int64_t>(limit));
-  ASSIGN_OR_RETURN(Statement previous,
-                   db->Prepare("SELECT key, create_rev, rev, value FROM log WHERE rev = ?"));
+  ASSIGN_OR_RETURN(
+      Statement previous,
+      db->Prepare("SELECT key, create_rev, rev, value, checksum FROM log WHERE rev = ?"));
 
   std::vector<WatchEvent> result;
   for (;;) {
@@ -342,8 +388,9 @@ absl::StatusOr<std::vector<WatchEvent>> ReadEvents(Database* db, absl::string_vi
     event.type = deleted   ? WatchEvent::Type::kDeleted
                  : created ? WatchEvent::Type::kAdded
                            : WatchEvent::Type::kModified;
-    event.object = MakeObject(events.ColumnText(1), events.ColumnInt(4), events.ColumnInt(0),
-                              std::string(events.ColumnBlob(6)), extract_labels);
+    event.object = MakeCheckedObject(events.ColumnText(1), events.ColumnInt(4), events.ColumnInt(0),
+                                     std::string(events.ColumnBlob(6)), events.ColumnIsNull(7),
+                                     events.ColumnInt(7), extract_labels);
     const int64_t prev_rev = events.ColumnInt(5);
     if (!created && prev_rev > 0) {
       previous.Reset();
@@ -355,8 +402,9 @@ absl::StatusOr<std::vector<WatchEvent>> ReadEvents(Database* db, absl::string_vi
                                                 prev_rev, " as its previous version"));
       }
       event.previous =
-          MakeObject(previous.ColumnText(0), previous.ColumnInt(1), previous.ColumnInt(2),
-                     std::string(previous.ColumnBlob(3)), extract_labels);
+          MakeCheckedObject(previous.ColumnText(0), previous.ColumnInt(1), previous.ColumnInt(2),
+                            std::string(previous.ColumnBlob(3)), previous.ColumnIsNull(4),
+                            previous.ColumnInt(4), extract_labels);
     }
     result.push_back(std::move(event));
   }

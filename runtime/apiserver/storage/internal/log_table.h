@@ -5,7 +5,8 @@
 //   log(rev INTEGER PRIMARY KEY,   -- the write's revision
 //       key TEXT, created INT (1 when the write created the key), deleted INT (1 for a delete),
 //       create_rev INT, prev_rev INT (the key's previous row, 0 when created),
-//       value BLOB)                -- the object's JSON; for a delete its final state
+//       value BLOB,                -- the object's JSON; for a delete its final state
+//       checksum INT)              -- ValueChecksum(key, value); NULL in rows of schema 1
 //   index log_key_rev ON log(key, rev)
 //   meta(name TEXT PRIMARY KEY, value INT): schema_version, revision (highest revision ever
 //       handed out as of the last compaction), compacted, compact_progress
@@ -44,6 +45,15 @@ using LabelExtractor = std::function<Labels(absl::string_view json)>;
 // Builds a StoredObject, extracting labels when an extractor is set.
 ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
                      std::string value, const LabelExtractor& extract_labels);
+// FNV-1a (64 bits) of key, a NUL byte and value: any single changed byte changes it.
+int64_t ValueChecksum(absl::string_view key, absl::string_view value);
+
+// MakeObject for a row read from disk: when `checksum_is_null` is false and `checksum` does
+// not match, the object is marked corrupt (no labels extracted) and the problem logged.
+ObjectPtr MakeCheckedObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
+                            std::string value, bool checksum_is_null, int64_t checksum,
+                            const LabelExtractor& extract_labels);
+
 // Builds a StoredObject whose labels are known.
 ObjectPtr MakeObject(absl::string_view key, int64_t create_revision, int64_t mod_revision,
                      std::string value, Labels labels);

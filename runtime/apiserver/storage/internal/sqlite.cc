@@ -89,6 +89,10 @@ absl::string_view Statement::ColumnText(int index) const {
   return absl::string_view(reinterpret_cast<const char*>(text), static_cast<size_t>(size));
 }
 
+bool Statement::ColumnIsNull(int index) const {
+  return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
+}
+
 absl::string_view Statement::ColumnBlob(int index) const {
   const void* blob = sqlite3_column_blob(stmt_, index);
   const int size = sqlite3_column_bytes(stmt_, index);

@@ -59,6 +59,7 @@ class Statement {
   int64_t ColumnInt(int index) const;
   absl::string_view ColumnText(int index) const;
   absl::string_view ColumnBlob(int index) const;
+  bool ColumnIsNull(int index) const;
 
  private:
   friend class Database;

@@ -28,9 +28,14 @@ absl::Status TooLargeResourceVersionError(int64_t requested, int64_t current) {
 void WatchHub::Publish(std::vector<WatchEvent> events, int64_t revision) {
   {
     common::MutexLock lock(&mu_);
-    for (WatchEvent& event : events) ring_.push_back(std::move(event));
-    while (ring_.size() > capacity_) {
+    for (WatchEvent& event : events) {
+      ring_bytes_ += event.object->value.size();
+      ring_.push_back(std::move(event));
+    }
+    while (ring_.size() > capacity_ ||
+           (capacity_bytes_ > 0 && ring_bytes_ > capacity_bytes_ && ring_.size() > 1)) {
       base_rev_ = ring_.front().object->mod_revision;
+      ring_bytes_ -= ring_.front().object->value.size();
       ring_.pop_front();
       ++first_seq_;
     }
@@ -91,6 +96,11 @@ void WatchHub::Unregister() {
 int64_t WatchHub::watchers() const {
   common::MutexLock lock(&mu_);
   return watchers_;
+}
+
+int64_t WatchHub::ring_bytes() const {
+  common::MutexLock lock(&mu_);
+  return static_cast<int64_t>(ring_bytes_);
 }
 
 int64_t WatchHub::PublishedRevision(const std::atomic<bool>* stopped) const {

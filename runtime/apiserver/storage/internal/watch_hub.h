@@ -3,8 +3,8 @@
 // The writer publishes each committed batch once, in revision order, into a shared ring
 // (O(1) per event however many watchers exist) and wakes the waiting watchers. Each watcher
 // keeps its own cursor (a sequence number into the ring) and filters by its prefix. When the
-// ring is full the oldest events are evicted; a watcher whose cursor was evicted continues
-// from SQLite history (see watch.cc) and rejoins the ring once it has caught up.
+// ring is full (in events or in bytes) the oldest events are evicted; a watcher whose cursor was
+// evicted continues from SQLite history (see watch.cc) and rejoins the ring once it has caught up.
 //
 // Invariant: every event with revision > base_rev_ is in the ring; published_rev_ is the
 // highest revision published. Revisions without an event (a failed commit's) are skipped.
@@ -40,8 +40,11 @@ struct WatchCursor {
 
 class WatchHub {
  public:
-  WatchHub(size_t capacity, int64_t revision, common::Clock* clock)
+  // At most `capacity` events and, beyond the newest one, `capacity_bytes` bytes of object
+  // values (0: no byte bound).
+  WatchHub(size_t capacity, size_t capacity_bytes, int64_t revision, common::Clock* clock)
       : capacity_(capacity < 1 ? 1 : capacity),
+        capacity_bytes_(capacity_bytes),
         clock_(clock),
         base_rev_(revision),
         published_rev_(revision) {}
@@ -77,18 +80,22 @@ class WatchHub {
   void Stop(std::atomic<bool>* stopped);
 
   int64_t watchers() const;
+  // Bytes of object values the ring holds.
+  int64_t ring_bytes() const;
 
  private:
   uint64_t SeqAfter(int64_t revision) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const size_t capacity_;
+  const size_t capacity_bytes_;
   common::Clock* const clock_;
 
   // State below is guarded by mu_.
   mutable common::Mutex mu_;
   common::CondVar cv_;
   std::deque<WatchEvent> ring_ ABSL_GUARDED_BY(mu_);
+  size_t ring_bytes_ ABSL_GUARDED_BY(mu_) = 0;   // sum of the ring's object value sizes
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;  // sequence number of ring_.front()
   int64_t base_rev_ ABSL_GUARDED_BY(mu_);
   int64_t published_rev_ ABSL_GUARDED_BY(mu_);
