@@ -196,11 +196,12 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
   }
   if (phase.namespace_name != "default") {
     const kube::ResourceRef namespaces{"", "v1", "namespaces", "", "", ""};
-    RETURN_IF_ERROR(host->client()
-                        .Create(namespaces, absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
-                                                         R"("metadata":{"name":")",
-                                                         phase.namespace_name, R"("}})"))
-                        .status());
+    RETURN_IF_ERROR(
+        host->client()
+            .Create(namespaces,
+                    absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace",)",
+                                 R"("metadata":{"name":")", phase.namespace_name, R"("}})"))
+            .status());
   }
   // Creators and the watch get their own client: no rate limit, a connection per thread.
   ASSIGN_OR_RETURN(kube::RestConfig config,
@@ -585,8 +586,7 @@ int Main(int argc, char** argv) {
       real_floor_s = Seconds(rf->create_time);
       add("real: floor: creates/s, no controller", rf->created / *real_floor_s, "creates/s",
           floor ? std::optional<double>(floor->created / *floor_s) : std::nullopt,
-          floor ? std::optional<double>((rf->created / *real_floor_s) /
-                                        (floor->created / *floor_s))
+          floor ? std::optional<double>((rf->created / *real_floor_s) / (floor->created / *floor_s))
                 : std::nullopt,
           std::nullopt, rf->create_errors == 0);
     }
