@@ -232,8 +232,11 @@ TEST_F(MisbehavingServerTest, InternalErrorIsNotRetriedIssue13) {
   AutoAdvance advance(&clock);
   for (const char* method : {"GET", "PATCH"}) {
     hits_500_ = 0;
+    // No body on the GET: the test server does not read one, and its bytes left on a reused
+    // keep-alive connection made the next request a 400 (a flaky failure).
+    const std::string body = std::string(method) == "GET" ? "" : "{}";
     absl::StatusOr<RestResponse> res =
-        client->Do({.method = method, .path = "/500", .body = "{}", .idempotent = true});
+        client->Do({.method = method, .path = "/500", .body = body, .idempotent = true});
     EXPECT_EQ(kube::HttpCode(res.status()), 500) << res.status();
     EXPECT_THAT(res.status().message(), HasSubstr("omits key field"));
     EXPECT_EQ(hits_500_.load(), 1) << method;

@@ -1,6 +1,7 @@
 // Process with real child processes: exec failures, process groups and the parent-death signal.
 #include "runtime/plugin/process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -21,10 +22,17 @@ namespace ctrlhost::plugin {
 namespace {
 
 // Gone or a zombie (exited, not yet reaped by whoever inherited it).
+// Plain read(2): the process may vanish between open and read (ESRCH), which libstdc++'s
+// streams turn into an exception.
 bool Exited(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  if (!in) return true;
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buffer[4096];
+  const ssize_t n = read(fd, buffer, sizeof(buffer));
+  close(fd);
+  if (n <= 0) return true;  // gone while we read
+  const std::string stat(buffer, static_cast<size_t>(n));
   const size_t paren = stat.rfind(')');
   return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z' ||
          stat[paren + 2] == 'X';
