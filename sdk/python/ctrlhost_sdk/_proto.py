@@ -10,6 +10,10 @@ not packaged by Debian. A private pool also cannot clash with grpcio-health-chec
 program loads both.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Tuple
+
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -17,7 +21,7 @@ from ctrlhost.plugin.v1alpha1 import plugin_pb2 as pb  # noqa: F401
 from ctrlhost.plugin.v1alpha1 import plugin_pb2_grpc as pb_grpc  # noqa: F401
 
 
-def _health_messages():
+def _health_messages() -> Tuple[Any, Any]:
     f = descriptor_pb2.FileDescriptorProto(name="ctrlhost_sdk/grpc_health_v1.proto",
                                            package="grpc.health.v1", syntax="proto3")
     T = descriptor_pb2.FieldDescriptorProto
@@ -40,7 +44,8 @@ HealthCheckRequest, HealthCheckResponse = _health_messages()
 HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
-def add_health_to_server(check, watch, server):
+def add_health_to_server(check: Callable[[Any, Any], Any],
+                         watch: Callable[[Any, Any], Iterator[Any]], server: Any) -> None:
     """Registers grpc.health.v1.Health with the functions check(request, context) and the
     generator watch(request, context)."""
     handlers = {
@@ -58,7 +63,7 @@ def add_health_to_server(check, watch, server):
 class HealthStub:
     """A client of grpc.health.v1.Health (for tests and tools)."""
 
-    def __init__(self, channel):
+    def __init__(self, channel: Any) -> None:
         self.Check = channel.unary_unary(
             "/grpc.health.v1.Health/Check", request_serializer=HealthCheckRequest.SerializeToString,
             response_deserializer=HealthCheckResponse.FromString)

@@ -17,28 +17,41 @@ anything else -> retryable.
 Thread-safety: immutable once built; may be called concurrently.
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
 from ctrlhost_sdk.handlers import Handlers
-from ctrlhost_sdk.request import find_path
+from ctrlhost_sdk.request import JsonObject, Request, find_path
 from ctrlhost_sdk.result import RETRYABLE, TERMINAL, TRUE, FALSE, ReconcileError, Result
+
+
+# desired(request) -> the object; when(request) -> wanted?; ready(current object) -> ready?;
+# then(request, state, result) adds to the result after the chain ran.
+DesiredFn = Callable[[Request], JsonObject]
+WhenFn = Callable[[Request], Any]
+ReadyFn = Callable[[JsonObject], Any]
+ThenFn = Callable[[Request, "ChainState", Result], None]
 
 
 class ChainState:
     """What one pass found: names of ready, pending and deleting dependents."""
 
-    def __init__(self):
-        self.ready = []
-        self.pending = []
-        self.deleting = []
+    def __init__(self) -> None:
+        self.ready: List[str] = []
+        self.pending: List[str] = []
+        self.deleting: List[str] = []
 
     @property
-    def all_ready(self):
+    def all_ready(self) -> bool:
         return not self.pending and not self.deleting
 
 
 class _Dependent:
     __slots__ = ("name", "api_version", "kind", "desired", "when", "ready")
 
-    def __init__(self, name, api_version, kind, desired, when, ready):
+    def __init__(self, name: str, api_version: str, kind: str, desired: Optional[DesiredFn],
+                 when: Optional[WhenFn], ready: Optional[ReadyFn]) -> None:
         self.name = name
         self.api_version = api_version
         self.kind = kind
@@ -47,12 +60,13 @@ class _Dependent:
         self.ready = ready
 
 
-def _name_of(obj, request):
+def _name_of(obj: Any, request: Request) -> str:
     name = find_path(obj, "metadata.name")
     return name if isinstance(name, str) else request.name
 
 
-def _find_child(request, api_version, kind, name):
+def _find_child(request: Request, api_version: str, kind: str,
+                name: str) -> Optional[JsonObject]:
     for o in request.children_of_kind(kind, api_version):
         if o.name == name:
             return o.json
@@ -60,23 +74,24 @@ def _find_child(request, api_version, kind, name):
 
 
 class DependentChain:
-    def __init__(self):
-        self._dependents = []
+    def __init__(self) -> None:
+        self._dependents: List[_Dependent] = []
 
-    def add(self, name, api_version, kind, desired, when=None, ready=None):
+    def add(self, name: str, api_version: str, kind: str, desired: Optional[DesiredFn],
+            when: Optional[WhenFn] = None, ready: Optional[ReadyFn] = None) -> DependentChain:
         """desired(request) -> dict (the object, without apiVersion/kind); when(request) -> bool
         (default: always wanted); ready(current dict) -> bool (default: exists)."""
         self._dependents.append(_Dependent(name, api_version, kind, desired, when, ready))
         return self
 
-    def _desired_of(self, d, request):
+    def _desired_of(self, d: _Dependent, request: Request) -> JsonObject:
         obj = d.desired(request) if d.desired is not None else {}
         if not isinstance(obj, dict):
             raise ReconcileError("dependent %s: desired() did not return an object" % d.name,
                                  terminal=True)
         return dict(obj, apiVersion=d.api_version, kind=d.kind)
 
-    def reconcile(self, request, result):
+    def reconcile(self, request: Request, result: Result) -> ChainState:
         """Adds the desired objects to `result`; returns a ChainState. Sets the result's error
         when a desired function raises."""
         state = ChainState()
@@ -123,11 +138,11 @@ class DependentChain:
             predecessors_ready = predecessors_ready and is_ready
         return state
 
-    def build(self, then=None):
+    def build(self, then: Optional[ThenFn] = None) -> Callable[[Request], Result]:
         """A reconcile function; then(request, state, result) may add the primary's status."""
         fallback = Handlers()
 
-        def reconcile(request):
+        def reconcile(request: Request) -> Result:
             if not request.exists or request.deleting:
                 return fallback(request)
             result = Result()

@@ -15,30 +15,54 @@
     def reconcile(req):
         return Result()
 
+    @webapp.reconcile                 # or a coroutine: awaited to completion on the worker
+    async def reconcile(req):         # thread that serves this request
+        await some_client.get(...)
+        return Result()
+
 `spec()` produces the pb.ControllerSpec sent in Describe; `invoke()` runs the function on one
 pb.ReconcileCall and always returns a response (exceptions and invalid results become retryable
-errors). Thread-safety: declare before serving; afterwards a Controller is only read and
-`invoke` may run concurrently.
+errors).
+
+Reconcile functions may be plain functions or `async def` (anything returning an awaitable):
+the awaitable is run to completion on an event loop owned by the calling thread (one per
+worker thread, reused across reconciles, see _awaitable.py), so an async reconcile still
+occupies one worker while it runs and reconciles of different keys run concurrently as before.
+Do not call `invoke` from inside a running event loop (a test that is itself async): the nested
+loop is refused and that reconcile answers a retryable error saying so.
+
+Thread-safety: declare before serving; afterwards a Controller is only read and `invoke` may run
+concurrently.
 """
+
+from __future__ import annotations
 
 import datetime
 import re
+import threading
 import traceback
+from typing import (Any, Awaitable, Callable, FrozenSet, Iterable, Optional, Set, Tuple, TypeVar,
+                    Union)
 
 from ctrlhost_sdk import log
+from ctrlhost_sdk._awaitable import resolve
 from ctrlhost_sdk._proto import pb
 from ctrlhost_sdk.request import Request, RequestError
 from ctrlhost_sdk.result import (ALL_CAPABILITIES, InvalidResult, ReconcileError, Result,
                                  error_response)
 
+# What a reconcile function may return: a Result (None means an empty one), or an awaitable of
+# one (an `async def` function).
+ReconcileReturn = Union[Optional[Result], Awaitable[Optional[Result]]]
+ReconcileFn = Callable[[Request], ReconcileReturn]
+F = TypeVar("F", bound=ReconcileFn)
+
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-
-
-def _gvk(group, version, kind):
+def _gvk(group: str, version: str, kind: str) -> pb.GroupVersionKind:
     return pb.GroupVersionKind(group=group, version=version, kind=kind)
 
 
-def _duration(seconds):
+def _duration(seconds: Union[float, datetime.timedelta]) -> Any:
     if isinstance(seconds, datetime.timedelta):
         seconds = seconds.total_seconds()
     d = pb.ControllerSpec().resync_period.__class__()
@@ -50,29 +74,35 @@ def _duration(seconds):
 class Controller:
     """A controller declaration (builder methods return self) and its reconcile function."""
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
         self._spec = pb.ControllerSpec(name=name)
-        self._fn = None
-        self._required = set()
-        self._children = None  # unset: children are sent when the controller owns kinds
+        self._fn: Optional[ReconcileFn] = None
+        self._required: Set[int] = set()
+        # None: children are sent when the controller owns kinds.
+        self._children: Optional[bool] = None
 
     # Declaration.
-    def for_(self, group, version, kind):
+    def for_(self, group: str, version: str, kind: str) -> Controller:
         """The primary kind. ("for" is a keyword in Python.)"""
         self._spec.primary.CopyFrom(_gvk(group, version, kind))
         return self
 
-    def owns(self, group, version, kind, cluster_scoped=False, delete_absent=False):
+    def owns(self, group: str, version: str, kind: str, cluster_scoped: bool = False,
+             delete_absent: bool = False) -> Controller:
         self._spec.owns.add(kind=_gvk(group, version, kind), cluster_scoped=cluster_scoped,
                             delete_absent=delete_absent)
         if delete_absent:
             self._required.add(pb.CAPABILITY_SERVER_SIDE_APPLY)
         return self
 
-    def watches(self, group, version, kind, *, owner_reference=None, name_label=None,
-                primary_selector_path=None, field_path=None, enqueue_all=None,
-                label_selector="", include_in_requests=False):
+    def watches(self, group: str, version: str, kind: str, *,
+                owner_reference: Union[bool, str, None] = None,
+                name_label: Optional[str] = None,
+                primary_selector_path: Optional[str] = None,
+                field_path: Optional[str] = None,
+                enqueue_all: Union[bool, str, None] = None,
+                label_selector: str = "", include_in_requests: bool = False) -> Controller:
         """A watched kind with exactly one mapping: owner_reference=True|"controller",
         name_label="example.com/app", primary_selector_path="spec.selector",
         field_path="spec.configMapName", or enqueue_all=True|"same-namespace"."""
@@ -96,39 +126,42 @@ class Controller:
             self.request_contents(related_objects=True)
         return self
 
-    def finalizer(self, name):
+    def finalizer(self, name: str) -> Controller:
         self._spec.finalizer = name
         return self
 
-    def max_concurrent(self, n):
+    def max_concurrent(self, n: int) -> Controller:
         self._spec.max_concurrent_reconciles = n
         return self
 
-    def resync(self, seconds):
+    def resync(self, seconds: Union[float, datetime.timedelta]) -> Controller:
         """Resync period in seconds or a timedelta."""
         self._spec.resync_period.CopyFrom(_duration(seconds))
         return self
 
-    def schedule(self, cron, time_zone=""):
+    def schedule(self, cron: str, time_zone: str = "") -> Controller:
         self._spec.schedules.add(cron=cron, time_zone=time_zone)
         self._required.add(pb.CAPABILITY_SCHEDULES)
         return self
 
-    def namespaces(self, *names):
+    def namespaces(self, *names: str) -> Controller:
         self._spec.namespaces.extend(names)
         return self
 
-    def label_selector(self, selector):
+    def label_selector(self, selector: str) -> Controller:
         self._spec.label_selector = selector
         return self
 
-    def predicates(self, primary_status_changes=False, ignore_child_status_changes=False):
+    def predicates(self, primary_status_changes: bool = False,
+                   ignore_child_status_changes: bool = False) -> Controller:
         self._spec.predicates.primary_status_changes = primary_status_changes
         self._spec.predicates.ignore_child_status_changes = ignore_child_status_changes
         return self
 
-    def request_contents(self, children=None, related_objects=None, metadata_only_kinds=(),
-                         strip_fields=()):
+    def request_contents(self, children: Optional[bool] = None,
+                         related_objects: Optional[bool] = None,
+                         metadata_only_kinds: Iterable[Tuple[str, str, str]] = (),
+                         strip_fields: Iterable[str] = ()) -> Controller:
         """What requests carry. children defaults to True when the controller owns kinds.
         metadata_only_kinds: (group, version, kind) tuples."""
         rc = self._spec.request_contents
@@ -141,13 +174,14 @@ class Controller:
         rc.strip_fields.extend(strip_fields)
         return self
 
-    def reconcile(self, fn):
-        """Sets the function Request -> Result (usable as a decorator; returns fn)."""
+    def reconcile(self, fn: F) -> F:
+        """Sets the function Request -> Result, plain or `async def` (usable as a decorator;
+        returns fn)."""
         self._fn = fn
         return fn
 
     # Use.
-    def spec(self):
+    def spec(self) -> pb.ControllerSpec:
         """The validated pb.ControllerSpec; ValueError naming the problem."""
         if not _NAME.match(self.name):
             raise ValueError("controller name %r is not a lowercase RFC 1123 label" % self.name)
@@ -170,11 +204,13 @@ class Controller:
             self._required.add(pb.CAPABILITY_METADATA_ONLY)
         return spec
 
-    def required_capabilities(self):
+    def required_capabilities(self) -> Set[int]:
         self.spec()
         return set(self._required)
 
-    def invoke(self, request_id, call, capabilities=ALL_CAPABILITIES, cancelled=None):
+    def invoke(self, request_id: int, call: pb.ReconcileCall,
+               capabilities: FrozenSet[int] = ALL_CAPABILITIES,
+               cancelled: Optional[threading.Event] = None) -> pb.ReconcileResponse:
         """Runs the controller on a pb.ReconcileCall; never raises."""
         try:
             request = Request.from_call(call, cancelled)
@@ -182,9 +218,15 @@ class Controller:
             return error_response(request_id, "cannot read the request: %s" % e)
         return self.invoke_request(request_id, request, capabilities)
 
-    def invoke_request(self, request_id, request, capabilities=ALL_CAPABILITIES):
+    def invoke_request(self, request_id: int, request: Request,
+                       capabilities: FrozenSet[int] = ALL_CAPABILITIES) -> pb.ReconcileResponse:
+        """Runs the function on a parsed Request (awaiting it when it is async); never
+        raises."""
+        failure: str
         try:
-            result = self._fn(request)
+            if self._fn is None:
+                raise InvalidResult("no reconcile function")
+            result: Any = resolve(self._fn(request))
             if result is None:
                 result = Result()
             if not isinstance(result, Result):

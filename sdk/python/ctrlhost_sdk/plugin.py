@@ -15,31 +15,37 @@ Concurrency: reconciles run on a thread pool (`workers`, default the sum of the 
 max_concurrent, at least 4); answers go back in completion order. A CancelNotice sets the
 request's `cancelled` flag and its answer is dropped.
 
+Reconcile functions may be plain functions or `async def` coroutines (see controller.py).
+
 Thread-safety: declare controllers before start(); afterwards the Plugin is read-only except for
-the negotiated capabilities (guarded by `_lock`).
+the negotiated capabilities (guarded by `_lock`). A Plugin is a protocol.PluginHandler: that is
+all the server (server.py) knows of it.
 """
+
+from __future__ import annotations
 
 import faulthandler
 import os
 import signal
 import sys
 import threading
+from typing import Dict, FrozenSet, Optional, Tuple
 
 from ctrlhost_sdk import log
 from ctrlhost_sdk._proto import pb
+from ctrlhost_sdk.controller import Controller
+from ctrlhost_sdk.protocol import (  # noqa: F401 - re-exported, their historical home
+    ADDRESS_ENV,
+    MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    SERVICE_NAME,
+    DescribeRefused,
+)
 from ctrlhost_sdk.result import ALL_CAPABILITIES, error_response
-
-PROTOCOL_VERSION = "v1alpha1"
-MAX_MESSAGE_BYTES = 64 << 20
-SERVICE_NAME = "ctrlhost.plugin.v1alpha1.ControllerPluginService"
-ADDRESS_ENV = "CTRLHOST_PLUGIN_ADDRESS"
+from ctrlhost_sdk.server import PluginServer
 
 
-class DescribeRefused(Exception):
-    """Describe cannot be answered (FAILED_PRECONDITION)."""
-
-
-def parse_address(address):
+def parse_address(address: str) -> Tuple[str, Optional[str]]:
     """The gRPC listen address for CTRLHOST_PLUGIN_ADDRESS; ValueError when malformed."""
     if not address:
         raise ValueError("%s is not set (want unix:///path/to.sock or host:port)" % ADDRESS_ENV)
@@ -59,18 +65,20 @@ def parse_address(address):
 
 
 class Plugin:
-    def __init__(self, name, version, workers=None, drain_seconds=10.0,
-                 max_message_bytes=MAX_MESSAGE_BYTES):
+    """The controllers of one plugin process and how they are served."""
+
+    def __init__(self, name: str, version: str, workers: Optional[int] = None,
+                 drain_seconds: float = 10.0, max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.name = name
         self.version = version
         self.workers = workers
         self.drain_seconds = drain_seconds
         self.max_message_bytes = max_message_bytes
-        self._controllers = {}
+        self._controllers: Dict[str, Controller] = {}
         self._lock = threading.Lock()
-        self._capabilities = frozenset(ALL_CAPABILITIES)  # until Describe narrows them
+        self._capabilities: FrozenSet[int] = frozenset(ALL_CAPABILITIES)  # until Describe
 
-    def add(self, controller):
+    def add(self, controller: Controller) -> Controller:
         if controller.name in self._controllers:
             raise ValueError("duplicate controller %r" % controller.name)
         controller.spec()  # validates now, not at the first Describe
@@ -78,21 +86,21 @@ class Plugin:
         return controller
 
     @property
-    def controllers(self):
+    def controllers(self) -> Dict[str, Controller]:
         return dict(self._controllers)
 
     @property
-    def capabilities(self):
+    def capabilities(self) -> FrozenSet[int]:
         with self._lock:
             return self._capabilities
 
-    def worker_count(self):
+    def worker_count(self) -> int:
         if self.workers:
             return self.workers
         total = sum(max(1, c.spec().max_concurrent_reconciles) for c in self._controllers.values())
         return max(4, total)
 
-    def describe(self, request):
+    def describe(self, request: pb.DescribeRequest) -> pb.DescribeResponse:
         """The pb.DescribeResponse; DescribeRefused when the host and plugin cannot agree."""
         if not self._controllers:
             raise DescribeRefused("plugin %r declares no controller" % self.name)
@@ -117,7 +125,8 @@ class Plugin:
                  instance=request.instance_name, controllers=len(self._controllers))
         return resp
 
-    def handle(self, request_id, call, cancelled=None):
+    def handle(self, request_id: int, call: pb.ReconcileCall,
+               cancelled: Optional[threading.Event] = None) -> pb.ReconcileResponse:
         """One reconcile; never raises."""
         controller = self._controllers.get(call.controller)
         if controller is None:
@@ -129,16 +138,14 @@ class Plugin:
                         name=call.name, trace_id=call.trace_id, error=resp.error.message)
         return resp
 
-    def start(self, address):
+    def start(self, address: str) -> PluginServer:
         """Starts serving on a gRPC listen address ("unix:/path", "127.0.0.1:0") and returns the
         running server (see server.PluginServer). Raises OSError when it cannot listen."""
-        from ctrlhost_sdk.server import PluginServer
-
         server = PluginServer(self)
         server.start(address)
         return server
 
-    def run(self, address=None, install_signals=True):
+    def run(self, address: Optional[str] = None, install_signals: bool = True) -> int:
         """Serves until SIGTERM/SIGINT; returns the process exit code (0 after a graceful stop,
         1 when it cannot listen, 2 for a bad address or declaration)."""
         raw = address if address is not None else os.environ.get(ADDRESS_ENV, "")

@@ -13,11 +13,17 @@ Thread-safety: a Request is immutable after construction except for its cancella
 a threading.Event set by the serving thread.
 """
 
+from __future__ import annotations
+
 import datetime
 import json
 import threading
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from ctrlhost_sdk._proto import pb
+
+# A Kubernetes object (or any JSON object) as parsed from the host's JSON.
+JsonObject = Dict[str, Any]
 
 _REASON_NAMES = {
     pb.REASON_PRIMARY_CHANGED: "PrimaryChanged",
@@ -36,7 +42,7 @@ class RequestError(ValueError):
     """The request cannot be read (malformed JSON from the host)."""
 
 
-def find_path(obj, path):
+def find_path(obj: Any, path: str) -> Any:
     """The value at a dot-separated path ("status.readyReplicas"), or None."""
     cur = obj
     for part in path.split("."):
@@ -46,24 +52,24 @@ def find_path(obj, path):
     return cur
 
 
-def string_map(value):
+def string_map(value: Any) -> Dict[str, str]:
     """The string-valued entries of a JSON object (labels, annotations); {} otherwise."""
     if not isinstance(value, dict):
         return {}
     return {k: v for k, v in value.items() if isinstance(v, str)}
 
 
-def _dict_at(obj, key):
+def _dict_at(obj: Any, key: str) -> JsonObject:
     value = obj.get(key) if isinstance(obj, dict) else None
     return value if isinstance(value, dict) else {}
 
 
-def _str_at(obj, path):
+def _str_at(obj: Any, path: str) -> str:
     value = find_path(obj, path)
     return value if isinstance(value, str) else ""
 
 
-def parse_object(data, what):
+def parse_object(data: Union[bytes, bytearray, str], what: str) -> JsonObject:
     """Parses raw JSON bytes into a dict; RequestError when they are not one JSON object."""
     try:
         value = json.loads(data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data)
@@ -79,20 +85,20 @@ class Object:
 
     __slots__ = ("api_version", "kind", "json")
 
-    def __init__(self, api_version, kind, obj):
+    def __init__(self, api_version: str, kind: str, obj: JsonObject) -> None:
         self.api_version = api_version
         self.kind = kind
         self.json = obj
 
     @property
-    def name(self):
+    def name(self) -> str:
         return _str_at(self.json, "metadata.name")
 
     @property
-    def namespace(self):
+    def namespace(self) -> str:
         return _str_at(self.json, "metadata.namespace")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Object(%s %s %s)" % (self.api_version, self.kind, self.name)
 
 
@@ -100,19 +106,22 @@ class Request:
     """One reconcile call. Build it with Request.from_call (the server does) or
     Request.for_object (tests)."""
 
-    def __init__(self, call, obj, children, related, cancelled=None):
+    def __init__(self, call: pb.ReconcileCall, obj: Optional[JsonObject],
+                 children: List[Object], related: List[Object],
+                 cancelled: Optional[threading.Event] = None) -> None:
         self._call = call
-        self.object = obj  # dict, or None when the primary is gone
-        self.children = children  # [Object]
-        self.related = related  # [Object]
+        self.object = obj  # None when the primary is gone
+        self.children = children
+        self.related = related
         self._cancelled = cancelled or threading.Event()
 
     @classmethod
-    def from_call(cls, call, cancelled=None):
+    def from_call(cls, call: pb.ReconcileCall,
+                  cancelled: Optional[threading.Event] = None) -> Request:
         """Parses a pb.ReconcileCall; RequestError when an object is malformed."""
         obj = parse_object(call.object, "the primary object") if call.object else None
 
-        def objects(raws, what):
+        def objects(raws: Iterable[Any], what: str) -> List[Object]:
             return [
                 Object(r.api_version, r.kind, parse_object(r.object, "%s %s" % (what, r.kind)))
                 for r in raws
@@ -128,12 +137,14 @@ class Request:
         return cls(meta, obj, children, related, cancelled)
 
     @classmethod
-    def for_object(cls, obj, controller="", children=(), related=(), finalizing=False,
-                   reason=pb.REASON_PRIMARY_CHANGED, attempt=1):
+    def for_object(cls, obj: Optional[JsonObject], controller: str = "",
+                   children: Sequence[Union[JsonObject, Object]] = (),
+                   related: Sequence[Union[JsonObject, Object]] = (), finalizing: bool = False,
+                   reason: int = pb.REASON_PRIMARY_CHANGED, attempt: int = 1) -> Request:
         """A request built from dicts, for tests: children/related are dicts (apiVersion and
         kind taken from each) or Objects."""
 
-        def wrap(items):
+        def wrap(items: Sequence[Union[JsonObject, Object]]) -> List[Object]:
             return [
                 o if isinstance(o, Object)
                 else Object(o.get("apiVersion", ""), o.get("kind", ""), o)
@@ -152,83 +163,135 @@ class Request:
         return cls(call, obj, wrap(children), wrap(related))
 
     # The call.
-    call = property(lambda self: self._call, doc="the pb.ReconcileCall without its objects")
-    controller = property(lambda self: self._call.controller)
-    namespace = property(lambda self: self._call.namespace)
-    name = property(lambda self: self._call.name)
-    uid = property(lambda self: self._call.uid)
-    reason = property(lambda self: self._call.reason, doc="a pb.REASON_* number")
-    attempt = property(lambda self: self._call.attempt)
-    trace_id = property(lambda self: self._call.trace_id)
-    finalizing = property(lambda self: self._call.finalizing)
+    @property
+    def call(self) -> pb.ReconcileCall:
+        """The pb.ReconcileCall without its objects."""
+        return self._call
 
     @property
-    def reason_name(self):
+    def controller(self) -> str:
+        return str(self._call.controller)
+
+    @property
+    def namespace(self) -> str:
+        return str(self._call.namespace)
+
+    @property
+    def name(self) -> str:
+        return str(self._call.name)
+
+    @property
+    def uid(self) -> str:
+        return str(self._call.uid)
+
+    @property
+    def reason(self) -> int:
+        """A pb.REASON_* number."""
+        return int(self._call.reason)
+
+    @property
+    def attempt(self) -> int:
+        return int(self._call.attempt)
+
+    @property
+    def trace_id(self) -> str:
+        return str(self._call.trace_id)
+
+    @property
+    def finalizing(self) -> bool:
+        return bool(self._call.finalizing)
+
+    @property
+    def reason_name(self) -> str:
         """"PrimaryChanged", "Resync", ...; "Unspecified" for values this SDK does not know."""
         return _REASON_NAMES.get(self._call.reason, "Unspecified")
 
     @property
-    def deadline(self):
+    def deadline(self) -> Optional[datetime.datetime]:
         """An aware datetime (UTC), or None when the host set no deadline."""
         if not self._call.HasField("deadline"):
             return None
         return self._call.deadline.ToDatetime().replace(tzinfo=datetime.timezone.utc)
 
     @property
-    def cancelled(self):
+    def cancelled(self) -> bool:
         """True once the host cancelled this request: stop early, the answer is discarded."""
         return self._cancelled.is_set()
 
-    def wait_cancelled(self, timeout):
+    def wait_cancelled(self, timeout: Optional[float]) -> bool:
         """Blocks up to `timeout` seconds or until the host cancels; True when cancelled. For
         controllers that wait on something outside (use it instead of time.sleep)."""
         return self._cancelled.wait(timeout)
 
     # The primary.
     @property
-    def exists(self):
+    def exists(self) -> bool:
         """False for the deletion notice of a primary that is already gone."""
         return isinstance(self.object, dict)
 
     @property
-    def deleting(self):
+    def deleting(self) -> bool:
         return find_path(self.object, "metadata.deletionTimestamp") is not None
 
-    metadata = property(lambda self: _dict_at(self.object, "metadata"))
-    spec = property(lambda self: _dict_at(self.object, "spec"))
-    status = property(lambda self: _dict_at(self.object, "status"))
-    api_version = property(lambda self: _str_at(self.object, "apiVersion"))
-    kind = property(lambda self: _str_at(self.object, "kind"))
-    resource_version = property(lambda self: _str_at(self.object, "metadata.resourceVersion"))
-    labels = property(lambda self: string_map(self.metadata.get("labels")))
-    annotations = property(lambda self: string_map(self.metadata.get("annotations")))
+    @property
+    def metadata(self) -> JsonObject:
+        return _dict_at(self.object, "metadata")
 
     @property
-    def generation(self):
+    def spec(self) -> JsonObject:
+        return _dict_at(self.object, "spec")
+
+    @property
+    def status(self) -> JsonObject:
+        return _dict_at(self.object, "status")
+
+    @property
+    def api_version(self) -> str:
+        return _str_at(self.object, "apiVersion")
+
+    @property
+    def kind(self) -> str:
+        return _str_at(self.object, "kind")
+
+    @property
+    def resource_version(self) -> str:
+        return _str_at(self.object, "metadata.resourceVersion")
+
+    @property
+    def labels(self) -> Dict[str, str]:
+        return string_map(self.metadata.get("labels"))
+
+    @property
+    def annotations(self) -> Dict[str, str]:
+        return string_map(self.metadata.get("annotations"))
+
+    @property
+    def generation(self) -> int:
         g = find_path(self.object, "metadata.generation")
         return g if isinstance(g, int) and not isinstance(g, bool) else 0
 
-    def label(self, key):
+    def label(self, key: str) -> Optional[str]:
         return self.labels.get(key)
 
-    def annotation(self, key):
+    def annotation(self, key: str) -> Optional[str]:
         return self.annotations.get(key)
 
     # Children and related objects.
-    def children_of_kind(self, kind, api_version=None):
+    def children_of_kind(self, kind: str, api_version: Optional[str] = None) -> List[Object]:
         return [o for o in self.children if o.kind == kind and api_version in (None, o.api_version)]
 
-    def related_of_kind(self, kind, api_version=None):
+    def related_of_kind(self, kind: str, api_version: Optional[str] = None) -> List[Object]:
         return [o for o in self.related if o.kind == kind and api_version in (None, o.api_version)]
 
-    def child(self, kind, name):
+    def child(self, kind: str, name: str) -> Optional[JsonObject]:
         """The child's JSON (dict) of that kind and name, or None."""
         for o in self.children:
             if o.kind == kind and o.name == name:
                 return o.json
         return None
 
-    def related_object(self, kind, name, namespace=None):
+    def related_object(self, kind: str, name: str,
+                       namespace: Optional[str] = None) -> Optional[JsonObject]:
         for o in self.related:
             if o.kind == kind and o.name == name and namespace in (None, o.namespace):
                 return o.json

@@ -20,12 +20,21 @@ primary; patches, conditions and events are checked; features need the negotiate
 Thread-safety: a Result belongs to one reconcile; it is not shared.
 """
 
+from __future__ import annotations
+
 import copy
 import datetime
 import json
 import re
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from ctrlhost_sdk._proto import pb
+from ctrlhost_sdk.request import JsonObject, Request
+
+# "True" / "False" / "Unknown", or a bool.
+ConditionStatus = Union[bool, str]
+# Seconds, or a timedelta.
+Seconds = Union[float, datetime.timedelta]
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 NORMAL, WARNING = "Normal", "Warning"
@@ -41,7 +50,7 @@ _CONDITION_STATUS = {
 _EVENT_TYPE = {NORMAL: pb.EVENT_TYPE_NORMAL, WARNING: pb.EVENT_TYPE_WARNING}
 _PATCH_TYPE = {JSON_PATCH: pb.PATCH_TYPE_JSON_PATCH, MERGE_PATCH: pb.PATCH_TYPE_MERGE_PATCH}
 
-ALL_CAPABILITIES = frozenset(
+ALL_CAPABILITIES: FrozenSet[int] = frozenset(
     [
         pb.CAPABILITY_CANCELLATION,
         pb.CAPABILITY_METADATA_ONLY,
@@ -62,20 +71,20 @@ class ReconcileError(Exception):
     """Raise from a reconcile function to answer an error: terminal=True for errors that a retry
     cannot fix. Any other exception is a retryable error."""
 
-    def __init__(self, message, terminal=False):
+    def __init__(self, message: str, terminal: bool = False) -> None:
         super().__init__(message)
         self.terminal = terminal
 
 
-def new_object(api_version, kind, name=""):
+def new_object(api_version: str, kind: str, name: str = "") -> JsonObject:
     """{"apiVersion", "kind", "metadata": {"name"}}: the start of a desired object."""
-    obj = {"apiVersion": api_version, "kind": kind, "metadata": {}}
+    metadata: JsonObject = {}
     if name:
-        obj["metadata"]["name"] = name
-    return obj
+        metadata["name"] = name
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
 
 
-def compose_merge_patch(base, patch):
+def compose_merge_patch(base: Any, patch: Any) -> Any:
     """Merges `patch` into `base` in place (objects recursively, anything else replaced) and
     returns the result; used to compose status merge patches."""
     if not isinstance(base, dict) or not isinstance(patch, dict):
@@ -88,24 +97,24 @@ def compose_merge_patch(base, patch):
     return base
 
 
-def _dump(value):
+def _dump(value: Any) -> bytes:
     # Compact and UTF-8, like the C++ SDK; lone surrogates are replaced, never raised.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", errors="replace"
     )
 
 
-def _seconds(value):
+def _seconds(value: Seconds) -> float:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()
     return float(value)
 
 
-def _is_nonempty_str(obj, key):
+def _is_nonempty_str(obj: JsonObject, key: str) -> bool:
     return isinstance(obj.get(key), str) and obj.get(key) != ""
 
 
-def _condition_status(status):
+def _condition_status(status: ConditionStatus) -> str:
     if status is True:
         return TRUE
     if status is False:
@@ -116,43 +125,45 @@ def _condition_status(status):
 class Result:
     """The answer to one reconcile. Fields may be set directly or with the helpers."""
 
-    def __init__(self):
-        self.desired = []  # dicts
-        self._status = None  # dict or None: a merge patch of the primary's status
-        self.conditions = []  # [(type, status, reason, message)], unique by type
-        self.events = []  # [(type, reason, message)]
-        self.patches = []  # [dict(target, api_version, kind, name, type, patch, resource_version)]
-        self.requeue_after = None  # seconds (float) or timedelta
-        self.error = None  # (kind, message)
+    def __init__(self) -> None:
+        self.desired: List[JsonObject] = []
+        self._status: Optional[JsonObject] = None  # a merge patch of the primary's status
+        # (type, status, reason, message), unique by type.
+        self.conditions: List[Tuple[str, str, str, str]] = []
+        self.events: List[Tuple[str, str, str]] = []  # (type, reason, message)
+        # dict(target, api_version, kind, name, type, patch, resource_version)
+        self.patches: List[Dict[str, Any]] = []
+        self.requeue_after: Optional[Seconds] = None
+        self.error: Optional[Tuple[str, str]] = None  # (kind, message)
         self.finalized = False
 
     # Shorthands.
     @classmethod
-    def retryable_error(cls, message):
+    def retryable_error(cls, message: str) -> Result:
         r = cls()
         r.set_error(RETRYABLE, message)
         return r
 
     @classmethod
-    def terminal_error(cls, message):
+    def terminal_error(cls, message: str) -> Result:
         r = cls()
         r.set_error(TERMINAL, message)
         return r
 
     @classmethod
-    def requeue(cls, after):
+    def requeue(cls, after: Seconds) -> Result:
         r = cls()
         r.requeue_after = after
         return r
 
     @classmethod
-    def done_finalizing(cls):
+    def done_finalizing(cls) -> Result:
         r = cls()
         r.finalized = True
         return r
 
     # Desired objects.
-    def desire(self, obj):
+    def desire(self, obj: JsonObject) -> JsonObject:
         """Adds a desired object (applied with server-side apply) and returns it for editing.
         metadata.name defaults to the primary's, namespace to the primary's, labels to the
         primary's labels."""
@@ -161,24 +172,25 @@ class Result:
 
     # Status and conditions.
     @property
-    def status(self):
+    def status(self) -> JsonObject:
         """The status merge patch (a dict, created on first use)."""
         if not isinstance(self._status, dict):
             self._status = {}
         return self._status
 
     @status.setter
-    def status(self, value):
+    def status(self, value: Optional[JsonObject]) -> None:
         self._status = value
 
     @property
-    def has_status(self):
+    def has_status(self) -> bool:
         return self._status is not None
 
-    def merge_status(self, patch):
+    def merge_status(self, patch: JsonObject) -> None:
         compose_merge_patch(self.status, patch)
 
-    def set_condition(self, type_, status, reason, message=""):
+    def set_condition(self, type_: str, status: ConditionStatus, reason: str,
+                      message: str = "") -> None:
         """status: True / False / "True" / "False" / "Unknown". Replaces a condition of the
         same type. The host sets lastTransitionTime and observedGeneration."""
         cond = (type_, _condition_status(status), reason, message)
@@ -188,34 +200,38 @@ class Result:
                 return
         self.conditions.append(cond)
 
-    def event(self, type_, reason, message=""):
+    def event(self, type_: str, reason: str, message: str = "") -> None:
         """type_: "Normal" or "Warning"."""
         self.events.append((type_, reason, message))
 
     # Patches.
-    def _patch(self, target, type_, patch, resource_version, api_version="", kind="", name=""):
+    def _patch(self, target: int, type_: str, patch: Any, resource_version: str,
+               api_version: str = "", kind: str = "", name: str = "") -> None:
         self.patches.append(
             dict(target=target, api_version=api_version, kind=kind, name=name, type=type_,
                  patch=patch, resource_version=resource_version or "")
         )
 
-    def patch_primary(self, patch, type_=MERGE_PATCH, resource_version=""):
+    def patch_primary(self, patch: Any, type_: str = MERGE_PATCH,
+                      resource_version: str = "") -> None:
         self._patch(pb.PATCH_TARGET_PRIMARY, type_, patch, resource_version)
 
-    def patch_status(self, patch, type_=MERGE_PATCH, resource_version=""):
+    def patch_status(self, patch: Any, type_: str = MERGE_PATCH,
+                     resource_version: str = "") -> None:
         self._patch(pb.PATCH_TARGET_PRIMARY_STATUS, type_, patch, resource_version)
 
-    def patch_owned(self, api_version, kind, name, patch, type_=MERGE_PATCH, resource_version=""):
+    def patch_owned(self, api_version: str, kind: str, name: str, patch: Any,
+                    type_: str = MERGE_PATCH, resource_version: str = "") -> None:
         self._patch(pb.PATCH_TARGET_OWNED, type_, patch, resource_version, api_version, kind, name)
 
     # Errors.
-    def set_error(self, kind, message):
+    def set_error(self, kind: str, message: str) -> None:
         """kind: RETRYABLE or TERMINAL."""
         if kind not in (RETRYABLE, TERMINAL):
             raise ValueError("error kind must be %r or %r" % (RETRYABLE, TERMINAL))
         self.error = (kind, str(message))
 
-    def merge(self, other):
+    def merge(self, other: Result) -> None:
         """Adds another result's contents (the sooner requeue and the first error win)."""
         self.desired.extend(other.desired)
         if other.has_status:
@@ -234,10 +250,11 @@ class Result:
         self.finalized = self.finalized and other.finalized
 
     # The wire form.
-    def to_response(self, request, request_id, capabilities=ALL_CAPABILITIES):
+    def to_response(self, request: Request, request_id: int,
+                    capabilities: FrozenSet[int] = ALL_CAPABILITIES) -> pb.ReconcileResponse:
         """A pb.ReconcileResponse; InvalidResult naming the first problem."""
 
-        def need(cap, what):
+        def need(cap: int, what: str) -> None:
             if cap not in capabilities:
                 raise InvalidResult(
                     "%s needs %s, which the host did not offer" % (what, pb.Capability.Name(cap))
@@ -352,14 +369,14 @@ class Result:
         return resp
 
     @staticmethod
-    def _dump_checked(value, what):
+    def _dump_checked(value: Any, what: str) -> bytes:
         try:
             return _dump(value)
         except (TypeError, ValueError, RecursionError) as e:
             raise InvalidResult("%s cannot be written as JSON: %s" % (what, e)) from None
 
 
-def error_response(request_id, message, terminal=False):
+def error_response(request_id: int, message: str, terminal: bool = False) -> pb.ReconcileResponse:
     """A response carrying only an error."""
     resp = pb.ReconcileResponse(request_id=request_id)
     resp.error.message = message

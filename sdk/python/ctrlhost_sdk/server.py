@@ -5,7 +5,11 @@ starts a reader thread that takes requests off the stream and submits reconciles
 pool; workers put their answers on the stream's queue and the handler yields them, so answers
 go out in completion order. `PluginServer._cond` guards the in-flight count and the draining
 flags; each stream's `_StreamState.lock` guards its cancel flags and counters.
+
+The server knows the plugin only as a protocol.PluginHandler (it never imports plugin.py).
 """
+
+from __future__ import annotations
 
 import concurrent.futures
 import os
@@ -13,46 +17,52 @@ import queue
 import stat
 import threading
 import time
+from typing import Any, Dict, Iterator, Optional, Set, Union
 
 import grpc
 
 from ctrlhost_sdk import log
-from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb_grpc
-from ctrlhost_sdk.plugin import SERVICE_NAME, DescribeRefused
+from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, pb_grpc
+from ctrlhost_sdk.protocol import SERVICE_NAME, DescribeRefused, PluginHandler
 from ctrlhost_sdk.result import error_response
 
-_DONE = object()
+
+class _Done:
+    """The end-of-stream marker put on a stream's queue."""
+
+
+_DONE = _Done()
 
 
 class _Health:
     """grpc.health.v1 for "" and the plugin service. Thread-safe: `_cond` guards the state."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self._serving = False
         self._stopped = False
 
-    def set(self, serving):
+    def set(self, serving: bool) -> None:
         with self._cond:
             self._serving = serving
             self._cond.notify_all()
 
-    def stop(self):
+    def stop(self) -> None:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
 
-    def _status(self):
+    def _status(self) -> int:
         H = HealthCheckResponse
         return H.SERVING if self._serving else H.NOT_SERVING
 
-    def Check(self, request, context):
+    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
         if request.service not in ("", SERVICE_NAME):
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
         with self._cond:
             return HealthCheckResponse(status=self._status())
 
-    def Watch(self, request, context):
+    def Watch(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         if request.service not in ("", SERVICE_NAME):
             yield HealthCheckResponse(status=HealthCheckResponse.SERVICE_UNKNOWN)
             return
@@ -70,31 +80,33 @@ class _Health:
 
 
 class _StreamState:
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.cancel_flags = {}  # request_id -> threading.Event
+        self.cancel_flags: Dict[int, threading.Event] = {}
         self.in_flight = 0
         self.reading = True
-        self.out = queue.SimpleQueue()
+        self.out: queue.SimpleQueue[Union[pb.ReconcileResponse, _Done]] = queue.SimpleQueue()
 
-    def finish_if_idle(self):
+    def finish_if_idle(self) -> None:
         # Called with `lock` held.
         if not self.reading and self.in_flight == 0:
             self.out.put(_DONE)
 
 
 class _Service(pb_grpc.ControllerPluginServiceServicer):
-    def __init__(self, server):
+    def __init__(self, server: PluginServer) -> None:
         self._server = server
 
-    def Describe(self, request, context):
+    def Describe(self, request: pb.DescribeRequest,
+                 context: grpc.ServicerContext) -> pb.DescribeResponse:
         try:
             return self._server.plugin.describe(request)
         except DescribeRefused as e:
             log.error("describe refused", error=str(e))
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
-    def Reconcile(self, request_iterator, context):
+    def Reconcile(self, request_iterator: Iterator[pb.ReconcileRequest],
+                  context: grpc.ServicerContext) -> Iterator[pb.ReconcileResponse]:
         state = _StreamState()
         self._server._add_stream(state)
         context.add_callback(lambda: state.out.put(_DONE))  # the host went away
@@ -104,13 +116,13 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
         try:
             while True:
                 item = state.out.get()
-                if item is _DONE:
+                if isinstance(item, _Done):
                     return
                 yield item
         finally:
             self._server._remove_stream(state)
 
-    def _read(self, request_iterator, state):
+    def _read(self, request_iterator: Iterator[pb.ReconcileRequest], state: _StreamState) -> None:
         server = self._server
         try:
             for request in request_iterator:
@@ -147,7 +159,8 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
                 state.reading = False
                 state.finish_if_idle()
 
-    def _work(self, state, rid, call, flag):
+    def _work(self, state: _StreamState, rid: int, call: pb.ReconcileCall,
+              flag: threading.Event) -> None:
         try:
             resp = self._server.plugin.handle(rid, call, flag)
             size = resp.ByteSize()
@@ -161,7 +174,7 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
         finally:
             self._done(state, rid)
 
-    def _done(self, state, rid):
+    def _done(self, state: _StreamState, rid: int) -> None:
         with state.lock:
             state.cancel_flags.pop(rid, None)
             state.in_flight -= 1
@@ -172,19 +185,19 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
 class PluginServer:
     """A started plugin server. Thread-safe."""
 
-    def __init__(self, plugin):
+    def __init__(self, plugin: PluginHandler) -> None:
         self.plugin = plugin
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=plugin.worker_count(), thread_name_prefix="ctrlhost-reconcile")
         self._cond = threading.Condition()
         self._in_flight = 0
         self._draining = False
-        self._streams = set()
+        self._streams: Set[_StreamState] = set()
         self._health = _Health()
-        self._grpc = None
-        self.address = None
+        self._grpc: Optional[grpc.Server] = None
+        self.address: Optional[str] = None
 
-    def start(self, listen):
+    def start(self, listen: str) -> None:
         if listen.startswith("unix:"):
             path = listen[len("unix:"):]
             try:
@@ -215,29 +228,29 @@ class PluginServer:
         self._health.set(True)
 
     @property
-    def draining(self):
+    def draining(self) -> bool:
         with self._cond:
             return self._draining
 
     @property
-    def in_flight(self):
+    def in_flight(self) -> int:
         with self._cond:
             return self._in_flight
 
-    def _add_in_flight(self, delta):
+    def _add_in_flight(self, delta: int) -> None:
         with self._cond:
             self._in_flight += delta
             self._cond.notify_all()
 
-    def _add_stream(self, state):
+    def _add_stream(self, state: _StreamState) -> None:
         with self._cond:
             self._streams.add(state)
 
-    def _remove_stream(self, state):
+    def _remove_stream(self, state: _StreamState) -> None:
         with self._cond:
             self._streams.discard(state)
 
-    def shutdown(self, grace_seconds):
+    def shutdown(self, grace_seconds: float) -> int:
         """Drains: NOT_SERVING, refuses new work, waits up to grace_seconds for in-flight
         reconciles, then stops. Returns the number of reconciles abandoned."""
         with self._cond:
@@ -261,6 +274,7 @@ class PluginServer:
             for flag in flags:
                 flag.set()  # cooperative reconciles (req.cancelled) stop now
             state.out.put(_DONE)  # ends the stream: answers still running are dropped
-        self._grpc.stop(0.5).wait(5)
+        if self._grpc is not None:
+            self._grpc.stop(0.5).wait(5)
         self.pool.shutdown(wait=False)
         return abandoned

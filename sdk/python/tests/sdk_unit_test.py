@@ -1,7 +1,9 @@
 """Unit tests of the Python SDK: Request, Result validation, Handlers, Controller, Describe."""
 
+import ast
 import datetime
 import json
+import os
 import threading
 import unittest
 
@@ -388,6 +390,43 @@ class ControllerTest(unittest.TestCase):
         self.assertEqual(resp.request_id, 5)
         self.assertEqual(resp.error.kind, pb.ERROR_KIND_RETRYABLE)
         self.assertIn("cannot read the request", resp.error.message)
+
+
+class ImportGraphTest(unittest.TestCase):
+    def test_the_package_imports_form_no_cycle(self):
+        """plugin.py starts server.py's server; server.py knows the plugin only through
+        protocol.PluginHandler. Imports inside functions count: they hide a cycle, not break it."""
+        import ctrlhost_sdk
+
+        package = os.path.dirname(ctrlhost_sdk.__file__)
+        graph = {}
+        for filename in sorted(os.listdir(package)):
+            if not filename.endswith(".py") or filename == "__init__.py":
+                continue
+            with open(os.path.join(package, filename)) as f:
+                tree = ast.parse(f.read())
+            deps = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    if node.module == "ctrlhost_sdk":
+                        deps.update(a.name for a in node.names)
+                    elif node.module.startswith("ctrlhost_sdk."):
+                        deps.add(node.module.split(".")[1])
+                elif isinstance(node, ast.Import):
+                    deps.update(a.name.split(".")[1] for a in node.names
+                                if a.name.startswith("ctrlhost_sdk."))
+            graph[filename[:-3]] = deps
+        self.assertIn("server", graph["plugin"])
+        self.assertNotIn("plugin", graph["server"])
+
+        def visit(module, path):
+            for dep in sorted(graph.get(module, ())):
+                if dep in path:
+                    self.fail("import cycle: " + " -> ".join(path[path.index(dep):] + [dep]))
+                visit(dep, path + [dep])
+
+        for module in graph:
+            visit(module, [module])
 
 
 class PluginTest(unittest.TestCase):
