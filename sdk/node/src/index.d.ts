@@ -105,6 +105,10 @@ export class Result {
 export type ReconcileFn = (request: Request) =>
   Result | undefined | void | Promise<Result | undefined | void>;
 
+/** What the SDK's reconcile builders (handlers, DependentChain, CrudResource) return: always a
+ * Promise of a Result, so callers (and tests) may read the result without checks. */
+export type BuiltReconcileFn = (request: Request) => Promise<Result>;
+
 /** A watch mapping (WatchedKind.mapping). */
 export interface WatchMapping { readonly [key: string]: any }
 export const Mapping: {
@@ -177,6 +181,9 @@ export class Plugin {
   constructor(name: string, version: string, options?: PluginOptions);
   readonly name: string;
   readonly version: string;
+  /** Capabilities in effect: every one the SDK supports until Describe, then the intersection
+   * with the host's. */
+  readonly capabilities: Set<string>;
   controller(name: string): ControllerBuilder;
   controllers(): Map<string, Controller>;
   describe(request: any): any;
@@ -211,7 +218,7 @@ export class DependentChain {
   readonly dependents: Dependent[];
   add(dependent: Dependent): this;
   reconcile(request: Request, result: Result): ChainState;
-  build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>): ReconcileFn;
+  build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>): BuiltReconcileFn;
 }
 
 export interface CrudPlan {
@@ -226,14 +233,14 @@ export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
   plan(request: Request): CrudPlan;
   apply(plan: CrudPlan, result: Result): void;
-  build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>): ReconcileFn;
+  build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>): BuiltReconcileFn;
 }
 
 /** desired ⊆ current. */
 export function isSubset(desired: any, current: any): boolean;
 
 /** Upsert/delete routing over one reconcile function. */
-export function handlers(fns: { upsert?: ReconcileFn; delete?: ReconcileFn }): ReconcileFn;
+export function handlers(fns?: { upsert?: ReconcileFn; delete?: ReconcileFn }): BuiltReconcileFn;
 export function newObject(apiVersion: string, kind: string, name?: string): JsonObject;
 export function composeMergePatch(base: any, patch: any): any;
 export function findPath(obj: any, path: string): any;

@@ -92,7 +92,8 @@ test('describe, health, reconcile in any order, errors and cancellation', async 
   const p = await startPlugin('rt');
   try {
     await assert.rejects(describe(p.client, { protocol_versions: ['v9'] }),
-      (e) => e.code === grpc.status.FAILED_PRECONDITION && /v1alpha1 only/.test(e.details));
+      (/** @type {any} */ e) => e.code === grpc.status.FAILED_PRECONDITION &&
+        /v1alpha1 only/.test(e.details));
     const d = await describe(p.client, { protocol_versions: ['v1alpha1'], capabilities: CAPS });
     assert.equal(d.protocol_version, 'v1alpha1');
     assert.equal(d.plugin_name, 'fixture');
@@ -157,10 +158,12 @@ test('SIGTERM: NOT_SERVING, new work refused, in-flight work answered, exit 0', 
   }
 });
 
-for (const [what, env, re] of [
+/** @type {[string, Record<string, string>, RegExp][]} */
+const BAD_ADDRESSES = [
   ['an unset', {}, /CTRLHOST_PLUGIN_ADDRESS is not set/],
   ['a bad', { CTRLHOST_PLUGIN_ADDRESS: 'tcp://x:1' }, /no other scheme/],
-]) {
+];
+for (const [what, env, re] of BAD_ADDRESSES) {
   test(`${what} address: a clear message and exit 2`, async () => {
     const e = { ...process.env, ...env };
     if (!env.CTRLHOST_PLUGIN_ADDRESS) delete e.CTRLHOST_PLUGIN_ADDRESS;

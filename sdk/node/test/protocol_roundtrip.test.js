@@ -37,7 +37,8 @@ const CHANNEL_OPTIONS = {
 };
 
 const definition = protoLoader.loadSync('ctrlhost/plugin/v1alpha1/plugin.proto', LOADER_OPTIONS);
-const pkg = grpc.loadPackageDefinition(definition).ctrlhost.plugin.v1alpha1;
+// grpc-js types a loaded package loosely (any of its definition kinds): read it as `any`.
+const pkg = /** @type {any} */ (grpc.loadPackageDefinition(definition)).ctrlhost.plugin.v1alpha1;
 
 function objectJson(id) {
   return Buffer.from(
@@ -323,7 +324,8 @@ test('Reconcile stream: responses in any order, matched by request_id', async ()
 
 test('unset enums read as their _UNSPECIFIED zero value', () => {
   // The same (de)serializers grpc-js uses for the Reconcile stream.
-  const method = definition['ctrlhost.plugin.v1alpha1.ControllerPluginService'].Reconcile;
+  const method = /** @type {any} */ (
+    definition['ctrlhost.plugin.v1alpha1.ControllerPluginService']).Reconcile;
   const roundTripResponse = (obj) => method.responseDeserialize(method.responseSerialize(obj));
   const roundTripRequest = (obj) => method.requestDeserialize(method.requestSerialize(obj));
 

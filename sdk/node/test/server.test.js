@@ -45,6 +45,7 @@ test('at most `concurrency` reconciles run at once; oversized answers become err
   try {
     const stream = client.Reconcile({ deadline: DEADLINE() });
     const got = [];
+    /** @type {(value?: unknown) => void} */
     let onData = () => {};
     stream.on('data', (r) => { got.push(r); onData(); });
     stream.on('error', () => {});
@@ -80,7 +81,7 @@ test('health: Watch sees SERVING then NOT_SERVING; unknown services', async () =
   try {
     await assert.rejects(new Promise((resolve, reject) => client.Check({ service: 'other' },
       { deadline: DEADLINE() }, (e, r) => (e ? reject(e) : resolve(r)))),
-    (e) => e.code === grpc.status.NOT_FOUND);
+    (/** @type {any} */ e) => e.code === grpc.status.NOT_FOUND);
     const seen = [];
     const watch = client.Watch({ service: '' }, { deadline: DEADLINE() });
     watch.on('error', () => {});

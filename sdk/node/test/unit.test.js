@@ -121,8 +121,11 @@ test('result: validation errors', () => {
   const gone = Request.fromCall(call(null));
   const bad = (res, re, r = req, caps = ALL) => assert.throws(() => res.toResponse(r, '1', caps), re);
   bad(new Result().setCondition('Ready', true, 'not camel', ''), /CamelCase/);
+  // The values below are refused by the declarations too (tsconfig.json checks this file):
+  // @ts-expect-error - status is True/False/Unknown
   bad(new Result().setCondition('Ready', 'maybe', 'Ok', ''), /status must be/);
   bad(new Result().setCondition('', true, 'Ok', ''), /without type/);
+  // @ts-expect-error - events are Normal or Warning
   bad(new Result().event('Info', 'R', ''), /Normal/);
   bad(new Result().event('Normal', '', ''), /without reason/);
   bad(Result.finalized(), /not finalizing/);
@@ -130,7 +133,9 @@ test('result: validation errors', () => {
   bad(new Result().patchPrimary('json', { a: 1 }), /array/);
   bad(new Result().patchPrimary('merge', [1]), /object/);
   bad(new Result().patchOwned('', 'K', 'n', 'merge', {}), /apiVersion, kind, name/);
+  // @ts-expect-error - json or merge patches only
   bad(new Result().patchPrimary('strategic', {}), /'json' or 'merge'/);
+  // @ts-expect-error - retryable or terminal
   bad(new Result().setError('fatal', 'x'), /'retryable' or 'terminal'/);
   bad(new Result().desire({ kind: 'X' }) && (() => { const r = new Result(); r.desire({ kind: 'X' }); return r; })(), /apiVersion and kind/);
   bad((() => { const r = new Result(); r.desire({ apiVersion: 'v1', kind: 'X', metadata: { name: '' } }); return r; })(), /has no name/);
@@ -193,7 +198,7 @@ test('describe negotiates protocol and capabilities', () => {
   p.controller('kids').for('example.com', 'v1', 'Kid').owns('', 'v1', 'ConfigMap').reconcile(() => {});
   assert.throws(() => p.describe({ protocol_versions: ['v2'] }), /speaks protocol v1alpha1 only/);
   assert.throws(() => p.describe({ protocol_versions: ['v1alpha1'], capabilities: [] }),
-    (e) => e.code === 9 && /CAPABILITY_CHILDREN/.test(e.message));
+    (/** @type {any} */ e) => e.code === 9 && /CAPABILITY_CHILDREN/.test(e.message));
   const resp = p.describe({ protocol_versions: ['v1beta1', 'v1alpha1'],
     capabilities: ['CAPABILITY_CHILDREN', 42] });
   assert.equal(resp.protocol_version, 'v1alpha1');
@@ -206,6 +211,8 @@ test('describe negotiates protocol and capabilities', () => {
 });
 
 test('handle: exceptions, rejections and bad results become retryable errors', async () => {
+  // Functions the declarations would refuse: typed loosely so the runtime checks are what runs.
+  /** @type {[(request: any) => any, RegExp][]} */
   const cases = [
     [() => { throw new Error('boom'); }, /reconcile threw: boom/],
     [async () => { throw new TypeError('async boom'); }, /reconcile threw: async boom/],
