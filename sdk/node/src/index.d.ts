@@ -218,7 +218,8 @@ export class DependentChain {
   readonly dependents: Dependent[];
   add(dependent: Dependent): this;
   reconcile(request: Request, result: Result): ChainState;
-  build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>): BuiltReconcileFn;
+  build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>):
+    BuiltReconcileFn;
 }
 
 export interface CrudPlan {
@@ -233,7 +234,8 @@ export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
   plan(request: Request): CrudPlan;
   apply(plan: CrudPlan, result: Result): void;
-  build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>): BuiltReconcileFn;
+  build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>):
+    BuiltReconcileFn;
 }
 
 /** desired ⊆ current. */

@@ -57,12 +57,15 @@ class Outcome:
                      "message": c.message}
             for c in response.conditions
         }
-        self.events: List[Tuple[str, str, str]] = [(_EVENT.get(e.type, e.type), e.reason, e.message) for e in response.events]
+        self.events: List[Tuple[str, str, str]] = [
+            (_EVENT.get(e.type, e.type), e.reason, e.message) for e in response.events]
         self.patches: List[Any] = list(response.patches)
-        self.requeue_after: Optional[float] = (response.requeue_after.ToTimedelta().total_seconds()
-                              if response.HasField("requeue_after") else None)
-        self.error: Optional[Tuple[str, str]] = ((_ERROR.get(response.error.kind, response.error.kind),
-                       response.error.message) if response.HasField("error") else None)
+        self.requeue_after: Optional[float] = (
+            response.requeue_after.ToTimedelta().total_seconds()
+            if response.HasField("requeue_after") else None)
+        self.error: Optional[Tuple[str, str]] = (
+            (_ERROR.get(response.error.kind, response.error.kind), response.error.message)
+            if response.HasField("error") else None)
         self.finalized: bool = response.finalized
 
     def desired_of_kind(self, kind: str) -> List[JsonObject]:
