@@ -207,6 +207,25 @@ TEST_F(HostTest, WebAppConvergesAndItsFinalizerIsHonoured) {
                   .ok());
   EXPECT_TRUE(Eventually([&] { return At(Get(deployment), "/spec/replicas") == 3; }));
 
+  // Cache memory per kind and per plugin: the plugin reads every cache the host keeps here
+  // (WebApps and its children's kinds), each counted once.
+  {
+    observe::Figures figures;
+    host_->manager().Collect(figures);
+    double watch_memory = 0;
+    for (const observe::WatchFigures& w : figures.watches) {
+      EXPECT_GE(w.memory_bytes, w.bytes) << w.watch;
+      watch_memory += w.memory_bytes;
+    }
+    EXPECT_GT(watch_memory, 0);
+    ASSERT_EQ(figures.plugins.size(), 1u);
+    EXPECT_EQ(figures.plugins[0].cache_bytes, watch_memory);
+    const std::string dump = host_->manager().DumpYaml();
+    EXPECT_TRUE(
+        absl::StrContains(dump, absl::StrCat("cacheBytes: ", static_cast<uint64_t>(watch_memory))))
+        << dump;
+  }
+
   // Delete: the plugin removes its external record, the host releases the finalizer, the
   // garbage collector removes the children.
   ASSERT_TRUE(host_->client().Delete(WebApp("shop")).ok());

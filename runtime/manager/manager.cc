@@ -717,7 +717,11 @@ void Manager::Stop() {
 
 void Manager::Collect(observe::Figures& figures) const {
   for (const PluginView& view : AllPlugins()) {
-    if (view.group != nullptr) view.group->Collect(figures);
+    uint64_t cache_bytes = 0;
+    if (view.group != nullptr) {
+      view.group->Collect(figures);
+      cache_bytes = CacheBytes(view.group->Status());
+    }
     const Plugin& p = *view.plugin;
     plugin::PluginStatus status = p.slot->status();
     PluginRequestFigures requests = p.dispatcher->Figures();
@@ -729,6 +733,7 @@ void Manager::Collect(observe::Figures& figures) const {
     f.in_flight = static_cast<double>(requests.in_flight);
     f.requests_total = requests.requests_total;
     f.request_duration = observe::FromDurationHistogram(requests.duration);
+    f.cache_bytes = static_cast<double>(cache_bytes);
     figures.plugins.push_back(std::move(f));
   }
   for (const watch::ReflectorMetrics& m : registry_->Metrics()) {
