@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 from e2e.kube import kube_fixture
 
@@ -307,6 +308,24 @@ def registered_watchers(cluster):
     return total
 
 
+def host_cache_figures(url):
+    """{watch: (objects, memory bytes)} from the host's ctrlhost_watch_objects and
+    ctrlhost_watch_memory_bytes, and the sum of ctrlhost_plugin_cache_bytes."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    watches = {}
+    plugin_bytes = 0.0
+    for line in text.splitlines():
+        for family, index in (("ctrlhost_watch_objects{", 0), ("ctrlhost_watch_memory_bytes{", 1)):
+            if line.startswith(family):
+                name = line.split('watch="', 1)[1].split('"', 1)[0]
+                entry = watches.setdefault(name, [0.0, 0.0])
+                entry[index] = float(line.rsplit(" ", 1)[1])
+        if line.startswith("ctrlhost_plugin_cache_bytes{"):
+            plugin_bytes += float(line.rsplit(" ", 1)[1])
+    return watches, plugin_bytes
+
+
 def wait_quiet(pids_of, what, limit=None):
     """Waits (bounded) until the processes pids_of() returns use less than `limit` CPU seconds
     per second (default: QUIET_CPU_SECONDS plus a share per process) over 2 s, i.e. their
@@ -359,6 +378,7 @@ class Side:
         self.name = name
         self.processes = []
         self.root_pids = []
+        self.metrics_url = None  # the host's
 
     def pids(self):
         found = list(self.root_pids)
@@ -395,6 +415,7 @@ def run_ctrlhost(n, cluster, ctrlhost, plugin, work):
         raise RuntimeError("ctrlhost with %d operators did not get ready (log: %s)" %
                            (n, os.path.join(directory, "host.log")))
     side.sync_seconds = time.time() - start
+    side.metrics_url = "http://127.0.0.1:%d/metrics" % metrics_port
     # stdout keeps flowing (nothing more is printed after ready); the pipe is not read again.
     return side, start
 
@@ -432,6 +453,7 @@ def measure(n, kind, cluster, tools, work):
     cpu_sync = cpu_seconds(apiserver_pid) - cpu_before
     try:
         quiet = wait_quiet(side.pids, "%s with N=%d" % (kind, n))
+        cache = host_cache_figures(side.metrics_url) if side.metrics_url else ({}, 0.0)
         pids = side.pids()
         figures = {
             "rss_mib": sum(status_kib(p, "VmRSS") for p in pids) / 1024.0,
@@ -446,6 +468,8 @@ def measure(n, kind, cluster, tools, work):
             # The first process alone: the host (ctrlhost), one program (client-go).
             "first_rss_mib": status_kib(side.root_pids[0], "VmRSS") / 1024.0,
             "first_peak_rss_mib": status_kib(side.root_pids[0], "VmHWM") / 1024.0,
+            "cache_watches": cache[0],
+            "plugin_cache_bytes": cache[1],
         }
     finally:
         stop(side.processes)
@@ -536,6 +560,15 @@ def main(argv):
                              None, "<= 1.3x", peak <= 1.3)
                 reporter.add(prefix + "host alone: steady RSS vs one client-go program",
                              ours["first_rss_mib"], "MiB", theirs["first_rss_mib"])
+                # What the host reports about its caches (ctrlhost_watch_memory_bytes).
+                total = 0.0
+                for name, (objects, memory) in sorted(ours["cache_watches"].items()):
+                    total += memory
+                    if objects:
+                        reporter.add(prefix + "host cache heap per object, " + name,
+                                     memory / objects, "B")
+                reporter.add(prefix + "host cache heap, all kinds (ctrlhost_watch_memory_bytes)",
+                             total / 1048576.0, "MiB")
             if not (ours["quiet"] and theirs["quiet"]):
                 reporter.add(prefix + "both sides quiet before RSS was read", 0, "", None,
                              "quiet", False)
