@@ -260,6 +260,15 @@ spec: {image: nginx:1.25, replicas: 3, config: {LEVEL: debug}}
                      "workqueue_adds_total", "ctrlhost_plugin_up", "ctrlhost_watch_objects"):
             self.assertIn(name, metrics)
         self.assertEqual(h.metric("ctrlhost_plugin_up", plugin="webapp"), 1)
+        # Cache memory per kind and per plugin (the replicator's caches hold at least the
+        # namespaces): heap bytes at least the JSON they keep, and in the dump.
+        memory = h.metric("ctrlhost_watch_memory_bytes")
+        self.assertGreater(memory, 0, metrics)
+        self.assertGreaterEqual(memory, h.metric("ctrlhost_watch_bytes"))
+        self.assertGreater(h.metric("ctrlhost_plugin_cache_bytes", plugin="configmap-replicator"),
+                           0, metrics)
+        self.assertRegex(dump, r"cacheBytes: [1-9]")
+        self.assertIn("memoryBytes: ", dump)
 
 
 if __name__ == "__main__":
