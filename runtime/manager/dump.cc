@@ -105,6 +105,9 @@ std::string RenderDump(const DumpInput& input) {
       out << YAML::Key << "time" << YAML::Value << Time(p.last_error_time);
       out << YAML::EndMap;
     }
+    if (!p.cache_error.empty()) {
+      out << YAML::Key << "cacheError" << YAML::Value << p.cache_error;
+    }
     if (!p.group_error.empty()) {
       out << YAML::Key << "configError" << YAML::Value << p.group_error;
     }

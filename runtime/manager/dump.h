@@ -48,6 +48,7 @@ struct DumpPlugin {
   std::string last_error;
   absl::Time last_error_time = absl::InfinitePast();
   std::string group_error;  // operator-file overrides that did not apply
+  std::string cache_error;  // its controllers were stopped over maxCacheBytes
   std::vector<ControllerStatus> controllers;
 };
 
