@@ -183,7 +183,8 @@ func runController(args []string) error {
 	}
 }
 
-// podLikeWatch never delivers an event: the memory figure is the synced list's.
+// runMemory syncs one informer and reports the Go heap it holds. Its watch never delivers an
+// event: the figure is the synced list's.
 func runMemory(args []string) error {
 	flags := flag.NewFlagSet("memory", flag.ContinueOnError)
 	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the cluster")
