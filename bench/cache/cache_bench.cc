@@ -6,7 +6,10 @@
 //   memory: heap bytes per object of cache::ObjectParser + cache::Store::Replace (mallinfo2
 //           delta around the ingest, the listed bytes held on both sides), against
 //           1.3 x stored JSON + 200 B and against @kubernetes/client-node's informer
-//           (bench/cache/informer_memory.js in a child node process, same server, same run).
+//           (bench/cache/informer_memory.js in a child node process, same server, same run)
+//           and against client-go's informer (typed ConfigMaps; PodLikes decoded as typed Pods:
+//           bench/shared_cache/clientgo/main.go's `memory` command, Kubernetes 1.20.2's
+//           client-go), target <= 0.5x.
 //   ingest: parse + Replace rate over the listed bytes as a ratio to simdjson On-Demand walking
 //           every value of the same bytes; list over HTTP + parse + Replace against the
 //           client-node informer's sync time.
@@ -34,9 +37,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -253,6 +258,56 @@ absl::StatusOr<NodeResult> RunNodeInformer(const Flags& flags, const std::string
   return r;
 }
 
+// Runs `command` through the shell and returns its standard output; an error when it fails.
+absl::StatusOr<std::string> RunCommand(const std::string& command, const std::string& what) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return absl::InternalError(absl::StrCat("popen(", what, ") failed"));
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int rc = pclose(pipe);
+  if (rc != 0) return absl::InternalError(absl::StrCat(what, " exited with status ", rc));
+  return out;
+}
+
+struct ClientGoResult {
+  int64_t objects = 0;
+  double heap_per_object = 0;
+};
+
+// The client-go informer baseline: bench/shared_cache/clientgo/main.go's `memory` command (one
+// typed informer, synced; Go heap in use after a forced GC, before and after), built against the
+// client-go of Kubernetes 1.20.2 by bench/shared_cache/clientgo/build (cached by content).
+absl::StatusOr<ClientGoResult> RunClientGoInformer(const Flags& flags,
+                                                   const std::string& kubeconfig,
+                                                   const Kind& kind) {
+  const std::string build = flags.repo + "/bench/shared_cache/clientgo/build";
+  if (!std::filesystem::exists(build)) {
+    return absl::FailedPreconditionError(absl::StrCat("need ", build, " (--repo=DIR)"));
+  }
+  ASSIGN_OR_RETURN(std::string binary, RunCommand(absl::StrCat("'", build, "'"), build));
+  binary = std::string(absl::StripAsciiWhitespace(binary));
+  ASSIGN_OR_RETURN(
+      std::string out,
+      RunCommand(absl::StrCat("'", binary, "' memory --kubeconfig='", kubeconfig,
+                              "' --kind=", kind.ref.resource, " --namespace=", kNamespace),
+                 "clientgo-baseline memory"));
+  ClientGoResult r;
+  double heap_bytes = -1;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
+    if (words.size() != 2) continue;
+    if (words[0] == "objects" && !absl::SimpleAtoi(words[1], &r.objects)) r.objects = 0;
+    if (words[0] == "heap_bytes" && !absl::SimpleAtod(words[1], &heap_bytes)) heap_bytes = -1;
+  }
+  if (r.objects <= 0 || heap_bytes < 0) {
+    return absl::DataLossError(absl::StrCat("unexpected clientgo-baseline output: ", out));
+  }
+  r.heap_per_object = heap_bytes / static_cast<double>(r.objects);
+  return r;
+}
+
 absl::Status RunKind(const Flags& flags, kube::Client& client, const std::string& kubeconfig,
                      const Kind& kind, Reporter& reporter) {
   const bool memory = flags.suite != "ingest";
@@ -347,6 +402,15 @@ absl::Status RunKind(const Flags& flags, kube::Client& client, const std::string
     node = absl::InternalError(absl::StrCat("node informer cached ", node->objects));
   }
 
+  absl::StatusOr<ClientGoResult> clientgo =
+      memory ? RunClientGoInformer(flags, kubeconfig, kind)
+             : absl::StatusOr<ClientGoResult>(absl::CancelledError("not measured"));
+  if (memory && !clientgo.ok()) {
+    std::cerr << "cache_bench: client-go informer: " << clientgo.status() << "\n";
+  } else if (memory && clientgo->objects != kind.count) {
+    clientgo = absl::InternalError(absl::StrCat("client-go informer cached ", clientgo->objects));
+  }
+
   const std::string what =
       absl::StrFormat("%s (%d, stored JSON %.0f B)", kind.label, kind.count, json_per_object);
   if (memory) {
@@ -377,6 +441,15 @@ absl::Status RunKind(const Flags& flags, kube::Client& client, const std::string
     n.target = "<= 0.2x";
     n.met = node.ok() && heap_per_object <= 0.2 * node->heap_per_object;
     reporter.Add(n);
+    Figure g;
+    g.metric = absl::StrCat("heap per ", kind.label, " vs client-go informer (typed ",
+                            kind.label == "ConfigMap" ? "ConfigMap" : "Pod", ")");
+    g.value = heap_per_object;
+    g.unit = "B";
+    if (clientgo.ok()) g.baseline = clientgo->heap_per_object;
+    g.target = "<= 0.5x";
+    g.met = clientgo.ok() && heap_per_object <= 0.5 * clientgo->heap_per_object;
+    reporter.Add(g);
   }
   if (ingest) {
     const double mb = json_bytes / 1e6;

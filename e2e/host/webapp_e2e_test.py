@@ -260,6 +260,53 @@ spec: {image: nginx:1.25, replicas: 3, config: {LEVEL: debug}}
                      "workqueue_adds_total", "ctrlhost_plugin_up", "ctrlhost_watch_objects"):
             self.assertIn(name, metrics)
         self.assertEqual(h.metric("ctrlhost_plugin_up", plugin="webapp"), 1)
+        # Cache memory per kind and per plugin (the replicator's caches hold at least the
+        # namespaces): heap bytes at least the JSON they keep, and in the dump.
+        memory = h.metric("ctrlhost_watch_memory_bytes")
+        self.assertGreater(memory, 0, metrics)
+        self.assertGreaterEqual(memory, h.metric("ctrlhost_watch_bytes"))
+        self.assertGreater(h.metric("ctrlhost_plugin_cache_bytes", plugin="configmap-replicator"),
+                           0, metrics)
+        self.assertRegex(dump, r"cacheBytes: [1-9]")
+        self.assertIn("memoryBytes: ", dump)
+
+    def test_a_plugin_over_its_cache_cap_is_stopped_and_reported(self):
+        # A second host whose replicator may keep 1 byte of cache: the namespaces it watches
+        # always exist, so its controllers are stopped at once, and /readyz says why.
+        capped = host_fixture.start_host(CAPPED_OPERATOR.format(
+            replicator=host_fixture.runfile("plugins/configmap-replicator/configmap-replicator")),
+            wait_ready=False)
+        try:
+            deadline = time.monotonic() + 60
+            status, text = capped.endpoint("/readyz?verbose")
+            while "over its maxCacheBytes 1" not in text and time.monotonic() < deadline:
+                time.sleep(0.2)
+                status, text = capped.endpoint("/readyz?verbose")
+            self.assertEqual(status, 503, text)
+            self.assertIn("plugin capped/configmap-replicator: the caches its controllers read "
+                          "hold ", text)
+            status, dump = capped.endpoint("/debug/dump")
+            self.assertIn("cacheError: the caches its controllers read", dump)
+            self.assertIn("state: stopped", dump)
+            self.assertIn("plugin over its cache cap: controllers stopped", capped.log())
+            self.assertEqual(capped.metric("ctrlhost_plugin_up", plugin="configmap-replicator"),
+                             1)
+        finally:
+            self.assertEqual(capped.stop(), 0, capped.log()[-4000:])
+
+
+CAPPED_OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: capped
+spec:
+  plugins:
+    - name: configmap-replicator
+      maxCacheBytes: 1
+      exec:
+        command: {replicator}
+"""
 
 
 if __name__ == "__main__":

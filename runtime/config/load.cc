@@ -50,8 +50,8 @@ const std::vector<absl::string_view>& SpecFields() {
 }
 const std::vector<absl::string_view>& PluginFields() {
   static const auto* const v = new std::vector<absl::string_view>{
-      "name",           "exec",       "endpoint", "startupTimeout", "shutdownGracePeriod",
-      "requestTimeout", "maxInFlight"};
+      "name",           "exec",        "endpoint",     "startupTimeout", "shutdownGracePeriod",
+      "requestTimeout", "maxInFlight", "maxCacheBytes"};
   return *v;
 }
 const std::vector<absl::string_view>& ExecFields() {
@@ -90,6 +90,7 @@ const std::vector<absl::string_view>& RateLimitFields() {
 }
 
 constexpr int64_t kMaxCount = 1 << 20;  // bound for counts (in-flight, concurrency, burst)
+constexpr int64_t kMaxCacheBytes = int64_t{1} << 50;  // 1 PiB: any real cap fits
 
 // The field of `fields` called `name`, or an undefined node.
 YAML::Node Get(const std::vector<Field>& fields, absl::string_view name) {
@@ -271,6 +272,10 @@ std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
       r.Duration(Get(fields, "requestTimeout"), Join(path, "requestTimeout"), false);
   if (auto n = r.Int(Get(fields, "maxInFlight"), Join(path, "maxInFlight"), 1, kMaxCount)) {
     plugin.max_in_flight = static_cast<int>(*n);
+  }
+  if (auto n =
+          r.Int(Get(fields, "maxCacheBytes"), Join(path, "maxCacheBytes"), 1, kMaxCacheBytes)) {
+    plugin.max_cache_bytes = *n;
   }
   return plugin;
 }

@@ -155,6 +155,19 @@ TEST(ParseOperatorsTest, MultipleDocumentsAndEmptyOnes) {
   EXPECT_TRUE(ParseOperators("# only a comment\n---\n", "empty.yaml")->empty());
 }
 
+TEST(ParseOperatorsTest, MaxCacheBytes) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
+      absl::StrCat(kHeader, "spec:\n  plugins:\n    - {name: a, exec: {command: a}, ",
+                   "maxCacheBytes: 268435456}\n    - {name: b, exec: {command: b}}\n"),
+      "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ((*ops)[0].plugins[0].max_cache_bytes, int64_t{268435456});
+  EXPECT_FALSE((*ops)[0].plugins[1].max_cache_bytes.has_value());
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, "spec:\n  plugins:\n    - {name: a, exec: {command: ",
+                                  "a}, maxCacheBytes: 0}\n")),
+              ElementsAre(HasSubstr("spec.plugins[0].maxCacheBytes: must be between 1 and ")));
+}
+
 TEST(ParseOperatorsTest, RequiredFieldNamesFileLineColumnAndPath) {
   // The example of the issue: plugin 1's exec has no command.
   EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:

@@ -90,7 +90,10 @@ struct PluginSpec {
   std::optional<absl::Duration> shutdown_grace_period;  // >= 0
   std::optional<absl::Duration> request_timeout;        // > 0
   std::optional<int> max_in_flight;                     // >= 1
-  SourceLocation location;                              // of the list item
+  // Cap on the heap of the caches this plugin's controllers read (each cache once, shared ones
+  // in full); over it, the host stops the plugin's controllers (manager::Manager).
+  std::optional<int64_t> max_cache_bytes;  // >= 1
+  SourceLocation location;                 // of the list item
 
   const ExecSpec* exec() const { return std::get_if<ExecSpec>(&source); }
   const EndpointSpec* endpoint() const { return std::get_if<EndpointSpec>(&source); }

@@ -1,5 +1,6 @@
 #include "runtime/manager/dump.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "yaml-cpp/yaml.h"
 
@@ -60,6 +61,17 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
 
 }  // namespace
 
+uint64_t CacheBytes(const std::vector<ControllerStatus>& controllers) {
+  absl::flat_hash_set<std::string> seen;
+  uint64_t total = 0;
+  for (const ControllerStatus& c : controllers) {
+    for (const watch::ReflectorMetrics& w : c.watch_metrics) {
+      if (seen.insert(w.description).second) total += w.memory_bytes;
+    }
+  }
+  return total;
+}
+
 std::string RenderDump(const DumpInput& input) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -80,6 +92,7 @@ std::string RenderDump(const DumpInput& input) {
     if (!p.canary.empty()) out << YAML::Key << "canary" << YAML::Value << p.canary;
     if (!p.address.empty()) out << YAML::Key << "address" << YAML::Value << p.address;
     out << YAML::Key << "restarts" << YAML::Value << p.restarts;
+    out << YAML::Key << "cacheBytes" << YAML::Value << CacheBytes(p.controllers);
     if (!p.reported_name.empty()) {
       out << YAML::Key << "reported" << YAML::Value << YAML::Flow << YAML::BeginMap;
       out << YAML::Key << "name" << YAML::Value << p.reported_name;
@@ -91,6 +104,9 @@ std::string RenderDump(const DumpInput& input) {
       out << YAML::Key << "message" << YAML::Value << p.last_error;
       out << YAML::Key << "time" << YAML::Value << Time(p.last_error_time);
       out << YAML::EndMap;
+    }
+    if (!p.cache_error.empty()) {
+      out << YAML::Key << "cacheError" << YAML::Value << p.cache_error;
     }
     if (!p.group_error.empty()) {
       out << YAML::Key << "configError" << YAML::Value << p.group_error;

@@ -9,6 +9,7 @@
 //     state: READY
 //     pid: 4242
 //     restarts: 0
+//     cacheBytes: 52144      # heap of the shared caches its controllers read (each cache once)
 //     controllers:
 //     - name: webapp
 //       state: running
@@ -21,6 +22,7 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_DUMP_H_
 #define CTRLHOST_RUNTIME_MANAGER_DUMP_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,7 @@ struct DumpPlugin {
   std::string last_error;
   absl::Time last_error_time = absl::InfinitePast();
   std::string group_error;  // operator-file overrides that did not apply
+  std::string cache_error;  // its controllers were stopped over maxCacheBytes
   std::vector<ControllerStatus> controllers;
 };
 
@@ -56,6 +59,11 @@ struct DumpInput {
 };
 
 std::string RenderDump(const DumpInput& input);
+
+// Heap bytes of the caches `controllers` read: each distinct watch's memory_bytes once (a
+// plugin's controllers may share one), for ctrlhost_plugin_cache_bytes and the dump's
+// `cacheBytes`.
+uint64_t CacheBytes(const std::vector<ControllerStatus>& controllers);
 
 }  // namespace ctrlhost::manager
 

@@ -207,6 +207,25 @@ TEST_F(HostTest, WebAppConvergesAndItsFinalizerIsHonoured) {
                   .ok());
   EXPECT_TRUE(Eventually([&] { return At(Get(deployment), "/spec/replicas") == 3; }));
 
+  // Cache memory per kind and per plugin: the plugin reads every cache the host keeps here
+  // (WebApps and its children's kinds), each counted once.
+  {
+    observe::Figures figures;
+    host_->manager().Collect(figures);
+    double watch_memory = 0;
+    for (const observe::WatchFigures& w : figures.watches) {
+      EXPECT_GE(w.memory_bytes, w.bytes) << w.watch;
+      watch_memory += w.memory_bytes;
+    }
+    EXPECT_GT(watch_memory, 0);
+    ASSERT_EQ(figures.plugins.size(), 1u);
+    EXPECT_EQ(figures.plugins[0].cache_bytes, watch_memory);
+    const std::string dump = host_->manager().DumpYaml();
+    EXPECT_TRUE(
+        absl::StrContains(dump, absl::StrCat("cacheBytes: ", static_cast<uint64_t>(watch_memory))))
+        << dump;
+  }
+
   // Delete: the plugin removes its external record, the host releases the finalizer, the
   // garbage collector removes the children.
   ASSERT_TRUE(host_->client().Delete(WebApp("shop")).ok());
@@ -248,6 +267,41 @@ TEST_F(HostTest, ABrokenPluginIsReportedAndTheOthersRun) {
   EXPECT_TRUE(Eventually([&] {
     return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "a", ""}).is_null();
   }));
+}
+
+TEST_F(HostTest, APluginOverItsCacheCapIsStoppedAndReported) {
+  // One byte: the first cached object puts the WebApp plugin's caches over it.
+  StartHost("    maxCacheBytes: 1\n");
+  if (HasFatalFailure()) return;
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  const std::string web = R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1","kind":"WebApp",
+    "metadata":{"name":"capped","namespace":"default"},"spec":{"image":"nginx"}})";
+  ASSERT_TRUE(host_->client().Create(WebApp(""), web).ok());
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(host_->manager().Ready().message(), "over its maxCacheBytes 1");
+  })) << host_->manager().Ready();
+  EXPECT_TRUE(absl::StrContains(host_->manager().Ready().message(),
+                                "plugin shop/webapp: the caches its controllers read hold "))
+      << host_->manager().Ready();
+  const auto [status, body] = Readyz();
+  EXPECT_EQ(status, 503) << body;
+  EXPECT_TRUE(absl::StrContains(body, "over its maxCacheBytes 1")) << body;
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "cacheError: the caches its controllers read")) << dump;
+  EXPECT_TRUE(absl::StrContains(dump, "state: stopped")) << dump;
+  // Its controllers released their watches: no other plugin reads them, so the caches are gone.
+  EXPECT_TRUE(Eventually([&] {
+    observe::Figures figures;
+    host_->manager().Collect(figures);
+    return figures.plugins.size() == 1 && figures.plugins[0].cache_bytes == 0 &&
+           figures.watches.empty();
+  }));
+  // The host itself keeps running (no crash, no OOM): the plugin is still up.
+  observe::Figures figures;
+  host_->manager().Collect(figures);
+  ASSERT_EQ(figures.plugins.size(), 1u);
+  EXPECT_TRUE(figures.plugins[0].up);
+  host_->Stop();
 }
 
 TEST_F(HostTest, DuplicateOperatorIsRefused) {

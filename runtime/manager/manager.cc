@@ -85,6 +85,9 @@ struct Manager::Plugin {
   // Set by the loop once the plugin was first ready; guarded by the manager's mu_.
   std::shared_ptr<ControllerGroup> group;
   std::string group_error;  // why some overrides did not apply; guarded by mu_
+  // Set when the caches its controllers read went over spec.max_cache_bytes and the loop
+  // stopped its controllers (until a new group replaces the stopped one); guarded by mu_.
+  std::string cache_error;
   // The serving instance the group last saw ready: {generation, restarts}. A new one (a swap,
   // a crash restart, a remote plugin's reconnect) re-enqueues every object of the group's
   // controllers with REASON_PLUGIN_STARTED. Guarded by the manager's mu_.
@@ -370,7 +373,7 @@ std::vector<Manager::PluginView> Manager::AllPlugins() const {
   common::MutexLock lock(&mu_);
   for (const auto& op : operators_) {
     for (const auto& p : op->plugins) {
-      out.push_back(PluginView{p, p->group, p->group_error, p->spec, p->overrides});
+      out.push_back(PluginView{p, p->group, p->group_error, p->spec, p->overrides, p->cache_error});
     }
   }
   return out;
@@ -425,6 +428,8 @@ void Manager::Tick() {
       if (stopping_) return;         // Stop stops the group
       continue;
     }
+    if (!view.cache_error.empty()) continue;  // stopped over its cache cap
+    if (view.spec.max_cache_bytes.has_value() && EnforceCacheCap(view)) continue;
     if (api_reachable) view.group->RetryPending();
     if (!ready) continue;
     bool new_instance = false;
@@ -444,6 +449,30 @@ void Manager::Tick() {
       view.group->EnqueueAll(controller::pb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
     }
   }
+}
+
+bool Manager::EnforceCacheCap(const PluginView& view) {
+  const uint64_t cap = static_cast<uint64_t>(*view.spec.max_cache_bytes);
+  const uint64_t bytes = CacheBytes(view.group->Status());
+  if (bytes <= cap) return false;
+  Plugin* p = view.plugin.get();
+  std::string error = absl::StrCat(
+      "the caches its controllers read hold ", bytes, " bytes, over its maxCacheBytes ", cap,
+      "; its controllers are stopped (raise the cap, or narrow what they watch, and the "
+      "operator file change restarts them)");
+  common::LogError("plugin over its cache cap: controllers stopped",
+                   {{"operator", p->operator_name},
+                    {"plugin", p->name},
+                    {"cache_bytes", bytes},
+                    {"max_cache_bytes", cap}});
+  {
+    common::MutexLock lock(&mu_);
+    p->cache_error = std::move(error);
+  }
+  // Releasing the controllers' watch handles stops the watches no other plugin reads and frees
+  // their caches.
+  view.group->Stop(options_.shutdown_timeout);
+  return true;
 }
 
 absl::StatusOr<Manager::PluginView> Manager::FindPlugin(const std::string& operator_name,
@@ -545,7 +574,8 @@ void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source
     Wake();  // the loop starts the controllers from the new instance's Describe
     return;
   }
-  ReplaceGroup(view, describe, /*force=*/false);
+  // Controllers stopped over their cache cap start again under the new source's cap.
+  ReplaceGroup(view, describe, /*force=*/!view.cache_error.empty());
 }
 
 void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeResponse& describe,
@@ -597,6 +627,7 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
     common::MutexLock lock(&mu_);
     p->group = group;
     p->group_error = std::string(started.message());
+    p->cache_error.clear();  // the new controllers start under the cap again
   }
   // The new runners listed their primaries from the held caches at start (AddHandler replays),
   // so keys that never ran under the old controllers are reconciled by the new ones.
@@ -620,7 +651,9 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
     const Plugin* p = view.plugin.get();
     const std::string name = absl::StrCat(p->operator_name, "/", p->name);
     plugin::PluginStatus status = p->slot->status();
-    if (status.state != plugin::PluginState::kReady) {
+    if (!view.cache_error.empty()) {
+      not_ready.push_back(absl::StrCat("plugin ", name, ": ", view.cache_error));
+    } else if (status.state != plugin::PluginState::kReady) {
       not_ready.push_back(absl::StrCat(
           "plugin ", name, " is ", StateName(status.state),
           status.last_error.ok() ? "" : absl::StrCat(": ", status.last_error.message())));
@@ -717,7 +750,11 @@ void Manager::Stop() {
 
 void Manager::Collect(observe::Figures& figures) const {
   for (const PluginView& view : AllPlugins()) {
-    if (view.group != nullptr) view.group->Collect(figures);
+    uint64_t cache_bytes = 0;
+    if (view.group != nullptr) {
+      view.group->Collect(figures);
+      cache_bytes = CacheBytes(view.group->Status());
+    }
     const Plugin& p = *view.plugin;
     plugin::PluginStatus status = p.slot->status();
     PluginRequestFigures requests = p.dispatcher->Figures();
@@ -729,6 +766,7 @@ void Manager::Collect(observe::Figures& figures) const {
     f.in_flight = static_cast<double>(requests.in_flight);
     f.requests_total = requests.requests_total;
     f.request_duration = observe::FromDurationHistogram(requests.duration);
+    f.cache_bytes = static_cast<double>(cache_bytes);
     figures.plugins.push_back(std::move(f));
   }
   for (const watch::ReflectorMetrics& m : registry_->Metrics()) {
@@ -789,6 +827,7 @@ std::string Manager::DumpYaml() const {
     }
     if (!status.last_error.ok()) dp.last_error = status.last_error.ToString();
     dp.group_error = view.group_error;
+    dp.cache_error = view.cache_error;
     if (view.group != nullptr) dp.controllers = view.group->Status();
     input.plugins.push_back(std::move(dp));
   }

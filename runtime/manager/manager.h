@@ -167,8 +167,12 @@ class Manager {
     std::string group_error;
     config::PluginSpec spec;  // the current source (a swap changes it)
     std::vector<config::ControllerSpec> overrides;
+    std::string cache_error;  // set once its controllers were stopped over maxCacheBytes
   };
   std::vector<PluginView> AllPlugins() const;
+  // Stops `view`'s controllers when the caches they read exceed its spec.max_cache_bytes
+  // (recording why for /readyz, the dump and the log); true when it did.
+  bool EnforceCacheCap(const PluginView& view);
   absl::StatusOr<PluginView> FindPlugin(const std::string& operator_name,
                                         const std::string& plugin) const;
   // After a cut-over to an instance whose Describe is `describe`: records the new source and,

@@ -33,6 +33,7 @@ WatchFigures FromReflectorMetrics(const watch::ReflectorMetrics& m) {
   w.watch = m.description;
   w.objects = static_cast<double>(m.objects);
   w.bytes = static_cast<double>(m.bytes);
+  w.memory_bytes = static_cast<double>(m.memory_bytes);
   w.events_total = m.events_total;
   w.relists_total = m.relists_total;
   w.resource_version = m.resource_version;

@@ -135,6 +135,11 @@ std::vector<MetricFamily> Build(const Figures& f) {
   MetricFamily request_duration = Family(
       "ctrlhost_plugin_request_duration_seconds",
       "Seconds from sending a reconcile request to the plugin's answer", MetricType::Histogram);
+  MetricFamily cache_bytes =
+      Family("ctrlhost_plugin_cache_bytes",
+             "Heap bytes of the shared caches the plugin's controllers read (a cache read by "
+             "several plugins counts in full for each)",
+             MetricType::Gauge);
   for (const PluginFigures& p : f.plugins) {
     const Labels labels = {{"operator", p.operator_name}, {"plugin", p.plugin}};
     AddGauge(up, labels, p.up ? 1 : 0);
@@ -146,12 +151,17 @@ std::vector<MetricFamily> Build(const Figures& f) {
                  static_cast<double>(n));
     }
     AddHistogram(request_duration, labels, p.request_duration);
+    AddGauge(cache_bytes, labels, p.cache_bytes);
   }
 
   MetricFamily objects =
       Family("ctrlhost_watch_objects", "Objects in the watch's cache", MetricType::Gauge);
   MetricFamily bytes =
       Family("ctrlhost_watch_bytes", "JSON bytes held by the watch's cache", MetricType::Gauge);
+  MetricFamily memory_bytes =
+      Family("ctrlhost_watch_memory_bytes",
+             "Heap bytes of the watch's cached objects (JSON, parsed metadata, object headers)",
+             MetricType::Gauge);
   MetricFamily events =
       Family("ctrlhost_watch_events_total",
              "Watch events applied to the cache (bookmarks excluded)", MetricType::Counter);
@@ -165,6 +175,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
     const Labels labels = {{"watch", w.watch}};
     AddGauge(objects, labels, w.objects);
     AddGauge(bytes, labels, w.bytes);
+    AddGauge(memory_bytes, labels, w.memory_bytes);
     AddCounter(events, labels, static_cast<double>(w.events_total));
     AddCounter(relists, labels, static_cast<double>(w.relists_total));
     double rv = 0;
@@ -191,8 +202,10 @@ std::vector<MetricFamily> Build(const Figures& f) {
                                &in_flight,
                                &requests,
                                &request_duration,
+                               &cache_bytes,
                                &objects,
                                &bytes,
+                               &memory_bytes,
                                &events,
                                &relists,
                                &last_rv}) {

@@ -26,7 +26,9 @@
 //   ctrlhost_plugin_in_flight{operator,plugin}
 //   ctrlhost_plugin_requests_total{operator,plugin,result}
 //   ctrlhost_plugin_request_duration_seconds{operator,plugin}      histogram
+//   ctrlhost_plugin_cache_bytes{operator,plugin}
 //   ctrlhost_watch_objects{watch}  ctrlhost_watch_bytes{watch}  ctrlhost_watch_events_total{watch}
+//   ctrlhost_watch_memory_bytes{watch}
 //   ctrlhost_watch_relists_total{watch}
 //   ctrlhost_watch_last_resource_version{watch}   (only when the resourceVersion is numeric)
 // plus whatever is registered directly in registry() (push-style metrics of other parts).
@@ -92,12 +94,16 @@ struct PluginFigures {
   double in_flight = 0;
   std::map<std::string, uint64_t> requests_total;  // by result, e.g. "ok", "error", "timeout"
   HistogramFigures request_duration;               // seconds
+  // Heap bytes of the shared caches this plugin's controllers read; a cache several plugins
+  // read counts in full for each of them.
+  double cache_bytes = 0;
 };
 
 struct WatchFigures {
   std::string watch;  // e.g. WatchKey::ToString()
   double objects = 0;
   double bytes = 0;
+  double memory_bytes = 0;  // heap bytes of the cached objects (JSON, metadata, headers)
   uint64_t events_total = 0;
   uint64_t relists_total = 0;
   std::string resource_version;  // exported as a gauge only when it is a decimal integer

@@ -86,11 +86,13 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
     p.in_flight = 2;
     p.requests_total = {{"ok", 9}};
     p.request_duration = TwoBuckets();
+    p.cache_bytes = 8192;
     f.plugins.push_back(p);
     WatchFigures w;
     w.watch = "apps/v1 Deployment";
     w.objects = 10;
     w.bytes = 2048;
+    w.memory_bytes = 3072;
     w.events_total = 40;
     w.relists_total = 1;
     w.resource_version = "12345";
@@ -129,6 +131,8 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       {R"(ctrlhost_plugin_request_duration_seconds_sum{operator="web",plugin="webapp"})", 4.5},
       {R"(ctrlhost_watch_objects{watch="apps/v1 Deployment"})", 10},
       {R"(ctrlhost_watch_bytes{watch="apps/v1 Deployment"})", 2048},
+      {R"(ctrlhost_watch_memory_bytes{watch="apps/v1 Deployment"})", 3072},
+      {R"(ctrlhost_plugin_cache_bytes{operator="web",plugin="webapp"})", 8192},
       {R"(ctrlhost_watch_events_total{watch="apps/v1 Deployment"})", 40},
       {R"(ctrlhost_watch_relists_total{watch="apps/v1 Deployment"})", 1},
       {R"(ctrlhost_watch_last_resource_version{watch="apps/v1 Deployment"})", 12345},
@@ -251,6 +255,7 @@ TEST(AdaptersTest, QueueMetricsBecomeSecondsAndCumulativeBuckets) {
   r.description = "v1 ConfigMap";
   r.objects = 4;
   r.bytes = 100;
+  r.memory_bytes = 300;
   r.events_total = 8;
   r.relists_total = 1;
   r.resource_version = "77";
@@ -258,6 +263,7 @@ TEST(AdaptersTest, QueueMetricsBecomeSecondsAndCumulativeBuckets) {
   EXPECT_EQ(w.watch, "v1 ConfigMap");
   EXPECT_EQ(w.objects, 4);
   EXPECT_EQ(w.bytes, 100);
+  EXPECT_EQ(w.memory_bytes, 300);
   EXPECT_EQ(w.events_total, 8u);
   EXPECT_EQ(w.relists_total, 1u);
   EXPECT_EQ(w.resource_version, "77");
