@@ -68,6 +68,11 @@ metadata: {name: blue, labels: {team: blue}}
             self.assertGreater(trickler.reopened, 0)
             with urllib.request.urlopen(healthz, timeout=10) as response:
                 self.assertEqual(response.status, 200)
+            # Operators see the attack on /metrics.
+            evicted = [line for line in host.metrics().splitlines() if line.startswith(
+                'ctrlhost_http_connections_closed_total{server="apiserver",reason="evicted"}')]
+            self.assertEqual(len(evicted), 1, host.metrics())
+            self.assertGreater(float(evicted[0].split()[-1]), 0)
         finally:
             if trickler is not None:
                 trickler.stop()

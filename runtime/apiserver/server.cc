@@ -414,6 +414,10 @@ std::string ApiServer::url() const {
 
 std::string ApiServer::kubeconfig_path() const { return impl_->kubeconfig; }
 
+serving::ConnectionServer::Stats ApiServer::connection_stats() const {
+  return impl_->http->GetStats();
+}
+
 void ApiServer::Wait() {
   common::MutexLock lock(&impl_->mu);
   while (!impl_->done) impl_->cv.Wait(&impl_->mu);

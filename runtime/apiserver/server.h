@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/serving/connection_server.h"
 
 namespace ctrlhost::apiserver {
 
@@ -59,6 +60,8 @@ class ApiServer {
   std::string url() const;
   // Path of the kubeconfig written for this server.
   std::string kubeconfig_path() const;
+  // Connections of the HTTP listener (open, unauthenticated, closed by the limits).
+  serving::ConnectionServer::Stats connection_stats() const;
   // Blocks until Stop() is called from another thread (or a signal handler thread).
   void Wait();
   // Stops accepting, ends watches, closes the store. Idempotent.

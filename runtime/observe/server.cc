@@ -176,6 +176,10 @@ ObserveServer::~ObserveServer() { Stop(); }
 
 int ObserveServer::port() const { return impl_->port; }
 
+serving::ConnectionServer::Stats ObserveServer::connection_stats() const {
+  return impl_->http->GetStats();
+}
+
 std::string ObserveServer::url() const {
   std::string host = impl_->options.bind == "0.0.0.0" ? "127.0.0.1" : impl_->options.bind;
   if (absl::StrContains(host, ':')) host = absl::StrCat("[", host, "]");
