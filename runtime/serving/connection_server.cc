@@ -198,7 +198,8 @@ class ConnectionServer::ThreadPerConnection : public httplib::TaskQueue {
 absl::StatusOr<std::unique_ptr<ConnectionServer>> ConnectionServer::Create(
     ConnectionLimits limits, const std::string& cert_path, const std::string& key_path) {
   // A write to a peer that has gone would otherwise kill the process: OpenSSL writes with
-  // write(2), without MSG_NOSIGNAL.
+  // write(2), without MSG_NOSIGNAL. (httplib's Server constructor does the same; said here so
+  // that it does not depend on that.)
   signal(SIGPIPE, SIG_IGN);
   SSL_CTX* ctx = nullptr;
   if (!cert_path.empty()) {
