@@ -21,6 +21,7 @@ import base64
 import http.client
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -250,8 +251,10 @@ class ApiServer(OwnedProcess):
         self.api = ApiClient(kubeconfig)
 
     @classmethod
-    def start(cls, data_dir=None, extra_args=()):
-        """Starts the server on a free port and waits (bounded) until it serves."""
+    def start(cls, data_dir=None, extra_args=(), open_files=None):
+        """Starts the server on a free port and waits (bounded) until it serves.
+
+        `open_files` sets the server's soft and hard limit of open files (RLIMIT_NOFILE)."""
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="apiserver-", dir=temp_root())
         stderr_path = os.path.join(data_dir, "..", os.path.basename(data_dir) + ".stderr")
@@ -259,7 +262,10 @@ class ApiServer(OwnedProcess):
         process = subprocess.Popen(
             [binary_path(), "apiserver", "--data-dir", data_dir, "--port", "0",
              "--print-kubeconfig-path", *extra_args],
-            stdout=subprocess.PIPE, stderr=stderr_file, stdin=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=stderr_file, stdin=subprocess.DEVNULL,
+            preexec_fn=(None if open_files is None else
+                        lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                   (open_files, open_files))))
         stderr_file.close()
         placeholder = cls.__new__(cls)
         placeholder.process = process

@@ -24,49 +24,15 @@
 #include "runtime/apiserver/pki/pki.h"
 #include "runtime/apiserver/resource_registry.h"
 #include "runtime/apiserver/storage/store.h"
+#include "runtime/common/log_limiter.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/api_status.h"
+#include "runtime/serving/connection_server.h"
 
 namespace ctrlhost::apiserver {
 namespace {
-
-// One thread per connection: watches hold their connection for minutes, so a fixed pool would
-// starve. Connections beyond `max` are still served (the socket is owned by httplib's task) but
-// logged, since that is a sign of a client leak.
-class ConnectionThreads : public httplib::TaskQueue {
- public:
-  explicit ConnectionThreads(size_t max) : max_(max) {}
-
-  void enqueue(std::function<void()> fn) override {
-    {
-      common::MutexLock lock(&mu_);
-      ++active_;
-      if (active_ > max_) {
-        common::LogWarning("more connections than --max-connections", {{"active", active_}});
-      }
-    }
-    std::thread([this, fn = std::move(fn)] {
-      fn();
-      common::MutexLock lock(&mu_);
-      --active_;
-      cv_.SignalAll();
-    }).detach();
-  }
-
-  void shutdown() override {
-    common::MutexLock lock(&mu_);
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (active_ > 0 && absl::Now() < deadline) cv_.WaitWithDeadline(&mu_, deadline);
-  }
-
- private:
-  const size_t max_;
-  common::Mutex mu_;
-  common::CondVar cv_;
-  size_t active_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 void SendStatus(httplib::Response& res, const absl::Status& s) {
   auto [code, body] = kube::ToHttpResponse(s);
@@ -141,7 +107,11 @@ struct ApiServer::Impl {
   std::unique_ptr<ResourceRegistry> registry;
   std::unique_ptr<ApiHandlers> handlers;
   std::unique_ptr<Controllers> controllers;
-  std::unique_ptr<httplib::Server> http;
+  std::unique_ptr<serving::ConnectionServer> http;
+  // Requests being served, not counting watches (see ApiServerOptions).
+  std::atomic<int> inflight_reads{0};
+  std::atomic<int> inflight_writes{0};
+  common::LogLimiter throttled_log{{.per_second = 0.2, .burst = 3}};
   std::thread listener;
   std::string token;
   std::string scheme;
@@ -153,7 +123,48 @@ struct ApiServer::Impl {
   bool done ABSL_GUARDED_BY(mu) = false;
 
   void Serve(const httplib::Request& req, std::string body, httplib::Response& res);
+  // Counts the request against --max-requests-inflight or --max-mutating-requests-inflight
+  // until its response is written; false (with a 429 in `res`) when that limit is reached.
+  bool AdmitInflight(const httplib::Request& req, httplib::Response& res);
 };
+
+namespace {
+
+// Long-running requests (watches) hold no in-flight slot, as in kube-apiserver: they would
+// otherwise use up the limit for ever. Health checks neither: a probe must be answered.
+bool IsLongRunningOrProbe(const httplib::Request& req) {
+  if (IsPublicPath(req.path)) return true;
+  if (absl::StrContains(req.path, "/watch/")) return true;
+  auto it = req.params.find("watch");
+  return it != req.params.end() && (it->second == "true" || it->second == "1");
+}
+
+}  // namespace
+
+bool ApiServer::Impl::AdmitInflight(const httplib::Request& req, httplib::Response& res) {
+  if (IsLongRunningOrProbe(req)) return true;
+  const bool read = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+  std::atomic<int>& counter = read ? inflight_reads : inflight_writes;
+  const int limit = read ? options.max_requests_inflight : options.max_mutating_requests_inflight;
+  if (limit <= 0) return true;
+  if (counter.fetch_add(1) >= limit) {
+    counter.fetch_sub(1);
+    uint64_t suppressed = 0;
+    if (throttled_log.Allow(&suppressed)) {
+      common::LogWarning(read ? "request refused: --max-requests-inflight reached"
+                              : "request refused: --max-mutating-requests-inflight reached",
+                         {{"limit", limit}, {"suppressed", suppressed}});
+    }
+    // kube-apiserver's answer (client-go waits Retry-After seconds and retries).
+    SendStatus(res, kube::TooManyRequestsError("Too many requests, please try again later.", 1));
+    res.set_header("Retry-After", "1");
+    return false;
+  }
+  std::atomic<int>* slot = &counter;
+  serving::ConnectionServer::HoldUntilResponseWritten(
+      std::shared_ptr<void>(nullptr, [slot](void*) { slot->fetch_sub(1); }));
+  return true;
+}
 
 void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httplib::Response& res) {
   ApiRequest ar;
@@ -170,6 +181,9 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
   if (resp.stream) {
     auto stream = std::move(resp.stream);
     res.set_chunked_content_provider(resp.content_type, [stream](size_t, httplib::DataSink& sink) {
+      // A watch waiting for events writes nothing, so a client that went away would otherwise
+      // hold its socket (in CLOSE-WAIT) and this thread until the watch times out (issue 14).
+      if (serving::ConnectionServer::PeerClosed()) return false;
       bool alive = true;
       const bool more = stream([&](absl::string_view chunk) {
         if (!sink.is_writable() || !sink.write(chunk.data(), chunk.size())) alive = false;
@@ -212,22 +226,23 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
 
   std::vector<std::string> hosts = options.hosts;
   if (options.bind != "0.0.0.0" && options.bind != "::") hosts.push_back(options.bind);
+  serving::ConnectionLimits limits;
+  limits.name = "apiserver";
+  limits.max_connections = options.max_connections;
+  limits.max_unauthenticated = options.max_unauthenticated_connections;
+  limits.authentication_deadline = options.authentication_deadline;
+  limits.authentication_required = !options.insecure_http;
   if (options.insecure_http) {
-    impl->http = std::make_unique<httplib::Server>();
+    ASSIGN_OR_RETURN(impl->http, serving::ConnectionServer::Create(limits, "", ""));
     impl->scheme = "http";
   } else {
     ASSIGN_OR_RETURN(Pki pki, EnsurePki(options.data_dir, hosts));
     impl->token = pki.token;
-    impl->http = std::make_unique<httplib::SSLServer>(pki.server_cert_path.c_str(),
-                                                      pki.server_key_path.c_str());
-    if (!impl->http->is_valid()) {
-      return absl::InternalError("cannot load the serving certificate into the TLS server");
-    }
+    ASSIGN_OR_RETURN(impl->http, serving::ConnectionServer::Create(limits, pki.server_cert_path,
+                                                                   pki.server_key_path));
     impl->scheme = "https";
   }
-  httplib::Server& http = *impl->http;
-  const size_t max_connections = options.max_connections;
-  http.new_task_queue = [max_connections] { return new ConnectionThreads(max_connections); };
+  serving::ConnectionServer& http = *impl->http;
   http.set_payload_max_length(options.max_body_bytes);
   // Without TCP_NODELAY a response body waits for the client's delayed ACK of the headers
   // (~40 ms per request); httplib also closes a keep-alive connection after 5 requests by
@@ -255,7 +270,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
             res.set_header("Connection", "close");
             return httplib::Server::HandlerResponse::Handled;
           }
+          serving::ConnectionServer::MarkAuthenticated();
         }
+        if (!raw->AdmitInflight(req, res)) return httplib::Server::HandlerResponse::Handled;
         // Before any byte of the body is read: httplib would try to skip a declared length past
         // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
         // timeout (issue 14). A length up to 64 MiB is still read and dropped by httplib, so a
@@ -346,6 +363,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
     }
     impl->port = options.port;
   }
+  // httplib listens with a backlog of 5: a burst of connections (clients starting together, a
+  // flood) would have SYNs dropped and retried after 1 s. The kernel caps it at somaxconn.
+  RETURN_IF_ERROR(http.SetBacklog(4096));
   auto listener_done = std::make_shared<std::atomic<bool>>(false);
   impl->listener = std::thread([raw, listener_done] {
     raw->http->listen_after_bind();
@@ -393,6 +413,10 @@ std::string ApiServer::url() const {
 }
 
 std::string ApiServer::kubeconfig_path() const { return impl_->kubeconfig; }
+
+serving::ConnectionServer::Stats ApiServer::connection_stats() const {
+  return impl_->http->GetStats();
+}
 
 void ApiServer::Wait() {
   common::MutexLock lock(&impl_->mu);

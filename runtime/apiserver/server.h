@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/serving/connection_server.h"
 
 namespace ctrlhost::apiserver {
 
@@ -31,7 +32,18 @@ struct ApiServerOptions {
   int64_t retained_revisions = 10000;
   absl::Duration compaction_interval = absl::Minutes(1);
   size_t max_body_bytes = 3 * 1024 * 1024;  // like kube-apiserver
-  size_t max_connections = 1024;
+  // Open connections at most (--max-connections); lowered at start to fit the open-file limit.
+  size_t max_connections = 8192;
+  // Connections that have not yet sent an authenticated request at most: a new one beyond
+  // closes the oldest, so idle or trickling connections cannot keep clients out.
+  size_t max_unauthenticated_connections = 256;
+  // An unauthenticated connection is closed when its TLS handshake and first authenticated
+  // request take longer (slowloris).
+  absl::Duration authentication_deadline = absl::Seconds(10);
+  // Requests served at once besides watches (kube-apiserver's --max-requests-inflight and
+  // --max-mutating-requests-inflight); more get 429 with Retry-After. 0: no limit.
+  int max_requests_inflight = 400;
+  int max_mutating_requests_inflight = 200;
   // Extra names/IPs for the serving certificate.
   std::vector<std::string> hosts;
 };
@@ -48,6 +60,8 @@ class ApiServer {
   std::string url() const;
   // Path of the kubeconfig written for this server.
   std::string kubeconfig_path() const;
+  // Connections of the HTTP listener (open, unauthenticated, closed by the limits).
+  serving::ConnectionServer::Stats connection_stats() const;
   // Blocks until Stop() is called from another thread (or a signal handler thread).
   void Wait();
   // Stops accepting, ends watches, closes the store. Idempotent.

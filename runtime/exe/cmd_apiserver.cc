@@ -35,6 +35,21 @@ void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values) {
       .AddDuration("compaction-interval", &values->compaction_interval,
                    "How often old revisions are compacted (at least 10ms)")
       .MinDuration(absl::Milliseconds(10));
+  flags
+      .AddInt("max-connections", &values->max_connections, 1, 1000000,
+              "Open connections at most (lowered at start to fit the open-file limit); "
+              "unauthenticated ones beyond 256 are closed oldest first")
+      .ValueName("INT");
+  flags
+      .AddInt("max-requests-inflight", &values->max_requests_inflight, 0, 1000000,
+              "Read requests served at once, not counting watches; more get 429 "
+              "TooManyRequests with Retry-After (0: no limit)")
+      .ValueName("INT");
+  flags
+      .AddInt("max-mutating-requests-inflight", &values->max_mutating_requests_inflight, 0, 1000000,
+              "Write requests served at once; more get 429 TooManyRequests with Retry-After "
+              "(0: no limit)")
+      .ValueName("INT");
   flags.AddBool("print-kubeconfig-path", &values->print_kubeconfig_path,
                 "Print the path of the kubeconfig written for kubectl on stdout once serving");
 }
@@ -63,6 +78,9 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.sync_full = values.storage_sync == "full";
   options.retained_revisions = values.compaction_retain_revisions;
   options.compaction_interval = values.compaction_interval;
+  options.max_connections = static_cast<size_t>(values.max_connections);
+  options.max_requests_inflight = static_cast<int>(values.max_requests_inflight);
+  options.max_mutating_requests_inflight = static_cast<int>(values.max_mutating_requests_inflight);
   return ServeApiServerUntilSignal(options, values.print_kubeconfig_path, out, err);
 }
 

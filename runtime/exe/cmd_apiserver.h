@@ -38,6 +38,11 @@ struct ApiServerFlags {
   absl::Duration compaction_interval = absl::Minutes(1);
   // Print the path of the kubeconfig written for kubectl on stdout once serving.
   bool print_kubeconfig_path = false;
+  // Open connections at most (lowered to fit the open-file limit).
+  int64_t max_connections = 8192;
+  // Requests served at once besides watches; more get 429 (0: no limit).
+  int64_t max_requests_inflight = 400;
+  int64_t max_mutating_requests_inflight = 200;
 };
 
 // Declares the apiserver flags in `flags`, bound to `values`.

@@ -20,6 +20,9 @@ TEST(ApiServerFlagsTest, Defaults) {
   EXPECT_EQ(values.storage_sync, "full");
   EXPECT_EQ(values.compaction_retain_revisions, 10000);
   EXPECT_FALSE(values.print_kubeconfig_path);
+  EXPECT_EQ(values.max_connections, 8192);
+  EXPECT_EQ(values.max_requests_inflight, 400);
+  EXPECT_EQ(values.max_mutating_requests_inflight, 200);
 }
 
 TEST(ApiServerFlagsTest, ParsesEveryFlag) {
@@ -29,8 +32,12 @@ TEST(ApiServerFlagsTest, ParsesEveryFlag) {
   ASSERT_TRUE(flags
                   .Parse({"--data-dir=/d", "--bind", "0.0.0.0", "--port", "0", "--insecure-http",
                           "--storage-sync", "normal", "--compaction-retain-revisions=5",
-                          "--print-kubeconfig-path"})
+                          "--print-kubeconfig-path", "--max-connections=100",
+                          "--max-requests-inflight=7", "--max-mutating-requests-inflight=0"})
                   .ok());
+  EXPECT_EQ(values.max_connections, 100);
+  EXPECT_EQ(values.max_requests_inflight, 7);
+  EXPECT_EQ(values.max_mutating_requests_inflight, 0);
   EXPECT_EQ(values.data_dir, "/d");
   EXPECT_EQ(values.bind, "0.0.0.0");
   EXPECT_EQ(values.port, 0);
@@ -50,6 +57,12 @@ TEST(ApiServerFlagsTest, RejectsBadValues) {
             "invalid value \"off\" for --storage-sync: must be one of full, normal");
   EXPECT_EQ(flags.Parse({"--compaction-retain-revisions=0"}).status().message(),
             "--compaction-retain-revisions must be between 1 and 2147483647, got 0");
+  // Issue 14: the log named a --max-connections flag that did not exist.
+  EXPECT_EQ(flags.Parse({"--max-connections=0"}).status().message(),
+            "--max-connections must be between 1 and 1000000, got 0");
+  EXPECT_EQ(flags.Parse({"--max-requests-inflight=-1"}).status().message(),
+            "--max-requests-inflight must be between 0 and 1000000, got -1");
+  EXPECT_EQ(flags.Parse({"--max-mutating-requests-inflight=x"}).status().message().empty(), false);
 }
 
 TEST(ApiServerCommandTest, UsageErrorExitsTwo) {

@@ -218,6 +218,11 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
               "Port of the embedded API server; 0 picks a free port")
       .ValueName("PORT");
   flags
+      .AddInt("apiserver-max-connections", &values.apiserver_max_connections, 1, 1000000,
+              "Open connections of the embedded API server at most (lowered at start to fit "
+              "the open-file limit; unauthenticated ones beyond 256 are closed oldest first)")
+      .ValueName("INT");
+  flags
       .AddString("kube-api-qps", &values.kube_api_qps,
                  "Client-side limit of requests per second to the API server (0: none); "
                  "overrides spec.apiClient.qps")
@@ -315,6 +320,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.data_dir = plan->data_dir;
   options.apiserver.bind = values.apiserver_bind;
   options.apiserver.port = static_cast<int>(values.apiserver_port);
+  options.apiserver.max_connections = static_cast<size_t>(values.apiserver_max_connections);
   options.watch_stale_after = plan->watch_stale_after;
   const size_t colon = plan->metrics_addr.rfind(':');
   options.metrics_bind = plan->metrics_addr.substr(0, colon);

@@ -33,6 +33,8 @@ struct RunFlags {
   // Where the embedded API server listens (when no kubeconfig is used).
   std::string apiserver_bind = "127.0.0.1";
   int64_t apiserver_port = 6443;
+  // Its connection limit (`ctrlhost apiserver --max-connections`).
+  int64_t apiserver_max_connections = 8192;
   // Print what would run and exit without starting anything.
   bool preview = false;
   // The API client's rate limit (--kube-api-qps, a number >= 0, 0: no limit; --kube-api-burst,

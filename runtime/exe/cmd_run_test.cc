@@ -152,6 +152,16 @@ TEST_F(RunCommandTest, BadMetricsAddress) {
             "invalid value \"9090\" for --metrics-addr: expected HOST:PORT");
 }
 
+TEST_F(RunCommandTest, ApiServerMaxConnectionsIsValidated) {
+  const std::string file = Touch("op.yaml");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--apiserver-max-connections=0", "--preview"}, out, err),
+            kExitUsage);
+  EXPECT_TRUE(absl::StrContains(err.str(),
+                                "--apiserver-max-connections must be between 1 and 1000000, got 0"))
+      << err.str();
+}
+
 TEST_F(RunCommandTest, CommandPrintsPreview) {
   const std::string file = Touch("op.yaml");
   {

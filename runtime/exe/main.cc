@@ -10,9 +10,13 @@
 #include "runtime/exe/cmd_test.h"
 #include "runtime/exe/cmd_version.h"
 #include "runtime/exe/command.h"
+#include "runtime/serving/connection_server.h"
 
 int main(int argc, char** argv) {
   using namespace ctrlhost::exe;  // NOLINT(build/namespaces): wiring file
+  // The soft limit of open files is often 1,024 while the hard one is far higher: servers that
+  // hold connections and watches need the hard one (the Go runtime raises it the same way).
+  ctrlhost::serving::RaiseOpenFileLimit();
   CommandGroup ctrlhost("ctrlhost",
                         "ctrlhost runs Kubernetes-style operators whose controllers are "
                         "out-of-process gRPC plugins.");

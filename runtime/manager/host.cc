@@ -79,8 +79,10 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();
-  host->provider_ = host->metrics_->AddProvider(
-      [manager](observe::Figures& figures) { manager->Collect(figures); });
+  host->provider_ = host->metrics_->AddProvider([manager, raw_host](observe::Figures& figures) {
+    manager->Collect(figures);
+    raw_host->CollectConnections(figures);
+  });
   host->observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
   host->observe_->SetDumpProvider(
       [manager]() -> absl::StatusOr<std::string> { return manager->DumpYaml(); });
@@ -125,6 +127,21 @@ std::string Host::kubeconfig_path() const {
 }
 
 std::string Host::admin_socket() const { return admin_ != nullptr ? admin_->socket_path() : ""; }
+
+void Host::CollectConnections(observe::Figures& figures) const {
+  auto add = [&figures](const char* server, const serving::ConnectionServer::Stats& stats) {
+    observe::ConnectionFigures c;
+    c.server = server;
+    c.open = static_cast<double>(stats.open);
+    c.unauthenticated = static_cast<double>(stats.unauthenticated);
+    c.refused_total = stats.refused;
+    c.evicted_total = stats.evicted;
+    c.timed_out_total = stats.timed_out;
+    figures.connections.push_back(std::move(c));
+  };
+  if (apiserver_ != nullptr) add("apiserver", apiserver_->connection_stats());
+  if (observe_ != nullptr) add("observe", observe_->connection_stats());
+}
 
 std::string Host::metrics_url() const {
   return observe_ != nullptr ? absl::StrCat(observe_->url(), "/metrics") : "";

@@ -121,6 +121,9 @@ class Host {
   // path + contents of every operator file, or the resolution error.
   std::string Fingerprint() const;
 
+  // The embedded API server's and the observe endpoints' connection figures (a provider).
+  void CollectConnections(observe::Figures& figures) const;
+
   std::unique_ptr<apiserver::ApiServer> apiserver_;
   std::string api_url_;
   std::unique_ptr<kube::RestClient> rest_;

@@ -184,6 +184,27 @@ std::vector<MetricFamily> Build(const Figures& f) {
     }
   }
 
+  MetricFamily open_connections = Family("ctrlhost_http_open_connections",
+                                         "Open connections of the listener", MetricType::Gauge);
+  MetricFamily unauthenticated =
+      Family("ctrlhost_http_unauthenticated_connections", "Open connections not yet authenticated",
+             MetricType::Gauge);
+  MetricFamily closed = Family("ctrlhost_http_connections_closed_total",
+                               "Connections the listener closed to protect itself, by reason: "
+                               "refused (limit reached), evicted (oldest unauthenticated), "
+                               "timed_out (not authenticated in time)",
+                               MetricType::Counter);
+  for (const ConnectionFigures& c : f.connections) {
+    AddGauge(open_connections, {{"server", c.server}}, c.open);
+    AddGauge(unauthenticated, {{"server", c.server}}, c.unauthenticated);
+    AddCounter(closed, {{"server", c.server}, {"reason", "refused"}},
+               static_cast<double>(c.refused_total));
+    AddCounter(closed, {{"server", c.server}, {"reason", "evicted"}},
+               static_cast<double>(c.evicted_total));
+    AddCounter(closed, {{"server", c.server}, {"reason", "timed_out"}},
+               static_cast<double>(c.timed_out_total));
+  }
+
   std::vector<MetricFamily> out;
   for (MetricFamily* family : {&reconcile_total,
                                &reconcile_errors,
@@ -208,7 +229,10 @@ std::vector<MetricFamily> Build(const Figures& f) {
                                &memory_bytes,
                                &events,
                                &relists,
-                               &last_rv}) {
+                               &last_rv,
+                               &open_connections,
+                               &unauthenticated,
+                               &closed}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
   return out;

@@ -109,12 +109,24 @@ struct WatchFigures {
   std::string resource_version;  // exported as a gauge only when it is a decimal integer
 };
 
+// One HTTP listener's connections (serving::ConnectionServer::Stats): "apiserver" (the
+// embedded API server) or "observe" (these endpoints).
+struct ConnectionFigures {
+  std::string server;
+  double open = 0;
+  double unauthenticated = 0;
+  uint64_t refused_total = 0;    // closed at once: the connection limit was reached
+  uint64_t evicted_total = 0;    // unauthenticated, closed for a newer connection
+  uint64_t timed_out_total = 0;  // not authenticated within the deadline (slowloris)
+};
+
 // What providers fill in; one scrape merges every provider's figures.
 struct Figures {
   std::vector<ControllerFigures> controllers;
   std::vector<QueueFigures> queues;
   std::vector<PluginFigures> plugins;
   std::vector<WatchFigures> watches;
+  std::vector<ConnectionFigures> connections;
 };
 
 class MetricsRegistry {

@@ -100,6 +100,14 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
     w.watch = "v1 Pod";
     w.resource_version = "opaque-rv";  // not numeric: no last_resource_version sample
     f.watches.push_back(w);
+    ConnectionFigures conn;
+    conn.server = "apiserver";
+    conn.open = 300;
+    conn.unauthenticated = 256;
+    conn.refused_total = 1;
+    conn.evicted_total = 4000;
+    conn.timed_out_total = 50;
+    f.connections.push_back(conn);
   });
   const std::string text = metrics.ScrapeText();
   const Scrape s = Parse(text);
@@ -136,6 +144,11 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       {R"(ctrlhost_watch_events_total{watch="apps/v1 Deployment"})", 40},
       {R"(ctrlhost_watch_relists_total{watch="apps/v1 Deployment"})", 1},
       {R"(ctrlhost_watch_last_resource_version{watch="apps/v1 Deployment"})", 12345},
+      {R"(ctrlhost_http_open_connections{server="apiserver"})", 300},
+      {R"(ctrlhost_http_unauthenticated_connections{server="apiserver"})", 256},
+      {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="refused"})", 1},
+      {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="evicted"})", 4000},
+      {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="timed_out"})", 50},
   };
   for (const auto& [sample, value] : expected) {
     auto it = s.samples.find(sample);

@@ -15,6 +15,8 @@
 #include "httplib.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/serving/connection_server.h"
 
 namespace ctrlhost::observe {
 
@@ -22,7 +24,7 @@ struct ObserveServer::Impl {
   // Constant after Start().
   ObserveServerOptions options;
   int port = 0;
-  httplib::Server http;
+  std::unique_ptr<serving::ConnectionServer> http;
   std::thread listener;
   std::atomic<bool> stopped{false};
 
@@ -106,7 +108,15 @@ absl::StatusOr<std::unique_ptr<ObserveServer>> ObserveServer::Start(
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Impl* raw = impl.get();
-  httplib::Server& http = impl->http;
+  // A thread per connection with bounds, not httplib's fixed pool of 8 threads: 8 idle
+  // connections delayed /healthz by the read timeout, 64 made it time out, and a kubelet
+  // liveness probe (1 s) would restart a healthy host (issue 14 item 8).
+  serving::ConnectionLimits limits;
+  limits.name = "observe";
+  limits.max_connections = 1024;
+  limits.max_unauthenticated = 128;
+  ASSIGN_OR_RETURN(impl->http, serving::ConnectionServer::Create(limits, "", ""));
+  serving::ConnectionServer& http = *impl->http;
   // httplib's default also sets SO_REUSEPORT, which lets a second process bind the same port
   // and silently share its scrapes; a port in use must be an error instead.
   http.set_socket_options([](int sock) {
@@ -138,9 +148,10 @@ absl::StatusOr<std::unique_ptr<ObserveServer>> ObserveServer::Start(
     }
     impl->port = options.port;
   }
+  RETURN_IF_ERROR(http.SetBacklog(1024));
   auto listener_done = std::make_shared<std::atomic<bool>>(false);
   impl->listener = std::thread([raw, listener_done] {
-    raw->http.listen_after_bind();
+    raw->http->listen_after_bind();
     *listener_done = true;
   });
   // httplib's stop() is a no-op until the listener is inside its accept loop: return only once
@@ -165,6 +176,10 @@ ObserveServer::~ObserveServer() { Stop(); }
 
 int ObserveServer::port() const { return impl_->port; }
 
+serving::ConnectionServer::Stats ObserveServer::connection_stats() const {
+  return impl_->http->GetStats();
+}
+
 std::string ObserveServer::url() const {
   std::string host = impl_->options.bind == "0.0.0.0" ? "127.0.0.1" : impl_->options.bind;
   if (absl::StrContains(host, ':')) host = absl::StrCat("[", host, "]");
@@ -188,7 +203,7 @@ void ObserveServer::SetDumpProvider(DumpProvider provider) {
 
 void ObserveServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  impl_->http.stop();
+  impl_->http->stop();
   if (impl_->listener.joinable()) impl_->listener.join();
 }
 

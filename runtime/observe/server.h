@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/observe/metrics.h"
+#include "runtime/serving/connection_server.h"
 
 namespace ctrlhost::observe {
 
@@ -55,7 +56,9 @@ class ObserveServer {
   ObserveServer(const ObserveServer&) = delete;
   ObserveServer& operator=(const ObserveServer&) = delete;
 
-  int port() const;         // the bound port
+  int port() const;  // the bound port
+  // Connections of this listener (open, not yet authenticated, closed by the limits).
+  serving::ConnectionServer::Stats connection_stats() const;
   std::string url() const;  // "http://127.0.0.1:PORT"
 
   // Adds or replaces the readiness check `name` (a kube-style name such as "informers-synced";

@@ -1,5 +1,10 @@
 #include "runtime/observe/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -70,6 +75,31 @@ TEST(ObserveServerTest, HealthzIsLive) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->body, "ok");
+}
+
+// Issue 14 item 8: httplib's fixed pool of 8 threads served the port, so 64 idle connections
+// held /healthz back for 8 rounds of the 5 s read timeout; a kubelet liveness probe (1 s)
+// would have restarted a healthy host. The client's 10 s is far below those 40 s.
+TEST(ObserveServerTest, RegressionHealthzAnsweredWith64IdleConnections) {
+  std::unique_ptr<ObserveServer> server = StartServer(nullptr);
+  ASSERT_NE(server, nullptr);
+  std::vector<int> idle;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result res = Get(*server, "/healthz");
+    ASSERT_TRUE(res) << "no answer, error " << static_cast<int>(res.error());
+    EXPECT_EQ(res->status, 200);
+  }
+  for (int fd : idle) close(fd);
 }
 
 TEST(ObserveServerTest, ReadinessFlipsWithItsChecks) {

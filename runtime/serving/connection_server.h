@@ -1,0 +1,152 @@
+// ConnectionServer: an httplib::Server that owns the life of every connection, so that a flood
+// of idle or trickling connections (slowloris) cannot lock real clients out.
+//
+// httplib serves each accepted socket with `process_and_close_socket`, a virtual this class
+// overrides: it does the TLS handshake itself (when a certificate is given) and runs the
+// keep-alive loop with httplib's request parser, while a connection table and a watchdog thread
+// enforce:
+// - at most `max_connections` open connections; more are closed at once (logged, rate-limited);
+// - at most `max_unauthenticated` connections that have not yet been authenticated: a new one
+//   beyond that evicts the oldest unauthenticated one, so idle connections cannot fill the
+//   table and keep out a client that would authenticate (kubectl, the host's informers);
+// - a deadline for an unauthenticated connection to complete its TLS handshake and have its
+//   request authenticated (`authentication_deadline`): a client that trickles bytes never
+//   trips a per-read timeout, but it trips this one.
+// A handler marks its connection authenticated with MarkAuthenticated() (the API server does it
+// once the bearer token is checked). A server without authentication
+// (`authentication_required = false`) counts a connection as authenticated once the headers of
+// its first request have arrived.
+//
+//   ConnectionLimits limits;
+//   limits.max_connections = 4096;
+//   ASSIGN_OR_RETURN(auto server, ConnectionServer::Create(limits, cert, key));  // TLS
+//   server->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+//     if (TokenOk(req)) ConnectionServer::MarkAuthenticated();
+//     ...
+//   });
+//   int port = server->bind_to_any_port("127.0.0.1");
+//   server->SetBacklog(4096);
+//   std::thread t([&] { server->listen_after_bind(); });
+//   ...
+//   server->stop(); server->CloseAll(); t.join();
+//
+// Thread-safe. The static functions act on the connection served by the calling thread (a
+// handler, a content provider) and do nothing on any other thread.
+#ifndef CTRLHOST_RUNTIME_SERVING_CONNECTION_SERVER_H_
+#define CTRLHOST_RUNTIME_SERVING_CONNECTION_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "httplib.h"
+#include "runtime/common/log_limiter.h"
+#include "runtime/common/mutex.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace ctrlhost::serving {
+
+struct ConnectionLimits {
+  // Open connections at most; 0: no limit.
+  size_t max_connections = 8192;
+  // Connections not (yet) authenticated at most; a new one beyond evicts the oldest.
+  size_t max_unauthenticated = 256;
+  // Longest an unauthenticated connection lives (TLS handshake, request headers, the
+  // authentication of a request). Long enough for a slow client on a slow network.
+  absl::Duration authentication_deadline = absl::Seconds(10);
+  // False: a connection is authenticated once its first request's headers are read.
+  bool authentication_required = false;
+  // Names the server in log lines ("apiserver", "observe").
+  std::string name = "http";
+};
+
+class ConnectionServer : public httplib::Server {
+ public:
+  // Plain HTTP when `cert_path` is empty; otherwise TLS (1.2+) with that certificate chain and
+  // key (PEM files). InvalidArgument when they cannot be loaded.
+  static absl::StatusOr<std::unique_ptr<ConnectionServer>> Create(ConnectionLimits limits,
+                                                                  const std::string& cert_path,
+                                                                  const std::string& key_path);
+  ~ConnectionServer() override;
+  ConnectionServer(const ConnectionServer&) = delete;
+  ConnectionServer& operator=(const ConnectionServer&) = delete;
+
+  // After bind_to_port/bind_to_any_port: the listen backlog (httplib binds with 5, which drops
+  // SYNs as soon as a handful of clients connect at once). Linux takes a new backlog from a
+  // second listen() on the bound socket.
+  absl::Status SetBacklog(int backlog);
+
+  // After stop(): shuts every open connection down (their threads then end) and stops the
+  // watchdog. No connection is served afterwards.
+  void CloseAll();
+
+  // The connection served by the calling thread is authenticated: it leaves the
+  // unauthenticated pool and its deadline.
+  static void MarkAuthenticated();
+  // The peer of the calling thread's connection has closed or reset it (a client that went
+  // away during a long-running response such as a watch). Never blocks.
+  static bool PeerClosed();
+  // Keeps `resource` until the response of the current request is written (or the connection
+  // ends), e.g. an in-flight request slot.
+  static void HoldUntilResponseWritten(std::shared_ptr<void> resource);
+
+  struct Stats {
+    size_t open = 0;
+    size_t unauthenticated = 0;
+    uint64_t refused = 0;    // closed at once: max_connections reached
+    uint64_t evicted = 0;    // unauthenticated, closed for a newer one
+    uint64_t timed_out = 0;  // unauthenticated past the deadline
+  };
+  Stats GetStats() const;
+
+  // Also the effective limits (max_connections lowered to fit the file-descriptor limit).
+  const ConnectionLimits& limits() const { return limits_; }
+
+ private:
+  struct Connection;
+  class ThreadPerConnection;
+
+  ConnectionServer(ConnectionLimits limits, SSL_CTX* ctx);
+
+  bool process_and_close_socket(socket_t sock) override;
+  void Serve(Connection& c);
+  // False when the connection must be closed at once (limit reached, server stopping).
+  bool Register(Connection* c);
+  void Unregister(Connection* c);
+  void Authenticated(Connection* c);
+  // Shuts the connection's socket down (its thread sees EOF and ends).
+  void ShutDownLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Watchdog();
+
+  // Constant after construction.
+  ConnectionLimits limits_;
+  SSL_CTX* const ssl_ctx_;  // owned; null for plain HTTP
+  common::LogLimiter refused_log_;
+  common::LogLimiter evicted_log_;
+
+  mutable common::Mutex mu_;
+  common::CondVar cv_;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<Connection*> open_ ABSL_GUARDED_BY(mu_);
+  // Oldest first; the deadlines are in the same order.
+  std::list<Connection*> unauthenticated_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread watchdog_;
+};
+
+// Raises this process's soft limit of open files to the hard limit (as the Go runtime does at
+// start): a server holding thousands of connections needs them. Returns the new soft limit.
+uint64_t RaiseOpenFileLimit();
+
+}  // namespace ctrlhost::serving
+
+#endif  // CTRLHOST_RUNTIME_SERVING_CONNECTION_SERVER_H_

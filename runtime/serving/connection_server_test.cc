@@ -1,0 +1,212 @@
+// ConnectionServer over plain HTTP on 127.0.0.1 port 0, with raw client sockets: eviction of
+// the oldest unauthenticated connection, the authentication deadline, refusal when every
+// connection is authenticated, peer-closed detection and per-request resources. TLS and the
+// API server's use of it are tested end to end in e2e/apiserver/connections_e2e_test.py.
+#include "runtime/serving/connection_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ctrlhost::serving {
+namespace {
+
+class Running {
+ public:
+  explicit Running(ConnectionLimits limits) {
+    auto server = ConnectionServer::Create(std::move(limits), "", "");
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    server_->set_keep_alive_timeout(30);
+    server_->set_read_timeout(30);
+    server_->Get("/auth", [](const httplib::Request&, httplib::Response& res) {
+      ConnectionServer::MarkAuthenticated();
+      res.set_content("ok", "text/plain");
+    });
+    port_ = server_->bind_to_any_port("127.0.0.1");
+    EXPECT_GT(port_, 0);
+    EXPECT_TRUE(server_->SetBacklog(128).ok());
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~Running() {
+    server_->stop();
+    thread_.join();
+  }
+  ConnectionServer& server() { return *server_; }
+  int port() const { return port_; }
+
+ private:
+  std::unique_ptr<ConnectionServer> server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// True when the server closed `fd` within 20 s (a bound, not a measured time).
+bool ClosedByServer(int fd) {
+  char buf[4096];
+  for (int i = 0; i < 200; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) return true;
+    }
+  }
+  return false;
+}
+
+// Sends a keep-alive GET and reads its response headers (and the 2-byte body).
+std::string Request(int fd, const std::string& path) {
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string out;
+  char buf[4096];
+  while (out.find("\r\n\r\nok") == std::string::npos &&
+         out.find("\r\n\r\n2\r\nok") == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20000) <= 0) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+template <typename F>
+bool Eventually(F f) {
+  for (int i = 0; i < 400; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return f();
+}
+
+TEST(ConnectionServerTest, ANewConnectionEvictsTheOldestUnauthenticatedOne) {
+  ConnectionLimits limits;
+  limits.max_unauthenticated = 4;
+  limits.authentication_deadline = absl::Hours(1);  // only eviction closes connections here
+  limits.authentication_required = true;
+  Running running(limits);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(running.port()));
+  ASSERT_TRUE(Eventually([&] { return running.server().GetStats().unauthenticated == 4; }));
+  const int fifth = Connect(running.port());
+  EXPECT_TRUE(ClosedByServer(idle[0]));
+  EXPECT_EQ(running.server().GetStats().evicted, 1u);
+  // The newest one is served, and once authenticated it leaves the pool for good.
+  EXPECT_NE(Request(fifth, "/auth").find("200 OK"), std::string::npos);
+  ASSERT_TRUE(Eventually([&] { return running.server().GetStats().unauthenticated == 3; }))
+      << running.server().GetStats().unauthenticated << " open "
+      << running.server().GetStats().open;
+  for (int i = 0; i < 4; ++i) close(Connect(running.port()));
+  EXPECT_NE(Request(fifth, "/auth").find("200 OK"), std::string::npos);
+  for (int fd : idle) close(fd);
+  close(fifth);
+}
+
+TEST(ConnectionServerTest, TricklingConnectionIsClosedAtTheDeadline) {
+  ConnectionLimits limits;
+  limits.authentication_deadline = absl::Milliseconds(300);
+  limits.authentication_required = true;
+  Running running(limits);
+  const int fd = Connect(running.port());
+  // One byte of a request line at a time: each read completes, no read timeout fires.
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const char* line = "GET /auth HTTP/1.1\r\n";
+    for (int i = 0; line[i] != '\0' && !stop; ++i) {
+      if (send(fd, line + i, 1, MSG_NOSIGNAL) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  EXPECT_TRUE(ClosedByServer(fd));
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(running.server().GetStats().timed_out, 1u);
+  close(fd);
+}
+
+TEST(ConnectionServerTest, FullOfAuthenticatedConnectionsRefusesANewOne) {
+  ConnectionLimits limits;
+  limits.max_connections = 2;
+  limits.authentication_deadline = absl::Hours(1);
+  limits.authentication_required = true;
+  Running running(limits);
+  const int a = Connect(running.port());
+  const int b = Connect(running.port());
+  ASSERT_NE(Request(a, "/auth").find("200 OK"), std::string::npos);
+  ASSERT_NE(Request(b, "/auth").find("200 OK"), std::string::npos);
+  const int c = Connect(running.port());
+  EXPECT_TRUE(ClosedByServer(c));
+  EXPECT_EQ(running.server().GetStats().refused, 1u);
+  // The authenticated ones were not touched.
+  EXPECT_NE(Request(a, "/auth").find("200 OK"), std::string::npos);
+  close(a);
+  close(b);
+  close(c);
+}
+
+TEST(ConnectionServerTest, WithoutAuthenticationTheFirstRequestAuthenticates) {
+  ConnectionLimits limits;
+  limits.authentication_deadline = absl::Milliseconds(300);
+  Running running(limits);
+  running.server().Get("/plain", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  const int fd = Connect(running.port());
+  ASSERT_NE(Request(fd, "/plain").find("200 OK"), std::string::npos);
+  // Well past the deadline, the connection is still served.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_NE(Request(fd, "/plain").find("200 OK"), std::string::npos);
+  EXPECT_EQ(running.server().GetStats().timed_out, 0u);
+  close(fd);
+}
+
+TEST(ConnectionServerTest, StreamingHandlerSeesThePeerClose) {
+  Running running(ConnectionLimits{});
+  std::atomic<bool> saw_close{false};
+  std::atomic<bool> released{false};
+  running.server().Get("/stream", [&](const httplib::Request&, httplib::Response& res) {
+    ConnectionServer::HoldUntilResponseWritten(
+        std::shared_ptr<void>(nullptr, [&](void*) { released = true; }));
+    res.set_chunked_content_provider("text/plain", [&](size_t, httplib::DataSink& sink) {
+      if (ConnectionServer::PeerClosed()) {
+        saw_close = true;
+        return false;
+      }
+      static const char kOk[] = "ok";
+      sink.write(kOk, 2);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return true;
+    });
+  });
+  const int fd = Connect(running.port());
+  EXPECT_NE(Request(fd, "/stream").find("200 OK"), std::string::npos);
+  EXPECT_FALSE(ConnectionServer::PeerClosed());  // not a connection thread: always false
+  close(fd);
+  EXPECT_TRUE(Eventually([&] { return saw_close.load(); }));
+  EXPECT_TRUE(Eventually([&] { return released.load(); }));
+}
+
+}  // namespace
+}  // namespace ctrlhost::serving
