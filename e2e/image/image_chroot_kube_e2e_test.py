@@ -1,8 +1,10 @@
-"""The ctrlhost-webapp image, run the way a kubelet runs deploy/base's Deployment, against real
-Kubernetes 1.20 (e2e/kube fixture). `podman run` does not work on these machines, so the test
-does what the container runtime would:
+"""The images, run the way a kubelet runs the Deployments of deploy/base (the ctrlhost-webapp
+bundle) and deploy/overlays/sidecar (the ctrlhost image + the plugin-webapp sidecar over a Unix
+socket in a shared emptyDir), against real Kubernetes 1.20 (e2e/kube fixture). `podman run`
+does not work on these machines, so the test does what the container runtime would:
 
-- imports the oci-archive tools/image exported (buildah from oci-archive:..., buildah mount);
+- imports each container's image from the oci-archive tools/image exported (buildah from
+  oci-archive:DIR/NAME.oci.tar, buildah mount);
 - in a private mount namespace, bind-mounts the Deployment's volumes where its volumeMounts say
   (the operator ConfigMap, the emptyDirs, the projected service-account token, CA and namespace
   in the kubelet's ..data symlink layout), makes the image's root read-only, and runs the
@@ -12,12 +14,12 @@ does what the container runtime would:
 - binds the RBAC in deploy/base (what `ctrlhost rbac` printed) to the ServiceAccount;
 - runs the WebApp scenario (children with owner references, status, deletion) with no 403
   answer for the host's account;
-- rotates the token as the kubelet does (a new ..data directory swapped in atomically), revokes
-  the old one (its bound Secret is deleted: the server answers 401 to it) and runs the scenario
-  again: the host re-read the token file.
+- bundle: rotates the token as the kubelet does (a new ..data directory swapped in
+  atomically), revokes the old one (its bound Secret is deleted: the server answers 401 to it)
+  and runs the scenario again: the host re-read the token file.
 
-Needs root, buildah and the archive: CTRLHOST_IMAGE_ARCHIVE=.../ctrlhost-webapp.oci.tar
-(tools/test builds it with tools/image and passes it).
+Needs root, buildah and the archives: CTRLHOST_IMAGE_DIR=DIR holding NAME.oci.tar
+(`tools/image --out DIR`; tools/test builds them and passes it).
 """
 
 import json
@@ -97,29 +99,37 @@ class ServiceAccountVolume:
         os.rename(os.path.join(self.dir, "..data_tmp"), os.path.join(self.dir, "..data"))
 
 
-def render_base():
-    kustomization = os.path.realpath(host_fixture.runfile("deploy/base/kustomization.yaml"))
+def render(kustomization_dir):
+    kustomization = os.path.realpath(
+        host_fixture.runfile(kustomization_dir + "/kustomization.yaml"))
     result = subprocess.run(["kubectl", "kustomize", os.path.dirname(kustomization)],
                             capture_output=True, text=True, timeout=60, check=True)
     return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
-class ImageChrootTest(unittest.TestCase):
+class PodTest(unittest.TestCase):
+    """Runs the Deployment's pod of KUSTOMIZATION chrooted; subclasses hold the tests."""
+
+    KUSTOMIZATION = None
+    TOKEN_PREFIX = None
 
     @classmethod
     def setUpClass(cls):
-        archive = os.environ.get("CTRLHOST_IMAGE_ARCHIVE", "")
-        if not os.path.isfile(archive):
-            raise AssertionError("CTRLHOST_IMAGE_ARCHIVE=%r is not a file: build it with "
-                                 "`tools/image ctrlhost-webapp` and pass "
-                                 "--test_env=CTRLHOST_IMAGE_ARCHIVE=PATH" % archive)
+        cls.image_dir = os.environ.get("CTRLHOST_IMAGE_DIR", "")
+        if not os.path.isdir(cls.image_dir):
+            raise AssertionError("CTRLHOST_IMAGE_DIR=%r is not a directory: build the images "
+                                 "with `tools/image --out DIR` and pass "
+                                 "--test_env=CTRLHOST_IMAGE_DIR=DIR" % cls.image_dir)
         if os.geteuid() != 0:
             raise AssertionError("needs root (chroot, mount namespaces)")
+        cls.processes = {}
+        cls.host_dirs = []  # outside TEST_TMPDIR: removed by tearDownClass
+        cls.buildah = Buildah()
         cls.cluster = host_fixture.cluster()
         cls.cluster.kubectl("apply", "-f", host_fixture.runfile("plugins/webapp/deploy/crd.yaml"),
                             check=True)
         cls.cluster.ensure_namespace(APPS)
-        documents = render_base()
+        documents = render(cls.KUSTOMIZATION)
         cls.deployment = next(d for d in documents if d["kind"] == "Deployment")
         cls.configmap = next(d for d in documents if d["kind"] == "ConfigMap")
         # Namespace, ServiceAccount and RBAC for real; the workload is what we run here.
@@ -129,27 +139,31 @@ class ImageChrootTest(unittest.TestCase):
         cls.cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump_all(setup), check=True)
         with open(os.path.join(cls.cluster.pki, "ca.crt")) as f:
             cls.sa = ServiceAccountVolume(f.read(), NAMESPACE)
-        cls.token = cls.mint_token("token-1")
+        cls.token = cls.mint_token(cls.TOKEN_PREFIX + "-1")
         cls.sa.write(cls.token)
-        cls.buildah = Buildah()
-        cls.container = cls.buildah("from", "--quiet", "oci-archive:" + archive)
-        cls.rootfs = cls.buildah("mount", cls.container)
-        cls.process = None
-        cls.start()
+        cls.log_path = os.path.join(tmpdir("pod-log-"), "pod.log")
+        cls.log = open(cls.log_path, "w+")
+        cls.metrics_port = kube_fixture.free_port()
+        cls.start_pod()
+        cls.wait(lambda: cls.readyz()[0] == 200, "/readyz 200")
 
     @classmethod
     def tearDownClass(cls):
         try:
-            if cls.process is not None and cls.process.poll() is None:
-                cls.process.send_signal(signal.SIGTERM)
+            for process in cls.processes.values():
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in cls.processes.values():
                 try:
-                    cls.process.wait(timeout=30)
+                    process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
-                    cls.process.kill()
-                    cls.process.wait(timeout=30)
+                    process.kill()
+                    process.wait(timeout=30)
         finally:
             cls.log.close()
             cls.buildah.cleanup()
+            for path in cls.host_dirs:
+                shutil.rmtree(path, ignore_errors=True)
 
     @classmethod
     def mint_token(cls, secret_name):
@@ -168,13 +182,10 @@ class ImageChrootTest(unittest.TestCase):
         return body["status"]["token"]
 
     @classmethod
-    def start(cls):
-        pod = cls.deployment["spec"]["template"]["spec"]
-        container = next(c for c in pod["containers"] if c["name"] == "ctrlhost")
-        volumes = {v["name"]: v for v in pod["volumes"]}
-        mounts = []  # (source directory, mount path, read-only)
-        for mount in container["volumeMounts"]:
-            volume = volumes[mount["name"]]
+    def volume_sources(cls, pod):
+        """A host directory per volume of the pod, filled as the kubelet would."""
+        sources = {}
+        for volume in pod["volumes"]:
             if "configMap" in volume:
                 source = tmpdir("configmap-")
                 os.chmod(source, 0o755)  # as the kubelet makes it: readable by the pod's user
@@ -183,21 +194,43 @@ class ImageChrootTest(unittest.TestCase):
                         f.write(text)
                     os.chmod(os.path.join(source, key), 0o644)
             elif "emptyDir" in volume:
-                source = tmpdir("emptydir-")
+                # Short host paths: a plugin socket in it must fit 107 bytes on the host too.
+                source = tempfile.mkdtemp(prefix="emptydir-", dir="/tmp")
+                cls.host_dirs.append(source)
                 os.chown(source, 0, pod["securityContext"]["fsGroup"])
                 os.chmod(source, 0o2775)
             elif "projected" in volume:
-                assert mount["mountPath"] == SA_DIR, mount
                 source = cls.sa.dir
             else:
                 raise AssertionError("volume kind not handled: %s" % volume)
-            mounts.append((source, mount["mountPath"], mount.get("readOnly", False)))
-        cls.metrics_port = kube_fixture.free_port()
+            sources[volume["name"]] = source
+        return sources
+
+    @classmethod
+    def start_pod(cls):
+        pod = cls.deployment["spec"]["template"]["spec"]
+        sources = cls.volume_sources(pod)
+        for container in pod["containers"]:
+            cls.start_container(pod, container, sources)
+
+    @classmethod
+    def start_container(cls, pod, container, sources):
+        image = container["image"].split("/")[-1].split(":")[0]
+        archive = os.path.join(cls.image_dir, image + ".oci.tar")
+        rootfs = cls.buildah("mount", cls.buildah("from", "--quiet", "oci-archive:" + archive))
+        mounts = []  # (source directory, mount path, read-only)
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] == "kube-api-access":
+                assert mount["mountPath"] == SA_DIR, mount
+            mounts.append((sources[mount["name"]], mount["mountPath"],
+                           mount.get("readOnly", False)))
         args = [a if not a.startswith("--metrics-addr=") else
-                "--metrics-addr=127.0.0.1:%d" % cls.metrics_port for a in container["args"]]
+                "--metrics-addr=127.0.0.1:%d" % cls.metrics_port
+                for a in container.get("args", [])]
         user = "%d:%d" % (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])
-        assert container["securityContext"]["readOnlyRootFilesystem"]
-        root = cls.rootfs
+        assert container["securityContext"]["readOnlyRootFilesystem"], container["name"]
+        env = ["KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=%d" % cls.cluster.port]
+        env += ["%s=%s" % (e["name"], e["value"]) for e in container.get("env", [])]
         script = ["set -e", 'mount --bind "$R" "$R"']
         for source, path, read_only in mounts:
             script.append('mkdir -p "$R%s" && mount --bind "%s" "$R%s"' % (path, source, path))
@@ -205,22 +238,20 @@ class ImageChrootTest(unittest.TestCase):
                 script.append('mount -o remount,bind,ro "$R%s"' % path)
         script += ['mount -t proc proc "$R/proc"', 'mount --rbind /dev "$R/dev"',
                    'mount -o remount,bind,ro "$R"',
-                   'exec env -i KUBERNETES_SERVICE_HOST=127.0.0.1 KUBERNETES_SERVICE_PORT=%d '
-                   '/usr/sbin/chroot --userspec=%s "$R" "$@"' % (cls.cluster.port, user)]
-        cls.log_path = os.path.join(tmpdir("host-log-"), "host.log")
-        cls.log = open(cls.log_path, "w+")
-        cls.process = subprocess.Popen(
+                   'exec env -i %s /usr/sbin/chroot --userspec=%s "$R" "$@"' % (
+                       " ".join(env), user)]
+        cls.processes[container["name"]] = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script),
              "sh", *container["command"], *args],
-            env={"R": root, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            env={"R": rootfs, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
             stdout=cls.log, stderr=subprocess.STDOUT)
-        cls.wait(lambda: cls.readyz()[0] == 200, "/readyz 200")
 
     @classmethod
     def readyz(cls):
-        if cls.process.poll() is not None:
-            raise AssertionError("the host exited %s:\n%s" % (cls.process.returncode,
-                                                             cls.host_log()[-4000:]))
+        for name, process in cls.processes.items():
+            if process.poll() is not None:
+                raise AssertionError("container %s exited %s:\n%s" % (
+                    name, process.returncode, cls.pod_log()[-4000:]))
         try:
             with urllib.request.urlopen("http://127.0.0.1:%d/readyz?verbose" % cls.metrics_port,
                                         timeout=5) as response:
@@ -231,7 +262,7 @@ class ImageChrootTest(unittest.TestCase):
             return 0, str(e)
 
     @classmethod
-    def host_log(cls):
+    def pod_log(cls):
         with open(cls.log_path) as f:
             return f.read()
 
@@ -243,8 +274,8 @@ class ImageChrootTest(unittest.TestCase):
             if value:
                 return value
             time.sleep(0.5)
-        raise AssertionError("timed out waiting for %s; host log:\n%s" % (
-            what, cls.host_log()[-4000:]))
+        raise AssertionError("timed out waiting for %s; pod log:\n%s" % (
+            what, cls.pod_log()[-4000:]))
 
     def get(self, *args):
         result = self.cluster.kubectl("get", "-o", "json", "-n", APPS, *args)
@@ -266,30 +297,51 @@ spec: {image: nginx:1.25, replicas: 2, config: {A: b}}
         self.cluster.kubectl("delete", "webapp", name, "-n", APPS, "--wait=true",
                              "--timeout=60s", check=True, timeout=90)
 
-    def test_1_runs_as_nonroot_with_read_only_root_in_cluster(self):
-        with open("/proc/%d/status" % self.process.pid) as f:
-            ids = {line.split(":")[0]: line.split()[1:] for line in f if ":" in line}
-        self.assertEqual(ids["Uid"][0], "65532")
-        self.assertEqual(ids["Gid"][0], "65532")
-        self.assertIn("in-cluster", self.host_log())
-        self.webapp_scenario("store")
+    def check_nonroot_in_cluster_without_403(self, name):
+        for container, process in self.processes.items():
+            with open("/proc/%d/status" % process.pid) as f:
+                ids = {line.split(":")[0]: line.split()[1:] for line in f if ":" in line}
+            self.assertEqual((ids["Uid"][0], ids["Gid"][0]), ("65532", "65532"), container)
+        self.assertIn("in-cluster", self.pod_log())
+        self.webapp_scenario(name)
         forbidden = [e for e in self.cluster.audit_events(USER)
                      if e.get("responseStatus", {}).get("code") == 403]
         self.assertEqual(forbidden, [])
-        print("in-image host: %d requests by %s, 0 answered 403" % (
-            len(self.cluster.audit_events(USER)), USER))
+        print("%s: %d requests by %s so far, 0 answered 403" % (
+            self.KUSTOMIZATION, len(self.cluster.audit_events(USER)), USER))
+
+
+class BundleTest(PodTest):
+    """deploy/base: the host with the WebApp plugin exec'd inside its container."""
+
+    KUSTOMIZATION = "deploy/base"
+    TOKEN_PREFIX = "bundle-token"
+
+    def test_1_runs_as_nonroot_with_read_only_root_in_cluster(self):
+        self.check_nonroot_in_cluster_without_403("store")
 
     def test_2_rotated_token_is_reread_and_the_old_one_revoked(self):
-        new_token = self.mint_token("token-2")
+        new_token = self.mint_token(self.TOKEN_PREFIX + "-2")
         self.sa.write(new_token)
-        status, _ = self.cluster.request("DELETE", "/api/v1/namespaces/%s/secrets/token-1" %
-                                         NAMESPACE)
+        status, _ = self.cluster.request("DELETE", "/api/v1/namespaces/%s/secrets/%s-1" %
+                                         (NAMESPACE, self.TOKEN_PREFIX))
         self.assertEqual(status, 200)
         self.wait(lambda: self.cluster.request("GET", "/api", token=self.token)[0] == 401,
                   "the old token revoked")
         self.assertEqual(self.cluster.request("GET", "/api", token=new_token)[0], 200)
         self.webapp_scenario("after-rotation")
         self.assertEqual(self.readyz()[0], 200)
+
+
+class SidecarTest(PodTest):
+    """deploy/overlays/sidecar: the host image and the plugin image in two containers."""
+
+    KUSTOMIZATION = "deploy/overlays/sidecar"
+    TOKEN_PREFIX = "sidecar-token"
+
+    def test_plugin_in_a_sidecar_over_a_shared_socket(self):
+        self.assertEqual(sorted(self.processes), ["ctrlhost", "webapp"])
+        self.check_nonroot_in_cluster_without_403("sidecar-store")
 
 
 if __name__ == "__main__":
