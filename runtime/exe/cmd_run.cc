@@ -87,7 +87,8 @@ absl::Status ResolveOperatorFiles(const std::string& file, RunPlan* plan) {
 }
 
 absl::Status ResolveKubeconfig(const RunFlags& flags,
-                               const std::optional<std::string>& kubeconfig_env, RunPlan* plan) {
+                               const std::optional<std::string>& kubeconfig_env,
+                               const std::optional<std::string>& service_host_env, RunPlan* plan) {
   if (!flags.kubeconfig.empty()) {
     std::error_code error;
     if (!fs::is_regular_file(flags.kubeconfig, error)) {
@@ -100,7 +101,13 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
     plan->kubeconfig_source = "--kubeconfig";
     return absl::OkStatus();
   }
-  if (!kubeconfig_env.has_value() || kubeconfig_env->empty()) return absl::OkStatus();
+  if (!kubeconfig_env.has_value() || kubeconfig_env->empty()) {
+    if (service_host_env.has_value() && !service_host_env->empty()) {
+      plan->in_cluster = true;
+      plan->kubeconfig_source = "in-cluster";
+    }
+    return absl::OkStatus();
+  }
   // kubectl semantics: a colon-separated list; files that do not exist are skipped.
   for (absl::string_view part : absl::StrSplit(*kubeconfig_env, ':', absl::SkipEmpty())) {
     std::string path(part);
@@ -121,11 +128,13 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
 }  // namespace
 
 absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
-                                const std::optional<std::string>& kubeconfig_env) {
+                                const std::optional<std::string>& kubeconfig_env,
+                                const std::optional<std::string>& service_host_env) {
   RunPlan plan;
   if (flags.data_dir.empty()) return absl::InvalidArgumentError("--data-dir must not be empty");
   if (absl::Status s = ResolveOperatorFiles(flags.file, &plan); !s.ok()) return s;
-  if (absl::Status s = ResolveKubeconfig(flags, kubeconfig_env, &plan); !s.ok()) return s;
+  if (absl::Status s = ResolveKubeconfig(flags, kubeconfig_env, service_host_env, &plan); !s.ok())
+    return s;
   if (absl::Status s = ValidateHostPort("--metrics-addr", flags.metrics_addr, true); !s.ok()) {
     return s;
   }
@@ -170,6 +179,10 @@ config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
 }
 
 std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url) {
+  if (plan.in_cluster) {
+    return absl::StrCat("cluster: ", api_url,
+                        " in-cluster (the Pod's service account, $KUBERNETES_SERVICE_HOST)");
+  }
   if (plan.kubeconfigs.empty()) return "";
   const std::string files = absl::StrJoin(plan.kubeconfigs, ":");
   if (plan.kubeconfig_source == "$KUBECONFIG") {
@@ -245,7 +258,11 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
 
   std::optional<std::string> kubeconfig_env;
   if (const char* env = std::getenv("KUBECONFIG"); env != nullptr) kubeconfig_env = env;
-  absl::StatusOr<RunPlan> plan = PlanRun(values, kubeconfig_env);
+  std::optional<std::string> service_host_env;
+  if (const char* env = std::getenv("KUBERNETES_SERVICE_HOST"); env != nullptr) {
+    service_host_env = env;
+  }
+  absl::StatusOr<RunPlan> plan = PlanRun(values, kubeconfig_env, service_host_env);
   if (!plan.ok()) return UsageError(flags.command(), plan.status().message(), err);
   if (values.apiserver_bind.empty()) {
     return UsageError(flags.command(), "--apiserver-bind must not be empty", err);
@@ -270,7 +287,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     }
     if (!problems.empty()) return Failure(absl::StrJoin(problems, "\n"), err);
     out << "ctrlhost run: preview (nothing is started)\n";
-    if (plan->kubeconfigs.empty()) {
+    if (plan->in_cluster) {
+      out << "API server: in-cluster (the Pod's service account, $KUBERNETES_SERVICE_HOST)\n";
+    } else if (plan->kubeconfigs.empty()) {
       out << "API server: embedded, data in " << plan->data_dir << "\n";
     } else {
       out << "API server: the cluster of kubeconfig " << absl::StrJoin(plan->kubeconfigs, ":")
@@ -317,6 +336,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.operator_path = values.file;  // watched: edits are applied live
   options.admin_socket = plan->admin_socket;
   options.kubeconfigs = plan->kubeconfigs;
+  options.in_cluster = plan->in_cluster;
   options.data_dir = plan->data_dir;
   options.apiserver.bind = values.apiserver_bind;
   options.apiserver.port = static_cast<int>(values.apiserver_port);

@@ -50,10 +50,14 @@ struct RunPlan {
   // The operator files to load, sorted; one entry when --file names a file.
   std::vector<std::string> operator_files;
   bool from_directory = false;
-  // Empty: the embedded API server. Otherwise the kubeconfig path(s) to use, and where they
-  // came from ("--kubeconfig" or "$KUBECONFIG").
+  // Empty: the embedded API server, or the cluster the host runs in when `in_cluster`.
+  // Otherwise the kubeconfig path(s) to use, and where they came from ("--kubeconfig" or
+  // "$KUBECONFIG").
   std::vector<std::string> kubeconfigs;
   std::string kubeconfig_source;
+  // No kubeconfig and $KUBERNETES_SERVICE_HOST set (a Pod): in-cluster configuration, as
+  // client-go's and kubectl's order has it.
+  bool in_cluster = false;
   std::string data_dir;
   std::string admin_socket;
   std::string metrics_addr;
@@ -75,10 +79,12 @@ config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
 // "" for the embedded API server.
 std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url);
 
-// Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, if set. Every error is
-// InvalidArgument with a message naming the flag and the path.
+// Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, `service_host_env` that of
+// $KUBERNETES_SERVICE_HOST, if set. Every error is InvalidArgument with a message naming the
+// flag and the path.
 absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
-                                const std::optional<std::string>& kubeconfig_env);
+                                const std::optional<std::string>& kubeconfig_env,
+                                const std::optional<std::string>& service_host_env = std::nullopt);
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -100,6 +100,28 @@ TEST_F(RunCommandTest, KubeconfigEnvironmentListSkipsMissingFiles) {
   EXPECT_EQ(plan->kubeconfig_source, "$KUBECONFIG");
 }
 
+// In a Pod (KUBERNETES_SERVICE_HOST set) with no kubeconfig the host works against that cluster
+// with the Pod's service account, not the embedded server; a kubeconfig still wins.
+TEST_F(RunCommandTest, InClusterWhenServiceHostIsSetAndNoKubeconfig) {
+  absl::StatusOr<RunPlan> plan =
+      PlanRun(Flags(Touch("op.yaml")), std::nullopt, std::string("10.0.0.1"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->in_cluster);
+  EXPECT_TRUE(plan->kubeconfigs.empty());
+  EXPECT_EQ(ClusterOriginLine(*plan, "https://10.0.0.1:443"),
+            "cluster: https://10.0.0.1:443 in-cluster (the Pod's service account, "
+            "$KUBERNETES_SERVICE_HOST)");
+  const std::string config = Touch("config");
+  plan = PlanRun(Flags(Touch("op.yaml")), config, std::string("10.0.0.1"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->in_cluster);
+  EXPECT_EQ(plan->kubeconfig_source, "$KUBECONFIG");
+  // Empty means unset: the embedded server.
+  plan = PlanRun(Flags(Touch("op.yaml")), std::nullopt, std::string());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->in_cluster);
+}
+
 TEST_F(RunCommandTest, KubeconfigEnvironmentWithNoExistingFile) {
   EXPECT_EQ(PlanRun(Flags(Touch("op.yaml")), std::string("/a:/b")).status().message(),
             "$KUBECONFIG is \"/a:/b\" but none of its files exist; unset it to use the embedded "

@@ -46,7 +46,7 @@ class HelpAndVersionTest(unittest.TestCase):
 
     def test_every_command_has_help(self):
         for command in (["run"], ["apiserver"], ["plugin"], ["plugin", "list"],
-                        ["plugin", "swap"], ["dump"], ["version"]):
+                        ["plugin", "swap"], ["dump"], ["rbac"], ["version"]):
             result = ctrlhost(*command, "--help")
             self.assertEqual(result.returncode, 0, (command, result.stderr))
             self.assertIn("Usage: ctrlhost " + " ".join(command), result.stdout)
@@ -203,6 +203,55 @@ def read_lines_until(process, prefix):
             if line.startswith(prefix.encode()):
                 return lines
     return lines
+
+
+class RbacTest(unittest.TestCase):
+
+    def operator(self, directory, command, namespaces=None):
+        path = os.path.join(directory, "op.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: rep}\n"
+                    "spec:\n  plugins:\n  - name: replicator\n    exec: {command: %s}\n"
+                    % command)
+            if namespaces:
+                f.write("  controllers:\n  - name: configmap-replicator\n"
+                        "    namespaces: [%s]\n" % ", ".join(namespaces))
+        return path
+
+    def test_rules_from_the_plugins_declarations(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            result = ctrlhost("rbac", "-f", self.operator(directory, REPLICATOR),
+                              "--service-account", "host", "-n", "ops")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("kind: ClusterRole\n", result.stdout)
+            self.assertIn("kind: ClusterRoleBinding\n", result.stdout)
+            self.assertIn("name: host\n    namespace: ops", result.stdout)
+            self.assertIn("- configmaps", result.stdout)
+            self.assertIn("- delete", result.stdout)  # the replicator prunes (deleteAbsent)
+            self.assertNotIn("- update", result.stdout)
+            # The replicator's primary (Namespace) is cluster-scoped: its events go to "default".
+            self.assertIn("kind: Role\n", result.stdout)
+            self.assertIn("namespace: default\n", result.stdout)
+            # A namespaces override does not narrow a cluster-scoped primary (the host ignores
+            # it there, and so does the role).
+            narrowed = ctrlhost("rbac", "-f", self.operator(directory, REPLICATOR, ["a"]),
+                                "--service-account", "host", "-n", "ops")
+            self.assertEqual(narrowed.returncode, 0, narrowed.stderr)
+            self.assertEqual(narrowed.stdout, result.stdout)
+
+    def test_a_plugin_that_does_not_start_is_named(self):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+            result = ctrlhost("rbac", "-f", self.operator(directory, "/nonexistent/plugin"),
+                              "--timeout", "5s")
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn("error: operator rep: plugin replicator", result.stderr)
+            self.assertEqual(result.stdout, "")
+
+    def test_usage_errors(self):
+        self.assertEqual(ctrlhost("rbac").returncode, 2)
+        result = ctrlhost("rbac", "-f", "x.yaml", "--name", "")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--name must not be empty", result.stderr)
 
 
 class ApiServerOutputTest(unittest.TestCase):

@@ -6,6 +6,7 @@
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/cmd_dump.h"
 #include "runtime/exe/cmd_plugin.h"
+#include "runtime/exe/cmd_rbac.h"
 #include "runtime/exe/cmd_run.h"
 #include "runtime/exe/cmd_test.h"
 #include "runtime/exe/cmd_version.h"
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
                RunApiServerCommand);
   ctrlhost.Add("plugin", "List and hot-swap the plugins of a running host", RunPluginCommand);
   ctrlhost.Add("dump", "Print the state of a running host as YAML", RunDumpCommand);
+  ctrlhost.Add("rbac", "Print the least-privilege RBAC for the operators in a file",
+               RunRbacCommand);
   ctrlhost.Add("test", "Run one reconcile of a plugin against fixture files", RunTestCommand);
   ctrlhost.Add("version", "Print version information", RunVersionCommand);
 

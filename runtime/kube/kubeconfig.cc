@@ -245,6 +245,17 @@ std::string GetEnv(const char* name) {
 
 absl::StatusOr<std::string> TokenFile::Token() {
   common::MutexLock lock(&mu_);
+  return Read(/*force=*/false);
+}
+
+bool TokenFile::Reload() {
+  common::MutexLock lock(&mu_);
+  const std::string before = token_;
+  absl::StatusOr<std::string> token = Read(/*force=*/true);
+  return token.ok() && *token != before;
+}
+
+absl::StatusOr<std::string> TokenFile::Read(bool force) {
   struct stat st;
   if (::stat(path_.c_str(), &st) != 0) {
     absl::Status error = ErrnoStatus(errno, absl::StrCat("token file ", path_));
@@ -257,7 +268,7 @@ absl::StatusOr<std::string> TokenFile::Token() {
   }
   const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
                            static_cast<int64_t>(st.st_mtim.tv_nsec);
-  if (loaded_ && st.st_ino == inode_ && st.st_size == size_ && mtime_ns == mtime_ns_) {
+  if (!force && loaded_ && st.st_ino == inode_ && st.st_size == size_ && mtime_ns == mtime_ns_) {
     return token_;
   }
   absl::StatusOr<std::string> text = ReadFile(path_, "token file");

@@ -36,6 +36,8 @@ namespace ctrlhost::kube {
 // service-account token; `tokenFile:` in a kubeconfig). Token() stats the file on every call
 // and re-reads it when its inode, size or modification time changed; when a re-read fails after
 // an earlier success, the last good token is returned (like client-go's cached token source).
+// Reload() re-reads it whatever stat says: RestClient calls it after a 401 (client-go resets
+// its token source on a 401 too), for a file rewritten in place that stat cannot tell apart.
 // Thread-safe: all state is guarded by mu_.
 class TokenFile {
  public:
@@ -46,9 +48,13 @@ class TokenFile {
   // The current token with surrounding whitespace trimmed. kNotFound / kPermissionDenied when
   // the file was never readable, kInvalidArgument when it is empty.
   absl::StatusOr<std::string> Token();
+  // Re-reads the file now; true when that gave a different token than the one held.
+  bool Reload();
   const std::string& path() const { return path_; }
 
  private:
+  absl::StatusOr<std::string> Read(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string path_;  // constant after construction
 
   common::Mutex mu_;
@@ -77,6 +83,8 @@ struct RestConfig {
 
   // The bearer token to send ("" for none).
   absl::StatusOr<std::string> Token() const;
+  // After a 401: re-reads the token file; true when the token changed (worth one more try).
+  bool ReloadToken() const { return token_file != nullptr && token_file->Reload(); }
 };
 
 // Loads one kubeconfig file and selects `context` (empty: its current-context).

@@ -337,6 +337,7 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
   const bool idempotent = request.idempotent || IdempotentMethod(request.method);
   const std::string what = absl::StrCat(request.method, " ", config_.host, request.path);
   absl::Status last = absl::DeadlineExceededError(absl::StrCat(what, ": deadline exceeded"));
+  bool token_reloaded = false;  // one extra try after a 401 that a re-read token may fix
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     RETURN_IF_ERROR(limiter_.Acquire(deadline));
     ASSIGN_OR_RETURN(auto headers, Headers(request));
@@ -382,6 +383,15 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
       const int retry_after = RetryAfterSeconds(res);
       retry = RetryableAnswer(res.status, retry_after, idempotent);
       if (retry_after >= 0) wait = std::max(wait, absl::Seconds(retry_after));
+      if (res.status == 401 && !token_reloaded && config_.ReloadToken()) {
+        // The token file holds another token than the one refused (rewritten in place, which
+        // stat did not show): the request was not served, so it is safe to send again now.
+        token_reloaded = true;
+        --attempt;
+        common::LogInfo("API server answered 401; retrying with the re-read token",
+                        {{"request", what}});
+        continue;
+      }
     }
     if (!retry || attempt == options_.max_attempts) return last;
     if (clock->Now() + wait >= deadline) return last;

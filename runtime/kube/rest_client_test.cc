@@ -1,9 +1,11 @@
 #include "runtime/kube/rest_client.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -413,6 +415,26 @@ TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
   { std::ofstream(token_path + ".new", std::ios::trunc) << *good_token << "\n"; }
   ASSERT_EQ(::rename((token_path + ".new").c_str(), token_path.c_str()), 0);
   EXPECT_TRUE((*rotating_client)->Do({.method = "GET", .path = "/api/v1/namespaces"}).ok());
+
+  // A token file rewritten in place (same inode, size and mtime: stat cannot see it) is re-read
+  // after the 401 the old token earns, and the request succeeds on the one retry that allows.
+  const std::string in_place_path = TmpDir("in-place-token");
+  const std::string wrong(good_token->size(), 'x');
+  { std::ofstream(in_place_path, std::ios::trunc) << wrong; }
+  RestConfig in_place = *config;
+  in_place.bearer_token.clear();
+  in_place.token_file = std::make_shared<TokenFile>(in_place_path);
+  auto in_place_client = RestClient::Create(in_place);
+  ASSERT_TRUE(in_place_client.ok());
+  EXPECT_EQ((*in_place_client)->Do({.method = "GET", .path = "/api/v1/namespaces"}).status().code(),
+            absl::StatusCode::kUnauthenticated);  // the file holds no better token
+  struct stat before;
+  ASSERT_EQ(::stat(in_place_path.c_str(), &before), 0);
+  { std::ofstream(in_place_path, std::ios::in | std::ios::out) << *good_token; }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, in_place_path.c_str(), times, 0), 0);
+  auto after_rewrite = (*in_place_client)->Do({.method = "GET", .path = "/api/v1/namespaces"});
+  EXPECT_TRUE(after_rewrite.ok()) << after_rewrite.status();
 
   // Without the CA the server certificate is not trusted (and that is not retried).
   RestConfig untrusted = *config;

@@ -18,7 +18,10 @@ namespace ctrlhost::manager {
 absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   std::unique_ptr<Host> host(new Host());
   kube::RestConfig rest_config;
-  if (options.kubeconfigs.empty()) {
+  if (options.kubeconfigs.empty() && options.in_cluster) {
+    ASSIGN_OR_RETURN(rest_config, kube::InClusterConfig());
+    host->api_url_ = rest_config.host;
+  } else if (options.kubeconfigs.empty()) {
     apiserver::ApiServerOptions server_options = options.apiserver;
     server_options.data_dir = options.data_dir;
     ASSIGN_OR_RETURN(host->apiserver_, apiserver::ApiServer::Start(server_options));
@@ -29,7 +32,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     host->api_url_ = rest_config.host;
   }
   kube::RestClientOptions rest_options = options.rest;
-  if (options.kubeconfigs.empty()) {
+  if (host->apiserver_ != nullptr) {
     // The embedded server is ours alone: no client-side rate limit unless one is configured (a
     // real cluster keeps the default 50 QPS / burst 100, like a well-behaved
     // controller-runtime manager).

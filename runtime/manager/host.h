@@ -59,8 +59,12 @@ struct HostOptions {
   // error (logged, and in /debug/dump) and the running set stays as it was.
   std::string operator_path;
   absl::Duration watch_interval = absl::Seconds(1);
-  // Cluster to work against (kubectl's merge rules); empty: the embedded API server.
+  // Cluster to work against (kubectl's merge rules); empty: the embedded API server, unless
+  // `in_cluster`.
   std::vector<std::string> kubeconfigs;
+  // With no kubeconfigs: the cluster the host runs in (KUBERNETES_SERVICE_HOST/PORT and the
+  // service-account token, CA and namespace; the token is re-read when the kubelet rotates it).
+  bool in_cluster = false;
   std::string context;
   // Embedded API server settings (data_dir is overridden by `data_dir` below).
   apiserver::ApiServerOptions apiserver;
