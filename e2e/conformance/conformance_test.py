@@ -46,6 +46,10 @@ SCENARIO_PLUGINS = {
 }
 
 
+CHAIN_CHILDREN = os.path.dirname(
+    host_fixture.runfile("e2e/conformance/testdata/scenarios/chain-children/configmaps.yaml"))
+
+
 def scenario(outcome):
     return host_fixture.runfile("e2e/conformance/testdata/scenarios/%s.yaml" % outcome)
 
@@ -137,12 +141,12 @@ class ScenarioConformanceTest(unittest.TestCase):
     """Outcomes the WebApp never produces, answered alike by every SDK: requeue_after, retryable
     and terminal errors, and a forbidden change that the host must refuse (`--check`)."""
 
-    def answers(self, outcome, expected_exit=0):
+    def answers(self, outcome, *args, expected_exit=0):
         answers = {}
         for lang, plugin in SCENARIO_PLUGINS.items():
             result = subprocess.run(
                 [apiserver_fixture.binary_path(), "test", "--log-level=warning", "--plugin",
-                 plugin, "-o", "json", "--check", "--object", scenario(outcome)],
+                 plugin, "-o", "json", "--check", "--object", scenario(outcome), *args],
                 capture_output=True, text=True, timeout=120)
             self.assertEqual(result.returncode, expected_exit,
                              "%s %s: %s" % (lang, outcome, result.stderr))
@@ -175,6 +179,39 @@ class ScenarioConformanceTest(unittest.TestCase):
         # `--check` runs the applier's validation: exit 3, the same refusal for every language.
         answer = self.answers("forbidden", expected_exit=3)
         self.assertEqual(answer["desired_objects"][0]["kind"], "Secret")
+
+    # Context flags in a DependentChain (issue 18 piece 2): steps cancel the pass or their own
+    # resource, flags set by earlier steps are read by later ones, skipped resources that exist
+    # are kept as they are, and the condition says what was skipped.
+    def test_chain_cancel_pass(self):
+        answer = self.answers("chain-pass", "--children", CHAIN_CHILDREN)
+        desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
+        self.assertEqual(sorted(desired), ["s-chain-a", "s-chain-b", "s-chain-c"])
+        self.assertEqual(desired["s-chain-a"]["data"], {"v": "new"})
+        self.assertEqual(desired["s-chain-b"]["data"], {"v": "new"})  # the canceller's own
+        self.assertEqual(desired["s-chain-c"]["data"], {"v": "old"})  # kept as it is
+        self.assertEqual(answer["status"]["cancelled"], ["c"])
+        self.assertEqual(answer["status"]["flags"],
+                         {"seen-a": True, "seen-b": True, "updateAllowed": True})
+        condition = {c["type"]: c for c in answer["conditions"]}["DependentsReady"]
+        self.assertEqual(condition["reason"], "Cancelled")
+        self.assertEqual(condition["message"],
+                         "b cancelled the pass: spec.cancelPass; skipped: c; waiting for b")
+
+    def test_chain_cancel_resource_and_flags(self):
+        answer = self.answers("chain-resource", "--children", CHAIN_CHILDREN)
+        desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
+        # b does not exist and cancelled itself: not created; c exists and updates are not
+        # allowed (a's flag): kept with its current data.
+        self.assertEqual(sorted(desired), ["s-chain-a", "s-chain-c"])
+        self.assertEqual(desired["s-chain-c"]["data"], {"v": "old"})
+        self.assertEqual(answer["status"]["cancelled"], ["b", "c"])
+        self.assertEqual(answer["status"]["flags"],
+                         {"seen-a": True, "seen-b": True, "seen-c": True,
+                          "updateAllowed": False})
+        condition = {c["type"]: c for c in answer["conditions"]}["DependentsReady"]
+        self.assertEqual(condition["message"],
+                         "skipped: b (spec.cancelResource), c (updates not allowed)")
 
 
 OPERATOR = """\

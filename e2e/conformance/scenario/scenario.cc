@@ -5,13 +5,54 @@
 //   retryable  a retryable error
 //   terminal   a terminal error (and a Warning event)
 //   forbidden  desire a Secret: a kind the controller does not own (the host must refuse it)
+//   chain      a DependentChain of ConfigMaps <name>-a, -b, -c whose steps share a PassContext:
+//              each sets the flag seen-<dependent>; a sets updateAllowed = spec.allowUpdates;
+//              the dependent named by spec.cancelPass cancels the pass, the one named by
+//              spec.cancelResource cancels itself, c cancels itself when it exists and updates
+//              are not allowed; status {phase: Done, cancelled, flags}
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
 
+bool SpecIs(const sdk::Request& req, const char* field, const nlohmann::json& value) {
+  auto it = req.spec().find(field);
+  return it != req.spec().end() && *it == value;
+}
+
+sdk::Result Chain(const sdk::Request& req) {
+  sdk::DependentChain chain;
+  for (std::string dep : {"a", "b", "c"}) {
+    sdk::Dependent d{dep, "v1", "ConfigMap",
+                     [dep](const sdk::Request& r) -> absl::StatusOr<nlohmann::json> {
+                       nlohmann::json cm = sdk::NewObject("v1", "ConfigMap", r.name() + "-" + dep);
+                       cm["data"] = {{"v", "new"}};
+                       return cm;
+                     }};
+    d.on_pass = [dep](const sdk::Request& r, const nlohmann::json&, const nlohmann::json* current,
+                      sdk::PassContext* ctx) {
+      ctx->SetFlag("seen-" + dep);
+      if (dep == "a") ctx->SetFlag(sdk::PassContext::kUpdateAllowed, SpecIs(r, "allowUpdates", true));
+      if (SpecIs(r, "cancelPass", dep)) ctx->CancelPass("spec.cancelPass");
+      if (SpecIs(r, "cancelResource", dep)) ctx->CancelResource("spec.cancelResource");
+      if (dep == "c" && current != nullptr && !ctx->Flag(sdk::PassContext::kUpdateAllowed)) {
+        ctx->CancelResource("updates not allowed");
+      }
+      return absl::OkStatus();
+    };
+    chain.Add(std::move(d));
+  }
+  return chain.Build([](const sdk::Request&, const sdk::ChainState& state, sdk::Result* result) {
+    nlohmann::json& status = result->Status();
+    status["phase"] = "Done";
+    status["cancelled"] = state.cancelled;
+    status["flags"] = state.flags;
+  })(req);
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
+  if (outcome == "chain") return Chain(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";

@@ -2,7 +2,31 @@
 'use strict';
 // The conformance "scenario" controller on the Node SDK (see scenario.cc for the outcomes).
 const path = require('node:path');
-const { Plugin, Result, newObject } = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
+const {
+  DependentChain, Plugin, Result, newObject, UPDATE_ALLOWED,
+} = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
+
+function chain(req) {
+  const deps = new DependentChain();
+  for (const dep of ['a', 'b', 'c']) {
+    deps.add({
+      name: dep, apiVersion: 'v1', kind: 'ConfigMap',
+      desired: (r) => ({ ...newObject('v1', 'ConfigMap', `${r.name}-${dep}`), data: { v: 'new' } }),
+      onPass: (r, desired, current, ctx) => {
+        ctx.setFlag(`seen-${dep}`);
+        if (dep === 'a') ctx.setFlag(UPDATE_ALLOWED, r.spec.allowUpdates === true);
+        if (r.spec.cancelPass === dep) ctx.cancelPass('spec.cancelPass');
+        if (r.spec.cancelResource === dep) ctx.cancelResource('spec.cancelResource');
+        if (dep === 'c' && current !== undefined && !ctx.flag(UPDATE_ALLOWED)) {
+          ctx.cancelResource('updates not allowed');
+        }
+      },
+    });
+  }
+  return deps.build((r, state, result) => {
+    Object.assign(result.status(), { phase: 'Done', cancelled: state.cancelled, flags: state.flags });
+  })(req);
+}
 
 const plugin = new Plugin('scenario', '1.0.0');
 plugin.controller('scenario')
@@ -11,6 +35,7 @@ plugin.controller('scenario')
   .reconcile(async (req) => {
     if (!req.exists || req.deleting) return new Result();
     const outcome = typeof req.spec.outcome === 'string' ? req.spec.outcome : 'ok';
+    if (outcome === 'chain') return chain(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

@@ -2,11 +2,39 @@
 
 import sys
 
-from ctrlhost_sdk import Controller, Plugin, Result, new_object
+from ctrlhost_sdk import UPDATE_ALLOWED, Controller, DependentChain, Plugin, Result, new_object
 
 scenario = (Controller("scenario")
             .for_("e2e.ctrlhost.dev", "v1", "Scenario")
             .owns("", "v1", "ConfigMap"))
+
+
+def chain(req):
+    def step(dep):
+        def on_pass(req, desired, current, ctx):
+            ctx.set_flag("seen-" + dep)
+            if dep == "a":
+                ctx.set_flag(UPDATE_ALLOWED, req.spec.get("allowUpdates") is True)
+            if req.spec.get("cancelPass") == dep:
+                ctx.cancel_pass("spec.cancelPass")
+            if req.spec.get("cancelResource") == dep:
+                ctx.cancel_resource("spec.cancelResource")
+            if dep == "c" and current is not None and not ctx.flag(UPDATE_ALLOWED):
+                ctx.cancel_resource("updates not allowed")
+        return on_pass
+
+    deps = DependentChain()
+    for dep in ("a", "b", "c"):
+        deps.add(dep, "v1", "ConfigMap",
+                 desired=lambda r, dep=dep: dict(new_object("v1", "ConfigMap",
+                                                            r.name + "-" + dep),
+                                                 data={"v": "new"}),
+                 on_pass=step(dep))
+
+    def then(req, state, result):
+        result.status.update(phase="Done", cancelled=state.cancelled, flags=state.flags)
+
+    return deps.build(then)(req)
 
 
 @scenario.reconcile
@@ -14,6 +42,8 @@ def reconcile(req):
     if not req.exists or req.deleting:
         return Result()
     outcome = req.spec.get("outcome", "ok")
+    if outcome == "chain":
+        return chain(req)
     result = Result()
     if outcome == "requeue":
         result.status["phase"] = "Waiting"

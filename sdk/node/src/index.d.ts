@@ -204,12 +204,50 @@ export interface Dependent {
   when?: (request: Request) => boolean;
   /** Unset: ready once it exists. */
   ready?: (current: JsonObject) => boolean;
+  /** The step before a create or update (see PassContext). */
+  onPass?: PassStep;
 }
+
+/** A step of a pass: the desired object and the current one (undefined: absent). */
+export type PassStep = (request: Request, desired: JsonObject, current: JsonObject | undefined,
+  ctx: PassContext) => void;
+
+export const UPDATE_ALLOWED: 'updateAllowed';
+export const UPDATE_NECESSARY: 'updateNecessary';
+
+/** What the steps of one pass tell each other (see pass_context.js). */
+export class PassContext {
+  readonly passCancelled: boolean;
+  readonly passCancelReason: string;
+  readonly resourceCancelled: boolean;
+  readonly resourceCancelReason: string;
+  /** The flags set so far, keys sorted. */
+  readonly flags: { [name: string]: boolean };
+  /** The rest of the pass does not run (the calling step's own resource still does). */
+  cancelPass(reason: string): void;
+  /** Only the calling step's resource is skipped this pass. */
+  cancelResource(reason: string): void;
+  setFlag(name: string, value?: boolean): void;
+  /** False when unset. */
+  flag(name: string): boolean;
+  beginStep(): void;
+}
+
+/** The fields of `desired` with their values in `current`: applying it changes nothing. */
+export function freezeOnto(desired: JsonObject, current: JsonObject): JsonObject;
 
 export interface ChainState {
   ready: string[];
   pending: string[];
   deleting: string[];
+  /** Skipped this pass (by their own step or after a cancelled pass), in chain order. */
+  cancelled: string[];
+  /** Dependents that cancelled themselves, with their reasons. */
+  cancelReasons: { [name: string]: string };
+  /** '' when the pass ran to the end. */
+  passCancelledBy: string;
+  passCancelReason: string;
+  flags: { [name: string]: boolean };
   allReady: boolean;
 }
 
@@ -225,13 +263,20 @@ export class DependentChain {
 export interface CrudPlan {
   create: JsonObject[];
   update: JsonObject[];
+  /** With skipped objects that exist, frozen. */
   unchanged: JsonObject[];
   remove: JsonObject[];
+  skipped: { object: JsonObject; reason: string }[];
+  passCancelled: boolean;
+  passCancelReason: string;
+  flags: { [name: string]: boolean };
 }
 
 /** Desired list of one kind vs the current children: create / update / remove (see chain.js). */
 export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
+  /** A step run before each create and update. */
+  onPass(step: PassStep): this;
   plan(request: Request): CrudPlan;
   apply(plan: CrudPlan, result: Result): void;
   build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>):

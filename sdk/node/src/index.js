@@ -9,6 +9,7 @@ const {
   Result, ResultError, TerminalError, newObject, composeMergePatch,
 } = require('./result');
 const { DependentChain, CrudResource, isSubset } = require('./chain');
+const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
@@ -27,6 +28,10 @@ module.exports = {
   DependentChain,
   CrudResource,
   isSubset,
+  PassContext,
+  freezeOnto,
+  UPDATE_ALLOWED,
+  UPDATE_NECESSARY,
   DescribeError,
   handlers,
   newObject,

@@ -19,6 +19,7 @@ from ctrlhost_sdk._proto import pb
 from ctrlhost_sdk.chain import ChainState, DependentChain
 from ctrlhost_sdk.controller import Controller
 from ctrlhost_sdk.handlers import Handlers
+from ctrlhost_sdk.pass_context import UPDATE_ALLOWED, UPDATE_NECESSARY, PassContext, freeze_onto
 from ctrlhost_sdk.plugin import Plugin, parse_address
 from ctrlhost_sdk.request import Object, Request, RequestError, find_path
 from ctrlhost_sdk.result import (
@@ -41,7 +42,8 @@ from ctrlhost_sdk.result import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Controller", "FALSE", "Handlers", "InvalidResult", "JSON_PATCH", "MERGE_PATCH", "NORMAL",
+    "ChainState", "DependentChain", "PassContext", "UPDATE_ALLOWED", "UPDATE_NECESSARY",
+    "freeze_onto", "Controller", "FALSE", "Handlers", "InvalidResult", "JSON_PATCH", "MERGE_PATCH", "NORMAL",
     "Object", "Plugin", "RETRYABLE", "ReconcileError", "Request", "RequestError", "Result",
     "TERMINAL", "TRUE", "UNKNOWN", "WARNING", "compose_merge_patch", "find_path", "new_object",
     "parse_address", "pb",
