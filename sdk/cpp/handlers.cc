@@ -32,10 +32,9 @@ const nlohmann::json* FindChild(const Request& request, absl::string_view api_ve
 // A DesiredFn or step error as the result's error: InvalidArgument is terminal (the same input
 // fails the same way), anything else retryable.
 void FailDependent(absl::string_view name, const absl::Status& status, Result* result) {
-  result->SetError(
-      status.code() == absl::StatusCode::kInvalidArgument ? ErrorKind::kTerminal
-                                                          : ErrorKind::kRetryable,
-      absl::StrCat("dependent ", name, ": ", status.message()));
+  result->SetError(status.code() == absl::StatusCode::kInvalidArgument ? ErrorKind::kTerminal
+                                                                       : ErrorKind::kRetryable,
+                   absl::StrCat("dependent ", name, ": ", status.message()));
 }
 
 // DependentsReady's message when a dependent is not ready or was skipped.
@@ -49,8 +48,8 @@ std::string NotReadyMessage(const ChainState& state) {
     std::vector<std::string> skipped;
     for (const std::string& name : state.cancelled) {
       auto it = state.cancel_reasons.find(name);
-      skipped.push_back(it == state.cancel_reasons.end() ? name
-                                                         : absl::StrCat(name, " (", it->second, ")"));
+      skipped.push_back(
+          it == state.cancel_reasons.end() ? name : absl::StrCat(name, " (", it->second, ")"));
     }
     parts.push_back(absl::StrCat("skipped: ", absl::StrJoin(skipped, ", ")));
   }
@@ -264,8 +263,8 @@ absl::StatusOr<CrudPlan> CrudResource::Plan(const Request& request) const {
     } else if (on_pass_) {
       context.BeginStep();
       if (absl::Status s = on_pass_(request, obj, cur, &context); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(kind_, " ", key.first, "/", key.second, ": ",
-                                                   s.message()));
+        return absl::Status(
+            s.code(), absl::StrCat(kind_, " ", key.first, "/", key.second, ": ", s.message()));
       }
       if (context.resource_cancelled()) skip = context.resource_cancel_reason();
     }

@@ -132,7 +132,7 @@ struct CrudPlan {
   std::vector<nlohmann::json> create;
   std::vector<nlohmann::json> update;
   std::vector<nlohmann::json> unchanged;  // with skipped objects that exist, frozen
-  std::vector<Object> remove;  // current children no longer desired
+  std::vector<Object> remove;             // current children no longer desired
   // Desired objects skipped by a step, each with the reason ("" after a cancelled pass).
   std::vector<std::pair<nlohmann::json, std::string>> skipped;
   bool pass_cancelled = false;

@@ -244,11 +244,11 @@ nlohmann::json ExistingConfigMap(const char* name, const char* value) {
 }
 
 TEST(PassContextTest, CancelPassSkipsLaterDependentsAndKeepsThoseThatExist) {
-  DependentChain chain = FlagChain("b", [](const Request&, const nlohmann::json&,
-                                           const nlohmann::json*, PassContext* ctx) {
-    ctx->CancelPass("waiting for a migration");
-    return absl::OkStatus();
-  });
+  DependentChain chain = FlagChain(
+      "b", [](const Request&, const nlohmann::json&, const nlohmann::json*, PassContext* ctx) {
+        ctx->CancelPass("waiting for a migration");
+        return absl::OkStatus();
+      });
   RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
   req.Child(ExistingConfigMap("a", "1")).Child(ExistingConfigMap("c", "1"));
   Outcome out = RunFn(chain.Build(), req.Call());
@@ -264,8 +264,9 @@ TEST(PassContextTest, CancelPassSkipsLaterDependentsAndKeepsThoseThatExist) {
   const pb::Condition* cond = out.Condition("DependentsReady");
   EXPECT_EQ(cond->status(), pb::CONDITION_STATUS_FALSE);
   EXPECT_EQ(cond->reason(), "Cancelled");
-  EXPECT_EQ(cond->message(), "b cancelled the pass: waiting for a migration; skipped: c; "
-                             "waiting for b");
+  EXPECT_EQ(cond->message(),
+            "b cancelled the pass: waiting for a migration; skipped: c; "
+            "waiting for b");
 
   // c absent: it is not created.
   RequestBuilder fresh = *RequestBuilder::FromYaml(kPrimary);
@@ -307,11 +308,10 @@ TEST(PassContextTest, FlagsSetEarlierAreSeenLater) {
     };
   };
   Dependent first{"first", "v1", "ConfigMap", cm("first")};
-  first.on_pass = [](const Request& r, const nlohmann::json& desired,
-                     const nlohmann::json* current, PassContext* ctx) {
+  first.on_pass = [](const Request& r, const nlohmann::json& desired, const nlohmann::json* current,
+                     PassContext* ctx) {
     ctx->SetFlag(PassContext::kUpdateAllowed, r.spec().value("cache", false));
-    ctx->SetFlag(PassContext::kUpdateNecessary,
-                 current != nullptr && !IsSubset(desired, *current));
+    ctx->SetFlag(PassContext::kUpdateNecessary, current != nullptr && !IsSubset(desired, *current));
     return absl::OkStatus();
   };
   Dependent second{"second", "v1", "ConfigMap", cm("second")};
@@ -337,10 +337,9 @@ TEST(PassContextTest, FlagsSetEarlierAreSeenLater) {
 }
 
 TEST(PassContextTest, StepErrorNamesTheDependent) {
-  DependentChain chain = FlagChain("a", [](const Request&, const nlohmann::json&,
-                                           const nlohmann::json*, PassContext*) {
-    return absl::InvalidArgumentError("no such mode");
-  });
+  DependentChain chain =
+      FlagChain("a", [](const Request&, const nlohmann::json&, const nlohmann::json*,
+                        PassContext*) { return absl::InvalidArgumentError("no such mode"); });
   Outcome out = RunFn(chain.Build(), RequestBuilder::FromYaml(kPrimary)->Call());
   EXPECT_TRUE(out.terminal());
   EXPECT_EQ(out.error_message(), "dependent a: no such mode");
@@ -358,8 +357,8 @@ TEST(PassContextTest, CrudStepsSkipObjectsAndTheRestOfThePass) {
     return out;
   });
   std::vector<std::string> stepped;
-  copies.OnPass([&stepped](const Request&, const nlohmann::json& desired,
-                           const nlohmann::json*, PassContext* ctx) {
+  copies.OnPass([&stepped](const Request&, const nlohmann::json& desired, const nlohmann::json*,
+                           PassContext* ctx) {
     const std::string name = desired["metadata"]["name"];
     stepped.push_back(name);
     if (name == "a") ctx->CancelResource("frozen by policy");
@@ -374,7 +373,7 @@ TEST(PassContextTest, CrudStepsSkipObjectsAndTheRestOfThePass) {
   EXPECT_EQ((*out.Desired("ConfigMap", "a"))["data"]["v"], "1");  // kept
   EXPECT_EQ((*out.Desired("ConfigMap", "b"))["data"]["v"], "2");  // the canceller's own
   EXPECT_EQ((*out.Desired("ConfigMap", "c"))["data"]["v"], "1");  // kept after the cancel
-  EXPECT_EQ(out.Desired("ConfigMap", "d"), nullptr);             // not created
+  EXPECT_EQ(out.Desired("ConfigMap", "d"), nullptr);              // not created
   EXPECT_TRUE(out.HasEvent("Skipped"));
   absl::StatusOr<Request> request = Request::FromCall(req.Call());
   absl::StatusOr<CrudPlan> plan = copies.Plan(*request);

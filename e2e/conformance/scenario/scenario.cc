@@ -31,7 +31,8 @@ sdk::Result Chain(const sdk::Request& req) {
     d.on_pass = [dep](const sdk::Request& r, const nlohmann::json&, const nlohmann::json* current,
                       sdk::PassContext* ctx) {
       ctx->SetFlag("seen-" + dep);
-      if (dep == "a") ctx->SetFlag(sdk::PassContext::kUpdateAllowed, SpecIs(r, "allowUpdates", true));
+      if (dep == "a")
+        ctx->SetFlag(sdk::PassContext::kUpdateAllowed, SpecIs(r, "allowUpdates", true));
       if (SpecIs(r, "cancelPass", dep)) ctx->CancelPass("spec.cancelPass");
       if (SpecIs(r, "cancelResource", dep)) ctx->CancelResource("spec.cancelResource");
       if (dep == "c" && current != nullptr && !ctx->Flag(sdk::PassContext::kUpdateAllowed)) {
