@@ -198,6 +198,20 @@ class ScenarioConformanceTest(unittest.TestCase):
         self.assertEqual(condition["message"],
                          "b cancelled the pass: spec.cancelPass; skipped: c; waiting for b")
 
+    def test_builders(self):
+        # Resource builders (issue 18 piece 6): every builder's output and the config hash of
+        # keys whose UTF-8 order differs from JavaScript's, identical in every language.
+        answer = self.answers("builders")
+        built = answer["status"]["built"]
+        self.assertEqual([o["kind"] for o in built],
+                         ["Deployment", "Service", "ConfigMap", "Secret", "ServiceAccount",
+                          "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"])
+        self.assertEqual(built[0]["spec"]["template"]["metadata"]["annotations"],
+                         {"ctrlhost.dev/config-hash": answer["status"]["configHash"]})
+        self.assertEqual([p["protocol"] for p in built[1]["spec"]["ports"]], ["TCP", "UDP"])
+        self.assertEqual(built[2]["metadata"]["ownerReferences"][0]["uid"],
+                         "7a0c7a1e-0000-4000-8000-000000000012")
+
     def test_chain_cancel_resource_and_flags(self):
         answer = self.answers("chain-resource", "--children", CHAIN_CHILDREN)
         desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}

@@ -16,6 +16,7 @@
 #ifndef CTRLHOST_SDK_CPP_SDK_H_
 #define CTRLHOST_SDK_CPP_SDK_H_
 
+#include "sdk/cpp/builders.h"    // IWYU pragma: export
 #include "sdk/cpp/controller.h"  // IWYU pragma: export
 #include "sdk/cpp/handlers.h"    // IWYU pragma: export
 #include "sdk/cpp/plugin.h"      // IWYU pragma: export

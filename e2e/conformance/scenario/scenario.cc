@@ -10,6 +10,9 @@
 //              the dependent named by spec.cancelPass cancels the pass, the one named by
 //              spec.cancelResource cancels itself, c cancels itself when it exists and updates
 //              are not allowed; status {phase: Done, cancelled, flags}
+//   builders   status {phase: Done, configHash: ConfigHash(spec.config), built: [every resource
+//              builder's output for this object]} (reported, not desired: the scenario owns
+//              ConfigMaps only)
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
@@ -50,10 +53,55 @@ sdk::Result Chain(const sdk::Request& req) {
   })(req);
 }
 
+sdk::Result Builders(const sdk::Request& req) {
+  const std::string& name = req.name();
+  const nlohmann::json labels = sdk::CommonLabels("scenario", name);
+  const nlohmann::json selector = sdk::SelectorLabels("scenario", name);
+  absl::StatusOr<std::string> hash =
+      sdk::ConfigHash(req.spec().value("config", nlohmann::json::object()));
+  if (!hash.ok()) return sdk::Result::FromStatus(hash.status());
+  const nlohmann::json rules =
+      nlohmann::json::array({sdk::PolicyRule({""}, {"configmaps"}, {"get", "list"}),
+                             sdk::PolicyRule({"apps"}, {"deployments"}, {"watch"})});
+  const nlohmann::json subjects =
+      nlohmann::json::array({sdk::ServiceAccountSubject(name, req.namespace_())});
+  nlohmann::json built = nlohmann::json::array();
+  built.push_back(sdk::BuildDeployment(
+      {.name = name,
+       .labels = labels,
+       .selector = selector,
+       .replicas = 2,
+       .containers = nlohmann::json::array({{{"name", "main"}, {"image", "busybox"}}}),
+       .pod_annotations = {{sdk::kConfigHashAnnotation, *hash}},
+       .pod_spec = {{"serviceAccountName", name}}}));
+  built.push_back(sdk::BuildService(
+      {.name = name,
+       .labels = labels,
+       .selector = selector,
+       .ports = {{.name = "http", .port = 80, .target_port = "http"},
+                 {.name = "dns", .port = 53, .target_port = 53, .protocol = "UDP"}},
+       .type = "ClusterIP"}));
+  built.push_back(sdk::BuildConfigMap(
+      {.name = name + "-config", .labels = labels, .owner_reference = sdk::OwnerReference(req)},
+      {{"a", "b"}}));
+  built.push_back(
+      sdk::BuildSecret({.name = name + "-secret", .labels = labels}, {{"token", "t"}}, "Opaque"));
+  built.push_back(sdk::BuildServiceAccount({.name = name, .labels = labels}));
+  built.push_back(sdk::BuildRole({.name = name, .labels = labels}, rules));
+  built.push_back(sdk::BuildRoleBinding({.name = name, .labels = labels}, name, subjects));
+  built.push_back(sdk::BuildClusterRole({.name = name + "-cluster", .labels = labels}, rules));
+  built.push_back(sdk::BuildClusterRoleBinding({.name = name + "-cluster", .labels = labels},
+                                               name + "-cluster", subjects));
+  sdk::Result result;
+  result.Status() = {{"phase", "Done"}, {"configHash", *hash}, {"built", built}};
+  return result;
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
   if (outcome == "chain") return Chain(req);
+  if (outcome == "builders") return Builders(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";

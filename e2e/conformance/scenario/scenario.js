@@ -2,8 +2,9 @@
 'use strict';
 // The conformance "scenario" controller on the Node SDK (see scenario.cc for the outcomes).
 const path = require('node:path');
+const sdk = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 const {
-  DependentChain, Plugin, Result, newObject, UPDATE_ALLOWED,
+  DependentChain, Plugin, Result, TerminalError, newObject, UPDATE_ALLOWED,
 } = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 
 function chain(req) {
@@ -28,6 +29,42 @@ function chain(req) {
   })(req);
 }
 
+function builders(req) {
+  const name = req.name;
+  const labels = sdk.commonLabels('scenario', name);
+  const selector = sdk.selectorLabels('scenario', name);
+  let hash;
+  try {
+    hash = sdk.configHash(req.spec.config === undefined ? {} : req.spec.config);
+  } catch (e) {
+    throw new TerminalError(e.message);
+  }
+  const rules = [sdk.policyRule([''], ['configmaps'], ['get', 'list']),
+    sdk.policyRule(['apps'], ['deployments'], ['watch'])];
+  const subjects = [sdk.serviceAccountSubject(name, req.namespace)];
+  const built = [
+    sdk.buildDeployment({ name, labels, selector, replicas: 2,
+      containers: [{ name: 'main', image: 'busybox' }],
+      podAnnotations: { [sdk.CONFIG_HASH_ANNOTATION]: hash },
+      podSpec: { serviceAccountName: name } }),
+    sdk.buildService({ name, labels, selector, type: 'ClusterIP',
+      ports: [sdk.servicePort({ port: 80, name: 'http', targetPort: 'http' }),
+        sdk.servicePort({ port: 53, name: 'dns', targetPort: 53, protocol: 'UDP' })] }),
+    sdk.buildConfigMap({ name: `${name}-config`, labels, data: { a: 'b' },
+      owner: sdk.ownerReference(req) }),
+    sdk.buildSecret({ name: `${name}-secret`, labels, stringData: { token: 't' }, type: 'Opaque' }),
+    sdk.buildServiceAccount({ name, labels }),
+    sdk.buildRole({ name, labels, rules }),
+    sdk.buildRoleBinding({ name, labels, role: name, subjects }),
+    sdk.buildClusterRole({ name: `${name}-cluster`, labels, rules }),
+    sdk.buildClusterRoleBinding({ name: `${name}-cluster`, labels, clusterRole: `${name}-cluster`,
+      subjects }),
+  ];
+  const result = new Result();
+  Object.assign(result.status(), { phase: 'Done', configHash: hash, built });
+  return result;
+}
+
 const plugin = new Plugin('scenario', '1.0.0');
 plugin.controller('scenario')
   .for('e2e.ctrlhost.dev', 'v1', 'Scenario')
@@ -36,6 +73,7 @@ plugin.controller('scenario')
     if (!req.exists || req.deleting) return new Result();
     const outcome = typeof req.spec.outcome === 'string' ? req.spec.outcome : 'ok';
     if (outcome === 'chain') return chain(req);
+    if (outcome === 'builders') return builders(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

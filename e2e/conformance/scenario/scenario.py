@@ -2,7 +2,13 @@
 
 import sys
 
-from ctrlhost_sdk import UPDATE_ALLOWED, Controller, DependentChain, Plugin, Result, new_object
+from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, UPDATE_ALLOWED, Controller, DependentChain,
+                          Plugin, ReconcileError, Result, build_cluster_role,
+                          build_cluster_role_binding, build_config_map, build_deployment,
+                          build_role, build_role_binding, build_secret, build_service,
+                          build_service_account, common_labels, config_hash, new_object,
+                          owner_reference, policy_rule, selector_labels, service_account_subject,
+                          service_port)
 
 scenario = (Controller("scenario")
             .for_("e2e.ctrlhost.dev", "v1", "Scenario")
@@ -37,6 +43,40 @@ def chain(req):
     return deps.build(then)(req)
 
 
+def builders(req):
+    name = req.name
+    labels = common_labels("scenario", name)
+    selector = selector_labels("scenario", name)
+    try:
+        hash_ = config_hash(req.spec.get("config", {}))
+    except ValueError as e:
+        raise ReconcileError(str(e), terminal=True)
+    rules = [policy_rule([""], ["configmaps"], ["get", "list"]),
+             policy_rule(["apps"], ["deployments"], ["watch"])]
+    subjects = [service_account_subject(name, req.namespace)]
+    built = [
+        build_deployment(name, labels=labels, selector=selector, replicas=2,
+                         containers=[{"name": "main", "image": "busybox"}],
+                         pod_annotations={CONFIG_HASH_ANNOTATION: hash_},
+                         pod_spec={"serviceAccountName": name}),
+        build_service(name, labels=labels, selector=selector,
+                      ports=[service_port(80, "http", "http"),
+                             service_port(53, "dns", 53, "UDP")], type="ClusterIP"),
+        build_config_map(name + "-config", {"a": "b"}, labels=labels,
+                         owner=owner_reference(req)),
+        build_secret(name + "-secret", {"token": "t"}, "Opaque", labels=labels),
+        build_service_account(name, labels=labels),
+        build_role(name, rules, labels=labels),
+        build_role_binding(name, name, subjects, labels=labels),
+        build_cluster_role(name + "-cluster", rules, labels=labels),
+        build_cluster_role_binding(name + "-cluster", name + "-cluster", subjects,
+                                   labels=labels),
+    ]
+    result = Result()
+    result.status.update(phase="Done", configHash=hash_, built=built)
+    return result
+
+
 @scenario.reconcile
 def reconcile(req):
     if not req.exists or req.deleting:
@@ -44,6 +84,8 @@ def reconcile(req):
     outcome = req.spec.get("outcome", "ok")
     if outcome == "chain":
         return chain(req)
+    if outcome == "builders":
+        return builders(req)
     result = Result()
     if outcome == "requeue":
         result.status["phase"] = "Waiting"

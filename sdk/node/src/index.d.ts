@@ -305,3 +305,65 @@ export const log: {
 };
 export const PROTOCOL_VERSION: 'v1alpha1';
 export const ADDRESS_ENV: 'CTRLHOST_PLUGIN_ADDRESS';
+
+// Resource builders (builders.js): the same output as the C++ and Python SDKs.
+export type Labels = { [key: string]: string };
+
+export interface ObjectOptions {
+  /** Unset: the primary's name (filled in by the SDK). */
+  name?: string;
+  namespace?: string;
+  labels?: Labels;
+  annotations?: { [key: string]: string };
+  /** An owner reference (see ownerReference); the host adds one to namespaced children. */
+  owner?: JsonObject;
+}
+
+export const CONFIG_HASH_ANNOTATION: 'ctrlhost.dev/config-hash';
+export function selectorLabels(app: string, instance: string): Labels;
+export function commonLabels(app: string, instance: string): Labels;
+/** Keys sorted by UTF-8 bytes, no spaces; throws TypeError for a number that is not an integer. */
+export function canonicalJson(value: unknown): string;
+/** FNV-1a 64 of canonicalJson(value), 16 hex digits. */
+export function configHash(value: unknown): string;
+export function ownerReference(request: Request): JsonObject;
+
+export interface DeploymentOptions extends Omit<ObjectOptions, 'namespace'> {
+  /** spec.selector.matchLabels; unset: labels. */
+  selector?: Labels;
+  replicas?: number;
+  containers?: JsonObject[];
+  podAnnotations?: { [key: string]: string };
+  /** Extra pod spec fields (serviceAccountName, volumes, ...). */
+  podSpec?: JsonObject;
+}
+export function buildDeployment(options?: DeploymentOptions): JsonObject;
+
+export interface ServicePort {
+  port: number;
+  name?: string;
+  targetPort?: number | string;
+  /** Default 'TCP'. */
+  protocol?: string;
+}
+export function servicePort(port: ServicePort): ServicePort;
+export interface ServiceOptions extends Omit<ObjectOptions, 'namespace'> {
+  selector?: Labels;
+  ports?: ServicePort[];
+  type?: string;
+}
+export function buildService(options?: ServiceOptions): JsonObject;
+export function buildConfigMap(options?: ObjectOptions & { data?: { [key: string]: string } }):
+  JsonObject;
+export function buildSecret(options?: ObjectOptions &
+  { stringData?: { [key: string]: string }; type?: string }): JsonObject;
+export function buildServiceAccount(options?: ObjectOptions): JsonObject;
+export function policyRule(apiGroups: string[], resources: string[], verbs: string[]): JsonObject;
+export function serviceAccountSubject(name: string, namespace: string): JsonObject;
+export function buildRole(options?: ObjectOptions & { rules?: JsonObject[] }): JsonObject;
+export function buildClusterRole(options?: Omit<ObjectOptions, 'namespace'> &
+  { rules?: JsonObject[] }): JsonObject;
+export function buildRoleBinding(options?: ObjectOptions &
+  { role?: string; subjects?: JsonObject[] }): JsonObject;
+export function buildClusterRoleBinding(options?: Omit<ObjectOptions, 'namespace'> &
+  { clusterRole?: string; subjects?: JsonObject[] }): JsonObject;

@@ -11,11 +11,13 @@ const {
 const { DependentChain, CrudResource, isSubset } = require('./chain');
 const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
+const builders = require('./builders');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
 
 module.exports = {
+  ...builders,
   Plugin,
   PluginServer,
   ControllerBuilder,

@@ -16,6 +16,26 @@ See README.md for the whole API.
 """
 
 from ctrlhost_sdk._proto import pb
+from ctrlhost_sdk.builders import (
+    CONFIG_HASH_ANNOTATION,
+    build_cluster_role,
+    build_cluster_role_binding,
+    build_config_map,
+    build_deployment,
+    build_role,
+    build_role_binding,
+    build_secret,
+    build_service,
+    build_service_account,
+    canonical_json,
+    common_labels,
+    config_hash,
+    owner_reference,
+    policy_rule,
+    selector_labels,
+    service_account_subject,
+    service_port,
+)
 from ctrlhost_sdk.chain import ChainState, DependentChain
 from ctrlhost_sdk.controller import Controller
 from ctrlhost_sdk.handlers import Handlers
@@ -42,6 +62,11 @@ from ctrlhost_sdk.result import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CONFIG_HASH_ANNOTATION", "build_cluster_role", "build_cluster_role_binding",
+    "build_config_map", "build_deployment", "build_role", "build_role_binding", "build_secret",
+    "build_service", "build_service_account", "canonical_json", "common_labels", "config_hash",
+    "owner_reference", "policy_rule", "selector_labels", "service_account_subject",
+    "service_port",
     "ChainState", "DependentChain", "PassContext", "UPDATE_ALLOWED", "UPDATE_NECESSARY",
     "freeze_onto", "Controller", "FALSE", "Handlers", "InvalidResult", "JSON_PATCH", "MERGE_PATCH", "NORMAL",
     "Object", "Plugin", "RETRYABLE", "ReconcileError", "Request", "RequestError", "Result",
