@@ -50,6 +50,10 @@ CHAIN_CHILDREN = os.path.dirname(
     host_fixture.runfile("e2e/conformance/testdata/scenarios/chain-children/configmaps.yaml"))
 
 
+CALLBACK_CHILDREN = os.path.dirname(
+    host_fixture.runfile("e2e/conformance/testdata/scenarios/callbacks-children/configmaps.yaml"))
+
+
 def scenario(outcome):
     return host_fixture.runfile("e2e/conformance/testdata/scenarios/%s.yaml" % outcome)
 
@@ -211,6 +215,25 @@ class ScenarioConformanceTest(unittest.TestCase):
         self.assertEqual([p["protocol"] for p in built[1]["spec"]["ports"]], ["TCP", "UDP"])
         self.assertEqual(built[2]["metadata"]["ownerReferences"][0]["uid"],
                          "7a0c7a1e-0000-4000-8000-000000000012")
+
+    # Stage callbacks (issue 18 piece 3): per kind and stage in registration order, pre-stage
+    # changes in the answer, an error that stops the step and names the callback.
+    def test_stage_callbacks(self):
+        answer = self.answers("callbacks", "--children", CALLBACK_CHILDREN)
+        self.assertEqual(answer["status"]["log"], [
+            "pre-update:s-cb-a", "post-update:s-cb-a", "pre-create:s-cb-b",
+            "post-create:s-cb-b", "pre-delete:s-cb-c", "post-delete:s-cb-c"])
+        desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
+        self.assertEqual(sorted(desired), ["s-cb-a", "s-cb-b"])
+        self.assertEqual(desired["s-cb-b"]["metadata"]["labels"], {"stage": "pre-create"})
+
+    def test_stage_callback_error_names_the_callback(self):
+        answer = self.answers("callbacks-fail", "--children", CALLBACK_CHILDREN)
+        self.assertEqual(answer["error"], {
+            "kind": "ERROR_KIND_TERMINAL",
+            "message": "dependent b: callback guard at pre-create: spec.failAt"})
+        self.assertEqual(answer["status"]["log"], [
+            "pre-update:s-cb-a", "post-update:s-cb-a", "pre-create:s-cb-b"])
 
     def test_chain_cancel_resource_and_flags(self):
         answer = self.answers("chain-resource", "--children", CHAIN_CHILDREN)

@@ -89,6 +89,11 @@ DependentChain& DependentChain::Add(Dependent dependent) {
   return *this;
 }
 
+DependentChain& DependentChain::WithCallbacks(StageCallbacks callbacks) {
+  callbacks_ = std::move(callbacks);
+  return *this;
+}
+
 ChainState DependentChain::Reconcile(const Request& request, Result* result) const {
   ChainState state;
   // Ensure-deleted runs in reverse: an unwanted dependent goes only once every later unwanted
@@ -96,6 +101,7 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
   std::vector<bool> wanted(dependents_.size());
   std::vector<bool> present_unwanted(dependents_.size(), false);
   std::vector<bool> keep_for_order(dependents_.size(), false);
+  std::vector<const nlohmann::json*> unwanted_current(dependents_.size(), nullptr);
   bool later_unwanted_present = false;
   for (size_t i = dependents_.size(); i-- > 0;) {
     const Dependent& d = dependents_[i];
@@ -104,8 +110,8 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
     // Unwanted: its name comes from its desired object (or the primary's name).
     absl::StatusOr<nlohmann::json> obj = d.desired ? d.desired(request) : nlohmann::json();
     const std::string name = obj.ok() ? NameOf(*obj, request) : request.name();
-    const bool present = FindChild(request, d.api_version, d.kind, name) != nullptr;
-    if (present) {
+    unwanted_current[i] = FindChild(request, d.api_version, d.kind, name);
+    if (unwanted_current[i] != nullptr) {
       state.deleting.push_back(d.name);
       present_unwanted[i] = true;
       keep_for_order[i] = later_unwanted_present;
@@ -118,6 +124,16 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
     const Dependent& d = dependents_[i];
     // After a cancelled pass nothing more is deleted: unwanted ones still present are kept.
     if (!wanted[i] && !(context.pass_cancelled() ? present_unwanted[i] : keep_for_order[i])) {
+      if (present_unwanted[i] && !context.pass_cancelled()) {  // left out: pruned by the host
+        for (Stage stage : {Stage::kPreDelete, Stage::kPostDelete}) {
+          if (absl::Status s = callbacks_.Run(request, stage, d.api_version, d.kind, nullptr,
+                                              unwanted_current[i]);
+              !s.ok()) {
+            FailDependent(d.name, s, result);
+            return state;
+          }
+        }
+      }
       continue;
     }
     absl::StatusOr<nlohmann::json> obj = d.desired ? d.desired(request) : nlohmann::json();
@@ -167,7 +183,25 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
         continue;
       }
     }
-    result->Desire(std::move(desired));
+    const bool create = current == nullptr;
+    const bool update = !create && !IsSubset(desired, *current);
+    if (create || update) {
+      absl::Status s = callbacks_.Run(request, create ? Stage::kPreCreate : Stage::kPreUpdate,
+                                      d.api_version, d.kind, &desired, current);
+      if (!s.ok()) {
+        FailDependent(d.name, s, result);
+        return state;
+      }
+    }
+    nlohmann::json answered = result->Desire(std::move(desired));
+    if (create || update) {
+      absl::Status s = callbacks_.Run(request, create ? Stage::kPostCreate : Stage::kPostUpdate,
+                                      d.api_version, d.kind, &answered, current);
+      if (!s.ok()) {
+        FailDependent(d.name, s, result);
+        return state;
+      }
+    }
     (ready ? state.ready : state.pending).push_back(d.name);
   }
   state.flags = context.flags();
@@ -214,6 +248,11 @@ CrudResource::CrudResource(absl::string_view api_version, absl::string_view kind
 
 CrudResource& CrudResource::OnPass(StepFn step) {
   on_pass_ = std::move(step);
+  return *this;
+}
+
+CrudResource& CrudResource::WithCallbacks(StageCallbacks callbacks) {
+  callbacks_ = std::move(callbacks);
   return *this;
 }
 
@@ -273,9 +312,31 @@ absl::StatusOr<CrudPlan> CrudResource::Plan(const Request& request) const {
       plan.skipped.emplace_back(std::move(obj), *std::move(skip));
       continue;
     }
+    // Pre-stage callbacks may change the object; post-stage ones see the decided object.
+    const bool create = cur == nullptr;
+    absl::Status s = callbacks_.Run(request, create ? Stage::kPreCreate : Stage::kPreUpdate,
+                                    api_version_, kind_, &obj, cur);
+    if (s.ok()) {
+      nlohmann::json decided = obj;
+      s = callbacks_.Run(request, create ? Stage::kPostCreate : Stage::kPostUpdate, api_version_,
+                         kind_, &decided, cur);
+    }
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat(kind_, " ", key.first, "/", key.second, ": ", s.message()));
+    }
     (cur == nullptr ? plan.create : plan.update).push_back(std::move(obj));
   }
-  for (const auto& [key, obj] : current) plan.remove.push_back(*obj);
+  for (const auto& [key, obj] : current) {
+    for (Stage stage : {Stage::kPreDelete, Stage::kPostDelete}) {
+      if (absl::Status s = callbacks_.Run(request, stage, api_version_, kind_, nullptr, &obj->json);
+          !s.ok()) {
+        return absl::Status(
+            s.code(), absl::StrCat(kind_, " ", key.first, "/", key.second, ": ", s.message()));
+      }
+    }
+    plan.remove.push_back(*obj);
+  }
   plan.pass_cancelled = context.pass_cancelled();
   plan.pass_cancel_reason = context.pass_cancel_reason();
   plan.flags = context.flags();

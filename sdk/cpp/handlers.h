@@ -66,6 +66,7 @@
 #include "sdk/cpp/pass_context.h"
 #include "sdk/cpp/request.h"
 #include "sdk/cpp/result.h"
+#include "sdk/cpp/stage_callbacks.h"
 
 namespace ctrlhost::sdk {
 
@@ -116,6 +117,8 @@ struct ChainState {
 class DependentChain {
  public:
   DependentChain& Add(Dependent dependent);
+  // Callbacks per child kind around each create, update and delete (stage_callbacks.h).
+  DependentChain& WithCallbacks(StageCallbacks callbacks);
   // Adds the chain's desired objects to `result` and returns what it found. A DesiredFn error
   // becomes the result's error (Result::FromStatus) and stops the walk.
   ChainState Reconcile(const Request& request, Result* result) const;
@@ -126,6 +129,7 @@ class DependentChain {
 
  private:
   std::vector<Dependent> dependents_;
+  StageCallbacks callbacks_;
 };
 
 struct CrudPlan {
@@ -148,6 +152,8 @@ class CrudResource {
   CrudResource(absl::string_view api_version, absl::string_view kind, DesiredListFn desired);
   // A step run before each create and update (see above).
   CrudResource& OnPass(StepFn step);
+  // Callbacks around each create, update and remove, run by Plan (stage_callbacks.h).
+  CrudResource& WithCallbacks(StageCallbacks callbacks);
 
   // The current children of this kind.
   std::vector<const Object*> Current(const Request& request) const;
@@ -165,6 +171,7 @@ class CrudResource {
   std::string kind_;
   DesiredListFn desired_;
   StepFn on_pass_;
+  StageCallbacks callbacks_;
 };
 
 // True when every field of `desired` has the same value in `current` (objects compared key by

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/testing.h"
 
@@ -398,6 +399,117 @@ TEST(FreezeOntoTest, KeepsCurrentValuesOfDesiredFields) {
                             {"kind", "ConfigMap"},
                             {"metadata", {{"name", "x"}, {"labels", {{"a", "0"}}}}},
                             {"data", {{"k", "old"}}}}));
+}
+
+// Records "<callback>:<stage>:<name>" and labels the desired object at pre-* stages.
+StageCallbacks RecordingCallbacks(std::vector<std::string>* log) {
+  StageCallbacks callbacks;
+  for (Stage stage : {Stage::kPreCreate, Stage::kPostCreate, Stage::kPreUpdate, Stage::kPostUpdate,
+                      Stage::kPreDelete, Stage::kPostDelete}) {
+    for (std::string cb : {"label", "record"}) {
+      callbacks.On("v1", "ConfigMap", stage, cb,
+                   [cb, log](const Request&, Stage stage, nlohmann::json* desired,
+                             const nlohmann::json* current) {
+                     const nlohmann::json& obj = desired != nullptr ? *desired : *current;
+                     log->push_back(absl::StrCat(cb, ":", StageName(stage), ":",
+                                                 obj["metadata"]["name"].get<std::string>()));
+                     if (cb == "label" && desired != nullptr) {
+                       (*desired)["metadata"]["labels"]["stage"] = std::string(StageName(stage));
+                     }
+                     return absl::OkStatus();
+                   });
+    }
+  }
+  return callbacks;
+}
+
+TEST(StageCallbacksTest, ChainRunsCallbacksPerStageInRegistrationOrder) {
+  std::vector<std::string> log;
+  DependentChain chain;
+  auto cm = [](std::string name) {
+    return [name](const Request&) -> absl::StatusOr<nlohmann::json> {
+      nlohmann::json out = NewObject("v1", "ConfigMap", name);
+      out["data"] = {{"v", "2"}};
+      return out;
+    };
+  };
+  chain.Add({"a", "v1", "ConfigMap", cm("a")})
+      .Add({"b", "v1", "ConfigMap", cm("b")})
+      .Add({"same", "v1", "ConfigMap", cm("same")})
+      .Add({"c", "v1", "ConfigMap", cm("c"), [](const Request&) { return false; }});
+  chain.WithCallbacks(RecordingCallbacks(&log));
+  nlohmann::json same = ExistingConfigMap("same", "2");
+  same["data"].erase("extra");
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "1")).Child(same).Child(ExistingConfigMap("c", "1"));
+  Outcome out = RunFn(chain.Build(), req.Call());
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "label:pre-update:a", "record:pre-update:a", "label:post-update:a",
+                     "record:post-update:a", "label:pre-create:b", "record:pre-create:b",
+                     "label:post-create:b", "record:post-create:b", "label:pre-delete:c",
+                     "record:pre-delete:c", "label:post-delete:c", "record:post-delete:c"}));
+  // Pre-stage changes reach the answer; post-stage ones do not.
+  EXPECT_EQ((*out.Desired("ConfigMap", "a"))["metadata"]["labels"]["stage"], "pre-update");
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["metadata"]["labels"]["stage"], "pre-create");
+  EXPECT_FALSE((*out.Desired("ConfigMap", "same"))["metadata"].contains("labels"));
+  EXPECT_EQ(out.Desired("ConfigMap", "c"), nullptr);
+}
+
+TEST(StageCallbacksTest, AnErrorStopsTheStepAndNamesTheCallback) {
+  DependentChain chain;
+  chain.Add({"a", "v1", "ConfigMap", [](const Request&) -> absl::StatusOr<nlohmann::json> {
+               return NewObject("v1", "ConfigMap", "a");
+             }});
+  chain.Add({"b", "v1", "ConfigMap", [](const Request&) -> absl::StatusOr<nlohmann::json> {
+               return NewObject("v1", "ConfigMap", "b");
+             }});
+  StageCallbacks callbacks;
+  int later = 0;
+  callbacks.On("v1", "ConfigMap", Stage::kPreCreate, "quota",
+               [](const Request&, Stage, nlohmann::json* desired, const nlohmann::json*) {
+                 if ((*desired)["metadata"]["name"] == "b") {
+                   return absl::InvalidArgumentError("over quota");
+                 }
+                 return absl::OkStatus();
+               });
+  callbacks.On("v1", "ConfigMap", Stage::kPreCreate, "after",
+               [&later](const Request&, Stage, nlohmann::json*, const nlohmann::json*) {
+                 ++later;
+                 return absl::OkStatus();
+               });
+  chain.WithCallbacks(callbacks);
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(NewObject("v1", "ConfigMap", "a"));
+  Outcome out = RunFn(chain.Build(), req.Call());
+  EXPECT_TRUE(out.terminal());
+  EXPECT_EQ(out.error_message(), "dependent b: callback quota at pre-create: over quota");
+  EXPECT_EQ(out.Desired("ConfigMap", "b"), nullptr);
+  EXPECT_EQ(later, 0);  // a exists unchanged: no step; b stopped before "after"
+}
+
+TEST(StageCallbacksTest, CrudRunsCallbacksAroundCreatesUpdatesAndRemovals) {
+  std::vector<std::string> log;
+  CrudResource copies("v1", "ConfigMap", [](const Request&) {
+    std::vector<nlohmann::json> out;
+    for (const char* name : {"a", "b"}) {
+      nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+      cm["data"] = {{"v", "2"}};
+      out.push_back(cm);
+    }
+    return out;
+  });
+  copies.WithCallbacks(RecordingCallbacks(&log));
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "1")).Child(ExistingConfigMap("old", "1"));
+  Outcome out = RunFn(copies.Build(), req.Call());
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "label:pre-update:a", "record:pre-update:a", "label:post-update:a",
+                     "record:post-update:a", "label:pre-create:b", "record:pre-create:b",
+                     "label:post-create:b", "record:post-create:b", "label:pre-delete:old",
+                     "record:pre-delete:old", "label:post-delete:old", "record:post-delete:old"}));
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["metadata"]["labels"]["stage"], "pre-create");
 }
 
 TEST(IsSubsetTest, ComparesFieldsRecursively) {

@@ -10,9 +10,17 @@
 //              the dependent named by spec.cancelPass cancels the pass, the one named by
 //              spec.cancelResource cancels itself, c cancels itself when it exists and updates
 //              are not allowed; status {phase: Done, cancelled, flags}
+//   callbacks  a DependentChain of ConfigMaps <name>-a, -b, -c (c unwanted) with stage callbacks
+//              on ConfigMap: "label" (pre-*: labels.stage = the stage), "record" (status.log
+//              gets "<stage>:<object name>"), "guard" (a terminal error at spec.failAt)
 //   builders   status {phase: Done, configHash: ConfigHash(spec.config), built: [every resource
 //              builder's output for this object]} (reported, not desired: the scenario owns
 //              ConfigMaps only)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
@@ -97,11 +105,61 @@ sdk::Result Builders(const sdk::Request& req) {
   return result;
 }
 
+sdk::Result Callbacks(const sdk::Request& req) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  sdk::StageCallbacks callbacks;
+  for (sdk::Stage stage :
+       {sdk::Stage::kPreCreate, sdk::Stage::kPostCreate, sdk::Stage::kPreUpdate,
+        sdk::Stage::kPostUpdate, sdk::Stage::kPreDelete, sdk::Stage::kPostDelete}) {
+    callbacks.On(
+        "v1", "ConfigMap", stage, "label",
+        [](const sdk::Request&, sdk::Stage stage, nlohmann::json* desired, const nlohmann::json*) {
+          if (desired != nullptr) {
+            (*desired)["metadata"]["labels"]["stage"] = std::string(sdk::StageName(stage));
+          }
+          return absl::OkStatus();
+        });
+    callbacks.On("v1", "ConfigMap", stage, "record",
+                 [log](const sdk::Request&, sdk::Stage stage, nlohmann::json* desired,
+                       const nlohmann::json* current) {
+                   const nlohmann::json& obj = desired != nullptr ? *desired : *current;
+                   log->push_back(absl::StrCat(sdk::StageName(stage), ":",
+                                               obj["metadata"]["name"].get<std::string>()));
+                   return absl::OkStatus();
+                 });
+    callbacks.On(
+        "v1", "ConfigMap", stage, "guard",
+        [](const sdk::Request& r, sdk::Stage stage, nlohmann::json*, const nlohmann::json*) {
+          if (SpecIs(r, "failAt", std::string(sdk::StageName(stage)))) {
+            return absl::InvalidArgumentError("spec.failAt");
+          }
+          return absl::OkStatus();
+        });
+  }
+  sdk::DependentChain chain;
+  for (std::string dep : {"a", "b", "c"}) {
+    sdk::Dependent d{dep, "v1", "ConfigMap",
+                     [dep](const sdk::Request& r) -> absl::StatusOr<nlohmann::json> {
+                       nlohmann::json cm = sdk::NewObject("v1", "ConfigMap", r.name() + "-" + dep);
+                       cm["data"] = {{"v", "new"}};
+                       return cm;
+                     }};
+    if (dep == "c") d.when = [](const sdk::Request&) { return false; };
+    chain.Add(std::move(d));
+  }
+  chain.WithCallbacks(callbacks);
+  return chain.Build([log](const sdk::Request&, const sdk::ChainState&, sdk::Result* result) {
+    result->Status()["phase"] = "Done";
+    result->Status()["log"] = *log;
+  })(req);
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
   if (outcome == "chain") return Chain(req);
   if (outcome == "builders") return Builders(req);
+  if (outcome == "callbacks") return Callbacks(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";

@@ -29,6 +29,31 @@ function chain(req) {
   })(req);
 }
 
+function callbacks(req) {
+  const log = [];
+  const cbs = new sdk.StageCallbacks();
+  for (const stage of sdk.STAGES) {
+    cbs.on('v1', 'ConfigMap', stage, 'label', (r, s, desired) => {
+      if (desired) desired.metadata.labels = { ...(desired.metadata.labels || {}), stage: s };
+    });
+    cbs.on('v1', 'ConfigMap', stage, 'record', (r, s, desired, current) => {
+      log.push(`${s}:${(desired || current).metadata.name}`);
+    });
+    cbs.on('v1', 'ConfigMap', stage, 'guard', (r, s) => {
+      if (r.spec.failAt === s) throw new TerminalError('spec.failAt');
+    });
+  }
+  const deps = new DependentChain().withCallbacks(cbs);
+  for (const dep of ['a', 'b', 'c']) {
+    deps.add({ name: dep, apiVersion: 'v1', kind: 'ConfigMap',
+      desired: (r) => ({ ...newObject('v1', 'ConfigMap', `${r.name}-${dep}`), data: { v: 'new' } }),
+      when: dep === 'c' ? () => false : undefined });
+  }
+  return deps.build((r, state, result) => {
+    Object.assign(result.status(), { phase: 'Done', log });
+  })(req);
+}
+
 function builders(req) {
   const name = req.name;
   const labels = sdk.commonLabels('scenario', name);
@@ -74,6 +99,7 @@ plugin.controller('scenario')
     const outcome = typeof req.spec.outcome === 'string' ? req.spec.outcome : 'ok';
     if (outcome === 'chain') return chain(req);
     if (outcome === 'builders') return builders(req);
+    if (outcome === 'callbacks') return callbacks(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

@@ -2,7 +2,7 @@
 
 import sys
 
-from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, UPDATE_ALLOWED, Controller, DependentChain,
+from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, StageCallbacks, UPDATE_ALLOWED, Controller, DependentChain,
                           Plugin, ReconcileError, Result, build_cluster_role,
                           build_cluster_role_binding, build_config_map, build_deployment,
                           build_role, build_role_binding, build_secret, build_service,
@@ -39,6 +39,41 @@ def chain(req):
 
     def then(req, state, result):
         result.status.update(phase="Done", cancelled=state.cancelled, flags=state.flags)
+
+    return deps.build(then)(req)
+
+
+def callbacks(req):
+    from ctrlhost_sdk.stage_callbacks import STAGES
+    log = []
+
+    def label(req, stage, desired, current):
+        if desired is not None:
+            desired["metadata"].setdefault("labels", {})["stage"] = stage
+
+    def record(req, stage, desired, current):
+        log.append("%s:%s" % (stage, (desired if desired is not None else current)["metadata"]
+                              ["name"]))
+
+    def guard(req, stage, desired, current):
+        if req.spec.get("failAt") == stage:
+            raise ReconcileError("spec.failAt", terminal=True)
+
+    cbs = StageCallbacks()
+    for stage in STAGES:
+        cbs.on("v1", "ConfigMap", stage, "label", label)
+        cbs.on("v1", "ConfigMap", stage, "record", record)
+        cbs.on("v1", "ConfigMap", stage, "guard", guard)
+    deps = DependentChain().with_callbacks(cbs)
+    for dep in ("a", "b", "c"):
+        deps.add(dep, "v1", "ConfigMap",
+                 desired=lambda r, dep=dep: dict(new_object("v1", "ConfigMap",
+                                                            r.name + "-" + dep),
+                                                 data={"v": "new"}),
+                 when=(lambda r: False) if dep == "c" else None)
+
+    def then(req, state, result):
+        result.status.update(phase="Done", log=log)
 
     return deps.build(then)(req)
 
@@ -86,6 +121,8 @@ def reconcile(req):
         return chain(req)
     if outcome == "builders":
         return builders(req)
+    if outcome == "callbacks":
+        return callbacks(req)
     result = Result()
     if outcome == "requeue":
         result.status["phase"] = "Waiting"

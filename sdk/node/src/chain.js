@@ -32,6 +32,7 @@ const { Result, TerminalError } = require('./result');
 const { handlers } = require('./handlers');
 const { findPath, isObject } = require('./request');
 const { PassContext, freezeOnto } = require('./pass_context');
+const { StageCallbacks } = require('./stage_callbacks');
 
 function nameOf(obj, request) {
   const n = findPath(obj, 'metadata.name');
@@ -73,6 +74,13 @@ function notReadyMessage(state) {
 class DependentChain {
   constructor() {
     this.dependents = [];
+    this.callbacks = new StageCallbacks();
+  }
+
+  /** Callbacks per child kind around each create, update and delete (stage_callbacks.js). */
+  withCallbacks(callbacks) {
+    this.callbacks = callbacks;
+    return this;
   }
 
   /** { name, apiVersion, kind, desired(req) -> object, when?(req) -> bool,
@@ -92,6 +100,7 @@ class DependentChain {
     const wanted = deps.map(() => true);
     const presentUnwanted = deps.map(() => false);
     const keepForOrder = deps.map(() => false);
+    const unwantedCurrent = deps.map(() => undefined);
     const desiredOf = (d) => {
       const obj = d.desired ? d.desired(request) : {};
       if (!isObject(obj)) throw new TerminalError('no object');
@@ -108,7 +117,8 @@ class DependentChain {
       } catch {
         // an unwanted dependent's name falls back to the primary's
       }
-      if (findChild(request, d.apiVersion, d.kind, name) !== undefined) {
+      unwantedCurrent[i] = findChild(request, d.apiVersion, d.kind, name);
+      if (unwantedCurrent[i] !== undefined) {
         state.deleting.push(d.name);
         presentUnwanted[i] = true;
         keepForOrder[i] = laterUnwantedPresent;
@@ -120,7 +130,19 @@ class DependentChain {
     for (let i = 0; i < deps.length; i++) {
       const d = deps[i];
       // After a cancelled pass nothing more is deleted: unwanted ones still present are kept.
-      if (!wanted[i] && !(ctx.passCancelled ? presentUnwanted[i] : keepForOrder[i])) continue;
+      if (!wanted[i] && !(ctx.passCancelled ? presentUnwanted[i] : keepForOrder[i])) {
+        if (presentUnwanted[i] && !ctx.passCancelled) { // left out: pruned by the host
+          try {
+            for (const stage of ['pre-delete', 'post-delete']) {
+              this.callbacks.run(request, stage, d.apiVersion, d.kind, undefined, unwantedCurrent[i]);
+            }
+          } catch (e) {
+            failWith(result, `dependent ${d.name}: `, e);
+            return state;
+          }
+        }
+        continue;
+      }
       let desired;
       try {
         desired = desiredOf(d);
@@ -162,6 +184,15 @@ class DependentChain {
           state.cancelled.push(d.name);
           state.cancelReasons[d.name] = ctx.resourceCancelReason;
           continue;
+        }
+      }
+      if (current === undefined || !isSubset(desired, current)) {
+        try {
+          this.callbacks.runStep(request, current === undefined, d.apiVersion, d.kind, desired,
+            current);
+        } catch (e) {
+          failWith(result, `dependent ${d.name}: `, e);
+          return state;
         }
       }
       result.desire(desired);
@@ -215,6 +246,13 @@ class CrudResource {
     this.kind = kind;
     this.desired = desired;
     this.step = null;
+    this.callbacks = new StageCallbacks();
+  }
+
+  /** Callbacks around each create, update and remove, run by plan (stage_callbacks.js). */
+  withCallbacks(callbacks) {
+    this.callbacks = callbacks;
+    return this;
   }
 
   /** step(request, desired, current, ctx): runs before each create and update. */
@@ -277,13 +315,31 @@ class CrudResource {
         plan.skipped.push({ object: obj, reason: skip });
         continue;
       }
+      this.runCallbacks(k, () => this.callbacks.runStep(request, cur === undefined, this.apiVersion,
+        this.kind, obj, cur));
       (cur === undefined ? plan.create : plan.update).push(obj);
     }
-    plan.remove.push(...current.values());
+    for (const [k, cur] of current) {
+      this.runCallbacks(k, () => {
+        for (const stage of ['pre-delete', 'post-delete']) {
+          this.callbacks.run(request, stage, this.apiVersion, this.kind, undefined, cur);
+        }
+      });
+      plan.remove.push(cur);
+    }
     plan.passCancelled = ctx.passCancelled;
     plan.passCancelReason = ctx.passCancelReason;
     plan.flags = ctx.flags;
     return plan;
+  }
+
+  runCallbacks(key, fn) {
+    try {
+      fn();
+    } catch (e) {
+      const message = `${this.kind} ${key}: ${e && e.message !== undefined ? e.message : String(e)}`;
+      throw e instanceof TerminalError ? new TerminalError(message) : new Error(message);
+    }
   }
 
   /** Desires create/update/unchanged and records Created / Updated / Deleted events. */

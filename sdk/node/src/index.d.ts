@@ -236,6 +236,22 @@ export class PassContext {
 /** The fields of `desired` with their values in `current`: applying it changes nothing. */
 export function freezeOnto(desired: JsonObject, current: JsonObject): JsonObject;
 
+export type Stage = 'pre-create' | 'post-create' | 'pre-update' | 'post-update' | 'pre-delete' |
+  'post-delete';
+export const STAGES: Stage[];
+/** desired: mutable at pre-create / pre-update, a copy at post-*, undefined at *-delete. */
+export type StageCallback = (request: Request, stage: Stage, desired: JsonObject | undefined,
+  current: JsonObject | undefined) => void;
+
+/** Callbacks per child kind around each create, update and delete (see stage_callbacks.js). */
+export class StageCallbacks {
+  on(apiVersion: string, kind: string, stage: Stage, name: string, callback: StageCallback): this;
+  run(request: Request, stage: Stage, apiVersion: string, kind: string,
+    desired: JsonObject | undefined, current: JsonObject | undefined): void;
+  runStep(request: Request, create: boolean, apiVersion: string, kind: string,
+    desired: JsonObject, current: JsonObject | undefined): void;
+}
+
 export interface ChainState {
   ready: string[];
   pending: string[];
@@ -255,6 +271,7 @@ export interface ChainState {
 export class DependentChain {
   readonly dependents: Dependent[];
   add(dependent: Dependent): this;
+  withCallbacks(callbacks: StageCallbacks): this;
   reconcile(request: Request, result: Result): ChainState;
   build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>):
     BuiltReconcileFn;
@@ -277,6 +294,7 @@ export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
   /** A step run before each create and update. */
   onPass(step: PassStep): this;
+  withCallbacks(callbacks: StageCallbacks): this;
   plan(request: Request): CrudPlan;
   apply(plan: CrudPlan, result: Result): void;
   build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>):

@@ -12,6 +12,7 @@ const { DependentChain, CrudResource, isSubset } = require('./chain');
 const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
 const builders = require('./builders');
+const { StageCallbacks, STAGES } = require('./stage_callbacks');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
@@ -31,6 +32,8 @@ module.exports = {
   CrudResource,
   isSubset,
   PassContext,
+  StageCallbacks,
+  STAGES,
   freezeOnto,
   UPDATE_ALLOWED,
   UPDATE_NECESSARY,

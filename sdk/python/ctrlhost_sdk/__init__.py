@@ -36,9 +36,18 @@ from ctrlhost_sdk.builders import (
     service_account_subject,
     service_port,
 )
-from ctrlhost_sdk.chain import ChainState, DependentChain
+from ctrlhost_sdk.chain import ChainState, DependentChain, is_subset
 from ctrlhost_sdk.controller import Controller
 from ctrlhost_sdk.handlers import Handlers
+from ctrlhost_sdk.stage_callbacks import (
+    POST_CREATE,
+    POST_DELETE,
+    POST_UPDATE,
+    PRE_CREATE,
+    PRE_DELETE,
+    PRE_UPDATE,
+    StageCallbacks,
+)
 from ctrlhost_sdk.pass_context import UPDATE_ALLOWED, UPDATE_NECESSARY, PassContext, freeze_onto
 from ctrlhost_sdk.plugin import Plugin, parse_address
 from ctrlhost_sdk.request import Object, Request, RequestError, find_path
@@ -62,6 +71,8 @@ from ctrlhost_sdk.result import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "POST_CREATE", "POST_DELETE", "POST_UPDATE", "PRE_CREATE", "PRE_DELETE", "PRE_UPDATE",
+    "StageCallbacks", "is_subset",
     "CONFIG_HASH_ANNOTATION", "build_cluster_role", "build_cluster_role_binding",
     "build_config_map", "build_deployment", "build_role", "build_role_binding", "build_secret",
     "build_service", "build_service_account", "canonical_json", "common_labels", "config_hash",

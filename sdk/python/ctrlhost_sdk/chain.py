@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ctrlhost_sdk.handlers import Handlers
 from ctrlhost_sdk.pass_context import PassContext, freeze_onto
+from ctrlhost_sdk.stage_callbacks import POST_DELETE, PRE_DELETE, StageCallbacks
 from ctrlhost_sdk.request import JsonObject, Request, find_path
 from ctrlhost_sdk.result import RETRYABLE, TERMINAL, TRUE, FALSE, ReconcileError, Result
 
@@ -104,6 +105,14 @@ def _find_child(request: Request, api_version: str, kind: str,
     return None
 
 
+def is_subset(desired: Any, current: Any) -> bool:
+    """Every field of `desired` has the same value in `current` (objects key by key, arrays
+    and scalars whole), as the C++ and Node SDKs' IsSubset."""
+    if isinstance(desired, dict) and isinstance(current, dict):
+        return all(k in current and is_subset(v, current[k]) for k, v in desired.items())
+    return bool(desired == current)
+
+
 def _fail(result: Result, name: str, e: Exception) -> None:
     terminal = isinstance(e, ReconcileError) and e.terminal
     result.set_error(TERMINAL if terminal else RETRYABLE, "dependent %s: %s" % (name, e))
@@ -112,6 +121,13 @@ def _fail(result: Result, name: str, e: Exception) -> None:
 class DependentChain:
     def __init__(self) -> None:
         self._dependents: List[_Dependent] = []
+        self._callbacks = StageCallbacks()
+
+    def with_callbacks(self, callbacks: StageCallbacks) -> DependentChain:
+        """Callbacks per child kind around each create, update and delete
+        (stage_callbacks.py)."""
+        self._callbacks = callbacks
+        return self
 
     def add(self, name: str, api_version: str, kind: str, desired: Optional[DesiredFn],
             when: Optional[WhenFn] = None, ready: Optional[ReadyFn] = None,
@@ -138,6 +154,7 @@ class DependentChain:
         wanted = [True] * len(deps)
         present_unwanted = [False] * len(deps)
         keep_for_order = [False] * len(deps)
+        unwanted_current: List[Optional[JsonObject]] = [None] * len(deps)
         later_unwanted_present = False
         for i in range(len(deps) - 1, -1, -1):
             d = deps[i]
@@ -148,7 +165,8 @@ class DependentChain:
                 name = _name_of(self._desired_of(d, request), request)
             except Exception:  # noqa: BLE001 - an unwanted dependent's name falls back
                 name = request.name
-            if _find_child(request, d.api_version, d.kind, name) is not None:
+            unwanted_current[i] = _find_child(request, d.api_version, d.kind, name)
+            if unwanted_current[i] is not None:
                 state.deleting.append(d.name)
                 present_unwanted[i] = True
                 keep_for_order[i] = later_unwanted_present
@@ -159,6 +177,14 @@ class DependentChain:
             # After a cancelled pass nothing more is deleted: unwanted ones present are kept.
             if not wanted[i] and not (present_unwanted[i] if ctx.pass_cancelled
                                       else keep_for_order[i]):
+                if present_unwanted[i] and not ctx.pass_cancelled:  # left out: pruned
+                    try:
+                        for stage in (PRE_DELETE, POST_DELETE):
+                            self._callbacks.run(request, stage, d.api_version, d.kind, None,
+                                                unwanted_current[i])
+                    except Exception as e:  # noqa: BLE001 - a callback's error
+                        _fail(result, d.name, e)
+                        return state
                 continue
             try:
                 desired = self._desired_of(d, request)
@@ -196,6 +222,13 @@ class DependentChain:
                     state.cancelled.append(d.name)
                     state.cancel_reasons[d.name] = ctx.resource_cancel_reason
                     continue
+            if current is None or not is_subset(desired, current):
+                try:
+                    self._callbacks.run_step(request, current is None, d.api_version, d.kind,
+                                             desired, current)
+                except Exception as e:  # noqa: BLE001 - a callback's error
+                    _fail(result, d.name, e)
+                    return state
             result.desire(desired)
             (state.ready if is_ready else state.pending).append(d.name)
         state.flags = ctx.flags

@@ -2,8 +2,9 @@
 
 import unittest
 
-from ctrlhost_sdk import (UPDATE_ALLOWED, UPDATE_NECESSARY, DependentChain, PassContext,
-                          ReconcileError, Request, freeze_onto)
+from ctrlhost_sdk import (PRE_CREATE, UPDATE_ALLOWED, UPDATE_NECESSARY, DependentChain,
+                          PassContext, ReconcileError, Request, StageCallbacks, freeze_onto)
+from ctrlhost_sdk.stage_callbacks import STAGES
 
 PRIMARY = {"apiVersion": "example.com/v1", "kind": "App",
            "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1", "generation": 2},
@@ -192,6 +193,71 @@ class PassContextTest(unittest.TestCase):
         ctx.cancel_pass("two")
         self.assertEqual(ctx.pass_cancel_reason, "one")
         self.assertFalse(ctx.flag("unset"))
+
+
+def recording_callbacks(log):
+    """Records "<callback>:<stage>:<name>"; "label" labels the desired object."""
+    callbacks = StageCallbacks()
+    for stage in STAGES:
+        for cb in ("label", "record"):
+            def fn(req, stage, desired, current, cb=cb):
+                obj = desired if desired is not None else current
+                log.append("%s:%s:%s" % (cb, stage, obj["metadata"]["name"]))
+                if cb == "label" and desired is not None:
+                    desired["metadata"].setdefault("labels", {})["stage"] = stage
+            callbacks.on("v1", "ConfigMap", stage, cb, fn)
+    return callbacks
+
+
+class StageCallbacksTest(unittest.TestCase):
+    def test_chain_runs_callbacks_per_stage_in_registration_order(self):
+        log = []
+        chain = DependentChain()
+        for name in ("a", "b", "same", "c"):
+            chain.add(name, "v1", "ConfigMap",
+                      desired=lambda req, name=name: {"metadata": {"name": name},
+                                                      "data": {"v": "2"}},
+                      when=(lambda req: False) if name == "c" else None)
+        chain.with_callbacks(recording_callbacks(log))
+        same = existing("same", "2")
+        del same["data"]["extra"]
+        result = chain.build()(Request.for_object(
+            PRIMARY, children=[existing("a", "1"), same, existing("c", "1")]))
+        self.assertIsNone(result.error)
+        self.assertEqual(log, [
+            "label:pre-update:a", "record:pre-update:a", "label:post-update:a",
+            "record:post-update:a", "label:pre-create:b", "record:pre-create:b",
+            "label:post-create:b", "record:post-create:b", "label:pre-delete:c",
+            "record:pre-delete:c", "label:post-delete:c", "record:post-delete:c"])
+        desired = by_name(result)
+        self.assertEqual(desired["a"]["metadata"]["labels"]["stage"], "pre-update")
+        self.assertEqual(desired["b"]["metadata"]["labels"]["stage"], "pre-create")
+        self.assertNotIn("labels", desired["same"]["metadata"])
+        self.assertNotIn("c", desired)
+
+    def test_an_error_stops_the_step_and_names_the_callback(self):
+        later = []
+
+        def quota(req, stage, desired, current):
+            if desired["metadata"]["name"] == "b":
+                raise ReconcileError("over quota", terminal=True)
+
+        callbacks = (StageCallbacks()
+                     .on("v1", "ConfigMap", PRE_CREATE, "quota", quota)
+                     .on("v1", "ConfigMap", PRE_CREATE, "after",
+                         lambda req, stage, desired, current: later.append(1)))
+        chain = (DependentChain()
+                 .add("a", "v1", "ConfigMap", desired=lambda req: {"metadata": {"name": "a"}})
+                 .add("b", "v1", "ConfigMap", desired=lambda req: {"metadata": {"name": "b"}})
+                 .with_callbacks(callbacks))
+        result = chain.build()(Request.for_object(PRIMARY, children=[
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}]))
+        self.assertEqual(result.error,
+                         ("terminal", "dependent b: callback quota at pre-create: over quota"))
+        self.assertNotIn("b", by_name(result))
+        self.assertEqual(later, [])
+        with self.assertRaises(ValueError):
+            StageCallbacks().on("v1", "ConfigMap", "pre-create-ish", "x", quota)
 
 
 if __name__ == "__main__":
