@@ -19,6 +19,7 @@
 #include "sdk/cpp/builders.h"    // IWYU pragma: export
 #include "sdk/cpp/controller.h"  // IWYU pragma: export
 #include "sdk/cpp/handlers.h"    // IWYU pragma: export
+#include "sdk/cpp/operator_status.h"  // IWYU pragma: export
 #include "sdk/cpp/plugin.h"      // IWYU pragma: export
 #include "sdk/cpp/request.h"     // IWYU pragma: export
 #include "sdk/cpp/result.h"      // IWYU pragma: export

@@ -13,6 +13,9 @@
 //   callbacks  a DependentChain of ConfigMaps <name>-a, -b, -c (c unwanted) with stage callbacks
 //              on ConfigMap: "label" (pre-*: labels.stage = the stage), "record" (status.log
 //              gets "<stage>:<object name>"), "guard" (a terminal error at spec.failAt)
+//   status     desire ConfigMap <name> {version: spec.version (default 1.0.0)}; the standard
+//              operator status (SetOperatorStatus) with that target version, children ready
+//              once the ConfigMap child carries it, spec.failure as a persistent failure
 //   builders   status {phase: Done, configHash: ConfigHash(spec.config), built: [every resource
 //              builder's output for this object]} (reported, not desired: the scenario owns
 //              ConfigMaps only)
@@ -154,12 +157,37 @@ sdk::Result Callbacks(const sdk::Request& req) {
   })(req);
 }
 
+sdk::Result OperatorStatus(const sdk::Request& req) {
+  auto string_at = [&](const char* field, const char* fallback) {
+    auto it = req.spec().find(field);
+    return it != req.spec().end() && it->is_string() ? it->get<std::string>()
+                                                     : std::string(fallback);
+  };
+  const std::string version = string_at("version", "1.0.0");
+  sdk::Result result;
+  nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
+  cm["data"] = {{"version", version}};
+  const nlohmann::json* child = req.Child("ConfigMap", req.name());
+  const nlohmann::json* child_version =
+      child != nullptr ? sdk::FindPath(*child, "data.version") : nullptr;
+  const bool ready = child_version != nullptr && *child_version == version;
+  sdk::SetOperatorStatus(req,
+                         {.operator_version = "1.0.0",
+                          .target_version = version,
+                          .children_ready = ready,
+                          .message = ready ? "" : "waiting for ConfigMap " + req.name(),
+                          .failure = string_at("failure", "")},
+                         &result);
+  return result;
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
   if (outcome == "chain") return Chain(req);
   if (outcome == "builders") return Builders(req);
   if (outcome == "callbacks") return Callbacks(req);
+  if (outcome == "status") return OperatorStatus(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";

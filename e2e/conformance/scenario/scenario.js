@@ -54,6 +54,19 @@ function callbacks(req) {
   })(req);
 }
 
+function operatorStatus(req) {
+  const stringAt = (field, fallback) => (typeof req.spec[field] === 'string' ? req.spec[field] : fallback);
+  const version = stringAt('version', '1.0.0');
+  const result = new Result();
+  result.desire(newObject('v1', 'ConfigMap', req.name)).data = { version };
+  const child = req.child('ConfigMap', req.name);
+  const ready = child !== undefined && child !== null && sdk.findPath(child, 'data.version') === version;
+  sdk.setOperatorStatus(req, result, { operatorVersion: '1.0.0', targetVersion: version,
+    childrenReady: ready, message: ready ? '' : `waiting for ConfigMap ${req.name}`,
+    failure: stringAt('failure', '') });
+  return result;
+}
+
 function builders(req) {
   const name = req.name;
   const labels = sdk.commonLabels('scenario', name);
@@ -100,6 +113,7 @@ plugin.controller('scenario')
     if (outcome === 'chain') return chain(req);
     if (outcome === 'builders') return builders(req);
     if (outcome === 'callbacks') return callbacks(req);
+    if (outcome === 'status') return operatorStatus(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

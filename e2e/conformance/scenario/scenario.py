@@ -2,7 +2,7 @@
 
 import sys
 
-from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, StageCallbacks, UPDATE_ALLOWED, Controller, DependentChain,
+from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, StageCallbacks, find_path, set_operator_status, UPDATE_ALLOWED, Controller, DependentChain,
                           Plugin, ReconcileError, Result, build_cluster_role,
                           build_cluster_role_binding, build_config_map, build_deployment,
                           build_role, build_role_binding, build_secret, build_service,
@@ -78,6 +78,23 @@ def callbacks(req):
     return deps.build(then)(req)
 
 
+def operator_status(req):
+    def string_at(field, fallback):
+        v = req.spec.get(field)
+        return v if isinstance(v, str) else fallback
+
+    version = string_at("version", "1.0.0")
+    result = Result()
+    result.desire(new_object("v1", "ConfigMap", req.name))["data"] = {"version": version}
+    child = req.child("ConfigMap", req.name)
+    ready = child is not None and find_path(child, "data.version") == version
+    set_operator_status(req, result, operator_version="1.0.0", target_version=version,
+                        children_ready=ready,
+                        message="" if ready else "waiting for ConfigMap " + req.name,
+                        failure=string_at("failure", ""))
+    return result
+
+
 def builders(req):
     name = req.name
     labels = common_labels("scenario", name)
@@ -123,6 +140,8 @@ def reconcile(req):
         return builders(req)
     if outcome == "callbacks":
         return callbacks(req)
+    if outcome == "status":
+        return operator_status(req)
     result = Result()
     if outcome == "requeue":
         result.status["phase"] = "Waiting"

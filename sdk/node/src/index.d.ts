@@ -385,3 +385,20 @@ export function buildRoleBinding(options?: ObjectOptions &
   { role?: string; subjects?: JsonObject[] }): JsonObject;
 export function buildClusterRoleBinding(options?: Omit<ObjectOptions, 'namespace'> &
   { clusterRole?: string; subjects?: JsonObject[] }): JsonObject;
+
+/** The standard operator status (operator_status.js). */
+export interface OperatorStatusInput {
+  /** The plugin's own version. */
+  operatorVersion: string;
+  /** The version the children should run; unset: operatorVersion. */
+  targetVersion?: string;
+  childrenReady?: boolean;
+  /** Why not ready. */
+  message?: string;
+  /** Non-empty: a persistent failure (phase Error, Degraded and Stalled True). */
+  failure?: string;
+  /** CamelCase; default 'Failed'. */
+  failureReason?: string;
+}
+export function setOperatorStatus(request: Request, result: Result, input: OperatorStatusInput):
+  void;

@@ -12,6 +12,7 @@ const { DependentChain, CrudResource, isSubset } = require('./chain');
 const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
 const builders = require('./builders');
+const { setOperatorStatus } = require('./operator_status');
 const { StageCallbacks, STAGES } = require('./stage_callbacks');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
@@ -32,6 +33,7 @@ module.exports = {
   CrudResource,
   isSubset,
   PassContext,
+  setOperatorStatus,
   StageCallbacks,
   STAGES,
   freezeOnto,
