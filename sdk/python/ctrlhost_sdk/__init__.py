@@ -38,6 +38,7 @@ from ctrlhost_sdk.builders import (
 )
 from ctrlhost_sdk.chain import ChainState, DependentChain, is_subset
 from ctrlhost_sdk.controller import Controller
+from ctrlhost_sdk.crud import CrudPlan, CrudResource
 from ctrlhost_sdk.handlers import Handlers
 from ctrlhost_sdk.operator_status import set_operator_status
 from ctrlhost_sdk.stage_callbacks import (
@@ -72,6 +73,7 @@ from ctrlhost_sdk.result import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CrudPlan", "CrudResource",
     "set_operator_status",
     "POST_CREATE", "POST_DELETE", "POST_UPDATE", "PRE_CREATE", "PRE_DELETE", "PRE_UPDATE",
     "StageCallbacks", "is_subset",
