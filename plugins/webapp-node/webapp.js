@@ -82,7 +82,10 @@ function desireChildren(req, spec, result) {
     podAnnotations: { [CONFIG_HASH_ANNOTATION]: sdk.configHash(spec.config) },
   }));
   result.desire(sdk.buildService({
-    name, labels, selector, ports: [sdk.servicePort({ port: spec.port, name: 'http', targetPort: 'http' })],
+    name,
+    labels,
+    selector,
+    ports: [sdk.servicePort({ port: spec.port, name: 'http', targetPort: 'http' })],
   }));
 }
 

@@ -99,8 +99,8 @@ test('ready once the Deployment reports its replicas; a config change changes th
   assert.equal(changed.byKind.Service.spec.ports[0].port, 8080);
   // The SDK's config hash of { GREETING: 'hello' }: the value the plugins wrote before they used
   // the SDK's builders, so no pod restarts.
-  assert.equal(out.byKind.Deployment.spec.template.metadata.annotations['apps.ctrlhost.dev/config-hash'],
-    '56d5bfdb2ff2a622');
+  const hash = out.byKind.Deployment.spec.template.metadata.annotations;
+  assert.equal(hash['apps.ctrlhost.dev/config-hash'], '56d5bfdb2ff2a622');
 });
 
 test('invalid specs are terminal errors with InvalidSpec and no children', async () => {
