@@ -9,6 +9,11 @@
    language, and hot swaps between languages (C++ -> Node -> Python -> C++) under a stream of
    updates lose no key and never relist a watch. conformance_kube_test runs this part against
    real Kubernetes 1.20 (e2e/kube); part 1 involves no API server and runs once.
+3. The scenario controller (e2e/conformance/scenario) in each language answers the controller
+   model's pieces alike offline (requeue, errors, a forbidden change, DependentChain context
+   flags, resource builders, stage callbacks, the standard operator status), and live its
+   standard status is read by `kubectl wait --for=condition=Available` through an upgrade and a
+   persistent failure (OperatorStatusLiveTest, both servers).
 """
 
 import json
@@ -44,6 +49,19 @@ SCENARIO_PLUGINS = {
     "node": host_fixture.runfile("e2e/conformance/scenario/scenario-node"),
     "python": host_fixture.runfile("e2e/conformance/scenario/scenario-py"),
 }
+
+
+CHAIN_CHILDREN = os.path.dirname(
+    host_fixture.runfile("e2e/conformance/testdata/scenarios/chain-children/configmaps.yaml"))
+
+
+CALLBACK_CHILDREN = os.path.dirname(
+    host_fixture.runfile("e2e/conformance/testdata/scenarios/callbacks-children/configmaps.yaml"))
+
+
+STATUS_CHILDREN = os.path.dirname(
+    host_fixture.runfile("e2e/conformance/testdata/scenarios/status-children/configmap.yaml"))
+SCENARIO_CRD = host_fixture.runfile("e2e/conformance/testdata/scenario-crd.yaml")
 
 
 def scenario(outcome):
@@ -137,12 +155,12 @@ class ScenarioConformanceTest(unittest.TestCase):
     """Outcomes the WebApp never produces, answered alike by every SDK: requeue_after, retryable
     and terminal errors, and a forbidden change that the host must refuse (`--check`)."""
 
-    def answers(self, outcome, expected_exit=0):
+    def answers(self, outcome, *args, expected_exit=0):
         answers = {}
         for lang, plugin in SCENARIO_PLUGINS.items():
             result = subprocess.run(
                 [apiserver_fixture.binary_path(), "test", "--log-level=warning", "--plugin",
-                 plugin, "-o", "json", "--check", "--object", scenario(outcome)],
+                 plugin, "-o", "json", "--check", "--object", scenario(outcome), *args],
                 capture_output=True, text=True, timeout=120)
             self.assertEqual(result.returncode, expected_exit,
                              "%s %s: %s" % (lang, outcome, result.stderr))
@@ -175,6 +193,172 @@ class ScenarioConformanceTest(unittest.TestCase):
         # `--check` runs the applier's validation: exit 3, the same refusal for every language.
         answer = self.answers("forbidden", expected_exit=3)
         self.assertEqual(answer["desired_objects"][0]["kind"], "Secret")
+
+    # Context flags in a DependentChain (issue 18 piece 2): steps cancel the pass or their own
+    # resource, flags set by earlier steps are read by later ones, skipped resources that exist
+    # are kept as they are, and the condition says what was skipped.
+    def test_chain_cancel_pass(self):
+        answer = self.answers("chain-pass", "--children", CHAIN_CHILDREN)
+        desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
+        self.assertEqual(sorted(desired), ["s-chain-a", "s-chain-b", "s-chain-c"])
+        self.assertEqual(desired["s-chain-a"]["data"], {"v": "new"})
+        self.assertEqual(desired["s-chain-b"]["data"], {"v": "new"})  # the canceller's own
+        self.assertEqual(desired["s-chain-c"]["data"], {"v": "old"})  # kept as it is
+        self.assertEqual(answer["status"]["cancelled"], ["c"])
+        self.assertEqual(answer["status"]["flags"],
+                         {"seen-a": True, "seen-b": True, "updateAllowed": True})
+        condition = {c["type"]: c for c in answer["conditions"]}["DependentsReady"]
+        self.assertEqual(condition["reason"], "Cancelled")
+        self.assertEqual(condition["message"],
+                         "b cancelled the pass: spec.cancelPass; skipped: c; waiting for b")
+
+    def test_builders(self):
+        # Resource builders (issue 18 piece 6): every builder's output and the config hash of
+        # keys whose UTF-8 order differs from JavaScript's, identical in every language.
+        answer = self.answers("builders")
+        built = answer["status"]["built"]
+        self.assertEqual([o["kind"] for o in built],
+                         ["Deployment", "Service", "ConfigMap", "Secret", "ServiceAccount",
+                          "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"])
+        self.assertEqual(built[0]["spec"]["template"]["metadata"]["annotations"],
+                         {"ctrlhost.dev/config-hash": answer["status"]["configHash"]})
+        self.assertEqual([p["protocol"] for p in built[1]["spec"]["ports"]], ["TCP", "UDP"])
+        self.assertEqual(built[2]["metadata"]["ownerReferences"][0]["uid"],
+                         "7a0c7a1e-0000-4000-8000-000000000012")
+
+    # Stage callbacks (issue 18 piece 3): per kind and stage in registration order, pre-stage
+    # changes in the answer, an error that stops the step and names the callback.
+    def test_stage_callbacks(self):
+        answer = self.answers("callbacks", "--children", CALLBACK_CHILDREN)
+        self.assertEqual(answer["status"]["log"], [
+            "pre-update:s-cb-a", "post-update:s-cb-a", "pre-create:s-cb-b",
+            "post-create:s-cb-b", "pre-delete:s-cb-c", "post-delete:s-cb-c"])
+        desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
+        self.assertEqual(sorted(desired), ["s-cb-a", "s-cb-b"])
+        self.assertEqual(desired["s-cb-b"]["metadata"]["labels"], {"stage": "pre-create"})
+
+    def test_stage_callback_error_names_the_callback(self):
+        answer = self.answers("callbacks-fail", "--children", CALLBACK_CHILDREN)
+        self.assertEqual(answer["error"], {
+            "kind": "ERROR_KIND_TERMINAL",
+            "message": "dependent b: callback guard at pre-create: spec.failAt"})
+        self.assertEqual(answer["status"]["log"], [
+            "pre-update:s-cb-a", "post-update:s-cb-a", "pre-create:s-cb-b"])
+
+    # The standard operator status (issue 18 piece 4).
+    def test_operator_status_deploying(self):
+        answer = self.answers("status")
+        self.assertEqual(answer["status"], {
+            "phase": "Deploying", "operatorVersion": "1.0.0", "targetVersion": "1.0.0",
+            "observedGeneration": 1})
+        conditions = {c["type"]: (c["status"], c["reason"]) for c in answer["conditions"]}
+        self.assertEqual(conditions["Available"], ("CONDITION_STATUS_FALSE", "Deploying"))
+        self.assertEqual(conditions["Reconciling"], ("CONDITION_STATUS_TRUE", "Deploying"))
+
+    def test_operator_status_upgrade_keeps_available(self):
+        answer = self.answers("status-upgrade", "--children", STATUS_CHILDREN)
+        self.assertEqual(answer["status"]["phase"], "Upgrading")
+        self.assertNotIn("observedVersion", answer["status"])
+        conditions = {c["type"]: (c["status"], c["reason"]) for c in answer["conditions"]}
+        self.assertEqual(conditions["Available"],
+                         ("CONDITION_STATUS_TRUE", "PreviousVersionAvailable"))
+        self.assertEqual(conditions["Degraded"], ("CONDITION_STATUS_FALSE", "AsExpected"))
+
+    def test_chain_cancel_resource_and_flags(self):
+        answer = self.answers("chain-resource", "--children", CHAIN_CHILDREN)
+        desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
+        # b does not exist and cancelled itself: not created; c exists and updates are not
+        # allowed (a's flag): kept with its current data.
+        self.assertEqual(sorted(desired), ["s-chain-a", "s-chain-c"])
+        self.assertEqual(desired["s-chain-c"]["data"], {"v": "old"})
+        self.assertEqual(answer["status"]["cancelled"], ["b", "c"])
+        self.assertEqual(answer["status"]["flags"],
+                         {"seen-a": True, "seen-b": True, "seen-c": True,
+                          "updateAllowed": False})
+        condition = {c["type"]: c for c in answer["conditions"]}["DependentsReady"]
+        self.assertEqual(condition["message"],
+                         "skipped: b (spec.cancelResource), c (updates not allowed)")
+
+
+SCENARIO_OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: scenario
+spec:
+  plugins:
+    - name: scenario
+      exec:
+        command: {command}
+"""
+
+
+class OperatorStatusLiveTest(unittest.TestCase):
+    """The standard operator status as tools read it: `kubectl wait --for=condition=Available`
+    and the versions through an upgrade and a persistent failure, under each language's scenario
+    plugin in turn (hot swaps), against the embedded server and (conformance_kube_test) real
+    Kubernetes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.host = host_fixture.start_host(
+            SCENARIO_OPERATOR.format(command=SCENARIO_PLUGINS["cpp"]))
+        cls.host.kubectl("apply", "-f", SCENARIO_CRD, check=True)
+        cls.host.wait_for(lambda: cls.host.endpoint("/readyz")[0] == 200, "controller ready")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.host.stop()
+        assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
+
+    def kubectl_ok(self, *args, input_text=None):
+        result = self.host.kubectl(*args, input_text=input_text)
+        self.assertEqual(result.returncode, 0, "kubectl %s: %s%s\n%s" % (
+            " ".join(args), result.stdout, result.stderr, self.host.log()[-3000:]))
+        return result.stdout
+
+    def scenario_status(self, name):
+        obj = self.host.get("/apis/e2e.ctrlhost.dev/v1/namespaces/default/scenarios/" + name)
+        return (obj or {}).get("status", {})
+
+    def test_kubectl_wait_reads_the_standard_status(self):
+        for lang in ("cpp", "python", "node"):
+            if lang != "cpp":
+                swap = self.host.ctrlhost("plugin", "swap", "scenario/scenario", "--timeout",
+                                          "60s", "--command", SCENARIO_PLUGINS[lang])
+                self.assertEqual(swap.returncode, 0, swap.stdout + swap.stderr)
+            name = "status-" + lang
+            self.kubectl_ok("apply", "-f", "-", input_text=json.dumps({
+                "apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Scenario",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"outcome": "status", "version": "1.0.0"}}))
+            self.kubectl_ok("wait", "--for=condition=Available", "scenario/" + name,
+                            "--timeout=90s")
+            status = self.scenario_status(name)
+            self.assertEqual((status["phase"], status["observedVersion"]), ("Deployed", "1.0.0"))
+            self.kubectl_ok("wait", "--for=condition=Reconciling=False", "scenario/" + name,
+                            "--timeout=30s")
+            # An upgrade: Deployed again at the new version, never Degraded.
+            self.kubectl_ok("patch", "scenario", name, "--type=merge", "-p",
+                            '{"spec": {"version": "2.0.0"}}')
+            self.kubectl_ok("wait", "--for=jsonpath={.status.observedVersion}=2.0.0",
+                            "scenario/" + name, "--timeout=90s")
+            status = self.scenario_status(name)
+            self.assertEqual(status["phase"], "Deployed")
+            conditions = {c["type"]: c for c in status["conditions"]}
+            self.assertEqual(conditions["Degraded"]["status"], "False")
+            self.assertEqual(conditions["Available"]["status"], "True")
+            self.assertIn("lastTransitionTime", conditions["Available"])
+            # A persistent failure: Degraded and Stalled, phase Error.
+            self.kubectl_ok("patch", "scenario", name, "--type=merge", "-p",
+                            '{"spec": {"failure": "the backend refuses us"}}')
+            self.kubectl_ok("wait", "--for=condition=Degraded", "scenario/" + name,
+                            "--timeout=90s")
+            status = self.scenario_status(name)
+            self.assertEqual(status["phase"], "Error")
+            stalled = {c["type"]: c for c in status["conditions"]}["Stalled"]
+            self.assertEqual((stalled["status"], stalled["message"]),
+                             ("True", "the backend refuses us"))
 
 
 OPERATOR = """\

@@ -6,7 +6,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const sdk = require('../../sdk/node/src');
 
-const { Result, newObject, findPath, handlers } = sdk;
+const { Result, findPath, handlers } = sdk;
 
 const GROUP = 'apps.ctrlhost.dev';
 const VERSION = 'v1alpha1';
@@ -52,39 +52,21 @@ function parseSpec(spec) {
   };
 }
 
-// FNV-1a over the UTF-8 bytes with the C++ plugin's constants (its offset basis lacks the last
-// digit of FNV's), so the value is the same as the C++ plugin's and the pod template (and
-// the pods) change only when the configuration does, whichever plugin wrote it.
-function stableHash(text) {
-  let h = 1469598103934665603n;
-  for (const b of Buffer.from(text, 'utf8')) {
-    h ^= BigInt(b);
-    h = (h * 1099511628211n) & 0xffffffffffffffffn;
-  }
-  return h.toString(16).padStart(16, '0');
-}
-
 function isDnsName(s) {
   return typeof s === 'string' && s.length > 0 && s.length <= 253 &&
     /^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(s);
 }
 
-const selectorLabels = (name) => ({
-  'app.kubernetes.io/instance': name,
-  'app.kubernetes.io/name': 'webapp',
-});
-const childLabels = (name) => ({
-  'app.kubernetes.io/instance': name,
-  'app.kubernetes.io/managed-by': 'ctrlhost',
-  'app.kubernetes.io/name': 'webapp',
-});
+// The pod template annotation holding configHash(spec.config).
+const CONFIG_HASH_ANNOTATION = 'apps.ctrlhost.dev/config-hash';
 
+// The children, from the SDK's builders: the same objects as the C++ and Python plugins.
 function desireChildren(req, spec, result) {
   const name = req.name;
   const configName = `${name}-config`;
-  const cm = result.desire(newObject('v1', 'ConfigMap', configName));
-  cm.metadata.labels = childLabels(name);
-  cm.data = spec.config;
+  const labels = sdk.commonLabels('webapp', name);
+  const selector = sdk.selectorLabels('webapp', name);
+  result.desire(sdk.buildConfigMap({ name: configName, labels, data: spec.config }));
 
   const env = Object.entries(spec.env).map(([k, v]) => ({ name: k, value: v }));
   const container = {
@@ -94,27 +76,17 @@ function desireChildren(req, spec, result) {
     ports: [{ containerPort: spec.port, name: 'http' }],
   };
   if (env.length > 0) container.env = env;
-  const dep = result.desire(newObject('apps/v1', 'Deployment', name));
-  dep.metadata.labels = childLabels(name);
-  dep.spec = {
-    replicas: spec.replicas,
-    selector: { matchLabels: selectorLabels(name) },
-    template: {
-      metadata: {
-        annotations: { 'apps.ctrlhost.dev/config-hash': stableHash(JSON.stringify(spec.config)) },
-        labels: childLabels(name),
-      },
-      spec: { containers: [container] },
-    },
-  };
-
-  const svc = result.desire(newObject('v1', 'Service', name));
-  svc.metadata.labels = childLabels(name);
-  svc.spec = {
-    // `protocol`: the list-map key kube 1.20 server-side apply needs (no default there).
-    ports: [{ name: 'http', port: spec.port, protocol: 'TCP', targetPort: 'http' }],
-    selector: selectorLabels(name),
-  };
+  // The configuration's hash on the pod template: pods restart when (only when) it changes.
+  result.desire(sdk.buildDeployment({
+    name, labels, selector, replicas: spec.replicas, containers: [container],
+    podAnnotations: { [CONFIG_HASH_ANNOTATION]: sdk.configHash(spec.config) },
+  }));
+  result.desire(sdk.buildService({
+    name,
+    labels,
+    selector,
+    ports: [sdk.servicePort({ port: spec.port, name: 'http', targetPort: 'http' })],
+  }));
 }
 
 function reportStatus(req, spec, result) {
@@ -243,4 +215,4 @@ function addController(plugin, records = new RecordStore()) {
     }));
 }
 
-module.exports = { addController, RecordStore, stableHash, parseSpec, FINALIZER };
+module.exports = { addController, RecordStore, parseSpec, FINALIZER };

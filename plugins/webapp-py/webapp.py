@@ -21,7 +21,9 @@ import json
 import os
 import re
 
-from ctrlhost_sdk import Controller, Handlers, Result, find_path, new_object
+from ctrlhost_sdk import (Controller, Handlers, Result, build_config_map, build_deployment,
+                          build_service, common_labels, config_hash, find_path,
+                          selector_labels, service_port)
 
 GROUP, VERSION, KIND = "apps.ctrlhost.dev", "v1alpha1", "WebApp"
 FINALIZER = "apps.ctrlhost.dev/external-record"
@@ -73,37 +75,18 @@ def parse_spec(spec):
     }
 
 
-def stable_hash(text):
-    """FNV-1a 64 of the UTF-8 text, as 16 hex digits (the C++ plugin's hash, bit for bit)."""
-    h = 1469598103934665603
-    for byte in text.encode("utf-8"):
-        h ^= byte
-        h = (h * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
-
-def _compact_json(value):
-    # nlohmann's dump(): sorted keys, no spaces, UTF-8 kept.
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def selector_labels(name):
-    return {"app.kubernetes.io/name": "webapp", "app.kubernetes.io/instance": name}
-
-
-def child_labels(name):
-    labels = selector_labels(name)
-    labels["app.kubernetes.io/managed-by"] = "ctrlhost"
-    return labels
+# The pod template annotation holding config_hash(spec.config).
+CONFIG_HASH_ANNOTATION = "apps.ctrlhost.dev/config-hash"
 
 
 def desire_children(req, spec, result):
+    """The children, from the SDK's builders: the same objects as the C++ and Node plugins."""
     name = req.name
     config_name = name + "-config"
-    cm = result.desire(new_object("v1", "ConfigMap", config_name))
-    cm["metadata"]["labels"] = child_labels(name)
-    cm["data"] = dict(sorted(spec["config"].items()))
-
+    labels = common_labels("webapp", name)
+    selector = selector_labels("webapp", name)
+    config = dict(sorted(spec["config"].items()))
+    result.desire(build_config_map(config_name, config, labels=labels))
     container = {
         "name": "web",
         "image": spec["image"],
@@ -113,28 +96,12 @@ def desire_children(req, spec, result):
     env = [{"name": k, "value": v} for k, v in sorted(spec["env"].items())]
     if env:
         container["env"] = env
-    dep = result.desire(new_object("apps/v1", "Deployment", name))
-    dep["metadata"]["labels"] = child_labels(name)
-    dep["spec"] = {
-        "replicas": spec["replicas"],
-        "selector": {"matchLabels": selector_labels(name)},
-        "template": {
-            "metadata": {
-                "labels": child_labels(name),
-                "annotations": {
-                    "apps.ctrlhost.dev/config-hash": stable_hash(_compact_json(spec["config"]))
-                },
-            },
-            "spec": {"containers": [container]},
-        },
-    }
-    svc = result.desire(new_object("v1", "Service", name))
-    svc["metadata"]["labels"] = child_labels(name)
-    svc["spec"] = {
-        "selector": selector_labels(name),
-        # `protocol`: the list-map key kube 1.20 server-side apply needs (no default there).
-        "ports": [{"name": "http", "port": spec["port"], "protocol": "TCP", "targetPort": "http"}],
-    }
+    # The configuration's hash on the pod template: pods restart when (only when) it changes.
+    result.desire(build_deployment(name, labels=labels, selector=selector,
+                                   replicas=spec["replicas"], containers=[container],
+                                   pod_annotations={CONFIG_HASH_ANNOTATION: config_hash(config)}))
+    result.desire(build_service(name, labels=labels, selector=selector,
+                                ports=[service_port(spec["port"], "http", "http")]))
 
 
 def report_status(req, spec, result):

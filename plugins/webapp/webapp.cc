@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sdk/cpp/builders.h"
 #include "sdk/cpp/handlers.h"
 #include "sdk/cpp/result.h"
 
@@ -85,17 +86,6 @@ absl::StatusOr<Spec> ParseSpec(const nlohmann::json& spec) {
   return out;
 }
 
-// FNV-1a: a hash that is the same in every build, so the pod template only changes (and pods
-// restart) when the configuration does.
-std::string StableHash(absl::string_view text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return absl::StrFormat("%016x", h);
-}
-
 bool IsDnsName(absl::string_view s) {
   if (s.empty() || s.size() > 253) return false;
   for (char c : s) {
@@ -104,22 +94,19 @@ bool IsDnsName(absl::string_view s) {
   return absl::ascii_isalnum(s.front()) && absl::ascii_isalnum(s.back());
 }
 
-nlohmann::json SelectorLabels(const std::string& name) {
-  return {{"app.kubernetes.io/name", "webapp"}, {"app.kubernetes.io/instance", name}};
-}
-
-nlohmann::json ChildLabels(const std::string& name) {
-  nlohmann::json labels = SelectorLabels(name);
-  labels["app.kubernetes.io/managed-by"] = "ctrlhost";
-  return labels;
-}
-
-void DesireChildren(const sdk::Request& req, const Spec& spec, sdk::Result* result) {
+// The children, from the SDK's builders (sdk/cpp/builders.h): the same objects in every
+// language's WebApp plugin, checked by e2e/conformance.
+absl::Status DesireChildren(const sdk::Request& req, const Spec& spec, sdk::Result* result) {
   const std::string& name = req.name();
   const std::string config_name = name + "-config";
-  nlohmann::json& cm = result->Desire(sdk::NewObject("v1", "ConfigMap", config_name));
-  cm["metadata"]["labels"] = ChildLabels(name);
-  cm["data"] = spec.config;
+  const nlohmann::json labels = sdk::CommonLabels("webapp", name);
+  const nlohmann::json selector = sdk::SelectorLabels("webapp", name);
+  const nlohmann::json config = spec.config;
+  // The pod template carries the configuration's hash, so pods restart when (and only when)
+  // the configuration changes.
+  absl::StatusOr<std::string> hash = sdk::ConfigHash(config);
+  if (!hash.ok()) return hash.status();
+  result->Desire(sdk::BuildConfigMap({.name = config_name, .labels = labels}, config));
 
   nlohmann::json env = nlohmann::json::array();
   for (const auto& [k, v] : spec.env) env.push_back({{"name", k}, {"value", v}});
@@ -130,28 +117,18 @@ void DesireChildren(const sdk::Request& req, const Spec& spec, sdk::Result* resu
       {"envFrom", {{{"configMapRef", {{"name", config_name}}}}}},
   };
   if (!env.empty()) container["env"] = env;
-  nlohmann::json& dep = result->Desire(sdk::NewObject("apps/v1", "Deployment", name));
-  dep["metadata"]["labels"] = ChildLabels(name);
-  dep["spec"] = {
-      {"replicas", spec.replicas},
-      {"selector", {{"matchLabels", SelectorLabels(name)}}},
-      {"template",
-       {{"metadata",
-         {{"labels", ChildLabels(name)},
-          {"annotations",
-           {{"apps.ctrlhost.dev/config-hash", StableHash(nlohmann::json(spec.config).dump())}}}}},
-        {"spec", {{"containers", {container}}}}}},
-  };
-
-  nlohmann::json& svc = result->Desire(sdk::NewObject("v1", "Service", name));
-  svc["metadata"]["labels"] = ChildLabels(name);
-  svc["spec"] = {
-      {"selector", SelectorLabels(name)},
-      // `protocol` is the list-map key kube 1.20 server-side apply needs (it has no default
-      // there: a Service port without it is an HTTP 500).
-      {"ports",
-       {{{"name", "http"}, {"port", spec.port}, {"protocol", "TCP"}, {"targetPort", "http"}}}},
-  };
+  result->Desire(sdk::BuildDeployment({.name = name,
+                                       .labels = labels,
+                                       .selector = selector,
+                                       .replicas = spec.replicas,
+                                       .containers = nlohmann::json::array({container}),
+                                       .pod_annotations = {{kConfigHashAnnotation, *hash}}}));
+  result->Desire(
+      sdk::BuildService({.name = name,
+                         .labels = labels,
+                         .selector = selector,
+                         .ports = {{.name = "http", .port = spec.port, .target_port = "http"}}}));
+  return absl::OkStatus();
 }
 
 void ReportStatus(const sdk::Request& req, const Spec& spec, sdk::Result* result) {
@@ -188,7 +165,9 @@ sdk::Result Upsert(RecordStore* records, const sdk::Request& req) {
     return result;
   }
   sdk::Result result;
-  DesireChildren(req, *spec, &result);
+  if (absl::Status s = DesireChildren(req, *spec, &result); !s.ok()) {
+    return sdk::Result::FromStatus(s);  // not reached: the spec holds strings only
+  }
   ReportStatus(req, *spec, &result);
   const nlohmann::json record = {{"uid", req.uid()},           {"namespace", req.namespace_()},
                                  {"name", req.name()},         {"image", spec->image},

@@ -33,6 +33,8 @@ inline constexpr char kGroup[] = "apps.ctrlhost.dev";
 inline constexpr char kVersion[] = "v1alpha1";
 inline constexpr char kKind[] = "WebApp";
 inline constexpr char kFinalizer[] = "apps.ctrlhost.dev/external-record";
+// The pod template annotation holding sdk::ConfigHash(spec.config).
+inline constexpr char kConfigHashAnnotation[] = "apps.ctrlhost.dev/config-hash";
 
 // One JSON file per WebApp, "<namespace>_<name>.json", written atomically (temporary file and
 // rename) and only when its content changes.

@@ -28,6 +28,10 @@
 //    (the host prunes it: declare its kind with Owns(..., {.delete_absent = true})) only once
 //    every later dependent being deleted is gone. Build() sets the condition "DependentsReady";
 //    nothing is requeued, because a change of a child reconciles the primary again.
+//    A dependent's `on_pass` step (pass_context.h) runs before it is created or updated; it may
+//    cancel the rest of the pass, cancel only this dependent, and set flags later steps read.
+//    DependentsReady is then False "Cancelled": "<dependent> cancelled the pass: <reason>;
+//    skipped: <a> (<its reason>), <b>; waiting for <c>" (each part only when it applies).
 //
 // 3. A CRUD resource (current state, desired state, plan):
 //
@@ -40,21 +44,29 @@
 //    value in the current object), delete what is no longer desired. Apply adds the creates,
 //    then the updates, then the unchanged objects to the desired objects (server-side apply
 //    needs the whole intended state each time); deletes happen by pruning (delete_absent).
+//    OnPass(step) runs a step (pass_context.h) per create and update, in desired-list order: a
+//    cancelled object is not created / is kept as it is (FreezeOnto), a cancelled pass skips
+//    every later create and update; Apply records a Normal event "Skipped" per skipped object.
+//    Removals are not cancellable: an object left out of the desired list is pruned.
 //
 // Thread-safety: the layers are immutable once built and may be called concurrently.
 #ifndef CTRLHOST_SDK_CPP_HANDLERS_H_
 #define CTRLHOST_SDK_CPP_HANDLERS_H_
 
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "sdk/cpp/controller.h"
+#include "sdk/cpp/pass_context.h"
 #include "sdk/cpp/request.h"
 #include "sdk/cpp/result.h"
+#include "sdk/cpp/stage_callbacks.h"
 
 namespace ctrlhost::sdk {
 
@@ -70,6 +82,11 @@ class Handlers {
 };
 
 using DesiredFn = std::function<absl::StatusOr<nlohmann::json>(const Request&)>;
+// A step of a pass (pass_context.h): the resource's desired object and its current state (null:
+// absent). It may cancel the pass or its resource and set or read flags. A non-OK status fails
+// the reconcile as a DesiredFn error does.
+using StepFn = std::function<absl::Status(const Request&, const nlohmann::json& desired,
+                                          const nlohmann::json* current, PassContext* context)>;
 
 struct Dependent {
   std::string name;         // for conditions and messages
@@ -78,6 +95,7 @@ struct Dependent {
   DesiredFn desired;        // the whole intended object (metadata.name defaults to the primary's)
   std::function<bool(const Request&)> when;  // unset: always wanted; false: ensure deleted
   std::function<bool(const nlohmann::json& current)> ready;  // unset: ready once it exists
+  StepFn on_pass;  // unset: no step; runs before the dependent is created or updated
 };
 
 // What a chain found, for the caller's status.
@@ -85,12 +103,22 @@ struct ChainState {
   std::vector<std::string> ready;     // wanted, existing and ready
   std::vector<std::string> pending;   // wanted but not (yet) ready or not created yet
   std::vector<std::string> deleting;  // unwanted and still present
-  bool all_ready() const { return pending.empty() && deleting.empty(); }
+  // Skipped this pass (by their own step, or after a step cancelled the pass), in chain order.
+  std::vector<std::string> cancelled;
+  std::map<std::string, std::string> cancel_reasons;  // dependents that cancelled themselves
+  std::string pass_cancelled_by;                      // empty: the pass ran to the end
+  std::string pass_cancel_reason;
+  std::map<std::string, bool> flags;  // as the last step left them
+  bool all_ready() const {
+    return pending.empty() && deleting.empty() && cancelled.empty() && pass_cancelled_by.empty();
+  }
 };
 
 class DependentChain {
  public:
   DependentChain& Add(Dependent dependent);
+  // Callbacks per child kind around each create, update and delete (stage_callbacks.h).
+  DependentChain& WithCallbacks(StageCallbacks callbacks);
   // Adds the chain's desired objects to `result` and returns what it found. A DesiredFn error
   // becomes the result's error (Result::FromStatus) and stops the walk.
   ChainState Reconcile(const Request& request, Result* result) const;
@@ -101,13 +129,19 @@ class DependentChain {
 
  private:
   std::vector<Dependent> dependents_;
+  StageCallbacks callbacks_;
 };
 
 struct CrudPlan {
   std::vector<nlohmann::json> create;
   std::vector<nlohmann::json> update;
-  std::vector<nlohmann::json> unchanged;
-  std::vector<Object> remove;  // current children no longer desired
+  std::vector<nlohmann::json> unchanged;  // with skipped objects that exist, frozen
+  std::vector<Object> remove;             // current children no longer desired
+  // Desired objects skipped by a step, each with the reason ("" after a cancelled pass).
+  std::vector<std::pair<nlohmann::json, std::string>> skipped;
+  bool pass_cancelled = false;
+  std::string pass_cancel_reason;
+  std::map<std::string, bool> flags;
   bool empty() const { return create.empty() && update.empty() && remove.empty(); }
 };
 
@@ -116,6 +150,10 @@ using DesiredListFn = std::function<absl::StatusOr<std::vector<nlohmann::json>>(
 class CrudResource {
  public:
   CrudResource(absl::string_view api_version, absl::string_view kind, DesiredListFn desired);
+  // A step run before each create and update (see above).
+  CrudResource& OnPass(StepFn step);
+  // Callbacks around each create, update and remove, run by Plan (stage_callbacks.h).
+  CrudResource& WithCallbacks(StageCallbacks callbacks);
 
   // The current children of this kind.
   std::vector<const Object*> Current(const Request& request) const;
@@ -132,6 +170,8 @@ class CrudResource {
   std::string api_version_;
   std::string kind_;
   DesiredListFn desired_;
+  StepFn on_pass_;
+  StageCallbacks callbacks_;
 };
 
 // True when every field of `desired` has the same value in `current` (objects compared key by

@@ -1,5 +1,11 @@
 #include "sdk/cpp/handlers.h"
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/testing.h"
 
@@ -207,6 +213,303 @@ TEST(CrudResourceTest, RefusesNamelessAndDuplicateObjects) {
                                        NewObject("v1", "ConfigMap", "x")};
   });
   EXPECT_TRUE(RunFn(twice.Build(), RequestBuilder::FromYaml(kPrimary)->Call()).terminal());
+}
+
+// Three ConfigMaps a, b, c; the step of `step_of` runs `step` (the others set "seen-<name>").
+DependentChain FlagChain(const std::string& step_of, StepFn step) {
+  DependentChain chain;
+  for (std::string name : {"a", "b", "c"}) {
+    Dependent d{name, "v1", "ConfigMap", [name](const Request&) -> absl::StatusOr<nlohmann::json> {
+                  nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+                  cm["data"] = {{"v", "2"}};
+                  return cm;
+                }};
+    d.on_pass = name == step_of ? step
+                                : StepFn([name](const Request&, const nlohmann::json&,
+                                                const nlohmann::json*, PassContext* ctx) {
+                                    ctx->SetFlag("seen-" + name);
+                                    return absl::OkStatus();
+                                  });
+    chain.Add(std::move(d));
+  }
+  return chain;
+}
+
+nlohmann::json ExistingConfigMap(const char* name, const char* value) {
+  nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+  cm["metadata"]["namespace"] = "team-a";
+  cm["metadata"]["resourceVersion"] = "7";
+  cm["metadata"]["labels"] = {{"owner", "someone"}};
+  cm["data"] = {{"v", value}, {"extra", "x"}};
+  return cm;
+}
+
+TEST(PassContextTest, CancelPassSkipsLaterDependentsAndKeepsThoseThatExist) {
+  DependentChain chain = FlagChain(
+      "b", [](const Request&, const nlohmann::json&, const nlohmann::json*, PassContext* ctx) {
+        ctx->CancelPass("waiting for a migration");
+        return absl::OkStatus();
+      });
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "1")).Child(ExistingConfigMap("c", "1"));
+  Outcome out = RunFn(chain.Build(), req.Call());
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  // a and b (the canceller's own resource) are applied; c exists and is kept as it is: its
+  // current values for the fields the pass would set, nothing else.
+  EXPECT_EQ((*out.Desired("ConfigMap", "a"))["data"]["v"], "2");
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["data"]["v"], "2");
+  const nlohmann::json* c = out.Desired("ConfigMap", "c");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["data"], nlohmann::json({{"v", "1"}}));
+  EXPECT_FALSE((*c)["metadata"].contains("resourceVersion"));
+  const pb::Condition* cond = out.Condition("DependentsReady");
+  EXPECT_EQ(cond->status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(cond->reason(), "Cancelled");
+  EXPECT_EQ(cond->message(),
+            "b cancelled the pass: waiting for a migration; skipped: c; "
+            "waiting for b");
+
+  // c absent: it is not created.
+  RequestBuilder fresh = *RequestBuilder::FromYaml(kPrimary);
+  fresh.Child(ExistingConfigMap("a", "1")).Child(ExistingConfigMap("b", "1"));
+  EXPECT_EQ(RunFn(chain.Build(), fresh.Call()).Desired("ConfigMap", "c"), nullptr);
+}
+
+TEST(PassContextTest, CancelResourceSkipsOnlyThatDependent) {
+  DependentChain chain = FlagChain("b", [](const Request&, const nlohmann::json&,
+                                           const nlohmann::json* current, PassContext* ctx) {
+    if (current != nullptr) ctx->CancelResource("updates are paused");
+    return absl::OkStatus();
+  });
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "2")).Child(ExistingConfigMap("b", "1"));
+  req.Child(ExistingConfigMap("c", "1"));
+  absl::StatusOr<Request> request = Request::FromCall(req.Call());
+  ASSERT_TRUE(request.ok());
+  Result result;
+  ChainState state = chain.Reconcile(*request, &result);
+  EXPECT_EQ(state.cancelled, std::vector<std::string>{"b"});
+  EXPECT_EQ(state.cancel_reasons.at("b"), "updates are paused");
+  EXPECT_TRUE(state.pass_cancelled_by.empty());
+  EXPECT_EQ(state.flags, (std::map<std::string, bool>{{"seen-a", true}, {"seen-c", true}}));
+  EXPECT_FALSE(state.all_ready());
+  Outcome out = RunFn(chain.Build(), req.Call());
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["data"]["v"], "1");  // kept
+  EXPECT_EQ((*out.Desired("ConfigMap", "c"))["data"]["v"], "2");  // later ones still run
+  EXPECT_EQ(out.Condition("DependentsReady")->message(), "skipped: b (updates are paused)");
+}
+
+TEST(PassContextTest, FlagsSetEarlierAreSeenLater) {
+  DependentChain chain;
+  auto cm = [](std::string name) {
+    return [name](const Request&) -> absl::StatusOr<nlohmann::json> {
+      nlohmann::json out = NewObject("v1", "ConfigMap", name);
+      out["data"] = {{"v", "2"}};
+      return out;
+    };
+  };
+  Dependent first{"first", "v1", "ConfigMap", cm("first")};
+  first.on_pass = [](const Request& r, const nlohmann::json& desired, const nlohmann::json* current,
+                     PassContext* ctx) {
+    ctx->SetFlag(PassContext::kUpdateAllowed, r.spec().value("cache", false));
+    ctx->SetFlag(PassContext::kUpdateNecessary, current != nullptr && !IsSubset(desired, *current));
+    return absl::OkStatus();
+  };
+  Dependent second{"second", "v1", "ConfigMap", cm("second")};
+  std::vector<std::pair<bool, bool>> seen;
+  second.on_pass = [&seen](const Request&, const nlohmann::json&, const nlohmann::json*,
+                           PassContext* ctx) {
+    seen.emplace_back(ctx->Flag(PassContext::kUpdateAllowed),
+                      ctx->Flag(PassContext::kUpdateNecessary));
+    if (!ctx->Flag(PassContext::kUpdateAllowed)) ctx->CancelResource("updates not allowed");
+    return absl::OkStatus();
+  };
+  chain.Add(first).Add(second);
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);  // spec.cache: true
+  req.Child(ExistingConfigMap("first", "1"));
+  Outcome out = RunFn(chain.Build(), req.Call());
+  EXPECT_NE(out.Desired("ConfigMap", "second"), nullptr);
+  nlohmann::json off = req.primary();
+  off["spec"]["cache"] = false;
+  RequestBuilder req_off(off);
+  req_off.Child(ExistingConfigMap("first", "1"));
+  EXPECT_EQ(RunFn(chain.Build(), req_off.Call()).Desired("ConfigMap", "second"), nullptr);
+  EXPECT_EQ(seen, (std::vector<std::pair<bool, bool>>{{true, true}, {false, true}}));
+}
+
+TEST(PassContextTest, StepErrorNamesTheDependent) {
+  DependentChain chain =
+      FlagChain("a", [](const Request&, const nlohmann::json&, const nlohmann::json*,
+                        PassContext*) { return absl::InvalidArgumentError("no such mode"); });
+  Outcome out = RunFn(chain.Build(), RequestBuilder::FromYaml(kPrimary)->Call());
+  EXPECT_TRUE(out.terminal());
+  EXPECT_EQ(out.error_message(), "dependent a: no such mode");
+  EXPECT_TRUE(out.desired.empty());
+}
+
+TEST(PassContextTest, CrudStepsSkipObjectsAndTheRestOfThePass) {
+  CrudResource copies("v1", "ConfigMap", [](const Request&) {
+    std::vector<nlohmann::json> out;
+    for (const char* name : {"a", "b", "c", "d"}) {
+      nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+      cm["data"] = {{"v", "2"}};
+      out.push_back(cm);
+    }
+    return out;
+  });
+  std::vector<std::string> stepped;
+  copies.OnPass([&stepped](const Request&, const nlohmann::json& desired, const nlohmann::json*,
+                           PassContext* ctx) {
+    const std::string name = desired["metadata"]["name"];
+    stepped.push_back(name);
+    if (name == "a") ctx->CancelResource("frozen by policy");
+    if (name == "b") ctx->CancelPass("budget spent");
+    return absl::OkStatus();
+  });
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "1")).Child(ExistingConfigMap("c", "1"));
+  Outcome out = RunFn(copies.Build(), req.Call());
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  EXPECT_EQ(stepped, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ((*out.Desired("ConfigMap", "a"))["data"]["v"], "1");  // kept
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["data"]["v"], "2");  // the canceller's own
+  EXPECT_EQ((*out.Desired("ConfigMap", "c"))["data"]["v"], "1");  // kept after the cancel
+  EXPECT_EQ(out.Desired("ConfigMap", "d"), nullptr);              // not created
+  EXPECT_TRUE(out.HasEvent("Skipped"));
+  absl::StatusOr<Request> request = Request::FromCall(req.Call());
+  absl::StatusOr<CrudPlan> plan = copies.Plan(*request);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->skipped.size(), 3u);
+  EXPECT_EQ(plan->skipped[0].second, "frozen by policy");
+  EXPECT_EQ(plan->skipped[2].second, "pass cancelled: budget spent");
+  EXPECT_TRUE(plan->pass_cancelled);
+}
+
+TEST(FreezeOntoTest, KeepsCurrentValuesOfDesiredFields) {
+  nlohmann::json desired = {{"apiVersion", "v1"},
+                            {"kind", "ConfigMap"},
+                            {"metadata", {{"name", "x"}, {"labels", {{"a", "1"}}}}},
+                            {"data", {{"k", "new"}, {"gone", "y"}}}};
+  nlohmann::json current = {{"apiVersion", "v1"},
+                            {"kind", "ConfigMap"},
+                            {"metadata", {{"name", "x"}, {"uid", "u"}, {"labels", {{"a", "0"}}}}},
+                            {"data", {{"k", "old"}, {"other", "z"}}}};
+  EXPECT_EQ(FreezeOnto(desired, current),
+            nlohmann::json({{"apiVersion", "v1"},
+                            {"kind", "ConfigMap"},
+                            {"metadata", {{"name", "x"}, {"labels", {{"a", "0"}}}}},
+                            {"data", {{"k", "old"}}}}));
+}
+
+// Records "<callback>:<stage>:<name>" and labels the desired object at pre-* stages.
+StageCallbacks RecordingCallbacks(std::vector<std::string>* log) {
+  StageCallbacks callbacks;
+  for (Stage stage : {Stage::kPreCreate, Stage::kPostCreate, Stage::kPreUpdate, Stage::kPostUpdate,
+                      Stage::kPreDelete, Stage::kPostDelete}) {
+    for (std::string cb : {"label", "record"}) {
+      callbacks.On("v1", "ConfigMap", stage, cb,
+                   [cb, log](const Request&, Stage stage, nlohmann::json* desired,
+                             const nlohmann::json* current) {
+                     const nlohmann::json& obj = desired != nullptr ? *desired : *current;
+                     log->push_back(absl::StrCat(cb, ":", StageName(stage), ":",
+                                                 obj["metadata"]["name"].get<std::string>()));
+                     if (cb == "label" && desired != nullptr) {
+                       (*desired)["metadata"]["labels"]["stage"] = std::string(StageName(stage));
+                     }
+                     return absl::OkStatus();
+                   });
+    }
+  }
+  return callbacks;
+}
+
+TEST(StageCallbacksTest, ChainRunsCallbacksPerStageInRegistrationOrder) {
+  std::vector<std::string> log;
+  DependentChain chain;
+  auto cm = [](std::string name) {
+    return [name](const Request&) -> absl::StatusOr<nlohmann::json> {
+      nlohmann::json out = NewObject("v1", "ConfigMap", name);
+      out["data"] = {{"v", "2"}};
+      return out;
+    };
+  };
+  chain.Add({"a", "v1", "ConfigMap", cm("a")})
+      .Add({"b", "v1", "ConfigMap", cm("b")})
+      .Add({"same", "v1", "ConfigMap", cm("same")})
+      .Add({"c", "v1", "ConfigMap", cm("c"), [](const Request&) { return false; }});
+  chain.WithCallbacks(RecordingCallbacks(&log));
+  nlohmann::json same = ExistingConfigMap("same", "2");
+  same["data"].erase("extra");
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "1")).Child(same).Child(ExistingConfigMap("c", "1"));
+  Outcome out = RunFn(chain.Build(), req.Call());
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "label:pre-update:a", "record:pre-update:a", "label:post-update:a",
+                     "record:post-update:a", "label:pre-create:b", "record:pre-create:b",
+                     "label:post-create:b", "record:post-create:b", "label:pre-delete:c",
+                     "record:pre-delete:c", "label:post-delete:c", "record:post-delete:c"}));
+  // Pre-stage changes reach the answer; post-stage ones do not.
+  EXPECT_EQ((*out.Desired("ConfigMap", "a"))["metadata"]["labels"]["stage"], "pre-update");
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["metadata"]["labels"]["stage"], "pre-create");
+  EXPECT_FALSE((*out.Desired("ConfigMap", "same"))["metadata"].contains("labels"));
+  EXPECT_EQ(out.Desired("ConfigMap", "c"), nullptr);
+}
+
+TEST(StageCallbacksTest, AnErrorStopsTheStepAndNamesTheCallback) {
+  DependentChain chain;
+  chain.Add({"a", "v1", "ConfigMap", [](const Request&) -> absl::StatusOr<nlohmann::json> {
+               return NewObject("v1", "ConfigMap", "a");
+             }});
+  chain.Add({"b", "v1", "ConfigMap", [](const Request&) -> absl::StatusOr<nlohmann::json> {
+               return NewObject("v1", "ConfigMap", "b");
+             }});
+  StageCallbacks callbacks;
+  int later = 0;
+  callbacks.On("v1", "ConfigMap", Stage::kPreCreate, "quota",
+               [](const Request&, Stage, nlohmann::json* desired, const nlohmann::json*) {
+                 if ((*desired)["metadata"]["name"] == "b") {
+                   return absl::InvalidArgumentError("over quota");
+                 }
+                 return absl::OkStatus();
+               });
+  callbacks.On("v1", "ConfigMap", Stage::kPreCreate, "after",
+               [&later](const Request&, Stage, nlohmann::json*, const nlohmann::json*) {
+                 ++later;
+                 return absl::OkStatus();
+               });
+  chain.WithCallbacks(callbacks);
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(NewObject("v1", "ConfigMap", "a"));
+  Outcome out = RunFn(chain.Build(), req.Call());
+  EXPECT_TRUE(out.terminal());
+  EXPECT_EQ(out.error_message(), "dependent b: callback quota at pre-create: over quota");
+  EXPECT_EQ(out.Desired("ConfigMap", "b"), nullptr);
+  EXPECT_EQ(later, 0);  // a exists unchanged: no step; b stopped before "after"
+}
+
+TEST(StageCallbacksTest, CrudRunsCallbacksAroundCreatesUpdatesAndRemovals) {
+  std::vector<std::string> log;
+  CrudResource copies("v1", "ConfigMap", [](const Request&) {
+    std::vector<nlohmann::json> out;
+    for (const char* name : {"a", "b"}) {
+      nlohmann::json cm = NewObject("v1", "ConfigMap", name);
+      cm["data"] = {{"v", "2"}};
+      out.push_back(cm);
+    }
+    return out;
+  });
+  copies.WithCallbacks(RecordingCallbacks(&log));
+  RequestBuilder req = *RequestBuilder::FromYaml(kPrimary);
+  req.Child(ExistingConfigMap("a", "1")).Child(ExistingConfigMap("old", "1"));
+  Outcome out = RunFn(copies.Build(), req.Call());
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "label:pre-update:a", "record:pre-update:a", "label:post-update:a",
+                     "record:post-update:a", "label:pre-create:b", "record:pre-create:b",
+                     "label:post-create:b", "record:post-create:b", "label:pre-delete:old",
+                     "record:pre-delete:old", "label:post-delete:old", "record:post-delete:old"}));
+  EXPECT_EQ((*out.Desired("ConfigMap", "b"))["metadata"]["labels"]["stage"], "pre-create");
 }
 
 TEST(IsSubsetTest, ComparesFieldsRecursively) {

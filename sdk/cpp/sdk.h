@@ -16,10 +16,12 @@
 #ifndef CTRLHOST_SDK_CPP_SDK_H_
 #define CTRLHOST_SDK_CPP_SDK_H_
 
-#include "sdk/cpp/controller.h"  // IWYU pragma: export
-#include "sdk/cpp/handlers.h"    // IWYU pragma: export
-#include "sdk/cpp/plugin.h"      // IWYU pragma: export
-#include "sdk/cpp/request.h"     // IWYU pragma: export
-#include "sdk/cpp/result.h"      // IWYU pragma: export
+#include "sdk/cpp/builders.h"         // IWYU pragma: export
+#include "sdk/cpp/controller.h"       // IWYU pragma: export
+#include "sdk/cpp/handlers.h"         // IWYU pragma: export
+#include "sdk/cpp/operator_status.h"  // IWYU pragma: export
+#include "sdk/cpp/plugin.h"           // IWYU pragma: export
+#include "sdk/cpp/request.h"          // IWYU pragma: export
+#include "sdk/cpp/result.h"           // IWYU pragma: export
 
 #endif  // CTRLHOST_SDK_CPP_SDK_H_

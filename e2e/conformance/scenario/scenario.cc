@@ -5,13 +5,189 @@
 //   retryable  a retryable error
 //   terminal   a terminal error (and a Warning event)
 //   forbidden  desire a Secret: a kind the controller does not own (the host must refuse it)
+//   chain      a DependentChain of ConfigMaps <name>-a, -b, -c whose steps share a PassContext:
+//              each sets the flag seen-<dependent>; a sets updateAllowed = spec.allowUpdates;
+//              the dependent named by spec.cancelPass cancels the pass, the one named by
+//              spec.cancelResource cancels itself, c cancels itself when it exists and updates
+//              are not allowed; status {phase: Done, cancelled, flags}
+//   callbacks  a DependentChain of ConfigMaps <name>-a, -b, -c (c unwanted) with stage callbacks
+//              on ConfigMap: "label" (pre-*: labels.stage = the stage), "record" (status.log
+//              gets "<stage>:<object name>"), "guard" (a terminal error at spec.failAt)
+//   status     desire ConfigMap <name> {version: spec.version (default 1.0.0)}; the standard
+//              operator status (SetOperatorStatus) with that target version, children ready
+//              once the ConfigMap child carries it, spec.failure as a persistent failure
+//   builders   status {phase: Done, configHash: ConfigHash(spec.config), built: [every resource
+//              builder's output for this object]} (reported, not desired: the scenario owns
+//              ConfigMaps only)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
 
+bool SpecIs(const sdk::Request& req, const char* field, const nlohmann::json& value) {
+  auto it = req.spec().find(field);
+  return it != req.spec().end() && *it == value;
+}
+
+sdk::Result Chain(const sdk::Request& req) {
+  sdk::DependentChain chain;
+  for (std::string dep : {"a", "b", "c"}) {
+    sdk::Dependent d{dep, "v1", "ConfigMap",
+                     [dep](const sdk::Request& r) -> absl::StatusOr<nlohmann::json> {
+                       nlohmann::json cm = sdk::NewObject("v1", "ConfigMap", r.name() + "-" + dep);
+                       cm["data"] = {{"v", "new"}};
+                       return cm;
+                     }};
+    d.on_pass = [dep](const sdk::Request& r, const nlohmann::json&, const nlohmann::json* current,
+                      sdk::PassContext* ctx) {
+      ctx->SetFlag("seen-" + dep);
+      if (dep == "a")
+        ctx->SetFlag(sdk::PassContext::kUpdateAllowed, SpecIs(r, "allowUpdates", true));
+      if (SpecIs(r, "cancelPass", dep)) ctx->CancelPass("spec.cancelPass");
+      if (SpecIs(r, "cancelResource", dep)) ctx->CancelResource("spec.cancelResource");
+      if (dep == "c" && current != nullptr && !ctx->Flag(sdk::PassContext::kUpdateAllowed)) {
+        ctx->CancelResource("updates not allowed");
+      }
+      return absl::OkStatus();
+    };
+    chain.Add(std::move(d));
+  }
+  return chain.Build([](const sdk::Request&, const sdk::ChainState& state, sdk::Result* result) {
+    nlohmann::json& status = result->Status();
+    status["phase"] = "Done";
+    status["cancelled"] = state.cancelled;
+    status["flags"] = state.flags;
+  })(req);
+}
+
+sdk::Result Builders(const sdk::Request& req) {
+  const std::string& name = req.name();
+  const nlohmann::json labels = sdk::CommonLabels("scenario", name);
+  const nlohmann::json selector = sdk::SelectorLabels("scenario", name);
+  absl::StatusOr<std::string> hash =
+      sdk::ConfigHash(req.spec().value("config", nlohmann::json::object()));
+  if (!hash.ok()) return sdk::Result::FromStatus(hash.status());
+  const nlohmann::json rules =
+      nlohmann::json::array({sdk::PolicyRule({""}, {"configmaps"}, {"get", "list"}),
+                             sdk::PolicyRule({"apps"}, {"deployments"}, {"watch"})});
+  const nlohmann::json subjects =
+      nlohmann::json::array({sdk::ServiceAccountSubject(name, req.namespace_())});
+  nlohmann::json built = nlohmann::json::array();
+  built.push_back(sdk::BuildDeployment(
+      {.name = name,
+       .labels = labels,
+       .selector = selector,
+       .replicas = 2,
+       .containers = nlohmann::json::array({{{"name", "main"}, {"image", "busybox"}}}),
+       .pod_annotations = {{sdk::kConfigHashAnnotation, *hash}},
+       .pod_spec = {{"serviceAccountName", name}}}));
+  built.push_back(sdk::BuildService(
+      {.name = name,
+       .labels = labels,
+       .selector = selector,
+       .ports = {{.name = "http", .port = 80, .target_port = "http"},
+                 {.name = "dns", .port = 53, .target_port = 53, .protocol = "UDP"}},
+       .type = "ClusterIP"}));
+  built.push_back(sdk::BuildConfigMap(
+      {.name = name + "-config", .labels = labels, .owner_reference = sdk::OwnerReference(req)},
+      {{"a", "b"}}));
+  built.push_back(
+      sdk::BuildSecret({.name = name + "-secret", .labels = labels}, {{"token", "t"}}, "Opaque"));
+  built.push_back(sdk::BuildServiceAccount({.name = name, .labels = labels}));
+  built.push_back(sdk::BuildRole({.name = name, .labels = labels}, rules));
+  built.push_back(sdk::BuildRoleBinding({.name = name, .labels = labels}, name, subjects));
+  built.push_back(sdk::BuildClusterRole({.name = name + "-cluster", .labels = labels}, rules));
+  built.push_back(sdk::BuildClusterRoleBinding({.name = name + "-cluster", .labels = labels},
+                                               name + "-cluster", subjects));
+  sdk::Result result;
+  result.Status() = {{"phase", "Done"}, {"configHash", *hash}, {"built", built}};
+  return result;
+}
+
+sdk::Result Callbacks(const sdk::Request& req) {
+  auto log = std::make_shared<std::vector<std::string>>();
+  sdk::StageCallbacks callbacks;
+  for (sdk::Stage stage :
+       {sdk::Stage::kPreCreate, sdk::Stage::kPostCreate, sdk::Stage::kPreUpdate,
+        sdk::Stage::kPostUpdate, sdk::Stage::kPreDelete, sdk::Stage::kPostDelete}) {
+    callbacks.On(
+        "v1", "ConfigMap", stage, "label",
+        [](const sdk::Request&, sdk::Stage stage, nlohmann::json* desired, const nlohmann::json*) {
+          if (desired != nullptr) {
+            (*desired)["metadata"]["labels"]["stage"] = std::string(sdk::StageName(stage));
+          }
+          return absl::OkStatus();
+        });
+    callbacks.On("v1", "ConfigMap", stage, "record",
+                 [log](const sdk::Request&, sdk::Stage stage, nlohmann::json* desired,
+                       const nlohmann::json* current) {
+                   const nlohmann::json& obj = desired != nullptr ? *desired : *current;
+                   log->push_back(absl::StrCat(sdk::StageName(stage), ":",
+                                               obj["metadata"]["name"].get<std::string>()));
+                   return absl::OkStatus();
+                 });
+    callbacks.On(
+        "v1", "ConfigMap", stage, "guard",
+        [](const sdk::Request& r, sdk::Stage stage, nlohmann::json*, const nlohmann::json*) {
+          if (SpecIs(r, "failAt", std::string(sdk::StageName(stage)))) {
+            return absl::InvalidArgumentError("spec.failAt");
+          }
+          return absl::OkStatus();
+        });
+  }
+  sdk::DependentChain chain;
+  for (std::string dep : {"a", "b", "c"}) {
+    sdk::Dependent d{dep, "v1", "ConfigMap",
+                     [dep](const sdk::Request& r) -> absl::StatusOr<nlohmann::json> {
+                       nlohmann::json cm = sdk::NewObject("v1", "ConfigMap", r.name() + "-" + dep);
+                       cm["data"] = {{"v", "new"}};
+                       return cm;
+                     }};
+    if (dep == "c") d.when = [](const sdk::Request&) { return false; };
+    chain.Add(std::move(d));
+  }
+  chain.WithCallbacks(callbacks);
+  return chain.Build([log](const sdk::Request&, const sdk::ChainState&, sdk::Result* result) {
+    result->Status()["phase"] = "Done";
+    result->Status()["log"] = *log;
+  })(req);
+}
+
+sdk::Result OperatorStatus(const sdk::Request& req) {
+  auto string_at = [&](const char* field, const char* fallback) {
+    auto it = req.spec().find(field);
+    return it != req.spec().end() && it->is_string() ? it->get<std::string>()
+                                                     : std::string(fallback);
+  };
+  const std::string version = string_at("version", "1.0.0");
+  sdk::Result result;
+  nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
+  cm["data"] = {{"version", version}};
+  const nlohmann::json* child = req.Child("ConfigMap", req.name());
+  const nlohmann::json* child_version =
+      child != nullptr ? sdk::FindPath(*child, "data.version") : nullptr;
+  const bool ready = child_version != nullptr && *child_version == version;
+  sdk::SetOperatorStatus(req,
+                         {.operator_version = "1.0.0",
+                          .target_version = version,
+                          .children_ready = ready,
+                          .message = ready ? "" : "waiting for ConfigMap " + req.name(),
+                          .failure = string_at("failure", "")},
+                         &result);
+  return result;
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
+  if (outcome == "chain") return Chain(req);
+  if (outcome == "builders") return Builders(req);
+  if (outcome == "callbacks") return Callbacks(req);
+  if (outcome == "status") return OperatorStatus(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";

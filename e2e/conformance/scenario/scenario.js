@@ -2,7 +2,106 @@
 'use strict';
 // The conformance "scenario" controller on the Node SDK (see scenario.cc for the outcomes).
 const path = require('node:path');
-const { Plugin, Result, newObject } = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
+const sdk = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
+const {
+  DependentChain, Plugin, Result, TerminalError, newObject, UPDATE_ALLOWED,
+} = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
+
+function chain(req) {
+  const deps = new DependentChain();
+  for (const dep of ['a', 'b', 'c']) {
+    deps.add({
+      name: dep, apiVersion: 'v1', kind: 'ConfigMap',
+      desired: (r) => ({ ...newObject('v1', 'ConfigMap', `${r.name}-${dep}`), data: { v: 'new' } }),
+      onPass: (r, desired, current, ctx) => {
+        ctx.setFlag(`seen-${dep}`);
+        if (dep === 'a') ctx.setFlag(UPDATE_ALLOWED, r.spec.allowUpdates === true);
+        if (r.spec.cancelPass === dep) ctx.cancelPass('spec.cancelPass');
+        if (r.spec.cancelResource === dep) ctx.cancelResource('spec.cancelResource');
+        if (dep === 'c' && current !== undefined && !ctx.flag(UPDATE_ALLOWED)) {
+          ctx.cancelResource('updates not allowed');
+        }
+      },
+    });
+  }
+  return deps.build((r, state, result) => {
+    Object.assign(result.status(), { phase: 'Done', cancelled: state.cancelled, flags: state.flags });
+  })(req);
+}
+
+function callbacks(req) {
+  const log = [];
+  const cbs = new sdk.StageCallbacks();
+  for (const stage of sdk.STAGES) {
+    cbs.on('v1', 'ConfigMap', stage, 'label', (r, s, desired) => {
+      if (desired) desired.metadata.labels = { ...(desired.metadata.labels || {}), stage: s };
+    });
+    cbs.on('v1', 'ConfigMap', stage, 'record', (r, s, desired, current) => {
+      log.push(`${s}:${(desired || current).metadata.name}`);
+    });
+    cbs.on('v1', 'ConfigMap', stage, 'guard', (r, s) => {
+      if (r.spec.failAt === s) throw new TerminalError('spec.failAt');
+    });
+  }
+  const deps = new DependentChain().withCallbacks(cbs);
+  for (const dep of ['a', 'b', 'c']) {
+    deps.add({ name: dep, apiVersion: 'v1', kind: 'ConfigMap',
+      desired: (r) => ({ ...newObject('v1', 'ConfigMap', `${r.name}-${dep}`), data: { v: 'new' } }),
+      when: dep === 'c' ? () => false : undefined });
+  }
+  return deps.build((r, state, result) => {
+    Object.assign(result.status(), { phase: 'Done', log });
+  })(req);
+}
+
+function operatorStatus(req) {
+  const stringAt = (field, fallback) => (typeof req.spec[field] === 'string' ? req.spec[field] : fallback);
+  const version = stringAt('version', '1.0.0');
+  const result = new Result();
+  result.desire(newObject('v1', 'ConfigMap', req.name)).data = { version };
+  const child = req.child('ConfigMap', req.name);
+  const ready = child !== undefined && child !== null && sdk.findPath(child, 'data.version') === version;
+  sdk.setOperatorStatus(req, result, { operatorVersion: '1.0.0', targetVersion: version,
+    childrenReady: ready, message: ready ? '' : `waiting for ConfigMap ${req.name}`,
+    failure: stringAt('failure', '') });
+  return result;
+}
+
+function builders(req) {
+  const name = req.name;
+  const labels = sdk.commonLabels('scenario', name);
+  const selector = sdk.selectorLabels('scenario', name);
+  let hash;
+  try {
+    hash = sdk.configHash(req.spec.config === undefined ? {} : req.spec.config);
+  } catch (e) {
+    throw new TerminalError(e.message);
+  }
+  const rules = [sdk.policyRule([''], ['configmaps'], ['get', 'list']),
+    sdk.policyRule(['apps'], ['deployments'], ['watch'])];
+  const subjects = [sdk.serviceAccountSubject(name, req.namespace)];
+  const built = [
+    sdk.buildDeployment({ name, labels, selector, replicas: 2,
+      containers: [{ name: 'main', image: 'busybox' }],
+      podAnnotations: { [sdk.CONFIG_HASH_ANNOTATION]: hash },
+      podSpec: { serviceAccountName: name } }),
+    sdk.buildService({ name, labels, selector, type: 'ClusterIP',
+      ports: [sdk.servicePort({ port: 80, name: 'http', targetPort: 'http' }),
+        sdk.servicePort({ port: 53, name: 'dns', targetPort: 53, protocol: 'UDP' })] }),
+    sdk.buildConfigMap({ name: `${name}-config`, labels, data: { a: 'b' },
+      owner: sdk.ownerReference(req) }),
+    sdk.buildSecret({ name: `${name}-secret`, labels, stringData: { token: 't' }, type: 'Opaque' }),
+    sdk.buildServiceAccount({ name, labels }),
+    sdk.buildRole({ name, labels, rules }),
+    sdk.buildRoleBinding({ name, labels, role: name, subjects }),
+    sdk.buildClusterRole({ name: `${name}-cluster`, labels, rules }),
+    sdk.buildClusterRoleBinding({ name: `${name}-cluster`, labels, clusterRole: `${name}-cluster`,
+      subjects }),
+  ];
+  const result = new Result();
+  Object.assign(result.status(), { phase: 'Done', configHash: hash, built });
+  return result;
+}
 
 const plugin = new Plugin('scenario', '1.0.0');
 plugin.controller('scenario')
@@ -11,6 +110,10 @@ plugin.controller('scenario')
   .reconcile(async (req) => {
     if (!req.exists || req.deleting) return new Result();
     const outcome = typeof req.spec.outcome === 'string' ? req.spec.outcome : 'ok';
+    if (outcome === 'chain') return chain(req);
+    if (outcome === 'builders') return builders(req);
+    if (outcome === 'callbacks') return callbacks(req);
+    if (outcome === 'status') return operatorStatus(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Plugin, log } = require('../../../sdk/node/src');
-const { addController, RecordStore, stableHash } = require('../webapp');
+const { addController, RecordStore } = require('../webapp');
 
 log.setSink(() => {});
 const CAPS = ['CAPABILITY_CHILDREN', 'CAPABILITY_CONDITIONS', 'CAPABILITY_SERVER_SIDE_APPLY'];
@@ -97,9 +97,10 @@ test('ready once the Deployment reports its replicas; a config change changes th
     out.byKind.Deployment.spec.template.metadata.annotations['apps.ctrlhost.dev/config-hash']);
   assert.equal(changed.byKind.Deployment.spec.replicas, 1); // defaults
   assert.equal(changed.byKind.Service.spec.ports[0].port, 8080);
-  // The C++ plugin's offset basis is 1469598103934665603 (not FNV's 14695981039346656037); the
-  // Node port keeps it so both write the same annotation.
-  assert.equal(stableHash(''), '14650fb0739d0383');
+  // The SDK's config hash of { GREETING: 'hello' }: the value the plugins wrote before they used
+  // the SDK's builders, so no pod restarts.
+  const hash = out.byKind.Deployment.spec.template.metadata.annotations;
+  assert.equal(hash['apps.ctrlhost.dev/config-hash'], '56d5bfdb2ff2a622');
 });
 
 test('invalid specs are terminal errors with InvalidSpec and no children', async () => {

@@ -16,11 +16,23 @@
 // of create / update / unchanged / remove applied in that order (desired objects, plus Created /
 // Updated / Deleted events; removal relies on the owned kind's deleteAbsent).
 //
-// A desired function that throws fails the reconcile: TerminalError -> terminal, else retryable.
+// Steps (pass_context.js): a dependent's `onPass(request, desired, current, ctx)` runs before it
+// is created or updated; it may cancel the rest of the pass, cancel only this dependent, and set
+// flags later steps read. DependentsReady is then False "Cancelled": "<dependent> cancelled the
+// pass: <reason>; skipped: <a> (<its reason>), <b>; waiting for <c>" (each part when it applies).
+// CrudResource's `onPass(step)` runs a step per create and update in desired-list order: a
+// skipped object is not created or is kept as it is, a cancelled pass skips every later create
+// and update, and apply records a Normal event "Skipped" per skipped object. Removals are not
+// cancellable (an object left out of the desired list is pruned).
+//
+// A desired function or step that throws fails the reconcile: TerminalError -> terminal, else
+// retryable.
 
 const { Result, TerminalError } = require('./result');
 const { handlers } = require('./handlers');
 const { findPath, isObject } = require('./request');
+const { PassContext, freezeOnto } = require('./pass_context');
+const { StageCallbacks } = require('./stage_callbacks');
 
 function nameOf(obj, request) {
   const n = findPath(obj, 'metadata.name');
@@ -43,23 +55,52 @@ function failWith(result, prefix, e) {
   result.setError(e instanceof TerminalError ? 'terminal' : 'retryable', message);
 }
 
+function notReadyMessage(state) {
+  const parts = [];
+  if (state.passCancelledBy) {
+    parts.push(`${state.passCancelledBy} cancelled the pass: ${state.passCancelReason}`);
+  }
+  if (state.cancelled.length > 0) {
+    const skipped = state.cancelled.map((n) => (
+      Object.prototype.hasOwnProperty.call(state.cancelReasons, n)
+        ? `${n} (${state.cancelReasons[n]})` : n));
+    parts.push(`skipped: ${skipped.join(', ')}`);
+  }
+  const waiting = [...state.pending, ...state.deleting];
+  if (waiting.length > 0) parts.push(`waiting for ${waiting.join(', ')}`);
+  return parts.join('; ');
+}
+
 class DependentChain {
   constructor() {
     this.dependents = [];
+    this.callbacks = new StageCallbacks();
   }
 
-  /** { name, apiVersion, kind, desired(req) -> object, when?(req) -> bool, ready?(current) -> bool } */
+  /** Callbacks per child kind around each create, update and delete (stage_callbacks.js). */
+  withCallbacks(callbacks) {
+    this.callbacks = callbacks;
+    return this;
+  }
+
+  /** { name, apiVersion, kind, desired(req) -> object, when?(req) -> bool,
+   *    ready?(current) -> bool, onPass?(req, desired, current, ctx) } */
   add(dependent) {
     this.dependents.push(dependent);
     return this;
   }
 
-  /** Adds the desired objects to `result`; returns { ready, pending, deleting, allReady }. */
+  /** Adds the desired objects to `result`; returns the ChainState (see index.d.ts). */
   reconcile(request, result) {
-    const state = { ready: [], pending: [], deleting: [], allReady: false };
+    const state = {
+      ready: [], pending: [], deleting: [], cancelled: [], cancelReasons: {},
+      passCancelledBy: '', passCancelReason: '', flags: {}, allReady: false,
+    };
     const deps = this.dependents;
     const wanted = deps.map(() => true);
+    const presentUnwanted = deps.map(() => false);
     const keepForOrder = deps.map(() => false);
+    const unwantedCurrent = deps.map(() => undefined);
     const desiredOf = (d) => {
       const obj = d.desired ? d.desired(request) : {};
       if (!isObject(obj)) throw new TerminalError('no object');
@@ -76,16 +117,32 @@ class DependentChain {
       } catch {
         // an unwanted dependent's name falls back to the primary's
       }
-      if (findChild(request, d.apiVersion, d.kind, name) !== undefined) {
+      unwantedCurrent[i] = findChild(request, d.apiVersion, d.kind, name);
+      if (unwantedCurrent[i] !== undefined) {
         state.deleting.push(d.name);
+        presentUnwanted[i] = true;
         keepForOrder[i] = laterUnwantedPresent;
         laterUnwantedPresent = true;
       }
     }
+    const ctx = new PassContext();
     let predecessorsReady = true;
     for (let i = 0; i < deps.length; i++) {
       const d = deps[i];
-      if (!wanted[i] && !keepForOrder[i]) continue;
+      // After a cancelled pass nothing more is deleted: unwanted ones still present are kept.
+      if (!wanted[i] && !(ctx.passCancelled ? presentUnwanted[i] : keepForOrder[i])) {
+        if (presentUnwanted[i] && !ctx.passCancelled) { // left out: pruned by the host
+          try {
+            for (const stage of ['pre-delete', 'post-delete']) {
+              this.callbacks.run(request, stage, d.apiVersion, d.kind, undefined, unwantedCurrent[i]);
+            }
+          } catch (e) {
+            failWith(result, `dependent ${d.name}: `, e);
+            return state;
+          }
+        }
+        continue;
+      }
       let desired;
       try {
         desired = desiredOf(d);
@@ -94,6 +151,11 @@ class DependentChain {
         return state;
       }
       const current = findChild(request, d.apiVersion, d.kind, nameOf(desired, request));
+      if (ctx.passCancelled) {
+        if (current !== undefined) result.desire(freezeOnto(desired, current));
+        state.cancelled.push(d.name);
+        continue;
+      }
       if (!wanted[i]) {
         result.desire(desired); // kept only until the later unwanted ones are gone
         continue;
@@ -102,12 +164,43 @@ class DependentChain {
         state.pending.push(d.name); // ensure-created waits for its predecessors
         continue;
       }
-      result.desire(desired);
       const ready = current !== undefined && (!d.ready || Boolean(d.ready(current)));
-      (ready ? state.ready : state.pending).push(d.name);
       predecessorsReady = predecessorsReady && ready;
+      if (d.onPass) {
+        const wasCancelled = ctx.passCancelled;
+        ctx.beginStep();
+        try {
+          d.onPass(request, desired, current, ctx);
+        } catch (e) {
+          failWith(result, `dependent ${d.name}: `, e);
+          return state;
+        }
+        if (!wasCancelled && ctx.passCancelled) {
+          state.passCancelledBy = d.name;
+          state.passCancelReason = ctx.passCancelReason;
+        }
+        if (ctx.resourceCancelled) {
+          if (current !== undefined) result.desire(freezeOnto(desired, current));
+          state.cancelled.push(d.name);
+          state.cancelReasons[d.name] = ctx.resourceCancelReason;
+          continue;
+        }
+      }
+      if (current === undefined || !isSubset(desired, current)) {
+        try {
+          this.callbacks.runStep(request, current === undefined, d.apiVersion, d.kind, desired,
+            current);
+        } catch (e) {
+          failWith(result, `dependent ${d.name}: `, e);
+          return state;
+        }
+      }
+      result.desire(desired);
+      (ready ? state.ready : state.pending).push(d.name);
     }
-    state.allReady = state.pending.length === 0 && state.deleting.length === 0;
+    state.flags = ctx.flags;
+    state.allReady = state.pending.length === 0 && state.deleting.length === 0 &&
+      state.cancelled.length === 0 && state.passCancelledBy === '';
     return state;
   }
 
@@ -123,8 +216,9 @@ class DependentChain {
           result.setCondition('DependentsReady', true, 'AllReady',
             `${state.ready.length} dependents ready`);
         } else {
-          result.setCondition('DependentsReady', false, 'Waiting',
-            `waiting for ${[...state.pending, ...state.deleting].join(', ')}`);
+          const cancelled = state.passCancelledBy !== '' || state.cancelled.length > 0;
+          result.setCondition('DependentsReady', false, cancelled ? 'Cancelled' : 'Waiting',
+            notReadyMessage(state));
         }
       }
       if (then) await then(request, state, result);
@@ -151,9 +245,24 @@ class CrudResource {
     this.apiVersion = apiVersion;
     this.kind = kind;
     this.desired = desired;
+    this.step = null;
+    this.callbacks = new StageCallbacks();
   }
 
-  /** { create, update, unchanged, remove } (arrays of objects); throws on a bad desired list. */
+  /** Callbacks around each create, update and remove, run by plan (stage_callbacks.js). */
+  withCallbacks(callbacks) {
+    this.callbacks = callbacks;
+    return this;
+  }
+
+  /** step(request, desired, current, ctx): runs before each create and update. */
+  onPass(step) {
+    this.step = step;
+    return this;
+  }
+
+  /** { create, update, unchanged, remove, skipped, passCancelled, passCancelReason, flags };
+   * throws on a bad desired list. */
   plan(request) {
     const list = this.desired ? this.desired(request) : [];
     if (!Array.isArray(list)) throw new TerminalError(`desired ${this.kind} list is not an array`);
@@ -162,7 +271,11 @@ class CrudResource {
     for (const o of request.childrenOfKind(this.kind, this.apiVersion)) {
       current.set(key(namespaceOf(o.object, request), nameOf(o.object, request)), o.object);
     }
-    const plan = { create: [], update: [], unchanged: [], remove: [] };
+    const plan = {
+      create: [], update: [], unchanged: [], remove: [], skipped: [],
+      passCancelled: false, passCancelReason: '', flags: {},
+    };
+    const ctx = new PassContext();
     const seen = new Set();
     for (const d of list) {
       if (!isObject(d)) throw new TerminalError('a desired object is not an object');
@@ -175,16 +288,58 @@ class CrudResource {
       if (seen.has(k)) throw new TerminalError(`two desired ${this.kind} objects are named ${k}`);
       seen.add(k);
       const cur = current.get(k);
-      if (cur === undefined) {
-        plan.create.push(obj);
+      current.delete(k);
+      if (cur !== undefined) {
+        const compare = { ...obj, metadata: { namespace: namespaceOf(obj, request), ...obj.metadata } };
+        if (isSubset(compare, cur)) {
+          plan.unchanged.push(obj);
+          continue;
+        }
+      }
+      // A create or an update: the step may skip it.
+      let skip = null;
+      if (ctx.passCancelled) {
+        skip = `pass cancelled: ${ctx.passCancelReason}`;
+      } else if (this.step) {
+        ctx.beginStep();
+        try {
+          this.step(request, obj, cur, ctx);
+        } catch (e) {
+          const message = `${this.kind} ${k}: ${e && e.message !== undefined ? e.message : String(e)}`;
+          throw e instanceof TerminalError ? new TerminalError(message) : new Error(message);
+        }
+        if (ctx.resourceCancelled) skip = ctx.resourceCancelReason;
+      }
+      if (skip !== null) {
+        if (cur !== undefined) plan.unchanged.push(freezeOnto(obj, cur));
+        plan.skipped.push({ object: obj, reason: skip });
         continue;
       }
-      const compare = { ...obj, metadata: { namespace: namespaceOf(obj, request), ...obj.metadata } };
-      (isSubset(compare, cur) ? plan.unchanged : plan.update).push(obj);
-      current.delete(k);
+      this.runCallbacks(k, () => this.callbacks.runStep(request, cur === undefined, this.apiVersion,
+        this.kind, obj, cur));
+      (cur === undefined ? plan.create : plan.update).push(obj);
     }
-    plan.remove.push(...current.values());
+    for (const [k, cur] of current) {
+      this.runCallbacks(k, () => {
+        for (const stage of ['pre-delete', 'post-delete']) {
+          this.callbacks.run(request, stage, this.apiVersion, this.kind, undefined, cur);
+        }
+      });
+      plan.remove.push(cur);
+    }
+    plan.passCancelled = ctx.passCancelled;
+    plan.passCancelReason = ctx.passCancelReason;
+    plan.flags = ctx.flags;
     return plan;
+  }
+
+  runCallbacks(key, fn) {
+    try {
+      fn();
+    } catch (e) {
+      const message = `${this.kind} ${key}: ${e && e.message !== undefined ? e.message : String(e)}`;
+      throw e instanceof TerminalError ? new TerminalError(message) : new Error(message);
+    }
   }
 
   /** Desires create/update/unchanged and records Created / Updated / Deleted events. */
@@ -203,6 +358,9 @@ class CrudResource {
     }
     for (const o of plan.unchanged) result.desire(o);
     for (const o of plan.remove) result.event('Normal', 'Deleted', describe(o));
+    for (const s of plan.skipped || []) {
+      result.event('Normal', 'Skipped', `${describe(s.object)}: ${s.reason}`);
+    }
   }
 
   build(then) {

@@ -204,12 +204,66 @@ export interface Dependent {
   when?: (request: Request) => boolean;
   /** Unset: ready once it exists. */
   ready?: (current: JsonObject) => boolean;
+  /** The step before a create or update (see PassContext). */
+  onPass?: PassStep;
+}
+
+/** A step of a pass: the desired object and the current one (undefined: absent). */
+export type PassStep = (request: Request, desired: JsonObject, current: JsonObject | undefined,
+  ctx: PassContext) => void;
+
+export const UPDATE_ALLOWED: 'updateAllowed';
+export const UPDATE_NECESSARY: 'updateNecessary';
+
+/** What the steps of one pass tell each other (see pass_context.js). */
+export class PassContext {
+  readonly passCancelled: boolean;
+  readonly passCancelReason: string;
+  readonly resourceCancelled: boolean;
+  readonly resourceCancelReason: string;
+  /** The flags set so far, keys sorted. */
+  readonly flags: { [name: string]: boolean };
+  /** The rest of the pass does not run (the calling step's own resource still does). */
+  cancelPass(reason: string): void;
+  /** Only the calling step's resource is skipped this pass. */
+  cancelResource(reason: string): void;
+  setFlag(name: string, value?: boolean): void;
+  /** False when unset. */
+  flag(name: string): boolean;
+  beginStep(): void;
+}
+
+/** The fields of `desired` with their values in `current`: applying it changes nothing. */
+export function freezeOnto(desired: JsonObject, current: JsonObject): JsonObject;
+
+export type Stage = 'pre-create' | 'post-create' | 'pre-update' | 'post-update' | 'pre-delete' |
+  'post-delete';
+export const STAGES: Stage[];
+/** desired: mutable at pre-create / pre-update, a copy at post-*, undefined at *-delete. */
+export type StageCallback = (request: Request, stage: Stage, desired: JsonObject | undefined,
+  current: JsonObject | undefined) => void;
+
+/** Callbacks per child kind around each create, update and delete (see stage_callbacks.js). */
+export class StageCallbacks {
+  on(apiVersion: string, kind: string, stage: Stage, name: string, callback: StageCallback): this;
+  run(request: Request, stage: Stage, apiVersion: string, kind: string,
+    desired: JsonObject | undefined, current: JsonObject | undefined): void;
+  runStep(request: Request, create: boolean, apiVersion: string, kind: string,
+    desired: JsonObject, current: JsonObject | undefined): void;
 }
 
 export interface ChainState {
   ready: string[];
   pending: string[];
   deleting: string[];
+  /** Skipped this pass (by their own step or after a cancelled pass), in chain order. */
+  cancelled: string[];
+  /** Dependents that cancelled themselves, with their reasons. */
+  cancelReasons: { [name: string]: string };
+  /** '' when the pass ran to the end. */
+  passCancelledBy: string;
+  passCancelReason: string;
+  flags: { [name: string]: boolean };
   allReady: boolean;
 }
 
@@ -217,6 +271,7 @@ export interface ChainState {
 export class DependentChain {
   readonly dependents: Dependent[];
   add(dependent: Dependent): this;
+  withCallbacks(callbacks: StageCallbacks): this;
   reconcile(request: Request, result: Result): ChainState;
   build(then?: (request: Request, state: ChainState, result: Result) => void | Promise<void>):
     BuiltReconcileFn;
@@ -225,13 +280,21 @@ export class DependentChain {
 export interface CrudPlan {
   create: JsonObject[];
   update: JsonObject[];
+  /** With skipped objects that exist, frozen. */
   unchanged: JsonObject[];
   remove: JsonObject[];
+  skipped: { object: JsonObject; reason: string }[];
+  passCancelled: boolean;
+  passCancelReason: string;
+  flags: { [name: string]: boolean };
 }
 
 /** Desired list of one kind vs the current children: create / update / remove (see chain.js). */
 export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
+  /** A step run before each create and update. */
+  onPass(step: PassStep): this;
+  withCallbacks(callbacks: StageCallbacks): this;
   plan(request: Request): CrudPlan;
   apply(plan: CrudPlan, result: Result): void;
   build(then?: (request: Request, plan: CrudPlan, result: Result) => void | Promise<void>):
@@ -260,3 +323,82 @@ export const log: {
 };
 export const PROTOCOL_VERSION: 'v1alpha1';
 export const ADDRESS_ENV: 'CTRLHOST_PLUGIN_ADDRESS';
+
+// Resource builders (builders.js): the same output as the C++ and Python SDKs.
+export type Labels = { [key: string]: string };
+
+export interface ObjectOptions {
+  /** Unset: the primary's name (filled in by the SDK). */
+  name?: string;
+  namespace?: string;
+  labels?: Labels;
+  annotations?: { [key: string]: string };
+  /** An owner reference (see ownerReference); the host adds one to namespaced children. */
+  owner?: JsonObject;
+}
+
+export const CONFIG_HASH_ANNOTATION: 'ctrlhost.dev/config-hash';
+export function selectorLabels(app: string, instance: string): Labels;
+export function commonLabels(app: string, instance: string): Labels;
+/** Keys sorted by UTF-8 bytes, no spaces; throws TypeError for a number that is not an integer. */
+export function canonicalJson(value: unknown): string;
+/** FNV-1a 64 of canonicalJson(value), 16 hex digits. */
+export function configHash(value: unknown): string;
+export function ownerReference(request: Request): JsonObject;
+
+export interface DeploymentOptions extends Omit<ObjectOptions, 'namespace'> {
+  /** spec.selector.matchLabels; unset: labels. */
+  selector?: Labels;
+  replicas?: number;
+  containers?: JsonObject[];
+  podAnnotations?: { [key: string]: string };
+  /** Extra pod spec fields (serviceAccountName, volumes, ...). */
+  podSpec?: JsonObject;
+}
+export function buildDeployment(options?: DeploymentOptions): JsonObject;
+
+export interface ServicePort {
+  port: number;
+  name?: string;
+  targetPort?: number | string;
+  /** Default 'TCP'. */
+  protocol?: string;
+}
+export function servicePort(port: ServicePort): ServicePort;
+export interface ServiceOptions extends Omit<ObjectOptions, 'namespace'> {
+  selector?: Labels;
+  ports?: ServicePort[];
+  type?: string;
+}
+export function buildService(options?: ServiceOptions): JsonObject;
+export function buildConfigMap(options?: ObjectOptions & { data?: { [key: string]: string } }):
+  JsonObject;
+export function buildSecret(options?: ObjectOptions &
+  { stringData?: { [key: string]: string }; type?: string }): JsonObject;
+export function buildServiceAccount(options?: ObjectOptions): JsonObject;
+export function policyRule(apiGroups: string[], resources: string[], verbs: string[]): JsonObject;
+export function serviceAccountSubject(name: string, namespace: string): JsonObject;
+export function buildRole(options?: ObjectOptions & { rules?: JsonObject[] }): JsonObject;
+export function buildClusterRole(options?: Omit<ObjectOptions, 'namespace'> &
+  { rules?: JsonObject[] }): JsonObject;
+export function buildRoleBinding(options?: ObjectOptions &
+  { role?: string; subjects?: JsonObject[] }): JsonObject;
+export function buildClusterRoleBinding(options?: Omit<ObjectOptions, 'namespace'> &
+  { clusterRole?: string; subjects?: JsonObject[] }): JsonObject;
+
+/** The standard operator status (operator_status.js). */
+export interface OperatorStatusInput {
+  /** The plugin's own version. */
+  operatorVersion: string;
+  /** The version the children should run; unset: operatorVersion. */
+  targetVersion?: string;
+  childrenReady?: boolean;
+  /** Why not ready. */
+  message?: string;
+  /** Non-empty: a persistent failure (phase Error, Degraded and Stalled True). */
+  failure?: string;
+  /** CamelCase; default 'Failed'. */
+  failureReason?: string;
+}
+export function setOperatorStatus(request: Request, result: Result, input: OperatorStatusInput):
+  void;

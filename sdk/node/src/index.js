@@ -9,12 +9,17 @@ const {
   Result, ResultError, TerminalError, newObject, composeMergePatch,
 } = require('./result');
 const { DependentChain, CrudResource, isSubset } = require('./chain');
+const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
+const builders = require('./builders');
+const { setOperatorStatus } = require('./operator_status');
+const { StageCallbacks, STAGES } = require('./stage_callbacks');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
 
 module.exports = {
+  ...builders,
   Plugin,
   PluginServer,
   ControllerBuilder,
@@ -27,6 +32,13 @@ module.exports = {
   DependentChain,
   CrudResource,
   isSubset,
+  PassContext,
+  setOperatorStatus,
+  StageCallbacks,
+  STAGES,
+  freezeOnto,
+  UPDATE_ALLOWED,
+  UPDATE_NECESSARY,
   DescribeError,
   handlers,
   newObject,
