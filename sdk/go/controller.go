@@ -325,4 +325,3 @@ func panicLocation(stack []byte) string {
 	}
 	return ""
 }
-

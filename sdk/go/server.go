@@ -50,11 +50,11 @@ type server struct {
 	health *health.Server
 
 	mu       sync.Mutex
-	draining bool                // guarded by mu
-	count    int                 // guarded by mu: reconciles running, all streams
-	idle     chan struct{}       // guarded by mu: closed when draining and count reaches 0
-	streams  map[*stream]bool    // guarded by mu
-	stopped  chan struct{}       // closed when the drain is over: every stream handler returns
+	draining bool             // guarded by mu
+	count    int              // guarded by mu: reconciles running, all streams
+	idle     chan struct{}    // guarded by mu: closed when draining and count reaches 0
+	streams  map[*stream]bool // guarded by mu
+	stopped  chan struct{}    // closed when the drain is over: every stream handler returns
 }
 
 func newServer(p *Plugin) *server {

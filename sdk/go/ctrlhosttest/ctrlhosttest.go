@@ -13,6 +13,7 @@ package ctrlhosttest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -122,28 +123,36 @@ func (o *Outcome) DesiredOfKind(kind string) []ctrlhost.Object {
 }
 
 // Reconcile runs c once on obj (nil: the deletion notice of a gone primary) and decodes the
-// answer. A response that cannot be decoded fails the test.
+// answer; a response that cannot be decoded fails the test.
 func Reconcile(t testing.TB, c *ctrlhost.Controller, obj ctrlhost.Object, opts ...Option) *Outcome {
 	t.Helper()
-	o := buildOptions(c.Name(), obj, opts)
-	return Decode(t, c.Invoke(o.ctx, 1, o.call, o.caps))
+	out, err := Run(c, obj, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
-// Decode turns a response into an Outcome.
-func Decode(t testing.TB, resp *pb.ReconcileResponse) *Outcome {
-	t.Helper()
+// Run is Reconcile outside a test.
+func Run(c *ctrlhost.Controller, obj ctrlhost.Object, opts ...Option) (*Outcome, error) {
+	o := buildOptions(c.Name(), obj, opts)
+	return Decode(c.Invoke(o.ctx, 1, o.call, o.caps))
+}
+
+// Decode turns a response into an Outcome; an error when its JSON is malformed.
+func Decode(resp *pb.ReconcileResponse) (*Outcome, error) {
 	out := &Outcome{Response: resp, Conditions: map[string]ctrlhost.Condition{}, Finalized: resp.GetFinalized()}
 	for _, d := range resp.GetDesiredObjects() {
 		obj, err := ctrlhost.ParseObject(d)
 		if err != nil {
-			t.Fatalf("desired object %v", err)
+			return nil, fmt.Errorf("desired object %v", err)
 		}
 		out.Desired = append(out.Desired, obj)
 	}
 	if len(resp.GetStatus()) > 0 {
 		obj, err := ctrlhost.ParseObject(resp.GetStatus())
 		if err != nil {
-			t.Fatalf("status %v", err)
+			return nil, fmt.Errorf("status %v", err)
 		}
 		out.Status = obj
 	}
@@ -169,7 +178,7 @@ func Decode(t testing.TB, resp *pb.ReconcileResponse) *Outcome {
 	if e := resp.GetError(); e != nil {
 		out.Error = &ctrlhost.ResultError{Terminal: e.GetKind() == pb.ErrorKind_ERROR_KIND_TERMINAL, Message: e.GetMessage()}
 	}
-	return out
+	return out, nil
 }
 
 // Served is a plugin serving on a temporary Unix socket, with a connection acting as the host.
