@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -58,6 +59,8 @@ class TestPlugin {
   std::vector<uint64_t> cancelled() const;
   // Reconciles received so far.
   int received() const;
+  // The last DescribeRequest received (empty before the first).
+  ::ctrlhost::plugin::v1alpha1::DescribeRequest last_describe() const;
 
   class Service;
 
