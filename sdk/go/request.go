@@ -40,7 +40,8 @@ type Request struct {
 	Attempt    uint32
 	TraceID    string
 	Finalizing bool
-	// Deadline is zero when the host set none (ctx carries it too).
+	// Deadline is zero when the host set none. ctx carries the sooner of it and the request's
+	// relative timeout counted from its arrival (robust to clock skew).
 	Deadline time.Time
 	// Object is the primary, nil for the deletion notice of a primary that is already gone.
 	Object   Object

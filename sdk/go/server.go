@@ -241,8 +241,8 @@ func (v *service) read(ctx context.Context, st *stream) error {
 			continue
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		if d := call.GetDeadline(); d != nil && d.IsValid() {
-			rctx, cancel = withDeadline(rctx, cancel, d.AsTime())
+		if deadline, ok := requestDeadline(call, time.Now()); ok {
+			rctx, cancel = withDeadline(rctx, cancel, deadline)
 		}
 		st.mu.Lock()
 		st.cancels[id] = cancel
@@ -250,6 +250,22 @@ func (v *service) read(ctx context.Context, st *stream) error {
 		st.work.Add(1)
 		go v.work(rctx, st, id, call)
 	}
+}
+
+// requestDeadline is when the host gives up on a call received at now: the sooner of its
+// absolute deadline and now + its relative timeout (which holds under clock skew between the
+// host and a remote plugin).
+func requestDeadline(call *pb.ReconcileCall, now time.Time) (time.Time, bool) {
+	var deadline time.Time
+	if d := call.GetDeadline(); d != nil && d.IsValid() {
+		deadline = d.AsTime()
+	}
+	if t := call.GetTimeout(); t != nil && t.IsValid() {
+		if budget := now.Add(t.AsDuration()); deadline.IsZero() || budget.Before(deadline) {
+			deadline = budget
+		}
+	}
+	return deadline, !deadline.IsZero()
 }
 
 func withDeadline(ctx context.Context, cancel context.CancelFunc, deadline time.Time) (context.Context, context.CancelFunc) {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -216,8 +217,38 @@ func TestServeCancelsAtTheDeadline(t *testing.T) {
 	if err := stream.Send(req); err != nil {
 		t.Fatal(err)
 	}
-	if name := <-g.ended; name != "hold-late" {
-		t.Fatalf("ended %q", name)
+	// Bounded well below the stream's own minute, whose end would also cancel the reconcile.
+	select {
+	case name := <-g.ended:
+		if name != "hold-late" {
+			t.Fatalf("ended %q", name)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reconcile was not cancelled at its deadline")
+	}
+}
+
+// A remote plugin's clock may be far off the host's: the relative timeout holds even when the
+// absolute deadline looks a day away.
+func TestServeCancelsAtTheRelativeTimeoutUnderClockSkew(t *testing.T) {
+	g := newGate()
+	g.hold("hold-skewed")
+	s := ctrlhosttest.Serve(t, testPlugin(g))
+	stream := openStream(t, s)
+	req := call(1, "hold-skewed")
+	req.GetReconcile().Deadline = timestamppb.New(time.Now().Add(24 * time.Hour))
+	req.GetReconcile().Timeout = durationpb.New(10 * time.Millisecond)
+	if err := stream.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded well below the stream's own minute, whose end would also cancel the reconcile.
+	select {
+	case name := <-g.ended:
+		if name != "hold-skewed" {
+			t.Fatalf("ended %q", name)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reconcile was not cancelled at its deadline")
 	}
 }
 
