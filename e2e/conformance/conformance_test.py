@@ -136,6 +136,23 @@ class OfflineConformanceTest(unittest.TestCase):
 
 
 @OFFLINE_ONLY_ONCE
+class GoldenAnswersTest(unittest.TestCase):
+    """The bring-your-own-language entry point (check_plugin.py, no Bazel needed): every SDK's
+    plugins match the golden answers, which come from the C++ reference (so they cannot rot)."""
+
+    def test_every_language_matches_the_golden_answers(self):
+        for lang in sorted(AVAILABLE):
+            result = subprocess.run(
+                ["/usr/bin/python3", host_fixture.runfile("e2e/conformance/check_plugin.py"),
+                 "--ctrlhost", apiserver_fixture.binary_path(), "--webapp", AVAILABLE[lang],
+                 "--scenario", SCENARIO_PLUGINS[lang]],
+                capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, "%s:\n%s%s" % (lang, result.stdout,
+                                                                   result.stderr))
+            self.assertIn("10 checked, 0 failed", result.stdout)
+
+
+@OFFLINE_ONLY_ONCE
 class ScenarioConformanceTest(unittest.TestCase):
     """Outcomes the WebApp never produces, answered alike by every SDK: requeue_after, retryable
     and terminal errors, and a forbidden change that the host must refuse (`--check`)."""
