@@ -1,10 +1,10 @@
 // sdk-dispatch (issue 7): reconciles per second and latency through the host's plugin::Session
 // to the same no-op plugin written with each SDK, as ratios to the C++ SDK in the same run. The
 // Python (sdk/python, /usr/bin/python3), Node (sdk/node, /usr/bin/node) and Go (sdk/go, built by
-// sdk/go/build.sh) plugins run as child processes started the way the host starts plugins (CTRLHOST_PLUGIN_ADDRESS, a Unix socket in a
-// private directory); the C++ SDK baseline is served in this process over the same kind of
-// socket. At 1 and 64 requests in flight. Targets at 64 in flight: Python >= 3,000/s, Node >=
-// 10,000/s, Go >= 20,000/s.
+// sdk/go/build.sh) plugins run as child processes started the way the host starts plugins
+// (CTRLHOST_PLUGIN_ADDRESS, a Unix socket in a private directory); the C++ SDK baseline is served
+// in this process over the same kind of socket. At 1 and 64 requests in flight. Targets at 64 in
+// flight: Python >= 3,000/s, Node >= 10,000/s, Go >= 20,000/s.
 //
 //   tools/bench sdk-dispatch            (from the repository root)
 //   bazel-bin/bench/sdk_dispatch/sdk_dispatch_bench [--json] [--seconds=2] [--only=python|node|go]

@@ -80,8 +80,8 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
         response.set_status(absl::StrCat(R"({"seen":")", name, R"("})"));
         if (name == "budget") {  // answers the relative timeout it was given
           const auto& t = r.reconcile().timeout();
-          response.set_status(absl::StrCat(R"({"timeout_ms":)",
-                                           t.seconds() * 1000 + t.nanos() / 1000000, "}"));
+          response.set_status(
+              absl::StrCat(R"({"timeout_ms":)", t.seconds() * 1000 + t.nanos() / 1000000, "}"));
         }
       }
       common::MutexLock lock(&write_mu);
