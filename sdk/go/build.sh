@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and tests the Go SDK and the Go plugins offline, from Debian's Go packages, in GOPATH
 # mode (no module download): golang-1.19 (or newer), golang-google-grpc-dev,
-# golang-google-protobuf-dev, protoc-gen-go, protoc-gen-go-grpc (tools/deps/debian.txt).
+# golang-google-protobuf-dev, golang-github-golang-protobuf-1-5-dev, protoc-gen-go,
+# protoc-gen-go-grpc (tools/deps/debian.txt).
 #
 #   sdk/go/build.sh vet                      go vet on every Go package of the repository
 #   sdk/go/build.sh test [go test flags]     go test (e.g. -race -count=1) on them
@@ -97,7 +98,7 @@ case "$cmd" in
     (cd "$src" && "$GO" build -o "$out" "$1")
     ;;
   *)
-    sed -n '2,12p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,13p' "${BASH_SOURCE[0]}" >&2
     exit 2
     ;;
 esac
