@@ -98,7 +98,7 @@ case "$cmd" in
     (cd "$src" && "$GO" build -o "$out" "$1")
     ;;
   *)
-    sed -n '2,13p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,11p' "${BASH_SOURCE[0]}" >&2
     exit 2
     ;;
 esac
