@@ -1,13 +1,13 @@
 // sdk-dispatch (issue 7): reconciles per second and latency through the host's plugin::Session
 // to the same no-op plugin written with each SDK, as ratios to the C++ SDK in the same run. The
-// Python (sdk/python, /usr/bin/python3) and Node (sdk/node, /usr/bin/node) plugins run as child
-// processes started the way the host starts plugins (CTRLHOST_PLUGIN_ADDRESS, a Unix socket in a
-// private directory); the C++ SDK baseline is served in this process over the same kind of
-// socket. At 1 and 64 requests in flight. Targets at 64 in flight: Python >= 3,000/s, Node >=
-// 10,000/s.
+// Python (sdk/python, /usr/bin/python3), Node (sdk/node, /usr/bin/node) and Go (sdk/go, built by
+// sdk/go/build.sh) plugins run as child processes started the way the host starts plugins
+// (CTRLHOST_PLUGIN_ADDRESS, a Unix socket in a private directory); the C++ SDK baseline is served
+// in this process over the same kind of socket. At 1 and 64 requests in flight. Targets at 64 in
+// flight: Python >= 3,000/s, Node >= 10,000/s, Go >= 20,000/s.
 //
 //   tools/bench sdk-dispatch            (from the repository root)
-//   bazel-bin/bench/sdk_dispatch/sdk_dispatch_bench [--json] [--seconds=2] [--only=python|node]
+//   bazel-bin/bench/sdk_dispatch/sdk_dispatch_bench [--json] [--seconds=2] [--only=python|node|go]
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -89,7 +89,7 @@ bool WaitReady(const std::string& address) {
 }
 
 struct Sdk {
-  std::string name;               // "python", "node"
+  std::string name;               // "python", "node", "go"
   std::vector<std::string> argv;  // how to start its no-op plugin
   double target = 0;              // reconciles/s at 64 in flight
 };
@@ -213,6 +213,7 @@ int Main(int argc, char** argv) {
   const std::vector<Sdk> sdks = {
       {"python", {Find(argv[0], "bench/sdk_dispatch/noop_plugin")}, 3000},
       {"node", {"/usr/bin/node", Find(argv[0], "bench/sdk_dispatch/noop_plugin.js")}, 10000},
+      {"go", {Find(argv[0], "bench/sdk_dispatch/noop-go")}, 20000},
   };
   for (const Sdk& sdk : sdks) {
     if (rc != 0) break;

@@ -1,12 +1,13 @@
 """The conformance suite: one set of scenarios, run against the WebApp plugin of every SDK
-(C++: plugins/webapp, Node: plugins/webapp-node, Python: plugins/webapp-py).
+(C++: plugins/webapp, Go: plugins/webapp-go, Node: plugins/webapp-node, Python:
+plugins/webapp-py).
 
 1. Offline, through `ctrlhost test`: on the same inputs every SDK's plugin answers the same
    desired objects, status, conditions, events, errors and finalizer release (compared with the
    C++ reference after sorting keys), for a fresh WebApp, a ready one, an invalid spec (terminal
    error) and a finalizing one; the external record files are byte for byte the same.
 2. Live, through `ctrlhost run` with kubectl-visible effects: a WebApp converges under each
-   language, and hot swaps between languages (C++ -> Node -> Python -> C++) under a stream of
+   language, and hot swaps between languages (C++ -> Go -> Python -> Node -> C++) under a stream of
    updates lose no key and never relist a watch. conformance_kube_test runs this part against
    real Kubernetes 1.20 (e2e/kube); part 1 involves no API server and runs once.
 3. The scenario controller (e2e/conformance/scenario) in each language answers the controller
@@ -38,6 +39,7 @@ CRD = host_fixture.runfile("plugins/webapp/deploy/crd.yaml")
 # Language -> plugin executable (runfiles). A language whose plugin is not built is skipped.
 PLUGINS = {
     "cpp": host_fixture.runfile("plugins/webapp/webapp"),
+    "go": host_fixture.runfile("plugins/webapp-go/webapp-go"),
     "node": host_fixture.runfile("plugins/webapp-node/webapp-node"),
     "python": host_fixture.runfile("plugins/webapp-py/webapp-py"),
 }
@@ -46,6 +48,7 @@ AVAILABLE = {lang: path for lang, path in PLUGINS.items() if os.path.exists(path
 # The "scenario" controller (e2e/conformance/scenario) in each language: one outcome per input.
 SCENARIO_PLUGINS = {
     "cpp": host_fixture.runfile("e2e/conformance/scenario/scenario-cpp"),
+    "go": host_fixture.runfile("e2e/conformance/scenario/scenario-go"),
     "node": host_fixture.runfile("e2e/conformance/scenario/scenario-node"),
     "python": host_fixture.runfile("e2e/conformance/scenario/scenario-py"),
 }
@@ -107,7 +110,7 @@ class OfflineConformanceTest(unittest.TestCase):
         return answers["cpp"], tmp
 
     def test_every_language_is_built(self):
-        self.assertEqual(sorted(AVAILABLE), ["cpp", "node", "python"])
+        self.assertEqual(sorted(AVAILABLE), ["cpp", "go", "node", "python"])
 
     def test_fresh_webapp(self):
         answer, tmp = self.compare("fresh", "--object", SAMPLE)
@@ -148,6 +151,23 @@ class OfflineConformanceTest(unittest.TestCase):
     def test_finalizing_releases_the_finalizer(self):
         answer, _ = self.compare("finalizing", "--object", SAMPLE, "--finalizing")
         self.assertTrue(answer.get("finalized"), answer)
+
+
+@OFFLINE_ONLY_ONCE
+class GoldenAnswersTest(unittest.TestCase):
+    """The bring-your-own-language entry point (check_plugin.py, no Bazel needed): every SDK's
+    plugins match the golden answers, which come from the C++ reference (so they cannot rot)."""
+
+    def test_every_language_matches_the_golden_answers(self):
+        for lang in sorted(AVAILABLE):
+            result = subprocess.run(
+                ["/usr/bin/python3", host_fixture.runfile("e2e/conformance/check_plugin.py"),
+                 "--ctrlhost", apiserver_fixture.binary_path(), "--webapp", AVAILABLE[lang],
+                 "--scenario", SCENARIO_PLUGINS[lang]],
+                capture_output=True, text=True, timeout=600)
+            self.assertEqual(result.returncode, 0, "%s:\n%s%s" % (lang, result.stdout,
+                                                                   result.stderr))
+            self.assertIn("10 checked, 0 failed", result.stdout)
 
 
 @OFFLINE_ONLY_ONCE
@@ -428,7 +448,7 @@ class LiveConformanceTest(unittest.TestCase):
 
         thread = threading.Thread(target=updater)
         thread.start()
-        order = [lang for lang in ("node", "python", "cpp") if lang in AVAILABLE]
+        order = [lang for lang in ("go", "python", "node", "cpp") if lang in AVAILABLE]
         try:
             for lang in order:
                 result = self.host.ctrlhost(
@@ -467,13 +487,13 @@ class LiveConformanceTest(unittest.TestCase):
         # updates stream in; the plugin finishes what it holds and exits, the host restarts it,
         # and every object still converges.
         names = ["term-%02d" % i for i in range(20)]
-        for lang in [lang for lang in ("node", "python", "cpp") if lang in AVAILABLE]:
+        for lang in [lang for lang in ("go", "node", "python", "cpp") if lang in AVAILABLE]:
             result = self.host.ctrlhost(
                 "plugin", "swap", "conformance/webapp", "--timeout", "60s",
                 "--command", AVAILABLE[lang], "--env", "WEBAPP_RECORD_DIR=" + self.records)
             self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
             before = self.plugin_status()
-            replicas = {"node": 3, "python": 4, "cpp": 5}[lang]
+            replicas = {"go": 2, "node": 3, "python": 4, "cpp": 5}[lang]
             for name in names[:10]:
                 self.assertIn(self.apply(name, replicas), (200, 201))
             os.kill(int(before["pid"]), signal.SIGTERM)

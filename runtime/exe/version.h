@@ -6,10 +6,12 @@
 #ifndef CTRLHOST_RUNTIME_EXE_VERSION_H_
 #define CTRLHOST_RUNTIME_EXE_VERSION_H_
 
+#include "runtime/common/version.h"
+
 namespace ctrlhost::exe {
 
-// Semantic version of the host; "-dev" until the first release.
-inline constexpr char kCtrlhostVersion[] = "0.1.0-dev";
+// Semantic version of the host (defined in runtime/common, which the handshake shares).
+using common::kCtrlhostVersion;
 
 // Plugin protocol versions (proto/ctrlhost/plugin/<version>) the host can talk, newest last.
 inline constexpr const char* kPluginProtocolVersions[] = {"v1alpha1"};

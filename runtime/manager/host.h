@@ -40,6 +40,7 @@
 #include "runtime/admin/server.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/version.h"
 #include "runtime/config/operator_spec.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
@@ -74,7 +75,7 @@ struct HostOptions {
   std::string admin_socket;
   std::string metrics_bind = "127.0.0.1";
   int metrics_port = 9090;  // 0: any free port
-  std::string host_version = "0.1.0";
+  std::string host_version = common::kCtrlhostVersion;
   kube::RestClientOptions rest;
   // Client-side rate limit of the API client when set (`ctrlhost run --kube-api-qps/-burst`,
   // or spec.apiClient of the operator documents). Unset: `rest`'s (50 QPS / burst 100), except

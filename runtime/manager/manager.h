@@ -39,6 +39,7 @@
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/version.h"
 #include "runtime/config/operator_spec.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/kube/client.h"
@@ -58,7 +59,7 @@ struct ManagerOptions {
   // Plugin sockets live in <data_dir>/plugins (created 0700), or in a private temporary
   // directory under /tmp when that path is too long for Unix socket addresses.
   std::string data_dir;
-  std::string host_version = "0.1.0";
+  std::string host_version = common::kCtrlhostVersion;
   // How often pending controllers are retried.
   absl::Duration tick = absl::Milliseconds(500);
   // Given to runners to finish in-flight reconciles at Stop.

@@ -34,6 +34,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/version.h"
 #include "runtime/plugin/session.h"
 
 namespace ctrlhost::plugin {
@@ -63,7 +64,7 @@ struct HandshakeOptions {
   absl::Duration deadline = absl::Seconds(30);
   std::vector<std::string> protocol_versions = {"v1alpha1"};
   std::vector<pb::Capability> capabilities = HostCapabilities();
-  std::string host_version = "0.1.0";
+  std::string host_version = common::kCtrlhostVersion;
   uint32_t max_message_bytes = kDefaultMaxMessageBytes;
   uint32_t max_in_flight = 256;
   std::string instance_name;                // "PLUGIN-GENERATION"

@@ -66,6 +66,15 @@ TEST_F(HandshakeTest, Succeeds) {
   EXPECT_EQ(result->session_options.instance_name, "test-1");
 }
 
+// Regression (issue 19): the handshake said host_version "0.1.0" while `ctrlhost version` said
+// "0.1.0-dev"; both now come from common::kCtrlhostVersion.
+TEST_F(HandshakeTest, SendsTheCtrlhostVersion) {
+  auto result = Run({});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(plugin_->last_describe().host_version(), "0.1.0-dev");
+  EXPECT_EQ(plugin_->last_describe().instance_name(), "test-1");
+}
+
 TEST_F(HandshakeTest, WithoutCancellationCapability) {
   TestPluginOptions options;
   options.cancellation = false;

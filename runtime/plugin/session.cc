@@ -1,5 +1,6 @@
 #include "runtime/plugin/session.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <queue>
@@ -21,6 +22,14 @@
 
 namespace ctrlhost::plugin {
 namespace {
+
+google::protobuf::Duration ToProtoDuration(absl::Duration d) {
+  google::protobuf::Duration out;
+  const int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out.set_seconds(nanos / 1000000000);
+  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  return out;
+}
 
 google::protobuf::Timestamp ToProtoTime(absl::Time t) {
   google::protobuf::Timestamp ts;
@@ -91,6 +100,9 @@ class Session::Stream
         pb::ReconcileRequest request;
         request.set_request_id(id);
         *call.mutable_deadline() = ToProtoTime(deadline);
+        // The budget relative to now as well: remote plugins may have a skewed clock.
+        *call.mutable_timeout() =
+            ToProtoDuration(std::max(deadline - clock_->Now(), absl::ZeroDuration()));
         *request.mutable_reconcile() = std::move(call);
         const size_t size = request.ByteSizeLong();
         if (size > options_.max_message_bytes) {

@@ -147,6 +147,18 @@ TEST_F(SessionTest, EchoRoundTrip) {
   EXPECT_TRUE(session_->health().ok());
 }
 
+// Issue 19: a remote plugin's clock may be skewed, so the request carries its budget relative
+// to when it was sent beside the absolute deadline.
+TEST_F(SessionTest, RequestCarriesItsRelativeTimeout) {
+  StartPlugin();
+  OpenSession({});
+  Results& results = results_;
+  session_->Dispatch(Call("budget"), clock_.Now() + absl::Seconds(42), results.Callback("b"));
+  ASSERT_TRUE(results.WaitFor(1));
+  ASSERT_TRUE(results.result(0).ok()) << results.result(0).status();
+  EXPECT_EQ(results.result(0)->status(), R"({"timeout_ms":42000})");
+}
+
 TEST_F(SessionTest, OutOfOrderAnswersReachTheirCallers) {
   StartPlugin();
   OpenSession({});

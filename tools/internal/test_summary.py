@@ -5,6 +5,8 @@ Modes:
       test.xml; prints "passed failed skipped" counts and the failing tests to stderr.
   --tap LOG --exit-code RC --label L         the same for `node --test` output (TAP or spec
       reporter summary lines).
+  --go-test LOG --exit-code RC --label L     the same for `go vet` + `go test -v` output: one count
+      per top-level test and example (subtests are part of their test).
   --total FILE...                            sums count files; prints "N passed, N failed,
       N skipped"; exits 1 when anything failed.
 """
@@ -105,11 +107,42 @@ def tap_counts(log, exit_code, label):
     return passed, failed, skipped
 
 
+GO_RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+)")
+GO_PACKAGE_FAILED = re.compile(r"^FAIL\s+\S+\s+\[(build failed|setup failed)\]")
+
+
+def go_counts(log, exit_code, label):
+    passed = failed = skipped = 0
+    failures = []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for line in text.splitlines():
+        m = GO_RESULT.match(line)  # unindented: top-level tests and examples only
+        if m:
+            if m.group(1) == "PASS":
+                passed += 1
+            elif m.group(1) == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+                failures.append(m.group(2))
+        elif GO_PACKAGE_FAILED.match(line):
+            failed += 1
+            failures.append(line.strip())
+    if exit_code != 0 and failed == 0:
+        failed = 1
+        print(f"[{label}] exited {exit_code}:\n{text[-3000:]}", file=sys.stderr)
+    elif failed:
+        print(f"[{label}] failures: {', '.join(failures)}\n{text[-6000:]}", file=sys.stderr)
+    return passed, failed, skipped
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bazel-log")
     p.add_argument("--testlogs")
     p.add_argument("--tap")
+    p.add_argument("--go-test")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--label", default="")
     p.add_argument("--total", nargs="+")
@@ -124,6 +157,8 @@ def main():
         return 1 if failed else 0
     if a.tap:
         c = tap_counts(a.tap, a.exit_code, a.label)
+    elif a.go_test:
+        c = go_counts(a.go_test, a.exit_code, a.label)
     else:
         c = bazel_counts(a.bazel_log, a.testlogs, a.label)
     print(*c)

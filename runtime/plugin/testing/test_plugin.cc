@@ -22,8 +22,12 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
  public:
   explicit Service(TestPluginOptions options) : options_(std::move(options)) {}
 
-  grpc::Status Describe(grpc::ServerContext*, const pb::DescribeRequest*,
+  grpc::Status Describe(grpc::ServerContext*, const pb::DescribeRequest* request,
                         pb::DescribeResponse* response) override {
+    {
+      common::MutexLock lock(&mu_);
+      last_describe_ = *request;
+    }
     if (options_.describe == "unavailable") {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not today");
     }
@@ -74,6 +78,11 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
       } else {
         if (name == "wrong-id") response.set_request_id(r.request_id() + 1000000);
         response.set_status(absl::StrCat(R"({"seen":")", name, R"("})"));
+        if (name == "budget") {  // answers the relative timeout it was given
+          const auto& t = r.reconcile().timeout();
+          response.set_status(
+              absl::StrCat(R"({"timeout_ms":)", t.seconds() * 1000 + t.nanos() / 1000000, "}"));
+        }
       }
       common::MutexLock lock(&write_mu);
       stream->Write(response);
@@ -113,12 +122,17 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
     common::MutexLock lock(&mu_);
     return received_;
   }
+  pb::DescribeRequest last_describe() const {
+    common::MutexLock lock(&mu_);
+    return last_describe_;
+  }
 
  private:
   const TestPluginOptions options_;
   mutable common::Mutex mu_;
   std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   int received_ ABSL_GUARDED_BY(mu_) = 0;
+  pb::DescribeRequest last_describe_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -177,5 +191,6 @@ TestPlugin::~TestPlugin() {
 
 std::vector<uint64_t> TestPlugin::cancelled() const { return service_->cancelled(); }
 int TestPlugin::received() const { return service_->received(); }
+pb::DescribeRequest TestPlugin::last_describe() const { return service_->last_describe(); }
 
 }  // namespace ctrlhost::plugin::testing

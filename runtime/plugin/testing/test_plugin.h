@@ -5,6 +5,7 @@
 //   name "release"      answered at once, then every held request (last held first)
 //   name "huge-N"       answered with a status of N bytes
 //   name "wrong-id"     answered with request_id + 1000000 (an id the host never sent)
+//   name "budget"       answered with status {"timeout_ms": N}: the relative timeout it got
 //   anything else       answered at once with status {"seen":"<name>"} (the no-op plugin)
 // Used in-process by session tests (TestPlugin::Start) and as a real process by supervisor tests
 // (test_plugin_main.cc, flags in its usage text). Not a model of a good plugin: see sdk/cpp.
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -58,6 +60,8 @@ class TestPlugin {
   std::vector<uint64_t> cancelled() const;
   // Reconciles received so far.
   int received() const;
+  // The last DescribeRequest received (empty before the first).
+  ::ctrlhost::plugin::v1alpha1::DescribeRequest last_describe() const;
 
   class Service;
 
