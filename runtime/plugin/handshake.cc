@@ -226,7 +226,11 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
   result.cancellation = std::find(result.capabilities.begin(), result.capabilities.end(),
                                   pb::CAPABILITY_CANCELLATION) != result.capabilities.end();
 
-  {
+  // A plugin may answer NOT_SERVING for a moment after its socket appears (a server that
+  // marks itself serving only once started): asked again every 100 ms for kStartingGrace
+  // (within the deadline) before it counts as refused.
+  const absl::Time starting_until = std::min(deadline, absl::Now() + kStartingGrace);
+  for (;;) {
     auto stub = health::Health::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(GrpcDeadline(deadline));
@@ -247,11 +251,17 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
           who, ": grpc.health.v1.Health/Check for ", kPluginServiceName, " failed: ",
           status.error_message(), " (gRPC code ", static_cast<int>(status.error_code()), ")"));
     }
-    if (answer.status() != health::HealthCheckResponse::SERVING) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          who, ": health check answered ",
-          health::HealthCheckResponse::ServingStatus_Name(answer.status()), ", not SERVING"));
+    if (answer.status() == health::HealthCheckResponse::SERVING) break;
+    if (absl::Now() + absl::Milliseconds(100) >= starting_until) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(who, ": health check answered ",
+                       health::HealthCheckResponse::ServingStatus_Name(answer.status()),
+                       ", not SERVING (for ", absl::FormatDuration(kStartingGrace), ")"));
     }
+    if (options.canceller != nullptr && options.canceller->cancelled()) {
+      return absl::CancelledError(absl::StrCat(who, ": handshake cancelled"));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
   }
 
   result.session_options.max_in_flight = options.max_in_flight;

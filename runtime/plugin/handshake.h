@@ -5,9 +5,10 @@
 // version the host did not offer is FAILED_PRECONDITION; an empty or duplicate controller name,
 // a missing primary kind, a watch without mapping, a feature whose capability is not in effect
 // is INVALID_ARGUMENT, each naming the controller and field); then Health/Check for
-// "ctrlhost.plugin.v1alpha1.ControllerPluginService" must answer SERVING (else
-// FAILED_PRECONDITION). All of it within one deadline (DEADLINE_EXCEEDED when it passes; a
-// plugin whose socket is not there yet is waited for until then).
+// "ctrlhost.plugin.v1alpha1.ControllerPluginService" must answer SERVING (NOT_SERVING is asked
+// again for up to kStartingGrace, since a starting server may mark itself serving just after
+// its socket appears; then FAILED_PRECONDITION). All of it within one deadline (DEADLINE_EXCEEDED
+// when it passes; a plugin whose socket is not there yet is waited for until then).
 //
 // Example:
 //   auto channel = MakeChannel("unix:///run/ctrlhost/plugins/webapp-1.sock",
@@ -41,6 +42,9 @@ namespace ctrlhost::plugin {
 
 // The health service name a plugin reports SERVING for.
 inline constexpr char kPluginServiceName[] = "ctrlhost.plugin.v1alpha1.ControllerPluginService";
+// How long a plugin answering NOT_SERVING during the handshake is asked again before it is
+// refused (bounded by the handshake's deadline).
+inline constexpr absl::Duration kStartingGrace = absl::Seconds(3);
 
 // Every capability this host implements.
 std::vector<pb::Capability> HostCapabilities();

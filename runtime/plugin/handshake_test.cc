@@ -111,6 +111,13 @@ TEST_F(HandshakeTest, MalformedDescribeIsInvalidArgument) {
   }
 }
 
+TEST_F(HandshakeTest, NotServingForAMomentAtStartIsWaitedFor) {
+  TestPluginOptions options;
+  options.health = "starting";  // NOT_SERVING to the first 3 checks
+  auto result = Run(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+}
+
 TEST_F(HandshakeTest, NotServingIsFailedPrecondition) {
   TestPluginOptions options;
   options.health = "not-serving";

@@ -149,6 +149,8 @@ class ServerImpl final : public PluginServer {
     builder.SetMaxSendMessageSize(plugin_->options().max_message_bytes);
     builder.RegisterService(&service_);
     builder.RegisterService(&health_);
+    // Serving from the first answer: the host checks health as soon as the socket appears.
+    health_.Set(true);
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
@@ -158,7 +160,6 @@ class ServerImpl final : public PluginServer {
     } else {
       address_ = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
     }
-    health_.Set(true);
     return absl::OkStatus();
   }
 

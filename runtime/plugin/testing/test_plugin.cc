@@ -1,5 +1,6 @@
 #include "runtime/plugin/testing/test_plugin.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <utility>
 
@@ -139,20 +140,26 @@ namespace {
 
 class HealthService final : public health::Health::Service {
  public:
-  explicit HealthService(bool serving) : serving_(serving) {}
+  // Answers NOT_SERVING to the first `not_serving_checks` checks, then SERVING (never when
+  // `serving` is false). Called on gRPC's threads.
+  HealthService(bool serving, int not_serving_checks)
+      : serving_(serving), not_serving_checks_(not_serving_checks) {}
   grpc::Status Check(grpc::ServerContext*, const health::HealthCheckRequest* request,
                      health::HealthCheckResponse* response) override {
     if (!request->service().empty() &&
         request->service() != "ctrlhost.plugin.v1alpha1.ControllerPluginService") {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
     }
-    response->set_status(serving_ ? health::HealthCheckResponse::SERVING
-                                  : health::HealthCheckResponse::NOT_SERVING);
+    const bool starting = checks_.fetch_add(1) < not_serving_checks_;
+    response->set_status(serving_ && !starting ? health::HealthCheckResponse::SERVING
+                                               : health::HealthCheckResponse::NOT_SERVING);
     return grpc::Status::OK;
   }
 
  private:
   const bool serving_;
+  const int not_serving_checks_;
+  std::atomic<int> checks_{0};
 };
 
 }  // namespace
@@ -171,7 +178,8 @@ absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string&
   builder.SetMaxSendMessageSize(128 << 20);
   builder.RegisterService(plugin->service_.get());
   if (health_mode != "none") {
-    plugin->health_ = std::make_unique<HealthService>(health_mode == "serving");
+    plugin->health_ = std::make_unique<HealthService>(health_mode != "not-serving",
+                                                      health_mode == "starting" ? 3 : 0);
     builder.RegisterService(plugin->health_.get());
   }
   if (configure) configure(builder);

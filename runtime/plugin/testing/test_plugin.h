@@ -32,7 +32,8 @@ struct TestPluginOptions {
   // "ok", "bad-version", "no-controllers", "duplicate", "no-primary", "needs-capability",
   // "unavailable" (Describe fails with UNAVAILABLE).
   std::string describe = "ok";
-  // "serving", "not-serving", "none" (Health is not served).
+  // "serving", "not-serving", "starting" (NOT_SERVING to the first 3 checks, then SERVING),
+  // "none" (Health is not served).
   std::string health = "serving";
   // Advertise CAPABILITY_CANCELLATION.
   bool cancellation = true;

@@ -220,12 +220,13 @@ class PluginServer:
         port = self._grpc.add_insecure_port(listen)
         if port == 0:
             raise OSError("cannot listen on %s" % listen)
+        # Serving from the first answer: the host checks health as soon as the socket appears.
+        self._health.set(True)
         self._grpc.start()
         if listen.startswith("unix:"):
             self.address = listen
         else:
             self.address = "%s:%d" % (listen.rpartition(":")[0], port)
-        self._health.set(True)
 
     @property
     def draining(self) -> bool:
