@@ -1,8 +1,10 @@
 #include "runtime/manager/manager.h"
 
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/adapters.h"
+#include "runtime/plugin/sandbox.h"
 #include "runtime/plugin/supervisor.h"
 #include "runtime/watch/kube_lister_watcher.h"
 
@@ -26,6 +29,44 @@ namespace ctrlhost::manager {
 namespace fs = std::filesystem;
 
 namespace {
+
+std::string AbsolutePath(const std::string& path) {
+  std::error_code error;
+  fs::path absolute = fs::absolute(fs::path(path), error);
+  if (error) absolute = fs::path(path);
+  return absolute.lexically_normal().string();
+}
+
+// A new directory for this run's plugin sockets: under $XDG_RUNTIME_DIR when that is a short
+// absolute path (socket addresses hold 107 bytes), else /tmp; "ctrlhost-" and 64 random bits.
+// Mode 0700, or 0711 when plugins run as another user (they reach their own subdirectories but
+// cannot list the others). Not derived from the data dir, so a plugin cannot find the data dir
+// from its socket address.
+absl::StatusOr<std::string> MakeRunDir(bool other_user) {
+  std::string parent = "/tmp";
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+      runtime != nullptr && runtime[0] == '/' && std::strlen(runtime) <= 32) {
+    std::error_code error;
+    if (fs::is_directory(runtime, error)) parent = runtime;
+  }
+  unsigned char random[8];
+  if (getrandom(random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+    return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
+  }
+  std::string dir = absl::StrCat(parent, "/ctrlhost-");
+  for (unsigned char byte : random) absl::StrAppend(&dir, absl::Hex(byte, absl::kZeroPad2));
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("creating the plugin socket directory ", dir, ": ", std::strerror(errno)));
+  }
+  if (other_user && ::chmod(dir.c_str(), 0711) != 0) {
+    const int err = errno;
+    ::rmdir(dir.c_str());
+    return absl::FailedPreconditionError(
+        absl::StrCat("chmod 0711 ", dir, ": ", std::strerror(err)));
+  }
+  return dir;
+}
 
 plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
                                                const std::string& socket_dir,
@@ -51,6 +92,11 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
     }
   }
   so.socket_dir = socket_dir;
+  so.sandbox.uid = options.plugin_uid;
+  so.sandbox.gid = options.plugin_gid;
+  so.sandbox.landlock = options.plugin_landlock;
+  so.sandbox.hidden_paths = options.plugin_hidden_paths;
+  so.sandbox.hidden_paths.push_back(AbsolutePath(options.data_dir));
   so.handshake.host_version = options.host_version;
   if (spec.startup_timeout.has_value()) so.handshake.deadline = *spec.startup_timeout;
   if (spec.max_in_flight.has_value()) {
@@ -59,14 +105,6 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
   if (spec.shutdown_grace_period.has_value()) so.default_stop_grace = *spec.shutdown_grace_period;
   so.clock = clock;
   return so;
-}
-
-// <data_dir>/plugins as an absolute path (sockets are addressed as unix:///abs/path).
-std::string AbsolutePluginDir(const std::string& data_dir) {
-  std::error_code error;
-  fs::path dir = fs::absolute(fs::path(data_dir) / "plugins", error);
-  if (error) dir = fs::path(data_dir) / "plugins";
-  return dir.lexically_normal().string();
 }
 
 std::string StateName(plugin::PluginState state) { return plugin::PluginStateName(state); }
@@ -102,40 +140,28 @@ absl::StatusOr<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options)
   }
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir must be set");
   std::unique_ptr<Manager> manager(new Manager(std::move(options)));
-  // Socket paths must fit sockaddr_un (108 bytes): "<dir>/<operator>-<plugin>-<gen>.sock" with
-  // DNS-label names can reach ~140 characters past the directory. With a long data dir
-  // (deep checkouts, test sandboxes) the sockets go to a private directory under /tmp instead.
-  constexpr size_t kMaxSocketDir = 40;
-  if (manager->socket_dir_.size() > kMaxSocketDir) {
-    char pattern[] = "/tmp/ctrlhost-plugins-XXXXXX";
-    if (::mkdtemp(pattern) == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("creating a plugin socket directory under /tmp: ", std::strerror(errno)));
-    }
-    common::LogInfo("plugin sockets live outside the data dir (its path is too long for them)",
-                    {{"dir", pattern}, {"data_dir", manager->options_.data_dir}});
-    manager->socket_dir_ = pattern;
-    manager->owns_socket_dir_ = true;
-  }
-  std::error_code error;
-  fs::create_directories(manager->socket_dir_, error);
-  if (error) {
-    return absl::FailedPreconditionError(absl::StrCat("creating the plugin socket directory ",
-                                                      manager->socket_dir_, ": ", error.message()));
-  }
-  // Only the host may connect to its plugins' sockets.
-  if (::chmod(manager->socket_dir_.c_str(), 0700) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("chmod 0700 ", manager->socket_dir_, ": ", std::strerror(errno)));
-  }
+  ASSIGN_OR_RETURN(manager->socket_dir_, MakeRunDir(manager->options_.plugin_uid.has_value()));
+  const int landlock = manager->options_.plugin_landlock ? plugin::LandlockAbi() : 0;
+  common::LogInfo(
+      "plugin isolation",
+      {{"sockets", manager->socket_dir_},
+       {"user",
+        !manager->options_.plugin_uid.has_value() ? std::string("the host's")
+        : manager->options_.plugin_uid_per_plugin
+            ? absl::StrCat("one per plugin from ", *manager->options_.plugin_uid)
+            : absl::StrCat(*manager->options_.plugin_uid, ":",
+                           manager->options_.plugin_gid.value_or(*manager->options_.plugin_uid))},
+       {"landlock", landlock > 0 ? absl::StrCat("ABI ", landlock)
+                                 : std::string(manager->options_.plugin_landlock
+                                                   ? "unavailable (kernel)"
+                                                   : "off (--plugin-landlock=false)")}});
   manager->loop_ = std::thread([m = manager.get()] { m->Loop(); });
   return manager;
 }
 
 Manager::Manager(ManagerOptions options)
     : options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
-      socket_dir_(AbsolutePluginDir(options_.data_dir)) {
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()) {
   watch::ReflectorOptions defaults;
   defaults.clock = clock_;
   registry_ = std::make_unique<watch::ReflectorRegistry>(
@@ -153,6 +179,13 @@ PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operato
     plugin::SupervisorOptions so =
         SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
     so.generation = generation;
+    if (options_.plugin_uid.has_value() && options_.plugin_uid_per_plugin) {
+      common::MutexLock lock(&uid_mu_);
+      auto [it, added] = plugin_uids_.try_emplace(absl::StrCat(operator_name, "/", spec.name),
+                                                  static_cast<uint32_t>(plugin_uids_.size()));
+      so.sandbox.uid = *options_.plugin_uid + it->second;
+      so.sandbox.gid = *so.sandbox.uid;
+    }
     return so;
   };
 }
@@ -709,7 +742,7 @@ void Manager::Stop() {
     for (auto& p : op->plugins) p->slot->Stop();
   }
   operators.clear();
-  if (owns_socket_dir_) {
+  if (!socket_dir_.empty()) {
     std::error_code error;
     fs::remove_all(socket_dir_, error);
   }
