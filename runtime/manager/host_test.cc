@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -248,6 +249,49 @@ TEST_F(HostTest, ABrokenPluginIsReportedAndTheOthersRun) {
   EXPECT_TRUE(Eventually([&] {
     return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "a", ""}).is_null();
   }));
+}
+
+// Leftover of issue 13: a plugin whose Describe changes across a crash restart (not a swap)
+// gets the new instance's controllers, as a swap does; it kept the first ones before.
+TEST_F(HostTest, RegressionNewDescribeAfterACrashRestartReplacesTheControllers) {
+  const std::string script = (dir_ / "plugin.sh").string();
+  // The mark lives in a directory of its own: dir_ is on the way to the data dir, which
+  // Landlock hides, so the plugin cannot create entries in dir_ itself.
+  fs::create_directories(dir_ / "mark");
+  const std::string mark = (dir_ / "mark" / "second").string();
+  std::ofstream(script) << "#!/bin/sh\nif [ -e " << mark << " ]; then exec "
+                        << Runfile("runtime/plugin/testing/test_plugin_main")
+                        << " --describe=renamed; fi\ntouch " << mark << "\nexec "
+                        << Runfile("runtime/plugin/testing/test_plugin_main") << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  StartOperators(config::ParseOperators(absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\n"
+                                                     "kind: Operator\nmetadata: {name: shop}\n"
+                                                     "spec:\n  plugins:\n  - name: echo\n"
+                                                     "    exec: {command: ",
+                                                     script, "}\n"),
+                                        "operator.yaml"));
+  if (HasFatalFailure()) return;
+  auto controllers = [&] {
+    std::vector<std::string> names;
+    for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+      for (const ControllerStatus& c : plugin.controllers) names.push_back(c.name);
+    }
+    std::sort(names.begin(), names.end());
+    return absl::StrJoin(names, ",");
+  };
+  ASSERT_TRUE(Eventually([&] { return controllers() == "echo,other"; })) << controllers();
+  pid_t pid = 0;
+  for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+    pid = plugin.slot.serving.pid;
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);  // a crash: the supervisor restarts the same plugin
+  EXPECT_TRUE(Eventually([&] { return controllers() == "echo,third"; })) << controllers();
+  uint64_t restarts = 0;
+  for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+    restarts = plugin.slot.serving.restarts;
+  }
+  EXPECT_EQ(restarts, 1u);
 }
 
 TEST_F(HostTest, DuplicateOperatorIsRefused) {

@@ -107,6 +107,16 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
   return so;
 }
 
+bool SameControllers(const plugin::pb::DescribeResponse& a, const plugin::pb::DescribeResponse& b) {
+  if (a.controllers_size() != b.controllers_size()) return false;
+  for (int i = 0; i < a.controllers_size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(a.controllers(i), b.controllers(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string StateName(plugin::PluginState state) { return plugin::PluginStateName(state); }
 
 }  // namespace
@@ -467,6 +477,15 @@ void Manager::Tick() {
       p->ready_instance = instance;
     }
     if (new_instance) {
+      // A crash restart may bring another release (the command's file was replaced): its
+      // Describe decides the controllers, as after a swap. The new controllers list every
+      // object from the caches, so nothing more needs enqueueing.
+      if (const plugin::PluginStatus status = p->slot->status();
+          status.describe != nullptr &&
+          !SameControllers(view.group->describe(), *status.describe)) {
+        ReplaceGroup(view, *status.describe, /*force=*/false);
+        continue;
+      }
       // docs/protocol.md §7: keys parked on a terminal error, and objects the previous instance
       // reconciled, get a chance with the new one.
       common::LogInfo("plugin instance ready: re-enqueueing its controllers' objects",
@@ -500,16 +519,6 @@ SwapResult SwapError(absl::Status status) {
   SwapResult result;
   result.status = std::move(status);
   return result;
-}
-
-bool SameControllers(const plugin::pb::DescribeResponse& a, const plugin::pb::DescribeResponse& b) {
-  if (a.controllers_size() != b.controllers_size()) return false;
-  for (int i = 0; i < a.controllers_size(); ++i) {
-    if (!google::protobuf::util::MessageDifferencer::Equals(a.controllers(i), b.controllers(i))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
