@@ -294,6 +294,30 @@ TEST_F(HostTest, RegressionNewDescribeAfterACrashRestartReplacesTheControllers) 
   EXPECT_EQ(restarts, 1u);
 }
 
+// Leftover of issue 13: two plugins declaring the same controller name shared its metrics labels
+// and field manager; the second one's controllers are refused, naming both plugins.
+TEST_F(HostTest, RegressionControllerNamesAreUniqueInTheHost) {
+  const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
+  StartOperators(config::ParseOperators(
+      absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+                   "spec:\n  plugins:\n  - name: a\n    exec: {command: ",
+                   plugin, "}\n  - name: b\n    exec: {command: ", plugin, "}\n"),
+      "operator.yaml"));
+  if (HasFatalFailure()) return;
+  absl::Status ready;
+  ASSERT_TRUE(Eventually([&] {
+    ready = host_->manager().Ready();
+    return absl::StrContains(ready.message(), "must be unique in the host");
+  })) << ready;
+  EXPECT_TRUE(absl::StrContains(ready.message(), "controller \"echo\" of plugin shop/")) << ready;
+  EXPECT_TRUE(absl::StrContains(ready.message(), "is already declared by plugin shop/")) << ready;
+  size_t with_controllers = 0;
+  for (const Manager::PluginReport& report : host_->manager().Report()) {
+    if (!report.controllers.empty()) ++with_controllers;
+  }
+  EXPECT_EQ(with_controllers, 1u);
+}
+
 TEST_F(HostTest, DuplicateOperatorIsRefused) {
   StartHost();
   if (HasFatalFailure()) return;

@@ -437,6 +437,25 @@ void Manager::Loop() {
   }
 }
 
+std::string Manager::ControllerNameConflict(const Plugin& plugin,
+                                            const plugin::pb::DescribeResponse& describe) const {
+  for (const PluginView& other : AllPlugins()) {
+    if (other.plugin.get() == &plugin || other.group == nullptr) continue;
+    const plugin::pb::DescribeResponse theirs = other.group->describe();
+    for (const auto& mine : describe.controllers()) {
+      for (const auto& their : theirs.controllers()) {
+        if (mine.name() != their.name()) continue;
+        return absl::StrCat("controller \"", mine.name(), "\" of plugin ", plugin.operator_name,
+                            "/", plugin.name, " is already declared by plugin ",
+                            other.plugin->operator_name, "/", other.plugin->name,
+                            ": controller names must be unique in the host (they name "
+                            "metrics, field managers and logs); rename one");
+      }
+    }
+  }
+  return "";
+}
+
 void Manager::Tick() {
   const bool api_reachable = !options_.api_reachable || options_.api_reachable();
   for (const PluginView& view : AllPlugins()) {
@@ -448,6 +467,21 @@ void Manager::Tick() {
       plugin::PluginStatus status = p->slot->status();
       if (status.state != plugin::PluginState::kReady || status.describe == nullptr) continue;
       const plugin::pb::DescribeResponse& describe = *status.describe;
+      // Controller names are unique in the host: they name metrics, field managers and logs.
+      if (std::string conflict = ControllerNameConflict(*p, describe); !conflict.empty()) {
+        bool changed = false;
+        {
+          common::MutexLock lock(&mu_);
+          changed = p->group_error != conflict;
+          p->group_error = conflict;
+        }
+        if (changed) {
+          common::LogError(
+              "plugin's controllers refused",
+              {{"operator", p->operator_name}, {"plugin", p->name}, {"error", conflict}});
+        }
+        continue;
+      }
       ControllerGroupDeps deps;
       deps.discovery = options_.discovery;
       deps.registry = registry_.get();
@@ -667,7 +701,9 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
           "plugin ", name, " is ", StateName(status.state),
           status.last_error.ok() ? "" : absl::StrCat(": ", status.last_error.message())));
     } else if (view.group == nullptr) {
-      not_ready.push_back(absl::StrCat("plugin ", name, ": controllers not started yet"));
+      not_ready.push_back(
+          absl::StrCat("plugin ", name, ": controllers not started",
+                       view.group_error.empty() ? " yet" : absl::StrCat(": ", view.group_error)));
     } else {
       for (const ControllerStatus& c : view.group->Status()) {
         if (c.state == "pending") {

@@ -169,6 +169,10 @@ class Manager {
   struct Operator;
   explicit Manager(ManagerOptions options);
   // Supervisor options of `spec`'s instances (any generation).
+  // Why `describe` cannot start next to the other plugins' controllers (a controller name one of
+  // them already uses, naming both plugins); "" when it can.
+  std::string ControllerNameConflict(const Plugin& plugin,
+                                     const plugin::pb::DescribeResponse& describe) const;
   PluginSlot::OptionsFactory OptionsFactoryFor(const std::string& operator_name,
                                                const config::PluginSpec& spec) const;
   void Loop();
