@@ -368,6 +368,10 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
   // The sandbox is prepared here: the child of a multi-threaded process may only apply it.
   SandboxSpec sandbox = spec.sandbox;
   if (sandbox.uid.has_value() && !sandbox.gid.has_value()) sandbox.gid = *sandbox.uid;
+  if (sandbox.uid == geteuid() && sandbox.gid == getegid()) {
+    sandbox.uid.reset();  // already that user: nothing to switch (and no privilege needed)
+    sandbox.gid.reset();
+  }
   absl::StatusOr<LandlockRuleset> ruleset = LandlockRuleset::Build(sandbox);
   if (!ruleset.ok()) {
     close(report[0]);

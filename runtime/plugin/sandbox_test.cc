@@ -152,6 +152,15 @@ TEST(SandboxTest, SwitchingUserWithoutThePrivilegeIsARefusal) {
   EXPECT_NE(p.status().message().find("plugin user"), std::string::npos) << p.status();
 }
 
+TEST(SandboxTest, TheHostsOwnUserNeedsNoSwitch) {
+  // `--plugin-user` naming the host's own uid and gid works without privileges (non-root: the
+  // setgroups it would otherwise make is refused).
+  SandboxSpec spec;
+  spec.uid = geteuid();
+  spec.gid = getegid();
+  EXPECT_EQ(RunShell("exit 0", spec), 0);
+}
+
 TEST(SandboxTest, TheHostsSecretsStayOutOfThePluginsEnvironment) {
   setenv("KUBECONFIG", "/host/kubeconfig", 1);
   setenv("CTRLHOST_ADMIN_HINT", "x", 1);
