@@ -350,6 +350,35 @@ uint64_t Relists(Host& host) {
   return relists;
 }
 
+// The same check when a swap brings the conflicting Describe: refused before the release serves.
+TEST_F(HostTest, RegressionASwapToAConflictingControllerNameIsRefused) {
+  const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
+  StartOperators(config::ParseOperators(
+      absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+                   "spec:\n  plugins:\n  - name: a\n    exec: {command: ",
+                   plugin, "}\n  - name: b\n    exec: {command: ", plugin,
+                   ", args: [--describe=distinct]}\n"),
+      "operator.yaml"));
+  if (HasFatalFailure()) return;
+  auto controllers = [&] {
+    std::vector<std::string> names;
+    for (const Manager::PluginReport& report : host_->manager().Report()) {
+      for (const ControllerStatus& c : report.controllers) names.push_back(c.name);
+    }
+    std::sort(names.begin(), names.end());
+    return absl::StrJoin(names, ",");
+  };
+  ASSERT_TRUE(Eventually([&] { return controllers() == "alpha,beta,echo,other"; }))
+      << controllers();
+  Manager::SwapOptions options;
+  SwapResult swapped =
+      host_->manager().SwapPlugin("shop", "b", ExecSource(plugin, {}, {}), options);
+  EXPECT_EQ(swapped.failure, SwapFailure::kIncompatible) << swapped.status;
+  EXPECT_TRUE(absl::StrContains(swapped.status.message(), "is already declared by plugin shop/a"))
+      << swapped.status;
+  EXPECT_EQ(controllers(), "alpha,beta,echo,other");
+}
+
 TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
   StartHost();
   if (HasFatalFailure()) return;

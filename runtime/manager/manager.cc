@@ -569,8 +569,14 @@ SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::stri
   }
   config::PluginSpec spec = source;
   spec.name = plugin;
+  // A release that declares a controller another plugin runs is refused before it serves.
+  Plugin* const p = view->plugin.get();
+  auto accept = [this, p](const plugin::pb::DescribeResponse& describe) -> absl::Status {
+    const std::string conflict = ControllerNameConflict(*p, describe);
+    return conflict.empty() ? absl::OkStatus() : absl::FailedPreconditionError(conflict);
+  };
   SwapResult result = slot.Swap(OptionsFactoryFor(operator_name, spec), options.ready_timeout,
-                                options.drain_timeout);
+                                options.drain_timeout, accept);
   if (result.status.ok() && result.describe != nullptr) AfterSwap(*view, &spec, *result.describe);
   return result;
 }
