@@ -81,6 +81,10 @@ class Host(apiserver_fixture.OwnedProcess):
         process_env.pop("KUBECONFIG", None)
         process_env.update(env or {})
         server_args = ["--kubeconfig", kubeconfig] if kubeconfig else ["--apiserver-port", "0"]
+        # Plugins run from Bazel's output tree, which only its owner can read: as root the host
+        # would run them as uid 65532. The malicious-plugin test sets its own --plugin-user.
+        if not any(str(arg).startswith("--plugin-user") for arg in extra_args):
+            server_args += ["--plugin-user", "host"]
         process = subprocess.Popen(
             [apiserver_fixture.binary_path(), "run", "-f", operator_path, "--data-dir", data_dir,
              *server_args, "--metrics-addr", "127.0.0.1:0",

@@ -182,7 +182,19 @@ void Controllers::Handle(const WatchEvent& e) {
     nlohmann::json crd = nlohmann::json::parse(e.object->value, nullptr, false);
     if (!crd.is_discarded()) SyncCrd(crd);
   }
-  if (absl::StrContains(e.object->value, "\"deletionTimestamp\"")) ProcessDeleting(key);
+  if (absl::StrContains(e.object->value, "\"deletionTimestamp\"")) {
+    ProcessDeleting(key);
+    return;
+  }
+  // A dependent whose owners are all gone (written after its owner was deleted, or naming an
+  // owner that never existed) is collected now, in the background, as Kubernetes' garbage
+  // collector does, not at the next start. Owners are indexed before their dependents: an
+  // owner's uid exists from its creation, at an earlier revision of the same watch.
+  if (auto own = owners_of_.find(key); own != owners_of_.end() && !own->second.empty()) {
+    bool any_owner = false;
+    for (const std::string& owner : own->second) any_owner |= uid_to_key_.contains(owner);
+    if (!any_owner) CollectDependents(own->second.front());
+  }
 }
 
 void Controllers::CollectDependents(const std::string& owner_uid) {

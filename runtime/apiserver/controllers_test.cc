@@ -1,6 +1,7 @@
 // The built-in controllers: owner-reference garbage collection with the three propagation
 // policies, and namespace deletion.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -76,6 +77,34 @@ TEST_F(GcTest, DependentWithAnotherLiveOwnerSurvives) {
   ASSERT_EQ(env_.Delete(absl::StrCat(kCms, "/owner")).code, 200);
   EXPECT_TRUE(WaitFor([&] { return !Exists("dep1"); }));
   EXPECT_TRUE(Exists("dep2"));
+}
+
+// Leftover of issue 13: a dependent whose owners are all absent while the server runs (written
+// after the owner's deletion, or naming an owner that never existed) was collected only at the
+// next start.
+TEST_F(GcTest, RegressionDependentOfAnAbsentOwnerIsCollectedWhileRunning) {
+  auto dependent = [](const std::string& name, std::vector<std::string> uids) {
+    nlohmann::json refs = nlohmann::json::array();
+    for (const std::string& uid : uids) {
+      refs.push_back({{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", "x"}, {"uid", uid}});
+    }
+    return nlohmann::json{{"apiVersion", "v1"},
+                          {"kind", "ConfigMap"},
+                          {"metadata", {{"name", name}, {"ownerReferences", refs}}}};
+  };
+  ASSERT_EQ(env_.Post(kCms, dependent("ghost-child", {"no-such-uid"})).code, 201);
+  const std::string live = owner_["metadata"]["uid"];
+  ASSERT_EQ(env_.Post(kCms, dependent("half-child", {"no-such-uid", live})).code, 201);
+  ASSERT_EQ(env_.Post(kCms, dependent("late-child", {})).code, 201);
+  EXPECT_TRUE(WaitFor([&] { return !Exists("ghost-child"); }));
+  // A later write that leaves it no live owner collects it too.
+  ASSERT_EQ(env_.Patch(absl::StrCat(kCms, "/late-child"), kMerge,
+                       dependent("late-child", {"gone-too"}).dump())
+                .code,
+            200);
+  EXPECT_TRUE(WaitFor([&] { return !Exists("late-child"); }));
+  EXPECT_TRUE(Exists("half-child"));  // one live owner keeps it
+  EXPECT_TRUE(Exists("dep1"));
 }
 
 TEST_F(GcTest, OrphanKeepsDependentsWithoutTheReference) {

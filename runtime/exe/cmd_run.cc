@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
 #include "runtime/manager/host.h"
+#include "runtime/plugin/sandbox.h"
 
 namespace ctrlhost::exe {
 namespace {
@@ -157,6 +159,27 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
     return absl::InvalidArgumentError("--watch-stale-after must be positive");
   }
   plan.watch_stale_after = flags.watch_stale_after;
+  const bool can_switch = plugin::CanSwitchUser(kAutoPluginUidBase);
+  if (flags.plugin_user == "auto" || (flags.plugin_user.empty() && can_switch)) {
+    if (!can_switch) {
+      return absl::InvalidArgumentError(
+          "--plugin-user auto: the host cannot switch users (it is not root and lacks "
+          "CAP_SETUID/CAP_SETGID, or the uids are not mapped in its user namespace)");
+    }
+    plan.plugin_uid = kAutoPluginUidBase;
+    plan.plugin_uid_per_plugin = true;
+  } else if (!flags.plugin_user.empty() && flags.plugin_user != "host") {
+    const std::vector<std::string> parts = absl::StrSplit(flags.plugin_user, ':');
+    uint32_t uid = 0, gid = 0;
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &uid) || uid >= 0xffffffffu ||
+        !absl::SimpleAtoi(parts.size() == 2 ? parts[1] : parts[0], &gid) || gid >= 0xffffffffu) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--plugin-user: \"", flags.plugin_user,
+                       "\" is not UID, UID:GID (numbers), \"auto\" or \"host\""));
+    }
+    plan.plugin_uid = uid;
+    plan.plugin_gid = gid;
+  }
   return plan;
 }
 
@@ -251,6 +274,15 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                    "How long a watch may fail (API server down, network) before /readyz reports "
                    "its cache stale; a watch denied by RBAC fails /readyz at once")
       .ValueName("DURATION");
+  flags
+      .AddString("plugin-user", &values.plugin_user,
+                 "User exec'd plugins run as: UID[:GID] for all, \"auto\" for one uid per plugin "
+                 "(from 200000), or \"host\" for the host's own user")
+      .ValueName("UID[:GID]|auto|host")
+      .DefaultText("auto when the host runs as root, else host");
+  flags.AddBool("plugin-landlock", &values.plugin_landlock,
+                "Hide the data dir, kubeconfigs and admin socket from exec'd plugins with Landlock "
+                "where the kernel has it (default true)");
   flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
   CommonFlags common;
   AddCommonFlags(flags, &common);
@@ -331,6 +363,10 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Non-dumpable: a plugin under the host's uid cannot read the host's memory, environment or
+  // open files through /proc (ptrace access needs CAP_SYS_PTRACE then; plugins have none).
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+
   manager::HostOptions options;
   options.operators = *std::move(operators);
   options.operator_path = values.file;  // watched: edits are applied live
@@ -342,6 +378,10 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.apiserver.port = static_cast<int>(values.apiserver_port);
   options.apiserver.max_connections = static_cast<size_t>(values.apiserver_max_connections);
   options.watch_stale_after = plan->watch_stale_after;
+  options.plugin_uid = plan->plugin_uid;
+  options.plugin_gid = plan->plugin_gid;
+  options.plugin_uid_per_plugin = plan->plugin_uid_per_plugin;
+  options.plugin_landlock = values.plugin_landlock;
   const size_t colon = plan->metrics_addr.rfind(':');
   options.metrics_bind = plan->metrics_addr.substr(0, colon);
   options.metrics_port = std::atoi(plan->metrics_addr.c_str() + colon + 1);

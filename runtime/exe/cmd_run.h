@@ -11,6 +11,8 @@
 #ifndef CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
 #define CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -43,7 +45,16 @@ struct RunFlags {
   int64_t kube_api_burst = 0;
   // Readiness fails when a watch has been failing this long (--watch-stale-after).
   absl::Duration watch_stale_after = manager::kDefaultWatchStaleAfter;
+  // --plugin-user: "UID[:GID]" (every plugin), "auto" (each plugin its own uid = gid from
+  // kAutoPluginUidBase), "host" (the host's own user), or empty: "auto" when the host may switch
+  // users (root), else "host". --plugin-landlock: Landlock on.
+  std::string plugin_user;
+  bool plugin_landlock = true;
 };
+
+// The first uid (and gid) of `--plugin-user auto`: above the ranges /etc/subuid and systemd
+// usually hand out (100000-165535, 61184-65519), in no /etc/passwd.
+inline constexpr uid_t kAutoPluginUidBase = 200000;
 
 // What `ctrlhost run` starts, resolved from RunFlags.
 struct RunPlan {
@@ -64,6 +75,9 @@ struct RunPlan {
   std::optional<double> api_qps;  // from the flags
   std::optional<int> api_burst;
   absl::Duration watch_stale_after;
+  std::optional<uid_t> plugin_uid;  // unset: the host's user
+  std::optional<gid_t> plugin_gid;
+  bool plugin_uid_per_plugin = false;  // "auto": plugin_uid is the first of a range
 };
 
 // The API client's rate limit: each value from the flags when given, else the largest value any

@@ -79,6 +79,14 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.data_dir = options.data_dir;
   manager_options.host_version = options.host_version;
   manager_options.watch_stale_after = options.watch_stale_after;
+  manager_options.plugin_uid = options.plugin_uid;
+  manager_options.plugin_gid = options.plugin_gid;
+  manager_options.plugin_uid_per_plugin = options.plugin_uid_per_plugin;
+  manager_options.plugin_landlock = options.plugin_landlock;
+  manager_options.plugin_hidden_paths = options.kubeconfigs;
+  if (!options.admin_socket.empty()) {
+    manager_options.plugin_hidden_paths.push_back(options.admin_socket);
+  }
   manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();

@@ -84,6 +84,12 @@ struct HostOptions {
   std::optional<int> api_burst;
   // Readiness fails when a watch has been failing this long (ManagerOptions::watch_stale_after).
   absl::Duration watch_stale_after = kDefaultWatchStaleAfter;
+  // Exec'd plugins' user and Landlock restriction (ManagerOptions); the data dir, the
+  // kubeconfigs and the admin socket are hidden from them.
+  std::optional<uid_t> plugin_uid;
+  std::optional<gid_t> plugin_gid;
+  bool plugin_uid_per_plugin = false;
+  bool plugin_landlock = true;
   // Discovery retries while the API server does not answer at start.
   absl::Duration discovery_backoff = absl::Milliseconds(500);
   absl::Duration discovery_max_backoff = absl::Seconds(10);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -302,6 +303,72 @@ TEST_F(HostTest, APluginOverItsCacheCapIsStoppedAndReported) {
   ASSERT_EQ(figures.plugins.size(), 1u);
   EXPECT_TRUE(figures.plugins[0].up);
   host_->Stop();
+
+// Leftover of issue 13: a plugin whose Describe changes across a crash restart (not a swap)
+// gets the new instance's controllers, as a swap does; it kept the first ones before.
+TEST_F(HostTest, RegressionNewDescribeAfterACrashRestartReplacesTheControllers) {
+  const std::string script = (dir_ / "plugin.sh").string();
+  // The mark lives in a directory of its own: dir_ is on the way to the data dir, which
+  // Landlock hides, so the plugin cannot create entries in dir_ itself.
+  fs::create_directories(dir_ / "mark");
+  const std::string mark = (dir_ / "mark" / "second").string();
+  std::ofstream(script) << "#!/bin/sh\nif [ -e " << mark << " ]; then exec "
+                        << Runfile("runtime/plugin/testing/test_plugin_main")
+                        << " --describe=renamed; fi\ntouch " << mark << "\nexec "
+                        << Runfile("runtime/plugin/testing/test_plugin_main") << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  StartOperators(config::ParseOperators(absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\n"
+                                                     "kind: Operator\nmetadata: {name: shop}\n"
+                                                     "spec:\n  plugins:\n  - name: echo\n"
+                                                     "    exec: {command: ",
+                                                     script, "}\n"),
+                                        "operator.yaml"));
+  if (HasFatalFailure()) return;
+  auto controllers = [&] {
+    std::vector<std::string> names;
+    for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+      for (const ControllerStatus& c : plugin.controllers) names.push_back(c.name);
+    }
+    std::sort(names.begin(), names.end());
+    return absl::StrJoin(names, ",");
+  };
+  ASSERT_TRUE(Eventually([&] { return controllers() == "echo,other"; })) << controllers();
+  pid_t pid = 0;
+  for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+    pid = plugin.slot.serving.pid;
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);  // a crash: the supervisor restarts the same plugin
+  EXPECT_TRUE(Eventually([&] { return controllers() == "echo,third"; })) << controllers();
+  uint64_t restarts = 0;
+  for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+    restarts = plugin.slot.serving.restarts;
+  }
+  EXPECT_EQ(restarts, 1u);
+}
+
+// Leftover of issue 13: two plugins declaring the same controller name shared its metrics labels
+// and field manager; the second one's controllers are refused, naming both plugins.
+TEST_F(HostTest, RegressionControllerNamesAreUniqueInTheHost) {
+  const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
+  StartOperators(config::ParseOperators(
+      absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+                   "spec:\n  plugins:\n  - name: a\n    exec: {command: ",
+                   plugin, "}\n  - name: b\n    exec: {command: ", plugin, "}\n"),
+      "operator.yaml"));
+  if (HasFatalFailure()) return;
+  absl::Status ready;
+  ASSERT_TRUE(Eventually([&] {
+    ready = host_->manager().Ready();
+    return absl::StrContains(ready.message(), "must be unique in the host");
+  })) << ready;
+  EXPECT_TRUE(absl::StrContains(ready.message(), "controller \"echo\" of plugin shop/")) << ready;
+  EXPECT_TRUE(absl::StrContains(ready.message(), "is already declared by plugin shop/")) << ready;
+  size_t with_controllers = 0;
+  for (const Manager::PluginReport& report : host_->manager().Report()) {
+    if (!report.controllers.empty()) ++with_controllers;
+  }
+  EXPECT_EQ(with_controllers, 1u);
 }
 
 TEST_F(HostTest, DuplicateOperatorIsRefused) {
@@ -334,6 +401,35 @@ uint64_t Relists(Host& host) {
   uint64_t relists = 0;
   for (const observe::WatchFigures& w : figures.watches) relists += w.relists_total;
   return relists;
+}
+
+// The same check when a swap brings the conflicting Describe: refused before the release serves.
+TEST_F(HostTest, RegressionASwapToAConflictingControllerNameIsRefused) {
+  const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
+  StartOperators(config::ParseOperators(
+      absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+                   "spec:\n  plugins:\n  - name: a\n    exec: {command: ",
+                   plugin, "}\n  - name: b\n    exec: {command: ", plugin,
+                   ", args: [--describe=distinct]}\n"),
+      "operator.yaml"));
+  if (HasFatalFailure()) return;
+  auto controllers = [&] {
+    std::vector<std::string> names;
+    for (const Manager::PluginReport& report : host_->manager().Report()) {
+      for (const ControllerStatus& c : report.controllers) names.push_back(c.name);
+    }
+    std::sort(names.begin(), names.end());
+    return absl::StrJoin(names, ",");
+  };
+  ASSERT_TRUE(Eventually([&] { return controllers() == "alpha,beta,echo,other"; }))
+      << controllers();
+  Manager::SwapOptions options;
+  SwapResult swapped =
+      host_->manager().SwapPlugin("shop", "b", ExecSource(plugin, {}, {}), options);
+  EXPECT_EQ(swapped.failure, SwapFailure::kIncompatible) << swapped.status;
+  EXPECT_TRUE(absl::StrContains(swapped.status.message(), "is already declared by plugin shop/a"))
+      << swapped.status;
+  EXPECT_EQ(controllers(), "alpha,beta,echo,other");
 }
 
 TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {

@@ -1,8 +1,10 @@
 #include "runtime/manager/manager.h"
 
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/adapters.h"
+#include "runtime/plugin/sandbox.h"
 #include "runtime/plugin/supervisor.h"
 #include "runtime/watch/kube_lister_watcher.h"
 
@@ -26,6 +29,44 @@ namespace ctrlhost::manager {
 namespace fs = std::filesystem;
 
 namespace {
+
+std::string AbsolutePath(const std::string& path) {
+  std::error_code error;
+  fs::path absolute = fs::absolute(fs::path(path), error);
+  if (error) absolute = fs::path(path);
+  return absolute.lexically_normal().string();
+}
+
+// A new directory for this run's plugin sockets: under $XDG_RUNTIME_DIR when that is a short
+// absolute path (socket addresses hold 107 bytes), else /tmp; "ctrlhost-" and 64 random bits.
+// Mode 0700, or 0711 when plugins run as another user (they reach their own subdirectories but
+// cannot list the others). Not derived from the data dir, so a plugin cannot find the data dir
+// from its socket address.
+absl::StatusOr<std::string> MakeRunDir(bool other_user) {
+  std::string parent = "/tmp";
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+      runtime != nullptr && runtime[0] == '/' && std::strlen(runtime) <= 32) {
+    std::error_code error;
+    if (fs::is_directory(runtime, error)) parent = runtime;
+  }
+  unsigned char random[8];
+  if (getrandom(random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+    return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
+  }
+  std::string dir = absl::StrCat(parent, "/ctrlhost-");
+  for (unsigned char byte : random) absl::StrAppend(&dir, absl::Hex(byte, absl::kZeroPad2));
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("creating the plugin socket directory ", dir, ": ", std::strerror(errno)));
+  }
+  if (other_user && ::chmod(dir.c_str(), 0711) != 0) {
+    const int err = errno;
+    ::rmdir(dir.c_str());
+    return absl::FailedPreconditionError(
+        absl::StrCat("chmod 0711 ", dir, ": ", std::strerror(err)));
+  }
+  return dir;
+}
 
 plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
                                                const std::string& socket_dir,
@@ -51,6 +92,11 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
     }
   }
   so.socket_dir = socket_dir;
+  so.sandbox.uid = options.plugin_uid;
+  so.sandbox.gid = options.plugin_gid;
+  so.sandbox.landlock = options.plugin_landlock;
+  so.sandbox.hidden_paths = options.plugin_hidden_paths;
+  so.sandbox.hidden_paths.push_back(AbsolutePath(options.data_dir));
   so.handshake.host_version = options.host_version;
   if (spec.startup_timeout.has_value()) so.handshake.deadline = *spec.startup_timeout;
   if (spec.max_in_flight.has_value()) {
@@ -61,12 +107,14 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
   return so;
 }
 
-// <data_dir>/plugins as an absolute path (sockets are addressed as unix:///abs/path).
-std::string AbsolutePluginDir(const std::string& data_dir) {
-  std::error_code error;
-  fs::path dir = fs::absolute(fs::path(data_dir) / "plugins", error);
-  if (error) dir = fs::path(data_dir) / "plugins";
-  return dir.lexically_normal().string();
+bool SameControllers(const plugin::pb::DescribeResponse& a, const plugin::pb::DescribeResponse& b) {
+  if (a.controllers_size() != b.controllers_size()) return false;
+  for (int i = 0; i < a.controllers_size(); ++i) {
+    if (!google::protobuf::util::MessageDifferencer::Equals(a.controllers(i), b.controllers(i))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string StateName(plugin::PluginState state) { return plugin::PluginStateName(state); }
@@ -105,40 +153,28 @@ absl::StatusOr<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options)
   }
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir must be set");
   std::unique_ptr<Manager> manager(new Manager(std::move(options)));
-  // Socket paths must fit sockaddr_un (108 bytes): "<dir>/<operator>-<plugin>-<gen>.sock" with
-  // DNS-label names can reach ~140 characters past the directory. With a long data dir
-  // (deep checkouts, test sandboxes) the sockets go to a private directory under /tmp instead.
-  constexpr size_t kMaxSocketDir = 40;
-  if (manager->socket_dir_.size() > kMaxSocketDir) {
-    char pattern[] = "/tmp/ctrlhost-plugins-XXXXXX";
-    if (::mkdtemp(pattern) == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("creating a plugin socket directory under /tmp: ", std::strerror(errno)));
-    }
-    common::LogInfo("plugin sockets live outside the data dir (its path is too long for them)",
-                    {{"dir", pattern}, {"data_dir", manager->options_.data_dir}});
-    manager->socket_dir_ = pattern;
-    manager->owns_socket_dir_ = true;
-  }
-  std::error_code error;
-  fs::create_directories(manager->socket_dir_, error);
-  if (error) {
-    return absl::FailedPreconditionError(absl::StrCat("creating the plugin socket directory ",
-                                                      manager->socket_dir_, ": ", error.message()));
-  }
-  // Only the host may connect to its plugins' sockets.
-  if (::chmod(manager->socket_dir_.c_str(), 0700) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("chmod 0700 ", manager->socket_dir_, ": ", std::strerror(errno)));
-  }
+  ASSIGN_OR_RETURN(manager->socket_dir_, MakeRunDir(manager->options_.plugin_uid.has_value()));
+  const int landlock = manager->options_.plugin_landlock ? plugin::LandlockAbi() : 0;
+  common::LogInfo(
+      "plugin isolation",
+      {{"sockets", manager->socket_dir_},
+       {"user",
+        !manager->options_.plugin_uid.has_value() ? std::string("the host's")
+        : manager->options_.plugin_uid_per_plugin
+            ? absl::StrCat("one per plugin from ", *manager->options_.plugin_uid)
+            : absl::StrCat(*manager->options_.plugin_uid, ":",
+                           manager->options_.plugin_gid.value_or(*manager->options_.plugin_uid))},
+       {"landlock", landlock > 0 ? absl::StrCat("ABI ", landlock)
+                                 : std::string(manager->options_.plugin_landlock
+                                                   ? "unavailable (kernel)"
+                                                   : "off (--plugin-landlock=false)")}});
   manager->loop_ = std::thread([m = manager.get()] { m->Loop(); });
   return manager;
 }
 
 Manager::Manager(ManagerOptions options)
     : options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
-      socket_dir_(AbsolutePluginDir(options_.data_dir)) {
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()) {
   watch::ReflectorOptions defaults;
   defaults.clock = clock_;
   registry_ = std::make_unique<watch::ReflectorRegistry>(
@@ -156,6 +192,13 @@ PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operato
     plugin::SupervisorOptions so =
         SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
     so.generation = generation;
+    if (options_.plugin_uid.has_value() && options_.plugin_uid_per_plugin) {
+      common::MutexLock lock(&uid_mu_);
+      auto [it, added] = plugin_uids_.try_emplace(absl::StrCat(operator_name, "/", spec.name),
+                                                  static_cast<uint32_t>(plugin_uids_.size()));
+      so.sandbox.uid = *options_.plugin_uid + it->second;
+      so.sandbox.gid = *so.sandbox.uid;
+    }
     return so;
   };
 }
@@ -397,6 +440,25 @@ void Manager::Loop() {
   }
 }
 
+std::string Manager::ControllerNameConflict(const Plugin& plugin,
+                                            const plugin::pb::DescribeResponse& describe) const {
+  for (const PluginView& other : AllPlugins()) {
+    if (other.plugin.get() == &plugin || other.group == nullptr) continue;
+    const plugin::pb::DescribeResponse theirs = other.group->describe();
+    for (const auto& mine : describe.controllers()) {
+      for (const auto& their : theirs.controllers()) {
+        if (mine.name() != their.name()) continue;
+        return absl::StrCat("controller \"", mine.name(), "\" of plugin ", plugin.operator_name,
+                            "/", plugin.name, " is already declared by plugin ",
+                            other.plugin->operator_name, "/", other.plugin->name,
+                            ": controller names must be unique in the host (they name "
+                            "metrics, field managers and logs); rename one");
+      }
+    }
+  }
+  return "";
+}
+
 void Manager::Tick() {
   const bool api_reachable = !options_.api_reachable || options_.api_reachable();
   for (const PluginView& view : AllPlugins()) {
@@ -408,6 +470,21 @@ void Manager::Tick() {
       plugin::PluginStatus status = p->slot->status();
       if (status.state != plugin::PluginState::kReady || status.describe == nullptr) continue;
       const plugin::pb::DescribeResponse& describe = *status.describe;
+      // Controller names are unique in the host: they name metrics, field managers and logs.
+      if (std::string conflict = ControllerNameConflict(*p, describe); !conflict.empty()) {
+        bool changed = false;
+        {
+          common::MutexLock lock(&mu_);
+          changed = p->group_error != conflict;
+          p->group_error = conflict;
+        }
+        if (changed) {
+          common::LogError(
+              "plugin's controllers refused",
+              {{"operator", p->operator_name}, {"plugin", p->name}, {"error", conflict}});
+        }
+        continue;
+      }
       ControllerGroupDeps deps;
       deps.discovery = options_.discovery;
       deps.registry = registry_.get();
@@ -439,6 +516,15 @@ void Manager::Tick() {
       p->ready_instance = instance;
     }
     if (new_instance) {
+      // A crash restart may bring another release (the command's file was replaced): its
+      // Describe decides the controllers, as after a swap. The new controllers list every
+      // object from the caches, so nothing more needs enqueueing.
+      if (const plugin::PluginStatus status = p->slot->status();
+          status.describe != nullptr &&
+          !SameControllers(view.group->describe(), *status.describe)) {
+        ReplaceGroup(view, *status.describe, /*force=*/false);
+        continue;
+      }
       // docs/protocol.md §7: keys parked on a terminal error, and objects the previous instance
       // reconciled, get a chance with the new one.
       common::LogInfo("plugin instance ready: re-enqueueing its controllers' objects",
@@ -498,16 +584,6 @@ SwapResult SwapError(absl::Status status) {
   return result;
 }
 
-bool SameControllers(const plugin::pb::DescribeResponse& a, const plugin::pb::DescribeResponse& b) {
-  if (a.controllers_size() != b.controllers_size()) return false;
-  for (int i = 0; i < a.controllers_size(); ++i) {
-    if (!google::protobuf::util::MessageDifferencer::Equals(a.controllers(i), b.controllers(i))) {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::string& plugin,
@@ -522,8 +598,14 @@ SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::stri
   }
   config::PluginSpec spec = source;
   spec.name = plugin;
+  // A release that declares a controller another plugin runs is refused before it serves.
+  Plugin* const p = view->plugin.get();
+  auto accept = [this, p](const plugin::pb::DescribeResponse& describe) -> absl::Status {
+    const std::string conflict = ControllerNameConflict(*p, describe);
+    return conflict.empty() ? absl::OkStatus() : absl::FailedPreconditionError(conflict);
+  };
   SwapResult result = slot.Swap(OptionsFactoryFor(operator_name, spec), options.ready_timeout,
-                                options.drain_timeout);
+                                options.drain_timeout, accept);
   if (result.status.ok() && result.describe != nullptr) AfterSwap(*view, &spec, *result.describe);
   return result;
 }
@@ -658,7 +740,9 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
           "plugin ", name, " is ", StateName(status.state),
           status.last_error.ok() ? "" : absl::StrCat(": ", status.last_error.message())));
     } else if (view.group == nullptr) {
-      not_ready.push_back(absl::StrCat("plugin ", name, ": controllers not started yet"));
+      not_ready.push_back(
+          absl::StrCat("plugin ", name, ": controllers not started",
+                       view.group_error.empty() ? " yet" : absl::StrCat(": ", view.group_error)));
     } else {
       for (const ControllerStatus& c : view.group->Status()) {
         if (c.state == "pending") {
@@ -742,7 +826,7 @@ void Manager::Stop() {
     for (auto& p : op->plugins) p->slot->Stop();
   }
   operators.clear();
-  if (owns_socket_dir_) {
+  if (!socket_dir_.empty()) {
     std::error_code error;
     fs::remove_all(socket_dir_, error);
   }

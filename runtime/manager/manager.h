@@ -27,13 +27,17 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
 #define CTRLHOST_RUNTIME_MANAGER_MANAGER_H_
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -56,9 +60,22 @@ struct ManagerOptions {
   // Borrowed; must outlive the manager.
   kube::Client* client = nullptr;
   kube::Discovery* discovery = nullptr;
-  // Plugin sockets live in <data_dir>/plugins (created 0700), or in a private temporary
-  // directory under /tmp when that path is too long for Unix socket addresses.
+  // Hidden from exec'd plugins. Their sockets live elsewhere: in a directory made for this run
+  // under $XDG_RUNTIME_DIR (or /tmp), named at random, removed at Stop, one random subdirectory
+  // per plugin instance (plugin/supervisor.h); nothing in a plugin's environment leads here.
   std::string data_dir;
+  // Exec'd plugins run as this user and group when set (the host must be root or hold
+  // CAP_SETUID/CAP_SETGID); unset: the host's user. With plugin_uid_per_plugin, the host's n-th
+  // plugin (from 0, in start order, kept across swaps and restarts) runs as uid = gid =
+  // plugin_uid + n instead, so plugins cannot reach each other's sockets either. See
+  // docs/operations.md.
+  std::optional<uid_t> plugin_uid;
+  std::optional<gid_t> plugin_gid;
+  bool plugin_uid_per_plugin = false;
+  // More paths no exec'd plugin may reach (with Landlock, where the kernel has it): kubeconfigs,
+  // the admin socket. data_dir and the socket directory are always hidden.
+  std::vector<std::string> plugin_hidden_paths;
+  bool plugin_landlock = true;
   std::string host_version = common::kCtrlhostVersion;
   // How often pending controllers are retried.
   absl::Duration tick = absl::Milliseconds(500);
@@ -153,6 +170,10 @@ class Manager {
   struct Operator;
   explicit Manager(ManagerOptions options);
   // Supervisor options of `spec`'s instances (any generation).
+  // Why `describe` cannot start next to the other plugins' controllers (a controller name one of
+  // them already uses, naming both plugins); "" when it can.
+  std::string ControllerNameConflict(const Plugin& plugin,
+                                     const plugin::pb::DescribeResponse& describe) const;
   PluginSlot::OptionsFactory OptionsFactoryFor(const std::string& operator_name,
                                                const config::PluginSpec& spec) const;
   void Loop();
@@ -192,12 +213,15 @@ class Manager {
 
   const ManagerOptions options_;
   common::Clock* const clock_;
-  std::string socket_dir_;        // set by Create
-  bool owns_socket_dir_ = false;  // a temporary directory Stop removes
+  std::string socket_dir_;  // set by Create; removed by Stop
   std::unique_ptr<watch::ReflectorRegistry> registry_;
   std::unique_ptr<controller::apply::Applier> applier_;
 
   common::Mutex apply_mu_;  // serialises Apply; acquired before mu_
+
+  // Per-plugin users ("operator/plugin" -> n), with plugin_uid_per_plugin. A leaf lock.
+  mutable common::Mutex uid_mu_;
+  mutable absl::flat_hash_map<std::string, uint32_t> plugin_uids_ ABSL_GUARDED_BY(uid_mu_);
 
   mutable common::Mutex mu_;
   common::CondVar cv_;  // wakes the loop (stop, plugin state change)

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -15,6 +17,8 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/common/clock.h"
@@ -160,10 +164,20 @@ void LogLines(const std::string& name, const char* stream, std::string* buffer, 
 }
 
 // Where a child failed before its command ran, for the error message.
-enum ChildStage { kStageSetup = 1, kStageWorkingDir = 2, kStageExec = 3 };
+enum ChildStage {
+  kStageSetup = 1,
+  kStageWorkingDir = 2,
+  kStageExec = 3,
+  kStageUser = 4,
+  kStageSandbox = 5
+};
 
 const char* ChildStageName(int stage) {
   switch (stage) {
+    case kStageUser:
+      return "cannot switch to the plugin user (see --plugin-user) for";
+    case kStageSandbox:
+      return "cannot apply the Landlock sandbox for";
     case kStageWorkingDir:
       return "cannot enter the working directory for";
     case kStageExec:
@@ -230,7 +244,9 @@ std::string ResolveCommand(const std::string& command) {
 // stdout/stderr to the pipes. Reports {stage, errno} on `report` if it cannot exec. Never
 // returns.
 [[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* envp,
-                            const char* working_dir, int out_fd, int err_fd, int report) {
+                            const char* working_dir, int out_fd, int err_fd, int report,
+                            const std::optional<uid_t>& uid, const std::optional<gid_t>& gid,
+                            bool drop_capabilities, const LandlockRuleset& ruleset) {
   auto fail = [report](int stage) {
     const int failure[2] = {stage, errno};
     ssize_t ignored = write(report, failure, sizeof(failure));
@@ -238,6 +254,23 @@ std::string ResolveCommand(const std::string& command) {
     _exit(127);
   };
   setpgid(0, 0);
+  // Another user first: a credential change clears the parent-death signal.
+  if (gid.has_value()) {
+    const gid_t groups[1] = {*gid};
+    if (setgroups(1, groups) != 0 || setgid(*gid) != 0) fail(kStageUser);
+  }
+  if (uid.has_value() && setuid(*uid) != 0) fail(kStageUser);
+  if (drop_capabilities) {
+    // A plugin left as root keeps no capability (none survives exec with an empty bounding
+    // set): no CAP_SYS_PTRACE into the host, no CAP_DAC_OVERRIDE around file modes.
+    for (int cap = 0; cap < 64; ++cap)
+      prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);  // EINVAL past the last
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &header, data) != 0) fail(kStageUser);
+  }
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(kStageSetup);
   // The host may have died between fork and prctl: then no signal will come.
   if (getppid() != parent) _exit(127);
@@ -253,6 +286,10 @@ std::string ResolveCommand(const std::string& command) {
   const int devnull = open("/dev/null", O_RDONLY);
   if (devnull < 0 || dup2(devnull, 0) < 0) fail(kStageSetup);
   if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) fail(kStageSetup);
+  if (const int e = ruleset.RestrictSelf(); e != 0) {
+    errno = e;
+    fail(kStageSandbox);
+  }
   if (working_dir != nullptr && chdir(working_dir) != 0) fail(kStageWorkingDir);
   execve(path, argv, envp);
   fail(kStageExec);
@@ -260,6 +297,15 @@ std::string ResolveCommand(const std::string& command) {
 }
 
 }  // namespace
+
+bool IsHostSecret(absl::string_view name) {
+  if (name == "KUBECONFIG" || absl::StartsWith(name, "CTRLHOST_")) return true;
+  const std::string upper = absl::AsciiStrToUpper(name);
+  for (absl::string_view word : {"TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"}) {
+    if (absl::StrContains(upper, word)) return true;
+  }
+  return false;
+}
 
 std::string DescribeExit(int wait_status) {
   if (WIFEXITED(wait_status)) return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
@@ -286,11 +332,14 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
   };
 
-  // Environment: the host's, overridden by the spec's.
+  // Environment: the host's without its credentials, overridden by the spec's.
   std::map<std::string, std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const char* eq = strchr(*e, '=');
-    if (eq != nullptr) env[std::string(*e, eq - *e)] = eq + 1;
+    if (eq == nullptr) continue;
+    std::string name(*e, eq - *e);
+    if (IsHostSecret(name)) continue;
+    env[std::move(name)] = eq + 1;
   }
   for (const auto& [key, value] : spec.env) env[key] = value;
   std::vector<std::string> env_strings;
@@ -316,13 +365,29 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
     close_all();
     return ErrnoStatus(e, "pipe");
   }
+  // The sandbox is prepared here: the child of a multi-threaded process may only apply it.
+  SandboxSpec sandbox = spec.sandbox;
+  if (sandbox.uid.has_value() && !sandbox.gid.has_value()) sandbox.gid = *sandbox.uid;
+  if (sandbox.uid == geteuid() && sandbox.gid == getegid()) {
+    sandbox.uid.reset();  // already that user: nothing to switch (and no privilege needed)
+    sandbox.gid.reset();
+  }
+  absl::StatusOr<LandlockRuleset> ruleset = LandlockRuleset::Build(sandbox);
+  if (!ruleset.ok()) {
+    close(report[0]);
+    close(report[1]);
+    close_all();
+    return ruleset.status();
+  }
+  const bool drop_capabilities =
+      sandbox.drop_root_capabilities && sandbox.uid.value_or(geteuid()) == 0;
   const pid_t parent = getpid();
   const char* const working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
   const pid_t pid = fork();
   if (pid == 0) {
     // The child of a multi-threaded process: async-signal-safe calls only, no allocation.
     ExecChild(parent, path.c_str(), argv.data(), envp.data(), working_dir, out[1], err[1],
-              report[1]);
+              report[1], sandbox.uid, sandbox.gid, drop_capabilities, *ruleset);
   }
   close(report[1]);
   if (pid < 0) {
@@ -481,10 +546,10 @@ absl::Status EnsurePrivateDir(const std::string& path) {
         absl::StrCat("plugin socket directory ", path, " is owned by uid ", st.st_uid,
                      ", not by this process (uid ", geteuid(), ")"));
   }
-  if ((st.st_mode & 077) != 0) {
+  if ((st.st_mode & 066) != 0) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("plugin socket directory %s is accessible by group or others (mode "
-                        "%04o); it must be 0700",
+        absl::StrFormat("plugin socket directory %s is readable or writable by group or others "
+                        "(mode %04o); it must be 0700 (or 0711 for plugins of other users)",
                         path, st.st_mode & 0777));
   }
   return absl::OkStatus();

@@ -38,8 +38,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runtime/common/mutex.h"
+#include "runtime/plugin/sandbox.h"
 
 namespace ctrlhost::plugin {
 
@@ -48,10 +50,17 @@ inline constexpr size_t kMaxLogLine = 16 * 1024;
 struct ProcessSpec {
   std::string command;  // a path, or a name looked up in PATH
   std::vector<std::string> args;
-  // Added to (and overriding) the host's environment.
+  // Added to (and overriding) the host's environment, which is passed on without the host's
+  // credentials (IsHostSecret).
   std::vector<std::pair<std::string, std::string>> env;
   std::string working_dir;  // "" = the host's
+  SandboxSpec sandbox;      // user, group and Landlock restriction (sandbox.h)
 };
+
+// Whether the host's environment variable `name` is withheld from plugins: KUBECONFIG, CTRLHOST_*
+// (the host's own settings; the supervisor sets the plugin's) and names containing TOKEN,
+// SECRET, PASSWORD or CREDENTIAL (any case).
+bool IsHostSecret(absl::string_view name);
 
 // Describes a wait status ("exited with code 3", "killed by signal 9").
 std::string DescribeExit(int wait_status);
@@ -94,8 +103,9 @@ class Process {
 };
 
 // Creates `path` (and missing parents) with mode 0700 or checks an existing one: a directory,
-// not a symlink, owned by this user, not accessible by group or others. FAILED_PRECONDITION
-// otherwise: plugin sockets must not be reachable by other users.
+// not a symlink, owned by this user, neither readable nor writable by group or others (0711
+// lets plugins of other users reach their own subdirectory without listing the others).
+// FAILED_PRECONDITION otherwise: plugin sockets must not be reachable by other users.
 absl::Status EnsurePrivateDir(const std::string& path);
 
 }  // namespace ctrlhost::plugin

@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -43,36 +45,31 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
   return buffer.str();
 }
 
-// A plugin socket left at `path` by an earlier host: removed when nothing listens on it (the
-// host crashed), refused when something does (another host on the same directory, or a plugin
-// that outlived its host): two hosts must not share plugin sockets.
-absl::Status ClaimSocketPath(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("plugin socket path ", path, " exists and is not a socket"));
+// Creates the instance's own directory under `socket_dir`: an unguessable name (128 random
+// bits), mode 0700, owned by the plugin's user. The plugin's socket and TMPDIR live there;
+// neither the name nor the run directory's listing is available to other plugins.
+absl::StatusOr<std::string> MakeInstanceDir(const std::string& socket_dir,
+                                            const SandboxSpec& sandbox) {
+  unsigned char random[16];
+  if (getrandom(random, sizeof(random), 0) != static_cast<ssize_t>(sizeof(random))) {
+    return absl::InternalError(absl::StrCat("getrandom: ", strerror(errno)));
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-  sockaddr_un address;
-  memset(&address, 0, sizeof(address));
-  address.sun_family = AF_UNIX;
-  memcpy(address.sun_path, path.data(), std::min(path.size(), sizeof(address.sun_path) - 1));
-  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  close(fd);
-  if (live) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "plugin socket ", path,
-        " is served by a running process (another host using the same socket directory, or a "
-        "plugin of an earlier host): stop it or use another directory"));
+  std::string name;
+  for (unsigned char byte : random) absl::StrAppend(&name, absl::Hex(byte, absl::kZeroPad2));
+  const std::string dir = absl::StrCat(socket_dir, "/", name);
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("mkdir ", dir, ": ", strerror(errno)));
   }
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot remove the stale plugin socket ", path, ": ", strerror(errno)));
+  if (sandbox.uid.has_value()) {
+    const gid_t gid = sandbox.gid.value_or(*sandbox.uid);
+    if (chown(dir.c_str(), *sandbox.uid, gid) != 0) {
+      const int err = errno;
+      rmdir(dir.c_str());
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot give the plugin directory ", dir, " to uid ", *sandbox.uid, ": ", strerror(err)));
+    }
   }
-  common::LogInfo("removed a stale plugin socket", {{"path", path}});
-  return absl::OkStatus();
+  return dir;
 }
 
 }  // namespace
@@ -101,28 +98,36 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Start(SupervisorOptions 
         absl::StrCat("plugin ", options.name, ": exactly one of command and endpoint must be set"));
   }
   if (options.name.empty()) return absl::InvalidArgumentError("plugin name is empty");
+  std::string instance_dir;
+  std::string socket_path;
   if (exec) {
     if (absl::Status s = EnsurePrivateDir(options.socket_dir); !s.ok()) return s;
-    const std::string path =
-        absl::StrCat(options.socket_dir, "/", options.name, "-", options.generation, ".sock");
-    if (path.size() > kMaxSocketPath) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plugin socket path ", path, " is longer than ", kMaxSocketPath, " bytes"));
+    // "<dir>/<32 hex>/" is 34 bytes past the socket directory; a long instance name gives way
+    // to a short socket name before the path is refused.
+    std::string name = absl::StrCat(options.name, "-", options.generation, ".sock");
+    if (options.socket_dir.size() + 34 + name.size() > kMaxSocketPath) name = "plugin.sock";
+    if (options.socket_dir.size() + 34 + name.size() > kMaxSocketPath) {
+      return absl::InvalidArgumentError(absl::StrCat("plugin socket directory ", options.socket_dir,
+                                                     " is too long for a socket path (",
+                                                     kMaxSocketPath, " bytes)"));
     }
-    if (absl::Status s = ClaimSocketPath(path); !s.ok()) return s;
+    absl::StatusOr<std::string> dir = MakeInstanceDir(options.socket_dir, options.sandbox);
+    if (!dir.ok()) return dir.status();
+    instance_dir = *dir;
+    socket_path = absl::StrCat(instance_dir, "/", name);
   }
-  std::unique_ptr<Supervisor> supervisor(new Supervisor(std::move(options)));
+  std::unique_ptr<Supervisor> supervisor(
+      new Supervisor(std::move(options), std::move(instance_dir), std::move(socket_path)));
   supervisor->thread_ = std::thread([s = supervisor.get()] { s->Run(); });
   return supervisor;
 }
 
-Supervisor::Supervisor(SupervisorOptions options)
+Supervisor::Supervisor(SupervisorOptions options, std::string instance_dir, std::string socket_path)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
       instance_name_(absl::StrCat(options_.name, "-", options_.generation)),
-      socket_path_(options_.source.exec.command.empty()
-                       ? ""
-                       : absl::StrCat(options_.socket_dir, "/", instance_name_, ".sock")),
+      instance_dir_(std::move(instance_dir)),
+      socket_path_(std::move(socket_path)),
       stop_grace_(options_.default_stop_grace) {
   status_.instance_name = instance_name_;
 }
@@ -252,6 +257,10 @@ void Supervisor::Run() {
   }
   StopProcess(grace);
   if (!socket_path_.empty()) unlink(socket_path_.c_str());
+  if (!instance_dir_.empty()) {
+    std::error_code ignored;  // what the plugin left in its TMPDIR goes too (links not followed)
+    std::filesystem::remove_all(instance_dir_, ignored);
+  }
   {
     common::MutexLock lock(&mu_);
     status_.pid = 0;
@@ -269,6 +278,11 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
     unlink(socket_path_.c_str());  // a stale socket of a previous instance
     ProcessSpec spec = options_.source.exec;
     spec.env.emplace_back("CTRLHOST_PLUGIN_ADDRESS", absl::StrCat("unix://", socket_path_));
+    spec.env.emplace_back("TMPDIR", instance_dir_);
+    // The other instances' directories, and what the host hid, are out of reach (sandbox.h).
+    spec.sandbox = options_.sandbox;
+    spec.sandbox.hidden_paths.push_back(options_.socket_dir);
+    spec.sandbox.allowed_paths.push_back(instance_dir_);
     auto process = Process::Spawn(spec, instance_name_, [this](int) { Notify(); });
     if (!process.ok()) return process.status();
     process_ = std::move(*process);

@@ -2,8 +2,9 @@
 // dispatches reconciles to it.
 //
 // Life of an instance, on the supervisor's own thread:
-//   STARTING  exec'd: spawn the command with CTRLHOST_PLUGIN_ADDRESS=unix://DIR/NAME-GEN.sock
-//             (DIR host-owned, 0700), wait for the socket; remote: dial the endpoint (TLS/mTLS
+//   STARTING  exec'd: spawn the command with CTRLHOST_PLUGIN_ADDRESS=unix://DIR/R/NAME-GEN.sock
+//             (DIR host-owned; R random, 0700, the plugin's own), sandboxed (sandbox.h), wait
+//             for the socket; remote: dial the endpoint (TLS/mTLS
 //             optional). Then Handshake (Describe + health) within the handshake deadline.
 //   READY     a Session serves Dispatch. The process exiting or the stream breaking ends it:
 //             every in-flight request fails UNAVAILABLE at once (the runner requeues).
@@ -52,6 +53,7 @@
 #include "runtime/controller/reconcile.h"
 #include "runtime/plugin/handshake.h"
 #include "runtime/plugin/process.h"
+#include "runtime/plugin/sandbox.h"
 #include "runtime/plugin/session.h"
 
 namespace ctrlhost::plugin {
@@ -78,7 +80,12 @@ struct PluginSource {
 struct SupervisorOptions {
   std::string name;  // the plugin's name in the operator
   PluginSource source;
-  std::string socket_dir;      // exec'd only: created/checked 0700 (EnsurePrivateDir)
+  // Exec'd only: created/checked (EnsurePrivateDir); each instance gets its own directory in it,
+  // named at random, 0700, owned by sandbox.uid, holding its socket and its TMPDIR.
+  std::string socket_dir;
+  // Exec'd only: the user the plugin runs as and what it must not reach; socket_dir is always
+  // hidden from the plugin (except its own directory).
+  SandboxSpec sandbox;
   uint64_t generation = 1;     // names the instance "NAME-GEN" and its socket
   HandshakeOptions handshake;  // instance_name is filled in
   absl::Duration initial_backoff = absl::Seconds(1);
@@ -125,7 +132,7 @@ class Supervisor : public controller::Dispatcher {
   const std::string& socket_path() const { return socket_path_; }
 
  private:
-  explicit Supervisor(SupervisorOptions options);
+  Supervisor(SupervisorOptions options, std::string instance_dir, std::string socket_path);
   void Run();
   // One instance from start to end; returns why it ended.
   absl::Status RunInstance(absl::Time* ready_since);
@@ -140,7 +147,8 @@ class Supervisor : public controller::Dispatcher {
   const SupervisorOptions options_;
   common::Clock* const clock_;
   const std::string instance_name_;
-  const std::string socket_path_;  // "" for remote plugins
+  const std::string instance_dir_;  // "" for remote plugins
+  const std::string socket_path_;   // "" for remote plugins
 
   std::thread thread_;                // joined by Stop
   std::unique_ptr<Process> process_;  // only touched by the supervisor thread and Stop after it

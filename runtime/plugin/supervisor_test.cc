@@ -180,7 +180,14 @@ TEST_F(SupervisorTest, StartsServesAndStops) {
   struct stat st;
   ASSERT_EQ(stat(socket_dir_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_EQ(supervisor_->socket_path(), socket_dir_ + "/test-1.sock");
+  // <socket_dir>/<32 random hex digits, the instance's own 0700 directory>/test-1.sock
+  const std::string instance_dir =
+      supervisor_->socket_path().substr(0, supervisor_->socket_path().rfind('/'));
+  EXPECT_EQ(supervisor_->socket_path(), instance_dir + "/test-1.sock");
+  EXPECT_EQ(instance_dir.substr(0, socket_dir_.size() + 1), socket_dir_ + "/");
+  EXPECT_EQ(instance_dir.size(), socket_dir_.size() + 33);
+  ASSERT_EQ(stat(instance_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 
   OneResult result;
   supervisor_->Dispatch(Call("a"), clock_.Now() + absl::Seconds(30), result.Callback());
@@ -192,6 +199,7 @@ TEST_F(SupervisorTest, StartsServesAndStops) {
   EXPECT_EQ(supervisor_->status().state, PluginState::kStopped);
   EXPECT_EQ(supervisor_->status().pid, 0);
   EXPECT_NE(stat(supervisor_->socket_path().c_str(), &st), 0);  // socket removed
+  EXPECT_NE(stat(instance_dir.c_str(), &st), 0);                // and its directory
   EXPECT_EQ(kill(status.pid, 0), -1);                           // reaped: no zombie
   EXPECT_EQ(errno, ESRCH);
   EXPECT_FALSE(logs_.Contains("plugin killed"));
@@ -311,7 +319,7 @@ TEST_F(SupervisorTest, PassesEnvironmentAndWorkingDirectory) {
   ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
   EXPECT_TRUE(logs_.WaitFor("env PLUGIN_MODE=fast"));
   EXPECT_TRUE(logs_.WaitFor(
-      absl::StrCat("env CTRLHOST_PLUGIN_ADDRESS=unix://", socket_dir_, "/test-1.sock")));
+      absl::StrCat("env CTRLHOST_PLUGIN_ADDRESS=unix://", supervisor_->socket_path())));
   EXPECT_TRUE(logs_.WaitFor(absl::StrCat("cwd=", root_)));
   supervisor_->Stop(absl::Seconds(10));
 }
@@ -419,38 +427,24 @@ TEST_F(SupervisorTest, CommandNotFoundFails) {
   EXPECT_EQ(supervisor_->status().last_error.code(), absl::StatusCode::kNotFound);
 }
 
-// A Unix socket bound at `path`; listening unless `listen_too` is false (then closed at once:
-// the file stays, as after a crash). Returns the fd (-1 when closed).
-int BindSocket(const std::string& path, bool listen_too) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address = {};
-  address.sun_family = AF_UNIX;
-  strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << errno;
-  if (listen_too) {
-    EXPECT_EQ(listen(fd, 1), 0);
-    return fd;
-  }
-  close(fd);
-  return -1;
-}
-
-// Regression (issue 13, item 11): a restarted host must not share sockets with what an earlier
-// host left: a stale socket file is removed, a live one refused.
-TEST_F(SupervisorTest, RegressionStaleSocketIsRemovedLiveSocketRefused) {
-  ASSERT_TRUE(EnsurePrivateDir(socket_dir_).ok());
-  const std::string path = socket_dir_ + "/test-1.sock";
-  const int live = BindSocket(path, true);
-  absl::StatusOr<std::unique_ptr<Supervisor>> refused = Supervisor::Start(ExecOptions({}));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("served by a running process"));
-  close(live);
-  unlink(path.c_str());
-
-  BindSocket(path, false);  // left behind by a crash
+// Regression (issue 13, items 9 and 11): every instance gets its own directory with an
+// unguessable name, so a plugin cannot derive another's socket path, and a restarted host never
+// meets a socket an earlier host (or a plugin that outlived it) left.
+TEST_F(SupervisorTest, RegressionEachInstanceHasItsOwnUnguessableDirectory) {
   StartSupervisor(ExecOptions({}));
+  SupervisorOptions second_options = ExecOptions({});
+  second_options.generation = 2;
+  absl::StatusOr<std::unique_ptr<Supervisor>> second = Supervisor::Start(second_options);
+  ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  ASSERT_TRUE((*second)->WaitFor(
+      [](const PluginStatus& s) { return s.state == PluginState::kReady; }, absl::Seconds(30)));
+  const std::string first_path = supervisor_->socket_path();
+  const std::string second_path = (*second)->socket_path();
+  EXPECT_NE(first_path.substr(0, first_path.rfind('/')),
+            second_path.substr(0, second_path.rfind('/')));
+  EXPECT_THAT(second_path, ::testing::EndsWith("/test-2.sock"));
+  (*second)->Stop(absl::Seconds(10));
   StopAdvancing(absl::Seconds(5));
 }
 
@@ -491,6 +485,8 @@ TEST(EnsurePrivateDirTest, CreatesAndChecks) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
   EXPECT_EQ(EnsurePrivateDir(dir).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_EQ(chmod(dir.c_str(), 0711), 0);  // others may traverse, not list: plugins of other uids
+  EXPECT_TRUE(EnsurePrivateDir(dir).ok());
   const std::string link = root + "/link";
   ASSERT_EQ(symlink(dir.c_str(), link.c_str()), 0);
   ASSERT_EQ(chmod(dir.c_str(), 0700), 0);

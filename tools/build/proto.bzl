@@ -13,6 +13,8 @@ defines, for a package under proto/:
                   "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
   :plugin_py      py_library: protoc + /usr/bin/grpc_python_plugin; import as
                   "from ctrlhost.plugin.v1alpha1 import plugin_pb2, plugin_pb2_grpc"
+                  (not with python = False: a package whose path would shadow an installed
+                  Python package, e.g. grpc/health/v1, whose "grpc" would hide grpcio)
 
 Protos import each other by their path below proto/ ("ctrlhost/plugin/v1alpha1/plugin.proto").
 Well-known types come from Debian's /usr/include/google/protobuf.
@@ -23,7 +25,7 @@ _PROTO_ROOT = "proto"
 def _stem(src):
     return src[:-len(".proto")]
 
-def ctrlhost_proto(name, srcs, deps = [], visibility = ["//visibility:public"]):
+def ctrlhost_proto(name, srcs, deps = [], visibility = ["//visibility:public"], python = True):
     pkg = native.package_name()
     if not (pkg == _PROTO_ROOT or pkg.startswith(_PROTO_ROOT + "/")):
         fail("ctrlhost_proto must be used in a package under %s/" % _PROTO_ROOT)
@@ -64,6 +66,8 @@ def ctrlhost_proto(name, srcs, deps = [], visibility = ["//visibility:public"]):
         visibility = visibility,
     )
 
+    if not python:
+        return
     py_outs = []
     for s in srcs:
         py_outs += [_stem(s) + "_pb2.py", _stem(s) + "_pb2_grpc.py"]

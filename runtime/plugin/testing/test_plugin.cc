@@ -38,7 +38,13 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
     if (options_.cancellation) response->add_capabilities(pb::CAPABILITY_CANCELLATION);
     response->add_capabilities(pb::CAPABILITY_CHILDREN);
     if (options_.describe == "no-controllers") return grpc::Status::OK;
-    for (const char* name : {"echo", "other"}) {
+    // "renamed": a later release that dropped "other" and added "third"; "distinct": names no
+    // other mode uses.
+    const bool distinct = options_.describe == "distinct";
+    for (const char* name :
+         {distinct ? "alpha" : "echo", distinct                         ? "beta"
+                                       : options_.describe == "renamed" ? "third"
+                                                                        : "other"}) {
       pb::ControllerSpec* c = response->add_controllers();
       c->set_name(options_.describe == "duplicate" ? "echo" : name);
       if (options_.describe != "no-primary") {

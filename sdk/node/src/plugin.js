@@ -240,6 +240,11 @@ class Plugin {
     process.on('unhandledRejection', (reason) => {
       log.error('unhandled promise rejection', { error: reason instanceof Error ? reason : String(reason) });
     });
+    // Nor may an exception a user's timer or event handler throws later, outside any reconcile:
+    // without a handler Node exits, and every in-flight reconcile of the plugin fails with it.
+    process.on('uncaughtException', (error, origin) => {
+      log.error('uncaught exception', { error: error instanceof Error ? error : String(error), origin });
+    });
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
     return server;

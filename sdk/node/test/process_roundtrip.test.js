@@ -97,7 +97,7 @@ test('describe, health, reconcile in any order, errors and cancellation', async 
     const d = await describe(p.client, { protocol_versions: ['v1alpha1'], capabilities: CAPS });
     assert.equal(d.protocol_version, 'v1alpha1');
     assert.equal(d.plugin_name, 'fixture');
-    assert.deepEqual(d.controllers.map((c) => c.name), ['echo', 'gated', 'cancel', 'leaky']);
+    assert.deepEqual(d.controllers.map((c) => c.name), ['echo', 'gated', 'cancel', 'leaky', 'timer']);
     assert.equal(await p.check(), 'SERVING');
 
     const gate = path.join(dir, 'gate-rt');
@@ -118,6 +118,12 @@ test('describe, health, reconcile in any order, errors and cancellation', async 
     s.call.write(reconcileCall(7, 'leaky', 'Leaky', 'l7'));
     assert.equal((await s.answer(7)).error, null);
     await p.waitFor('unhandled promise rejection error=forgotten');
+    // A synchronous exception thrown later by a user's timer is logged; the plugin keeps serving.
+    s.call.write(reconcileCall(8, 'timer', 'Timer', 't8'));
+    assert.equal((await s.answer(8)).error, null);
+    await p.waitFor('uncaught exception error="late timer"');
+    s.call.write(reconcileCall(9, 'echo', 'Echo', 'e9'));
+    assert.deepEqual(JSON.parse((await s.answer(9)).status), { seen: 'e9' });
     await p.waitFor('cancel waiting c6');
     s.call.write({ request_id: '6', cancel: { reason: 'deadline' } });
     await p.waitFor('cancel aborted c6');
