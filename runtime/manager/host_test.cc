@@ -303,6 +303,7 @@ TEST_F(HostTest, APluginOverItsCacheCapIsStoppedAndReported) {
   ASSERT_EQ(figures.plugins.size(), 1u);
   EXPECT_TRUE(figures.plugins[0].up);
   host_->Stop();
+}
 
 // Leftover of issue 13: a plugin whose Describe changes across a crash restart (not a swap)
 // gets the new instance's controllers, as a swap does; it kept the first ones before.
