@@ -250,8 +250,9 @@ class ApiServer(OwnedProcess):
         self.api = ApiClient(kubeconfig)
 
     @classmethod
-    def start(cls, data_dir=None, extra_args=()):
-        """Starts the server on a free port and waits (bounded) until it serves."""
+    def start(cls, data_dir=None, extra_args=(), preexec_fn=None):
+        """Starts the server on a free port and waits (bounded) until it serves.
+        `preexec_fn` runs in the child before exec (e.g. to set a resource limit)."""
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="apiserver-", dir=temp_root())
         stderr_path = os.path.join(data_dir, "..", os.path.basename(data_dir) + ".stderr")
@@ -259,7 +260,8 @@ class ApiServer(OwnedProcess):
         process = subprocess.Popen(
             [binary_path(), "apiserver", "--data-dir", data_dir, "--port", "0",
              "--print-kubeconfig-path", *extra_args],
-            stdout=subprocess.PIPE, stderr=stderr_file, stdin=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=stderr_file, stdin=subprocess.DEVNULL,
+            preexec_fn=preexec_fn)
         stderr_file.close()
         placeholder = cls.__new__(cls)
         placeholder.process = process
