@@ -5,6 +5,8 @@ Modes:
       test.xml; prints "passed failed skipped" counts and the failing tests to stderr.
   --tap LOG --exit-code RC --label L         the same for `node --test` output (TAP or spec
       reporter summary lines).
+  --fuzz LOG --exit-code RC --label L        the same for tools/fuzz output: one test per
+      target ("fuzz T: ok, ..." passed, "fuzz T: FAILED ..." failed).
   --total FILE...                            sums count files; prints "N passed, N failed,
       N skipped"; exits 1 when anything failed.
 """
@@ -105,11 +107,40 @@ def tap_counts(log, exit_code, label):
     return passed, failed, skipped
 
 
+FUZZ_LINE = re.compile(r"^fuzz (\S+): (ok|FAILED)\b")
+
+
+def fuzz_counts(log, exit_code, label):
+    passed = failed = 0
+    failures = []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for line in text.splitlines():
+        m = FUZZ_LINE.match(line)
+        if not m:
+            continue
+        if m.group(2) == "ok":
+            passed += 1
+        else:
+            failed += 1
+            failures.append(line)
+    if exit_code != 0 and failed == 0:
+        failed = 1
+        failures.append("tools/fuzz exited %d:\n%s" % (exit_code, text[-3000:]))
+    elif exit_code == 0 and passed == 0:
+        failed = 1
+        failures.append("no fuzz target ran")
+    for f in failures:
+        print(f"[{label}] {f}", file=sys.stderr)
+    return passed, failed, 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bazel-log")
     p.add_argument("--testlogs")
     p.add_argument("--tap")
+    p.add_argument("--fuzz")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--label", default="")
     p.add_argument("--total", nargs="+")
@@ -124,6 +155,8 @@ def main():
         return 1 if failed else 0
     if a.tap:
         c = tap_counts(a.tap, a.exit_code, a.label)
+    elif a.fuzz:
+        c = fuzz_counts(a.fuzz, a.exit_code, a.label)
     else:
         c = bazel_counts(a.bazel_log, a.testlogs, a.label)
     print(*c)
