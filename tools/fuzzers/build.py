@@ -175,12 +175,16 @@ class Builder:
         parts = [self.flags_key, source]
         with open(path, "rb") as f:
             parts.append(f.read())
-        for h in sorted(headers):
+        # Named and ordered by where they are inside the tree or the generated code, never by
+        # absolute path: clones at other paths must compute the same key.
+        named = sorted(("gen:" + os.path.relpath(h, self.gen)
+                        if h.startswith(self.gen + os.sep) else os.path.relpath(h, ROOT), h)
+                       for h in headers)
+        for name, h in named:
             if h not in self.header_hashes or not cached:
                 with open(h, "rb") as f:
                     self.header_hashes[h] = sha256(f.read())
-            parts += [os.path.relpath(h, ROOT if h.startswith(ROOT) else self.gen),
-                      self.header_hashes[h]]
+            parts += [name, self.header_hashes[h]]
         return sha256(*parts)
 
     def compile(self, source, key):
