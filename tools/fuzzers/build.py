@@ -53,7 +53,8 @@ KUBECONFIG = [
 ]
 OPERATOR_FILE = [
     "runtime/config/load.cc", "runtime/config/operator_spec.cc",
-    "runtime/config/internal/yaml_reader.cc", "runtime/kube/selector.cc",
+    "runtime/config/internal/yaml_reader.cc", "runtime/common/yaml_json.cc",
+    "runtime/kube/selector.cc",
     "runtime/kube/validation.cc", "runtime/kube/api_status.cc", "runtime/kube/field_error.cc",
 ]
 PLUGIN_RESPONSE = [
