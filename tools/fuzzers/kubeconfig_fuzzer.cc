@@ -13,17 +13,26 @@
 
 namespace {
 
+std::string* config_dir = nullptr;
+std::string* config_path = nullptr;
+
+void RemoveConfigDir() {
+  unlink(config_path->c_str());
+  rmdir(config_dir->c_str());
+}
+
 // One file per fuzzing process, in a directory of its own (relative paths inside the
-// kubeconfig resolve against it).
+// kubeconfig resolve against it), removed when the process exits.
 const std::string& ConfigPath() {
-  static const std::string* path = [] {
+  if (config_path == nullptr) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string dir =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kubeconfig-fuzz-XXXXXX";
-    ctrlhost::fuzz::Require(mkdtemp(dir.data()) != nullptr, "mkdtemp");
-    return new std::string(dir + "/config");
-  }();
-  return *path;
+    config_dir = new std::string(std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                                 "/kubeconfig-fuzz-XXXXXX");
+    ctrlhost::fuzz::Require(mkdtemp(config_dir->data()) != nullptr, "mkdtemp");
+    config_path = new std::string(*config_dir + "/config");
+    std::atexit(RemoveConfigDir);
+  }
+  return *config_path;
 }
 
 }  // namespace
