@@ -50,6 +50,19 @@ def _kill_leftovers():
 atexit.register(_kill_leftovers)
 
 
+def _preexec(open_files, preexec_fn):
+    """The child's set-up before exec: an open-files limit and/or the caller's own function."""
+    if open_files is None and preexec_fn is None:
+        return None
+
+    def run():
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+        if preexec_fn is not None:
+            preexec_fn()
+    return run
+
+
 def binary_path():
     """The ctrlhost binary: $CTRLHOST_BIN, else the Bazel runfile."""
     path = os.environ.get("CTRLHOST_BIN")
@@ -251,10 +264,11 @@ class ApiServer(OwnedProcess):
         self.api = ApiClient(kubeconfig)
 
     @classmethod
-    def start(cls, data_dir=None, extra_args=(), open_files=None):
+    def start(cls, data_dir=None, extra_args=(), open_files=None, preexec_fn=None):
         """Starts the server on a free port and waits (bounded) until it serves.
 
-        `open_files` sets the server's soft and hard limit of open files (RLIMIT_NOFILE)."""
+        `open_files` sets the server's soft and hard limit of open files (RLIMIT_NOFILE);
+        `preexec_fn` runs in the child before exec (e.g. to set another resource limit)."""
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="apiserver-", dir=temp_root())
         stderr_path = os.path.join(data_dir, "..", os.path.basename(data_dir) + ".stderr")
@@ -263,9 +277,7 @@ class ApiServer(OwnedProcess):
             [binary_path(), "apiserver", "--data-dir", data_dir, "--port", "0",
              "--print-kubeconfig-path", *extra_args],
             stdout=subprocess.PIPE, stderr=stderr_file, stdin=subprocess.DEVNULL,
-            preexec_fn=(None if open_files is None else
-                        lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
-                                                   (open_files, open_files))))
+            preexec_fn=_preexec(open_files, preexec_fn))
         stderr_file.close()
         placeholder = cls.__new__(cls)
         placeholder.process = process

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
@@ -29,6 +30,13 @@ absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml);
 
 // Every document of a YAML stream ("---" separated), skipping empty ones.
 absl::StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(absl::string_view yaml);
+
+// The checks a YAML stream of untrusted text must pass before yaml-cpp's LoadAll, for parsers
+// that load it themselves (the two functions above make them): no control characters but tab,
+// LF and CR, and a stream on which LoadAll returns (yaml-cpp 0.7 loops for ever, allocating, on
+// some short inputs such as `"x",`). InvalidArgument "yaml: line L[ column C]: ..." otherwise.
+// A syntax error passes: LoadAll throws it (YAML::Exception, with its position) and ends.
+absl::Status CheckYamlStream(absl::string_view yaml);
 
 // A JSON value as block-style YAML. Strings that would read back as another type are quoted.
 std::string JsonToYaml(const nlohmann::json& value);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/yaml_json.h"
 #include "runtime/config/internal/yaml_reader.h"
 #include "runtime/kube/selector.h"
 #include "runtime/kube/validation.h"
@@ -484,6 +485,13 @@ size_t ParseInto(absl::string_view text, absl::string_view source_name,
                  std::vector<OperatorSpec>& ops, std::vector<std::string>& errors) {
   YamlReader r{std::string(source_name)};
   size_t documents = 0;
+  // Streams yaml-cpp's LoadAll would never return from, and control characters, are refused
+  // first (found by tools/fuzz, operator_file).
+  if (absl::Status s = common::CheckYamlStream(text); !s.ok()) {
+    r.Error(SourceLocation{std::string(source_name), 0, 0}, "",
+            absl::StrCat("invalid YAML: ", absl::StripPrefix(s.message(), "yaml: ")));
+    text = absl::string_view();  // parse nothing: only the error is reported
+  }
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
     for (const YAML::Node& doc : docs) {

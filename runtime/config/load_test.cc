@@ -168,6 +168,21 @@ TEST(ParseOperatorsTest, MaxCacheBytes) {
               ElementsAre(HasSubstr("spec.plugins[0].maxCacheBytes: must be between 1 and ")));
 }
 
+// Found by tools/fuzz (operator_file): an operator file on which yaml-cpp's LoadAll never
+// returns (a flow entry where a document starts) hung the parser, allocating, and with it the
+// file watcher. It is refused like any invalid YAML; so are control characters.
+TEST(ParseOperatorsTest, RegressionStreamsYamlCppNeverFinishesAreRefused) {
+  for (absl::string_view text : {absl::string_view(", EMPTY: }\n  workingDir: /tmp\n"),
+                                 absl::string_view("\"x\",\n"), absl::string_view("---\n,\n")}) {
+    std::vector<std::string> errors = Errors(text);
+    ASSERT_EQ(errors.size(), 1u) << text;
+    EXPECT_THAT(errors[0], HasSubstr("op.yaml")) << text;
+    EXPECT_THAT(errors[0], HasSubstr("invalid YAML: line ")) << text;
+  }
+  EXPECT_THAT(Errors(absl::string_view("a: \0b\n", 7)),
+              ElementsAre(HasSubstr("control characters are not allowed")));
+}
+
 TEST(ParseOperatorsTest, RequiredFieldNamesFileLineColumnAndPath) {
   // The example of the issue: plugin 1's exec has no command.
   EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:

@@ -7,6 +7,8 @@ Modes:
       reporter summary lines).
   --go-test LOG --exit-code RC --label L     the same for `go vet` + `go test -v` output: one count
       per top-level test and example (subtests are part of their test).
+  --fuzz LOG --exit-code RC --label L        the same for tools/fuzz output: one test per
+      target ("fuzz T: ok, ..." passed, "fuzz T: FAILED ..." failed).
   --total FILE...                            sums count files; prints "N passed, N failed,
       N skipped"; exits 1 when anything failed.
 """
@@ -137,12 +139,41 @@ def go_counts(log, exit_code, label):
     return passed, failed, skipped
 
 
+FUZZ_LINE = re.compile(r"^fuzz (\S+): (ok|FAILED)\b")
+
+
+def fuzz_counts(log, exit_code, label):
+    passed = failed = 0
+    failures = []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for line in text.splitlines():
+        m = FUZZ_LINE.match(line)
+        if not m:
+            continue
+        if m.group(2) == "ok":
+            passed += 1
+        else:
+            failed += 1
+            failures.append(line)
+    if exit_code != 0 and failed == 0:
+        failed = 1
+        failures.append("tools/fuzz exited %d:\n%s" % (exit_code, text[-3000:]))
+    elif exit_code == 0 and passed == 0:
+        failed = 1
+        failures.append("no fuzz target ran")
+    for f in failures:
+        print(f"[{label}] {f}", file=sys.stderr)
+    return passed, failed, 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bazel-log")
     p.add_argument("--testlogs")
     p.add_argument("--tap")
     p.add_argument("--go-test")
+    p.add_argument("--fuzz")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--label", default="")
     p.add_argument("--total", nargs="+")
@@ -159,6 +190,8 @@ def main():
         c = tap_counts(a.tap, a.exit_code, a.label)
     elif a.go_test:
         c = go_counts(a.go_test, a.exit_code, a.label)
+    elif a.fuzz:
+        c = fuzz_counts(a.fuzz, a.exit_code, a.label)
     else:
         c = bazel_counts(a.bazel_log, a.testlogs, a.label)
     print(*c)

@@ -1,7 +1,10 @@
 #include "runtime/apiserver/storage/store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -151,6 +154,58 @@ TEST_F(StoreTest, OversizedValueFailsOnlyItsOwnWrite) {
   EXPECT_EQ(kube::HttpCode(huge.status()), 413) << huge.status();
   EXPECT_EQ(store->Revision(), 0);
   EXPECT_TRUE(store->Write("/small", PutValue("x")).ok());
+}
+
+// Issue 14 (fault tests): a write refused for lack of room by a file size limit (EFBIG) or a
+// quota (EDQUOT) reaches SQLite as SQLITE_IOERR, not SQLITE_FULL, and was answered 500 "disk
+// I/O error". It is ResourceExhausted (429) like a full disk, nothing of it is stored, and
+// writes succeed again once there is room. RLIMIT_FSIZE stands in for the full disk (no
+// privileges needed; the test process ignores SIGXFSZ, which would otherwise kill it).
+TEST_F(StoreTest, RegressionNoRoomToWriteIsResourceExhaustedAndRecovers) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Write("/before", PutValue("kept")).ok());
+  struct stat wal;
+  ASSERT_EQ(stat((path_ + "-wal").c_str(), &wal), 0);
+
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction saved_action;
+  ASSERT_EQ(sigaction(SIGXFSZ, &ignore, &saved_action), 0);
+  rlimit saved_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved_limit), 0);
+  rlimit low = saved_limit;
+  low.rlim_cur = static_cast<rlim_t>(wal.st_size) + (4 << 20);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &low), 0);
+
+  absl::Status refused;
+  int stored = 0;
+  for (int i = 0; i < 16 && refused.ok(); ++i) {
+    auto written = store->Write(absl::StrCat("/big", i), PutValue(std::string(1 << 20, 'x')));
+    if (written.ok()) {
+      ++stored;
+    } else {
+      refused = written.status();
+    }
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved_limit), 0);
+  ASSERT_EQ(sigaction(SIGXFSZ, &saved_action, nullptr), 0);
+
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_EQ(kube::HttpCode(refused), 429) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("no room to write"));
+  EXPECT_EQ(store->Get(absl::StrCat("/big", stored)), nullptr);  // the refused write
+  EXPECT_EQ(store->Get("/before")->value, "kept");
+  EXPECT_TRUE(store->Write("/after", PutValue("room again")).ok());
+
+  // Everything acknowledged is there after a reopen, the refused write is not.
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->Get("/before")->value, "kept");
+  EXPECT_EQ(store->Get("/after")->value, "room again");
+  for (int i = 0; i < stored; ++i) EXPECT_NE(store->Get(absl::StrCat("/big", i)), nullptr) << i;
+  EXPECT_EQ(store->Get(absl::StrCat("/big", stored)), nullptr);
 }
 
 // Holds the writer thread inside one mutator until released, so that other writes queue up

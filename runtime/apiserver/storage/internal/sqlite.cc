@@ -1,12 +1,49 @@
 #include "runtime/apiserver/storage/internal/sqlite.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace ctrlhost::apiserver::internal {
+namespace {
+
+// Within this much of a limit, a write error is taken for lack of room.
+constexpr int64_t kRoomMargin = 1 << 20;
+
+// ": no room to write: ..." when the file system holding `db_path` is (nearly) full or one of
+// its files reached the process's file size limit (RLIMIT_FSIZE); "" otherwise.
+std::string NoRoomToWrite(const std::string& db_path) {
+  const std::string dir = db_path.substr(0, db_path.find_last_of('/') + 1);
+  struct statvfs fs;
+  if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0) {
+    const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < kRoomMargin) {
+      return absl::StrCat(": no room to write: ", free_bytes, " bytes free on its file system");
+    }
+  }
+  rlimit limit;
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    for (const char* suffix : {"", "-wal", "-journal"}) {
+      struct stat st;
+      const std::string file = db_path + suffix;
+      if (stat(file.c_str(), &st) == 0 &&
+          static_cast<int64_t>(st.st_size) + kRoomMargin >= static_cast<int64_t>(limit.rlim_cur)) {
+        return absl::StrCat(": no room to write: ", file, " reached the file size limit (",
+                            limit.rlim_cur, " bytes, RLIMIT_FSIZE)");
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::StatusCode SqliteCodeToStatusCode(int sqlite_code) {
   switch (sqlite_code & 0xff) {
@@ -138,9 +175,19 @@ absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
 }
 
 absl::Status Database::LastError(int code, absl::string_view context) const {
-  return absl::Status(SqliteCodeToStatusCode(code),
-                      absl::StrCat("SQLite database ", path_, ": ", context, ": ",
-                                   sqlite3_errmsg(db_), " (", sqlite3_errstr(code), ")"));
+  absl::StatusCode status_code = SqliteCodeToStatusCode(code);
+  std::string cause;
+  // SQLite calls only ENOSPC on a write SQLITE_FULL; a write refused by a file size limit
+  // (EFBIG) or a quota is SQLITE_IOERR_WRITE, and the errno is not kept for the connection. So
+  // look at the room left: out of room is resource exhaustion the client may retry once room is
+  // made (429), not a broken server (500).
+  if ((code & 0xff) == SQLITE_IOERR || (code & 0xff) == SQLITE_FULL) {
+    cause = NoRoomToWrite(path_);
+    if (!cause.empty()) status_code = absl::StatusCode::kResourceExhausted;
+  }
+  return absl::Status(
+      status_code, absl::StrCat("SQLite database ", path_, ": ", context, ": ", sqlite3_errmsg(db_),
+                                " (", sqlite3_errstr(code), ")", cause));
 }
 
 absl::StatusOr<std::unique_ptr<Transaction>> Transaction::Begin(Database* db,

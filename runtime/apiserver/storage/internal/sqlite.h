@@ -3,7 +3,8 @@
 // A Database owns one sqlite3 connection; a Statement owns one prepared statement of it.
 // Every SQLite failure becomes an absl::Status whose message carries the SQLite error text and
 // what was being done, with the closest canonical code (a file that is not a database or is
-// corrupt is kDataLoss, a busy/locked database kUnavailable, everything else kInternal).
+// corrupt is kDataLoss, a busy/locked database kUnavailable, a write refused for lack of room
+// (full file system, file size limit) kResourceExhausted, everything else kInternal).
 //
 //   ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path, /*read_only=*/false));
 //   RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode=WAL"));

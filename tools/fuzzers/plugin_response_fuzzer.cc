@@ -2,10 +2,11 @@
 // (runtime/controller/apply/validate.h) on any byte sequence a plugin can send, and what the
 // applier does next with the plan and with the error message (JSON dumps, condition message cut
 // to 32 KiB). The host must turn every input into a Plan or an error: a crash, a sanitizer
-// report or an exception here is a bug. Built and run by tools/fuzzers/host/run.
+// report or an exception here is a bug. Built and run by tools/fuzz.
 //
 // Input: byte 0 picks the scenario (controller, primary present / being deleted / gone); the
-// rest is a ReconcileResponse in protobuf wire format (seeds: tools/fuzzers/host/seeds/*.txtpb).
+// rest is a ReconcileResponse in protobuf wire format (seeds: the text-format responses in
+// tools/fuzzers/seeds/plugin_response/, encoded under every scenario byte by build.py).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
