@@ -187,12 +187,17 @@ void Runner::Start() {
 }
 
 std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
+  bool started = false;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return {};
     shut_down_ = true;
+    started = started_;
   }
   std::vector<std::string> unrun = queue_.ShutDown(queue::ShutdownMode::kAbandon);
+  // A runner never started (a warm standby's) had no right to run its queued keys: none is
+  // "not reconciled" by it; whoever leads reconciles them.
+  if (!started) return {};
   std::vector<std::thread> workers;
   {
     common::MutexLock lock(&mu_);

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/config/operator_spec.h"
+#include "runtime/manager/leader_elector.h"
 #include "runtime/manager/watch_health.h"
 
 namespace ctrlhost::exe {
@@ -41,6 +42,14 @@ struct RunFlags {
   int64_t kube_api_burst = 0;
   // Readiness fails when a watch has been failing this long (--watch-stale-after).
   absl::Duration watch_stale_after = manager::kDefaultWatchStaleAfter;
+  // Leader election (--leader-elect and --leader-elect-*); client-go's defaults.
+  bool leader_elect = false;
+  absl::Duration leader_elect_lease_duration = absl::Seconds(15);
+  absl::Duration leader_elect_renew_deadline = absl::Seconds(10);
+  absl::Duration leader_elect_retry_period = absl::Seconds(2);
+  std::string leader_elect_resource_name = "ctrlhost";
+  std::string leader_elect_resource_namespace;  // empty: $POD_NAMESPACE, else "default"
+  std::string leader_elect_identity;            // empty: manager::DefaultIdentity()
 };
 
 // What `ctrlhost run` starts, resolved from RunFlags.
@@ -58,6 +67,8 @@ struct RunPlan {
   std::optional<double> api_qps;  // from the flags
   std::optional<int> api_burst;
   absl::Duration watch_stale_after;
+  // Set with --leader-elect (identity and namespace resolved).
+  std::optional<manager::LeaderElectionOptions> leader_election;
 };
 
 // The API client's rate limit: each value from the flags when given, else the largest value any
@@ -75,8 +86,11 @@ std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url);
 
 // Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, if set. Every error is
 // InvalidArgument with a message naming the flag and the path.
+// `pod_namespace` is $POD_NAMESPACE, if set (the Lease's namespace without
+// --leader-elect-resource-namespace).
 absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
-                                const std::optional<std::string>& kubeconfig_env);
+                                const std::optional<std::string>& kubeconfig_env,
+                                const std::optional<std::string>& pod_namespace = std::nullopt);
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
