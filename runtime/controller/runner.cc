@@ -195,9 +195,6 @@ std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
     started = started_;
   }
   std::vector<std::string> unrun = queue_.ShutDown(queue::ShutdownMode::kAbandon);
-  // A runner never started (a warm standby's) had no right to run its queued keys: none is
-  // "not reconciled" by it; whoever leads reconciles them.
-  if (!started) return {};
   std::vector<std::thread> workers;
   {
     common::MutexLock lock(&mu_);
@@ -216,7 +213,9 @@ std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
   for (std::thread& t : workers) t.join();
   std::sort(unrun.begin(), unrun.end());
   unrun.erase(std::unique(unrun.begin(), unrun.end()), unrun.end());
-  if (!unrun.empty()) {
+  // A runner never started (a warm standby's) was not expected to run its keys: the caller
+  // decides whether they matter.
+  if (!unrun.empty() && started) {
     common::LogWarning("controller shutdown: keys not reconciled",
                        {{"controller", info_->name},
                         {"count", unrun.size()},

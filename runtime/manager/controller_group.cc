@@ -315,8 +315,14 @@ void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
   for (auto& [reflector, id] : c.subscriptions) reflector->RemoveHandler(id);
   c.subscriptions.clear();
   if (c.runner != nullptr) {
+    bool started = false;
+    {
+      common::MutexLock lock(&mu_);
+      started = c.runner_started;
+    }
     std::vector<std::string> keys = c.runner->Shutdown(timeout);
-    unrun->insert(unrun->end(), keys.begin(), keys.end());
+    // A standby's keys were the leader's to run: none of them is lost here.
+    if (started) unrun->insert(unrun->end(), keys.begin(), keys.end());
   }
 }
 
