@@ -27,8 +27,10 @@ import time
 import yaml
 
 # Runfiles: the fixtures find the binaries through TEST_SRCDIR.
-if "TEST_SRCDIR" not in os.environ and os.environ.get("RUNFILES_DIR"):
-    os.environ["TEST_SRCDIR"] = os.environ["RUNFILES_DIR"]
+# This file is <runfiles>/ctrlhost/bench/ha/ha_bench.py.
+if "TEST_SRCDIR" not in os.environ:
+    os.environ["TEST_SRCDIR"] = os.environ.get("RUNFILES_DIR") or os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 if "TEST_TMPDIR" not in os.environ:
     os.environ["TEST_TMPDIR"] = tempfile.mkdtemp(prefix="ha-bench-")
 

@@ -13,8 +13,10 @@
 // the record change, never by comparing renewTime with the local clock: the hosts' clocks need
 // not agree, only run at about the same rate.
 //
-// The loop (Start): a standby tries every retryPeriod (+ up to 20 % jitter); the leader renews
-// every retryPeriod. A leader that has not renewed successfully for renewDeadline (counted from
+// The loop (Start): a standby tries every retryPeriod (+ up to 20 % jitter), and at once when
+// its watch on the Lease sees it released (empty holderIdentity): a graceful hand-over takes
+// one watch event and one update instead of up to 1.2 x retryPeriod. The leader renews every
+// retryPeriod. A leader that has not renewed successfully for renewDeadline (counted from
 // the start of its last successful renewal) stops leading: `on_stopped_leading` runs and the
 // loop ends; a new LeaderElector (a restarted host) is needed to lead again. Callbacks give
 // `valid_until` = start of the last successful write + renewDeadline: the fence (fence.h) lets
@@ -31,8 +33,9 @@
 //   ...
 //   elector->Stop(/*release=*/true);
 //
-// Thread-safety: thread-safe. One background thread (Loop) makes the attempts; mu_ guards the
-// observed record and the status. Callbacks run on the loop's thread (or Stop's caller for
+// Thread-safety: thread-safe. One background thread (Loop) makes the attempts, another
+// (WatchLoop) watches the Lease for a release; mu_ guards the observed record, the status and
+// the wake-up flag. Callbacks run on the loop's thread (or Stop's caller for
 // on_stopped_leading at release), without mu_ held.
 #ifndef CTRLHOST_RUNTIME_MANAGER_LEADER_ELECTOR_H_
 #define CTRLHOST_RUNTIME_MANAGER_LEADER_ELECTOR_H_
@@ -120,8 +123,11 @@ class LeaderElector {
  private:
   LeaderElector(kube::Client* client, LeaderElectionOptions options, LeaderCallbacks callbacks);
   void Loop();
-  // Waits until `deadline` or Stop; false when stopping.
-  bool WaitUntil(absl::Time deadline);
+  // Watches the Lease; wakes Loop when it is released.
+  void WatchLoop();
+  // Waits until `deadline`, Stop or (when `wakeable`) a release seen by the watch; false when
+  // stopping.
+  bool WaitUntil(absl::Time deadline, bool wakeable = false);
 
   kube::Client* const client_;
   const LeaderElectionOptions options_;
@@ -132,11 +138,14 @@ class LeaderElector {
   mutable common::Mutex mu_;
   common::CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_seen_ ABSL_GUARDED_BY(mu_) = false;  // the watch saw an empty holder
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
   std::string observed_spec_ ABSL_GUARDED_BY(mu_);  // the record as last seen (JSON)
   absl::Time observed_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   LeaderStatus status_ ABSL_GUARDED_BY(mu_);
+  kube::StreamCanceller canceller_;  // ends the watch at Stop
   std::thread thread_;
+  std::thread watcher_;
   bool stopped_ = false;  // Stop's own state: called from one thread
 };
 

@@ -223,6 +223,25 @@ TEST_F(LeaderElectorTest, LoopLeadsThenStopsLeadingWhenItCannotRenew) {
   EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "intruder");
 }
 
+// A graceful hand-over does not wait for the standby's next retry: its watch on the Lease sees
+// the release. The fake clock never moves here, so only the watch can wake the standby.
+TEST_F(LeaderElectorTest, StandbyAcquiresAReleasedLeaseWithoutWaitingForItsRetry) {
+  auto a = Candidate("host-a");
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  std::atomic<int> started{0};
+  LeaderCallbacks callbacks;
+  callbacks.on_started_leading = [&](absl::Time) { ++started; };
+  auto b = Candidate("host-b", callbacks);
+  b->Start();
+  ASSERT_TRUE(Eventually([&] { return b->Status().holder == "host-a"; }));  // tried, lost
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let its watch start
+  EXPECT_EQ(started, 0);
+  ASSERT_TRUE(a->Release().ok());
+  ASSERT_TRUE(Eventually([&] { return started == 1; }));
+  EXPECT_EQ(Lease(*b)["spec"]["holderIdentity"], "host-b");
+  b->Stop(/*release=*/false);
+}
+
 TEST_F(LeaderElectorTest, StopReleasesTheLease) {
   std::atomic<int> started{0};
   std::string stopped_reason;
