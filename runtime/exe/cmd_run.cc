@@ -351,9 +351,8 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     if (plan->leader_election.has_value()) {
       const manager::LeaderElectionOptions& le = *plan->leader_election;
       out << "leader election: Lease " << le.lease_namespace << "/" << le.lease_name
-          << ", identity " << le.identity << ", lease "
-          << absl::FormatDuration(le.lease_duration) << ", renew deadline "
-          << absl::FormatDuration(le.renew_deadline) << ", retry "
+          << ", identity " << le.identity << ", lease " << absl::FormatDuration(le.lease_duration)
+          << ", renew deadline " << absl::FormatDuration(le.renew_deadline) << ", retry "
           << absl::FormatDuration(le.retry_period) << "\n";
     }
     return kExitOk;
@@ -399,8 +398,8 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   out << "metrics: " << (*host)->metrics_url() << std::endl;
   if (plan->leader_election.has_value()) {
     out << "leader election: Lease " << plan->leader_election->lease_namespace << "/"
-        << plan->leader_election->lease_name << ", identity "
-        << plan->leader_election->identity << " (standby until it holds the Lease)" << std::endl;
+        << plan->leader_election->lease_name << ", identity " << plan->leader_election->identity
+        << " (standby until it holds the Lease)" << std::endl;
   }
 
   // "ready" once every plugin passed its handshake and every controller whose kinds are served

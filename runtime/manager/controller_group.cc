@@ -72,7 +72,7 @@ struct ControllerGroup::Controller {
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   std::unique_ptr<controller::Runner> runner;
   std::unique_ptr<controller::Scheduler> scheduler;  // resync period and cron schedules
-  bool runner_started = false;  // guarded by the group's mu_
+  bool runner_started = false;                       // guarded by the group's mu_
 };
 
 ControllerGroup::ControllerGroup(std::string operator_name, std::string plugin,

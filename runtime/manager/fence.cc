@@ -38,9 +38,9 @@ absl::Status Fence::ClosedLocked(absl::Time now) const {
   }
   if (!opened_) return absl::UnavailableError("not the leader: standby");
   if (now >= valid_until_) {
-    return absl::UnavailableError(absl::StrCat(
-        "not the leader: the Lease was not renewed in time (renew deadline passed at ",
-        absl::FormatTime(absl::RFC3339_full, valid_until_, absl::UTCTimeZone()), ")"));
+    return absl::UnavailableError(
+        absl::StrCat("not the leader: the Lease was not renewed in time (renew deadline passed at ",
+                     absl::FormatTime(absl::RFC3339_full, valid_until_, absl::UTCTimeZone()), ")"));
   }
   return absl::OkStatus();
 }

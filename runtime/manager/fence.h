@@ -87,8 +87,7 @@ class Fence {
 class FencedDispatcher : public controller::Dispatcher {
  public:
   // Both borrowed; they must outlive this object and every callback it calls.
-  FencedDispatcher(controller::Dispatcher* target, Fence* fence)
-      : target_(target), fence_(fence) {}
+  FencedDispatcher(controller::Dispatcher* target, Fence* fence) : target_(target), fence_(fence) {}
 
   void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;

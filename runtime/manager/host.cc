@@ -334,8 +334,7 @@ std::string Host::WaitLeadershipLost(absl::Duration timeout) const {
   common::Clock* clock = common::Clock::Real();
   const absl::Time deadline = clock->Now() + timeout;
   common::MutexLock lock(&mu_);
-  while (leadership_lost_.empty() && !stopping_ &&
-         !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
+  while (leadership_lost_.empty() && !stopping_ && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
   }
   return leadership_lost_;
 }
@@ -349,14 +348,17 @@ std::string Host::LeaderDump() const {
   out << YAML::Key << "lease" << YAML::Value << status.lease;
   out << YAML::Key << "identity" << YAML::Value << status.identity;
   out << YAML::Key << "state" << YAML::Value
-      << (!lost.empty() ? "lost" : status.leading ? "leader" : "standby");
+      << (!lost.empty()    ? "lost"
+          : status.leading ? "leader"
+                           : "standby");
   out << YAML::Key << "holder" << YAML::Value << status.holder;
   out << YAML::Key << "leaseTransitions" << YAML::Value << status.transitions;
   out << YAML::Key << "acquireTime" << YAML::Value << status.acquire_time;
   out << YAML::Key << "renewTime" << YAML::Value << status.renew_time;
   out << YAML::Key << "dispatching" << YAML::Value << manager_->dispatching();
   out << YAML::Key << "writesAllowed" << YAML::Value << fence_->open();
-  if (!status.last_error.empty()) out << YAML::Key << "lastError" << YAML::Value << status.last_error;
+  if (!status.last_error.empty())
+    out << YAML::Key << "lastError" << YAML::Value << status.last_error;
   if (!lost.empty()) out << YAML::Key << "lostReason" << YAML::Value << lost;
   out << YAML::EndMap << YAML::EndMap;
   return absl::StrCat(out.c_str(), "\n");

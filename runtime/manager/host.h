@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "prometheus/gauge.h"
 #include "absl/status/statusor.h"
+#include "prometheus/gauge.h"
 #include "runtime/admin/server.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"

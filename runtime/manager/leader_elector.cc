@@ -82,8 +82,9 @@ std::string FormatMicroTime(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
 }
 
-absl::StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(
-    kube::Client* client, LeaderElectionOptions options, LeaderCallbacks callbacks) {
+absl::StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(kube::Client* client,
+                                                                     LeaderElectionOptions options,
+                                                                     LeaderCallbacks callbacks) {
   if (absl::Status s = ValidateLeaderElection(options); !s.ok()) return s;
   return std::unique_ptr<LeaderElector>(
       new LeaderElector(client, std::move(options), std::move(callbacks)));
@@ -104,8 +105,7 @@ LeaderElector::~LeaderElector() { Stop(false); }
 
 void LeaderElector::Start() {
   common::LogInfo("leader election: standing as a candidate",
-                  {{"lease", lease_},
-                   {"identity", options_.identity}});
+                  {{"lease", lease_}, {"identity", options_.identity}});
   thread_ = std::thread([this] { Loop(); });
   watcher_ = std::thread([this] { WatchLoop(); });
 }
@@ -193,11 +193,11 @@ bool LeaderElector::TryAcquireOrRenew() {
                {"leaseTransitions", 0}};
   absl::StatusOr<std::string> got = client_->Get(LeaseRef(options_, true));
   if (!got.ok() && kube::IsNotFound(got.status())) {
-    json lease = {{"apiVersion", "coordination.k8s.io/v1"},
-                  {"kind", "Lease"},
-                  {"metadata", {{"name", options_.lease_name},
-                                {"namespace", options_.lease_namespace}}},
-                  {"spec", spec}};
+    json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", options_.lease_name}, {"namespace", options_.lease_namespace}}},
+        {"spec", spec}};
     absl::StatusOr<std::string> created = client_->Create(LeaseRef(options_, false), lease.dump());
     if (!created.ok()) return fail("create Lease", created.status());
     common::MutexLock lock(&mu_);
@@ -215,10 +215,14 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (!lease.is_object()) {
     return fail("read Lease", absl::DataLossError("the API server answered no JSON object"));
   }
-  const json old = lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
+  const json old =
+      lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
   const std::string holder = StringField(old, "holderIdentity");
   const int64_t transitions = IntField(old, "leaseTransitions", 0);
-  const int64_t duration = IntField(old, "leaseDurationSeconds", LeaseSeconds(options_.lease_duration));
+  const int64_t duration =
+      IntField(old, "leaseDurationSeconds", LeaseSeconds(options_.lease_duration));
+  bool new_holder = false;
+  bool held_by_other = false;
   {
     common::MutexLock lock(&mu_);
     const std::string raw = old.dump();
@@ -226,15 +230,21 @@ bool LeaderElector::TryAcquireOrRenew() {
       observed_spec_ = raw;
       observed_time_ = now;
     }
+    new_holder = holder != status_.holder;
     status_.holder = holder;
     status_.transitions = transitions;
     status_.acquire_time = StringField(old, "acquireTime");
     status_.renew_time = StringField(old, "renewTime");
-    if (!holder.empty() && holder != options_.identity &&
-        observed_time_ + absl::Seconds(duration) > now) {
-      status_.last_error.clear();
-      return false;  // held by another host, not expired
+    held_by_other = !holder.empty() && holder != options_.identity &&
+                    observed_time_ + absl::Seconds(duration) > now;
+    if (held_by_other) status_.last_error.clear();
+  }
+  if (held_by_other) {
+    if (new_holder) {
+      common::LogInfo("leader election: standing by; the Lease is held by another host",
+                      {{"lease", lease_}, {"holder", holder}, {"transitions", transitions}});
     }
+    return false;  // held by another host, not expired
   }
   if (holder == options_.identity) {
     spec["acquireTime"] = StringField(old, "acquireTime");
@@ -301,14 +311,14 @@ void LeaderElector::Loop() {
         leading_ = true;
         status_.leading = true;
       }
-      common::LogInfo("leader election: leading",
-                      {{"lease", lease_}, {"identity", options_.identity},
-                       {"transitions", Status().transitions}});
+      common::LogInfo("leader election: leading", {{"lease", lease_},
+                                                   {"identity", options_.identity},
+                                                   {"transitions", Status().transitions}});
       if (callbacks_.on_started_leading) callbacks_.on_started_leading(valid_until);
       break;
     }
-    if (!WaitUntil(clock_->Now() + options_.retry_period *
-                                       (1.0 + 0.2 * absl::Uniform<double>(gen, 0.0, 1.0)),
+    if (!WaitUntil(clock_->Now() +
+                       options_.retry_period * (1.0 + 0.2 * absl::Uniform<double>(gen, 0.0, 1.0)),
                    /*wakeable=*/true)) {
       return;
     }

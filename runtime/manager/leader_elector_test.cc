@@ -205,12 +205,13 @@ TEST_F(LeaderElectorTest, LoopLeadsThenStopsLeadingWhenItCannotRenew) {
   // Another writer takes the Lease: a's renewals fail from now on.
   json lease = Lease(*a);
   lease["spec"]["holderIdentity"] = "intruder";
-  ASSERT_TRUE(client_->Update({.group = "coordination.k8s.io",
-                               .version = "v1",
-                               .resource = "leases",
-                               .namespace_name = "default",
-                               .name = a->options().lease_name},
-                              lease.dump())
+  ASSERT_TRUE(client_
+                  ->Update({.group = "coordination.k8s.io",
+                            .version = "v1",
+                            .resource = "leases",
+                            .namespace_name = "default",
+                            .name = a->options().lease_name},
+                           lease.dump())
                   .ok());
   for (int i = 0; i < 12 && !stopped; ++i) {
     clock_.Advance(absl::Seconds(1));
@@ -234,7 +235,7 @@ TEST_F(LeaderElectorTest, StandbyAcquiresAReleasedLeaseWithoutWaitingForItsRetry
   auto b = Candidate("host-b", callbacks);
   b->Start();
   ASSERT_TRUE(Eventually([&] { return b->Status().holder == "host-a"; }));  // tried, lost
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let its watch start
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));              // let its watch start
   EXPECT_EQ(started, 0);
   ASSERT_TRUE(a->Release().ok());
   ASSERT_TRUE(Eventually([&] { return started == 1; }));
