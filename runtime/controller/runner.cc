@@ -187,10 +187,12 @@ void Runner::Start() {
 }
 
 std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
+  bool started = false;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return {};
     shut_down_ = true;
+    started = started_;
   }
   std::vector<std::string> unrun = queue_.ShutDown(queue::ShutdownMode::kAbandon);
   std::vector<std::thread> workers;
@@ -211,7 +213,9 @@ std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
   for (std::thread& t : workers) t.join();
   std::sort(unrun.begin(), unrun.end());
   unrun.erase(std::unique(unrun.begin(), unrun.end()), unrun.end());
-  if (!unrun.empty()) {
+  // A runner never started (a warm standby's) was not expected to run its keys: the caller
+  // decides whether they matter.
+  if (!unrun.empty() && started) {
     common::LogWarning("controller shutdown: keys not reconciled",
                        {{"controller", info_->name},
                         {"count", unrun.size()},

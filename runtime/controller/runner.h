@@ -155,7 +155,8 @@ class Runner {
   // Starts the workers. Events may be handled before Start: their keys wait in the queue.
   void Start();
   // Stops handing out keys, waits up to `timeout` for reconciles in flight and returns the keys
-  // that will never be reconciled now. Idempotent (a second call returns nothing).
+  // that will never be reconciled now (logged, unless the runner was never started: a warm
+  // standby's runner was not expected to run them). Idempotent (a second call returns nothing).
   std::vector<std::string> Shutdown(absl::Duration timeout);
 
   // Event adapters for Reflector::AddHandler (of the primary kind, of owned kind i, of watched

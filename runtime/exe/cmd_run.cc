@@ -131,7 +131,8 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
 
 absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
                                 const std::optional<std::string>& kubeconfig_env,
-                                const std::optional<std::string>& service_host_env) {
+                                const std::optional<std::string>& service_host_env,
+                                const std::optional<std::string>& pod_namespace) {
   RunPlan plan;
   if (flags.data_dir.empty()) return absl::InvalidArgumentError("--data-dir must not be empty");
   if (absl::Status s = ResolveOperatorFiles(flags.file, &plan); !s.ok()) return s;
@@ -179,6 +180,23 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
     }
     plan.plugin_uid = uid;
     plan.plugin_gid = gid;
+  }
+  if (flags.leader_elect) {
+    manager::LeaderElectionOptions le;
+    le.lease_name = flags.leader_elect_resource_name;
+    le.lease_namespace = !flags.leader_elect_resource_namespace.empty()
+                             ? flags.leader_elect_resource_namespace
+                             : pod_namespace.value_or("default");
+    if (le.lease_namespace.empty()) le.lease_namespace = "default";
+    le.identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
+                                                      : flags.leader_elect_identity;
+    le.lease_duration = flags.leader_elect_lease_duration;
+    le.renew_deadline = flags.leader_elect_renew_deadline;
+    le.retry_period = flags.leader_elect_retry_period;
+    if (absl::Status s = manager::ValidateLeaderElection(le); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--leader-elect-*: ", s.message()));
+    }
+    plan.leader_election = std::move(le);
   }
   return plan;
 }
@@ -283,6 +301,37 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   flags.AddBool("plugin-landlock", &values.plugin_landlock,
                 "Hide the data dir, kubeconfigs and admin socket from exec'd plugins with Landlock "
                 "where the kernel has it (default true)");
+  flags.AddBool("leader-elect", &values.leader_elect,
+                "Run as one of several hosts of the same operators: only the holder of a "
+                "coordination.k8s.io/v1 Lease dispatches and writes; the others are warm standbys "
+                "(plugins started, caches synced). See docs/operations.md");
+  flags
+      .AddDuration("leader-elect-lease-duration", &values.leader_elect_lease_duration,
+                   "How long standbys wait after the last renewal they saw before taking over")
+      .ValueName("DURATION");
+  flags
+      .AddDuration("leader-elect-renew-deadline", &values.leader_elect_renew_deadline,
+                   "How long the leader may fail to renew before it stops dispatching and "
+                   "writing (less than the lease duration)")
+      .ValueName("DURATION");
+  flags
+      .AddDuration("leader-elect-retry-period", &values.leader_elect_retry_period,
+                   "How often the leader renews and standbys try to acquire")
+      .ValueName("DURATION");
+  flags
+      .AddString("leader-elect-resource-name", &values.leader_elect_resource_name,
+                 "Name of the Lease")
+      .ValueName("NAME");
+  flags
+      .AddString("leader-elect-resource-namespace", &values.leader_elect_resource_namespace,
+                 "Namespace of the Lease")
+      .ValueName("NAMESPACE")
+      .DefaultText("$POD_NAMESPACE, else default");
+  flags
+      .AddString("leader-elect-identity", &values.leader_elect_identity,
+                 "This host's name in the Lease; must differ between hosts")
+      .ValueName("ID")
+      .DefaultText("$POD_NAME or the host name, + _ + 8 random hex digits");
   flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
   CommonFlags common;
   AddCommonFlags(flags, &common);
@@ -294,7 +343,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   if (const char* env = std::getenv("KUBERNETES_SERVICE_HOST"); env != nullptr) {
     service_host_env = env;
   }
-  absl::StatusOr<RunPlan> plan = PlanRun(values, kubeconfig_env, service_host_env);
+  std::optional<std::string> pod_namespace;
+  if (const char* env = std::getenv("POD_NAMESPACE"); env != nullptr) pod_namespace = env;
+  absl::StatusOr<RunPlan> plan = PlanRun(values, kubeconfig_env, service_host_env, pod_namespace);
   if (!plan.ok()) return UsageError(flags.command(), plan.status().message(), err);
   if (values.apiserver_bind.empty()) {
     return UsageError(flags.command(), "--apiserver-bind must not be empty", err);
@@ -353,6 +404,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
         << "\n";
     out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
         << "metrics: http://" << plan->metrics_addr << "/metrics\n";
+    if (plan->leader_election.has_value()) {
+      const manager::LeaderElectionOptions& le = *plan->leader_election;
+      out << "leader election: Lease " << le.lease_namespace << "/" << le.lease_name
+          << ", identity " << le.identity << ", lease " << absl::FormatDuration(le.lease_duration)
+          << ", renew deadline " << absl::FormatDuration(le.renew_deadline) << ", retry "
+          << absl::FormatDuration(le.retry_period) << "\n";
+    }
     return kExitOk;
   }
 
@@ -388,6 +446,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   const config::ApiClientSpec api_client = ResolveApiClient(*plan, options.operators);
   options.api_qps = api_client.qps;
   options.api_burst = api_client.burst;
+  options.leader_election = plan->leader_election;
   absl::StatusOr<std::unique_ptr<manager::Host>> host = manager::Host::Start(std::move(options));
   if (!host.ok()) return Failure(host.status().ToString(), err);
   if ((*host)->embedded()) {
@@ -403,6 +462,11 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                      {"from", plan->kubeconfig_source}});
   }
   out << "metrics: " << (*host)->metrics_url() << std::endl;
+  if (plan->leader_election.has_value()) {
+    out << "leader election: Lease " << plan->leader_election->lease_namespace << "/"
+        << plan->leader_election->lease_name << ", identity " << plan->leader_election->identity
+        << " (standby until it holds the Lease)" << std::endl;
+  }
 
   // "ready" once every plugin passed its handshake and every controller whose kinds are served
   // runs with synced caches (scripts and tests wait for this line; controllers waiting for a
@@ -426,9 +490,26 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                                               absl::Now() + absl::Milliseconds(100));
     }
   });
+  // Wait for a stop signal, or for the loss of the Lease: a leader that lost it exits (like
+  // client-go's OnStoppedLeading in controller-runtime) and is restarted as a standby.
   int signal = 0;
-  sigwait(&stop_signals, &signal);
-  common::LogInfo("stopping", {{"signal", signal}});
+  std::string lost;
+  while (true) {
+    const timespec poll{0, 200 * 1000 * 1000};
+    const int got = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (got > 0) {
+      signal = got;
+      break;
+    }
+    lost = (*host)->leadership_lost();
+    if (!lost.empty()) break;
+  }
+  if (!lost.empty()) {
+    common::LogError("leadership lost: stopping (restart the host to stand by again)",
+                     {{"reason", lost}});
+  } else {
+    common::LogInfo("stopping", {{"signal", signal}});
+  }
   {
     common::MutexLock lock(&ready_mu);
     stopping = true;
@@ -436,6 +517,10 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   }
   ready_thread.join();
   (*host)->Stop();
+  if (!lost.empty()) {
+    err << "error: leadership lost: " << lost << std::endl;
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/config/operator_spec.h"
+#include "runtime/manager/leader_elector.h"
 #include "runtime/manager/watch_health.h"
 
 namespace ctrlhost::exe {
@@ -50,6 +51,14 @@ struct RunFlags {
   // users (root), else "host". --plugin-landlock: Landlock on.
   std::string plugin_user;
   bool plugin_landlock = true;
+  // Leader election (--leader-elect and --leader-elect-*); client-go's defaults.
+  bool leader_elect = false;
+  absl::Duration leader_elect_lease_duration = absl::Seconds(15);
+  absl::Duration leader_elect_renew_deadline = absl::Seconds(10);
+  absl::Duration leader_elect_retry_period = absl::Seconds(2);
+  std::string leader_elect_resource_name = "ctrlhost";
+  std::string leader_elect_resource_namespace;  // empty: $POD_NAMESPACE, else "default"
+  std::string leader_elect_identity;            // empty: manager::DefaultIdentity()
 };
 
 // The first uid (and gid) of `--plugin-user auto`: above the ranges /etc/subuid and systemd
@@ -78,6 +87,8 @@ struct RunPlan {
   std::optional<uid_t> plugin_uid;  // unset: the host's user
   std::optional<gid_t> plugin_gid;
   bool plugin_uid_per_plugin = false;  // "auto": plugin_uid is the first of a range
+  // Set with --leader-elect (identity and namespace resolved).
+  std::optional<manager::LeaderElectionOptions> leader_election;
 };
 
 // The API client's rate limit: each value from the flags when given, else the largest value any
@@ -94,11 +105,13 @@ config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
 std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url);
 
 // Validates `flags`; `kubeconfig_env` is the value of $KUBECONFIG, `service_host_env` that of
-// $KUBERNETES_SERVICE_HOST, if set. Every error is InvalidArgument with a message naming the
-// flag and the path.
+// $KUBERNETES_SERVICE_HOST, `pod_namespace` that of $POD_NAMESPACE (the Lease's namespace
+// without --leader-elect-resource-namespace), each if set. Every error is InvalidArgument with
+// a message naming the flag and the path.
 absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
                                 const std::optional<std::string>& kubeconfig_env,
-                                const std::optional<std::string>& service_host_env = std::nullopt);
+                                const std::optional<std::string>& service_host_env = std::nullopt,
+                                const std::optional<std::string>& pod_namespace = std::nullopt);
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

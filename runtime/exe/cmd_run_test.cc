@@ -159,6 +159,32 @@ TEST_F(RunCommandTest, WatchStaleAfter) {
             "--watch-stale-after must be positive");
 }
 
+TEST_F(RunCommandTest, LeaderElection) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  EXPECT_FALSE(PlanRun(flags, std::nullopt)->leader_election.has_value());
+  flags.leader_elect = true;
+  absl::StatusOr<RunPlan> plan = PlanRun(flags, std::nullopt);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->leader_election.has_value());
+  EXPECT_EQ(plan->leader_election->lease_name, "ctrlhost");
+  EXPECT_EQ(plan->leader_election->lease_namespace, "default");
+  EXPECT_EQ(plan->leader_election->lease_duration, absl::Seconds(15));
+  EXPECT_EQ(plan->leader_election->renew_deadline, absl::Seconds(10));
+  EXPECT_EQ(plan->leader_election->retry_period, absl::Seconds(2));
+  EXPECT_FALSE(plan->leader_election->identity.empty());
+  // $POD_NAMESPACE unless the flag names one.
+  EXPECT_EQ(PlanRun(flags, std::nullopt, std::nullopt, "ops")->leader_election->lease_namespace, "ops");
+  flags.leader_elect_resource_namespace = "ha";
+  flags.leader_elect_identity = "host-a";
+  plan = PlanRun(flags, std::nullopt, std::nullopt, "ops");
+  EXPECT_EQ(plan->leader_election->lease_namespace, "ha");
+  EXPECT_EQ(plan->leader_election->identity, "host-a");
+  flags.leader_elect_renew_deadline = absl::Seconds(15);
+  EXPECT_EQ(PlanRun(flags, std::nullopt).status().message(),
+            "--leader-elect-*: leader election: leaseDuration (15s) must be greater than "
+            "renewDeadline (15s)");
+}
+
 TEST_F(RunCommandTest, AdminSocketFollowsDataDirUnlessGiven) {
   RunFlags flags = Flags(Touch("op.yaml"));
   flags.data_dir = "/var/lib/ctrlhost";

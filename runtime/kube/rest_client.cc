@@ -333,13 +333,21 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
   common::Clock* clock = options_.clock;
   const absl::Duration timeout =
       request.timeout > absl::ZeroDuration() ? request.timeout : options_.timeout;
-  const absl::Time deadline = clock->Now() + timeout;
+  absl::Time deadline = clock->Now() + timeout;
   const bool idempotent = request.idempotent || IdempotentMethod(request.method);
   const std::string what = absl::StrCat(request.method, " ", config_.host, request.path);
   absl::Status last = absl::DeadlineExceededError(absl::StrCat(what, ": deadline exceeded"));
   bool token_reloaded = false;  // one extra try after a 401 that a re-read token may fix
+  const bool fenced = options_.write_fence != nullptr && request.method != "GET";
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     RETURN_IF_ERROR(limiter_.Acquire(deadline));
+    if (fenced) {
+      ASSIGN_OR_RETURN(const absl::Time fence, options_.write_fence());
+      if (fence <= clock->Now()) {
+        return absl::UnavailableError(absl::StrCat(what, ": refused: the right to write ran out"));
+      }
+      deadline = std::min(deadline, fence);
+    }
     ASSIGN_OR_RETURN(auto headers, Headers(request));
     ASSIGN_OR_RETURN(std::unique_ptr<httplib::ClientImpl> client, Acquire());
     // Socket timeouts run on real time; remember them to tell a timeout from a broken peer.

@@ -79,6 +79,11 @@ struct RestClientOptions {
   size_t max_idle_connections = 8;
   std::string user_agent = "ctrlhost";
   common::Clock* clock = common::Clock::Real();  // borrowed; limiter and backoff waits
+  // Fencing (leader election): when set, asked before every attempt of a request that is not a
+  // GET. An error refuses the request without sending it (the error is returned as is); a time
+  // caps the attempt's deadline, so that no write is still being sent once the caller's right
+  // to write has run out. Must be thread-safe and must not block.
+  std::function<absl::StatusOr<absl::Time>()> write_fence;
 };
 
 struct RestRequest {

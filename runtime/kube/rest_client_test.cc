@@ -199,6 +199,40 @@ TEST_F(MisbehavingServerTest, TooManyRequestsHonoursRetryAfter) {
   EXPECT_GE(clock.Now() - start, absl::Seconds(1));  // fake time: waited for Retry-After
 }
 
+// Leader election's fence (runtime/manager/fence.h): a write is refused before it is sent once
+// the fence is closed or its time has passed; reads are never fenced.
+TEST_F(MisbehavingServerTest, WriteFenceRefusesWritesBeforeSendingThem) {
+  common::FakeClock clock;
+  RestConfig config;
+  config.host = absl::StrCat("http://127.0.0.1:", port_);
+  RestClientOptions options;
+  options.clock = &clock;
+  absl::StatusOr<absl::Time> fence = absl::UnavailableError("not the leader: standby");
+  options.write_fence = [&]() { return fence; };
+  auto client = RestClient::Create(config, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  absl::StatusOr<RestResponse> res = (*client)->Do({.method = "POST", .path = "/429"});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(res.status().message(), "not the leader: standby");
+  EXPECT_EQ((*client)->attempts(), 0);
+  EXPECT_EQ(hits_429_.load(), 0);
+
+  fence = clock.Now();  // the right to write ran out just now
+  res = (*client)->Do({.method = "POST", .path = "/429"});
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(res.status().message(), HasSubstr("refused: the right to write ran out"));
+  EXPECT_EQ(hits_429_.load(), 0);
+
+  res = (*client)->Do({.method = "GET", .path = "/404"});  // reads go through
+  EXPECT_EQ((*client)->attempts(), 1);
+
+  fence = clock.Now() + absl::Seconds(10);
+  hits_429_ = 1;  // no 429 this time
+  res = (*client)->Do({.method = "POST", .path = "/429"});
+  EXPECT_TRUE(res.ok()) << res.status();
+}
+
 TEST_F(MisbehavingServerTest, TooManyRequestsRetriesPostToo) {
   common::FakeClock clock;
   auto client = Client(&clock);

@@ -72,6 +72,7 @@ struct ControllerGroup::Controller {
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   std::unique_ptr<controller::Runner> runner;
   std::unique_ptr<controller::Scheduler> scheduler;  // resync period and cron schedules
+  bool runner_started = false;                       // guarded by the group's mu_
 };
 
 ControllerGroup::ControllerGroup(std::string operator_name, std::string plugin,
@@ -79,7 +80,8 @@ ControllerGroup::ControllerGroup(std::string operator_name, std::string plugin,
     : operator_name_(std::move(operator_name)),
       plugin_(std::move(plugin)),
       deps_(deps),
-      clock_(deps.clock != nullptr ? deps.clock : common::Clock::Real()) {}
+      clock_(deps.clock != nullptr ? deps.clock : common::Clock::Real()),
+      dispatching_(deps.dispatching) {}
 
 ControllerGroup::~ControllerGroup() { Stop(absl::Seconds(10)); }
 
@@ -250,7 +252,6 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<controller::Runner> runner,
                    controller::Runner::Create(&info, std::move(sources), deps_.dispatcher,
                                               deps_.applier, options));
-  runner->Start();
   controller::Runner* runner_ptr = runner.get();
   auto scheduler = std::make_unique<controller::Scheduler>(
       std::move(schedule), [runner_ptr](pb::Reason reason, absl::Duration spread) {
@@ -273,7 +274,32 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   c.subscriptions = std::move(subscriptions);
   c.runner = std::move(runner);
   c.scheduler = std::move(scheduler);
+  if (dispatching_) {
+    c.runner->Start();
+    c.runner_started = true;
+  }
   return absl::OkStatus();
+}
+
+void ControllerGroup::StartDispatching() {
+  common::MutexLock lock(&mu_);
+  if (stopped_) return;
+  const bool was = dispatching_;
+  dispatching_ = true;
+  for (auto& c : controllers_) {
+    if (c->runner == nullptr || c->runner_started) continue;
+    c->runner->Start();
+    c->runner_started = true;
+  }
+  if (was) return;
+  for (auto& c : controllers_) {
+    if (c->state == "running") c->runner->EnqueueAll(pb::REASON_PLUGIN_STARTED);
+  }
+}
+
+bool ControllerGroup::dispatching() const {
+  common::MutexLock lock(&mu_);
+  return dispatching_;
 }
 
 void ControllerGroup::EnqueueAll(pb::Reason reason, absl::Duration spread) {
@@ -289,8 +315,14 @@ void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
   for (auto& [reflector, id] : c.subscriptions) reflector->RemoveHandler(id);
   c.subscriptions.clear();
   if (c.runner != nullptr) {
+    bool started = false;
+    {
+      common::MutexLock lock(&mu_);
+      started = c.runner_started;
+    }
     std::vector<std::string> keys = c.runner->Shutdown(timeout);
-    unrun->insert(unrun->end(), keys.begin(), keys.end());
+    // A standby's keys were the leader's to run: none of them is lost here.
+    if (started) unrun->insert(unrun->end(), keys.begin(), keys.end());
   }
 }
 

@@ -46,6 +46,9 @@ struct ControllerGroupDeps {
   controller::ResponseApplier* applier = nullptr;
   controller::Dispatcher* dispatcher = nullptr;  // the plugin (its supervisor)
   common::Clock* clock = nullptr;                // nullptr: Clock::Real()
+  // False on a warm standby (leader election): the controllers are wired to their caches and
+  // their queues fill, but their runners dispatch nothing until StartDispatching().
+  bool dispatching = true;
 };
 
 // A plain snapshot of one controller, for the admin API and /debug/dump.
@@ -84,6 +87,13 @@ class ControllerGroup {
   // restarted: REASON_PLUGIN_STARTED), spread over `spread`.
   void EnqueueAll(controller::pb::Reason reason, absl::Duration spread);
 
+  // Starts the runners of a group created with `dispatching = false` (this host now leads),
+  // those started later included, and queues every primary key with REASON_PLUGIN_STARTED: the
+  // first reconciles after a takeover cover every object, like after a plugin restart.
+  // Idempotent.
+  void StartDispatching();
+  bool dispatching() const;
+
   // Unsubscribes the runners, shuts them down (waiting up to `timeout` for reconciles in flight)
   // and releases the reflectors. Returns the keys that were queued and never ran. Idempotent.
   std::vector<std::string> Stop(absl::Duration timeout);
@@ -115,6 +125,7 @@ class ControllerGroup {
   mutable common::Mutex mu_;
   std::vector<std::unique_ptr<Controller>> controllers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool dispatching_ ABSL_GUARDED_BY(mu_);
   controller::pb::DescribeResponse describe_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -12,6 +12,7 @@
 #include "runtime/common/status_macros.h"
 #include "runtime/config/load.h"
 #include "runtime/kube/kubeconfig.h"
+#include "yaml-cpp/yaml.h"
 
 namespace ctrlhost::manager {
 
@@ -43,6 +44,22 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   // One pooled connection per concurrent worker at least: a request that finds no idle
   // connection opens a new TLS connection, which costs far more than the request.
   rest_options.max_idle_connections = std::max<size_t>(rest_options.max_idle_connections, 64);
+  if (options.leader_election.has_value()) {
+    RETURN_IF_ERROR(ValidateLeaderElection(*options.leader_election));
+    host->fence_ = std::make_unique<Fence>(options.leader_election->clock);
+    Fence* fence = host->fence_.get();
+    rest_options.write_fence = [fence] { return fence->WriteDeadline(); };
+    // The elector's own client: never throttled behind the controllers' requests, never
+    // fenced, each request bounded near retryPeriod so that a hung connection cannot hold a
+    // renewal past renewDeadline.
+    kube::RestClientOptions elector_options;
+    elector_options.qps = 0;
+    elector_options.timeout = options.leader_election->retry_period;
+    elector_options.max_idle_connections = 2;
+    elector_options.user_agent = absl::StrCat(rest_options.user_agent, "/leader-election");
+    ASSIGN_OR_RETURN(host->elector_rest_, kube::RestClient::Create(rest_config, elector_options));
+    host->elector_client_ = std::make_unique<kube::Client>(host->elector_rest_.get());
+  }
   ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), rest_options));
   host->client_ = std::make_unique<kube::Client>(host->rest_.get());
   host->discovery_ = std::make_unique<kube::Discovery>(host->rest_.get());
@@ -88,6 +105,8 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     manager_options.plugin_hidden_paths.push_back(options.admin_socket);
   }
   manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
+  manager_options.dispatching = !options.leader_election.has_value();
+  manager_options.fence = host->fence_.get();
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();
   host->provider_ = host->metrics_->AddProvider([manager, raw_host](observe::Figures& figures) {
@@ -95,9 +114,43 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     raw_host->CollectConnections(figures);
   });
   host->observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
-  host->observe_->SetDumpProvider(
-      [manager]() -> absl::StatusOr<std::string> { return manager->DumpYaml(); });
+  host->observe_->SetDumpProvider([manager, raw_host]() -> absl::StatusOr<std::string> {
+    return absl::StrCat(manager->DumpYaml(), raw_host->LeaderDump());
+  });
   RETURN_IF_ERROR(host->manager_->Start(options.operators));
+  if (options.leader_election.has_value()) {
+    host->leader_gauge_ =
+        &prometheus::BuildGauge()
+             .Name("leader_election_master_status")
+             .Help("1 while this host holds the leader-election Lease named by `name`, else 0")
+             .Register(host->metrics_->registry())
+             .Add({{"name", options.leader_election->lease_name}});
+    LeaderCallbacks callbacks;
+    callbacks.on_started_leading = [raw_host](absl::Time valid_until) {
+      raw_host->OnStartedLeading(valid_until);
+    };
+    Fence* fence = host->fence_.get();
+    callbacks.on_renewed = [fence](absl::Time valid_until) { fence->Extend(valid_until); };
+    callbacks.on_stopped_leading = [raw_host](const std::string& reason) {
+      raw_host->OnStoppedLeading(reason);
+    };
+    ASSIGN_OR_RETURN(host->elector_,
+                     LeaderElector::Create(host->elector_client_.get(), *options.leader_election,
+                                           std::move(callbacks)));
+    host->observe_->SetReadyCheck("leader", [raw_host]() -> absl::Status {
+      const std::string lost = raw_host->leadership_lost();
+      if (lost.empty()) return absl::OkStatus();  // a standby is ready: it serves
+      return absl::UnavailableError(absl::StrCat("leadership lost: ", lost));
+    });
+    const LeaderElector* elector = host->elector_.get();
+    host->observe_->SetReadyDetail("leader", [elector]() -> std::string {
+      const LeaderStatus status = elector->Status();
+      if (status.leading) return absl::StrCat("leading (Lease ", status.lease, ")");
+      return absl::StrCat("standby (Lease ", status.lease, ", leader ",
+                          status.holder.empty() ? "none" : status.holder, ")");
+    });
+    host->elector_->Start();
+  }
   std::error_code path_error;
   const std::string admin_path =
       options.admin_socket.empty()
@@ -284,9 +337,70 @@ void Host::WatchLoop() {
   }
 }
 
+void Host::OnStartedLeading(absl::Time valid_until) {
+  fence_->Open(valid_until);
+  leader_gauge_->Set(1);
+  manager_->StartDispatching();
+}
+
+void Host::OnStoppedLeading(const std::string& reason) {
+  // Fence first: nothing this host still has in flight may write once it is not the leader.
+  fence_->Trip(reason == "released" ? "the host is stopping: Lease released" : reason);
+  leader_gauge_->Set(0);
+  if (reason == "released") return;
+  common::MutexLock lock(&mu_);
+  leadership_lost_ = reason;
+  cv_.SignalAll();
+}
+
+std::string Host::leadership_lost() const {
+  common::MutexLock lock(&mu_);
+  return leadership_lost_;
+}
+
+std::string Host::WaitLeadershipLost(absl::Duration timeout) const {
+  common::Clock* clock = common::Clock::Real();
+  const absl::Time deadline = clock->Now() + timeout;
+  common::MutexLock lock(&mu_);
+  while (leadership_lost_.empty() && !stopping_ && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
+  }
+  return leadership_lost_;
+}
+
+std::string Host::LeaderDump() const {
+  if (elector_ == nullptr) return "";
+  const LeaderStatus status = elector_->Status();
+  const std::string lost = leadership_lost();
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "leaderElection" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "lease" << YAML::Value << status.lease;
+  out << YAML::Key << "identity" << YAML::Value << status.identity;
+  out << YAML::Key << "state" << YAML::Value
+      << (!lost.empty()    ? "lost"
+          : status.leading ? "leader"
+                           : "standby");
+  out << YAML::Key << "holder" << YAML::Value << status.holder;
+  out << YAML::Key << "leaseTransitions" << YAML::Value << status.transitions;
+  out << YAML::Key << "acquireTime" << YAML::Value << status.acquire_time;
+  out << YAML::Key << "renewTime" << YAML::Value << status.renew_time;
+  out << YAML::Key << "dispatching" << YAML::Value << manager_->dispatching();
+  out << YAML::Key << "writesAllowed" << YAML::Value << fence_->open();
+  if (!status.last_error.empty())
+    out << YAML::Key << "lastError" << YAML::Value << status.last_error;
+  if (!lost.empty()) out << YAML::Key << "lostReason" << YAML::Value << lost;
+  out << YAML::EndMap << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
+}
+
 void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (elector_ != nullptr) {
+    // Graceful hand-over: stop writing and cancel what is in flight, then give the Lease up so
+    // that a standby takes over at its next attempt (within retryPeriod).
+    fence_->Trip("the host is stopping");
+    elector_->Stop(/*release=*/true);
+  }
   {
     common::MutexLock lock(&mu_);
     stopping_ = true;

@@ -37,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "prometheus/gauge.h"
 #include "runtime/admin/server.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"
@@ -46,6 +47,8 @@
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/rest_client.h"
 #include "runtime/manager/admin_backend.h"
+#include "runtime/manager/fence.h"
+#include "runtime/manager/leader_elector.h"
 #include "runtime/manager/manager.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
@@ -93,6 +96,13 @@ struct HostOptions {
   // Discovery retries while the API server does not answer at start.
   absl::Duration discovery_backoff = absl::Milliseconds(500);
   absl::Duration discovery_max_backoff = absl::Seconds(10);
+  // Leader election between hosts that run the same operators against one cluster (`ctrlhost
+  // run --leader-elect`). Unset: this host dispatches at once. Set: it starts as a warm
+  // standby (plugins started, caches synced, nothing dispatched) and dispatches only while it
+  // holds the Lease; its API writes go through a fence (fence.h) that closes at renewDeadline
+  // without a renewal; losing the Lease is final for this Host (leadership_lost(): the process
+  // exits and is restarted as a standby); Stop gives the Lease up after fencing.
+  std::optional<LeaderElectionOptions> leader_election;
 };
 
 class Host {
@@ -121,6 +131,13 @@ class Host {
   // Unavailable: "API server https://... unreachable for 12s: <error>; retrying discovery".
   absl::Status ApiServerCheck() const;
 
+  // Leader election (null without it).
+  const LeaderElector* leader_elector() const { return elector_.get(); }
+  // "" while this host leads or stands by; why it lost the Lease once it did (final).
+  std::string leadership_lost() const;
+  // Waits (bounded) until leadership_lost() is set; returns it ("" on timeout).
+  std::string WaitLeadershipLost(absl::Duration timeout) const;
+
   // Idempotent.
   void Stop();
 
@@ -134,8 +151,17 @@ class Host {
 
   // The embedded API server's and the observe endpoints' connection figures (a provider).
   void CollectConnections(observe::Figures& figures) const;
+  // The leader-election callbacks.
+  void OnStartedLeading(absl::Time valid_until);
+  void OnStoppedLeading(const std::string& reason);
+  std::string LeaderDump() const;
 
   std::unique_ptr<apiserver::ApiServer> apiserver_;
+  std::unique_ptr<Fence> fence_;  // with leader election
+  std::unique_ptr<kube::RestClient> elector_rest_;
+  std::unique_ptr<kube::Client> elector_client_;
+  std::unique_ptr<LeaderElector> elector_;
+  prometheus::Gauge* leader_gauge_ = nullptr;  // leader_election_master_status
   std::string api_url_;
   std::unique_ptr<kube::RestClient> rest_;
   std::unique_ptr<kube::Client> client_;
@@ -150,8 +176,9 @@ class Host {
   absl::Duration watch_interval_;
 
   mutable common::Mutex mu_;
-  common::CondVar cv_;  // wakes the watcher on Stop
+  mutable common::CondVar cv_;  // wakes the watcher on Stop and WaitLeadershipLost
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string leadership_lost_ ABSL_GUARDED_BY(mu_);
   std::string last_reload_error_ ABSL_GUARDED_BY(mu_);
   // The discovery failure that keeps the API server unready (OK once it answered).
   absl::Status api_error_ ABSL_GUARDED_BY(mu_);

@@ -130,6 +130,7 @@ struct Manager::Plugin {
   std::vector<config::ControllerSpec> overrides;
   std::unique_ptr<PluginSlot> slot;                // set before the plugin is shared
   std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the slot
+  std::unique_ptr<FencedDispatcher> fenced;        // in front of `dispatcher` when fenced
   // Set by the loop once the plugin was first ready; guarded by the manager's mu_.
   std::shared_ptr<ControllerGroup> group;
   std::string group_error;  // why some overrides did not apply; guarded by mu_
@@ -174,7 +175,8 @@ absl::StatusOr<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options)
 
 Manager::Manager(ManagerOptions options)
     : options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()) {
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      dispatching_(options_.dispatching) {
   watch::ReflectorOptions defaults;
   defaults.clock = clock_;
   registry_ = std::make_unique<watch::ReflectorRegistry>(
@@ -271,6 +273,9 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   }
   p->slot = *std::move(slot);
   p->dispatcher = std::make_unique<CountingDispatcher>(p->slot.get(), clock_);
+  if (options_.fence != nullptr) {
+    p->fenced = std::make_unique<FencedDispatcher>(p->dispatcher.get(), options_.fence);
+  }
   return p;
 }
 
@@ -485,24 +490,21 @@ void Manager::Tick() {
         }
         continue;
       }
-      ControllerGroupDeps deps;
-      deps.discovery = options_.discovery;
-      deps.registry = registry_.get();
-      deps.applier = applier_.get();
-      deps.dispatcher = p->dispatcher.get();
-      deps.clock = clock_;
-      auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, deps);
+      auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, DepsFor(p));
       absl::Status started = group->Start(describe, view.overrides, view.spec);
       if (!started.ok()) {
         common::LogWarning(
             "operator file override not applied",
             {{"operator", p->operator_name}, {"plugin", p->name}, {"error", started.message()}});
       }
-      common::MutexLock lock(&mu_);
-      p->group_error = std::string(started.message());
-      p->group = std::move(group);
-      p->ready_instance = instance;  // the controllers' initial lists enqueue every object
-      if (stopping_) return;         // Stop stops the group
+      {
+        common::MutexLock lock(&mu_);
+        p->group_error = std::string(started.message());
+        p->group = group;
+        p->ready_instance = instance;  // the controllers' initial lists enqueue every object
+        if (stopping_) return;         // Stop stops the group
+      }
+      CatchUpDispatching(group);
       continue;
     }
     if (!view.cache_error.empty()) continue;  // stopped over its cache cap
@@ -690,13 +692,7 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
   // Hold the watches so that stopping the old controllers does not stop the shared caches.
   std::vector<watch::ReflectorHandle> keep = old->RetainWatches();
   std::vector<std::string> unrun = old->Stop(options_.shutdown_timeout);
-  ControllerGroupDeps deps;
-  deps.discovery = options_.discovery;
-  deps.registry = registry_.get();
-  deps.applier = applier_.get();
-  deps.dispatcher = p->dispatcher.get();
-  deps.clock = clock_;
-  auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, deps);
+  auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, DepsFor(p));
   config::PluginSpec spec;
   std::vector<config::ControllerSpec> overrides;
   {
@@ -711,12 +707,56 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
     p->group_error = std::string(started.message());
     p->cache_error.clear();  // the new controllers start under the cap again
   }
+  CatchUpDispatching(group);
   // The new runners listed their primaries from the held caches at start (AddHandler replays),
   // so keys that never ran under the old controllers are reconciled by the new ones.
   if (!unrun.empty()) {
     common::LogInfo("keys handed over to the new controllers",
                     {{"plugin", p->name}, {"keys", unrun.size()}});
   }
+}
+
+ControllerGroupDeps Manager::DepsFor(Plugin* p) {
+  ControllerGroupDeps deps;
+  deps.discovery = options_.discovery;
+  deps.registry = registry_.get();
+  deps.applier = applier_.get();
+  deps.dispatcher = p->fenced != nullptr ? static_cast<controller::Dispatcher*>(p->fenced.get())
+                                         : p->dispatcher.get();
+  deps.clock = clock_;
+  common::MutexLock lock(&mu_);
+  deps.dispatching = dispatching_;
+  return deps;
+}
+
+void Manager::CatchUpDispatching(const std::shared_ptr<ControllerGroup>& group) {
+  bool dispatching = false;
+  {
+    common::MutexLock lock(&mu_);
+    dispatching = dispatching_;
+  }
+  if (dispatching) group->StartDispatching();
+}
+
+void Manager::StartDispatching() {
+  {
+    common::MutexLock lock(&mu_);
+    if (dispatching_ || stopping_) return;
+    dispatching_ = true;
+  }
+  int groups = 0;
+  for (const PluginView& view : AllPlugins()) {
+    if (view.group == nullptr) continue;
+    view.group->StartDispatching();
+    ++groups;
+  }
+  common::LogInfo("dispatch started: every controller reconciles all its objects",
+                  {{"controller_groups", groups}});
+}
+
+bool Manager::dispatching() const {
+  common::MutexLock lock(&mu_);
+  return dispatching_;
 }
 
 absl::Status Manager::Ready() const { return Check(nullptr); }

@@ -49,6 +49,7 @@
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
 #include "runtime/manager/controller_group.h"
+#include "runtime/manager/fence.h"
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
@@ -89,6 +90,12 @@ struct ManagerOptions {
   // so): pending controllers are not retried meanwhile, since each retry would wait out the
   // client's own retries against a dead server. Null: always retry.
   std::function<bool()> api_reachable;
+  // Leader election (host.h): false starts the host as a warm standby: plugins run, caches
+  // sync, controllers are wired, and nothing is dispatched until StartDispatching().
+  bool dispatching = true;
+  // When set, every plugin's reconciles go through it (FencedDispatcher): refused while it is
+  // closed, cancelled when it trips. Borrowed; must outlive the manager.
+  Fence* fence = nullptr;
 };
 
 class Manager {
@@ -110,6 +117,11 @@ class Manager {
   // yet) do not count: OK with their names in `pending` (may be null). This is what
   // `ctrlhost run` waits for before it prints "ready".
   absl::Status Started(std::vector<std::string>* pending) const;
+  // A standby becomes the leader: every controller group starts dispatching (its first
+  // reconciles cover every object: REASON_PLUGIN_STARTED). Idempotent.
+  void StartDispatching();
+  bool dispatching() const;
+
   // Waits (bounded) until Ready() is OK; returns its last answer.
   absl::Status WaitReady(absl::Duration timeout) const;
 
@@ -208,6 +220,10 @@ class Manager {
                     bool force);
   absl::StatusOr<std::shared_ptr<Plugin>> NewPlugin(const config::OperatorSpec& op,
                                                     const config::PluginSpec& plugin_spec);
+  // The group dependencies of `p`'s controllers (dispatching as the manager is now).
+  ControllerGroupDeps DepsFor(Plugin* p);
+  // After `group` was published: starts its dispatch when the manager began meanwhile.
+  void CatchUpDispatching(const std::shared_ptr<ControllerGroup>& group);
   // Drains the plugin's controllers, then stops its instances.
   void StopPlugin(const std::shared_ptr<Plugin>& p);
 
@@ -227,6 +243,7 @@ class Manager {
   common::CondVar cv_;  // wakes the loop (stop, plugin state change)
   std::vector<std::unique_ptr<Operator>> operators_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool dispatching_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   std::thread loop_;
 };

@@ -30,6 +30,8 @@ struct ObserveServer::Impl {
 
   common::Mutex mu;
   std::map<std::string, std::shared_ptr<const ReadyCheck>> checks ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::shared_ptr<const std::function<std::string()>>> details
+      ABSL_GUARDED_BY(mu);
   std::shared_ptr<const DumpProvider> dump ABSL_GUARDED_BY(mu);
 
   void Metrics(httplib::Response& res) const {
@@ -45,11 +47,13 @@ struct ObserveServer::Impl {
   // verbose mode or on failure, then "readyz check passed" / "readyz check failed".
   void Readyz(const httplib::Request& req, httplib::Response& res, const std::string& only) {
     std::vector<std::pair<std::string, std::shared_ptr<const ReadyCheck>>> checks_now;
+    std::map<std::string, std::shared_ptr<const std::function<std::string()>>> details_now;
     {
       common::MutexLock lock(&mu);
       for (const auto& [name, check] : checks) {
         if (only.empty() || name == only) checks_now.emplace_back(name, check);
       }
+      details_now = details;
     }
     if (!only.empty() && checks_now.empty()) {
       res.status = 404;
@@ -62,7 +66,9 @@ struct ObserveServer::Impl {
     for (const auto& [name, check] : checks_now) {
       const absl::Status status = (*check)();
       if (status.ok()) {
-        absl::StrAppend(&lines, "[+]", name, " ok\n");
+        auto detail = details_now.find(name);
+        const std::string text = detail != details_now.end() ? (*detail->second)() : "";
+        absl::StrAppend(&lines, "[+]", name, " ok", text.empty() ? "" : ": ", text, "\n");
       } else {
         ok = false;
         absl::StrAppend(&lines, "[-]", name, " failed: ", status.message(), "\n");
@@ -191,9 +197,15 @@ void ObserveServer::SetReadyCheck(const std::string& name, ReadyCheck check) {
   impl_->checks[name] = std::make_shared<const ReadyCheck>(std::move(check));
 }
 
+void ObserveServer::SetReadyDetail(const std::string& name, std::function<std::string()> detail) {
+  common::MutexLock lock(&impl_->mu);
+  impl_->details[name] = std::make_shared<const std::function<std::string()>>(std::move(detail));
+}
+
 void ObserveServer::RemoveReadyCheck(const std::string& name) {
   common::MutexLock lock(&impl_->mu);
   impl_->checks.erase(name);
+  impl_->details.erase(name);
 }
 
 void ObserveServer::SetDumpProvider(DumpProvider provider) {

@@ -64,6 +64,9 @@ class ObserveServer {
   // Adds or replaces the readiness check `name` (a kube-style name such as "informers-synced";
   // its failure message is shown to callers of /readyz).
   void SetReadyCheck(const std::string& name, ReadyCheck check);
+  // Adds or replaces what `?verbose` says beside a passing check `name`:
+  // "[+]leader ok: standby, leader host-a_1f2e3d4c". Empty: nothing.
+  void SetReadyDetail(const std::string& name, std::function<std::string()> detail);
   // A request already running the check may still finish that call: what a check captures
   // must live until Stop() (or until such a request has surely finished).
   void RemoveReadyCheck(const std::string& name);

@@ -141,6 +141,13 @@ TEST(ObserveServerTest, ReadinessFlipsWithItsChecks) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->body, "[+]informers-synced ok\n[+]leader ok\nreadyz check passed\n");
+  // A passing check may say more in verbose mode (a leader-election standby says so).
+  server->SetReadyDetail("leader", [] { return std::string("standby, leader host-a"); });
+  res = Get(*server, "/readyz?verbose");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->body,
+            "[+]informers-synced ok\n[+]leader ok: standby, leader host-a\nreadyz check passed\n");
+  server->SetReadyDetail("leader", [] { return std::string(); });
 
   synced = false;
   server->RemoveReadyCheck("informers-synced");

@@ -1,0 +1,97 @@
+#include "runtime/manager/fence.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace ctrlhost::manager {
+
+Fence::Fence(common::Clock* clock) : clock_(clock != nullptr ? clock : common::Clock::Real()) {}
+
+void Fence::Open(absl::Time valid_until) {
+  common::MutexLock lock(&mu_);
+  if (!tripped_.empty()) return;
+  opened_ = true;
+  valid_until_ = std::max(valid_until_, valid_until);
+}
+
+void Fence::Trip(absl::string_view reason) {
+  std::vector<controller::ReconcileCallback> cancelled;
+  std::string why;
+  {
+    common::MutexLock lock(&mu_);
+    if (tripped_.empty()) tripped_ = reason.empty() ? "fenced" : std::string(reason);
+    why = tripped_;
+    for (auto& [id, done] : in_flight_) cancelled.push_back(std::move(done));
+    in_flight_.clear();
+  }
+  for (auto& done : cancelled) {
+    done(absl::UnavailableError(absl::StrCat("reconcile cancelled: ", why)));
+  }
+}
+
+absl::Status Fence::ClosedLocked(absl::Time now) const {
+  if (!tripped_.empty()) {
+    return absl::UnavailableError(absl::StrCat("not the leader: ", tripped_));
+  }
+  if (!opened_) return absl::UnavailableError("not the leader: standby");
+  if (now >= valid_until_) {
+    return absl::UnavailableError(
+        absl::StrCat("not the leader: the Lease was not renewed in time (renew deadline passed at ",
+                     absl::FormatTime(absl::RFC3339_full, valid_until_, absl::UTCTimeZone()), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Time> Fence::WriteDeadline() const {
+  const absl::Time now = clock_->Now();
+  common::MutexLock lock(&mu_);
+  if (absl::Status closed = ClosedLocked(now); !closed.ok()) return closed;
+  return valid_until_;
+}
+
+bool Fence::tripped() const {
+  common::MutexLock lock(&mu_);
+  return !tripped_.empty();
+}
+
+Fence::Registration Fence::Register(controller::ReconcileCallback* done) {
+  const absl::Time now = clock_->Now();
+  common::MutexLock lock(&mu_);
+  Registration r;
+  r.refused = ClosedLocked(now);
+  if (!r.refused.ok()) return r;
+  r.id = next_id_++;
+  in_flight_.emplace(r.id, std::move(*done));
+  return r;
+}
+
+controller::ReconcileCallback Fence::Unregister(uint64_t id) {
+  common::MutexLock lock(&mu_);
+  auto it = in_flight_.find(id);
+  if (it == in_flight_.end()) return nullptr;
+  controller::ReconcileCallback done = std::move(it->second);
+  in_flight_.erase(it);
+  return done;
+}
+
+void FencedDispatcher::Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+                                controller::ReconcileCallback done) {
+  // The fence keeps the callback; whichever comes first (the plugin's answer or Trip) calls it.
+  Fence::Registration r = fence_->Register(&done);
+  if (!r.refused.ok()) {
+    done(r.refused);
+    return;
+  }
+  Fence* fence = fence_;
+  const uint64_t id = r.id;
+  target_->Dispatch(std::move(call), deadline,
+                    [fence, id](absl::StatusOr<controller::pb::ReconcileResponse> result) {
+                      controller::ReconcileCallback done = fence->Unregister(id);
+                      if (done != nullptr) done(std::move(result));
+                    });
+}
+
+}  // namespace ctrlhost::manager

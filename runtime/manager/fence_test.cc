@@ -1,0 +1,104 @@
+#include "runtime/manager/fence.h"
+
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "runtime/common/clock.h"
+
+namespace ctrlhost::manager {
+namespace {
+
+// Holds every call's callback, answers none by itself.
+class HoldingDispatcher : public controller::Dispatcher {
+ public:
+  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+                controller::ReconcileCallback done) override {
+    held.push_back(std::move(done));
+  }
+  std::vector<controller::ReconcileCallback> held;
+};
+
+TEST(FenceTest, ClosedUntilOpenedThenUntilValidUntil) {
+  common::FakeClock clock;
+  Fence fence(&clock);
+  absl::StatusOr<absl::Time> deadline = fence.WriteDeadline();
+  ASSERT_FALSE(deadline.ok());
+  EXPECT_EQ(deadline.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(deadline.status().message(), "not the leader: standby");
+
+  const absl::Time until = clock.Now() + absl::Seconds(10);
+  fence.Open(until);
+  deadline = fence.WriteDeadline();
+  ASSERT_TRUE(deadline.ok()) << deadline.status();
+  EXPECT_EQ(*deadline, until);
+
+  clock.Advance(absl::Seconds(9));
+  EXPECT_TRUE(fence.open());
+  fence.Extend(clock.Now() + absl::Seconds(10));  // a renewal
+  clock.Advance(absl::Seconds(9));
+  EXPECT_TRUE(fence.open());
+  clock.Advance(absl::Seconds(1));  // renewDeadline passed without a renewal
+  deadline = fence.WriteDeadline();
+  ASSERT_FALSE(deadline.ok());
+  EXPECT_NE(deadline.status().message().find("not renewed in time"), std::string::npos)
+      << deadline.status();
+}
+
+TEST(FenceTest, TripIsPermanent) {
+  common::FakeClock clock;
+  Fence fence(&clock);
+  fence.Open(clock.Now() + absl::Seconds(10));
+  fence.Trip("lost the Lease");
+  EXPECT_TRUE(fence.tripped());
+  fence.Open(clock.Now() + absl::Seconds(10));
+  absl::StatusOr<absl::Time> deadline = fence.WriteDeadline();
+  ASSERT_FALSE(deadline.ok());
+  EXPECT_EQ(deadline.status().message(), "not the leader: lost the Lease");
+}
+
+TEST(FencedDispatcherTest, RefusesWhileClosedWithoutReachingThePlugin) {
+  common::FakeClock clock;
+  Fence fence(&clock);
+  HoldingDispatcher plugin;
+  FencedDispatcher fenced(&plugin, &fence);
+  absl::Status got = absl::OkStatus();
+  int calls = 0;
+  fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
+                  [&](absl::StatusOr<controller::pb::ReconcileResponse> r) {
+                    ++calls;
+                    got = r.status();
+                  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(plugin.held.empty());
+}
+
+TEST(FencedDispatcherTest, TripCancelsInFlightAndDropsTheLateAnswer) {
+  common::FakeClock clock;
+  Fence fence(&clock);
+  fence.Open(clock.Now() + absl::Seconds(10));
+  HoldingDispatcher plugin;
+  FencedDispatcher fenced(&plugin, &fence);
+  std::vector<absl::Status> answers;
+  for (int i = 0; i < 2; ++i) {
+    fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
+                    [&](absl::StatusOr<controller::pb::ReconcileResponse> r) {
+                      answers.push_back(r.status());
+                    });
+  }
+  ASSERT_EQ(plugin.held.size(), 2u);
+  plugin.held[0](controller::pb::ReconcileResponse());  // answered before the fence tripped
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_TRUE(answers[0].ok());
+
+  fence.Trip("leadership lost");
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(answers[1].message(), "reconcile cancelled: leadership lost");
+  plugin.held[1](controller::pb::ReconcileResponse());  // the plugin answers late: dropped
+  EXPECT_EQ(answers.size(), 2u);
+}
+
+}  // namespace
+}  // namespace ctrlhost::manager

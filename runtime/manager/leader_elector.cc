@@ -1,0 +1,369 @@
+#include "runtime/manager/leader_elector.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/logging.h"
+#include "runtime/kube/api_status.h"
+
+namespace ctrlhost::manager {
+
+namespace {
+
+using nlohmann::json;
+
+kube::ResourceRef LeaseRef(const LeaderElectionOptions& options, bool named) {
+  kube::ResourceRef ref;
+  ref.group = "coordination.k8s.io";
+  ref.version = "v1";
+  ref.resource = "leases";
+  ref.namespace_name = options.lease_namespace;
+  if (named) ref.name = options.lease_name;
+  return ref;
+}
+
+int64_t LeaseSeconds(absl::Duration d) {
+  return static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d)));
+}
+
+std::string StringField(const json& spec, const char* key) {
+  auto it = spec.find(key);
+  return it != spec.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+int64_t IntField(const json& spec, const char* key, int64_t fallback) {
+  auto it = spec.find(key);
+  return it != spec.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+}  // namespace
+
+absl::Status ValidateLeaderElection(const LeaderElectionOptions& options) {
+  auto invalid = [](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("leader election: ", why));
+  };
+  if (options.lease_name.empty()) return invalid("the Lease name must not be empty");
+  if (options.lease_namespace.empty()) return invalid("the Lease namespace must not be empty");
+  if (options.identity.empty()) return invalid("the identity must not be empty");
+  if (options.retry_period <= absl::ZeroDuration()) return invalid("retryPeriod must be positive");
+  if (options.lease_duration <= options.renew_deadline) {
+    return invalid(absl::StrCat("leaseDuration (", absl::FormatDuration(options.lease_duration),
+                                ") must be greater than renewDeadline (",
+                                absl::FormatDuration(options.renew_deadline), ")"));
+  }
+  if (options.renew_deadline <= options.retry_period * 1.2) {
+    return invalid(absl::StrCat("renewDeadline (", absl::FormatDuration(options.renew_deadline),
+                                ") must be greater than 1.2 x retryPeriod (",
+                                absl::FormatDuration(options.retry_period), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DefaultIdentity() {
+  std::string base;
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') base = pod;
+  if (base.empty()) {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) == 0) base = name;
+  }
+  if (base.empty()) base = "ctrlhost";
+  absl::BitGen gen;
+  return absl::StrFormat("%s_%08x", base, absl::Uniform<uint32_t>(gen));
+}
+
+std::string FormatMicroTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
+}
+
+absl::StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(kube::Client* client,
+                                                                     LeaderElectionOptions options,
+                                                                     LeaderCallbacks callbacks) {
+  if (absl::Status s = ValidateLeaderElection(options); !s.ok()) return s;
+  return std::unique_ptr<LeaderElector>(
+      new LeaderElector(client, std::move(options), std::move(callbacks)));
+}
+
+LeaderElector::LeaderElector(kube::Client* client, LeaderElectionOptions options,
+                             LeaderCallbacks callbacks)
+    : client_(client),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)),
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      lease_(absl::StrCat(options_.lease_namespace, "/", options_.lease_name)) {
+  status_.lease = lease_;
+  status_.identity = options_.identity;
+}
+
+LeaderElector::~LeaderElector() { Stop(false); }
+
+void LeaderElector::Start() {
+  common::LogInfo("leader election: standing as a candidate",
+                  {{"lease", lease_}, {"identity", options_.identity}});
+  thread_ = std::thread([this] { Loop(); });
+  watcher_ = std::thread([this] { WatchLoop(); });
+}
+
+void LeaderElector::WatchLoop() {
+  while (true) {
+    {
+      common::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    kube::WatchOptions watch;
+    watch.timeout_seconds = 300;
+    watch.allow_bookmarks = false;
+    absl::Status ended = client_->Watch(
+        LeaseRef(options_, true), watch,
+        [this](kube::WatchEvent event) {
+          if (event.type != "ADDED" && event.type != "MODIFIED") return true;
+          json lease = json::parse(event.object, nullptr, /*allow_exceptions=*/false);
+          if (!lease.is_object() || !lease.contains("spec") || !lease["spec"].is_object()) {
+            return true;
+          }
+          common::MutexLock lock(&mu_);
+          if (StringField(lease["spec"], "holderIdentity").empty()) {
+            released_seen_ = true;
+            cv_.SignalAll();
+          }
+          return !stopping_;
+        },
+        &canceller_);
+    if (!ended.ok()) {
+      common::LogDebug("leader election: Lease watch ended", {{"lease", lease_}, {"error", ended}});
+    }
+    // The attempts every retryPeriod go on meanwhile; the watch only speeds a hand-over up.
+    if (!WaitUntil(clock_->Now() + options_.retry_period)) return;
+  }
+}
+
+void LeaderElector::Stop(bool release) {
+  if (stopped_) return;
+  stopped_ = true;
+  {
+    common::MutexLock lock(&mu_);
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  canceller_.Cancel();
+  if (thread_.joinable()) thread_.join();
+  if (watcher_.joinable()) watcher_.join();
+  bool was_leading = false;
+  {
+    common::MutexLock lock(&mu_);
+    was_leading = leading_;
+  }
+  if (!release || !was_leading) return;
+  absl::Status released = Release();
+  if (released.ok()) {
+    common::LogInfo("leader election: Lease released", {{"lease", lease_}});
+  } else {
+    common::LogWarning("leader election: Lease not released; a standby takes over once it expires",
+                       {{"lease", lease_}, {"error", released.message()}});
+  }
+  if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading("released");
+}
+
+bool LeaderElector::WaitUntil(absl::Time deadline, bool wakeable) {
+  common::MutexLock lock(&mu_);
+  while (!stopping_ && !(wakeable && released_seen_) &&
+         !clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
+  }
+  released_seen_ = false;
+  return !stopping_;
+}
+
+bool LeaderElector::TryAcquireOrRenew() {
+  const absl::Time now = clock_->Now();
+  auto fail = [&](absl::string_view what, const absl::Status& s) {
+    common::MutexLock lock(&mu_);
+    status_.last_error = absl::StrCat(what, ": ", s.message());
+    return false;
+  };
+  json spec = {{"holderIdentity", options_.identity},
+               {"leaseDurationSeconds", LeaseSeconds(options_.lease_duration)},
+               {"acquireTime", FormatMicroTime(now)},
+               {"renewTime", FormatMicroTime(now)},
+               {"leaseTransitions", 0}};
+  absl::StatusOr<std::string> got = client_->Get(LeaseRef(options_, true));
+  if (!got.ok() && kube::IsNotFound(got.status())) {
+    json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", options_.lease_name}, {"namespace", options_.lease_namespace}}},
+        {"spec", spec}};
+    absl::StatusOr<std::string> created = client_->Create(LeaseRef(options_, false), lease.dump());
+    if (!created.ok()) return fail("create Lease", created.status());
+    common::MutexLock lock(&mu_);
+    observed_spec_ = spec.dump();
+    observed_time_ = now;
+    status_.holder = options_.identity;
+    status_.transitions = 0;
+    status_.acquire_time = status_.renew_time = FormatMicroTime(now);
+    status_.last_renewal = now;
+    status_.last_error.clear();
+    return true;
+  }
+  if (!got.ok()) return fail("read Lease", got.status());
+  json lease = json::parse(*got, nullptr, /*allow_exceptions=*/false);
+  if (!lease.is_object()) {
+    return fail("read Lease", absl::DataLossError("the API server answered no JSON object"));
+  }
+  const json old =
+      lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
+  const std::string holder = StringField(old, "holderIdentity");
+  const int64_t transitions = IntField(old, "leaseTransitions", 0);
+  const int64_t duration =
+      IntField(old, "leaseDurationSeconds", LeaseSeconds(options_.lease_duration));
+  bool new_holder = false;
+  bool held_by_other = false;
+  {
+    common::MutexLock lock(&mu_);
+    const std::string raw = old.dump();
+    if (raw != observed_spec_) {
+      observed_spec_ = raw;
+      observed_time_ = now;
+    }
+    new_holder = holder != status_.holder;
+    status_.holder = holder;
+    status_.transitions = transitions;
+    status_.acquire_time = StringField(old, "acquireTime");
+    status_.renew_time = StringField(old, "renewTime");
+    held_by_other = !holder.empty() && holder != options_.identity &&
+                    observed_time_ + absl::Seconds(duration) > now;
+    if (held_by_other) status_.last_error.clear();
+  }
+  if (held_by_other) {
+    if (new_holder) {
+      common::LogInfo("leader election: standing by; the Lease is held by another host",
+                      {{"lease", lease_}, {"holder", holder}, {"transitions", transitions}});
+    }
+    return false;  // held by another host, not expired
+  }
+  if (holder == options_.identity) {
+    spec["acquireTime"] = StringField(old, "acquireTime");
+    spec["leaseTransitions"] = transitions;
+  } else {
+    spec["leaseTransitions"] = transitions + 1;
+  }
+  lease["spec"] = spec;
+  // The read resourceVersion stays in metadata: the update is conditional on it.
+  absl::StatusOr<std::string> updated = client_->Update(LeaseRef(options_, true), lease.dump());
+  if (!updated.ok()) return fail("update Lease", updated.status());
+  common::MutexLock lock(&mu_);
+  observed_spec_ = spec.dump();
+  observed_time_ = now;
+  status_.holder = options_.identity;
+  status_.transitions = spec["leaseTransitions"].get<int64_t>();
+  status_.acquire_time = spec["acquireTime"].get<std::string>();
+  status_.renew_time = FormatMicroTime(now);
+  status_.last_renewal = now;
+  status_.last_error.clear();
+  return true;
+}
+
+absl::Status LeaderElector::Release() {
+  absl::StatusOr<std::string> got = client_->Get(LeaseRef(options_, true));
+  if (!got.ok()) return got.status();
+  json lease = json::parse(*got, nullptr, /*allow_exceptions=*/false);
+  if (!lease.is_object() || !lease.contains("spec") || !lease["spec"].is_object()) {
+    return absl::DataLossError("the Lease has no spec");
+  }
+  if (StringField(lease["spec"], "holderIdentity") != options_.identity) {
+    return absl::OkStatus();  // not ours (any more): nothing to give up
+  }
+  const absl::Time now = clock_->Now();
+  json& spec = lease["spec"];
+  spec["holderIdentity"] = "";
+  spec["leaseDurationSeconds"] = 1;
+  spec["acquireTime"] = FormatMicroTime(now);
+  spec["renewTime"] = FormatMicroTime(now);
+  absl::StatusOr<std::string> updated = client_->Update(LeaseRef(options_, true), lease.dump());
+  if (!updated.ok()) return updated.status();
+  common::MutexLock lock(&mu_);
+  leading_ = false;
+  status_.leading = false;
+  status_.holder.clear();
+  return absl::OkStatus();
+}
+
+void LeaderElector::Loop() {
+  absl::BitGen gen;
+  // Standby: try every retryPeriod (+ jitter, so that standbys do not race in step).
+  while (true) {
+    const absl::Time attempt = clock_->Now();
+    if (TryAcquireOrRenew()) {
+      const absl::Time valid_until = attempt + options_.renew_deadline;
+      {
+        common::MutexLock lock(&mu_);
+        if (stopping_) {
+          // Stop raced the acquisition: lead for Stop's release only.
+          leading_ = true;
+          status_.leading = true;
+          return;
+        }
+        leading_ = true;
+        status_.leading = true;
+      }
+      common::LogInfo("leader election: leading", {{"lease", lease_},
+                                                   {"identity", options_.identity},
+                                                   {"transitions", Status().transitions}});
+      if (callbacks_.on_started_leading) callbacks_.on_started_leading(valid_until);
+      break;
+    }
+    if (!WaitUntil(clock_->Now() +
+                       options_.retry_period * (1.0 + 0.2 * absl::Uniform<double>(gen, 0.0, 1.0)),
+                   /*wakeable=*/true)) {
+      return;
+    }
+  }
+  // Leader: renew every retryPeriod; give up once renewDeadline passed without a renewal.
+  absl::Time valid_until = clock_->Now() + options_.renew_deadline;
+  {
+    common::MutexLock lock(&mu_);
+    valid_until = status_.last_renewal + options_.renew_deadline;
+  }
+  absl::Time next = clock_->Now() + options_.retry_period;
+  while (true) {
+    if (!WaitUntil(std::min(next, valid_until))) return;
+    const absl::Time attempt = clock_->Now();
+    if (attempt < valid_until && TryAcquireOrRenew()) {
+      valid_until = attempt + options_.renew_deadline;
+      {
+        common::MutexLock lock(&mu_);
+        if (stopping_) return;
+      }
+      if (callbacks_.on_renewed) callbacks_.on_renewed(valid_until);
+      next = attempt + options_.retry_period;
+      continue;
+    }
+    if (clock_->Now() >= valid_until) break;
+    // A failed renewal is retried sooner, still within renewDeadline.
+    next = clock_->Now() + options_.retry_period / 2;
+  }
+  std::string reason;
+  {
+    common::MutexLock lock(&mu_);
+    leading_ = false;
+    status_.leading = false;
+    reason = absl::StrCat("the Lease was not renewed within renewDeadline (",
+                          absl::FormatDuration(options_.renew_deadline), ")",
+                          status_.last_error.empty() ? "" : ": ", status_.last_error);
+  }
+  common::LogError("leader election: leadership lost",
+                   {{"lease", lease_}, {"identity", options_.identity}, {"reason", reason}});
+  if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading(reason);
+}
+
+LeaderStatus LeaderElector::Status() const {
+  common::MutexLock lock(&mu_);
+  return status_;
+}
+
+}  // namespace ctrlhost::manager

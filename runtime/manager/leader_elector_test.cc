@@ -1,0 +1,260 @@
+#include "runtime/manager/leader_elector.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/apiserver/server.h"
+#include "runtime/common/clock.h"
+#include "runtime/kube/client.h"
+#include "runtime/kube/kubeconfig.h"
+#include "runtime/kube/rest_client.h"
+
+namespace ctrlhost::manager {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+// Polls a condition another thread makes true (never used to wait for time to pass).
+bool Eventually(const std::function<bool()>& condition) {
+  for (int i = 0; i < 2000; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+class LeaderElectorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    apiserver::ApiServerOptions options;
+    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/leader_apiserver");
+    options.port = 0;
+    options.sync_full = false;
+    auto server = apiserver::ApiServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    auto config = kube::LoadKubeconfigFile(server_->kubeconfig_path());
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto rest = kube::RestClient::Create(*config);
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    rest_ = rest->release();
+    client_ = new kube::Client(rest_);
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete rest_;
+    delete server_;
+  }
+
+  // A candidate on this test's own Lease, on the shared fake clock.
+  std::unique_ptr<LeaderElector> Candidate(const std::string& identity,
+                                           LeaderCallbacks callbacks = {}) {
+    LeaderElectionOptions options;
+    options.lease_namespace = "default";
+    options.lease_name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& c : options.lease_name) c = static_cast<char>(std::tolower(c));
+    options.identity = identity;
+    options.clock = &clock_;
+    auto elector = LeaderElector::Create(client_, options, std::move(callbacks));
+    EXPECT_TRUE(elector.ok()) << elector.status();
+    return elector.ok() ? *std::move(elector) : nullptr;
+  }
+
+  json Lease(const LeaderElector& e) {
+    auto got = client_->Get({.group = "coordination.k8s.io",
+                             .version = "v1",
+                             .resource = "leases",
+                             .namespace_name = "default",
+                             .name = e.options().lease_name});
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? json::parse(*got) : json();
+  }
+
+  static apiserver::ApiServer* server_;
+  static kube::RestClient* rest_;
+  static kube::Client* client_;
+  common::FakeClock clock_;
+};
+
+apiserver::ApiServer* LeaderElectorTest::server_ = nullptr;
+kube::RestClient* LeaderElectorTest::rest_ = nullptr;
+kube::Client* LeaderElectorTest::client_ = nullptr;
+
+TEST(LeaderElectionOptionsTest, ClientGoRules) {
+  LeaderElectionOptions options;
+  options.lease_namespace = "default";
+  options.lease_name = "ctrlhost";
+  options.identity = "a";
+  EXPECT_TRUE(ValidateLeaderElection(options).ok());
+  options.renew_deadline = absl::Seconds(15);
+  EXPECT_THAT(ValidateLeaderElection(options).message(),
+              HasSubstr("leaseDuration (15s) must be greater than renewDeadline (15s)"));
+  options.renew_deadline = absl::Milliseconds(2400);
+  EXPECT_THAT(ValidateLeaderElection(options).message(),
+              HasSubstr("must be greater than 1.2 x retryPeriod (2s)"));
+  options.renew_deadline = absl::Seconds(10);
+  options.identity = "";
+  EXPECT_THAT(ValidateLeaderElection(options).message(), HasSubstr("identity"));
+}
+
+TEST(LeaderElectionOptionsTest, IdentityAndMicroTime) {
+  EXPECT_THAT(DefaultIdentity(), MatchesRegex(".+_[0-9a-f]{8}"));
+  EXPECT_NE(DefaultIdentity(), DefaultIdentity());
+  EXPECT_EQ(FormatMicroTime(absl::FromUnixMicros(1'800'000'000'123'456)),
+            "2027-01-15T08:00:00.123456Z");
+}
+
+TEST_F(LeaderElectorTest, FirstCandidateCreatesTheLease) {
+  auto a = Candidate("host-a");
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  json spec = Lease(*a)["spec"];
+  EXPECT_EQ(spec["holderIdentity"], "host-a");
+  EXPECT_EQ(spec["leaseDurationSeconds"], 15);
+  EXPECT_EQ(spec["leaseTransitions"], 0);
+  EXPECT_EQ(spec["renewTime"], FormatMicroTime(clock_.Now()));
+  EXPECT_EQ(spec["acquireTime"], FormatMicroTime(clock_.Now()));
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(a->TryAcquireOrRenew());  // renewal: acquireTime and transitions kept
+  spec = Lease(*a)["spec"];
+  EXPECT_EQ(spec["renewTime"], FormatMicroTime(clock_.Now()));
+  EXPECT_EQ(spec["acquireTime"], FormatMicroTime(clock_.Now() - absl::Seconds(2)));
+  EXPECT_EQ(spec["leaseTransitions"], 0);
+}
+
+TEST_F(LeaderElectorTest, StandbyTakesOverOnlyAfterLeaseDurationWithoutRenewal) {
+  auto a = Candidate("host-a");
+  auto b = Candidate("host-b");
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  EXPECT_FALSE(b->TryAcquireOrRenew());  // b sees the record now
+  EXPECT_EQ(b->Status().holder, "host-a");
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(a->TryAcquireOrRenew());  // a renews: b's expiry starts again
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_FALSE(b->TryAcquireOrRenew());
+  clock_.Advance(absl::Seconds(14));
+  EXPECT_FALSE(b->TryAcquireOrRenew());  // 14 s since b saw the renewal
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(b->TryAcquireOrRenew());  // 15 s: expired
+  json spec = Lease(*b)["spec"];
+  EXPECT_EQ(spec["holderIdentity"], "host-b");
+  EXPECT_EQ(spec["leaseTransitions"], 1);
+  EXPECT_EQ(spec["acquireTime"], FormatMicroTime(clock_.Now()));
+  EXPECT_FALSE(a->TryAcquireOrRenew());  // a cannot renew a Lease it lost
+  EXPECT_EQ(a->Status().holder, "host-b");
+}
+
+TEST_F(LeaderElectorTest, ReleasedLeaseIsTakenAtTheNextAttempt) {
+  auto a = Candidate("host-a");
+  auto b = Candidate("host-b");
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  EXPECT_FALSE(b->TryAcquireOrRenew());
+  ASSERT_TRUE(a->Release().ok());
+  json spec = Lease(*a)["spec"];
+  EXPECT_EQ(spec["holderIdentity"], "");
+  EXPECT_EQ(spec["leaseDurationSeconds"], 1);
+  ASSERT_TRUE(b->TryAcquireOrRenew());  // no waiting for an expiry
+  EXPECT_EQ(Lease(*b)["spec"]["leaseTransitions"], 1);
+  ASSERT_TRUE(a->Release().ok());  // not a's any more: nothing written
+  EXPECT_EQ(Lease(*b)["spec"]["holderIdentity"], "host-b");
+}
+
+TEST_F(LeaderElectorTest, StaleResourceVersionLosesTheRace) {
+  auto a = Candidate("host-a");
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  json stale = Lease(*a);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(a->TryAcquireOrRenew());  // a new renewTime: a new resourceVersion
+  stale["spec"]["holderIdentity"] = "intruder";
+  auto updated = client_->Update({.group = "coordination.k8s.io",
+                                  .version = "v1",
+                                  .resource = "leases",
+                                  .namespace_name = "default",
+                                  .name = a->options().lease_name},
+                                 stale.dump());
+  EXPECT_EQ(updated.status().code(), absl::StatusCode::kAborted) << updated.status();
+  EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "host-a");
+}
+
+TEST_F(LeaderElectorTest, LoopLeadsThenStopsLeadingWhenItCannotRenew) {
+  std::atomic<int> started{0};
+  std::atomic<int> renewed{0};
+  std::string stopped_reason;
+  std::atomic<bool> stopped{false};
+  LeaderCallbacks callbacks;
+  callbacks.on_started_leading = [&](absl::Time) { ++started; };
+  callbacks.on_renewed = [&](absl::Time) { ++renewed; };
+  callbacks.on_stopped_leading = [&](const std::string& reason) {
+    stopped_reason = reason;
+    stopped = true;
+  };
+  auto a = Candidate("host-a", callbacks);
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return started == 1; }));
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(Eventually([&] { return renewed >= 1; }));
+  // Another writer takes the Lease: a's renewals fail from now on.
+  json lease = Lease(*a);
+  lease["spec"]["holderIdentity"] = "intruder";
+  ASSERT_TRUE(client_
+                  ->Update({.group = "coordination.k8s.io",
+                            .version = "v1",
+                            .resource = "leases",
+                            .namespace_name = "default",
+                            .name = a->options().lease_name},
+                           lease.dump())
+                  .ok());
+  for (int i = 0; i < 12 && !stopped; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(Eventually([&] { return stopped.load(); }));
+  EXPECT_THAT(stopped_reason, HasSubstr("not renewed within renewDeadline (10s)"));
+  EXPECT_FALSE(a->Status().leading);
+  a->Stop(/*release=*/true);  // not leading: nothing released
+  EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "intruder");
+}
+
+// A graceful hand-over does not wait for the standby's next retry: its watch on the Lease sees
+// the release. The fake clock never moves here, so only the watch can wake the standby.
+TEST_F(LeaderElectorTest, StandbyAcquiresAReleasedLeaseWithoutWaitingForItsRetry) {
+  auto a = Candidate("host-a");
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  std::atomic<int> started{0};
+  LeaderCallbacks callbacks;
+  callbacks.on_started_leading = [&](absl::Time) { ++started; };
+  auto b = Candidate("host-b", callbacks);
+  b->Start();
+  ASSERT_TRUE(Eventually([&] { return b->Status().holder == "host-a"; }));  // tried, lost
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));              // let its watch start
+  EXPECT_EQ(started, 0);
+  ASSERT_TRUE(a->Release().ok());
+  ASSERT_TRUE(Eventually([&] { return started == 1; }));
+  EXPECT_EQ(Lease(*b)["spec"]["holderIdentity"], "host-b");
+  b->Stop(/*release=*/false);
+}
+
+TEST_F(LeaderElectorTest, StopReleasesTheLease) {
+  std::atomic<int> started{0};
+  std::string stopped_reason;
+  LeaderCallbacks callbacks;
+  callbacks.on_started_leading = [&](absl::Time) { ++started; };
+  callbacks.on_stopped_leading = [&](const std::string& reason) { stopped_reason = reason; };
+  auto a = Candidate("host-a", callbacks);
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return started == 1; }));
+  a->Stop(/*release=*/true);
+  EXPECT_EQ(stopped_reason, "released");
+  EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "");
+}
+}  // namespace
+}  // namespace ctrlhost::manager
