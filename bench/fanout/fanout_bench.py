@@ -160,7 +160,7 @@ async def call(target, method, path, body=None):
 
 # --- the writer (its own process, so that its CPU does not share the watchers' event loop) --
 
-def writer_main(target, rate, duration, connections, start_at, result_queue):
+def writer_main(target, rate, duration, connections, pad, start_at, result_queue):
     async def run():
         sent = [0]
         acked = [0]
@@ -183,7 +183,7 @@ def writer_main(target, rate, duration, connections, start_at, result_queue):
                 seq = k * connections + index
                 body = ('{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w-%d"},'
                         '"data":{"seq":"%d","t":"%.6f","pad":"%s"}}'
-                        % (seq, seq, time.monotonic(), "x" * 200)).encode()
+                        % (seq, seq, time.monotonic(), "x" * pad)).encode()
                 writer.write(request_bytes(target, "POST", path, body))
                 sent[0] += 1
                 status, headers = await read_headers(reader)
@@ -298,7 +298,7 @@ async def slow_watch(target, resource_version, result, stop):
     writer.close()
 
 
-async def run_phase(target, watchers, rate, duration, writers):
+async def run_phase(target, watchers, rate, duration, writers, pad):
     status, data = await call(target, "POST", "/api/v1/namespaces",
                               b'{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"%s"}}'
                               % NAMESPACE.encode())
@@ -339,7 +339,7 @@ async def run_phase(target, watchers, rate, duration, writers):
     queue = multiprocessing.Queue()
     start_at = time.monotonic() + 0.5
     process = multiprocessing.Process(target=writer_main,
-                                      args=(target, rate, duration, writers, start_at, queue))
+                                      args=(target, rate, duration, writers, pad, start_at, queue))
     server_cpu0 = cpu_seconds(target.pid)
     wall0 = time.monotonic()
     process.start()
@@ -408,7 +408,7 @@ def runfile(path):
 
 
 def main(argv):
-    watchers, rate, duration, writers = 100, 200, 10.0, 4
+    watchers, rate, duration, writers, pad = 100, 200, 10.0, 4, 200
     json_output = False
     with_kube = True
     for arg in argv:
@@ -422,6 +422,8 @@ def main(argv):
             duration = float(arg.split("=", 1)[1].rstrip("s"))
         elif arg.startswith("--writers="):
             writers = int(arg.split("=", 1)[1])
+        elif arg.startswith("--pad="):
+            pad = int(arg.split("=", 1)[1])
         elif arg == "--no-kube":
             with_kube = False
         elif arg.startswith("--kubeconfig="):
@@ -445,7 +447,8 @@ def main(argv):
             api = server.api
             target = Target("embedded", api.host, api.port, api.token, api.ca_path,
                             server.process.pid)
-            results["embedded"] = asyncio.run(run_phase(target, watchers, rate, duration, writers))
+            results["embedded"] = asyncio.run(run_phase(target, watchers, rate, duration,
+                                                        writers, pad))
         finally:
             server.stop()
         if with_kube:
@@ -456,7 +459,7 @@ def main(argv):
                 target = Target("kube-apiserver", api.host, api.port, api.token, api.ca_path,
                                 cluster.apiserver.process.pid)
                 results["kube"] = asyncio.run(run_phase(target, watchers, rate, duration,
-                                                        writers))
+                                                        writers, pad))
             finally:
                 cluster.stop()
     finally:
