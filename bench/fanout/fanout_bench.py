@@ -287,7 +287,9 @@ async def slow_watch(target, resource_version, result, stop):
             if not data:
                 result["outcome"] = "closed by server"
                 break
-            received += data.count(b'"seq":"')
+            # The 7-byte marker may straddle two reads: count over the previous 6 bytes too
+            # (a marker wholly inside them was counted already).
+            received += (got[-6:] + data).count(b'"seq":"')
             got = (got + data)[-4096:]
     except asyncio.TimeoutError:
         result["outcome"] = "still open"
@@ -298,7 +300,7 @@ async def slow_watch(target, resource_version, result, stop):
     writer.close()
 
 
-async def run_phase(target, watchers, rate, duration, writers, pad):
+async def run_phase(target, watchers, rate, duration, writers, pad, with_slow=True):
     status, data = await call(target, "POST", "/api/v1/namespaces",
                               b'{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"%s"}}'
                               % NAMESPACE.encode())
@@ -315,8 +317,9 @@ async def run_phase(target, watchers, rate, duration, writers, pad):
     for w in state:
         tasks.append(asyncio.ensure_future(watch(target, resource_version, w, histogram, stop)))
         await asyncio.sleep(0)
-    slow = {}
-    slow_task = asyncio.ensure_future(slow_watch(target, resource_version, slow, stop))
+    slow = {} if with_slow else {"status": None, "outcome": "none (--no-slow)"}
+    slow_task = asyncio.ensure_future(
+        slow_watch(target, resource_version, slow, stop) if with_slow else asyncio.sleep(0))
     # Every watch open before the first write (bounded).
     deadline = time.monotonic() + 60
     while (any(w.status is None for w in state) or "status" not in slow) and \
@@ -411,6 +414,7 @@ def main(argv):
     watchers, rate, duration, writers, pad = 100, 200, 10.0, 4, 200
     json_output = False
     with_kube = True
+    with_slow = True
     for arg in argv:
         if arg == "--json":
             json_output = True
@@ -424,6 +428,8 @@ def main(argv):
             writers = int(arg.split("=", 1)[1])
         elif arg.startswith("--pad="):
             pad = int(arg.split("=", 1)[1])
+        elif arg == "--no-slow":
+            with_slow = False
         elif arg == "--no-kube":
             with_kube = False
         elif arg.startswith("--kubeconfig="):
@@ -448,7 +454,7 @@ def main(argv):
             target = Target("embedded", api.host, api.port, api.token, api.ca_path,
                             server.process.pid)
             results["embedded"] = asyncio.run(run_phase(target, watchers, rate, duration,
-                                                        writers, pad))
+                                                        writers, pad, with_slow))
         finally:
             server.stop()
         if with_kube:
@@ -459,7 +465,7 @@ def main(argv):
                 target = Target("kube-apiserver", api.host, api.port, api.token, api.ca_path,
                                 cluster.apiserver.process.pid)
                 results["kube"] = asyncio.run(run_phase(target, watchers, rate, duration,
-                                                        writers, pad))
+                                                        writers, pad, with_slow))
             finally:
                 cluster.stop()
     finally:
