@@ -173,7 +173,8 @@ TEST_F(RunCommandTest, LeaderElection) {
   EXPECT_EQ(plan->leader_election->retry_period, absl::Seconds(2));
   EXPECT_FALSE(plan->leader_election->identity.empty());
   // $POD_NAMESPACE unless the flag names one.
-  EXPECT_EQ(PlanRun(flags, std::nullopt, std::nullopt, "ops")->leader_election->lease_namespace, "ops");
+  EXPECT_EQ(PlanRun(flags, std::nullopt, std::nullopt, "ops")->leader_election->lease_namespace,
+            "ops");
   flags.leader_elect_resource_namespace = "ha";
   flags.leader_elect_identity = "host-a";
   plan = PlanRun(flags, std::nullopt, std::nullopt, "ops");

@@ -141,7 +141,10 @@ void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
   {
     common::MutexLock lock(&mu_);
     state = status_.state;
-    if (state == PluginState::kReady) session = session_;
+    if (state == PluginState::kReady && session_ != nullptr) {
+      session = session_;
+      ++dispatches_;
+    }
   }
   if (session == nullptr) {
     done(absl::UnavailableError(
@@ -149,6 +152,14 @@ void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
     return;
   }
   session->Dispatch(std::move(call), deadline, std::move(done));
+  session.reset();
+  common::MutexLock lock(&mu_);
+  if (--dispatches_ == 0) cv_.SignalAll();
+}
+
+void Supervisor::WaitForDispatches() {
+  common::MutexLock lock(&mu_);
+  while (dispatches_ > 0) cv_.Wait(&mu_);
 }
 
 void Supervisor::Stop(absl::Duration grace) {
@@ -251,8 +262,8 @@ void Supervisor::Run() {
     session = std::move(session_);
   }
   if (session != nullptr) {
-    session->Close();  // in-flight requests fail UNAVAILABLE now, not after the grace period
-    while (session.use_count() > 1) std::this_thread::yield();  // a Dispatch holds a copy
+    session->Close();     // in-flight requests fail UNAVAILABLE now, not after the grace period
+    WaitForDispatches();  // a Dispatch may still hold a copy of the session
     session.reset();
   }
   StopProcess(grace);
@@ -358,8 +369,8 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
     why = session->health();
     if (why.ok()) why = absl::UnavailableError("plugin instance ended");
   }
-  session->Close();  // fails what is still in flight (UNAVAILABLE)
-  while (session.use_count() > 1) std::this_thread::yield();  // a Dispatch holds a copy
+  session->Close();     // fails what is still in flight (UNAVAILABLE)
+  WaitForDispatches();  // a Dispatch may still hold a copy of the session
   session.reset();
   StopProcess(absl::ZeroDuration());
   return absl::UnavailableError(why.message());

@@ -139,6 +139,8 @@ class Supervisor : public controller::Dispatcher {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial();
   bool WaitSocket(absl::Time deadline);
   void StopProcess(absl::Duration grace);
+  // Blocks until no Dispatch call holds a session copy (dispatches_ == 0).
+  void WaitForDispatches() ABSL_LOCKS_EXCLUDED(mu_);
   // Publishes a state change (and one more restart) under one lock, then tells the listener.
   void SetState(PluginState state, absl::Status error = absl::OkStatus(), bool restart = false);
   void Notify();
@@ -158,7 +160,11 @@ class Supervisor : public controller::Dispatcher {
   common::CondVar cv_;  // status changes, instance events, stop
   PluginStatus status_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Session> session_ ABSL_GUARDED_BY(mu_);  // READY instance's session
-  bool instance_ended_ ABSL_GUARDED_BY(mu_) = false;       // process exit or stream break
+  // Dispatch calls that took a copy of session_ and have not returned yet; a retired session
+  // is released only once this is back to 0 (WaitForDispatches; session_ is reset first, so
+  // no new call can take it).
+  int dispatches_ ABSL_GUARDED_BY(mu_) = 0;
+  bool instance_ended_ ABSL_GUARDED_BY(mu_) = false;  // process exit or stream break
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration stop_grace_ ABSL_GUARDED_BY(mu_);
