@@ -1,6 +1,8 @@
 #include "runtime/kube/kubeconfig.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -33,13 +35,45 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
   return absl::UnavailableError(message);
 }
 
+// Kubeconfigs, certificates, keys and tokens are small: anything larger is a mistake (or a
+// path such as /dev/zero, which would never end).
+constexpr off_t kMaxFileBytes = 4 << 20;
+
+// Reads a regular file (symbolic links followed, as the service-account mount uses them) of at
+// most kMaxFileBytes.
 absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus(errno, absl::StrCat(what, " ", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return ErrnoStatus(errno, absl::StrCat(what, " ", path));
-  return out.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat(what, " ", path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrCat(what, " ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, ": not a regular file"));
+  }
+  std::string out;
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, absl::StrCat(what, " ", path));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > static_cast<size_t>(kMaxFileBytes)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, ": larger than ", kMaxFileBytes, " bytes"));
+    }
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 bool FileExists(const std::string& path) {

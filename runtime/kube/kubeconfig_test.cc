@@ -66,6 +66,26 @@ contexts:
 current-context: one
 )";
 
+// Found by reading the parser for hostile input: a referenced file was read whole and unbounded,
+// so certificate-authority: /dev/zero never returned and a huge file filled memory.
+TEST_F(KubeconfigTest, RegressionReferencedFilesMustBeSmallRegularFiles) {
+  std::string config = kBasic;
+  config.replace(config.find("certificate-authority: ca.crt"),
+                 std::string("certificate-authority: ca.crt").size(),
+                 "certificate-authority: /dev/zero");
+  absl::StatusOr<RestConfig> loaded = LoadKubeconfigFile(Write("config", config));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr("/dev/zero: not a regular file"));
+
+  Write("ca.crt", std::string((4 << 20) + 1, 'x'));
+  loaded = LoadKubeconfigFile(Write("config", kBasic));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr("larger than 4194304 bytes"));
+
+  Write("ca.crt", "CA-PEM");
+  EXPECT_TRUE(LoadKubeconfigFile(Write("config", kBasic)).ok());
+}
+
 TEST_F(KubeconfigTest, CurrentContextWithRelativeCaFile) {
   Write("ca.crt", "CA-PEM");
   std::string path = Write("config", kBasic);
