@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -201,6 +202,9 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
 absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  // A database file reaching the process's file size limit (RLIMIT_FSIZE) must fail the write
+  // with EFBIG, answered 429 like a full disk (storage/sqlite.cc), not kill the whole server.
+  signal(SIGXFSZ, SIG_IGN);
   if (mkdir(options.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create data directory ",
                                                     options.data_dir, ": ", std::strerror(errno)));
