@@ -5,10 +5,10 @@
 
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/cmd_dump.h"
+#include "runtime/exe/cmd_offline.h"
 #include "runtime/exe/cmd_plugin.h"
 #include "runtime/exe/cmd_rbac.h"
 #include "runtime/exe/cmd_run.h"
-#include "runtime/exe/cmd_test.h"
 #include "runtime/exe/cmd_version.h"
 #include "runtime/exe/command.h"
 #include "runtime/serving/connection_server.h"

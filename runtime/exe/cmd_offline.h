@@ -23,8 +23,8 @@
 //
 // Thread-compatible: runs on the caller's thread (the supervisor has its own threads, joined
 // before RunTestCommand returns).
-#ifndef CTRLHOST_RUNTIME_EXE_CMD_TEST_H_
-#define CTRLHOST_RUNTIME_EXE_CMD_TEST_H_
+#ifndef CTRLHOST_RUNTIME_EXE_CMD_OFFLINE_H_
+#define CTRLHOST_RUNTIME_EXE_CMD_OFFLINE_H_
 
 #include <ostream>
 #include <string>
@@ -72,4 +72,4 @@ absl::StatusOr<nlohmann::json> ResponseToJson(
 
 }  // namespace ctrlhost::exe
 
-#endif  // CTRLHOST_RUNTIME_EXE_CMD_TEST_H_
+#endif  // CTRLHOST_RUNTIME_EXE_CMD_OFFLINE_H_

@@ -1,6 +1,6 @@
 // `ctrlhost test` against real plugin processes: the webapp reference plugin and the
 // configurable test plugin (runtime/plugin/testing/test_plugin_main).
-#include "runtime/exe/cmd_test.h"
+#include "runtime/exe/cmd_offline.h"
 
 #include <unistd.h>
 
@@ -54,7 +54,7 @@ const std::string& Sample() {
 const bool kChildEnvironment = [] {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const fs::path dir = tmp != nullptr ? tmp : "/tmp";
-  const std::string suppressions = (dir / "cmd_test_tsan.supp").string();
+  const std::string suppressions = (dir / "cmd_offline_tsan.supp").string();
   std::ofstream(suppressions) << "called_from_lib:libgrpc.so\ncalled_from_lib:libgrpc++.so\n"
                               << "called_from_lib:libgpr.so\nrace:libabsl_*.so*\n";
   setenv("TSAN_OPTIONS", ("halt_on_error=1 suppressions=" + suppressions).c_str(), 1);

@@ -1,4 +1,4 @@
-#include "runtime/exe/cmd_test.h"
+#include "runtime/exe/cmd_offline.h"
 
 #include <stdlib.h>
 
