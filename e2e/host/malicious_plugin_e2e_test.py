@@ -2,14 +2,16 @@
 credentials. It is told everything a plugin could find out (the data dir, the kubeconfig, the
 admin socket, the other plugin's socket, the host's pid, the API server's address) and tries to
 read the token and the kubeconfig, list the data dir and the socket directory, read the host's
-environment and open files through /proc, signal the host, connect to the admin socket and to
-the other plugin's socket, and write a Secret to kube-system with whatever it found. Every attempt
+environment and open files through /proc, signal the host, connect to the admin socket (and call
+it) and to the other plugin's socket, and write a Secret to kube-system with whatever it found. Every attempt
 must fail, and the host keeps reconciling the other plugin's objects.
 
 Two hosts: plugins under their own uids (`--plugin-user auto`, needs root: skipped otherwise, with
 the reason) and plugins under the host's own uid with Landlock only (`--plugin-user host`; skipped
 when the kernel has no Landlock). Under the same uid Landlock (ABI <= 7) does not mediate connect()
-on socket files, so there the two socket attempts are reported, not asserted (docs/operations.md).
+on socket files, so there the two socket connects are reported, not asserted (docs/operations.md);
+an admin RPC over that connection is refused all the same (the host's admin token, which the
+plugin cannot read) and is asserted.
 """
 
 import json
@@ -66,6 +68,24 @@ attempt_read("read_kubeconfig", hints["kubeconfig"])
 attempt_list("list_data_dir", hints["data_dir"])
 attempt_list("list_socket_dir", hints["socket_dir"])
 attempt_connect("admin_socket", hints["admin_socket"])
+attempt_read("read_admin_token", hints["admin_socket"] + ".token")
+
+def attempt_admin_call(name, path):
+    """A real admin RPC over the socket: ListPlugins with an empty request."""
+    try:
+        import grpc
+    except ImportError as e:
+        print("ATTACK %s untested %s" % (name, e), flush=True)  # fails the test
+        return
+    try:
+        channel = grpc.insecure_channel("unix:" + path)
+        call = channel.unary_unary("/ctrlhost.admin.v1alpha1.AdminService/ListPlugins")
+        call(b"", timeout=10)
+        say(name, True, "ListPlugins answered")
+    except grpc.RpcError as e:
+        say(name, False, "%s: %s" % (e.code().name, e.details()))
+
+attempt_admin_call("admin_api", hints["admin_socket"])
 attempt_connect("other_plugin_socket", hints["victim_socket"])
 environ = attempt_read("host_environ", "/proc/%d/environ" % hints["host_pid"])
 def attempt_open_fds(name, pid):
@@ -139,7 +159,7 @@ spec:
 HOST_SECRET = "host-secret-value-7f3a9c"
 ALWAYS_BLOCKED = ["read_token", "read_kubeconfig", "list_data_dir", "list_socket_dir",
                   "host_environ", "host_open_files", "host_root_token", "own_environment",
-                  "signal_host", "write_api"]
+                  "signal_host", "write_api", "read_admin_token", "admin_api"]
 SOCKETS = ["admin_socket", "other_plugin_socket"]
 
 

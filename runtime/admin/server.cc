@@ -1,17 +1,25 @@
 #include "runtime/admin/server.h"
 
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
 #include "runtime/admin/validate.h"
 #include "runtime/admin/work_pool.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/status_macros.h"
 
 namespace ctrlhost::admin {
 
@@ -131,8 +139,8 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 // pool. Thread-safe: it holds only pointers that are constant after construction.
 class AdminServiceImpl final : public v1::AdminService::CallbackService {
  public:
-  AdminServiceImpl(AdminBackend* backend, WorkPool* swaps, WorkPool* queries)
-      : backend_(backend), swaps_(swaps), queries_(queries) {}
+  AdminServiceImpl(AdminBackend* backend, WorkPool* swaps, WorkPool* queries, std::string token)
+      : backend_(backend), swaps_(swaps), queries_(queries), token_(std::move(token)) {}
 
   grpc::ServerUnaryReactor* ListOperators(grpc::CallbackServerContext* context,
                                           const v1::ListOperatorsRequest* request,
@@ -199,6 +207,15 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
                                    Response* response, WorkPool* pool, Validator<Request> validate,
                                    Method<Request, Response> method,
                                    Logger<Request, Response> log = nullptr) {
+    if (!token_.empty() && !Authorized(*context)) {
+      common::LogDebug("admin: request without the host's token",
+                       {{"method", Request::descriptor()->name()}});
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                   "the admin API needs the host's token (the file beside its "
+                                   "socket, readable by the host's user only)"));
+      return reactor;
+    }
     if (validate != nullptr) {
       if (absl::Status s = validate(*request); !s.ok()) {
         common::LogDebug("admin: invalid request",
@@ -234,11 +251,63 @@ class AdminServiceImpl final : public v1::AdminService::CallbackService {
     });
   }
 
+  // Compares in constant time, so the answer's timing says nothing about the token.
+  bool Authorized(const grpc::CallbackServerContext& context) const {
+    const auto& metadata = context.client_metadata();
+    auto it = metadata.find("authorization");
+    if (it == metadata.end()) return false;
+    const std::string expected = "Bearer " + token_;
+    const grpc::string_ref& got = it->second;
+    if (got.size() != expected.size()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < expected.size(); ++i) diff |= got.data()[i] ^ expected[i];
+    return diff == 0;
+  }
+
   // Constant after construction; borrowed from the AdminServer and its options.
   AdminBackend* const backend_;
   WorkPool* const swaps_;
   WorkPool* const queries_;
+  const std::string token_;  // empty: no token required
 };
+
+namespace {
+
+// 32 random bytes from the kernel, hex-encoded.
+absl::StatusOr<std::string> NewToken() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(absl::StrCat("getrandom: ", std::strerror(errno)));
+    got += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+// Writes `token` to `path` with mode 0600 (a new file, renamed over any old one).
+absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
+  const std::string tmp = path + ".tmp";
+  unlink(tmp.c_str());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write the admin token ", tmp, ": ", std::strerror(errno)));
+  }
+  const bool written = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  const bool closed = close(fd) == 0;
+  if (!written || !closed || rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write the admin token ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 AdminServer::AdminServer(std::string socket_path, std::unique_ptr<WorkPool> swaps,
                          std::unique_ptr<WorkPool> queries,
@@ -276,9 +345,16 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptio
                                           /*max_queued=*/0);
   auto queries = std::make_unique<WorkPool>("admin queries", options.query_threads,
                                             options.max_queued_queries);
-  auto service = std::make_unique<AdminServiceImpl>(options.backend, swaps.get(), queries.get());
+  std::string token;
+  if (options.require_token) {
+    ASSIGN_OR_RETURN(token, NewToken());
+    RETURN_IF_ERROR(WriteTokenFile(path + ".token", token));
+  }
+  auto service =
+      std::make_unique<AdminServiceImpl>(options.backend, swaps.get(), queries.get(), token);
   std::unique_ptr<AdminServer> server(
       new AdminServer(path, std::move(swaps), std::move(queries), std::move(service)));
+  if (options.require_token) server->token_path_ = path + ".token";
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(server->target(), grpc::InsecureServerCredentials());
@@ -319,6 +395,7 @@ void AdminServer::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     server_.reset();
     RemoveSocketFile(socket_file_);
+    if (!token_path_.empty()) unlink(token_path_.c_str());
     common::LogInfo("admin API stopped", {{"socket", socket_path_}});
   }
 }

@@ -31,7 +31,8 @@
 //   backend calls in progress (a running swap finishes or the backend cancels it: stop the
 //   manager's swaps first for a fast shutdown), shuts gRPC down and removes the socket.
 //
-// Not served: TCP (the CLI's --admin-address); authentication beyond file permissions.
+// Not served: TCP (the CLI's --admin-address). Authentication: the socket file's permissions, and
+// with require_token a bearer token kept in a file beside the socket.
 //
 // Thread-safety: AdminServer is thread-safe. Stop() may be called from any thread except a backend
 // call (it waits for backend calls). mu_ guards the running state; everything else is constant
@@ -70,6 +71,12 @@ struct AdminServerOptions {
   int max_queued_queries = 64;
   // Largest request accepted (a SwapPluginRequest with a long environment is still tiny).
   int max_request_bytes = 1 << 20;
+  // Require a token: Start writes a random one to "<socket path>.token" (mode 0600, removed by
+  // Stop), and every request must carry "authorization: Bearer <token>" (else UNAUTHENTICATED).
+  // The socket's 0600 mode keeps other users out; the token also keeps out processes of the
+  // host's own user that cannot read the file, such as exec'd plugins under Landlock, which
+  // does not mediate connect() on a socket file. The CLI reads the file (admin_client.h).
+  bool require_token = false;
 };
 
 // absl::Status to grpc::Status: same code (they share the canonical numbering; an out-of-range
@@ -93,6 +100,8 @@ class AdminServer {
 
   // The absolute socket path, and the gRPC target "unix://<path>" clients dial.
   const std::string& socket_path() const { return socket_path_; }
+  // "<socket path>.token" with require_token, else empty.
+  const std::string& token_path() const { return token_path_; }
   std::string target() const { return "unix://" + socket_path_; }
 
  private:
@@ -101,6 +110,7 @@ class AdminServer {
 
   // Constant after Start().
   const std::string socket_path_;
+  std::string token_path_;
   const std::unique_ptr<WorkPool> swaps_;
   const std::unique_ptr<WorkPool> queries_;
   // Declared before server_: the service must outlive the gRPC server that calls it.

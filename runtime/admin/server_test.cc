@@ -219,6 +219,39 @@ TEST_F(AdminServerTest, SocketIsOwnerOnlyAndStopRemovesIt) {
                        ": is \"ctrlhost run\" running?\n");
 }
 
+// Issue 13 item 9: an exec'd plugin under the host's own uid can connect() to the socket
+// (Landlock does not mediate that) but cannot read the token file beside it.
+TEST_F(AdminServerTest, RequiredTokenRefusesOtherClientsAndTheCliReadsIt) {
+  AdminServerOptions options = Options();
+  options.require_token = true;
+  StartServer(std::move(options));
+  const std::string token_path = socket_ + ".token";
+  EXPECT_EQ(server_->token_path(), token_path);
+  struct stat info;
+  ASSERT_EQ(lstat(token_path.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISREG(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  EXPECT_EQ(info.st_size, 64);
+
+  auto stub = Stub();
+  v1::ListPluginsRequest request;
+  v1::ListPluginsResponse response;
+  grpc::ClientContext none;
+  Deadline(&none);
+  grpc::Status status = stub->ListPlugins(&none, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  grpc::ClientContext wrong;
+  Deadline(&wrong);
+  wrong.AddMetadata("authorization", "Bearer " + std::string(64, '0'));
+  EXPECT_EQ(stub->ListPlugins(&wrong, request, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+
+  CommandResult r = Run(exe::RunDumpCommand, {});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  server_->Stop();
+  EXPECT_NE(lstat(token_path.c_str(), &info), 0);  // removed with the socket
+}
+
 TEST_F(AdminServerTest, StaleSocketIsReplaced) {
   // A socket file nobody listens on, as a crashed host leaves it.
   const int fd = socket(AF_UNIX, SOCK_STREAM, 0);

@@ -2,7 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <utility>
 
@@ -57,11 +60,24 @@ absl::StatusOr<std::unique_ptr<AdminClient>> AdminClient::Connect(const std::str
                                                                   absl::Duration timeout) {
   // A missing socket file is the common case ("ctrlhost run" is not running): say so at once
   // instead of letting gRPC retry until the deadline.
+  std::string token;
   if (absl::StartsWith(target, "unix://")) {
     struct stat info;
     const std::string path = target.substr(std::string("unix://").size());
     if (stat(path.c_str(), &info) != 0 || !S_ISSOCK(info.st_mode)) {
       return absl::UnavailableError(UnreachableMessage(target));
+    }
+    // The host's admin token (server.h: require_token), beside the socket.
+    const std::string token_path = path + ".token";
+    std::ifstream in(token_path, std::ios::binary);
+    if (in) {
+      char buffer[256];
+      in.read(buffer, sizeof(buffer));
+      token.assign(buffer, static_cast<size_t>(in.gcount()));
+    } else if (errno != ENOENT) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot read the admin token ", token_path,
+                                                      ": ", std::strerror(errno),
+                                                      " (run as the user of \"ctrlhost run\")"));
     }
   }
   grpc::ChannelArguments arguments;
@@ -80,11 +96,13 @@ absl::StatusOr<std::unique_ptr<AdminClient>> AdminClient::Connect(const std::str
       return absl::UnavailableError(UnreachableMessage(target));
     }
   }
-  return std::unique_ptr<AdminClient>(new AdminClient(target, timeout, std::move(channel)));
+  return std::unique_ptr<AdminClient>(
+      new AdminClient(target, timeout, std::move(channel), std::move(token)));
 }
 
 void AdminClient::SetDeadline(grpc::ClientContext* context, absl::Duration deadline) const {
   context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(deadline));
+  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
 }
 
 absl::Status AdminClient::FromGrpc(const grpc::Status& status, absl::Duration deadline) const {

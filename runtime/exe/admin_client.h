@@ -68,9 +68,11 @@ class AdminClient {
   const std::string& target() const { return target_; }
 
  private:
-  AdminClient(std::string target, absl::Duration timeout, std::shared_ptr<grpc::Channel> channel)
+  AdminClient(std::string target, absl::Duration timeout, std::shared_ptr<grpc::Channel> channel,
+              std::string token)
       : target_(std::move(target)),
         timeout_(timeout),
+        token_(std::move(token)),
         channel_(std::move(channel)),
         stub_(admin::AdminService::NewStub(channel_)) {}
 
@@ -81,6 +83,7 @@ class AdminClient {
   // Constant after construction.
   const std::string target_;
   const absl::Duration timeout_;
+  const std::string token_;  // from "<socket>.token" when the host wrote one
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<admin::AdminService::Stub> stub_;
 };

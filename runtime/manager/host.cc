@@ -103,6 +103,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.plugin_hidden_paths = options.kubeconfigs;
   if (!options.admin_socket.empty()) {
     manager_options.plugin_hidden_paths.push_back(options.admin_socket);
+    manager_options.plugin_hidden_paths.push_back(options.admin_socket + ".token");
   }
   manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   manager_options.dispatching = !options.leader_election.has_value();
@@ -167,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     admin::AdminServerOptions admin_options;
     admin_options.socket_path = options.admin_socket;
     admin_options.backend = host->admin_backend_.get();
+    admin_options.require_token = true;  // plugins of the host's own user can connect()
     ASSIGN_OR_RETURN(host->admin_, admin::AdminServer::Start(admin_options));
   }
   if (!host->ApiServerCheck().ok()) {
