@@ -67,6 +67,12 @@ STATUS_CHILDREN = os.path.dirname(
 SCENARIO_CRD = host_fixture.runfile("e2e/conformance/testdata/scenario-crd.yaml")
 
 
+# Issue 18's pieces (context flags, resource builders, stage callbacks, the standard operator
+# status) exist in the C++, Python and Node SDKs; the Go SDK has not got them yet
+# (sdk/go/README.md), so its scenario plugin is not asked those outcomes.
+ISSUE_18_LANGUAGES = ("cpp", "node", "python")
+
+
 def scenario(outcome):
     return host_fixture.runfile("e2e/conformance/testdata/scenarios/%s.yaml" % outcome)
 
@@ -175,9 +181,11 @@ class ScenarioConformanceTest(unittest.TestCase):
     """Outcomes the WebApp never produces, answered alike by every SDK: requeue_after, retryable
     and terminal errors, and a forbidden change that the host must refuse (`--check`)."""
 
-    def answers(self, outcome, *args, expected_exit=0):
+    def answers(self, outcome, *args, expected_exit=0, languages=None):
         answers = {}
         for lang, plugin in SCENARIO_PLUGINS.items():
+            if languages is not None and lang not in languages:
+                continue
             result = subprocess.run(
                 [apiserver_fixture.binary_path(), "test", "--log-level=warning", "--plugin",
                  plugin, "-o", "json", "--check", "--object", scenario(outcome), *args],
@@ -218,7 +226,8 @@ class ScenarioConformanceTest(unittest.TestCase):
     # resource, flags set by earlier steps are read by later ones, skipped resources that exist
     # are kept as they are, and the condition says what was skipped.
     def test_chain_cancel_pass(self):
-        answer = self.answers("chain-pass", "--children", CHAIN_CHILDREN)
+        answer = self.answers("chain-pass", "--children", CHAIN_CHILDREN,
+                              languages=ISSUE_18_LANGUAGES)
         desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
         self.assertEqual(sorted(desired), ["s-chain-a", "s-chain-b", "s-chain-c"])
         self.assertEqual(desired["s-chain-a"]["data"], {"v": "new"})
@@ -235,7 +244,7 @@ class ScenarioConformanceTest(unittest.TestCase):
     def test_builders(self):
         # Resource builders (issue 18 piece 6): every builder's output and the config hash of
         # keys whose UTF-8 order differs from JavaScript's, identical in every language.
-        answer = self.answers("builders")
+        answer = self.answers("builders", languages=ISSUE_18_LANGUAGES)
         built = answer["status"]["built"]
         self.assertEqual([o["kind"] for o in built],
                          ["Deployment", "Service", "ConfigMap", "Secret", "ServiceAccount",
@@ -249,7 +258,8 @@ class ScenarioConformanceTest(unittest.TestCase):
     # Stage callbacks (issue 18 piece 3): per kind and stage in registration order, pre-stage
     # changes in the answer, an error that stops the step and names the callback.
     def test_stage_callbacks(self):
-        answer = self.answers("callbacks", "--children", CALLBACK_CHILDREN)
+        answer = self.answers("callbacks", "--children", CALLBACK_CHILDREN,
+                              languages=ISSUE_18_LANGUAGES)
         self.assertEqual(answer["status"]["log"], [
             "pre-update:s-cb-a", "post-update:s-cb-a", "pre-create:s-cb-b",
             "post-create:s-cb-b", "pre-delete:s-cb-c", "post-delete:s-cb-c"])
@@ -258,7 +268,8 @@ class ScenarioConformanceTest(unittest.TestCase):
         self.assertEqual(desired["s-cb-b"]["metadata"]["labels"], {"stage": "pre-create"})
 
     def test_stage_callback_error_names_the_callback(self):
-        answer = self.answers("callbacks-fail", "--children", CALLBACK_CHILDREN)
+        answer = self.answers("callbacks-fail", "--children", CALLBACK_CHILDREN,
+                              languages=ISSUE_18_LANGUAGES)
         self.assertEqual(answer["error"], {
             "kind": "ERROR_KIND_TERMINAL",
             "message": "dependent b: callback guard at pre-create: spec.failAt"})
@@ -267,7 +278,7 @@ class ScenarioConformanceTest(unittest.TestCase):
 
     # The standard operator status (issue 18 piece 4).
     def test_operator_status_deploying(self):
-        answer = self.answers("status")
+        answer = self.answers("status", languages=ISSUE_18_LANGUAGES)
         self.assertEqual(answer["status"], {
             "phase": "Deploying", "operatorVersion": "1.0.0", "targetVersion": "1.0.0",
             "observedGeneration": 1})
@@ -276,7 +287,8 @@ class ScenarioConformanceTest(unittest.TestCase):
         self.assertEqual(conditions["Reconciling"], ("CONDITION_STATUS_TRUE", "Deploying"))
 
     def test_operator_status_upgrade_keeps_available(self):
-        answer = self.answers("status-upgrade", "--children", STATUS_CHILDREN)
+        answer = self.answers("status-upgrade", "--children", STATUS_CHILDREN,
+                              languages=ISSUE_18_LANGUAGES)
         self.assertEqual(answer["status"]["phase"], "Upgrading")
         self.assertNotIn("observedVersion", answer["status"])
         conditions = {c["type"]: (c["status"], c["reason"]) for c in answer["conditions"]}
@@ -285,7 +297,8 @@ class ScenarioConformanceTest(unittest.TestCase):
         self.assertEqual(conditions["Degraded"], ("CONDITION_STATUS_FALSE", "AsExpected"))
 
     def test_chain_cancel_resource_and_flags(self):
-        answer = self.answers("chain-resource", "--children", CHAIN_CHILDREN)
+        answer = self.answers("chain-resource", "--children", CHAIN_CHILDREN,
+                              languages=ISSUE_18_LANGUAGES)
         desired = {o["metadata"]["name"]: o for o in answer["desired_objects"]}
         # b does not exist and cancelled itself: not created; c exists and updates are not
         # allowed (a's flag): kept with its current data.
