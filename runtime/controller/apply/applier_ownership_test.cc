@@ -106,6 +106,12 @@ TEST_F(OwnershipTest, OwnedPatchOnAnotherPrimarysChildIsRefusedIssue13) {
 // A primary deleted and created again under the same name: its predecessor's children are
 // the garbage collector's, soon; the new primary retries (never a terminal refusal).
 TEST_F(OwnershipTest, ChildOfAnEarlierPrimaryOfTheSameNameIsRetried) {
+  // A second, live owner keeps the embedded server's garbage collector from deleting the child
+  // while the test looks at it (its controller, the earlier b, is gone).
+  const json anchor = Parse(client_->Create(
+      ConfigMaps(ns_),
+      json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "anchor"}}}}
+          .dump()));
   ASSERT_TRUE(client_
                   ->Create(ConfigMaps(ns_), json{{"apiVersion", "v1"},
                                                  {"kind", "ConfigMap"},
@@ -116,7 +122,11 @@ TEST_F(OwnershipTest, ChildOfAnEarlierPrimaryOfTheSameNameIsRetried) {
                                                       {"kind", "WebApp"},
                                                       {"name", "b"},
                                                       {"uid", "uid-of-an-earlier-b"},
-                                                      {"controller", true}}}}}}}
+                                                      {"controller", true}},
+                                                     {{"apiVersion", "v1"},
+                                                      {"kind", "ConfigMap"},
+                                                      {"name", "anchor"},
+                                                      {"uid", anchor["metadata"]["uid"]}}}}}}}
                                                 .dump())
                   .ok());
   pb::ReconcileResponse response;
