@@ -22,39 +22,17 @@ import sys
 import tempfile
 import time
 
+from bench.procfs import cpu_seconds, status_kib
 from bench.report import Reporter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMESPACE = "fanout"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 BUCKET_MS = 1  # delay histogram resolution
 MAX_BUCKETS = 60000
 
 
 def log(message):
     print("fanout: " + message, file=sys.stderr, flush=True)
-
-
-# --- /proc ---------------------------------------------------------------------------------
-
-def proc_status(pid, field):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def cpu_seconds(pid):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 # --- raw HTTP/1.1 over TLS -------------------------------------------------------------------
@@ -264,7 +242,7 @@ async def run_phase(target, watchers, rate, duration, writers, pad, with_slow=Tr
     status, data = await call(target, "GET", "/api/v1/namespaces/%s/configmaps" % NAMESPACE)
     resource_version = json.loads(data)["metadata"]["resourceVersion"]
 
-    threads_idle = proc_status(target.pid, "Threads")
+    threads_idle = status_kib(target.pid, "Threads")
     stop = asyncio.Event()
     histogram = [0] * MAX_BUCKETS
     state = [Watcher() for _ in range(watchers)]
@@ -288,11 +266,11 @@ async def run_phase(target, watchers, rate, duration, writers, pad, with_slow=Tr
 
     async def sample():
         while not stop.is_set():
-            samples.append((proc_status(target.pid, "Threads"), proc_status(target.pid, "VmRSS")))
+            samples.append((status_kib(target.pid, "Threads"), status_kib(target.pid, "VmRSS")))
             await asyncio.sleep(0.5)
 
-    base_threads = proc_status(target.pid, "Threads")
-    base_rss = proc_status(target.pid, "VmRSS")
+    base_threads = status_kib(target.pid, "Threads")
+    base_rss = status_kib(target.pid, "VmRSS")
     sampler = asyncio.ensure_future(sample())
     queue = multiprocessing.Queue()
     start_at = time.monotonic() + 0.5

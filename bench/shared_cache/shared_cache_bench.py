@@ -34,6 +34,7 @@ import threading
 import time
 import urllib.request
 
+from bench.procfs import cpu_seconds, status_kib
 from bench.report import Reporter
 from e2e.kube import kube_fixture
 
@@ -46,7 +47,6 @@ QUIET_CPU_SECONDS_PER_PROCESS = 0.01
 QUIET_APISERVER_CPU_SECONDS = 0.25  # kube-apiserver with its controller manager and audit log
 QUIET_TIMEOUT_SECONDS = 240
 SYNC_TIMEOUT_SECONDS = 300
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -55,26 +55,6 @@ def log(message):
 
 
 # --- /proc --------------------------------------------------------------------------------
-
-def cpu_seconds(pid):
-    """utime + stime of a process (its threads included), 0 when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def status_kib(pid, field):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def pss_kib(pid):
