@@ -77,7 +77,11 @@ const std::vector<absl::string_view>& ControllerFields() {
   static const auto* const v =
       new std::vector<absl::string_view>{"name",       "plugin",        "maxConcurrentReconciles",
                                          "namespaces", "labelSelector", "resyncPeriod",
-                                         "disabled",   "rateLimit"};
+                                         "disabled",   "rateLimit",     "sharding"};
+  return *v;
+}
+const std::vector<absl::string_view>& ShardingFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"enabled"};
   return *v;
 }
 const std::vector<absl::string_view>& ApiClientFields() {
@@ -361,6 +365,12 @@ std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& n
   if (const YAML::Node limit = Get(fields, "rateLimit"); !IsAbsent(limit)) {
     controller.rate_limit = ParseRateLimit(r, limit, Join(path, "rateLimit"));
   }
+  if (const YAML::Node sharding = Get(fields, "sharding"); !IsAbsent(sharding)) {
+    const std::string sharding_path = Join(path, "sharding");
+    const std::vector<Field> sharding_fields = r.Fields(sharding, sharding_path, ShardingFields());
+    controller.sharded =
+        r.Bool(Get(sharding_fields, "enabled"), Join(sharding_path, "enabled")).value_or(false);
+  }
   return controller;
 }
 
@@ -611,6 +621,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.plugins[].endpoint.tls", TlsFields(), out);
   AddPaths("spec.controllers[]", ControllerFields(), out);
   AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
+  AddPaths("spec.controllers[].sharding", ShardingFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);
   return out;
 }

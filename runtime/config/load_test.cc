@@ -79,6 +79,7 @@ spec:
       labelSelector: app=web,tier!=db
       resyncPeriod: 10m
       rateLimit: {qps: 12.5, burst: 100, baseDelay: 5ms, maxDelay: 1000s}
+      sharding: {enabled: true}
     - name: services
       disabled: true
   apiClient: {qps: 150, burst: 300}
@@ -131,6 +132,7 @@ spec:
   EXPECT_EQ(d.rate_limit->burst, 100);
   EXPECT_EQ(d.rate_limit->base_delay, absl::Milliseconds(5));
   EXPECT_EQ(d.rate_limit->max_delay, absl::Seconds(1000));
+  EXPECT_TRUE(d.sharded);
   EXPECT_TRUE(op.controllers[1].disabled);
   EXPECT_TRUE(op.controllers[1].plugin.empty());
   EXPECT_FALSE(op.controllers[1].rate_limit.has_value());
@@ -254,6 +256,19 @@ spec:
                   "than baseDelay",
                   "op.yaml:22:17: spec.controllers[0].disabled: must be true or false, not a "
                   "string"));
+}
+
+TEST(ParseOperatorsTest, ShardingValuesAreChecked) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  controllers:
+    - name: c
+      sharding: {enabled: "yes", ring: x}
+)")),
+              ElementsAre(HasSubstr("spec.controllers[0].sharding.enabled: must be true or false"),
+                          HasSubstr("spec.controllers[0].sharding.ring: unknown field")));
 }
 
 TEST(ParseOperatorsTest, ApiClientValuesAreChecked) {

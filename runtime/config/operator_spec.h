@@ -133,6 +133,9 @@ struct ControllerSpec {
   std::optional<absl::Duration> resync_period;   // >= 0; 0 turns periodic resync off
   bool disabled = false;
   std::optional<RateLimitSpec> rate_limit;
+  // sharding.enabled: this controller's keys are split across the live hosts of the shard ring
+  // (manager/shard_ring.h); each host reconciles only its own.
+  bool sharded = false;
   SourceLocation location;
 
   // Equal ignoring `location`.
