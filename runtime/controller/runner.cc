@@ -225,6 +225,7 @@ std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
 }
 
 bool Runner::InNamespaces(absl::string_view key) const {
+  if (options_.key_gate != nullptr && !options_.key_gate->Owns(key)) return false;
   if (options_.namespaces.empty() || !info_->primary.namespaced) return true;
   const size_t slash = key.find('/');
   const absl::string_view ns = slash == absl::string_view::npos ? "" : key.substr(0, slash);
@@ -261,10 +262,24 @@ bool Runner::Enqueue(absl::string_view key, pb::Reason reason) {
 }
 
 size_t Runner::EnqueueAll(pb::Reason reason, absl::Duration spread) {
+  return EnqueueMatching(reason, spread, nullptr);
+}
+
+size_t Runner::CountOwned() const {
+  size_t owned = 0;
+  for (const cache::ObjectPtr& object : sources_.primary->List()) {
+    if (InNamespaces(object->key())) ++owned;
+  }
+  return owned;
+}
+
+size_t Runner::EnqueueMatching(pb::Reason reason, absl::Duration spread,
+                               const std::function<bool(absl::string_view key)>& filter) {
   thread_local absl::InsecureBitGen gen;
   size_t queued = 0;
   for (const cache::ObjectPtr& object : sources_.primary->List()) {
     const absl::string_view key = object->key();
+    if (filter != nullptr && !filter(key)) continue;
     if (!InNamespaces(key)) continue;
     {
       common::MutexLock lock(&mu_);

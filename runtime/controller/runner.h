@@ -32,6 +32,10 @@
 // Objects in requests carry apiVersion/kind (added when missing, as in list items), reduced to
 // apiVersion/kind/metadata for metadata-only kinds and without the strip_fields paths.
 //
+// With a `key_gate` (sharding across hosts, key_gate.h) only keys the gate says this host owns
+// are queued, and a worker asks the gate before each reconcile (kNotMine: forgotten; kWait:
+// queued again after the gate's retry_after), calling End after it.
+//
 // Not done here: label-selector filtering of primaries (give the primary reflector the
 // selector).
 //
@@ -51,6 +55,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +71,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/field_path.h"
+#include "runtime/controller/key_gate.h"
 #include "runtime/controller/mapper.h"
 #include "runtime/controller/reconcile.h"
 #include "runtime/queue/metrics.h"
@@ -100,6 +106,9 @@ struct RunnerOptions {
   std::vector<std::string> strip_fields;
   // Namespaces whose primaries are reconciled; empty: all. Ignored for cluster-scoped kinds.
   std::vector<std::string> namespaces;
+  // Sharding: which keys this host may reconcile (key_gate.h). Borrowed; outlives the runner.
+  // nullptr: every key.
+  KeyGate* key_gate = nullptr;
   // How long a worker waits for `done` beyond the request deadline before it gives up on a
   // dispatcher that broke its promise to call it (the reconcile then counts as
   // DEADLINE_EXCEEDED).
@@ -176,6 +185,12 @@ class Runner {
   // Queues every primary in the store, each after a random delay in [0, spread) so that a
   // resync does not arrive as one burst. Returns the number of keys queued.
   size_t EnqueueAll(pb::Reason reason, absl::Duration spread = absl::ZeroDuration());
+  // Like EnqueueAll, but only the keys for which `filter` is true (the key gate still applies).
+  size_t EnqueueMatching(pb::Reason reason, absl::Duration spread,
+                         const std::function<bool(absl::string_view key)>& filter);
+  // How many primaries in the store the key gate says this host owns now (all without a gate).
+  size_t CountOwned() const;
+  bool sharded() const { return options_.key_gate != nullptr; }
 
   RunnerMetrics Metrics() const;
   // True once Shutdown has begun.
@@ -192,6 +207,7 @@ class Runner {
   void EnqueueFromEvent(const std::string& key, pb::Reason reason);
   void OnPrimaryDeleted(const cache::Object& object);
   void ObservePrimary(const cache::ObjectPtr& old_primary, const cache::ObjectPtr& new_primary);
+  // In the namespaces and, with a key gate, this host's.
   bool InNamespaces(absl::string_view key) const;
   // False when `key` is parked as terminal and `reason` does not lift that
   // (only REASON_PLUGIN_STARTED does, and then unparks it).

@@ -186,6 +186,31 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
 }
 
 void Runner::ProcessKey(const std::string& key) {
+  KeyGate* const gate = options_.key_gate;
+  if (gate != nullptr) {
+    switch (gate->Begin(key)) {
+      case KeyGate::kRun:
+        break;
+      case KeyGate::kNotMine: {
+        // Moved to another host, which queued it when its ring changed.
+        queue_.Forget(key);
+        common::MutexLock lock(&mu_);
+        reasons_.erase(key);
+        return;
+      }
+      case KeyGate::kWait:
+        // Ours, but its previous owner has not drained yet: keep the key (and its reason).
+        Requeue(key, queue_.AddAfter(key, gate->retry_after()));
+        return;
+    }
+  }
+  struct GateGuard {
+    KeyGate* gate;
+    const std::string& key;
+    ~GateGuard() {
+      if (gate != nullptr) gate->End(key);
+    }
+  } gate_guard{gate, key};
   const absl::Time start = clock_->Now();
   pb::Reason reason = pb::REASON_UNSPECIFIED;
   std::string deleted_uid;

@@ -1,0 +1,478 @@
+#include "runtime/manager/shard_ring.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/logging.h"
+#include "runtime/kube/api_status.h"
+#include "runtime/kube/validation.h"
+#include "runtime/manager/leader_elector.h"
+
+namespace ctrlhost::manager {
+
+namespace {
+
+using nlohmann::json;
+
+kube::ResourceRef LeaseRef(const std::string& ns, const std::string& name) {
+  kube::ResourceRef ref;
+  ref.group = "coordination.k8s.io";
+  ref.version = "v1";
+  ref.resource = "leases";
+  ref.namespace_name = ns;
+  ref.name = name;
+  return ref;
+}
+
+int64_t LeaseSeconds(absl::Duration d) {
+  return static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d)));
+}
+
+std::string StringAt(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::vector<std::string> SplitView(absl::string_view text) {
+  std::vector<std::string> view = absl::StrSplit(text, ',', absl::SkipEmpty());
+  std::sort(view.begin(), view.end());
+  return view;
+}
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+uint64_t Fnv(uint64_t h, absl::string_view s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t RendezvousScore(absl::string_view member, absl::string_view key) {
+  uint64_t h = Fnv(kFnvOffset, member);
+  h = Fnv(h, absl::string_view("\0", 1));
+  h = Fnv(h, key);
+  // splitmix64's finaliser: FNV alone spreads poorly over the high bits.
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
+}
+
+std::string RendezvousOwner(const std::vector<std::string>& view, absl::string_view key) {
+  const std::string* best = nullptr;
+  uint64_t best_score = 0;
+  for (const std::string& member : view) {
+    const uint64_t score = RendezvousScore(member, key);
+    if (best == nullptr || score > best_score || (score == best_score && member > *best)) {
+      best = &member;
+      best_score = score;
+    }
+  }
+  return best == nullptr ? "" : *best;
+}
+
+std::string ShardLeaseName(absl::string_view ring, absl::string_view identity) {
+  std::string name = absl::AsciiStrToLower(absl::StrCat(ring, "-", identity));
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
+  }
+  if (name.size() > 253) name.resize(253);
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return name;
+}
+
+absl::Status ValidateShardRing(const ShardRingOptions& options) {
+  LeaderElectionOptions timings;
+  timings.lease_namespace = options.lease_namespace;
+  timings.lease_name = options.ring;
+  timings.identity = options.identity;
+  timings.lease_duration = options.lease_duration;
+  timings.renew_deadline = options.renew_deadline;
+  timings.retry_period = options.retry_period;
+  if (absl::Status s = ValidateLeaderElection(timings); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ring: ", absl::StripPrefix(s.message(), "leader election: ")));
+  }
+  for (const std::string& problem : kube::IsValidLabelValue(options.ring)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ring: the ring name \"", options.ring, "\" ", problem));
+  }
+  if (absl::StrContains(options.identity, ',')) {
+    return absl::InvalidArgumentError("shard ring: the identity must not contain ','");
+  }
+  if (options.poll_period <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("shard ring: the poll period must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ShardRing>> ShardRing::Create(kube::Client* client,
+                                                             ShardRingOptions options,
+                                                             ViewChange on_view_change) {
+  if (absl::Status s = ValidateShardRing(options); !s.ok()) return s;
+  return std::unique_ptr<ShardRing>(
+      new ShardRing(client, std::move(options), std::move(on_view_change)));
+}
+
+ShardRing::ShardRing(kube::Client* client, ShardRingOptions options, ViewChange on_view_change)
+    : client_(client),
+      options_(std::move(options)),
+      on_view_change_(std::move(on_view_change)),
+      clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      lease_name_(ShardLeaseName(options_.ring, options_.identity)) {}
+
+ShardRing::~ShardRing() { Stop(false); }
+
+void ShardRing::Start() {
+  common::LogInfo("shard ring: joining", {{"ring", options_.ring},
+                                         {"identity", options_.identity},
+                                         {"lease", options_.lease_namespace + "/" + lease_name_}});
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ShardRing::Loop() {
+  while (true) {
+    SyncOnce();
+    common::MutexLock lock(&mu_);
+    const absl::Time deadline = clock_->Now() + options_.poll_period;
+    while (!stopping_ && !wake_ && !clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
+    }
+    wake_ = false;
+    if (stopping_) return;
+  }
+}
+
+void ShardRing::Stop(bool leave, absl::Duration drain_timeout) {
+  if (stopped_) return;
+  stopped_ = true;
+  {
+    common::MutexLock lock(&mu_);
+    stopping_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+  if (!leave || lease_json_.empty()) return;
+  bool drained = false;
+  {
+    common::MutexLock lock(&mu_);
+    leaving_ = true;
+    view_.clear();  // every key is someone else's now: Begin answers kNotMine
+    const absl::Time deadline = clock_->Now() + drain_timeout;
+    while (!in_flight_.empty() && !clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
+    }
+    drained = in_flight_.empty();
+  }
+  if (!drained) {
+    common::LogWarning("shard ring: reconciles still in flight; the Lease is left to expire",
+                       {{"ring", options_.ring}, {"identity", options_.identity}});
+    return;
+  }
+  kube::DeleteOptions del;
+  json lease = json::parse(lease_json_, nullptr, /*allow_exceptions=*/false);
+  if (lease.is_object() && lease.contains("metadata") && lease["metadata"].is_object()) {
+    del.precondition_resource_version = StringAt(lease["metadata"], "resourceVersion");
+  }
+  absl::StatusOr<std::string> deleted =
+      client_->Delete(LeaseRef(options_.lease_namespace, lease_name_), del);
+  if (deleted.ok() || kube::IsNotFound(deleted.status())) {
+    common::LogInfo("shard ring: left the ring; peers take the keys over at their next poll",
+                    {{"ring", options_.ring}, {"identity", options_.identity}});
+  } else {
+    common::LogWarning("shard ring: Lease not deleted; peers take the keys over once it expires",
+                       {{"ring", options_.ring}, {"error", deleted.status().message()}});
+  }
+}
+
+bool ShardRing::DrainedLocked() const {
+  for (const auto& [key, n] : in_flight_) {
+    if (RendezvousOwner(view_, key) != options_.identity) return false;
+  }
+  return true;
+}
+
+bool ShardRing::ActiveLocked(absl::Time now) const {
+  return last_renewal_ + options_.renew_deadline > now;
+}
+
+absl::Status ShardRing::WriteLease(const std::vector<std::string>& adopted, uint64_t generation) {
+  const absl::Time now = clock_->Now();
+  const kube::ResourceRef ref = LeaseRef(options_.lease_namespace, lease_name_);
+  auto fill = [&](json& lease) {
+    lease["apiVersion"] = "coordination.k8s.io/v1";
+    lease["kind"] = "Lease";
+    json& metadata = lease["metadata"];
+    metadata["name"] = lease_name_;
+    metadata["namespace"] = options_.lease_namespace;
+    metadata["labels"][kShardRingLabel] = options_.ring;
+    metadata["annotations"][kShardViewAnnotation] = absl::StrJoin(adopted, ",");
+    metadata["annotations"][kShardGenerationAnnotation] = absl::StrCat(generation);
+    json& spec = lease["spec"];
+    if (StringAt(spec, "holderIdentity") != options_.identity) {
+      spec["acquireTime"] = FormatMicroTime(now);
+    }
+    spec["holderIdentity"] = options_.identity;
+    spec["leaseDurationSeconds"] = LeaseSeconds(options_.lease_duration);
+    spec["renewTime"] = FormatMicroTime(now);
+    if (!spec.contains("leaseTransitions")) spec["leaseTransitions"] = 0;
+  };
+  absl::StatusOr<std::string> written;
+  if (lease_json_.empty()) {
+    json lease = json::object();
+    fill(lease);
+    kube::ResourceRef create = ref;
+    create.name.clear();
+    written = client_->Create(create, lease.dump());
+    if (!written.ok() && kube::IsAlreadyExists(written.status())) {
+      // Ours from a write whose answer was lost: take it as it is now.
+      absl::StatusOr<std::string> got = client_->Get(ref);
+      if (!got.ok()) return got.status();
+      json current = json::parse(*got, nullptr, /*allow_exceptions=*/false);
+      if (!current.is_object()) return absl::DataLossError("the Lease is no JSON object");
+      fill(current);
+      written = client_->Update(ref, current.dump());
+    }
+  } else {
+    json lease = json::parse(lease_json_, nullptr, /*allow_exceptions=*/false);
+    fill(lease);
+    written = client_->Update(ref, lease.dump());
+  }
+  if (!written.ok()) {
+    // A conflict or a deleted Lease: start again from what the server holds.
+    if (kube::IsConflict(written.status()) || kube::IsNotFound(written.status())) {
+      lease_json_.clear();
+    }
+    return written.status();
+  }
+  lease_json_ = *std::move(written);
+  return absl::OkStatus();
+}
+
+absl::Status ShardRing::ReadPeers() {
+  uint64_t publications = 0;
+  {
+    common::MutexLock lock(&mu_);
+    publications = publications_;
+  }
+  kube::ListOptions list;
+  list.label_selector = absl::StrCat(kShardRingLabel, "=", options_.ring);
+  kube::ResourceRef ref = LeaseRef(options_.lease_namespace, "");
+  absl::StatusOr<kube::ObjectList> leases = client_->List(ref, list);
+  if (!leases.ok()) return leases.status();
+  const absl::Time now = clock_->Now();
+  std::vector<ShardPeer> peers;
+  absl::flat_hash_map<std::string, std::vector<std::string>> views;
+  absl::flat_hash_map<std::string, Observed> observed;
+  std::vector<std::pair<std::string, std::string>> expired;  // name, resourceVersion
+  for (const std::string& item : leases->items) {
+    json lease = json::parse(item, nullptr, /*allow_exceptions=*/false);
+    if (!lease.is_object() || !lease.contains("metadata") || !lease["metadata"].is_object()) {
+      continue;
+    }
+    const json& metadata = lease["metadata"];
+    const std::string name = StringAt(metadata, "name");
+    if (name.empty() || name == lease_name_) continue;
+    const json spec =
+        lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
+    const json annotations = metadata.contains("annotations") && metadata["annotations"].is_object()
+                                 ? metadata["annotations"]
+                                 : json::object();
+    ShardPeer peer;
+    peer.identity = StringAt(spec, "holderIdentity");
+    peer.lease = name;
+    peer.adopted = SplitView(StringAt(annotations, kShardViewAnnotation));
+    peer.generation = StringAt(annotations, kShardGenerationAnnotation);
+    Observed seen;
+    seen.record = absl::StrCat(spec.dump(), "|", StringAt(annotations, kShardViewAnnotation));
+    seen.resource_version = StringAt(metadata, "resourceVersion");
+    seen.since = now;
+    if (auto it = observed_.find(name); it != observed_.end() && it->second.record == seen.record) {
+      seen.since = it->second.since;
+    }
+    int64_t seconds = LeaseSeconds(options_.lease_duration);
+    if (auto it = spec.find("leaseDurationSeconds");
+        it != spec.end() && it->is_number_integer() && it->get<int64_t>() > 0) {
+      seconds = it->get<int64_t>();
+    }
+    peer.live = !peer.identity.empty() && peer.identity != options_.identity &&
+                seen.since + absl::Seconds(seconds) > now;
+    if (!peer.live && seen.since + 4 * absl::Seconds(seconds) <= now) {
+      expired.emplace_back(name, seen.resource_version);
+    }
+    if (peer.live) views[peer.identity] = peer.adopted;
+    observed[name] = std::move(seen);
+    peers.push_back(std::move(peer));
+  }
+  observed_ = std::move(observed);
+  std::vector<std::string> view;
+  for (const auto& [identity, adopted] : views) view.push_back(identity);
+  std::vector<std::string> old_view;
+  bool changed = false;
+  {
+    common::MutexLock lock(&mu_);
+    if (leaving_) return absl::OkStatus();
+    view.push_back(options_.identity);
+    std::sort(view.begin(), view.end());
+    peer_views_ = std::move(views);
+    peers_ = std::move(peers);
+    read_after_ = publications;
+    if (view != view_) {
+      old_view = std::move(view_);
+      view_ = view;
+      changed = true;
+    }
+  }
+  if (changed) {
+    common::LogInfo("shard ring: members changed",
+                    {{"ring", options_.ring},
+                     {"identity", options_.identity},
+                     {"before", absl::StrJoin(old_view, ",")},
+                     {"members", absl::StrJoin(view, ",")}});
+    if (on_view_change_) on_view_change_(old_view, view);
+  }
+  // Leases of hosts that died long ago (kill -9 leaves them behind): gone from every view, so
+  // deleting them changes nothing but the clutter. The precondition keeps a revived one.
+  for (const auto& [name, resource_version] : expired) {
+    kube::DeleteOptions del;
+    del.precondition_resource_version = resource_version;
+    absl::StatusOr<std::string> deleted =
+        client_->Delete(LeaseRef(options_.lease_namespace, name), del);
+    if (deleted.ok()) {
+      common::LogInfo("shard ring: deleted an expired member's Lease",
+                      {{"ring", options_.ring}, {"lease", name}});
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool ShardRing::SyncOnce() {
+  const absl::Time start = clock_->Now();
+  std::vector<std::string> target;
+  uint64_t generation = 0;
+  bool publish = false;
+  bool was_active = false;
+  {
+    common::MutexLock lock(&mu_);
+    was_active = ActiveLocked(start);
+    target = DrainedLocked() ? view_ : published_;
+    publish = target != published_ || lease_json_.empty();
+    generation = target != published_ ? generation_ + 1 : generation_;
+  }
+  absl::Status result = absl::OkStatus();
+  if (publish || start - last_write_ >= options_.retry_period) {
+    absl::Status written = WriteLease(target, generation);
+    if (written.ok()) {
+      last_write_ = start;
+      common::MutexLock lock(&mu_);
+      last_renewal_ = start;
+      if (publish) {
+        const bool view_changed = target != published_;
+        published_ = target;
+        generation_ = generation;
+        ++publications_;
+        if (view_changed) {
+          common::LogInfo("shard ring: drained and published the view",
+                          {{"ring", options_.ring},
+                           {"identity", options_.identity},
+                           {"generation", generation},
+                           {"members", absl::StrJoin(target, ",")}});
+        }
+      }
+      last_error_.clear();
+    } else {
+      result = written;
+      common::MutexLock lock(&mu_);
+      last_error_ = absl::StrCat("write Lease: ", written.message());
+    }
+  }
+  if (absl::Status read = ReadPeers(); !read.ok()) {
+    result = read;
+    common::MutexLock lock(&mu_);
+    last_error_ = absl::StrCat("read Leases: ", read.message());
+  }
+  common::MutexLock lock(&mu_);
+  const bool active = ActiveLocked(clock_->Now());
+  if (was_active && !active) {
+    common::LogError("shard ring: membership not renewed within renewDeadline; starting no keys",
+                     {{"ring", options_.ring},
+                      {"identity", options_.identity},
+                      {"renewDeadline", absl::FormatDuration(options_.renew_deadline)},
+                      {"error", last_error_}});
+  } else if (!was_active && active) {
+    common::LogInfo("shard ring: membership renewed", {{"ring", options_.ring}});
+  }
+  return result.ok();
+}
+
+bool ShardRing::Owns(absl::string_view key) const {
+  common::MutexLock lock(&mu_);
+  return RendezvousOwner(view_, key) == options_.identity;
+}
+
+bool ShardRing::OwnsUnder(const std::vector<std::string>& view, absl::string_view key) const {
+  return RendezvousOwner(view, key) == options_.identity;
+}
+
+controller::KeyGate::Verdict ShardRing::Begin(absl::string_view key) {
+  common::MutexLock lock(&mu_);
+  if (RendezvousOwner(view_, key) != options_.identity) return kNotMine;
+  if (!ActiveLocked(clock_->Now()) || read_after_ != publications_) return kWait;
+  if (RendezvousOwner(published_, key) != options_.identity) return kWait;
+  for (const auto& [peer, view] : peer_views_) {
+    if (RendezvousOwner(view, key) == peer) return kWait;  // not drained there yet
+  }
+  ++in_flight_[std::string(key)];
+  return kRun;
+}
+
+void ShardRing::End(absl::string_view key) {
+  common::MutexLock lock(&mu_);
+  auto it = in_flight_.find(key);
+  if (it == in_flight_.end()) return;
+  if (--it->second <= 0) in_flight_.erase(it);
+  if (view_ != published_ || leaving_) {
+    wake_ = true;  // maybe drained: publish now rather than at the next poll
+    cv_.SignalAll();
+  }
+}
+
+absl::Duration ShardRing::retry_after() const {
+  return std::min(options_.poll_period, absl::Milliseconds(250));
+}
+
+ShardRingStatus ShardRing::Status() const {
+  ShardRingStatus status;
+  status.ring = options_.ring;
+  status.identity = options_.identity;
+  status.lease = absl::StrCat(options_.lease_namespace, "/", lease_name_);
+  common::MutexLock lock(&mu_);
+  status.joined = publications_ > 0;
+  status.active = ActiveLocked(clock_->Now());
+  status.view = view_;
+  status.adopted = published_;
+  status.generation = generation_;
+  status.peers_fresh = read_after_ == publications_;
+  for (const auto& [key, n] : in_flight_) {
+    status.in_flight += n;
+    if (RendezvousOwner(view_, key) != options_.identity) status.draining += n;
+  }
+  status.peers = peers_;
+  status.last_renewal = last_renewal_;
+  status.last_error = last_error_;
+  return status;
+}
+
+}  // namespace ctrlhost::manager

@@ -1,0 +1,235 @@
+#include "runtime/manager/shard_ring.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/apiserver/server.h"
+#include "runtime/common/clock.h"
+#include "runtime/kube/api_status.h"
+#include "runtime/kube/client.h"
+#include "runtime/kube/kubeconfig.h"
+#include "runtime/kube/rest_client.h"
+
+namespace ctrlhost::manager {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Verdict = controller::KeyGate::Verdict;
+
+TEST(RendezvousTest, SpreadsEvenlyAndMovesOnlyTheLeaversKeys) {
+  const std::vector<std::string> three = {"host-a", "host-b", "host-c"};
+  const std::vector<std::string> two = {"host-a", "host-c"};
+  std::map<std::string, int> counts;
+  int moved_wrongly = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string key = absl::StrCat("ns-", i % 7, "/obj-", i);
+    const std::string owner = RendezvousOwner(three, key);
+    ++counts[owner];
+    if (owner != "host-b" && RendezvousOwner(two, key) != owner) ++moved_wrongly;
+  }
+  for (const auto& [member, n] : counts) {
+    EXPECT_GE(n, 850) << member;  // 1000 +/- 15 %
+    EXPECT_LE(n, 1150) << member;
+  }
+  EXPECT_EQ(moved_wrongly, 0);
+  EXPECT_EQ(RendezvousOwner({}, "a/b"), "");
+  // Stable across processes and builds: the hosts of a ring must agree.
+  EXPECT_EQ(RendezvousScore("host-a", "default/x"), RendezvousScore("host-a", "default/x"));
+  EXPECT_EQ(RendezvousOwner(three, "default/web"), RendezvousOwner(three, "default/web"));
+}
+
+TEST(ShardRingOptionsTest, Validation) {
+  ShardRingOptions options;
+  options.lease_namespace = "default";
+  options.ring = "ctrlhost";
+  options.identity = "a";
+  EXPECT_TRUE(ValidateShardRing(options).ok());
+  options.ring = "not a label";
+  EXPECT_THAT(ValidateShardRing(options).message(), HasSubstr("shard ring: the ring name"));
+  options.ring = "ctrlhost";
+  options.identity = "a,b";
+  EXPECT_THAT(ValidateShardRing(options).message(), HasSubstr("must not contain ','"));
+  options.identity = "a";
+  options.renew_deadline = absl::Seconds(20);
+  EXPECT_THAT(ValidateShardRing(options).message(),
+              HasSubstr("shard ring: leaseDuration (15s) must be greater than renewDeadline"));
+  EXPECT_EQ(ShardLeaseName("ring", "Web-Host_0a1B"), "ring-web-host-0a1b");
+}
+
+class ShardRingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    apiserver::ApiServerOptions options;
+    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/shard_apiserver");
+    options.port = 0;
+    options.sync_full = false;
+    auto server = apiserver::ApiServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    auto config = kube::LoadKubeconfigFile(server_->kubeconfig_path());
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto rest = kube::RestClient::Create(*config);
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    rest_ = rest->release();
+    client_ = new kube::Client(rest_);
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete rest_;
+    delete server_;
+  }
+
+  // A member of this test's own ring, on the shared fake clock (the loop is not started: the
+  // test drives SyncOnce).
+  std::unique_ptr<ShardRing> Member(const std::string& identity) {
+    ShardRingOptions options;
+    options.lease_namespace = "default";
+    options.ring = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    options.identity = identity;
+    options.clock = &clock_;
+    auto ring = ShardRing::Create(
+        client_, options,
+        [this, identity](const std::vector<std::string>&, const std::vector<std::string>& now) {
+          views_[identity].push_back(now);
+        });
+    EXPECT_TRUE(ring.ok()) << ring.status();
+    return ring.ok() ? *std::move(ring) : nullptr;
+  }
+
+  // A key `owner` owns when both hosts are members, and not under `owner` alone... i.e. one
+  // that moves from `from` to `to` when `to` joins.
+  static std::string KeyMoving(const std::string& from, const std::string& to) {
+    for (int i = 0;; ++i) {
+      const std::string key = absl::StrCat("default/k", i);
+      if (RendezvousOwner({from, to}, key) == to) return key;
+    }
+  }
+
+  static apiserver::ApiServer* server_;
+  static kube::RestClient* rest_;
+  static kube::Client* client_;
+  common::FakeClock clock_;
+  std::map<std::string, std::vector<std::vector<std::string>>> views_;
+};
+
+apiserver::ApiServer* ShardRingTest::server_ = nullptr;
+kube::RestClient* ShardRingTest::rest_ = nullptr;
+kube::Client* ShardRingTest::client_ = nullptr;
+
+TEST_F(ShardRingTest, AKeyMovesOnlyOnceItsOldOwnerDrained) {
+  auto a = Member("host-a");
+  const std::string key = KeyMoving("host-a", "host-b");
+  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);  // not joined yet: owns nothing
+  ASSERT_TRUE(a->SyncOnce());
+  EXPECT_THAT(views_["host-a"], ElementsAre(ElementsAre("host-a")));
+  ASSERT_TRUE(a->SyncOnce());  // publishes {host-a}, reads again
+  ASSERT_EQ(a->Begin(key), Verdict::kRun);  // in flight on host-a
+
+  auto b = Member("host-b");
+  ASSERT_TRUE(b->SyncOnce());
+  EXPECT_THAT(b->Status().view, ElementsAre("host-a", "host-b"));
+  ASSERT_TRUE(b->SyncOnce());  // publishes {host-a, host-b}
+  EXPECT_THAT(b->Status().adopted, ElementsAre("host-a", "host-b"));
+  EXPECT_TRUE(b->Owns(key));
+  EXPECT_EQ(b->Begin(key), Verdict::kWait);  // host-a still claims it
+
+  ASSERT_TRUE(a->SyncOnce());  // sees host-b; cannot publish while the key runs
+  EXPECT_FALSE(a->Owns(key));
+  EXPECT_EQ(a->Status().draining, 1u);
+  ASSERT_TRUE(a->SyncOnce());
+  EXPECT_THAT(a->Status().adopted, ElementsAre("host-a"));
+  ASSERT_TRUE(b->SyncOnce());
+  EXPECT_EQ(b->Begin(key), Verdict::kWait);
+
+  a->End(key);  // drained
+  ASSERT_TRUE(a->SyncOnce());
+  EXPECT_THAT(a->Status().adopted, ElementsAre("host-a", "host-b"));
+  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  ASSERT_TRUE(b->SyncOnce());
+  EXPECT_EQ(b->Begin(key), Verdict::kRun);
+  b->End(key);
+}
+
+TEST_F(ShardRingTest, ADeadMembersKeysMoveAfterLeaseDuration) {
+  auto a = Member("host-a");
+  auto b = Member("host-b");
+  for (int i = 0; i < 3; ++i) {  // join, publish, read the other's publication
+    ASSERT_TRUE(a->SyncOnce());
+    ASSERT_TRUE(b->SyncOnce());
+  }
+  const std::string key = KeyMoving("host-a", "host-b");
+  ASSERT_EQ(b->Begin(key), Verdict::kRun);  // b dies with it in flight
+  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  // host-b stops renewing; host-a keeps polling.
+  for (int i = 0; i < 7; ++i) {
+    clock_.Advance(absl::Seconds(2));
+    ASSERT_TRUE(a->SyncOnce());
+  }
+  EXPECT_THAT(a->Status().view, ElementsAre("host-a", "host-b"));  // 14 s: still live
+  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(a->SyncOnce());  // 16 s > leaseDuration: host-b is gone
+  EXPECT_THAT(a->Status().view, ElementsAre("host-a"));
+  EXPECT_THAT(views_["host-a"].back(), ElementsAre("host-a"));
+  ASSERT_TRUE(a->SyncOnce());  // publish, read
+  EXPECT_EQ(a->Begin(key), Verdict::kRun);
+  a->End(key);
+  // host-b, cut off, stopped starting keys at renewDeadline.
+  EXPECT_FALSE(b->Status().active);
+  EXPECT_EQ(b->Begin(KeyMoving("host-a", "host-b")), Verdict::kWait);
+}
+
+TEST_F(ShardRingTest, LeavingDeletesTheLeaseAndHandsOverAtOnce) {
+  auto a = Member("host-a");
+  auto b = Member("host-b");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(a->SyncOnce());
+    ASSERT_TRUE(b->SyncOnce());
+  }
+  const std::string key = KeyMoving("host-a", "host-b");
+  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  b->Stop(/*leave=*/true);
+  EXPECT_TRUE(kube::IsNotFound(client_
+                                   ->Get({.group = "coordination.k8s.io",
+                                          .version = "v1",
+                                          .resource = "leases",
+                                          .namespace_name = "default",
+                                          .name = ShardLeaseName(a->options().ring, "host-b")})
+                                   .status()));
+  ASSERT_TRUE(a->SyncOnce());
+  ASSERT_TRUE(a->SyncOnce());
+  EXPECT_EQ(a->Begin(key), Verdict::kRun);
+  a->End(key);
+}
+
+TEST_F(ShardRingTest, LoopRunsOnItsOwn) {
+  ShardRingOptions options;
+  options.lease_namespace = "default";
+  options.ring = "loop";
+  options.identity = "host-a";
+  options.poll_period = absl::Milliseconds(20);
+  auto ring = ShardRing::Create(client_, options, nullptr);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  (*ring)->Start();
+  bool ready = false;
+  for (int i = 0; i < 1000 && !ready; ++i) {
+    ready = (*ring)->Begin("default/x") == Verdict::kRun;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(ready);
+  (*ring)->End("default/x");
+  EXPECT_TRUE((*ring)->Status().joined);
+  (*ring)->Stop(/*leave=*/true);
+}
+
+}  // namespace
+}  // namespace ctrlhost::manager
