@@ -198,6 +198,29 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
     }
     plan.leader_election = std::move(le);
   }
+  if (!flags.shard_ring.empty()) {
+    if (flags.leader_elect) {
+      return absl::InvalidArgumentError(
+          "--shard-ring and --leader-elect exclude each other: with leader election only the "
+          "leader dispatches, so the standbys' shares of the keys would never run");
+    }
+    manager::ShardRingOptions ring;
+    ring.ring = flags.shard_ring;
+    ring.lease_namespace = !flags.leader_elect_resource_namespace.empty()
+                               ? flags.leader_elect_resource_namespace
+                               : pod_namespace.value_or("default");
+    if (ring.lease_namespace.empty()) ring.lease_namespace = "default";
+    ring.identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
+                                                        : flags.leader_elect_identity;
+    ring.lease_duration = flags.leader_elect_lease_duration;
+    ring.renew_deadline = flags.leader_elect_renew_deadline;
+    ring.retry_period = flags.leader_elect_retry_period;
+    ring.poll_period = std::min(absl::Milliseconds(500), ring.retry_period);
+    if (absl::Status s = manager::ValidateShardRing(ring); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--shard-ring: ", s.message()));
+    }
+    plan.shard_ring = std::move(ring);
+  }
   return plan;
 }
 
@@ -332,6 +355,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                  "This host's name in the Lease; must differ between hosts")
       .ValueName("ID")
       .DefaultText("$POD_NAME or the host name, + _ + 8 random hex digits");
+  flags
+      .AddString("shard-ring", &values.shard_ring,
+                 "Join this shard ring: controllers with sharding enabled reconcile only this "
+                 "host's share of their keys (one Lease per host; namespace, identity and timings "
+                 "from the --leader-elect-* flags; excludes --leader-elect). See "
+                 "docs/operations.md")
+      .ValueName("NAME");
   flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
   CommonFlags common;
   AddCommonFlags(flags, &common);
@@ -411,6 +441,12 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
           << ", renew deadline " << absl::FormatDuration(le.renew_deadline) << ", retry "
           << absl::FormatDuration(le.retry_period) << "\n";
     }
+    if (plan->shard_ring.has_value()) {
+      const manager::ShardRingOptions& ring = *plan->shard_ring;
+      out << "shard ring: " << ring.ring << ", Lease " << ring.lease_namespace << "/"
+          << manager::ShardLeaseName(ring.ring, ring.identity) << ", identity " << ring.identity
+          << "\n";
+    }
     return kExitOk;
   }
 
@@ -447,6 +483,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.api_qps = api_client.qps;
   options.api_burst = api_client.burst;
   options.leader_election = plan->leader_election;
+  options.shard_ring = plan->shard_ring;
   absl::StatusOr<std::unique_ptr<manager::Host>> host = manager::Host::Start(std::move(options));
   if (!host.ok()) return Failure(host.status().ToString(), err);
   if ((*host)->embedded()) {
@@ -466,6 +503,10 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     out << "leader election: Lease " << plan->leader_election->lease_namespace << "/"
         << plan->leader_election->lease_name << ", identity " << plan->leader_election->identity
         << " (standby until it holds the Lease)" << std::endl;
+  }
+  if (plan->shard_ring.has_value()) {
+    out << "shard ring: " << plan->shard_ring->ring << ", identity " << plan->shard_ring->identity
+        << std::endl;
   }
 
   // "ready" once every plugin passed its handshake and every controller whose kinds are served

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "runtime/config/operator_spec.h"
 #include "runtime/manager/leader_elector.h"
+#include "runtime/manager/shard_ring.h"
 #include "runtime/manager/watch_health.h"
 
 namespace ctrlhost::exe {
@@ -59,6 +60,9 @@ struct RunFlags {
   std::string leader_elect_resource_name = "ctrlhost";
   std::string leader_elect_resource_namespace;  // empty: $POD_NAMESPACE, else "default"
   std::string leader_elect_identity;            // empty: manager::DefaultIdentity()
+  // Sharding: join this shard ring (the Lease namespace, identity and timings come from the
+  // leader-elect flags). Empty: no ring.
+  std::string shard_ring;
 };
 
 // The first uid (and gid) of `--plugin-user auto`: above the ranges /etc/subuid and systemd
@@ -89,6 +93,7 @@ struct RunPlan {
   bool plugin_uid_per_plugin = false;  // "auto": plugin_uid is the first of a range
   // Set with --leader-elect (identity and namespace resolved).
   std::optional<manager::LeaderElectionOptions> leader_election;
+  std::optional<manager::ShardRingOptions> shard_ring;
 };
 
 // The API client's rate limit: each value from the flags when given, else the largest value any

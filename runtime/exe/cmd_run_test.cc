@@ -186,6 +186,33 @@ TEST_F(RunCommandTest, LeaderElection) {
             "renewDeadline (15s)");
 }
 
+TEST_F(RunCommandTest, ShardRing) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  EXPECT_FALSE(PlanRun(flags, std::nullopt)->shard_ring.has_value());
+  flags.shard_ring = "web";
+  flags.leader_elect_identity = "host-a";
+  flags.leader_elect_retry_period = absl::Seconds(1);
+  flags.leader_elect_renew_deadline = absl::Seconds(3);
+  flags.leader_elect_lease_duration = absl::Seconds(4);
+  absl::StatusOr<RunPlan> plan = PlanRun(flags, std::nullopt, std::nullopt, "ops");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->shard_ring.has_value());
+  EXPECT_EQ(plan->shard_ring->ring, "web");
+  EXPECT_EQ(plan->shard_ring->lease_namespace, "ops");
+  EXPECT_EQ(plan->shard_ring->identity, "host-a");
+  EXPECT_EQ(plan->shard_ring->lease_duration, absl::Seconds(4));
+  EXPECT_EQ(plan->shard_ring->poll_period, absl::Milliseconds(500));
+  flags.shard_ring = "bad ring";
+  EXPECT_NE(std::string(PlanRun(flags, std::nullopt).status().message())
+                .find("--shard-ring: shard ring: the ring name \"bad ring\""),
+            std::string::npos);
+  flags.shard_ring = "web";
+  flags.leader_elect = true;
+  EXPECT_NE(std::string(PlanRun(flags, std::nullopt).status().message())
+                .find("--shard-ring and --leader-elect exclude each other"),
+            std::string::npos);
+}
+
 TEST_F(RunCommandTest, AdminSocketFollowsDataDirUnlessGiven) {
   RunFlags flags = Flags(Touch("op.yaml"));
   flags.data_dir = "/var/lib/ctrlhost";

@@ -197,6 +197,14 @@ absl::Status ControllerGroup::StartController(Controller& c) {
     if (o.max_concurrent_reconciles.has_value()) {
       options.max_concurrent_reconciles = *o.max_concurrent_reconciles;
     }
+    if (o.sharded) {
+      if (deps_.shard_gate == nullptr) {
+        return absl::FailedPreconditionError(
+            "sharding is enabled for this controller but the host is in no shard ring (ctrlhost "
+            "run --shard-ring)");
+      }
+      options.key_gate = deps_.shard_gate;
+    }
     if (o.rate_limit.has_value()) {
       const config::RateLimitSpec& r = *o.rate_limit;
       if (r.qps.has_value()) options.queue.qps = *r.qps;
@@ -309,6 +317,18 @@ void ControllerGroup::EnqueueAll(pb::Reason reason, absl::Duration spread) {
   }
 }
 
+size_t ControllerGroup::EnqueueSharded(pb::Reason reason,
+                                       const std::function<bool(absl::string_view key)>& filter) {
+  size_t queued = 0;
+  common::MutexLock lock(&mu_);
+  for (auto& c : controllers_) {
+    if (c->state == "running" && c->runner->sharded()) {
+      queued += c->runner->EnqueueMatching(reason, absl::ZeroDuration(), filter);
+    }
+  }
+  return queued;
+}
+
 void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
                                      std::vector<std::string>* unrun) {
   if (c.scheduler != nullptr) c.scheduler->Stop();
@@ -400,7 +420,11 @@ std::vector<ControllerStatus> ControllerGroup::Status() const {
       s.watch_metrics.push_back(h->Metrics());
       s.watches.push_back(s.watch_metrics.back().description);
     }
-    if (c->runner != nullptr) s.metrics = c->runner->Metrics();
+    if (c->runner != nullptr) {
+      s.metrics = c->runner->Metrics();
+      s.sharded = c->runner->sharded();
+      if (s.sharded) s.keys_owned = c->runner->CountOwned();
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -422,6 +446,7 @@ void ControllerGroup::Collect(observe::Figures& figures) const {
     f.reconcile_time = observe::FromDurationHistogram(m.reconcile_time);
     f.max_concurrent_reconciles = m.max_workers;
     f.active_workers = m.active_workers;
+    if (c->runner->sharded()) f.shard_keys_owned = static_cast<int64_t>(c->runner->CountOwned());
     figures.controllers.push_back(std::move(f));
     figures.queues.push_back(observe::FromQueueMetrics(m.controller, m.queue));
   }

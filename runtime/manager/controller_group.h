@@ -21,6 +21,7 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_CONTROLLER_GROUP_H_
 #define CTRLHOST_RUNTIME_MANAGER_CONTROLLER_GROUP_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/config/operator_spec.h"
+#include "runtime/controller/key_gate.h"
 #include "runtime/controller/reconcile.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/discovery.h"
@@ -49,6 +51,9 @@ struct ControllerGroupDeps {
   // False on a warm standby (leader election): the controllers are wired to their caches and
   // their queues fill, but their runners dispatch nothing until StartDispatching().
   bool dispatching = true;
+  // The shard ring (shard_ring.h): controllers with `sharding: {enabled: true}` reconcile only
+  // the keys it gives this host. Null: such controllers stay pending with an error.
+  controller::KeyGate* shard_gate = nullptr;
 };
 
 // A plain snapshot of one controller, for the admin API and /debug/dump.
@@ -62,6 +67,8 @@ struct ControllerStatus {
   // The reflectors it reads, in the order of `watches` (failing_since, last error: readiness).
   std::vector<watch::ReflectorMetrics> watch_metrics;
   controller::RunnerMetrics metrics;  // zero while pending
+  bool sharded = false;
+  size_t keys_owned = 0;  // sharded: primaries in the cache this host owns now
 };
 
 class ControllerGroup {
@@ -86,6 +93,10 @@ class ControllerGroup {
   // Queues every primary key of every running controller with `reason` (e.g. after the plugin
   // restarted: REASON_PLUGIN_STARTED), spread over `spread`.
   void EnqueueAll(controller::pb::Reason reason, absl::Duration spread);
+  // Sharding: queues, in every running sharded controller, the keys for which `filter` is true
+  // (those this host owns under a new view and did not own before). Returns how many.
+  size_t EnqueueSharded(controller::pb::Reason reason,
+                        const std::function<bool(absl::string_view key)>& filter);
 
   // Starts the runners of a group created with `dispatching = false` (this host now leads),
   // those started later included, and queues every primary key with REASON_PLUGIN_STARTED: the

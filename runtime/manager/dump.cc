@@ -25,6 +25,7 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
     out << YAML::Key << "pendingReason" << YAML::Value << c.pending_reason;
   }
   out << YAML::Key << "synced" << YAML::Value << c.synced;
+  if (c.sharded) out << YAML::Key << "shardKeysOwned" << YAML::Value << c.keys_owned;
   out << YAML::Key << "watches" << YAML::Value << YAML::BeginSeq;
   for (const std::string& w : c.watches) out << w;
   out << YAML::EndSeq;

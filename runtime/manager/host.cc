@@ -60,6 +60,27 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     ASSIGN_OR_RETURN(host->elector_rest_, kube::RestClient::Create(rest_config, elector_options));
     host->elector_client_ = std::make_unique<kube::Client>(host->elector_rest_.get());
   }
+  if (options.shard_ring.has_value()) {
+    if (options.leader_election.has_value()) {
+      return absl::InvalidArgumentError("a shard ring and leader election exclude each other");
+    }
+    RETURN_IF_ERROR(ValidateShardRing(*options.shard_ring));
+    // The ring's own client, for the same reasons as the elector's.
+    kube::RestClientOptions ring_options;
+    ring_options.qps = 0;
+    ring_options.timeout = options.shard_ring->retry_period;
+    ring_options.max_idle_connections = 2;
+    ring_options.user_agent = absl::StrCat(rest_options.user_agent, "/shard-ring");
+    ASSIGN_OR_RETURN(host->ring_rest_, kube::RestClient::Create(rest_config, ring_options));
+    host->ring_client_ = std::make_unique<kube::Client>(host->ring_rest_.get());
+    Host* raw = host.get();
+    ASSIGN_OR_RETURN(host->ring_,
+                     ShardRing::Create(host->ring_client_.get(), *options.shard_ring,
+                                       [raw](const std::vector<std::string>& old_view,
+                                             const std::vector<std::string>& new_view) {
+                                         raw->OnShardViewChange(old_view, new_view);
+                                       }));
+  }
   ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), rest_options));
   host->client_ = std::make_unique<kube::Client>(host->rest_.get());
   host->discovery_ = std::make_unique<kube::Discovery>(host->rest_.get());
@@ -108,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   manager_options.dispatching = !options.leader_election.has_value();
   manager_options.fence = host->fence_.get();
+  manager_options.shard_gate = host->ring_.get();
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();
   host->provider_ = host->metrics_->AddProvider([manager, raw_host](observe::Figures& figures) {
@@ -116,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   });
   host->observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
   host->observe_->SetDumpProvider([manager, raw_host]() -> absl::StatusOr<std::string> {
-    return absl::StrCat(manager->DumpYaml(), raw_host->LeaderDump());
+    return absl::StrCat(manager->DumpYaml(), raw_host->LeaderDump(), raw_host->ShardDump());
   });
   RETURN_IF_ERROR(host->manager_->Start(options.operators));
   if (options.leader_election.has_value()) {
@@ -151,6 +173,23 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
                           status.holder.empty() ? "none" : status.holder, ")");
     });
     host->elector_->Start();
+  }
+  if (host->ring_ != nullptr) {
+    const ShardRing* ring = host->ring_.get();
+    host->observe_->SetReadyCheck("shard-ring", [ring]() -> absl::Status {
+      const ShardRingStatus status = ring->Status();
+      if (status.joined && status.active) return absl::OkStatus();
+      return absl::UnavailableError(absl::StrCat(
+          "shard ring ", status.ring, ": ",
+          !status.joined ? "not joined yet" : "membership not renewed within renewDeadline",
+          status.last_error.empty() ? "" : ": ", status.last_error));
+    });
+    host->observe_->SetReadyDetail("shard-ring", [ring]() -> std::string {
+      const ShardRingStatus status = ring->Status();
+      return absl::StrCat("member of shard ring ", status.ring, " (", status.view.size(),
+                          " members, view generation ", status.generation, ")");
+    });
+    host->ring_->Start();
   }
   std::error_code path_error;
   const std::string admin_path =
@@ -394,9 +433,64 @@ std::string Host::LeaderDump() const {
   return absl::StrCat(out.c_str(), "\n");
 }
 
+void Host::OnShardViewChange(const std::vector<std::string>& old_view,
+                             const std::vector<std::string>& new_view) {
+  if (manager_ == nullptr) return;
+  const ShardRing* ring = ring_.get();
+  const size_t queued = manager_->EnqueueSharded([&](absl::string_view key) {
+    return ring->OwnsUnder(new_view, key) && !ring->OwnsUnder(old_view, key);
+  });
+  common::LogInfo("shard ring: queued the keys this host newly owns",
+                  {{"ring", ring->options().ring},
+                   {"members", absl::StrJoin(new_view, ",")},
+                   {"keys", queued}});
+}
+
+std::string Host::ShardDump() const {
+  if (ring_ == nullptr) return "";
+  const ShardRingStatus status = ring_->Status();
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "shardRing" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "ring" << YAML::Value << status.ring;
+  out << YAML::Key << "identity" << YAML::Value << status.identity;
+  out << YAML::Key << "lease" << YAML::Value << status.lease;
+  out << YAML::Key << "state" << YAML::Value
+      << (!status.joined  ? "joining"
+          : status.active ? "active"
+                          : "not renewed");
+  out << YAML::Key << "members" << YAML::Value << YAML::Flow << status.view;
+  out << YAML::Key << "adoptedView" << YAML::Value << YAML::Flow << status.adopted;
+  out << YAML::Key << "viewGeneration" << YAML::Value << status.generation;
+  out << YAML::Key << "drained" << YAML::Value << (status.view == status.adopted);
+  out << YAML::Key << "peersReadSincePublished" << YAML::Value << status.peers_fresh;
+  out << YAML::Key << "inFlight" << YAML::Value << status.in_flight;
+  out << YAML::Key << "draining" << YAML::Value << status.draining;
+  if (!status.last_error.empty()) {
+    out << YAML::Key << "lastError" << YAML::Value << status.last_error;
+  }
+  out << YAML::Key << "peers" << YAML::Value << YAML::BeginSeq;
+  for (const ShardPeer& peer : status.peers) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "identity" << YAML::Value << peer.identity;
+    out << YAML::Key << "lease" << YAML::Value << peer.lease;
+    out << YAML::Key << "live" << YAML::Value << peer.live;
+    out << YAML::Key << "adoptedView" << YAML::Value << YAML::Flow << peer.adopted;
+    out << YAML::Key << "viewGeneration" << YAML::Value << peer.generation;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::EndMap << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
+}
+
 void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (ring_ != nullptr) {
+    // Leave first: reconciles in flight end, the Lease goes, the peers take the keys at their
+    // next poll while this host's controllers shut down.
+    ring_->Stop(/*leave=*/true);
+  }
   if (elector_ != nullptr) {
     // Graceful hand-over: stop writing and cancel what is in flight, then give the Lease up so
     // that a standby takes over at its next attempt (within retryPeriod).

@@ -50,6 +50,7 @@
 #include "runtime/manager/fence.h"
 #include "runtime/manager/leader_elector.h"
 #include "runtime/manager/manager.h"
+#include "runtime/manager/shard_ring.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/observe/server.h"
@@ -103,6 +104,12 @@ struct HostOptions {
   // without a renewal; losing the Lease is final for this Host (leadership_lost(): the process
   // exits and is restarted as a standby); Stop gives the Lease up after fencing.
   std::optional<LeaderElectionOptions> leader_election;
+  // Sharding (`ctrlhost run --shard-ring`): this host joins the ring (shard_ring.h) and its
+  // controllers with `sharding: {enabled: true}` reconcile only its share of their keys; on a
+  // change of members it queues the keys it newly owns; Stop leaves the ring first (in-flight
+  // reconciles drained, its Lease deleted) so the peers take over at once. Excludes
+  // leader_election.
+  std::optional<ShardRingOptions> shard_ring;
 };
 
 class Host {
@@ -131,6 +138,8 @@ class Host {
   // Unavailable: "API server https://... unreachable for 12s: <error>; retrying discovery".
   absl::Status ApiServerCheck() const;
 
+  // The shard ring (null without one).
+  const ShardRing* shard_ring() const { return ring_.get(); }
   // Leader election (null without it).
   const LeaderElector* leader_elector() const { return elector_.get(); }
   // "" while this host leads or stands by; why it lost the Lease once it did (final).
@@ -155,6 +164,9 @@ class Host {
   void OnStartedLeading(absl::Time valid_until);
   void OnStoppedLeading(const std::string& reason);
   std::string LeaderDump() const;
+  std::string ShardDump() const;
+  void OnShardViewChange(const std::vector<std::string>& old_view,
+                         const std::vector<std::string>& new_view);
 
   std::unique_ptr<apiserver::ApiServer> apiserver_;
   std::unique_ptr<Fence> fence_;  // with leader election
@@ -162,6 +174,9 @@ class Host {
   std::unique_ptr<kube::Client> elector_client_;
   std::unique_ptr<LeaderElector> elector_;
   prometheus::Gauge* leader_gauge_ = nullptr;  // leader_election_master_status
+  std::unique_ptr<kube::RestClient> ring_rest_;
+  std::unique_ptr<kube::Client> ring_client_;
+  std::unique_ptr<ShardRing> ring_;
   std::string api_url_;
   std::unique_ptr<kube::RestClient> rest_;
   std::unique_ptr<kube::Client> client_;

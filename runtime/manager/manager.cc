@@ -724,6 +724,7 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   deps.dispatcher = p->fenced != nullptr ? static_cast<controller::Dispatcher*>(p->fenced.get())
                                          : p->dispatcher.get();
   deps.clock = clock_;
+  deps.shard_gate = options_.shard_gate;
   common::MutexLock lock(&mu_);
   deps.dispatching = dispatching_;
   return deps;
@@ -752,6 +753,16 @@ void Manager::StartDispatching() {
   }
   common::LogInfo("dispatch started: every controller reconciles all its objects",
                   {{"controller_groups", groups}});
+}
+
+size_t Manager::EnqueueSharded(const std::function<bool(absl::string_view key)>& filter) {
+  size_t queued = 0;
+  for (const PluginView& view : AllPlugins()) {
+    if (view.group != nullptr) {
+      queued += view.group->EnqueueSharded(controller::pb::REASON_RESYNC, filter);
+    }
+  }
+  return queued;
 }
 
 bool Manager::dispatching() const {

@@ -96,6 +96,9 @@ struct ManagerOptions {
   // When set, every plugin's reconciles go through it (FencedDispatcher): refused while it is
   // closed, cancelled when it trips. Borrowed; must outlive the manager.
   Fence* fence = nullptr;
+  // The shard ring's key gate for controllers with sharding enabled (shard_ring.h). Borrowed;
+  // must outlive the manager. Null: such controllers stay pending, saying why.
+  controller::KeyGate* shard_gate = nullptr;
 };
 
 class Manager {
@@ -121,6 +124,10 @@ class Manager {
   // reconciles cover every object: REASON_PLUGIN_STARTED). Idempotent.
   void StartDispatching();
   bool dispatching() const;
+  // Sharding: queues, in every sharded controller, each primary key for which `filter` is true
+  // (after a view change of the shard ring: the keys this host newly owns), with
+  // REASON_RESYNC. Returns how many.
+  size_t EnqueueSharded(const std::function<bool(absl::string_view key)>& filter);
 
   // Waits (bounded) until Ready() is OK; returns its last answer.
   absl::Status WaitReady(absl::Duration timeout) const;

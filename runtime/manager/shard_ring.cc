@@ -139,8 +139,8 @@ ShardRing::~ShardRing() { Stop(false); }
 
 void ShardRing::Start() {
   common::LogInfo("shard ring: joining", {{"ring", options_.ring},
-                                         {"identity", options_.identity},
-                                         {"lease", options_.lease_namespace + "/" + lease_name_}});
+                                          {"identity", options_.identity},
+                                          {"lease", options_.lease_namespace + "/" + lease_name_}});
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -336,11 +336,10 @@ absl::Status ShardRing::ReadPeers() {
     }
   }
   if (changed) {
-    common::LogInfo("shard ring: members changed",
-                    {{"ring", options_.ring},
-                     {"identity", options_.identity},
-                     {"before", absl::StrJoin(old_view, ",")},
-                     {"members", absl::StrJoin(view, ",")}});
+    common::LogInfo("shard ring: members changed", {{"ring", options_.ring},
+                                                    {"identity", options_.identity},
+                                                    {"before", absl::StrJoin(old_view, ",")},
+                                                    {"members", absl::StrJoin(view, ",")}});
     if (on_view_change_) on_view_change_(old_view, view);
   }
   // Leases of hosts that died long ago (kill -9 leaves them behind): gone from every view, so

@@ -90,9 +90,9 @@ std::string ShardLeaseName(absl::string_view ring, absl::string_view identity);
 
 struct ShardPeer {
   std::string identity;
-  std::string lease;                // its name
+  std::string lease;                 // its name
   std::vector<std::string> adopted;  // the view it published
-  std::string generation;           // its counter, as published
+  std::string generation;            // its counter, as published
   bool live = false;
 };
 
@@ -100,9 +100,9 @@ struct ShardPeer {
 struct ShardRingStatus {
   std::string ring;
   std::string identity;
-  std::string lease;  // "namespace/name"
-  bool joined = false;  // this host's Lease was written once
-  bool active = false;  // renewed within renewDeadline
+  std::string lease;                 // "namespace/name"
+  bool joined = false;               // this host's Lease was written once
+  bool active = false;               // renewed within renewDeadline
   std::vector<std::string> view;     // live members as last read
   std::vector<std::string> adopted;  // the view this host published (drained to)
   uint64_t generation = 0;           // of `adopted`, counted by this host
@@ -186,7 +186,7 @@ class ShardRing : public controller::KeyGate {
   // read of the peers began: the peers are fresh when both are equal (read after publishing).
   uint64_t publications_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t read_after_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
-  absl::Time last_renewal_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();   // request start
+  absl::Time last_renewal_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // request start
   // Peers' published views, live ones only, by identity.
   absl::flat_hash_map<std::string, std::vector<std::string>> peer_views_ ABSL_GUARDED_BY(mu_);
   std::vector<ShardPeer> peers_ ABSL_GUARDED_BY(mu_);

@@ -131,7 +131,7 @@ TEST_F(ShardRingTest, AKeyMovesOnlyOnceItsOldOwnerDrained) {
   EXPECT_EQ(a->Begin(key), Verdict::kNotMine);  // not joined yet: owns nothing
   ASSERT_TRUE(a->SyncOnce());
   EXPECT_THAT(views_["host-a"], ElementsAre(ElementsAre("host-a")));
-  ASSERT_TRUE(a->SyncOnce());  // publishes {host-a}, reads again
+  ASSERT_TRUE(a->SyncOnce());               // publishes {host-a}, reads again
   ASSERT_EQ(a->Begin(key), Verdict::kRun);  // in flight on host-a
 
   auto b = Member("host-b");

@@ -77,8 +77,14 @@ std::vector<MetricFamily> Build(const Figures& f) {
   MetricFamily active_workers =
       Family("controller_runtime_active_workers", "Number of currently used workers per controller",
              MetricType::Gauge);
+  MetricFamily shard_keys_owned = Family(
+      "ctrlhost_shard_keys_owned",
+      "Primary keys of a sharded controller this host owns in the shard ring", MetricType::Gauge);
   for (const ControllerFigures& c : f.controllers) {
     const Labels labels = {{"controller", c.controller}};
+    if (c.shard_keys_owned >= 0) {
+      AddGauge(shard_keys_owned, labels, static_cast<double>(c.shard_keys_owned));
+    }
     for (const auto& [result, n] : c.reconcile_total) {
       AddCounter(reconcile_total, {{"controller", c.controller}, {"result", result}},
                  static_cast<double>(n));
@@ -206,33 +212,20 @@ std::vector<MetricFamily> Build(const Figures& f) {
   }
 
   std::vector<MetricFamily> out;
-  for (MetricFamily* family : {&reconcile_total,
-                               &reconcile_errors,
-                               &reconcile_time,
-                               &max_concurrent,
-                               &active_workers,
-                               &depth,
-                               &adds,
-                               &queue_duration,
-                               &work_duration,
-                               &retries,
-                               &unfinished,
-                               &longest,
-                               &up,
-                               &restarts,
-                               &in_flight,
-                               &requests,
-                               &request_duration,
-                               &cache_bytes,
-                               &objects,
-                               &bytes,
-                               &memory_bytes,
-                               &events,
-                               &relists,
-                               &last_rv,
-                               &open_connections,
-                               &unauthenticated,
-                               &closed}) {
+  for (MetricFamily* family : {&reconcile_total, &reconcile_errors,
+                               &reconcile_time,  &max_concurrent,
+                               &active_workers,  &shard_keys_owned,
+                               &depth,           &adds,
+                               &queue_duration,  &work_duration,
+                               &retries,         &unfinished,
+                               &longest,         &up,
+                               &restarts,        &in_flight,
+                               &requests,        &request_duration,
+                               &cache_bytes,     &objects,
+                               &bytes,           &memory_bytes,
+                               &events,          &relists,
+                               &last_rv,         &open_connections,
+                               &unauthenticated, &closed}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
   return out;

@@ -73,6 +73,8 @@ struct ControllerFigures {
   HistogramFigures reconcile_time;  // seconds
   int64_t max_concurrent_reconciles = 0;
   int64_t active_workers = 0;
+  // Sharded controllers only (-1 otherwise): primaries in the cache this host owns now.
+  int64_t shard_keys_owned = -1;
 };
 
 struct QueueFigures {
