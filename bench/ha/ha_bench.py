@@ -12,7 +12,9 @@ record log), polled every 5 ms:
 - kill -9: the leader is killed; target <= leaseDuration + 1 s (16 s);
 - partition: the leader's connection to the API server is blackholed (TCP proxy); reported
   with the time at which the old leader fenced itself (its "leadership lost" log line).
-Ratios are to the restart baseline. Sharding is not built yet: no sharding figures.
+Ratios are to the restart baseline. Then sharding (bench/ha/sharding.py): keys-per-host balance
+and reconciles/s for 1, 2 and 3 sharded hosts, as ratios to 1 host. `--only=sharding` or
+`--only=failover` runs one part.
 
 Output: a table, or with --json one JSON object per figure per line (bench/report.h format).
 """
@@ -37,6 +39,7 @@ if "TEST_TMPDIR" not in os.environ:
 from e2e.apiserver import apiserver_fixture  # pylint: disable=wrong-import-position
 from e2e.host import host_fixture  # pylint: disable=wrong-import-position
 from e2e.kube import tcp_proxy  # pylint: disable=wrong-import-position
+from bench.ha import sharding  # pylint: disable=wrong-import-position
 
 OBJECTS = 200
 LEASE_DURATION = 15.0
@@ -258,7 +261,16 @@ def figure(metric, value, unit="s", baseline=None, target=None, met=None):
     return out
 
 
-def measure(bench, label):
+def measure(bench, label, parts=("failover", "sharding")):
+    out = []
+    if "failover" in parts:
+        out += measure_failover(bench, label)
+    if "sharding" in parts:
+        out += sharding.measure(bench, label, figure)
+    return out
+
+
+def measure_failover(bench, label):
     restart, _ = bench.scenario("ha-restart", bench.restart)
     graceful, _ = bench.scenario("ha-graceful", bench.graceful)
     killed, _ = bench.scenario("ha-kill", bench.kill9)
@@ -283,19 +295,22 @@ def measure(bench, label):
 def main(argv):
     as_json = "--json" in argv
     kubeconfig = None
+    parts = ("failover", "sharding")
     for arg in argv:
         if arg.startswith("--kubeconfig="):
             kubeconfig = arg.split("=", 1)[1]
+        if arg.startswith("--only="):
+            parts = (arg.split("=", 1)[1],)
     figures = []
     bench = Bench(None)
     try:
-        figures += measure(bench, "embedded")
+        figures += measure(bench, "embedded", parts)
     finally:
         bench.close()
     if kubeconfig:
         bench = Bench(kubeconfig)
         try:
-            figures += measure(bench, "kube 1.20")
+            figures += measure(bench, "kube 1.20", parts)
         finally:
             bench.close()
     if as_json:

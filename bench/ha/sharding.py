@@ -1,0 +1,162 @@
+"""The sharding part of `tools/bench ha`: one sharded controller (`sharding: {enabled: true}`,
+`ctrlhost run --shard-ring`) on 1, 2 and 3 hosts, on the same workload in the same run.
+
+Workload: OBJECTS Chaos objects exist before the hosts start; the hosts (the chaos e2e plugin,
+maxConcurrentReconciles 4) are started at once, join the ring and reconcile every object once.
+Figures, per host count:
+- keys per host: the largest share over the even share (1.00 = perfectly even), from each
+  host's shardKeysOwned in /debug/dump once the ring settled;
+- reconciles/s: distinct objects reconciled over the time from the first reconcile of any host
+  to the moment every object was reconciled (the chaos record log, polled every 10 ms), as a
+  ratio to 1 host. This includes the hand-offs while the hosts join one after the other.
+On 2 shared cores the hosts compete for the same CPUs (and the API server with them): the
+ratios show sharding's overhead, not a speed-up.
+"""
+
+import os
+import tempfile
+import threading
+import time
+
+import yaml
+
+from e2e.host import host_fixture
+
+OBJECTS = 600
+
+OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: chaos
+spec:
+  plugins:
+    - name: chaos
+      exec:
+        command: {chaos}
+        env:
+          CHAOS_DIR: {dir}
+          CHAOS_VERSION: {host}
+  controllers:
+    - name: chaos
+      maxConcurrentReconciles: 4
+      sharding: {{enabled: true}}
+"""
+
+
+def _put(api, namespace, name):
+    body = {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"mode": "ok", "data": {"value": "1"}}}
+    status, _ = api.request("PATCH", "/apis/e2e.ctrlhost.dev/v1/namespaces/%s/chaos/%s"
+                            "?fieldManager=bench&force=true" % (namespace, name), body,
+                            "application/apply-patch+yaml")
+    assert status in (200, 201), status
+
+
+def _reconciled(path, namespace):
+    """Distinct keys of `namespace` with an "end" record."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return set()
+    keys = set()
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) >= 4 and fields[2] == "end" and fields[0].startswith(namespace + "/"):
+            keys.add(fields[0])
+    return keys
+
+
+def _owned(host):
+    status, text = host.endpoint("/debug/dump")
+    if status != 200:
+        return None, None
+    dump = yaml.safe_load(text)
+    owned = None
+    for plugin in dump.get("plugins", []):
+        for controller in plugin.get("controllers") or []:
+            if controller.get("name") == "chaos":
+                owned = controller.get("shardKeysOwned")
+    ring = dump.get("shardRing", {})
+    settled = ring.get("members") == ring.get("adoptedView")
+    return owned, (len(ring.get("members") or []), settled)
+
+
+def run(bench, count):
+    """(reconciles per second, largest share / even share) with `count` hosts."""
+    namespace = "ha-shard-%d" % count
+    api = bench.api
+    api.ensure_namespace(namespace)
+    for i in range(OBJECTS):
+        _put(api, namespace, "s%04d" % i)
+    directory = tempfile.mkdtemp(prefix=namespace + "-", dir=os.environ["TEST_TMPDIR"])
+    log = os.path.join(directory, "log")
+    hosts = [None] * count
+    errors = []
+
+    def start(i):
+        try:
+            hosts[i] = host_fixture.Host.start(
+                OPERATOR.format(chaos=bench.chaos, dir=directory, host="shard-%d" % i),
+                kubeconfig=bench.kubeconfig,
+                extra_args=["--shard-ring", namespace,
+                            "--leader-elect-resource-namespace", namespace,
+                            "--leader-elect-identity", "shard-%d" % i])
+        except AssertionError as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(count)]
+    try:
+        for t in threads:
+            t.start()
+        first = None
+        deadline = time.monotonic() + 300
+        while True:
+            assert time.monotonic() < deadline, "not every object was reconciled"
+            done = _reconciled(log, namespace)
+            if done and first is None:
+                first = time.monotonic()
+            if len(done) >= OBJECTS:
+                took = time.monotonic() - first
+                break
+            time.sleep(0.01)
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        share = 0
+        deadline = time.monotonic() + 60
+        while True:
+            states = [_owned(h) for h in hosts]
+            owned = [s[0] for s in states]
+            if all(s[1] == (count, True) for s in states) and None not in owned and \
+                    sum(owned) == OBJECTS:
+                share = max(owned) / (OBJECTS / count)
+                break
+            assert time.monotonic() < deadline, "the ring never settled: %s" % states
+            time.sleep(0.1)
+        return OBJECTS / took, share
+    finally:
+        for t in threads:
+            t.join(120)
+        for h in hosts:
+            if h is not None:
+                h.kill()
+
+
+def measure(bench, label, figure):
+    """The sharding figures (bench/report.h format through `figure`)."""
+    out = []
+    baseline = None
+    for count in (1, 2, 3):
+        rate, share = run(bench, count)
+        if baseline is None:
+            baseline = rate
+        out.append(figure("%s: sharding, %d host(s), reconciles/s (all keys once)" % (label, count),
+                          rate, unit="1/s", baseline=baseline if count > 1 else None))
+        if count > 1:
+            out.append(figure("%s: sharding, %d hosts, largest keys share / even share" %
+                              (label, count), share, unit="x", target="<= 1.15",
+                              met=share <= 1.15))
+    return out
