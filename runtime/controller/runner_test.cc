@@ -339,5 +339,71 @@ TEST_F(RunnerTest, RegressionApplierExceptionIsTerminalNotACrash) {
   EXPECT_EQ(m.reconciles_for(ReconcileResult::kTerminal), 1u);
 }
 
+// Sharding's seam: a gate that owns ns/mine and ns/later, and lets ns/later start only once
+// allowed (its previous owner draining, in the real ring).
+class ScriptedGate : public KeyGate {
+ public:
+  bool Owns(absl::string_view key) const override { return key == "ns/mine" || key == "ns/later"; }
+  Verdict Begin(absl::string_view key) override {
+    common::MutexLock lock(&mu_);
+    if (!Owns(key) || (key == "ns/mine" && moved_)) return kNotMine;
+    if (key == "ns/later" && !allowed_) return kWait;
+    ++begun_;
+    return kRun;
+  }
+  void End(absl::string_view) override {
+    common::MutexLock lock(&mu_);
+    ++ended_;
+  }
+  absl::Duration retry_after() const override { return absl::Milliseconds(100); }
+  void Allow() {
+    common::MutexLock lock(&mu_);
+    allowed_ = true;
+  }
+  void MoveMine() {
+    common::MutexLock lock(&mu_);
+    moved_ = true;
+  }
+  std::pair<int, int> counts() const {
+    common::MutexLock lock(&mu_);
+    return {begun_, ended_};
+  }
+
+ private:
+  mutable common::Mutex mu_;
+  bool allowed_ ABSL_GUARDED_BY(mu_) = false;
+  bool moved_ ABSL_GUARDED_BY(mu_) = false;
+  int begun_ ABSL_GUARDED_BY(mu_) = 0;
+  int ended_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(RunnerTest, KeyGateDecidesWhichKeysRunAndWhen) {
+  ScriptedGate gate;
+  options_.key_gate = &gate;
+  Build();
+  EXPECT_TRUE(runner_->sharded());
+  runner_->Start();
+  AddPrimary(WebApp("other"));  // another host's: never queued
+  AddPrimary(WebApp("later"));  // ours, but waits
+  AddPrimary(WebApp("mine"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  EXPECT_EQ(applier_.applied(), std::vector<std::string>{"ns/mine"});
+  EXPECT_EQ(runner_->CountOwned(), 2u);
+  // ns/later is kept (delayed by retry_after), not dropped: once allowed it runs.
+  gate.Allow();
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  EXPECT_EQ(applier_.applied(), (std::vector<std::string>{"ns/mine", "ns/later"}));
+  ASSERT_TRUE(WaitIdle());
+  // Queued again after it moved away: dropped at Begin, without a reconcile.
+  gate.MoveMine();
+  EXPECT_EQ(runner_->EnqueueMatching(pb::REASON_RESYNC, absl::ZeroDuration(),
+                                     [](absl::string_view key) { return key == "ns/mine"; }),
+            1u);
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(applier_.applied().size(), 2u);
+  EXPECT_EQ(gate.counts(), std::make_pair(2, 2));  // every Begin that ran got its End
+}
+
 }  // namespace
 }  // namespace ctrlhost::controller
