@@ -212,22 +212,36 @@ std::vector<MetricFamily> Build(const Figures& f) {
   }
 
   std::vector<MetricFamily> out;
-  for (MetricFamily* family : {&reconcile_total, &reconcile_errors,
-                               &reconcile_time,  &max_concurrent,
-                               &active_workers,  &shard_keys_owned,
-                               &depth,           &adds,
-                               &queue_duration,  &work_duration,
-                               &retries,         &unfinished,
-                               &longest,         &up,
-                               &restarts,        &in_flight,
-                               &requests,        &request_duration,
-                               &cache_bytes,     &objects,
-                               &bytes,           &memory_bytes,
-                               &events,          &relists,
-                               &last_rv,         &open_connections,
-                               &unauthenticated, &closed}) {
+  for (MetricFamily* family : {&reconcile_total,
+                               &reconcile_errors,
+                               &reconcile_time,
+                               &max_concurrent,
+                               &active_workers,
+                               &depth,
+                               &adds,
+                               &queue_duration,
+                               &work_duration,
+                               &retries,
+                               &unfinished,
+                               &longest,
+                               &up,
+                               &restarts,
+                               &in_flight,
+                               &requests,
+                               &request_duration,
+                               &cache_bytes,
+                               &objects,
+                               &bytes,
+                               &memory_bytes,
+                               &events,
+                               &relists,
+                               &last_rv,
+                               &open_connections,
+                               &unauthenticated,
+                               &closed}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
+  if (!shard_keys_owned.metric.empty()) out.push_back(std::move(shard_keys_owned));
   return out;
 }
 
