@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -229,6 +230,82 @@ TEST_F(ShardRingTest, LoopRunsOnItsOwn) {
   (*ring)->End("default/x");
   EXPECT_TRUE((*ring)->Status().joined);
   (*ring)->Stop(/*leave=*/true);
+}
+
+// Random interleavings of polls, starts and ends on three members (one joining late, one
+// dying): a key never runs on two members at once, and once the ring is quiet every key runs
+// somewhere.
+TEST_F(ShardRingTest, NoKeyRunsOnTwoMembersUnderRandomInterleavings) {
+  std::vector<std::unique_ptr<ShardRing>> members;
+  members.push_back(Member("host-a"));
+  members.push_back(Member("host-b"));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 24; ++i) keys.push_back(absl::StrCat("default/r", i));
+  // running[key] = index of the member running it, -1 when none.
+  std::map<std::string, int> running;
+  for (const std::string& key : keys) running[key] = -1;
+  std::mt19937 random(7);
+  bool dead_b = false;
+  std::map<int, int> starts;  // by member: the interleavings did exercise starts everywhere
+  for (int step = 0; step < 600; ++step) {
+    if (step == 100) members.push_back(Member("host-c"));
+    if (step == 250) {
+      dead_b = true;  // host-b stops polling with whatever it runs; its Lease expires
+      for (auto& [key, m] : running) {
+        if (m == 1) m = -2;  // frozen: a dead host's reconcile never ends, never overlaps
+      }
+    }
+    const int m = static_cast<int>(random() % members.size());
+    if (dead_b && m == 1) {
+      clock_.Advance(absl::Milliseconds(200));
+      continue;
+    }
+    switch (random() % 3) {
+      case 0:
+        members[m]->SyncOnce();
+        break;
+      case 1: {
+        const std::string& key = keys[random() % keys.size()];
+        if (running[key] == m || running[key] == -2) break;
+        if (members[m]->Begin(key) != Verdict::kRun) break;
+        // Started here: nobody may be running it elsewhere.
+        ASSERT_EQ(running[key], -1) << key << " started on member " << m << " while member "
+                                    << running[key] << " runs it (step " << step << ")";
+        running[key] = m;
+        ++starts[m];
+        break;
+      }
+      default: {
+        const std::string& key = keys[random() % keys.size()];
+        if (running[key] == m) {
+          members[m]->End(key);
+          running[key] = -1;
+        }
+      }
+    }
+  }
+  EXPECT_GT(starts[0], 5) << starts[1] << " " << starts[2];
+  EXPECT_GT(starts[1], 5);
+  EXPECT_GT(starts[2], 5);
+  // host-b's frozen keys: it is dead, its Lease expired long ago; the others take them over.
+  for (auto& [key, m] : running) {
+    if (m >= 0 && !(dead_b && m == 1)) members[m]->End(key);
+  }
+  clock_.Advance(absl::Seconds(16));
+  for (int round = 0; round < 3; ++round) {
+    members[0]->SyncOnce();
+    members[2]->SyncOnce();
+  }
+  for (const std::string& key : keys) {
+    int runnable = 0;
+    for (int m : {0, 2}) {
+      if (members[m]->Begin(key) == Verdict::kRun) {
+        ++runnable;
+        members[m]->End(key);
+      }
+    }
+    EXPECT_EQ(runnable, 1) << key;
+  }
 }
 
 }  // namespace
