@@ -2,6 +2,7 @@ package ctrlhost
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,9 @@ type Plugin struct {
 	MaxMessageBytes int
 	// Log receives the SDK's records (default: stderr at $CTRLHOST_LOG_LEVEL).
 	Log *Logger
+	// TLS, when set, makes Serve speak TLS with this configuration (Run sets it from
+	// TLSConfigFromEnv when nil). Without it, Serve refuses a TCP listener that is not loopback.
+	TLS *tls.Config
 
 	controllers map[string]*Controller
 	order       []string
@@ -201,6 +205,18 @@ func (p *Plugin) Run() int {
 	}
 	if err := p.Validate(); err != nil {
 		return p.startFailure(err, 2)
+	}
+	if p.TLS == nil {
+		cfg, err := TLSConfigFromEnv()
+		if err != nil {
+			return p.startFailure(err, 2)
+		}
+		p.TLS = cfg
+	}
+	if network, addr, _ := ParseAddress(address); network == "tcp" && p.TLS == nil {
+		if err := checkPlaintextAddress(addr); err != nil {
+			return p.startFailure(err, 2)
+		}
 	}
 	lis, err := Listen(address)
 	if err != nil {

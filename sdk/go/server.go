@@ -11,6 +11,7 @@ import (
 	pb "ctrlhost.dev/sdk/go/gen/ctrlhost/plugin/v1alpha1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -25,6 +26,11 @@ import (
 func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if p.TLS == nil {
+		if err := checkPlaintext(lis.Addr()); err != nil {
+			return err
+		}
 	}
 	s := newServer(p)
 	served := make(chan error, 1)
@@ -64,7 +70,11 @@ func newServer(p *Plugin) *server {
 	}
 	s := &server{p: p, health: health.NewServer(), idle: make(chan struct{}),
 		streams: map[*stream]bool{}, stopped: make(chan struct{})}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
+	if p.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(p.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterControllerPluginServiceServer(s.grpc, &service{s: s, limit: limit})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
