@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -48,6 +49,10 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
+// KeepaliveMinTime is the shortest interval between the host's keepalive pings the plugin
+// accepts (docs/protocol.md, "Liveness").
+const KeepaliveMinTime = time.Second
+
 // server is one serving plugin. Thread-safe: mu guards the draining flag, the in-flight count
 // and the open streams.
 type server struct {
@@ -70,7 +75,12 @@ func newServer(p *Plugin) *server {
 	}
 	s := &server{p: p, health: health.NewServer(), idle: make(chan struct{}),
 		streams: map[*stream]bool{}, stopped: make(chan struct{})}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit),
+		// Accept the host's HTTP/2 keepalive pings (every few seconds, also on an idle
+		// stream) instead of grpc-go's default of one per 5 minutes, which answers faster
+		// pings with GOAWAY "too_many_pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime,
+			PermitWithoutStream: true})}
 	if p.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(p.TLS)))
 	}
