@@ -112,7 +112,7 @@ func (c *DependentChain) desiredOf(d Dependent, req *Request) (Object, error) {
 			return nil, Terminal(fmt.Errorf("desired() returned no object"))
 		}
 		for k, v := range got {
-			obj[k] = v
+			obj[k] = DeepCopy(v) // steps and callbacks may edit it; got may be shared
 		}
 	}
 	obj["apiVersion"] = d.APIVersion

@@ -101,7 +101,7 @@ func (c *CrudResource) Plan(req *Request) (*CrudPlan, error) {
 		}
 		obj := make(Object, len(d)+2)
 		for k, v := range d {
-			obj[k] = v
+			obj[k] = DeepCopy(v) // steps and callbacks may edit it; d may be shared
 		}
 		if _, ok := obj["apiVersion"]; !ok {
 			obj["apiVersion"] = c.APIVersion
