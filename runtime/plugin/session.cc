@@ -145,6 +145,11 @@ class Session::Stream
     return in_flight_.size();
   }
 
+  bool ended_cleanly() const {
+    common::MutexLock lock(&mu_);
+    return ended_cleanly_;
+  }
+
   // --- gRPC reactions -----------------------------------------------------------------------
 
   void OnReadDone(bool ok) override {
@@ -215,6 +220,7 @@ class Session::Stream
     absl::flat_hash_map<uint64_t, Pending> failed;
     absl::Status why;
     bool report = false;
+    bool clean = false;
     {
       common::MutexLock lock(&mu_);
       finished_ = true;
@@ -225,6 +231,11 @@ class Session::Stream
       } else if (closed_) {
         why = absl::UnavailableError(
             absl::StrCat("plugin ", options_.instance_name, ": session closed"));
+      } else if (status.ok()) {
+        // The plugin returned from its handler: a drain (SIGTERM), not a failure.
+        ended_cleanly_ = true;
+        why = absl::UnavailableError(
+            absl::StrCat("plugin ", options_.instance_name, " ended the Reconcile stream cleanly"));
       } else {
         why = absl::UnavailableError(absl::StrCat(
             "plugin ", options_.instance_name, ": Reconcile stream broken: ",
@@ -232,15 +243,21 @@ class Session::Stream
       }
       health_ = why;
       report = !closed_;
+      clean = ended_cleanly_;
       failed.swap(in_flight_);
       write_queue_.clear();
     }
     // The owner hears first, so that a retry the runner makes from a `done` below finds the
     // instance already marked not ready.
     if (report) {
-      common::LogWarning(
-          "plugin Reconcile stream broken",
-          {{"plugin", options_.instance_name}, {"in_flight", failed.size()}, {"status", why}});
+      if (clean) {
+        common::LogInfo("plugin ended its Reconcile stream",
+                        {{"plugin", options_.instance_name}, {"in_flight", failed.size()}});
+      } else {
+        common::LogWarning(
+            "plugin Reconcile stream broken",
+            {{"plugin", options_.instance_name}, {"in_flight", failed.size()}, {"status", why}});
+      }
       if (options_.on_broken) options_.on_broken(why);
     }
     for (auto& [id, pending] : failed) pending.done(why);
@@ -357,6 +374,7 @@ class Session::Stream
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;         // Close() called
   bool finished_ ABSL_GUARDED_BY(mu_) = false;       // read side ended or OnDone ran
+  bool ended_cleanly_ ABSL_GUARDED_BY(mu_) = false;  // OnDone saw status OK (not closed_)
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;  // RemoveHold decided
   bool done_ ABSL_GUARDED_BY(mu_) = false;           // OnDone returned its last callback
   bool stop_timer_ ABSL_GUARDED_BY(mu_) = false;
@@ -387,6 +405,8 @@ void Session::Close() { stream_->Close(); }
 absl::Status Session::health() const { return stream_->health(); }
 
 size_t Session::in_flight() const { return stream_->in_flight(); }
+
+bool Session::ended_cleanly() const { return stream_->ended_cleanly(); }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, uint32_t max_message_bytes,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,

@@ -100,6 +100,10 @@ class Session : public controller::Dispatcher {
   // Requests outstanding now.
   size_t in_flight() const;
 
+  // True once the plugin ended the Reconcile stream with status OK (an SDK's drain on SIGTERM
+  // does), as opposed to a broken stream; health() is then UNAVAILABLE too.
+  bool ended_cleanly() const;
+
  private:
   class Stream;
   explicit Session(std::unique_ptr<Stream> stream);

@@ -108,6 +108,8 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
       if (options_.crash_after > 0 && received >= options_.crash_after) std::_Exit(42);
       const std::string& name = request.reconcile().name();
       if (name == "hang") continue;
+      if (name == "end-stream") return grpc::Status::OK;
+      if (name == "fail-stream") return grpc::Status(grpc::StatusCode::INTERNAL, "fail-stream");
       if (name == "hold") {
         held.push_back(request);
         continue;
