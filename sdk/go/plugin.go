@@ -142,11 +142,15 @@ func (p *Plugin) Describe(req *pb.DescribeRequest) (*pb.DescribeResponse, error)
 
 // Handle runs one reconcile and always returns its answer.
 func (p *Plugin) Handle(ctx context.Context, requestID uint64, call *pb.ReconcileCall) *pb.ReconcileResponse {
+	return p.handle(ctx, requestID, call, p.Capabilities())
+}
+
+func (p *Plugin) handle(ctx context.Context, requestID uint64, call *pb.ReconcileCall, caps CapabilitySet) *pb.ReconcileResponse {
 	c := p.controllers[call.GetController()]
 	if c == nil {
 		return errorResponse(requestID, true, fmt.Sprintf("plugin %q has no controller %q", p.Name, call.GetController()))
 	}
-	resp := c.Invoke(ctx, requestID, call, p.Capabilities())
+	resp := c.Invoke(ctx, requestID, call, caps)
 	if e := resp.GetError(); e != nil {
 		p.Log.Warn("reconcile failed", "controller", call.GetController(), "namespace", call.GetNamespace(),
 			"name", call.GetName(), "trace_id", call.GetTraceId(), "error", e.GetMessage())
