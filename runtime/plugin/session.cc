@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -75,6 +76,9 @@ class Session::Stream
   }
 
   void Start() {
+    std::vector<std::string> names;
+    for (pb::Capability c : options_.capabilities) names.push_back(pb::Capability_Name(c));
+    context_.AddMetadata(std::string(kCapabilitiesMetadata), absl::StrJoin(names, ","));
     timer_ = std::thread([this] { TimerLoop(); });
     published_.store(true, std::memory_order_release);
     stub_->async()->Reconcile(&context_, this);

@@ -66,6 +66,8 @@ class TestPlugin {
   int received() const;
   // The last DescribeRequest received (empty before the first).
   ::ctrlhost::plugin::v1alpha1::DescribeRequest last_describe() const;
+  // The `ctrlhost-capabilities` metadata of the last Reconcile stream opened ("" before).
+  std::string last_stream_capabilities() const;
 
   class Service;
 
