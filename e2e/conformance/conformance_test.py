@@ -68,9 +68,8 @@ SCENARIO_CRD = host_fixture.runfile("e2e/conformance/testdata/scenario-crd.yaml"
 
 
 # Issue 18's pieces (context flags, resource builders, stage callbacks, the standard operator
-# status) exist in the C++, Python and Node SDKs; the Go SDK has not got them yet
-# (sdk/go/README.md), so its scenario plugin is not asked those outcomes.
-ISSUE_18_LANGUAGES = ("cpp", "node", "python")
+# status): asked of every SDK's scenario plugin.
+ISSUE_18_LANGUAGES = ("cpp", "go", "node", "python")
 
 
 def scenario(outcome):
@@ -355,7 +354,7 @@ class OperatorStatusLiveTest(unittest.TestCase):
         return (obj or {}).get("status", {})
 
     def test_kubectl_wait_reads_the_standard_status(self):
-        for lang in ("cpp", "python", "node"):
+        for lang in ("cpp", "go", "python", "node"):
             if lang != "cpp":
                 swap = self.host.ctrlhost("plugin", "swap", "scenario/scenario", "--timeout",
                                           "60s", "--command", SCENARIO_PLUGINS[lang])

@@ -475,6 +475,8 @@ TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
   SwapResult missing = host_->manager().SwapPlugin(
       "shop", "webapp", ExecSource("/nonexistent/webapp-v3", {}, {}), options);
   EXPECT_FALSE(missing.status.ok());
+  // A binary that cannot be exec'd never ran: START_FAILED (docs/cli.md), not HANDSHAKE_FAILED.
+  EXPECT_EQ(missing.failure, SwapFailure::kStartFailed) << missing.status;
   SwapResult bad_version = host_->manager().SwapPlugin(
       "shop", "webapp",
       ExecSource(Runfile("runtime/plugin/testing/test_plugin_main"), {"--describe=bad-version"},

@@ -100,6 +100,7 @@ absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
   so.on_state_change = [notify](const plugin::PluginStatus&) {
     if (notify) notify();
   };
+  const bool exec_source = !so.source.exec.command.empty();
   absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
       plugin::Supervisor::Start(std::move(so));
   if (!supervisor.ok()) {
@@ -122,8 +123,12 @@ absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
     failed = absl::DeadlineExceededError(absl::StrCat(
         "generation ", generation, " was not ready within ", absl::FormatDuration(ready_timeout)));
   } else if (status.state != plugin::PluginState::kReady || status.describe == nullptr) {
-    result->failure = status.state == plugin::PluginState::kFailed ? SwapFailure::kHandshakeFailed
-                                                                   : SwapFailure::kStartFailed;
+    // An exec'd plugin whose process never ran (a missing or non-executable binary: no pid) is
+    // START_FAILED, as docs/cli.md says; one that ran and was refused is HANDSHAKE_FAILED.
+    const bool never_ran = exec_source && status.pid == 0;
+    result->failure = status.state == plugin::PluginState::kFailed && !never_ran
+                          ? SwapFailure::kHandshakeFailed
+                          : SwapFailure::kStartFailed;
     failed = absl::Status(
         status.last_error.ok() ? absl::StatusCode::kUnavailable : status.last_error.code(),
         absl::StrCat("generation ", generation, " did not start: ",

@@ -267,6 +267,7 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
   result.session_options.max_in_flight = options.max_in_flight;
   result.session_options.max_message_bytes = options.max_message_bytes;
   result.session_options.cancellation = result.cancellation;
+  result.session_options.capabilities = result.capabilities;
   result.session_options.instance_name = options.instance_name;
   return result;
 }

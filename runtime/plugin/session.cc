@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -75,6 +76,9 @@ class Session::Stream
   }
 
   void Start() {
+    std::vector<std::string> names;
+    for (pb::Capability c : options_.capabilities) names.push_back(pb::Capability_Name(c));
+    context_.AddMetadata(std::string(kCapabilitiesMetadata), absl::StrJoin(names, ","));
     timer_ = std::thread([this] { TimerLoop(); });
     published_.store(true, std::memory_order_release);
     stub_->async()->Reconcile(&context_, this);
@@ -143,6 +147,11 @@ class Session::Stream
   size_t in_flight() const {
     common::MutexLock lock(&mu_);
     return in_flight_.size();
+  }
+
+  bool ended_cleanly() const {
+    common::MutexLock lock(&mu_);
+    return ended_cleanly_;
   }
 
   // --- gRPC reactions -----------------------------------------------------------------------
@@ -215,6 +224,7 @@ class Session::Stream
     absl::flat_hash_map<uint64_t, Pending> failed;
     absl::Status why;
     bool report = false;
+    bool clean = false;
     {
       common::MutexLock lock(&mu_);
       finished_ = true;
@@ -225,6 +235,11 @@ class Session::Stream
       } else if (closed_) {
         why = absl::UnavailableError(
             absl::StrCat("plugin ", options_.instance_name, ": session closed"));
+      } else if (status.ok()) {
+        // The plugin returned from its handler: a drain (SIGTERM), not a failure.
+        ended_cleanly_ = true;
+        why = absl::UnavailableError(
+            absl::StrCat("plugin ", options_.instance_name, " ended the Reconcile stream cleanly"));
       } else {
         why = absl::UnavailableError(absl::StrCat(
             "plugin ", options_.instance_name, ": Reconcile stream broken: ",
@@ -232,15 +247,21 @@ class Session::Stream
       }
       health_ = why;
       report = !closed_;
+      clean = ended_cleanly_;
       failed.swap(in_flight_);
       write_queue_.clear();
     }
     // The owner hears first, so that a retry the runner makes from a `done` below finds the
     // instance already marked not ready.
     if (report) {
-      common::LogWarning(
-          "plugin Reconcile stream broken",
-          {{"plugin", options_.instance_name}, {"in_flight", failed.size()}, {"status", why}});
+      if (clean) {
+        common::LogInfo("plugin ended its Reconcile stream",
+                        {{"plugin", options_.instance_name}, {"in_flight", failed.size()}});
+      } else {
+        common::LogWarning(
+            "plugin Reconcile stream broken",
+            {{"plugin", options_.instance_name}, {"in_flight", failed.size()}, {"status", why}});
+      }
       if (options_.on_broken) options_.on_broken(why);
     }
     for (auto& [id, pending] : failed) pending.done(why);
@@ -357,6 +378,7 @@ class Session::Stream
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;         // Close() called
   bool finished_ ABSL_GUARDED_BY(mu_) = false;       // read side ended or OnDone ran
+  bool ended_cleanly_ ABSL_GUARDED_BY(mu_) = false;  // OnDone saw status OK (not closed_)
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;  // RemoveHold decided
   bool done_ ABSL_GUARDED_BY(mu_) = false;           // OnDone returned its last callback
   bool stop_timer_ ABSL_GUARDED_BY(mu_) = false;
@@ -387,6 +409,8 @@ void Session::Close() { stream_->Close(); }
 absl::Status Session::health() const { return stream_->health(); }
 
 size_t Session::in_flight() const { return stream_->in_flight(); }
+
+bool Session::ended_cleanly() const { return stream_->ended_cleanly(); }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, uint32_t max_message_bytes,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,

@@ -35,6 +35,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,6 +52,8 @@ namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // The protocol's documented message limit (64 MiB): requests carry whole objects and children.
 inline constexpr uint32_t kDefaultMaxMessageBytes = 64u << 20;
+// The Reconcile stream's metadata key carrying the capabilities in effect (SessionOptions).
+inline constexpr char kCapabilitiesMetadata[] = "ctrlhost-capabilities";
 
 struct SessionOptions {
   // Most requests outstanding on the stream (sent and neither answered nor expired). Further
@@ -61,6 +64,10 @@ struct SessionOptions {
   uint32_t max_message_bytes = kDefaultMaxMessageBytes;
   // CAPABILITY_CANCELLATION is in effect: send a CancelNotice when a request expires.
   bool cancellation = false;
+  // The capabilities negotiated on this connection, sent as the stream's metadata
+  // `ctrlhost-capabilities` (names, comma-separated), so that a plugin serving several hosts
+  // (an HA pair on different versions) knows which set applies to which stream.
+  std::vector<pb::Capability> capabilities;
   // For logs: "PLUGIN-GENERATION".
   std::string instance_name;
   // Time source for deadlines. Borrowed; must outlive the session. Null: Clock::Real().
@@ -99,6 +106,10 @@ class Session : public controller::Dispatcher {
 
   // Requests outstanding now.
   size_t in_flight() const;
+
+  // True once the plugin ended the Reconcile stream with status OK (an SDK's drain on SIGTERM
+  // does), as opposed to a broken stream; health() is then UNAVAILABLE too.
+  bool ended_cleanly() const;
 
  private:
   class Stream;

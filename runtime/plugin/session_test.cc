@@ -159,6 +159,20 @@ TEST_F(SessionTest, RequestCarriesItsRelativeTimeout) {
   EXPECT_EQ(results.result(0)->status(), R"({"timeout_ms":42000})");
 }
 
+// Issue 19: capabilities belong to a connection; a plugin dialled by two hosts reads the set in
+// effect for each stream from its metadata.
+TEST_F(SessionTest, StreamMetadataCarriesTheCapabilitiesInEffect) {
+  StartPlugin();
+  SessionOptions options;
+  options.capabilities = {pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS};
+  OpenSession(options);
+  Results& results = results_;
+  session_->Dispatch(Call("a"), Later(), results.Callback("a"));  // the stream is open
+  ASSERT_TRUE(results.WaitFor(1));
+  EXPECT_EQ(plugin_->last_stream_capabilities(),
+            "CAPABILITY_SERVER_SIDE_APPLY,CAPABILITY_CONDITIONS");
+}
+
 TEST_F(SessionTest, OutOfOrderAnswersReachTheirCallers) {
   StartPlugin();
   OpenSession({});

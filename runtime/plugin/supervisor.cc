@@ -224,9 +224,11 @@ void Supervisor::Run() {
     std::optional<absl::Time> ready_since;
     absl::Time ready_time;
     const absl::Status why = RunInstance(&ready_time);
+    bool clean_end = false;
     {
       common::MutexLock lock(&mu_);
       if (status_.state == PluginState::kReady) ready_since = ready_time;
+      clean_end = remote_ended_cleanly_;
       if (stopping_) break;
     }
     if (IsRefusal(why)) {
@@ -240,8 +242,16 @@ void Supervisor::Run() {
     if (ready_since.has_value() && clock_->Now() - *ready_since >= options_.healthy_reset) {
       backoff = options_.initial_backoff;
     }
-    common::LogWarning("plugin instance ended; restarting after backoff",
-                       {{"plugin", instance_name_}, {"status", why}, {"backoff", backoff}});
+    if (clean_end) {
+      // A remote plugin that drained (SIGTERM in a rollout) did not crash: redial, uncounted
+      // (after the usual backoff, which bounds a plugin that keeps ending its stream).
+      first = true;
+      common::LogInfo("remote plugin ended its stream cleanly; redialling",
+                      {{"plugin", instance_name_}, {"backoff", backoff}});
+    } else {
+      common::LogWarning("plugin instance ended; restarting after backoff",
+                         {{"plugin", instance_name_}, {"status", why}, {"backoff", backoff}});
+    }
     // The deadline is taken before the state is published, so that whoever sees BACKOFF and
     // moves the clock moves it past this deadline.
     const absl::Time until = clock_->Now() + backoff;
@@ -283,6 +293,7 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   {
     common::MutexLock lock(&mu_);
     instance_ended_ = false;
+    remote_ended_cleanly_ = false;
   }
   const absl::Time deadline = absl::Now() + options_.handshake.deadline;
   if (!socket_path_.empty()) {
@@ -368,6 +379,10 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   } else {
     why = session->health();
     if (why.ok()) why = absl::UnavailableError("plugin instance ended");
+    if (process_ == nullptr && session->ended_cleanly()) {
+      common::MutexLock lock(&mu_);
+      remote_ended_cleanly_ = true;
+    }
   }
   session->Close();     // fails what is still in flight (UNAVAILABLE)
   WaitForDispatches();  // a Dispatch may still hold a copy of the session

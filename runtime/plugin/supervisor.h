@@ -9,7 +9,9 @@
 //   READY     a Session serves Dispatch. The process exiting or the stream breaking ends it:
 //             every in-flight request fails UNAVAILABLE at once (the runner requeues).
 //   BACKOFF   wait 1 s, doubling up to 60 s (reset after 2 min READY), on the injected clock;
-//             then STARTING again, restarts + 1.
+//             then STARTING again, restarts + 1. A remote plugin that ended its stream with
+//             status OK (an SDK draining on SIGTERM, e.g. in a rollout) is not a crash: logged
+//             at info, redialled after the backoff, restarts unchanged.
 //   FAILED    the plugin was refused (handshake FAILED_PRECONDITION / INVALID_ARGUMENT, e.g. no
 //             common protocol version or a malformed Describe) or its spec is unusable (command
 //             not found, bad TLS files). No retry: it needs a swap or a configuration change.
@@ -164,7 +166,8 @@ class Supervisor : public controller::Dispatcher {
   // is released only once this is back to 0 (WaitForDispatches; session_ is reset first, so
   // no new call can take it).
   int dispatches_ ABSL_GUARDED_BY(mu_) = 0;
-  bool instance_ended_ ABSL_GUARDED_BY(mu_) = false;  // process exit or stream break
+  bool instance_ended_ ABSL_GUARDED_BY(mu_) = false;        // process exit or stream break
+  bool remote_ended_cleanly_ ABSL_GUARDED_BY(mu_) = false;  // the last remote instance drained
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration stop_grace_ ABSL_GUARDED_BY(mu_);

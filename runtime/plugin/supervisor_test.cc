@@ -347,6 +347,40 @@ TEST_F(SupervisorTest, RemoteEndpointOverTcp) {
   supervisor_->Stop(absl::Seconds(1));
 }
 
+TEST_F(SupervisorTest, RemotePluginEndingItsStreamCleanlyIsNotACrash) {
+  auto plugin = testing::TestPlugin::Start("127.0.0.1:0", {});
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  SupervisorOptions options;
+  options.name = "remote";
+  options.source.endpoint = absl::StrCat("127.0.0.1:", (*plugin)->port());
+  options.handshake.deadline = kWait;
+  options.clock = &clock_;
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  // The plugin returns from its Reconcile handler with OK (a drain): redialled, not counted.
+  OneResult results;
+  supervisor_->Dispatch(Call("end-stream"), clock_.Now() + absl::Seconds(30), results.Callback());
+  ASSERT_TRUE(results.WaitFor(1));
+  EXPECT_EQ(results.at(0).status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(WaitState(PluginState::kBackoff));
+  EXPECT_THAT(supervisor_->status().last_error.message(),
+              HasSubstr("ended the Reconcile stream cleanly"));
+  clock_.Advance(absl::Seconds(1));  // the initial backoff
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  EXPECT_EQ(supervisor_->status().restarts, 0u);
+  EXPECT_TRUE(logs_.Contains("remote plugin ended its stream cleanly"));
+  // A stream that breaks is still a crash: counted when the supervisor starts again.
+  supervisor_->Dispatch(Call("fail-stream"), clock_.Now() + absl::Seconds(30), results.Callback());
+  ASSERT_TRUE(results.WaitFor(2));
+  EXPECT_EQ(results.at(1).status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(WaitState(PluginState::kBackoff));
+  clock_.Advance(absl::Seconds(2));  // the backoff doubled after the first end
+  EXPECT_TRUE(supervisor_->WaitFor([](const PluginStatus& s) { return s.restarts == 1; }, kWait))
+      << supervisor_->status().restarts;
+  EXPECT_TRUE(logs_.Contains("plugin instance ended; restarting after backoff", "fail-stream"));
+  StopAdvancing(absl::Seconds(1));
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream buffer;

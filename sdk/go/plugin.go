@@ -2,6 +2,7 @@ package ctrlhost
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,9 @@ type Plugin struct {
 	MaxMessageBytes int
 	// Log receives the SDK's records (default: stderr at $CTRLHOST_LOG_LEVEL).
 	Log *Logger
+	// TLS, when set, makes Serve speak TLS with this configuration (Run sets it from
+	// TLSConfigFromEnv when nil). Without it, Serve refuses a TCP listener that is not loopback.
+	TLS *tls.Config
 
 	controllers map[string]*Controller
 	order       []string
@@ -138,11 +142,15 @@ func (p *Plugin) Describe(req *pb.DescribeRequest) (*pb.DescribeResponse, error)
 
 // Handle runs one reconcile and always returns its answer.
 func (p *Plugin) Handle(ctx context.Context, requestID uint64, call *pb.ReconcileCall) *pb.ReconcileResponse {
+	return p.handle(ctx, requestID, call, p.Capabilities())
+}
+
+func (p *Plugin) handle(ctx context.Context, requestID uint64, call *pb.ReconcileCall, caps CapabilitySet) *pb.ReconcileResponse {
 	c := p.controllers[call.GetController()]
 	if c == nil {
 		return errorResponse(requestID, true, fmt.Sprintf("plugin %q has no controller %q", p.Name, call.GetController()))
 	}
-	resp := c.Invoke(ctx, requestID, call, p.Capabilities())
+	resp := c.Invoke(ctx, requestID, call, caps)
 	if e := resp.GetError(); e != nil {
 		p.Log.Warn("reconcile failed", "controller", call.GetController(), "namespace", call.GetNamespace(),
 			"name", call.GetName(), "trace_id", call.GetTraceId(), "error", e.GetMessage())
@@ -201,6 +209,18 @@ func (p *Plugin) Run() int {
 	}
 	if err := p.Validate(); err != nil {
 		return p.startFailure(err, 2)
+	}
+	if p.TLS == nil {
+		cfg, err := TLSConfigFromEnv()
+		if err != nil {
+			return p.startFailure(err, 2)
+		}
+		p.TLS = cfg
+	}
+	if network, addr, _ := ParseAddress(address); network == "tcp" && p.TLS == nil {
+		if err := checkPlaintextAddress(addr); err != nil {
+			return p.startFailure(err, 2)
+		}
 	}
 	lis, err := Listen(address)
 	if err != nil {

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	pb "ctrlhost.dev/sdk/go/gen/ctrlhost/plugin/v1alpha1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -25,6 +29,11 @@ import (
 func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if p.TLS == nil {
+		if err := checkPlaintext(lis.Addr()); err != nil {
+			return err
+		}
 	}
 	s := newServer(p)
 	served := make(chan error, 1)
@@ -41,6 +50,40 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
 	p.Log.Info("plugin stopped", "plugin", p.Name, "abandoned", abandoned)
 	return nil
 }
+
+// CapabilitiesMetadata is the Reconcile stream's metadata key in which the host sends the
+// capabilities negotiated on that connection (names, comma-separated).
+const CapabilitiesMetadata = "ctrlhost-capabilities"
+
+// StreamCapabilities is the capability set a stream's metadata carries (ctx of the stream),
+// restricted to those this SDK supports; nil when the host sent none (an older host). A plugin
+// dialled by two hosts (an HA pair on different versions) thus answers each stream with the
+// set negotiated on its own connection rather than with the last Describe's.
+func StreamCapabilities(ctx context.Context) CapabilitySet {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return nil
+	}
+	values := md.Get(CapabilitiesMetadata)
+	if len(values) == 0 {
+		return nil
+	}
+	all := AllCapabilities()
+	set := CapabilitySet{}
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			c := pb.Capability(pb.Capability_value[strings.TrimSpace(name)])
+			if all.Has(c) {
+				set[c] = true
+			}
+		}
+	}
+	return set
+}
+
+// KeepaliveMinTime is the shortest interval between the host's keepalive pings the plugin
+// accepts (docs/protocol.md, "Liveness").
+const KeepaliveMinTime = time.Second
 
 // server is one serving plugin. Thread-safe: mu guards the draining flag, the in-flight count
 // and the open streams.
@@ -64,7 +107,16 @@ func newServer(p *Plugin) *server {
 	}
 	s := &server{p: p, health: health.NewServer(), idle: make(chan struct{}),
 		streams: map[*stream]bool{}, stopped: make(chan struct{})}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(limit), grpc.MaxSendMsgSize(limit),
+		// Accept the host's HTTP/2 keepalive pings (every few seconds, also on an idle
+		// stream) instead of grpc-go's default of one per 5 minutes, which answers faster
+		// pings with GOAWAY "too_many_pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime,
+			PermitWithoutStream: true})}
+	if p.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(p.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterControllerPluginServiceServer(s.grpc, &service{s: s, limit: limit})
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -154,6 +206,9 @@ func (v *service) Describe(ctx context.Context, req *pb.DescribeRequest) (*pb.De
 // and the cancel functions of its requests.
 type stream struct {
 	grpc pb.ControllerPluginService_ReconcileServer
+	// caps are the capabilities in effect on this stream, from its metadata (nil: the host sent
+	// none, so the last Describe's apply).
+	caps CapabilitySet
 
 	mu      sync.Mutex
 	closed  bool                          // guarded by mu: the handler returned, no more Send
@@ -181,7 +236,8 @@ func (st *stream) cancelAll() {
 
 func (v *service) Reconcile(g pb.ControllerPluginService_ReconcileServer) error {
 	s := v.s
-	st := &stream{grpc: g, cancels: map[uint64]context.CancelFunc{}}
+	st := &stream{grpc: g, cancels: map[uint64]context.CancelFunc{},
+		caps: StreamCapabilities(g.Context())}
 	s.mu.Lock()
 	s.streams[st] = true
 	s.mu.Unlock()
@@ -285,7 +341,11 @@ func (v *service) work(ctx context.Context, st *stream, id uint64, call *pb.Reco
 		v.s.end()
 		st.work.Done()
 	}()
-	resp := v.s.p.Handle(ctx, id, call)
+	caps := st.caps
+	if caps == nil {
+		caps = v.s.p.Capabilities()
+	}
+	resp := v.s.p.handle(ctx, id, call, caps)
 	if size := proto.Size(resp); size > v.limit {
 		// Only this request fails; the stream and every other request go on.
 		resp = errorResponse(id, false, fmt.Sprintf(

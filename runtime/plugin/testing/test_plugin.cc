@@ -61,8 +61,15 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
   }
 
   grpc::Status Reconcile(
-      grpc::ServerContext*,
+      grpc::ServerContext* context,
       grpc::ServerReaderWriter<pb::ReconcileResponse, pb::ReconcileRequest>* stream) override {
+    {
+      auto found = context->client_metadata().find("ctrlhost-capabilities");
+      common::MutexLock lock(&mu_);
+      last_stream_capabilities_ = found == context->client_metadata().end()
+                                      ? std::string()
+                                      : std::string(found->second.data(), found->second.size());
+    }
     common::Mutex write_mu;  // one writer at a time on this stream
     std::vector<pb::ReconcileRequest> held;
     pb::ReconcileRequest request;
@@ -108,6 +115,8 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
       if (options_.crash_after > 0 && received >= options_.crash_after) std::_Exit(42);
       const std::string& name = request.reconcile().name();
       if (name == "hang") continue;
+      if (name == "end-stream") return grpc::Status::OK;
+      if (name == "fail-stream") return grpc::Status(grpc::StatusCode::INTERNAL, "fail-stream");
       if (name == "hold") {
         held.push_back(request);
         continue;
@@ -129,6 +138,10 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
     common::MutexLock lock(&mu_);
     return received_;
   }
+  std::string last_stream_capabilities() const {
+    common::MutexLock lock(&mu_);
+    return last_stream_capabilities_;
+  }
   pb::DescribeRequest last_describe() const {
     common::MutexLock lock(&mu_);
     return last_describe_;
@@ -140,6 +153,7 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
   std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   int received_ ABSL_GUARDED_BY(mu_) = 0;
   pb::DescribeRequest last_describe_ ABSL_GUARDED_BY(mu_);
+  std::string last_stream_capabilities_ ABSL_GUARDED_BY(mu_);
 };
 
 namespace {
@@ -206,5 +220,8 @@ TestPlugin::~TestPlugin() {
 std::vector<uint64_t> TestPlugin::cancelled() const { return service_->cancelled(); }
 int TestPlugin::received() const { return service_->received(); }
 pb::DescribeRequest TestPlugin::last_describe() const { return service_->last_describe(); }
+std::string TestPlugin::last_stream_capabilities() const {
+  return service_->last_stream_capabilities();
+}
 
 }  // namespace ctrlhost::plugin::testing

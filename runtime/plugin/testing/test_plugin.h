@@ -6,6 +6,9 @@
 //   name "huge-N"       answered with a status of N bytes
 //   name "wrong-id"     answered with request_id + 1000000 (an id the host never sent)
 //   name "budget"       answered with status {"timeout_ms": N}: the relative timeout it got
+//   name "end-stream"   not answered: the handler returns OK, ending the stream cleanly (as an
+//                       SDK's drain does)
+//   name "fail-stream"  not answered: the handler returns INTERNAL, breaking the stream
 //   anything else       answered at once with status {"seen":"<name>"} (the no-op plugin)
 // Used in-process by session tests (TestPlugin::Start) and as a real process by supervisor tests
 // (test_plugin_main.cc, flags in its usage text). Not a model of a good plugin: see sdk/cpp.
@@ -63,6 +66,8 @@ class TestPlugin {
   int received() const;
   // The last DescribeRequest received (empty before the first).
   ::ctrlhost::plugin::v1alpha1::DescribeRequest last_describe() const;
+  // The `ctrlhost-capabilities` metadata of the last Reconcile stream opened ("" before).
+  std::string last_stream_capabilities() const;
 
   class Service;
 
