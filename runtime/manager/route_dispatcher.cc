@@ -80,9 +80,8 @@ void RouteDispatcher::Forward(int route, const std::string& key, pb::ReconcileCa
 
 void RouteDispatcher::Dispatch(pb::ReconcileCall call, absl::Time deadline,
                                controller::ReconcileCallback done) {
-  const std::string key = call.namespace_().empty()
-                              ? call.name()
-                              : absl::StrCat(call.namespace_(), "/", call.name());
+  const std::string key =
+      call.namespace_().empty() ? call.name() : absl::StrCat(call.namespace_(), "/", call.name());
   if (call.object().empty()) {
     // Gone: its last route hears about it (and forgets it); never reconciled here: the first.
     const int last = LastRoute(key, /*forget=*/true);
@@ -126,21 +125,20 @@ void RouteDispatcher::Dispatch(pb::ReconcileCall call, absl::Time deadline,
   }
   std::vector<std::string> names;
   for (int i : matches) names.push_back(Describe(routes_[i]));
-  const std::string message = absl::StrCat(
-      "the object matches ", matches.size(), " routes of controller \"", controller_,
-      "\": ", absl::StrJoin(names, " and "),
-      "; it is not reconciled until its labels match exactly one (spec.routes)");
+  const std::string message =
+      absl::StrCat("the object matches ", matches.size(), " routes of controller \"", controller_,
+                   "\": ", absl::StrJoin(names, " and "),
+                   "; it is not reconciled until its labels match exactly one (spec.routes)");
   {
     common::MutexLock lock(&mu_);
     ++figures_.ambiguous;
   }
   uint64_t suppressed = 0;
   if (ambiguous_log_.Allow(&suppressed)) {
-    common::LogWarning("ambiguous route: object not reconciled",
-                       {{"controller", controller_},
-                        {"key", key},
-                        {"error", message},
-                        {"suppressed", suppressed}});
+    common::LogWarning("ambiguous route: object not reconciled", {{"controller", controller_},
+                                                                  {"key", key},
+                                                                  {"error", message},
+                                                                  {"suppressed", suppressed}});
   }
   done(AmbiguousAnswer(message));
 }

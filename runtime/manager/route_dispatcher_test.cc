@@ -31,10 +31,9 @@ pb::ReconcileCall Call(const std::string& name, const std::string& labels_json,
   call.set_controller("web");
   call.set_namespace_("default");
   call.set_name(name);
-  call.set_object(absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")",
-                               name, R"(","labels":)", labels_json,
-                               deleting ? R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")" : "",
-                               "}}"));
+  call.set_object(absl::StrCat(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name, R"(","labels":)",
+      labels_json, deleting ? R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")" : "", "}}"));
   return call;
 }
 
@@ -49,8 +48,7 @@ class RouteDispatcherTest : public ::testing::Test {
  protected:
   RouteDispatcherTest() {
     std::vector<Route> routes;
-    routes.push_back(
-        {"legacy", "web-v1", *kube::LabelSelector::Parse("version!=v2"), v1_});
+    routes.push_back({"legacy", "web-v1", *kube::LabelSelector::Parse("version!=v2"), v1_});
     routes.push_back({"v2", "web-v2", *kube::LabelSelector::Parse("version=v2"), v2_});
     routes.push_back({"web", "web-v2", *kube::LabelSelector::Parse("tier=web"), v2_});
     routes_ = std::make_unique<RouteDispatcher>("web", std::move(routes), nullptr);
