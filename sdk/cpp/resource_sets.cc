@@ -76,8 +76,6 @@ ReconcileFn ResourceRouter::Build() const {
   return [router](const Request& request) { return router.Route(request); };
 }
 
-uint64_t ResourceRouter::skipped() const {
-  return state_->skipped.load(std::memory_order_relaxed);
-}
+uint64_t ResourceRouter::skipped() const { return state_->skipped.load(std::memory_order_relaxed); }
 
 }  // namespace ctrlhost::sdk

@@ -47,10 +47,10 @@ namespace ctrlhost::sdk {
 inline constexpr char kReasonAmbiguousRoute[] = "AmbiguousRoute";
 
 struct ResourceSet {
-  std::string name;                                // non-empty, unique in the router
-  std::function<bool(const Request&)> handles;     // required
+  std::string name;                             // non-empty, unique in the router
+  std::function<bool(const Request&)> handles;  // required
   std::function<Result(const Request&, const nlohmann::json& context)> reconcile;  // required
-  std::function<absl::StatusOr<nlohmann::json>(const Request&)> init_context;  // null: {}
+  std::function<absl::StatusOr<nlohmann::json>(const Request&)> init_context;      // null: {}
 };
 
 class ResourceRouter {

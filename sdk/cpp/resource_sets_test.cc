@@ -36,16 +36,16 @@ class ResourceRouterTest : public ::testing::Test {
                     .Add({"v1", [](const Request& r) { return !LabelIs(r, "version", "v2"); },
                           reconcile_as})
                     .ok());
-    EXPECT_TRUE(router_
-                    .Add({"v2", [](const Request& r) { return LabelIs(r, "version", "v2"); },
-                          reconcile_as,
-                          [](const Request& r) -> absl::StatusOr<nlohmann::json> {
-                            if (LabelIs(r, "broken", "yes")) {
-                              return absl::FailedPreconditionError("no context");
-                            }
-                            return nlohmann::json{{"set", "v2"}, {"name", r.name()}};
-                          }})
-                    .ok());
+    EXPECT_TRUE(
+        router_
+            .Add({"v2", [](const Request& r) { return LabelIs(r, "version", "v2"); }, reconcile_as,
+                  [](const Request& r) -> absl::StatusOr<nlohmann::json> {
+                    if (LabelIs(r, "broken", "yes")) {
+                      return absl::FailedPreconditionError("no context");
+                    }
+                    return nlohmann::json{{"set", "v2"}, {"name", r.name()}};
+                  }})
+            .ok());
     EXPECT_TRUE(router_
                     .Add({"canary", [](const Request& r) { return LabelIs(r, "track", "canary"); },
                           reconcile_as})
@@ -99,8 +99,7 @@ TEST(ResourceRouterSkipTest, NoSetIsSkippedAndCountedGoneIsNot) {
   EXPECT_FALSE(r.error().has_value());
   EXPECT_FALSE(r.status().has_value());
   EXPECT_EQ(router.skipped(), 1u);  // the built function shares the count
-  absl::StatusOr<Request> gone =
-      Request::FromCall(testing::RequestBuilder::Gone("n", "a").Call());
+  absl::StatusOr<Request> gone = Request::FromCall(testing::RequestBuilder::Gone("n", "a").Call());
   ASSERT_TRUE(gone.ok());
   EXPECT_FALSE(fn(*gone).error().has_value());
   EXPECT_EQ(router.skipped(), 1u);
