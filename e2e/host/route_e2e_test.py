@@ -185,6 +185,8 @@ class RouteTest(unittest.TestCase):
                 self.assertEqual(sequence, [first, version[n]], n)
             else:
                 self.assertEqual(sequence, [version[n]], n)
+        moved = re.search(r"moved: (\d+)", self.host.endpoint("/debug/dump")[1])
+        self.assertGreaterEqual(int(moved.group(1)), len(movers))
         self.assertGreaterEqual(self.host.metric("ctrlhost_plugin_requests_total",
                                                  plugin="chaos-v2", result="ok"), OBJECTS // 2)
 
@@ -206,6 +208,8 @@ class RouteTest(unittest.TestCase):
         self.assertFalse([k for k, _, _ in self.log() if k == "default/twofold"],
                          "an ambiguous object reached a plugin")
         self.assertIsNone(self.host.get("/api/v1/namespaces/default/configmaps/twofold"))
+        # Counted in the dump, under the plugin that runs the routed controller.
+        self.assertRegex(self.host.endpoint("/debug/dump")[1], r"ambiguous: [1-9]")
         # One route left: reconciled by it, and Reconciled back to True.
         self.put("twofold", 2, {"version": "v2"})
         self.converged("twofold", 2)

@@ -130,7 +130,10 @@ struct Manager::Plugin {
   // changes them); readers use PluginView's copies.
   config::PluginSpec spec;
   std::vector<config::ControllerSpec> overrides;
-  std::vector<config::RouteSpec> routes;           // the operator's spec.routes
+  std::vector<config::RouteSpec> routes;  // the operator's spec.routes
+  // The RouteDispatchers of the routed controllers of its latest group (for the dump); set by
+  // DepsFor, guarded by the manager's mu_.
+  std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
   std::unique_ptr<PluginSlot> slot;                // set before the plugin is shared
   std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the slot
   std::unique_ptr<FencedDispatcher> fenced;        // in front of `dispatcher` when fenced
@@ -439,7 +442,7 @@ std::vector<Manager::PluginView> Manager::AllPlugins() const {
   for (const auto& op : operators_) {
     for (const auto& p : op->plugins) {
       out.push_back(PluginView{p, p->group, p->group_error, p->spec, p->overrides, p->cache_error,
-                               p->routes});
+                               p->routes, p->route_dispatchers});
     }
   }
   return out;
@@ -790,6 +793,7 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   for (const auto& candidate : operators_) {
     if (candidate->spec.name == p->operator_name) op = candidate.get();
   }
+  std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
   for (const config::RouteSpec& r : p->routes) {
     if (r.to.empty()) continue;
     if (r.to[0].plugin != p->name) {
@@ -823,9 +827,11 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
                              std::shared_ptr<controller::Dispatcher>(target, d)});
     }
     if (routes.empty()) continue;
-    deps.routed[r.controller] =
-        std::make_shared<RouteDispatcher>(r.controller, std::move(routes), clock_);
+    auto dispatcher = std::make_shared<RouteDispatcher>(r.controller, std::move(routes), clock_);
+    route_dispatchers.push_back(dispatcher);
+    deps.routed[r.controller] = std::move(dispatcher);
   }
+  p->route_dispatchers = std::move(route_dispatchers);
   return deps;
 }
 
@@ -1053,6 +1059,11 @@ std::string Manager::DumpYaml() const {
     dp.group_error = view.group_error;
     dp.cache_error = view.cache_error;
     if (view.group != nullptr) dp.controllers = view.group->Status();
+    for (const auto& routes : view.route_dispatchers) {
+      const RouteFigures f = routes->Figures();
+      dp.routes.push_back(
+          DumpRoutes{routes->controller(), f.routed, f.unrouted, f.ambiguous, f.moved});
+    }
     input.plugins.push_back(std::move(dp));
   }
   input.now = clock_->Now();

@@ -51,6 +51,7 @@
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/fence.h"
 #include "runtime/manager/plugin_slot.h"
+#include "runtime/manager/route_dispatcher.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
@@ -203,6 +204,8 @@ class Manager {
     std::vector<config::ControllerSpec> overrides;
     std::string cache_error;  // set once its controllers were stopped over maxCacheBytes
     std::vector<config::RouteSpec> routes;  // the operator's spec.routes
+    // The dispatchers of the routed controllers its group runs (for the dump).
+    std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
   };
   std::vector<PluginView> AllPlugins() const;
   // Stops `view`'s controllers when the caches they read exceed its spec.max_cache_bytes
