@@ -109,10 +109,11 @@ void RouteDispatcher::Dispatch(pb::ReconcileCall call, absl::Time deadline,
                           meta->contains("deletionTimestamp") &&
                           !(*meta)["deletionTimestamp"].is_null();
     if (deleting) {
-      if (const int last = LastRoute(key, /*forget=*/false); last >= 0) {
-        Forward(last, key, std::move(call), deadline, std::move(done));
-        return;
-      }
+      // Its finalizer (the first route's plugin declared it) must be released by someone:
+      // the route that last reconciled it, else the first one.
+      const int last = LastRoute(key, /*forget=*/false);
+      Forward(last >= 0 ? last : 0, key, std::move(call), deadline, std::move(done));
+      return;
     }
     {
       common::MutexLock lock(&mu_);

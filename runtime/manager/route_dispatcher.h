@@ -19,7 +19,7 @@
 //     naming the routes, which the applier writes like a plugin's answer;
 //   - none matches: nothing is sent; answered with an empty response (skipped, counted, debug
 //     log), except for an object being deleted, which goes to the route that last reconciled it
-//     so that its finalizer can be released;
+//     (the first route when none did, e.g. after a restart) so that its finalizer is released;
 //   - the object is gone (empty): the request goes to the route that last reconciled the key
 //     (the first route when none did), which then forgets it.
 //

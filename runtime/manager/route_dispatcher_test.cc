@@ -122,6 +122,10 @@ TEST_F(RouteDispatcherTest, UnroutedObjectIsSkippedAndCounted) {
   send(Call("b", "{}", /*deleting=*/true));
   EXPECT_THAT(v2_->keys, ElementsAre("b", "b"));
   EXPECT_EQ(only_v2.Figures().unrouted, 1u);
+  // Being deleted and never reconciled here (e.g. the host restarted): the first route.
+  send(Call("c", "{}", /*deleting=*/true));
+  EXPECT_THAT(v2_->keys, ElementsAre("b", "b", "c"));
+  EXPECT_EQ(only_v2.Figures().unrouted, 1u);
 }
 
 TEST_F(RouteDispatcherTest, GoneObjectGoesToItsLastRouteWhichForgetsIt) {
