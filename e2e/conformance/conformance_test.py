@@ -12,8 +12,8 @@ plugins/webapp-py).
    real Kubernetes 1.20 (e2e/kube); part 1 involves no API server and runs once.
 3. The scenario controller (e2e/conformance/scenario) in each language answers the controller
    model's pieces alike offline (requeue, errors, a forbidden change, DependentChain context
-   flags, resource builders, stage callbacks, the standard operator status), and live its
-   standard status is read by `kubectl wait --for=condition=Available` through an upgrade and a
+   flags, resource builders, stage callbacks, the standard operator status, resource sets), and
+   live its standard status is read by `kubectl wait --for=condition=Available` through an upgrade and a
    persistent failure (OperatorStatusLiveTest, both servers).
 """
 
@@ -70,6 +70,8 @@ SCENARIO_CRD = host_fixture.runfile("e2e/conformance/testdata/scenario-crd.yaml"
 # Issue 18's pieces (context flags, resource builders, stage callbacks, the standard operator
 # status): asked of every SDK's scenario plugin.
 ISSUE_18_LANGUAGES = ("cpp", "go", "node", "python")
+# Resource sets (ResourceRouter) are not in the Go SDK yet (sdk/go/README.md).
+RESOURCE_SET_LANGUAGES = ("cpp", "node", "python")
 
 
 def scenario(outcome):
@@ -274,6 +276,35 @@ class ScenarioConformanceTest(unittest.TestCase):
             "message": "dependent b: callback guard at pre-create: spec.failAt"})
         self.assertEqual(answer["status"]["log"], [
             "pre-update:s-cb-a", "post-update:s-cb-a", "pre-create:s-cb-b"])
+
+    # Resource sets (issue 18 piece 1): exactly one set per object, with its context; none:
+    # skipped and counted; several: a terminal error, Reconciled=False and a Warning event, all
+    # naming the sets (AmbiguousRoute).
+    def test_resource_set_runs_the_one_that_handles_the_object(self):
+        v1 = self.answers("route-v1", languages=RESOURCE_SET_LANGUAGES)
+        self.assertEqual(v1["status"], {"phase": "Done", "set": "v1", "context": {}})
+        self.assertEqual(v1["desired_objects"][0]["data"], {"set": "v1"})
+        v2 = self.answers("route-v2", languages=RESOURCE_SET_LANGUAGES)
+        self.assertEqual(v2["status"], {"phase": "Done", "set": "v2",
+                                        "context": {"replicas": 2, "set": "v2"}})
+
+    def test_resource_sets_none_is_skipped_and_counted(self):
+        answer = self.answers("route-none", languages=RESOURCE_SET_LANGUAGES)
+        self.assertEqual(answer["status"], {"skipped": 1})
+        self.assertNotIn("desired_objects", answer)
+        self.assertNotIn("error", answer)
+
+    def test_resource_sets_several_are_an_ambiguous_route(self):
+        answer = self.answers("route-ambiguous", languages=RESOURCE_SET_LANGUAGES)
+        message = ('the object matches 2 resource sets: "v2", "canary"; '
+                   'exactly one must handle it')
+        self.assertEqual(answer["error"], {"kind": "ERROR_KIND_TERMINAL", "message": message})
+        self.assertEqual(answer["conditions"], [{
+            "type": "Reconciled", "status": "CONDITION_STATUS_FALSE", "reason": "AmbiguousRoute",
+            "message": message}])
+        self.assertEqual(answer["events"], [{
+            "type": "EVENT_TYPE_WARNING", "reason": "AmbiguousRoute", "message": message}])
+        self.assertNotIn("desired_objects", answer)
 
     # The standard operator status (issue 18 piece 4).
     def test_operator_status_deploying(self):

@@ -46,7 +46,7 @@ const std::vector<absl::string_view>& MetadataFields() {
 }
 const std::vector<absl::string_view>& SpecFields() {
   static const auto* const v =
-      new std::vector<absl::string_view>{"plugins", "controllers", "apiClient"};
+      new std::vector<absl::string_view>{"plugins", "controllers", "routes", "apiClient"};
   return *v;
 }
 const std::vector<absl::string_view>& PluginFields() {
@@ -82,6 +82,15 @@ const std::vector<absl::string_view>& ControllerFields() {
 }
 const std::vector<absl::string_view>& ShardingFields() {
   static const auto* const v = new std::vector<absl::string_view>{"enabled"};
+  return *v;
+}
+const std::vector<absl::string_view>& RouteFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"controller", "to"};
+  return *v;
+}
+const std::vector<absl::string_view>& RouteTargetFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"name", "plugin", "labelSelector"};
   return *v;
 }
 const std::vector<absl::string_view>& ApiClientFields() {
@@ -374,6 +383,117 @@ std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& n
   return controller;
 }
 
+// One controller's routes. Overlaps that the text alone proves (the same selector twice, a
+// catch-all beside another route) are errors here; the host detects the rest per object.
+std::optional<RouteSpec> ParseRoute(YamlReader& r, const YAML::Node& node, const std::string& path,
+                                    const absl::flat_hash_map<std::string, int>& plugin_lines) {
+  RouteSpec route;
+  route.location = r.Location(node);
+  const std::vector<Field> fields = r.Fields(node, path, RouteFields());
+  if (!node.IsMap()) return std::nullopt;
+  std::optional<std::string> controller =
+      r.String(Get(fields, "controller"), Join(path, "controller"));
+  if (!controller.has_value() || controller->empty()) {
+    if (!Has(fields, "controller") || controller.has_value()) {
+      r.Error(node, Join(path, "controller"), "required");
+    }
+  } else {
+    route.controller = *controller;
+  }
+  const std::string to_path = Join(path, "to");
+  const YAML::Node to = Get(fields, "to");
+  if (IsAbsent(to) || (to.IsSequence() && to.size() == 0)) {
+    r.Error(node, to_path, "required: at least one route");
+  }
+  const std::vector<YAML::Node> items = r.Sequence(to, to_path);
+  struct Seen {
+    std::string path;
+    int line;
+    std::string name;
+  };
+  absl::flat_hash_map<std::string, Seen> names;      // route name -> first
+  absl::flat_hash_map<std::string, Seen> selectors;  // canonical selector -> first
+  std::optional<Seen> catch_all;
+  YAML::Node catch_all_node;
+  bool second_catch_all = false;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string item_path = Index(to_path, i);
+    const std::vector<Field> tf = r.Fields(items[i], item_path, RouteTargetFields());
+    if (!items[i].IsMap()) continue;
+    RouteTargetSpec target;
+    target.location = r.Location(items[i]);
+    std::optional<std::string> plugin = r.String(Get(tf, "plugin"), Join(item_path, "plugin"));
+    if (!plugin.has_value() || plugin->empty()) {
+      if (!Has(tf, "plugin") || plugin.has_value()) {
+        r.Error(items[i], Join(item_path, "plugin"), "required");
+      }
+    } else {
+      target.plugin = *plugin;
+      if (!plugin_lines.contains(*plugin)) {
+        r.Error(Get(tf, "plugin"), Join(item_path, "plugin"),
+                absl::StrCat("no plugin \"", *plugin, "\" in spec.plugins"));
+      }
+    }
+    target.name = target.plugin;
+    if (auto name = r.String(Get(tf, "name"), Join(item_path, "name"))) {
+      CheckDns1123Label(r, Get(tf, "name"), Join(item_path, "name"), *name);
+      target.name = *name;
+    }
+    const Seen me{item_path, target.location.line, target.name};
+    if (!target.name.empty()) {
+      if (auto [it, inserted] = names.emplace(target.name, me); !inserted) {
+        r.Error(IsAbsent(Get(tf, "name")) ? items[i] : Get(tf, "name"), Join(item_path, "name"),
+                absl::StrCat("duplicate route name \"", target.name, "\" (first on line ",
+                             it->second.line, "); routes to the same plugin need a name each"));
+      }
+    }
+    const YAML::Node selector = Get(tf, "labelSelector");
+    const std::string selector_path = Join(item_path, "labelSelector");
+    std::optional<std::string> text = r.String(selector, selector_path);
+    std::optional<std::string> canonical;
+    if (text.has_value()) {
+      absl::StatusOr<kube::LabelSelector> parsed = kube::LabelSelector::Parse(*text);
+      if (!parsed.ok()) {
+        r.Error(selector, selector_path, parsed.status().message());
+      } else if (!parsed->Empty()) {
+        canonical = parsed->ToString();
+        target.label_selector = *text;
+      }
+    }
+    if (canonical.has_value()) {
+      if (auto [it, inserted] = selectors.emplace(*canonical, me); !inserted) {
+        r.Error(selector, selector_path,
+                absl::StrCat("the same selector as route \"", it->second.name, "\" (",
+                             it->second.path, ", line ", it->second.line,
+                             "): every object it matches would match both"));
+      }
+    } else if (!text.has_value() || text->empty() || IsAbsent(selector)) {
+      if (catch_all.has_value()) {
+        second_catch_all = true;
+        r.Error(items[i], item_path,
+                absl::StrCat("a second route without labelSelector (the first is route \"",
+                             catch_all->name, "\", line ", catch_all->line,
+                             "): both match every object"));
+      } else {
+        catch_all = me;
+        catch_all_node = items[i];
+      }
+    }
+    route.to.push_back(std::move(target));
+  }
+  if (catch_all.has_value() && !second_catch_all && route.to.size() > 1) {
+    const Seen& c = *catch_all;
+    r.Error(catch_all_node, c.path,
+            absl::StrCat("route \"", c.name,
+                         "\" has no labelSelector, so it matches every object and overlaps the "
+                         "other routes of controller \"",
+                         route.controller,
+                         "\"; give every route a selector (e.g. \"version=v2\" and "
+                         "\"version!=v2\")"));
+  }
+  return route;
+}
+
 void ParseMetadata(YamlReader& r, const YAML::Node& node, OperatorSpec& op) {
   const std::vector<Field> fields = r.Fields(node, "metadata", MetadataFields());
   if (!node.IsMap()) return;
@@ -469,6 +589,22 @@ std::optional<OperatorSpec> ParseDocument(YamlReader& r, const YAML::Node& doc) 
                            " (first on line ", it->second, ")"));
     }
     op.controllers.push_back(std::move(*c));
+  }
+  const std::vector<YAML::Node> routes = r.Sequence(Get(spec_fields, "routes"), "spec.routes");
+  absl::flat_hash_map<std::string, int> route_lines;
+  for (size_t i = 0; i < routes.size(); ++i) {
+    const std::string path = Index("spec.routes", i);
+    std::optional<RouteSpec> route = ParseRoute(r, routes[i], path, plugin_lines);
+    if (!route.has_value()) continue;
+    if (!route->controller.empty()) {
+      if (auto [it, inserted] = route_lines.emplace(route->controller, route->location.line);
+          !inserted) {
+        r.Error(routes[i], Join(path, "controller"),
+                absl::StrCat("duplicate routes for controller \"", route->controller,
+                             "\" (first on line ", it->second, ")"));
+      }
+    }
+    op.routes.push_back(std::move(*route));
   }
   if (const YAML::Node client = Get(spec_fields, "apiClient"); !IsAbsent(client)) {
     op.api_client = ParseApiClient(r, client, "spec.apiClient");
@@ -622,6 +758,8 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.controllers[]", ControllerFields(), out);
   AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
   AddPaths("spec.controllers[].sharding", ShardingFields(), out);
+  AddPaths("spec.routes[]", RouteFields(), out);
+  AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);
   return out;
 }

@@ -453,6 +453,91 @@ TEST(ParseOperatorsTest, DuplicateControllerOverrides) {
                           "controller \"x\" (first on line 8)"));
 }
 
+TEST(ParseOperatorsTest, Routes) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(absl::StrCat(kHeader, R"(spec:
+  plugins: [{name: v1, exec: {command: a}}, {name: v2, exec: {command: b}}]
+  routes:
+    - controller: web
+      to:
+        - {plugin: v2, labelSelector: "version=v2"}
+        - {name: legacy, plugin: v1, labelSelector: "version!=v2"}
+    - controller: only
+      to: [{plugin: v1}]
+)"),
+                                                                 "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ((*ops)[0].routes.size(), 2u);
+  const RouteSpec& web = (*ops)[0].routes[0];
+  EXPECT_EQ(web.controller, "web");
+  ASSERT_EQ(web.to.size(), 2u);
+  EXPECT_EQ(web.to[0].name, "v2");  // defaults to the plugin
+  EXPECT_EQ(web.to[0].plugin, "v2");
+  EXPECT_EQ(web.to[0].label_selector, "version=v2");
+  EXPECT_EQ(web.to[1].name, "legacy");
+  EXPECT_EQ(web.to[1].location.line, 11);
+  // A single route without a selector is allowed: the controller runs on that plugin.
+  EXPECT_EQ((*ops)[0].routes[1].to[0].label_selector, "");
+  EXPECT_EQ((*ops)[0].FindRoute("only"), &(*ops)[0].routes[1]);
+  EXPECT_EQ((*ops)[0].FindRoute("none"), nullptr);
+}
+
+TEST(ParseOperatorsTest, RouteErrors) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins: [{name: v1, exec: {command: a}}, {name: v2, exec: {command: b}}]
+  routes:
+    - controller: web
+      to:
+        - {plugin: v2, labelSelector: "version = v2"}
+        - {plugin: v1, labelSelector: "version==v2"}
+        - {plugin: v3, labelSelector: "version in (v3"}
+        - {name: v2, plugin: v1, labelSelector: "a=b"}
+    - to: []
+    - controller: web
+      to: [{plugin: v1, labelSelectr: x}]
+)")),
+              ElementsAre("op.yaml:11:39: spec.routes[0].to[1].labelSelector: the same selector as "
+                          "route \"v2\" (spec.routes[0].to[0], line 10): every object it matches "
+                          "would match both",
+                          "op.yaml:12:20: spec.routes[0].to[2].plugin: no plugin \"v3\" in "
+                          "spec.plugins",
+                          ::testing::StartsWith(
+                              "op.yaml:12:39: spec.routes[0].to[2].labelSelector: unable to parse"),
+                          "op.yaml:13:18: spec.routes[0].to[3].name: duplicate route name \"v2\" "
+                          "(first on line 10); routes to the same plugin need a name each",
+                          "op.yaml:14:7: spec.routes[1].controller: required",
+                          "op.yaml:14:7: spec.routes[1].to: required: at least one route",
+                          "op.yaml:15:7: spec.routes[2].controller: duplicate routes for "
+                          "controller \"web\" (first on line 8)",
+                          "op.yaml:16:25: spec.routes[2].to[0].labelSelectr: unknown field (did "
+                          "you mean \"labelSelector\"?)"));
+}
+
+TEST(ParseOperatorsTest, RegressionCatchAllRouteBesideAnotherIsAnOverlap) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins: [{name: v1, exec: {command: a}}, {name: v2, exec: {command: b}}]
+  routes:
+    - controller: web
+      to:
+        - {plugin: v2, labelSelector: "version=v2"}
+        - {plugin: v1}
+)")),
+              ElementsAre("op.yaml:11:11: spec.routes[0].to[1]: route \"v1\" has no "
+                          "labelSelector, so it matches every object and overlaps the other routes "
+                          "of controller \"web\"; give every route a selector (e.g. "
+                          "\"version=v2\" and \"version!=v2\")"));
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins: [{name: v1, exec: {command: a}}, {name: v2, exec: {command: b}}]
+  routes:
+    - controller: web
+      to:
+        - {plugin: v2, labelSelector: ""}
+        - {plugin: v1}
+)")),
+              ElementsAre("op.yaml:11:11: spec.routes[0].to[1]: a second route without "
+                          "labelSelector (the first is route \"v2\", line 10): both match every "
+                          "object"));
+}
+
 TEST(ParseOperatorsTest, DuplicateOperatorNamesInOneText) {
   const std::string doc =
       absl::StrCat(kHeader, "spec:\n  plugins: [{name: a, exec: {command: a}}]\n");

@@ -42,9 +42,16 @@ const PluginSpec* OperatorSpec::FindPlugin(const std::string& plugin_name) const
   return nullptr;
 }
 
+const RouteSpec* OperatorSpec::FindRoute(const std::string& controller) const {
+  for (const RouteSpec& r : routes) {
+    if (r.controller == controller) return &r;
+  }
+  return nullptr;
+}
+
 bool OperatorSpec::operator==(const OperatorSpec& o) const {
   return name == o.name && labels == o.labels && annotations == o.annotations &&
-         plugins == o.plugins && controllers == o.controllers;
+         plugins == o.plugins && controllers == o.controllers && routes == o.routes;
 }
 
 OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
@@ -82,10 +89,12 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
     std::sort(change.removed_plugins.begin(), change.removed_plugins.end());
     std::sort(change.changed_plugins.begin(), change.changed_plugins.end());
     change.controllers_changed = was.controllers != now->controllers;
+    change.routes_changed = was.routes != now->routes;
     change.metadata_changed = was.labels != now->labels || was.annotations != now->annotations;
     // Plugins only listed in another order: nothing to restart.
     if (change.added_plugins.empty() && change.removed_plugins.empty() &&
-        change.changed_plugins.empty() && !change.controllers_changed && !change.metadata_changed) {
+        change.changed_plugins.empty() && !change.controllers_changed && !change.routes_changed &&
+        !change.metadata_changed) {
       continue;
     }
     diff.changed.push_back(std::move(change));

@@ -143,12 +143,37 @@ struct ControllerSpec {
   bool operator!=(const ControllerSpec& o) const { return !(*this == o); }
 };
 
+// One route of a routed controller: the objects its label selector matches go to `plugin`.
+struct RouteTargetSpec {
+  std::string name;            // unique among the controller's routes; defaults to `plugin`
+  std::string plugin;          // required: one of the operator's plugins
+  std::string label_selector;  // "": every object (a catch-all, allowed only as the sole route)
+  SourceLocation location;
+  bool operator==(const RouteTargetSpec& o) const {
+    return name == o.name && plugin == o.plugin && label_selector == o.label_selector;
+  }
+};
+
+// spec.routes[]: the objects of the controller `controller` (a name every target plugin's
+// Describe declares, for the same kind) are split between plugins by label selector. One runner
+// (one queue, per-key exclusivity) serves the controller; each request goes to the plugin of the
+// route its object matches, so a key is never at two plugins at once. See
+// docs/operator-spec.md#routes.
+struct RouteSpec {
+  std::string controller;           // required, unique among the operator's routes
+  std::vector<RouteTargetSpec> to;  // at least one; the first one's plugin runs the controller
+  SourceLocation location;
+  bool operator==(const RouteSpec& o) const { return controller == o.controller && to == o.to; }
+  bool operator!=(const RouteSpec& o) const { return !(*this == o); }
+};
+
 struct OperatorSpec {
   std::string name;  // metadata.name, a DNS-1123 label, unique across the loaded set
   std::map<std::string, std::string> labels;       // metadata.labels
   std::map<std::string, std::string> annotations;  // metadata.annotations
   std::vector<PluginSpec> plugins;                 // in document order
   std::vector<ControllerSpec> controllers;         // in document order
+  std::vector<RouteSpec> routes;                   // in document order
   // spec.apiClient. Host-wide and read when the host starts (the client is shared by every
   // operator; see manager::HostOptions): not part of equality, an edit takes effect at the
   // next start.
@@ -156,6 +181,7 @@ struct OperatorSpec {
   SourceLocation location;  // of the document
 
   const PluginSpec* FindPlugin(const std::string& plugin_name) const;
+  const RouteSpec* FindRoute(const std::string& controller) const;
   // Equal ignoring `location`s and `api_client`.
   bool operator==(const OperatorSpec& o) const;
   bool operator!=(const OperatorSpec& o) const { return !(*this == o); }
@@ -168,6 +194,7 @@ struct OperatorChange {
   std::vector<std::string> removed_plugins;  // by name, sorted
   std::vector<std::string> changed_plugins;  // same name, different spec; sorted
   bool controllers_changed = false;          // spec.controllers differ
+  bool routes_changed = false;               // spec.routes differ
   bool metadata_changed = false;             // labels or annotations differ
 };
 

@@ -85,6 +85,11 @@ ControllerGroup::ControllerGroup(std::string operator_name, std::string plugin,
 
 ControllerGroup::~ControllerGroup() { Stop(absl::Seconds(10)); }
 
+controller::Dispatcher* ControllerGroup::DispatcherFor(const std::string& controller) const {
+  auto it = deps_.routed.find(controller);
+  return it != deps_.routed.end() ? it->second.get() : deps_.dispatcher;
+}
+
 absl::Status ControllerGroup::Start(const pb::DescribeResponse& describe,
                                     const std::vector<config::ControllerSpec>& overrides,
                                     const config::PluginSpec& plugin) {
@@ -100,6 +105,12 @@ absl::Status ControllerGroup::Start(const pb::DescribeResponse& describe,
     if (stopped_) return absl::FailedPreconditionError("the controller group was stopped");
     describe_ = describe;
     for (const pb::ControllerSpec& spec : describe.controllers()) {
+      if (deps_.run_elsewhere.contains(spec.name())) {
+        common::LogInfo(
+            "routed controller: run by the first plugin of its routes (spec.routes)",
+            {{"operator", operator_name_}, {"plugin", plugin_}, {"controller", spec.name()}});
+        continue;
+      }
       auto c = std::make_unique<Controller>();
       c->spec = spec;
       for (const config::ControllerSpec& o : overrides) {
@@ -258,7 +269,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
     sources.watches.push_back(std::move(source));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<controller::Runner> runner,
-                   controller::Runner::Create(&info, std::move(sources), deps_.dispatcher,
+                   controller::Runner::Create(&info, std::move(sources), DispatcherFor(spec.name()),
                                               deps_.applier, options));
   controller::Runner* runner_ptr = runner.get();
   auto scheduler = std::make_unique<controller::Scheduler>(

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
@@ -54,6 +56,11 @@ struct ControllerGroupDeps {
   // The shard ring (shard_ring.h): controllers with `sharding: {enabled: true}` reconcile only
   // the keys it gives this host. Null: such controllers stay pending with an error.
   controller::KeyGate* shard_gate = nullptr;
+  // Routed controllers (the operator file's spec.routes): the controller of that name
+  // dispatches to this one (a RouteDispatcher over the target plugins) instead of `dispatcher`.
+  absl::flat_hash_map<std::string, std::shared_ptr<controller::Dispatcher>> routed;
+  // Controllers this plugin declares that another plugin of its routes runs: not started here.
+  absl::flat_hash_set<std::string> run_elsewhere;
 };
 
 // A plain snapshot of one controller, for the admin API and /debug/dump.
@@ -127,6 +134,8 @@ class ControllerGroup {
   // is not served (the controller stays pending); other errors are logged and also retried.
   absl::Status StartController(Controller& c);
   void StopController(Controller& c, absl::Duration timeout, std::vector<std::string>* unrun);
+  // deps_.routed's dispatcher for `controller`, else deps_.dispatcher.
+  controller::Dispatcher* DispatcherFor(const std::string& controller) const;
 
   const std::string operator_name_;
   const std::string plugin_;

@@ -115,6 +115,21 @@ std::string RenderDump(const DumpInput& input) {
     out << YAML::Key << "controllers" << YAML::Value << YAML::BeginSeq;
     for (const ControllerStatus& c : p.controllers) EmitController(out, c);
     out << YAML::EndSeq;
+    if (!p.routes.empty()) {
+      out << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
+      for (const DumpRoutes& r : p.routes) {
+        out << YAML::BeginMap;
+        out << YAML::Key << "controller" << YAML::Value << r.controller;
+        out << YAML::Key << "requests" << YAML::Value << YAML::BeginMap;
+        for (const auto& [route, n] : r.requests) out << YAML::Key << route << YAML::Value << n;
+        out << YAML::EndMap;
+        out << YAML::Key << "unrouted" << YAML::Value << r.unrouted;
+        out << YAML::Key << "ambiguous" << YAML::Value << r.ambiguous;
+        out << YAML::Key << "moved" << YAML::Value << r.moved;
+        out << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

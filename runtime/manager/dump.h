@@ -23,6 +23,7 @@
 #define CTRLHOST_RUNTIME_MANAGER_DUMP_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@
 #include "runtime/watch/reflector.h"
 
 namespace ctrlhost::manager {
+
+// A routed controller the plugin runs (spec.routes): its RouteDispatcher's counts.
+struct DumpRoutes {
+  std::string controller;
+  std::map<std::string, uint64_t> requests;  // sent, by route name
+  uint64_t unrouted = 0;                     // objects no route matched (not reconciled)
+  uint64_t ambiguous = 0;                    // objects several routes matched (not reconciled)
+  uint64_t moved = 0;                        // keys sent to another route than the last time
+};
 
 struct DumpPlugin {
   std::string operator_name;
@@ -50,6 +60,7 @@ struct DumpPlugin {
   std::string group_error;  // operator-file overrides that did not apply
   std::string cache_error;  // its controllers were stopped over maxCacheBytes
   std::vector<ControllerStatus> controllers;
+  std::vector<DumpRoutes> routes;
 };
 
 struct DumpInput {

@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "runtime/manager/counting_dispatcher.h"
 #include "runtime/manager/dump.h"
 #include "runtime/manager/plugin_slot.h"
+#include "runtime/manager/route_dispatcher.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/adapters.h"
 #include "runtime/plugin/sandbox.h"
@@ -128,6 +130,10 @@ struct Manager::Plugin {
   // changes them); readers use PluginView's copies.
   config::PluginSpec spec;
   std::vector<config::ControllerSpec> overrides;
+  std::vector<config::RouteSpec> routes;  // the operator's spec.routes
+  // The RouteDispatchers of the routed controllers of its latest group (for the dump); set by
+  // DepsFor, guarded by the manager's mu_.
+  std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
   std::unique_ptr<PluginSlot> slot;                // set before the plugin is shared
   std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the slot
   std::unique_ptr<FencedDispatcher> fenced;        // in front of `dispatcher` when fenced
@@ -264,6 +270,7 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   p->name = plugin_spec.name;
   p->spec = plugin_spec;
   p->overrides = op.controllers;
+  p->routes = op.routes;
   absl::StatusOr<std::unique_ptr<PluginSlot>> slot = PluginSlot::Start(
       OptionsFactoryFor(op.name, plugin_spec), [this] { Wake(); }, clock_);
   if (!slot.ok()) {
@@ -392,13 +399,26 @@ absl::StatusOr<config::OperatorSetDiff> Manager::Apply(
             ": swap refused, the running instance keeps serving: ", result.status.message()));
       }
     }
-    if (change.controllers_changed) {
+    if (change.controllers_changed || change.routes_changed) {
       std::vector<std::shared_ptr<Plugin>> plugins;
       {
         common::MutexLock lock(&mu_);
         plugins = op->plugins;
-        for (auto& p : plugins) p->overrides = spec->controllers;
+        for (auto& p : plugins) {
+          p->overrides = spec->controllers;
+          p->routes = spec->routes;
+        }
       }
+      // Plugins that run no routed controller are replaced first: one that ran a controller
+      // which a route now gives to another plugin stops it before that plugin starts it.
+      auto leads = [&](const std::shared_ptr<Plugin>& p) {
+        for (const config::RouteSpec& r : spec->routes) {
+          if (!r.to.empty() && r.to[0].plugin == p->name) return true;
+        }
+        return false;
+      };
+      std::stable_partition(plugins.begin(), plugins.end(),
+                            [&](const std::shared_ptr<Plugin>& p) { return !leads(p); });
       for (auto& p : plugins) {
         absl::StatusOr<PluginView> view = FindPlugin(change.name, p->name);
         if (view.ok() && view->group != nullptr) {
@@ -421,7 +441,8 @@ std::vector<Manager::PluginView> Manager::AllPlugins() const {
   common::MutexLock lock(&mu_);
   for (const auto& op : operators_) {
     for (const auto& p : op->plugins) {
-      out.push_back(PluginView{p, p->group, p->group_error, p->spec, p->overrides, p->cache_error});
+      out.push_back(PluginView{p, p->group, p->group_error, p->spec, p->overrides, p->cache_error,
+                               p->routes, p->route_dispatchers});
     }
   }
   return out;
@@ -447,12 +468,27 @@ void Manager::Loop() {
 
 std::string Manager::ControllerNameConflict(const Plugin& plugin,
                                             const plugin::pb::DescribeResponse& describe) const {
+  // Targets of one route (spec.routes) share the controller's name: the first one runs it.
+  auto routed_between = [](const PluginView& other, const Plugin& p, const std::string& name) {
+    if (other.plugin->operator_name != p.operator_name) return false;
+    for (const config::RouteSpec& r : other.routes) {
+      if (r.controller != name) continue;
+      bool mine = false, theirs = false;
+      for (const config::RouteTargetSpec& t : r.to) {
+        mine |= t.plugin == p.name;
+        theirs |= t.plugin == other.plugin->name;
+      }
+      return mine && theirs;
+    }
+    return false;
+  };
   for (const PluginView& other : AllPlugins()) {
     if (other.plugin.get() == &plugin || other.group == nullptr) continue;
     const plugin::pb::DescribeResponse theirs = other.group->describe();
     for (const auto& mine : describe.controllers()) {
       for (const auto& their : theirs.controllers()) {
         if (mine.name() != their.name()) continue;
+        if (routed_between(other, plugin, mine.name())) continue;
         return absl::StrCat("controller \"", mine.name(), "\" of plugin ", plugin.operator_name,
                             "/", plugin.name, " is already declared by plugin ",
                             other.plugin->operator_name, "/", other.plugin->name,
@@ -535,6 +571,23 @@ void Manager::Tick() {
                        {"generation", instance.first},
                        {"restarts", instance.second}});
       view.group->EnqueueAll(controller::pb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
+      EnqueueRoutedTo(view);
+    }
+  }
+}
+
+void Manager::EnqueueRoutedTo(const PluginView& view) {
+  const Plugin& p = *view.plugin;
+  for (const config::RouteSpec& r : view.routes) {
+    if (r.to.empty() || r.to[0].plugin == p.name) continue;  // its own group: already queued
+    bool targets_p = false;
+    for (const config::RouteTargetSpec& t : r.to) targets_p |= t.plugin == p.name;
+    if (!targets_p) continue;
+    for (const PluginView& leader : AllPlugins()) {
+      if (leader.plugin->operator_name == p.operator_name &&
+          leader.plugin->name == r.to[0].plugin && leader.group != nullptr) {
+        leader.group->EnqueueAll(controller::pb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
+      }
     }
   }
 }
@@ -692,6 +745,16 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
   // Hold the watches so that stopping the old controllers does not stop the shared caches.
   std::vector<watch::ReflectorHandle> keep = old->RetainWatches();
   std::vector<std::string> unrun = old->Stop(options_.shutdown_timeout);
+  // Routes removed by an operator edit can leave two plugins declaring one controller: the
+  // first one replaced keeps it; this one waits (the loop retries it, /readyz says why).
+  if (std::string conflict = ControllerNameConflict(*p, describe); !conflict.empty()) {
+    common::LogError("plugin's controllers refused",
+                     {{"operator", p->operator_name}, {"plugin", p->name}, {"error", conflict}});
+    common::MutexLock lock(&mu_);
+    p->group = nullptr;
+    p->group_error = conflict;
+    return;
+  }
   auto group = std::make_shared<ControllerGroup>(p->operator_name, p->name, DepsFor(p));
   config::PluginSpec spec;
   std::vector<config::ControllerSpec> overrides;
@@ -727,6 +790,49 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   deps.shard_gate = options_.shard_gate;
   common::MutexLock lock(&mu_);
   deps.dispatching = dispatching_;
+  const Operator* op = nullptr;
+  for (const auto& candidate : operators_) {
+    if (candidate->spec.name == p->operator_name) op = candidate.get();
+  }
+  std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
+  for (const config::RouteSpec& r : p->routes) {
+    if (r.to.empty()) continue;
+    if (r.to[0].plugin != p->name) {
+      for (const config::RouteTargetSpec& t : r.to) {
+        if (t.plugin == p->name) deps.run_elsewhere.insert(r.controller);
+      }
+      continue;
+    }
+    std::vector<Route> routes;
+    for (const config::RouteTargetSpec& t : r.to) {
+      std::shared_ptr<Plugin> target;
+      if (op != nullptr) {
+        for (const auto& q : op->plugins) {
+          if (q->name == t.plugin) target = q;
+        }
+      }
+      absl::StatusOr<kube::LabelSelector> selector = kube::LabelSelector::Parse(t.label_selector);
+      if (target == nullptr || !selector.ok()) {
+        // The loader checked both; a plugin of an operator being changed may not be added yet.
+        common::LogError("route left out: its plugin is not running",
+                         {{"operator", p->operator_name},
+                          {"controller", r.controller},
+                          {"route", t.name},
+                          {"plugin", t.plugin}});
+        continue;
+      }
+      controller::Dispatcher* d = target->fenced != nullptr
+                                      ? static_cast<controller::Dispatcher*>(target->fenced.get())
+                                      : target->dispatcher.get();
+      routes.push_back(Route{t.name, t.plugin, *std::move(selector),
+                             std::shared_ptr<controller::Dispatcher>(target, d)});
+    }
+    if (routes.empty()) continue;
+    auto dispatcher = std::make_shared<RouteDispatcher>(r.controller, std::move(routes), clock_);
+    route_dispatchers.push_back(dispatcher);
+    deps.routed[r.controller] = std::move(dispatcher);
+  }
+  p->route_dispatchers = std::move(route_dispatchers);
   return deps;
 }
 
@@ -964,6 +1070,11 @@ std::string Manager::DumpYaml() const {
     dp.group_error = view.group_error;
     dp.cache_error = view.cache_error;
     if (view.group != nullptr) dp.controllers = view.group->Status();
+    for (const auto& routes : view.route_dispatchers) {
+      const RouteFigures f = routes->Figures();
+      dp.routes.push_back(
+          DumpRoutes{routes->controller(), f.routed, f.unrouted, f.ambiguous, f.moved});
+    }
     input.plugins.push_back(std::move(dp));
   }
   input.now = clock_->Now();

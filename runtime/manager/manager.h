@@ -51,6 +51,7 @@
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/fence.h"
 #include "runtime/manager/plugin_slot.h"
+#include "runtime/manager/route_dispatcher.h"
 #include "runtime/manager/watch_health.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
@@ -209,6 +210,9 @@ class Manager {
     config::PluginSpec spec;  // the current source (a swap changes it)
     std::vector<config::ControllerSpec> overrides;
     std::string cache_error;  // set once its controllers were stopped over maxCacheBytes
+    std::vector<config::RouteSpec> routes;  // the operator's spec.routes
+    // The dispatchers of the routed controllers its group runs (for the dump).
+    std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
   };
   std::vector<PluginView> AllPlugins() const;
   // Stops `view`'s controllers when the caches they read exceed its spec.max_cache_bytes
@@ -227,8 +231,13 @@ class Manager {
                     bool force);
   absl::StatusOr<std::shared_ptr<Plugin>> NewPlugin(const config::OperatorSpec& op,
                                                     const config::PluginSpec& plugin_spec);
-  // The group dependencies of `p`'s controllers (dispatching as the manager is now).
+  // The group dependencies of `p`'s controllers (dispatching as the manager is now), with the
+  // routed controllers it runs for its operator's spec.routes (a RouteDispatcher each, over the
+  // target plugins' dispatchers) and those another plugin runs.
   ControllerGroupDeps DepsFor(Plugin* p);
+  // Re-enqueues the objects of the routed controllers that send requests to `p` and run in
+  // another plugin's group (after `p` got a new serving instance).
+  void EnqueueRoutedTo(const PluginView& view);
   // After `group` was published: starts its dispatch when the manager began meanwhile.
   void CatchUpDispatching(const std::shared_ptr<ControllerGroup>& group);
   // Drains the plugin's controllers, then stops its instances.

@@ -22,6 +22,7 @@
 #include "sdk/cpp/operator_status.h"  // IWYU pragma: export
 #include "sdk/cpp/plugin.h"           // IWYU pragma: export
 #include "sdk/cpp/request.h"          // IWYU pragma: export
+#include "sdk/cpp/resource_sets.h"    // IWYU pragma: export
 #include "sdk/cpp/result.h"           // IWYU pragma: export
 
 #endif  // CTRLHOST_SDK_CPP_SDK_H_

@@ -16,9 +16,15 @@
 //   status     desire ConfigMap <name> {version: spec.version (default 1.0.0)}; the standard
 //              operator status (SetOperatorStatus) with that target version, children ready
 //              once the ConfigMap child carries it, spec.failure as a persistent failure
+//   route      resource sets: "v1" (label version absent or v1), "v2" (version=v2, context
+//              {replicas: 2, set: v2}), "canary" (track=canary); the chosen set desires
+//              ConfigMap <name> {set: <set>} and sets status {phase: Done, set, context}; an
+//              object no set handles gets status {skipped: <count>}, one several handle the
+//              router's AmbiguousRoute answer
 //   builders   status {phase: Done, configHash: ConfigHash(spec.config), built: [every resource
 //              builder's output for this object]} (reported, not desired: the scenario owns
 //              ConfigMaps only)
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -181,6 +187,49 @@ sdk::Result OperatorStatus(const sdk::Request& req) {
   return result;
 }
 
+std::string LabelOf(const sdk::Request& req, const std::string& key) {
+  const std::map<std::string, std::string> labels = req.labels();
+  auto it = labels.find(key);
+  return it != labels.end() ? it->second : "";
+}
+
+sdk::ResourceRouter& Router() {
+  static sdk::ResourceRouter* router = [] {
+    auto* r = new sdk::ResourceRouter();
+    auto reconcile_as = [](std::string set) {
+      return [set](const sdk::Request& req, const nlohmann::json& context) {
+        sdk::Result result;
+        result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()))["data"] = {{"set", set}};
+        result.Status() = {{"phase", "Done"}, {"set", set}, {"context", context}};
+        return result;
+      };
+    };
+    (void)r->Add({"v1",
+                  [](const sdk::Request& req) {
+                    const std::string v = LabelOf(req, "version");
+                    return v.empty() || v == "v1";
+                  },
+                  reconcile_as("v1")});
+    (void)r->Add({"v2", [](const sdk::Request& req) { return LabelOf(req, "version") == "v2"; },
+                  reconcile_as("v2"),
+                  [](const sdk::Request&) -> absl::StatusOr<nlohmann::json> {
+                    return nlohmann::json{{"replicas", 2}, {"set", "v2"}};
+                  }});
+    (void)r->Add({"canary",
+                  [](const sdk::Request& req) { return LabelOf(req, "track") == "canary"; },
+                  reconcile_as("canary")});
+    return r;
+  }();
+  return *router;
+}
+
+sdk::Result Route(const sdk::Request& req) {
+  const uint64_t skipped_before = Router().skipped();
+  sdk::Result result = Router().Route(req);
+  if (Router().skipped() > skipped_before) result.Status()["skipped"] = Router().skipped();
+  return result;
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
@@ -188,6 +237,7 @@ sdk::Result Reconcile(const sdk::Request& req) {
   if (outcome == "builders") return Builders(req);
   if (outcome == "callbacks") return Callbacks(req);
   if (outcome == "status") return OperatorStatus(req);
+  if (outcome == "route") return Route(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";

@@ -4,7 +4,7 @@
 const path = require('node:path');
 const sdk = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 const {
-  DependentChain, Plugin, Result, TerminalError, newObject, UPDATE_ALLOWED,
+  DependentChain, Plugin, ResourceRouter, Result, TerminalError, newObject, UPDATE_ALLOWED,
 } = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 
 function chain(req) {
@@ -103,6 +103,29 @@ function builders(req) {
   return result;
 }
 
+function reconcileAs(set) {
+  return (req, context) => {
+    const result = new Result();
+    result.desire(newObject('v1', 'ConfigMap', req.name)).data = { set };
+    Object.assign(result.status(), { phase: 'Done', set, context });
+    return result;
+  };
+}
+
+const router = new ResourceRouter()
+  .add('v1', { handles: (r) => ['', 'v1'].includes(r.labels.version || ''),
+    reconcile: reconcileAs('v1') })
+  .add('v2', { handles: (r) => r.labels.version === 'v2', reconcile: reconcileAs('v2'),
+    initContext: () => ({ replicas: 2, set: 'v2' }) })
+  .add('canary', { handles: (r) => r.labels.track === 'canary', reconcile: reconcileAs('canary') });
+
+function route(req) {
+  const skippedBefore = router.skipped;
+  const result = router.route(req);
+  if (router.skipped > skippedBefore) result.status().skipped = router.skipped;
+  return result;
+}
+
 const plugin = new Plugin('scenario', '1.0.0');
 plugin.controller('scenario')
   .for('e2e.ctrlhost.dev', 'v1', 'Scenario')
@@ -114,6 +137,7 @@ plugin.controller('scenario')
     if (outcome === 'builders') return builders(req);
     if (outcome === 'callbacks') return callbacks(req);
     if (outcome === 'status') return operatorStatus(req);
+    if (outcome === 'route') return route(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

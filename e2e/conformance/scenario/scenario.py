@@ -3,7 +3,7 @@
 import sys
 
 from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, StageCallbacks, find_path, set_operator_status, UPDATE_ALLOWED, Controller, DependentChain,
-                          Plugin, ReconcileError, Result, build_cluster_role,
+                          Plugin, ReconcileError, ResourceRouter, Result, build_cluster_role,
                           build_cluster_role_binding, build_config_map, build_deployment,
                           build_role, build_role_binding, build_secret, build_service,
                           build_service_account, common_labels, config_hash, new_object,
@@ -129,6 +129,30 @@ def builders(req):
     return result
 
 
+def _reconcile_as(set_name):
+    def reconcile_set(req, context):
+        result = Result()
+        result.desire(new_object("v1", "ConfigMap", req.name))["data"] = {"set": set_name}
+        result.status.update(phase="Done", set=set_name, context=context)
+        return result
+    return reconcile_set
+
+
+router = (ResourceRouter()
+          .add("v1", lambda r: r.labels.get("version", "") in ("", "v1"), _reconcile_as("v1"))
+          .add("v2", lambda r: r.labels.get("version") == "v2", _reconcile_as("v2"),
+               init_context=lambda r: {"replicas": 2, "set": "v2"})
+          .add("canary", lambda r: r.labels.get("track") == "canary", _reconcile_as("canary")))
+
+
+def route(req):
+    skipped_before = router.skipped
+    result = router.route(req)
+    if router.skipped > skipped_before:
+        result.status["skipped"] = router.skipped
+    return result
+
+
 @scenario.reconcile
 def reconcile(req):
     if not req.exists or req.deleting:
@@ -142,6 +166,8 @@ def reconcile(req):
         return callbacks(req)
     if outcome == "status":
         return operator_status(req)
+    if outcome == "route":
+        return route(req)
     result = Result()
     if outcome == "requeue":
         result.status["phase"] = "Waiting"

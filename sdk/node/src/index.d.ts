@@ -402,3 +402,19 @@ export interface OperatorStatusInput {
 }
 export function setOperatorStatus(request: Request, result: Result, input: OperatorStatusInput):
   void;
+
+/** Resource sets (resource_sets.js): exactly one set reconciles each object. */
+export const REASON_AMBIGUOUS_ROUTE: 'AmbiguousRoute';
+export interface ResourceSetOptions {
+  handles: (request: Request) => boolean;
+  reconcile: (request: Request, context: JsonObject) =>
+    Result | undefined | null | Promise<Result | undefined | null>;
+  /** Default: an empty object. */
+  initContext?: (request: Request) => JsonObject;
+}
+export class ResourceRouter {
+  /** Objects no set handled. */
+  readonly skipped: number;
+  add(name: string, options: ResourceSetOptions): this;
+  route(request: Request): Result | undefined | null | Promise<Result | undefined | null>;
+}

@@ -14,6 +14,7 @@ const { handlers } = require('./handlers');
 const builders = require('./builders');
 const { setOperatorStatus } = require('./operator_status');
 const { StageCallbacks, STAGES } = require('./stage_callbacks');
+const { ResourceRouter, REASON_AMBIGUOUS_ROUTE } = require('./resource_sets');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
@@ -36,6 +37,8 @@ module.exports = {
   setOperatorStatus,
   StageCallbacks,
   STAGES,
+  ResourceRouter,
+  REASON_AMBIGUOUS_ROUTE,
   freezeOnto,
   UPDATE_ALLOWED,
   UPDATE_NECESSARY,

@@ -52,6 +52,7 @@ from ctrlhost_sdk.stage_callbacks import (
 )
 from ctrlhost_sdk.pass_context import UPDATE_ALLOWED, UPDATE_NECESSARY, PassContext, freeze_onto
 from ctrlhost_sdk.plugin import Plugin, parse_address
+from ctrlhost_sdk.resource_sets import ResourceRouter, ResourceSet
 from ctrlhost_sdk.request import Object, Request, RequestError, find_path
 from ctrlhost_sdk.result import (
     FALSE,
@@ -75,6 +76,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CrudPlan", "CrudResource",
     "set_operator_status",
+    "ResourceRouter", "ResourceSet",
     "POST_CREATE", "POST_DELETE", "POST_UPDATE", "PRE_CREATE", "PRE_DELETE", "PRE_UPDATE",
     "StageCallbacks", "is_subset",
     "CONFIG_HASH_ANNOTATION", "build_cluster_role", "build_cluster_role_binding",
