@@ -125,6 +125,25 @@ class Session::Stream
     if (start_write) StartWrite(&current_write_);
   }
 
+  absl::Status Notify(pb::ReconcileRequest notice) {
+    if (notice.payload_case() == pb::ReconcileRequest::kReconcile ||
+        notice.payload_case() == pb::ReconcileRequest::PAYLOAD_NOT_SET) {
+      return absl::InvalidArgumentError("Session::Notify: a notice needs a non-reconcile payload");
+    }
+    bool start_write = false;
+    {
+      common::MutexLock lock(&mu_);
+      if (!health_.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("plugin ", options_.instance_name, ": ", health_.message()));
+      }
+      notice.set_request_id(next_id_++);
+      start_write = EnqueueWriteLocked(std::move(notice));
+    }
+    if (start_write) StartWrite(&current_write_);
+    return absl::OkStatus();
+  }
+
   void Close() {
     {
       common::MutexLock lock(&mu_);
@@ -178,6 +197,11 @@ class Session::Stream
       }
     }
     StartRead(&read_buffer_);
+    if (!done && id == 0 && options_.on_plugin_message &&
+        (response.has_task_enqueue() || response.has_task_status())) {
+      options_.on_plugin_message(std::move(response));
+      return;
+    }
     if (!done) {
       // A plugin can send these as fast as it likes: rate limited (issue 13, item 12).
       uint64_t suppressed = 0;
@@ -380,6 +404,10 @@ Session::~Session() = default;
 void Session::Dispatch(pb::ReconcileCall call, absl::Time deadline,
                        controller::ReconcileCallback done) {
   stream_->Dispatch(std::move(call), deadline, std::move(done));
+}
+
+absl::Status Session::Notify(pb::ReconcileRequest notice) {
+  return stream_->Notify(std::move(notice));
 }
 
 void Session::Close() { stream_->Close(); }

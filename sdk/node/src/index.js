@@ -17,6 +17,7 @@ const { StageCallbacks, STAGES } = require('./stage_callbacks');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
+const { TaskContext, checkTaskKey } = require('./tasks');
 
 module.exports = {
   ...builders,
@@ -51,4 +52,6 @@ module.exports = {
   log,
   PROTOCOL_VERSION,
   ADDRESS_ENV,
+  TaskContext,
+  checkTaskKey,
 };

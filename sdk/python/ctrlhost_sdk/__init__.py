@@ -53,6 +53,7 @@ from ctrlhost_sdk.stage_callbacks import (
 from ctrlhost_sdk.pass_context import UPDATE_ALLOWED, UPDATE_NECESSARY, PassContext, freeze_onto
 from ctrlhost_sdk.plugin import Plugin, parse_address
 from ctrlhost_sdk.request import Object, Request, RequestError, find_path
+from ctrlhost_sdk.tasks import TaskContext
 from ctrlhost_sdk.result import (
     FALSE,
     JSON_PATCH,
@@ -86,5 +87,5 @@ __all__ = [
     "freeze_onto", "Controller", "FALSE", "Handlers", "InvalidResult", "JSON_PATCH", "MERGE_PATCH", "NORMAL",
     "Object", "Plugin", "RETRYABLE", "ReconcileError", "Request", "RequestError", "Result",
     "TERMINAL", "TRUE", "UNKNOWN", "WARNING", "compose_merge_patch", "find_path", "new_object",
-    "parse_address", "pb",
+    "parse_address", "pb", "TaskContext",
 ]
