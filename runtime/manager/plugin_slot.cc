@@ -162,7 +162,9 @@ void PluginSlot::Drain(const std::shared_ptr<Instance>& instance, absl::Duration
                 pb::CAPABILITY_BACKGROUND_TASKS) != drained.capabilities.end()) {
     pb::ReconcileRequest stop;
     stop.mutable_stop_tasks()->set_reason("plugin swapped out");
-    (void)instance->supervisor->SendNotice(std::move(stop));  // not READY: no tasks run
+    // Bounded wait until it went out: the drain below may close the stream at once. Not READY:
+    // no tasks run there.
+    (void)instance->supervisor->SendNotice(std::move(stop), absl::Seconds(2));
   }
   {
     const absl::Time deadline = clock_->Now() + timeout;

@@ -144,6 +144,14 @@ class Session::Stream
     return absl::OkStatus();
   }
 
+  bool WaitForWrites(absl::Time deadline) {
+    common::MutexLock lock(&mu_);
+    while ((writing_ || !write_queue_.empty()) && !finished_) {
+      if (clock_->WaitWithDeadline(&mu_, &writes_cv_, deadline)) break;
+    }
+    return !(writing_ || !write_queue_.empty()) || finished_;
+  }
+
   void Close() {
     {
       common::MutexLock lock(&mu_);
@@ -228,7 +236,10 @@ class Session::Stream
         writing_ = true;
         start_write = true;
       }
-      if (!start_write) release = ReleaseHoldLocked();
+      if (!start_write) {
+        release = ReleaseHoldLocked();
+        writes_cv_.SignalAll();
+      }
     }
     if (start_write) StartWrite(&current_write_);
     if (release) RemoveHold();
@@ -272,6 +283,7 @@ class Session::Stream
     done_ = true;
     done_cv_.SignalAll();
     timer_cv_.SignalAll();
+    writes_cv_.SignalAll();
   }
 
  private:
@@ -368,8 +380,9 @@ class Session::Stream
   pb::ReconcileResponse read_buffer_;
 
   mutable common::Mutex mu_;
-  common::CondVar done_cv_;   // signalled when done_ turns true
-  common::CondVar timer_cv_;  // wakes the deadline thread
+  common::CondVar done_cv_;    // signalled when done_ turns true
+  common::CondVar timer_cv_;   // wakes the deadline thread
+  common::CondVar writes_cv_;  // signalled when the write queue empties or the stream ends
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Pending> in_flight_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<DeadlineEntry>>
@@ -409,6 +422,8 @@ void Session::Dispatch(pb::ReconcileCall call, absl::Time deadline,
 absl::Status Session::Notify(pb::ReconcileRequest notice) {
   return stream_->Notify(std::move(notice));
 }
+
+bool Session::WaitForWrites(absl::Time deadline) { return stream_->WaitForWrites(deadline); }
 
 void Session::Close() { stream_->Close(); }
 

@@ -97,6 +97,10 @@ class Session : public controller::Dispatcher {
   // session gives `notice` a fresh request_id and queues it behind earlier writes. UNAVAILABLE
   // once the stream is broken or closed; InvalidArgument for a reconcile payload. Never blocks.
   absl::Status Notify(pb::ReconcileRequest notice);
+  // Waits (on the options' clock) until every queued write, notices included, went out or the
+  // stream ended; false when `deadline` came first. For a notice that must leave before the
+  // session is closed (StopTasks before a drain).
+  bool WaitForWrites(absl::Time deadline);
 
   // Ends the stream: every outstanding request fails UNAVAILABLE, later Dispatches too.
   // `on_broken` is not called. Idempotent; does not wait (the destructor does).

@@ -157,7 +157,7 @@ void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
   if (--dispatches_ == 0) cv_.SignalAll();
 }
 
-absl::Status Supervisor::SendNotice(pb::ReconcileRequest notice) {
+absl::Status Supervisor::SendNotice(pb::ReconcileRequest notice, absl::Duration flush_timeout) {
   std::shared_ptr<Session> session;
   PluginState state;
   {
@@ -173,6 +173,12 @@ absl::Status Supervisor::SendNotice(pb::ReconcileRequest notice) {
         absl::StrCat("plugin ", instance_name_, " is not ready (", PluginStateName(state), ")"));
   }
   absl::Status sent = session->Notify(std::move(notice));
+  if (sent.ok() && flush_timeout > absl::ZeroDuration() &&
+      !session->WaitForWrites(clock_->Now() + flush_timeout)) {
+    sent = absl::DeadlineExceededError(absl::StrCat("plugin ", instance_name_,
+                                                    ": notice not sent within ",
+                                                    absl::FormatDuration(flush_timeout)));
+  }
   session.reset();
   common::MutexLock lock(&mu_);
   if (--dispatches_ == 0) cv_.SignalAll();

@@ -124,8 +124,11 @@ class Supervisor : public controller::Dispatcher {
                 controller::ReconcileCallback done) override;
 
   // Sends a notice (StartTasks, StopTasks, TaskEnqueueRefused) on the READY instance's stream
-  // (Session::Notify); UNAVAILABLE at once when no instance is READY. Never blocks.
-  absl::Status SendNotice(pb::ReconcileRequest notice);
+  // (Session::Notify); UNAVAILABLE at once when no instance is READY. With a positive
+  // `flush_timeout` it then waits (bounded, on the clock) until the notice went out; otherwise
+  // it never blocks.
+  absl::Status SendNotice(pb::ReconcileRequest notice,
+                          absl::Duration flush_timeout = absl::ZeroDuration());
 
   // Fails in-flight work (UNAVAILABLE), then SIGTERM, `grace` on the clock, SIGKILL; reaps and
   // removes the socket. Blocks until done. Idempotent.
