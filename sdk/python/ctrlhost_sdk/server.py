@@ -88,7 +88,9 @@ class _StreamState:
         self.reading = True
         self.out: queue.SimpleQueue[Union[pb.ReconcileResponse, _Done]] = queue.SimpleQueue()
         # Background tasks started on this stream; stopped when it ends.
-        self.tasks = TaskRunner(plugin.tasks_of, self.out.put, plugin.task_backoff)
+        # Handlers written before background tasks (test fakes) have neither member.
+        self.tasks = TaskRunner(getattr(plugin, "tasks_of", lambda _controller: []),
+                                self.out.put, getattr(plugin, "task_backoff", (1.0, 60.0)))
 
     def finish_if_idle(self) -> None:
         # Called with `lock` held.
