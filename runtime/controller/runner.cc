@@ -235,8 +235,9 @@ bool Runner::InNamespaces(absl::string_view key) const {
 
 bool Runner::UnparkLocked(absl::string_view key, pb::Reason reason) {
   if (!terminal_.contains(key)) return true;
-  // A new plugin may well handle what the old one failed on terminally.
-  if (reason != pb::REASON_PLUGIN_STARTED) return false;
+  // A new plugin may well handle what the old one failed on terminally; a background task's
+  // enqueue reports an outside change, like a watch event.
+  if (reason != pb::REASON_PLUGIN_STARTED && reason != pb::REASON_BACKGROUND_TASK) return false;
   terminal_.erase(key);
   return true;
 }

@@ -340,6 +340,32 @@ size_t ControllerGroup::EnqueueSharded(pb::Reason reason,
   return queued;
 }
 
+std::vector<BackgroundTasks::Wanted> ControllerGroup::TasksWanted() const {
+  std::vector<BackgroundTasks::Wanted> out;
+  common::MutexLock lock(&mu_);
+  for (const auto& c : controllers_) {
+    if (c->state != "running" || !c->runner_started || c->spec.background_tasks_size() == 0) {
+      continue;
+    }
+    BackgroundTasks::Wanted w;
+    w.controller = c->spec.name();
+    w.namespaced = c->info.primary.namespaced;
+    for (const auto& task : c->spec.background_tasks()) w.tasks.push_back(task.name());
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+bool ControllerGroup::EnqueueFromTask(const std::string& controller, const std::string& key) {
+  common::MutexLock lock(&mu_);
+  for (const auto& c : controllers_) {
+    if (c->spec.name() != controller) continue;
+    if (c->state != "running" || !c->runner_started) return false;
+    return c->runner->Enqueue(key, pb::REASON_BACKGROUND_TASK);
+  }
+  return false;
+}
+
 void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
                                      std::vector<std::string>* unrun) {
   if (c.scheduler != nullptr) c.scheduler->Stop();

@@ -38,6 +38,7 @@
 #include "runtime/controller/reconcile.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/discovery.h"
+#include "runtime/manager/background_tasks.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
 
@@ -111,6 +112,13 @@ class ControllerGroup {
   // Idempotent.
   void StartDispatching();
   bool dispatching() const;
+
+  // The running, dispatching controllers that declare background tasks: whose tasks should
+  // run now (see BackgroundTasks).
+  std::vector<BackgroundTasks::Wanted> TasksWanted() const;
+  // Queues `key` on `controller`'s runner with REASON_BACKGROUND_TASK (a task's TaskEnqueue);
+  // false when that controller does not run and dispatch, or the key is outside its namespaces.
+  bool EnqueueFromTask(const std::string& controller, const std::string& key);
 
   // Unsubscribes the runners, shuts them down (waiting up to `timeout` for reconciles in flight)
   // and releases the reflectors. Returns the keys that were queued and never ran. Idempotent.

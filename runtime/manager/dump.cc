@@ -73,6 +73,41 @@ uint64_t CacheBytes(const std::vector<ControllerStatus>& controllers) {
   return total;
 }
 
+// backgroundTasks: per controller whose tasks ran here, what they enqueued and were refused,
+// and each task's last reported state.
+void EmitTasks(YAML::Emitter& out, const std::vector<TaskControllerReport>& tasks) {
+  out << YAML::Key << "backgroundTasks" << YAML::Value << YAML::BeginSeq;
+  for (const TaskControllerReport& c : tasks) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "controller" << YAML::Value << c.controller;
+    out << YAML::Key << "running" << YAML::Value << c.running;
+    out << YAML::Key << "enqueued" << YAML::Value << c.enqueued;
+    out << YAML::Key << "refused" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "invalid" << YAML::Value << c.refused_invalid;
+    out << YAML::Key << "notRunning" << YAML::Value << c.refused_not_running;
+    out << YAML::Key << "rateLimited" << YAML::Value << c.refused_rate_limited;
+    out << YAML::EndMap;
+    if (!c.last_refusal.empty()) {
+      out << YAML::Key << "lastRefusal" << YAML::Value << c.last_refusal;
+    }
+    out << YAML::Key << "tasks" << YAML::Value << YAML::BeginSeq;
+    for (const TaskReport& t : c.tasks) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "name" << YAML::Value << t.task;
+      out << YAML::Key << "state" << YAML::Value << t.state;
+      out << YAML::Key << "restarts" << YAML::Value << t.restarts;
+      if (!t.last_error.empty()) out << YAML::Key << "lastError" << YAML::Value << t.last_error;
+      if (t.updated != absl::InfinitePast()) {
+        out << YAML::Key << "updated" << YAML::Value << Time(t.updated);
+      }
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
 std::string RenderDump(const DumpInput& input) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -130,6 +165,7 @@ std::string RenderDump(const DumpInput& input) {
       }
       out << YAML::EndSeq;
     }
+    if (!p.tasks.empty()) EmitTasks(out, p.tasks);
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

@@ -15,6 +15,13 @@
 //       state: running
 //       queue: {depth: 0, delayed: 0, processing: 1, ...}
 //       reconciles: {success: 12, error: 0, ...}
+//     backgroundTasks:     # only for plugins whose controllers declare background tasks
+//     - controller: webapp
+//       running: true
+//       enqueued: 3
+//       refused: {invalid: 0, notRunning: 0, rateLimited: 0}
+//       tasks:
+//       - {name: poller, state: backoff, restarts: 2, lastError: "...", updated: ...}
 //   watches:
 //   - watch: apps.ctrlhost.dev/v1alpha1 WebApp
 //     objects: 3
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "runtime/manager/background_tasks.h"
 #include "runtime/manager/controller_group.h"
 #include "runtime/watch/reflector.h"
 
@@ -61,6 +69,7 @@ struct DumpPlugin {
   std::string cache_error;  // its controllers were stopped over maxCacheBytes
   std::vector<ControllerStatus> controllers;
   std::vector<DumpRoutes> routes;
+  std::vector<TaskControllerReport> tasks;  // background tasks (empty: none declared)
 };
 
 struct DumpInput {

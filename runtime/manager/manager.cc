@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -134,6 +135,10 @@ struct Manager::Plugin {
   // The RouteDispatchers of the routed controllers of its latest group (for the dump); set by
   // DepsFor, guarded by the manager's mu_.
   std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
+  // Its background tasks (set before the slot starts, destroyed after it: the instances'
+  // sessions call into it). `slot_for_tasks` is `slot` once set, for its notices.
+  std::unique_ptr<BackgroundTasks> tasks;
+  std::atomic<PluginSlot*> slot_for_tasks{nullptr};
   std::unique_ptr<PluginSlot> slot;                // set before the plugin is shared
   std::unique_ptr<CountingDispatcher> dispatcher;  // counts, then forwards to the slot
   std::unique_ptr<FencedDispatcher> fenced;        // in front of `dispatcher` when fenced
@@ -195,11 +200,15 @@ Manager::Manager(ManagerOptions options)
 Manager::~Manager() { Stop(); }
 
 PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operator_name,
-                                                      const config::PluginSpec& spec) const {
-  return [this, operator_name, spec](uint64_t generation) {
+                                                      const config::PluginSpec& spec,
+                                                      BackgroundTasks* tasks) const {
+  return [this, operator_name, spec, tasks](uint64_t generation) {
     plugin::SupervisorOptions so =
         SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
     so.generation = generation;
+    so.on_plugin_message = [tasks, generation](plugin::pb::ReconcileResponse message) {
+      (void)tasks->OnPluginMessage(generation, message);  // refusals are logged and answered
+    };
     if (options_.plugin_uid.has_value() && options_.plugin_uid_per_plugin) {
       common::MutexLock lock(&uid_mu_);
       auto [it, added] = plugin_uids_.try_emplace(absl::StrCat(operator_name, "/", spec.name),
@@ -271,14 +280,34 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   p->spec = plugin_spec;
   p->overrides = op.controllers;
   p->routes = op.routes;
+  BackgroundTasksOptions task_options;
+  task_options.operator_name = op.name;
+  task_options.plugin = plugin_spec.name;
+  task_options.clock = clock_;
+  Plugin* const raw = p.get();
+  task_options.send = [raw](plugin::pb::ReconcileRequest notice) -> absl::Status {
+    PluginSlot* slot = raw->slot_for_tasks.load(std::memory_order_acquire);
+    if (slot == nullptr) return absl::UnavailableError("plugin not started yet");
+    return slot->SendNotice(std::move(notice));
+  };
+  task_options.enqueue = [this, raw](const std::string& controller, const std::string& key) {
+    std::shared_ptr<ControllerGroup> group;
+    {
+      common::MutexLock lock(&mu_);
+      group = raw->group;
+    }
+    return group != nullptr && group->EnqueueFromTask(controller, key);
+  };
+  p->tasks = std::make_unique<BackgroundTasks>(std::move(task_options));
   absl::StatusOr<std::unique_ptr<PluginSlot>> slot = PluginSlot::Start(
-      OptionsFactoryFor(op.name, plugin_spec), [this] { Wake(); }, clock_);
+      OptionsFactoryFor(op.name, plugin_spec, p->tasks.get()), [this] { Wake(); }, clock_);
   if (!slot.ok()) {
     return absl::Status(slot.status().code(),
                         absl::StrCat(plugin_spec.location.ToString(), ": plugin ", plugin_spec.name,
                                      ": ", slot.status().message()));
   }
   p->slot = *std::move(slot);
+  p->slot_for_tasks.store(p->slot.get(), std::memory_order_release);
   p->dispatcher = std::make_unique<CountingDispatcher>(p->slot.get(), clock_);
   if (options_.fence != nullptr) {
     p->fenced = std::make_unique<FencedDispatcher>(p->dispatcher.get(), options_.fence);
@@ -292,6 +321,7 @@ void Manager::StopPlugin(const std::shared_ptr<Plugin>& p) {
     common::MutexLock lock(&mu_);
     group = p->group;
   }
+  p->tasks->StopAll("operator removed");
   if (group != nullptr) {
     std::vector<std::string> unrun = group->Stop(options_.shutdown_timeout);
     if (!unrun.empty()) {
@@ -463,6 +493,7 @@ void Manager::Loop() {
       wake_ = false;
     }
     Tick();
+    SyncBackgroundTasks();
   }
 }
 
@@ -592,6 +623,25 @@ void Manager::EnqueueRoutedTo(const PluginView& view) {
   }
 }
 
+void Manager::SyncBackgroundTasks() {
+  // A closed fence (leadership lost, or a Lease not renewed in time) stops every task; a
+  // standby's controllers do not dispatch, so theirs never start.
+  const bool fenced = options_.fence != nullptr && !options_.fence->open();
+  for (const PluginView& view : AllPlugins()) {
+    Plugin* p = view.plugin.get();
+    const SlotStatus slot = p->slot->Snapshot();
+    BackgroundTasks::InstanceId instance{0, 0};
+    if (slot.serving.state == plugin::PluginState::kReady) {
+      instance = {slot.serving_generation, slot.serving.restarts};
+    }
+    std::vector<BackgroundTasks::Wanted> wanted;
+    if (view.group != nullptr && view.cache_error.empty() && !fenced) {
+      wanted = view.group->TasksWanted();
+    }
+    p->tasks->Sync(instance, wanted, fenced ? "leadership lost" : "controller stopped");
+  }
+}
+
 bool Manager::EnforceCacheCap(const PluginView& view) {
   const uint64_t cap = static_cast<uint64_t>(*view.spec.max_cache_bytes);
   const uint64_t bytes = CacheBytes(view.group->Status());
@@ -659,8 +709,8 @@ SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::stri
     const std::string conflict = ControllerNameConflict(*p, describe);
     return conflict.empty() ? absl::OkStatus() : absl::FailedPreconditionError(conflict);
   };
-  SwapResult result = slot.Swap(OptionsFactoryFor(operator_name, spec), options.ready_timeout,
-                                options.drain_timeout, accept);
+  SwapResult result = slot.Swap(OptionsFactoryFor(operator_name, spec, p->tasks.get()),
+                                options.ready_timeout, options.drain_timeout, accept);
   if (result.status.ok() && result.describe != nullptr) AfterSwap(*view, &spec, *result.describe);
   return result;
 }
@@ -682,8 +732,9 @@ SwapResult Manager::StartCanary(const std::string& operator_name, const std::str
     }
     return absl::OkStatus();
   };
-  return view->plugin->slot->StartCanary(OptionsFactoryFor(operator_name, spec), percent,
-                                         options.ready_timeout, accept);
+  return view->plugin->slot->StartCanary(
+      OptionsFactoryFor(operator_name, spec, view->plugin->tasks.get()), percent,
+      options.ready_timeout, accept);
 }
 
 SwapResult Manager::PromoteCanary(const std::string& operator_name, const std::string& plugin,
@@ -744,6 +795,7 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
   }
   // Hold the watches so that stopping the old controllers does not stop the shared caches.
   std::vector<watch::ReflectorHandle> keep = old->RetainWatches();
+  p->tasks->StopAll("controllers replaced");  // the next tick starts the new ones' tasks
   std::vector<std::string> unrun = old->Stop(options_.shutdown_timeout);
   // Routes removed by an operator edit can leave two plugins declaring one controller: the
   // first one replaced keeps it; this one waits (the loop retries it, /readyz says why).
@@ -969,6 +1021,7 @@ void Manager::Stop() {
         common::MutexLock lock(&mu_);
         group = p->group;
       }
+      p->tasks->StopAll("host shutting down");
       if (group == nullptr) continue;
       std::vector<std::string> unrun = group->Stop(options_.shutdown_timeout);
       if (!unrun.empty()) {
@@ -1069,6 +1122,7 @@ std::string Manager::DumpYaml() const {
     if (!status.last_error.ok()) dp.last_error = status.last_error.ToString();
     dp.group_error = view.group_error;
     dp.cache_error = view.cache_error;
+    dp.tasks = view.plugin->tasks->Report();
     if (view.group != nullptr) dp.controllers = view.group->Status();
     for (const auto& routes : view.route_dispatchers) {
       const RouteFigures f = routes->Figures();

@@ -48,6 +48,7 @@
 #include "runtime/controller/apply/applier.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
+#include "runtime/manager/background_tasks.h"
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/fence.h"
 #include "runtime/manager/plugin_slot.h"
@@ -194,8 +195,13 @@ class Manager {
   // them already uses, naming both plugins); "" when it can.
   std::string ControllerNameConflict(const Plugin& plugin,
                                      const plugin::pb::DescribeResponse& describe) const;
+  // `tasks` (borrowed, the plugin's) receives the instances' background-task messages.
   PluginSlot::OptionsFactory OptionsFactoryFor(const std::string& operator_name,
-                                               const config::PluginSpec& spec) const;
+                                               const config::PluginSpec& spec,
+                                               BackgroundTasks* tasks) const;
+  // Starts and stops every plugin's background tasks to match its running controllers and the
+  // serving instance (BackgroundTasks::Sync); called by the loop every tick.
+  void SyncBackgroundTasks();
   void Loop();
   void Wake();
   // Ready() when `pending` is null; Started(pending) otherwise.

@@ -1,5 +1,6 @@
 #include "runtime/manager/plugin_slot.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -59,6 +60,16 @@ void PluginSlot::Forward(const std::shared_ptr<Instance>& instance, pb::Reconcil
         common::MutexLock lock(&instance->mu);
         if (--instance->in_flight == 0) instance->idle_cv.SignalAll();
       });
+}
+
+absl::Status PluginSlot::SendNotice(pb::ReconcileRequest notice) {
+  std::shared_ptr<Instance> serving;
+  {
+    common::MutexLock lock(&mu_);
+    serving = serving_;
+  }
+  if (serving == nullptr) return absl::UnavailableError("plugin stopped");
+  return serving->supervisor->SendNotice(std::move(notice));
 }
 
 void PluginSlot::Dispatch(pb::ReconcileCall call, absl::Time deadline,
@@ -149,6 +160,17 @@ absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
 
 void PluginSlot::Drain(const std::shared_ptr<Instance>& instance, absl::Duration timeout) {
   if (instance == nullptr) return;
+  // Its background tasks stop now, not when its stream closes after the drain: only the
+  // serving instance runs tasks (the manager starts them there).
+  const plugin::PluginStatus drained = instance->supervisor->status();
+  if (std::find(drained.capabilities.begin(), drained.capabilities.end(),
+                pb::CAPABILITY_BACKGROUND_TASKS) != drained.capabilities.end()) {
+    pb::ReconcileRequest stop;
+    stop.mutable_stop_tasks()->set_reason("plugin swapped out");
+    // Bounded wait until it went out: the drain below may close the stream at once. Not READY:
+    // no tasks run there.
+    (void)instance->supervisor->SendNotice(std::move(stop), absl::Seconds(2));
+  }
   {
     const absl::Time deadline = clock_->Now() + timeout;
     common::MutexLock lock(&instance->mu);

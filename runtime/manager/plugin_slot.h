@@ -83,6 +83,9 @@ class PluginSlot : public controller::Dispatcher {
   void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
+  // Sends a notice on the serving instance's stream (plugin::Supervisor::SendNotice).
+  absl::Status SendNotice(controller::pb::ReconcileRequest notice);
+
   // Replaces the serving instance by one built from `options` (see the file comment). Blocks
   // until the new instance serves (or failed), then drains the old one up to `drain_timeout`
   // before returning. `accept(describe)` may refuse the new instance's Describe (kIncompatible)

@@ -98,6 +98,28 @@ absl::Status ValidateController(const pb::ControllerSpec& c, int index,
       !s.ok()) {
     return s;
   }
+  if (absl::Status s =
+          NeedsCapability(c.background_tasks_size() > 0, pb::CAPABILITY_BACKGROUND_TASKS, in_effect,
+                          at + ".background_tasks");
+      !s.ok()) {
+    return s;
+  }
+  for (int i = 0; i < c.background_tasks_size(); ++i) {
+    const std::string& task = c.background_tasks(i).name();
+    const std::string where = absl::StrCat(at, ".background_tasks[", i, "].name");
+    if (!IsDnsLabel(task)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": \"", task,
+                       "\" must be a lowercase RFC 1123 label ([a-z0-9-], at most 63 "
+                       "characters)"));
+    }
+    for (int j = 0; j < i; ++j) {
+      if (c.background_tasks(j).name() == task) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": \"", task, "\" is declared twice"));
+      }
+    }
+  }
   return NeedsCapability(c.schedules_size() > 0, pb::CAPABILITY_SCHEDULES, in_effect,
                          at + ".schedules");
 }
@@ -143,7 +165,7 @@ std::vector<pb::Capability> HostCapabilities() {
   return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
           pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
           pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS,
-          pb::CAPABILITY_SCHEDULES};
+          pb::CAPABILITY_SCHEDULES,         pb::CAPABILITY_BACKGROUND_TASKS};
 }
 
 absl::Status ValidateDescribeResponse(const pb::DescribeRequest& request,

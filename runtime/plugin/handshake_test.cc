@@ -226,6 +226,21 @@ TEST(ValidateDescribeResponseTest, RejectsBadFields) {
     EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), r, {pb::CAPABILITY_SCHEDULES}).ok());
   }
   {
+    // Background tasks: only with their capability, names RFC 1123 labels, unique.
+    pb::DescribeResponse r = ValidResponse();
+    r.mutable_controllers(0)->add_background_tasks()->set_name("poller");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
+                HasSubstr("background_tasks requires CAPABILITY_BACKGROUND_TASKS"));
+    const std::vector<pb::Capability> tasks = {pb::CAPABILITY_BACKGROUND_TASKS};
+    EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), r, tasks).ok());
+    r.mutable_controllers(0)->add_background_tasks()->set_name("poller");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, tasks).message(),
+                HasSubstr("background_tasks[1].name: \"poller\" is declared twice"));
+    r.mutable_controllers(0)->mutable_background_tasks(1)->set_name("Bad_Name");
+    EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, tasks).message(),
+                HasSubstr("background_tasks[1].name: \"Bad_Name\" must be a lowercase RFC 1123"));
+  }
+  {
     pb::DescribeResponse r = ValidResponse();
     r.set_protocol_version("");
     EXPECT_EQ(ValidateDescribeResponse(OfferedRequest(), r, {}).code(),

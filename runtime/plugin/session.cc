@@ -129,6 +129,33 @@ class Session::Stream
     if (start_write) StartWrite(&current_write_);
   }
 
+  absl::Status Notify(pb::ReconcileRequest notice) {
+    if (notice.payload_case() == pb::ReconcileRequest::kReconcile ||
+        notice.payload_case() == pb::ReconcileRequest::PAYLOAD_NOT_SET) {
+      return absl::InvalidArgumentError("Session::Notify: a notice needs a non-reconcile payload");
+    }
+    bool start_write = false;
+    {
+      common::MutexLock lock(&mu_);
+      if (!health_.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("plugin ", options_.instance_name, ": ", health_.message()));
+      }
+      notice.set_request_id(next_id_++);
+      start_write = EnqueueWriteLocked(std::move(notice));
+    }
+    if (start_write) StartWrite(&current_write_);
+    return absl::OkStatus();
+  }
+
+  bool WaitForWrites(absl::Time deadline) {
+    common::MutexLock lock(&mu_);
+    while ((writing_ || !write_queue_.empty()) && !finished_) {
+      if (clock_->WaitWithDeadline(&mu_, &writes_cv_, deadline)) break;
+    }
+    return !(writing_ || !write_queue_.empty()) || finished_;
+  }
+
   void Close() {
     {
       common::MutexLock lock(&mu_);
@@ -187,6 +214,11 @@ class Session::Stream
       }
     }
     StartRead(&read_buffer_);
+    if (!done && id == 0 && options_.on_plugin_message &&
+        (response.has_task_enqueue() || response.has_task_status())) {
+      options_.on_plugin_message(std::move(response));
+      return;
+    }
     if (!done) {
       // A plugin can send these as fast as it likes: rate limited (issue 13, item 12).
       uint64_t suppressed = 0;
@@ -213,7 +245,10 @@ class Session::Stream
         writing_ = true;
         start_write = true;
       }
-      if (!start_write) release = ReleaseHoldLocked();
+      if (!start_write) {
+        release = ReleaseHoldLocked();
+        writes_cv_.SignalAll();
+      }
     }
     if (start_write) StartWrite(&current_write_);
     if (release) RemoveHold();
@@ -269,6 +304,7 @@ class Session::Stream
     done_ = true;
     done_cv_.SignalAll();
     timer_cv_.SignalAll();
+    writes_cv_.SignalAll();
   }
 
  private:
@@ -365,8 +401,9 @@ class Session::Stream
   pb::ReconcileResponse read_buffer_;
 
   mutable common::Mutex mu_;
-  common::CondVar done_cv_;   // signalled when done_ turns true
-  common::CondVar timer_cv_;  // wakes the deadline thread
+  common::CondVar done_cv_;    // signalled when done_ turns true
+  common::CondVar timer_cv_;   // wakes the deadline thread
+  common::CondVar writes_cv_;  // signalled when the write queue empties or the stream ends
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Pending> in_flight_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<DeadlineEntry>>
@@ -403,6 +440,12 @@ void Session::Dispatch(pb::ReconcileCall call, absl::Time deadline,
                        controller::ReconcileCallback done) {
   stream_->Dispatch(std::move(call), deadline, std::move(done));
 }
+
+absl::Status Session::Notify(pb::ReconcileRequest notice) {
+  return stream_->Notify(std::move(notice));
+}
+
+bool Session::WaitForWrites(absl::Time deadline) { return stream_->WaitForWrites(deadline); }
 
 void Session::Close() { stream_->Close(); }
 

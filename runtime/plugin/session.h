@@ -75,6 +75,10 @@ struct SessionOptions {
   // Called once when the stream breaks or ends (not when Close() ends it), with why. Must not
   // block and must not destroy the session.
   std::function<void(const absl::Status&)> on_broken;
+  // Called for each plugin-to-host message that answers no request (request_id 0 carrying
+  // task_enqueue or task_status: background tasks), on gRPC's callback thread, in stream order.
+  // Must not block. Null: such messages are dropped like unknown responses.
+  std::function<void(pb::ReconcileResponse)> on_plugin_message;
 };
 
 // See the file comment. Thread-safe.
@@ -95,6 +99,15 @@ class Session : public controller::Dispatcher {
   // controller::Dispatcher. `call.controller` must be set; `deadline` is on the options' clock.
   void Dispatch(pb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
+
+  // Sends a notice that is not answered (StartTasks, StopTasks, TaskEnqueueRefused): the
+  // session gives `notice` a fresh request_id and queues it behind earlier writes. UNAVAILABLE
+  // once the stream is broken or closed; InvalidArgument for a reconcile payload. Never blocks.
+  absl::Status Notify(pb::ReconcileRequest notice);
+  // Waits (on the options' clock) until every queued write, notices included, went out or the
+  // stream ended; false when `deadline` came first. For a notice that must leave before the
+  // session is closed (StopTasks before a drain).
+  bool WaitForWrites(absl::Time deadline);
 
   // Ends the stream: every outstanding request fails UNAVAILABLE, later Dispatches too.
   // `on_broken` is not called. Idempotent; does not wait (the destructor does).

@@ -147,6 +147,50 @@ TEST_F(SessionTest, EchoRoundTrip) {
   EXPECT_TRUE(session_->health().ok());
 }
 
+// Background tasks: notices go out unanswered (a fresh request id, nothing in flight), and
+// plugin-to-host messages (request_id 0) reach on_plugin_message in order, not a caller.
+TEST_F(SessionTest, NoticesAndPluginMessages) {
+  StartPlugin();
+  common::Mutex mu;
+  common::CondVar cv;
+  std::vector<pb::ReconcileResponse> messages;  // guarded by mu
+  SessionOptions options;
+  options.on_plugin_message = [&](pb::ReconcileResponse m) {
+    common::MutexLock lock(&mu);
+    messages.push_back(std::move(m));
+    cv.SignalAll();
+  };
+  OpenSession(std::move(options));
+  pb::ReconcileRequest start;
+  start.mutable_start_tasks()->set_controller("echo");
+  ASSERT_TRUE(session_->Notify(start).ok());
+  EXPECT_TRUE(session_->WaitForWrites(clock_.Now() + absl::Seconds(20)));
+  EXPECT_EQ(session_->in_flight(), 0u);
+  {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    common::MutexLock lock(&mu);
+    while (messages.empty() && !cv.WaitWithDeadline(&mu, deadline)) {
+    }
+    ASSERT_EQ(messages.size(), 1u);
+    EXPECT_EQ(messages[0].request_id(), 0u);
+    EXPECT_EQ(messages[0].task_enqueue().controller(), "echo");
+    EXPECT_EQ(messages[0].task_enqueue().name(), "from-echo");
+  }
+  // Reconciles still work beside notices, and take the ids after the notice's.
+  Results& results = results_;
+  session_->Dispatch(Call("a"), Later(), results.Callback("a"));
+  ASSERT_TRUE(results.WaitFor(1));
+  ASSERT_TRUE(results.result(0).ok()) << results.result(0).status();
+  EXPECT_EQ(results.result(0)->request_id(), 2u);
+
+  pb::ReconcileRequest not_a_notice;
+  *not_a_notice.mutable_reconcile() = Call("b");
+  EXPECT_EQ(session_->Notify(not_a_notice).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session_->Notify(pb::ReconcileRequest()).code(), absl::StatusCode::kInvalidArgument);
+  session_->Close();
+  EXPECT_EQ(session_->Notify(start).code(), absl::StatusCode::kUnavailable);
+}
+
 // Issue 19: a remote plugin's clock may be skewed, so the request carries its budget relative
 // to when it was sent beside the absolute deadline.
 TEST_F(SessionTest, RequestCarriesItsRelativeTimeout) {

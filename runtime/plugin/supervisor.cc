@@ -157,6 +157,34 @@ void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
   if (--dispatches_ == 0) cv_.SignalAll();
 }
 
+absl::Status Supervisor::SendNotice(pb::ReconcileRequest notice, absl::Duration flush_timeout) {
+  std::shared_ptr<Session> session;
+  PluginState state;
+  {
+    common::MutexLock lock(&mu_);
+    state = status_.state;
+    if (state == PluginState::kReady && session_ != nullptr) {
+      session = session_;
+      ++dispatches_;
+    }
+  }
+  if (session == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("plugin ", instance_name_, " is not ready (", PluginStateName(state), ")"));
+  }
+  absl::Status sent = session->Notify(std::move(notice));
+  if (sent.ok() && flush_timeout > absl::ZeroDuration() &&
+      !session->WaitForWrites(clock_->Now() + flush_timeout)) {
+    sent = absl::DeadlineExceededError(absl::StrCat("plugin ", instance_name_,
+                                                    ": notice not sent within ",
+                                                    absl::FormatDuration(flush_timeout)));
+  }
+  session.reset();
+  common::MutexLock lock(&mu_);
+  if (--dispatches_ == 0) cv_.SignalAll();
+  return sent;
+}
+
 void Supervisor::WaitForDispatches() {
   common::MutexLock lock(&mu_);
   while (dispatches_ > 0) cv_.Wait(&mu_);
@@ -349,6 +377,7 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   SessionOptions session_options = result->session_options;
   session_options.clock = clock_;
   session_options.on_broken = [this](const absl::Status&) { Notify(); };
+  session_options.on_plugin_message = options_.on_plugin_message;
   auto opened = Session::Open(*channel, session_options);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<Session> session = std::move(*opened);

@@ -96,6 +96,9 @@ struct SupervisorOptions {
   absl::Duration default_stop_grace = absl::Seconds(10);
   common::Clock* clock = nullptr;  // backoff and stop grace; null = Clock::Real()
   std::function<void(const struct PluginStatus&)> on_state_change;
+  // Plugin-to-host messages of the READY instance's stream (background tasks): see
+  // SessionOptions::on_plugin_message. Runs on gRPC's threads; must not block.
+  std::function<void(pb::ReconcileResponse)> on_plugin_message;
 };
 
 // A snapshot of the supervisor's observable state.
@@ -121,6 +124,13 @@ class Supervisor : public controller::Dispatcher {
   // Forwards to the READY instance's session; UNAVAILABLE at once otherwise.
   void Dispatch(pb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
+
+  // Sends a notice (StartTasks, StopTasks, TaskEnqueueRefused) on the READY instance's stream
+  // (Session::Notify); UNAVAILABLE at once when no instance is READY. With a positive
+  // `flush_timeout` it then waits (bounded, on the clock) until the notice went out; otherwise
+  // it never blocks.
+  absl::Status SendNotice(pb::ReconcileRequest notice,
+                          absl::Duration flush_timeout = absl::ZeroDuration());
 
   // Fails in-flight work (UNAVAILABLE), then SIGTERM, `grace` on the clock, SIGKILL; reaps and
   // removes the socket. Blocks until done. Idempotent.

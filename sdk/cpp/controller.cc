@@ -79,6 +79,7 @@ std::vector<pb::Capability> Controller::RequiredCapabilities() const {
   if (rc.related_objects()) caps.insert(pb::CAPABILITY_RELATED_OBJECTS);
   if (rc.metadata_only_kinds_size() > 0) caps.insert(pb::CAPABILITY_METADATA_ONLY);
   if (spec_.schedules_size() > 0) caps.insert(pb::CAPABILITY_SCHEDULES);
+  if (spec_.background_tasks_size() > 0) caps.insert(pb::CAPABILITY_BACKGROUND_TASKS);
   for (const pb::OwnedKind& o : spec_.owns()) {
     if (o.delete_absent()) caps.insert(pb::CAPABILITY_SERVER_SIDE_APPLY);
   }
@@ -163,6 +164,12 @@ ControllerBuilder& ControllerBuilder::Reconcile(ReconcileFn fn) {
   return *this;
 }
 
+ControllerBuilder& ControllerBuilder::BackgroundTask(absl::string_view name, TaskFn fn) {
+  spec_.add_background_tasks()->set_name(std::string(name));
+  tasks_.emplace_back(std::string(name), std::move(fn));
+  return *this;
+}
+
 pb::ControllerSpec ControllerBuilder::Spec() const {
   pb::ControllerSpec spec = spec_;
   bool any_included = false;
@@ -215,7 +222,24 @@ absl::StatusOr<std::shared_ptr<const Controller>> ControllerBuilder::Build() con
   if (!reconcile_) {
     return absl::InvalidArgumentError(absl::StrCat(where, "no Reconcile(fn)"));
   }
-  return std::make_shared<const Controller>(Spec(), reconcile_);
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    const std::string& task = tasks_[i].first;
+    if (!ValidControllerName(task)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "background task \"", task, "\": name must be a lowercase RFC 1123 label"));
+    }
+    if (!tasks_[i].second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "background task \"", task, "\" has no function"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (tasks_[j].first == task) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "background task \"", task, "\" declared twice"));
+      }
+    }
+  }
+  return std::make_shared<const Controller>(Spec(), reconcile_, tasks_);
 }
 
 pb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,

@@ -28,6 +28,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +37,7 @@
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "sdk/cpp/request.h"
 #include "sdk/cpp/result.h"
+#include "sdk/cpp/tasks.h"
 
 namespace ctrlhost::sdk {
 
@@ -87,8 +89,9 @@ struct PredicateOptions {
 // A built controller: its spec and its reconcile function. Immutable, shared read-only.
 class Controller {
  public:
-  Controller(pb::ControllerSpec spec, ReconcileFn fn)
-      : spec_(std::move(spec)), reconcile_(std::move(fn)) {}
+  Controller(pb::ControllerSpec spec, ReconcileFn fn,
+             std::vector<std::pair<std::string, TaskFn>> tasks = {})
+      : spec_(std::move(spec)), reconcile_(std::move(fn)), tasks_(std::move(tasks)) {}
 
   const std::string& name() const { return spec_.name(); }
   const pb::ControllerSpec& spec() const { return spec_; }
@@ -97,10 +100,13 @@ class Controller {
   Result Reconcile(const Request& request) const { return reconcile_(request); }
   // The capabilities this controller's spec needs from the host.
   std::vector<pb::Capability> RequiredCapabilities() const;
+  // Its background tasks (name, function), in declaration order (tasks.h).
+  const std::vector<std::pair<std::string, TaskFn>>& tasks() const { return tasks_; }
 
  private:
   pb::ControllerSpec spec_;
   ReconcileFn reconcile_;
+  std::vector<std::pair<std::string, TaskFn>> tasks_;
 };
 
 class ControllerBuilder {
@@ -123,6 +129,9 @@ class ControllerBuilder {
   ControllerBuilder& RequestContents(RequestOptions options);
   ControllerBuilder& Predicates(PredicateOptions options);
   ControllerBuilder& Reconcile(ReconcileFn fn);
+  // A background task that runs while the host runs this controller on this plugin instance
+  // (tasks.h). Names: lowercase RFC 1123 labels, unique within the controller.
+  ControllerBuilder& BackgroundTask(absl::string_view name, TaskFn fn);
 
   // The spec as it stands (defaults applied), for inspection.
   pb::ControllerSpec Spec() const;
@@ -134,6 +143,7 @@ class ControllerBuilder {
   RequestOptions request_options_;
   std::optional<absl::Duration> resync_;
   ReconcileFn reconcile_;
+  std::vector<std::pair<std::string, TaskFn>> tasks_;
 };
 
 // Runs one reconcile end to end, as the serving loop does: parses the call, calls the

@@ -67,6 +67,9 @@ struct PluginOptions {
   int workers = 0;  // 0: derived from the controllers (see the file comment)
   int max_message_bytes = kDefaultMaxMessageBytes;
   absl::Duration shutdown_grace = absl::Seconds(8);
+  // A failed background task is restarted after this delay, doubling up to the maximum.
+  absl::Duration task_backoff = absl::Seconds(1);
+  absl::Duration task_max_backoff = absl::Seconds(60);
 };
 
 class PluginServer;

@@ -216,7 +216,7 @@ TEST_F(PluginTest, DescribeAnswersTheControllers) {
   EXPECT_EQ(resp.protocol_version(), "v1alpha1");
   EXPECT_EQ(resp.plugin_name(), "echo-plugin");
   EXPECT_EQ(resp.plugin_version(), "0.0.1");
-  EXPECT_EQ(resp.capabilities_size(), 7);
+  EXPECT_EQ(resp.capabilities_size(), 8);  // every capability, background tasks included
   ASSERT_EQ(resp.controllers_size(), 1);
   EXPECT_EQ(resp.controllers(0).name(), "echo");
   EXPECT_TRUE(resp.controllers(0).owns(0).delete_absent());

@@ -317,7 +317,7 @@ std::set<pb::Capability> AllSdkCapabilities() {
   return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
           pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
           pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS,
-          pb::CAPABILITY_SCHEDULES};
+          pb::CAPABILITY_SCHEDULES,         pb::CAPABILITY_BACKGROUND_TASKS};
 }
 
 }  // namespace ctrlhost::sdk

@@ -24,6 +24,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
 #include "sdk/cpp/server_internal.h"
+#include "sdk/cpp/task_runner.h"
 #include "sdk/cpp/worker_pool.h"
 
 namespace ctrlhost::sdk::internal {
@@ -247,6 +248,15 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
     state->stream = stream;
   }
   Plugin* plugin = server_->plugin();
+  // The background tasks started on this stream: stopped and joined when it ends (before the
+  // stream is closed for writes, so their last status goes out if the stream still works).
+  auto tasks = std::make_unique<TaskRunner>(
+      [plugin](const std::string& controller) {
+        const Controller* c = plugin->Find(controller);
+        return c != nullptr ? c->tasks() : std::vector<std::pair<std::string, TaskFn>>{};
+      },
+      [state](const pb::ReconcileResponse& message) { state->Write(message); },
+      plugin->options().task_backoff, plugin->options().task_max_backoff);
   const size_t max_bytes = static_cast<size_t>(plugin->options().max_message_bytes);
   pb::ReconcileRequest request;
   while (stream->Read(&request)) {
@@ -255,6 +265,22 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
       common::MutexLock lock(&state->mu);
       auto it = state->cancel_flags.find(id);
       if (it != state->cancel_flags.end()) it->second->store(true);
+      continue;
+    }
+    if (request.payload_case() == pb::ReconcileRequest::kStartTasks) {
+      if (!server_->draining()) tasks->Start(request.start_tasks().controller());
+      continue;
+    }
+    if (request.payload_case() == pb::ReconcileRequest::kStopTasks) {
+      tasks->Stop(request.stop_tasks().controller(), request.stop_tasks().reason());
+      continue;
+    }
+    if (request.payload_case() == pb::ReconcileRequest::kEnqueueRefused) {
+      const pb::TaskEnqueueRefused& refused = request.enqueue_refused();
+      common::LogWarning("the host refused a background task's enqueue",
+                         {{"enqueue_id", refused.enqueue_id()},
+                          {"code", refused.code()},
+                          {"error", refused.message()}});
       continue;
     }
     if (request.payload_case() != pb::ReconcileRequest::kReconcile || id == 0) {
@@ -300,8 +326,11 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
       state->Write(ErrorResponse(id, pb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
     }
   }
-  // Reads ended: the host half-closed, went away, or the server is stopping. Answer what is in
-  // flight unless the call is cancelled or the server gave up waiting.
+  // Reads ended: the host half-closed, went away, or the server is stopping. The tasks stop
+  // with the stream. Answer what is in flight unless the call is cancelled or the server gave
+  // up waiting.
+  tasks->Stop("", server_->draining() ? "plugin shutting down" : "stream ended");
+  tasks.reset();  // joins the task threads
   {
     common::MutexLock lock(&state->mu);
     while (state->in_flight > 0 && !context->IsCancelled() && !server_->abandoning()) {

@@ -107,6 +107,18 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
         cancelled_.push_back(request.request_id());
         continue;
       }
+      if (request.has_start_tasks()) {
+        // Background tasks: "enqueue" the key from-CONTROLLER at once (request_id 0).
+        pb::ReconcileResponse enqueue;
+        enqueue.mutable_task_enqueue()->set_controller(request.start_tasks().controller());
+        enqueue.mutable_task_enqueue()->set_task("echo");
+        enqueue.mutable_task_enqueue()->set_namespace_("default");
+        enqueue.mutable_task_enqueue()->set_name("from-" + request.start_tasks().controller());
+        common::MutexLock lock(&write_mu);
+        stream->Write(enqueue);
+        continue;
+      }
+      if (request.payload_case() != pb::ReconcileRequest::kReconcile) continue;  // other notices
       int received;
       {
         common::MutexLock lock(&mu_);

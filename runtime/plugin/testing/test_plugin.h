@@ -42,7 +42,8 @@ struct TestPluginOptions {
   bool cancellation = true;
   // Reconciles of names "huge-N" answer a status of N bytes, "flood-N" first send N responses
   // to request ids never sent, "wrong-id" answers with a wrong id, "hang" never answers,
-  // "hold" answers after the next "release".
+  // "hold" answers after the next "release". A StartTasks notice for controller C is answered
+  // by a TaskEnqueue (request_id 0) of default/from-C; other notices are ignored.
   // When > 0, the process exits abruptly (_Exit(42)) on receiving this many reconciles.
   int crash_after = 0;
   // Called with the server builder before the server starts (benchmarks add services).

@@ -47,9 +47,10 @@ function validControllerName(name) {
 
 /** A built controller: its spec and its reconcile function. Immutable. */
 class Controller {
-  constructor(spec, reconcile) {
+  constructor(spec, reconcile, tasks = []) {
     this.spec = spec;
     this.reconcile = reconcile;
+    this.tasks = Object.freeze(tasks.map(([n, f]) => Object.freeze([n, f]))); // [[name, fn]]
     Object.freeze(this);
   }
 
@@ -65,6 +66,7 @@ class Controller {
     if (rc.related_objects) caps.add('CAPABILITY_RELATED_OBJECTS');
     if (rc.metadata_only_kinds.length > 0) caps.add('CAPABILITY_METADATA_ONLY');
     if (this.spec.schedules.length > 0) caps.add('CAPABILITY_SCHEDULES');
+    if (this.spec.background_tasks.length > 0) caps.add('CAPABILITY_BACKGROUND_TASKS');
     if (this.spec.owns.some((o) => o.delete_absent)) caps.add('CAPABILITY_SERVER_SIDE_APPLY');
     return [...caps].sort();
   }
@@ -85,6 +87,7 @@ class ControllerBuilder {
     this._predicates = null;
     this._request = {};
     this._reconcile = null;
+    this._tasks = []; // [[name, fn]]
   }
 
   /** The primary kind. */
@@ -170,6 +173,15 @@ class ControllerBuilder {
     return this;
   }
 
+  /**
+   * A background task (tasks.js): async fn(ctx) that runs while the host runs this controller
+   * on this plugin instance. Names: lowercase RFC 1123 labels, unique within the controller.
+   */
+  backgroundTask(name, fn) {
+    this._tasks.push([String(name), fn]);
+    return this;
+  }
+
   /** The ControllerSpec message as Describe sends it. */
   spec() {
     const r = this._request;
@@ -193,6 +205,7 @@ class ControllerBuilder {
         metadata_only_kinds: (r.metadataOnlyKinds || []).map((k) => gvk(...k)),
         strip_fields: (r.stripFields || []).map(String),
       },
+      background_tasks: this._tasks.map(([name]) => ({ name })),
     };
     if (typeof this._resyncMs === 'number' && this._resyncMs > 0) {
       spec.resync_period = msToDuration(this._resyncMs);
@@ -233,7 +246,16 @@ class ControllerBuilder {
       fail('resync period must be a non-negative number of milliseconds');
     }
     if (typeof this._reconcile !== 'function') fail('no reconcile(fn)');
-    return new Controller(this.spec(), this._reconcile);
+    const taskNames = new Set();
+    for (const [name, fn] of this._tasks) {
+      if (!validControllerName(name)) {
+        fail(`background task "${name}": name must be a lowercase RFC 1123 label`);
+      }
+      if (taskNames.has(name)) fail(`background task "${name}" declared twice`);
+      if (typeof fn !== 'function') fail(`background task "${name}" has no function`);
+      taskNames.add(name);
+    }
+    return new Controller(this.spec(), this._reconcile, this._tasks);
   }
 }
 

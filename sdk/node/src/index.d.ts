@@ -124,8 +124,28 @@ export class Controller {
   /** The ControllerSpec message (proto-loader object form). */
   readonly spec: any;
   readonly reconcile: ReconcileFn;
+  /** Background tasks: [name, fn] in declaration order. */
+  readonly tasks: ReadonlyArray<readonly [string, TaskFn]>;
   requiredCapabilities(): string[];
 }
+
+/** What a background task gets (tasks.js). */
+export class TaskContext {
+  readonly controller: string;
+  readonly task: string;
+  /** Why it was stopped, once cancelled. */
+  readonly stopReason: string;
+  /** Aborted when the host stops the task. */
+  readonly signal: AbortSignal;
+  readonly cancelled: boolean;
+  /** Resolves after `ms` or as soon as the task is stopped; true when stopped. */
+  wait(ms: number): Promise<boolean>;
+  /** Asks the host to reconcile (namespace, name) of this controller; throws for a bad key. */
+  enqueue(namespace: string, name: string): void;
+}
+export type TaskFn = (ctx: TaskContext) => void | Promise<void>;
+/** Throws an Error when (namespace, name) is not a key the host accepts. */
+export function checkTaskKey(namespace: string, name: string): void;
 
 export class ControllerBuilder {
   constructor(name: string);
@@ -149,6 +169,8 @@ export class ControllerBuilder {
     stripFields?: string[];
   }): this;
   reconcile(fn: ReconcileFn): this;
+  /** A background task that runs while the host runs this controller here (tasks.js). */
+  backgroundTask(name: string, fn: TaskFn): this;
   spec(): any;
   /** Throws an Error naming the controller and the mistake. */
   build(): Controller;
@@ -161,6 +183,8 @@ export interface PluginOptions {
   maxMessageBytes?: number;
   /** How long SIGTERM waits for in-flight reconciles (default 8000 ms). */
   shutdownGraceMs?: number;
+  /** A failed background task's first and largest restart delay (default [1000, 60000]). */
+  taskBackoffMs?: [number, number];
   /** Directory holding the protocol's .proto files (default: see proto.js). */
   protoPath?: string;
 }

@@ -18,6 +18,7 @@ const { ResourceRouter, REASON_AMBIGUOUS_ROUTE } = require('./resource_sets');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
+const { TaskContext, checkTaskKey } = require('./tasks');
 
 module.exports = {
   ...builders,
@@ -54,4 +55,6 @@ module.exports = {
   log,
   PROTOCOL_VERSION,
   ADDRESS_ENV,
+  TaskContext,
+  checkTaskKey,
 };

@@ -58,7 +58,10 @@ function parseListenAddress(address) {
 }
 
 class Plugin {
-  /** options: { concurrency (default 64), maxMessageBytes (64 MiB), shutdownGraceMs (8000) }. */
+  /**
+   * options: { concurrency (default 64), maxMessageBytes (64 MiB), shutdownGraceMs (8000),
+   * taskBackoffMs ([1000, 60000]: a failed background task's first and largest restart delay) }.
+   */
   constructor(name, version, options = {}) {
     this.name = name;
     this.version = version;
@@ -66,6 +69,7 @@ class Plugin {
       concurrency: 64,
       maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
       shutdownGraceMs: 8000,
+      taskBackoffMs: [1000, 60000],
       ...options,
     };
     this._builders = [];

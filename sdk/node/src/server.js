@@ -14,6 +14,7 @@ const fs = require('node:fs');
 const grpc = require('@grpc/grpc-js');
 const { loadProtocol } = require('./proto');
 const { errorResponse } = require('./result');
+const { TaskRunner } = require('./tasks');
 const log = require('./log');
 
 const SERVICE_NAME = 'ctrlhost.plugin.v1alpha1.ControllerPluginService';
@@ -43,6 +44,7 @@ class PluginServer {
     this._waiting = []; // thunks waiting for a concurrency slot
     this._draining = false;
     this._healthWatchers = new Set();
+    this._streamTasks = new Set(); // the TaskRunner of each open stream
     this._idleWaiters = [];
     this._proto = loadProtocol(plugin.options.protoPath);
     const limit = plugin.options.maxMessageBytes;
@@ -123,8 +125,16 @@ class PluginServer {
     // request_id -> AbortController of the reconciles of this stream not yet answered.
     const pending = new Map();
     let open = true;
+    // Background tasks started on this stream; they stop when it ends.
+    const tasks = new TaskRunner((controller) => {
+      const c = this.plugin.controllers().get(controller);
+      return c ? c.tasks : [];
+    }, (message) => write(message), this.plugin.options.taskBackoffMs);
+    this._streamTasks.add(tasks);
     const closeStream = () => {
       open = false;
+      tasks.stop('', 'stream ended');
+      this._streamTasks.delete(tasks);
       for (const ac of pending.values()) ac.abort(new Error('stream closed'));
     };
     call.on('error', closeStream); // cancelled by the host or the server stopping
@@ -139,6 +149,8 @@ class PluginServer {
     };
     const maybeEnd = () => {
       if (ended && pending.size === 0 && open) {
+        tasks.stop('', 'stream ended');
+        this._streamTasks.delete(tasks);
         open = false;
         call.end();
       }
@@ -153,6 +165,20 @@ class PluginServer {
       if (req.payload === 'cancel') {
         const ac = pending.get(id);
         if (ac) ac.abort(new Error(req.cancel.reason || 'cancelled by the host'));
+        return;
+      }
+      if (req.payload === 'start_tasks') {
+        if (!this._draining) tasks.start(req.start_tasks.controller);
+        return;
+      }
+      if (req.payload === 'stop_tasks') {
+        tasks.stop(req.stop_tasks.controller, req.stop_tasks.reason);
+        return;
+      }
+      if (req.payload === 'enqueue_refused') {
+        const r = req.enqueue_refused;
+        log.warning("the host refused a background task's enqueue",
+          { enqueue_id: r.enqueue_id, code: r.code, error: r.message });
         return;
       }
       if (req.payload !== 'reconcile' || id === '0') {
@@ -221,6 +247,7 @@ class PluginServer {
   async shutdown(graceMs = 8000) {
     if (this._draining) return;
     this._draining = true;
+    for (const t of this._streamTasks) t.stop('', 'plugin shutting down');
     for (const w of this._healthWatchers) {
       try {
         w.write({ status: NOT_SERVING });

@@ -54,6 +54,7 @@ from ctrlhost_sdk.pass_context import UPDATE_ALLOWED, UPDATE_NECESSARY, PassCont
 from ctrlhost_sdk.plugin import Plugin, parse_address
 from ctrlhost_sdk.resource_sets import ResourceRouter, ResourceSet
 from ctrlhost_sdk.request import Object, Request, RequestError, find_path
+from ctrlhost_sdk.tasks import TaskContext
 from ctrlhost_sdk.result import (
     FALSE,
     JSON_PATCH,
@@ -88,5 +89,5 @@ __all__ = [
     "freeze_onto", "Controller", "FALSE", "Handlers", "InvalidResult", "JSON_PATCH", "MERGE_PATCH", "NORMAL",
     "Object", "Plugin", "RETRYABLE", "ReconcileError", "Request", "RequestError", "Result",
     "TERMINAL", "TRUE", "UNKNOWN", "WARNING", "compose_merge_patch", "find_path", "new_object",
-    "parse_address", "pb",
+    "parse_address", "pb", "TaskContext",
 ]

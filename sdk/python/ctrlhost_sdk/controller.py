@@ -41,13 +41,14 @@ import datetime
 import re
 import threading
 import traceback
-from typing import (Any, Awaitable, Callable, FrozenSet, Iterable, Optional, Set, Tuple, TypeVar,
-                    Union)
+from typing import (Any, Awaitable, Callable, FrozenSet, Iterable, List, Optional, Set, Tuple,
+                    TypeVar, Union)
 
 from ctrlhost_sdk import log
 from ctrlhost_sdk._awaitable import resolve
 from ctrlhost_sdk._proto import pb
 from ctrlhost_sdk.request import Request, RequestError
+from ctrlhost_sdk.tasks import TaskFn
 from ctrlhost_sdk.result import (ALL_CAPABILITIES, InvalidResult, ReconcileError, Result,
                                  error_response)
 
@@ -81,6 +82,8 @@ class Controller:
         self._required: Set[int] = set()
         # None: children are sent when the controller owns kinds.
         self._children: Optional[bool] = None
+        # Background tasks in declaration order: (name, function); see tasks.py.
+        self._tasks: List[Tuple[str, TaskFn]] = []
 
     # Declaration.
     def for_(self, group: str, version: str, kind: str) -> Controller:
@@ -179,6 +182,26 @@ class Controller:
         returns fn)."""
         self._fn = fn
         return fn
+
+    def background_task(self, name: str) -> Callable[[TaskFn], TaskFn]:
+        """Declares a background task (a decorator; see tasks.py): `fn(ctx)` runs while the
+        host runs this controller on this plugin instance."""
+        if not _NAME.match(name):
+            raise ValueError("background task name %r is not a lowercase RFC 1123 label" % name)
+        if any(n == name for n, _ in self._tasks):
+            raise ValueError("controller %s: background task %r declared twice"
+                             % (self.name, name))
+
+        def register(fn: TaskFn) -> TaskFn:
+            self._tasks.append((name, fn))
+            self._spec.background_tasks.add(name=name)
+            self._required.add(pb.CAPABILITY_BACKGROUND_TASKS)
+            return fn
+        return register
+
+    @property
+    def tasks(self) -> List[Tuple[str, TaskFn]]:
+        return list(self._tasks)
 
     # Use.
     def spec(self) -> pb.ControllerSpec:

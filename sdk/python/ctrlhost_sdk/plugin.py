@@ -29,7 +29,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ctrlhost_sdk import log
 from ctrlhost_sdk._proto import pb
@@ -43,6 +43,7 @@ from ctrlhost_sdk.protocol import (  # noqa: F401 - re-exported, their historica
 )
 from ctrlhost_sdk.result import ALL_CAPABILITIES, error_response
 from ctrlhost_sdk.server import PluginServer
+from ctrlhost_sdk.tasks import TaskFn
 
 
 def parse_address(address: str) -> Tuple[str, Optional[str]]:
@@ -68,8 +69,10 @@ class Plugin:
     """The controllers of one plugin process and how they are served."""
 
     def __init__(self, name: str, version: str, workers: Optional[int] = None,
-                 drain_seconds: float = 10.0, max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 drain_seconds: float = 10.0, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 task_backoff: Tuple[float, float] = (1.0, 60.0)):
         self.name = name
+        self.task_backoff = task_backoff
         self.version = version
         self.workers = workers
         self.drain_seconds = drain_seconds
@@ -124,6 +127,10 @@ class Plugin:
         log.info("plugin described", plugin=self.name, host_version=request.host_version,
                  instance=request.instance_name, controllers=len(self._controllers))
         return resp
+
+    def tasks_of(self, controller: str) -> List[Tuple[str, TaskFn]]:
+        c = self._controllers.get(controller)
+        return c.tasks if c is not None else []
 
     def handle(self, request_id: int, call: pb.ReconcileCall,
                cancelled: Optional[threading.Event] = None) -> pb.ReconcileResponse:

@@ -12,7 +12,7 @@ Anything with the members of `PluginHandler` can be served (tests serve fakes).
 from __future__ import annotations
 
 import threading
-from typing import Optional, Protocol
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 from ctrlhost_sdk._proto import pb
 
@@ -39,6 +39,13 @@ class PluginHandler(Protocol):
 
     def describe(self, request: pb.DescribeRequest) -> pb.DescribeResponse:
         """The Describe answer; raises DescribeRefused when the host and plugin disagree."""
+
+    def tasks_of(self, controller: str) -> List[Tuple[str, Callable[[Any], None]]]:
+        """The background tasks (name, function) of a controller; [] for an unknown one."""
+
+    @property
+    def task_backoff(self) -> Tuple[float, float]:
+        """A failed background task's first and largest restart delay, in seconds."""
 
     def handle(self, request_id: int, call: pb.ReconcileCall,
                cancelled: Optional[threading.Event] = None) -> pb.ReconcileResponse:

@@ -59,6 +59,7 @@ ALL_CAPABILITIES: FrozenSet[int] = frozenset(
         pb.CAPABILITY_SERVER_SIDE_APPLY,
         pb.CAPABILITY_CONDITIONS,
         pb.CAPABILITY_SCHEDULES,
+        pb.CAPABILITY_BACKGROUND_TASKS,
     ]
 )
 

@@ -25,6 +25,7 @@ from ctrlhost_sdk import log
 from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, pb_grpc
 from ctrlhost_sdk.protocol import SERVICE_NAME, DescribeRefused, PluginHandler
 from ctrlhost_sdk.result import error_response
+from ctrlhost_sdk.tasks import TaskRunner
 
 
 class _Done:
@@ -80,12 +81,16 @@ class _Health:
 
 
 class _StreamState:
-    def __init__(self) -> None:
+    def __init__(self, plugin: PluginHandler) -> None:
         self.lock = threading.Lock()
         self.cancel_flags: Dict[int, threading.Event] = {}
         self.in_flight = 0
         self.reading = True
         self.out: queue.SimpleQueue[Union[pb.ReconcileResponse, _Done]] = queue.SimpleQueue()
+        # Background tasks started on this stream; stopped when it ends.
+        # Handlers written before background tasks (test fakes) have neither member.
+        self.tasks = TaskRunner(getattr(plugin, "tasks_of", lambda _controller: []),
+                                self.out.put, getattr(plugin, "task_backoff", (1.0, 60.0)))
 
     def finish_if_idle(self) -> None:
         # Called with `lock` held.
@@ -107,9 +112,13 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
 
     def Reconcile(self, request_iterator: Iterator[pb.ReconcileRequest],
                   context: grpc.ServicerContext) -> Iterator[pb.ReconcileResponse]:
-        state = _StreamState()
+        state = _StreamState(self._server.plugin)
         self._server._add_stream(state)
-        context.add_callback(lambda: state.out.put(_DONE))  # the host went away
+
+        def host_gone() -> None:
+            state.tasks.stop(reason="stream ended")
+            state.out.put(_DONE)
+        context.add_callback(host_gone)
         reader = threading.Thread(target=self._read, args=(request_iterator, state),
                                   name="ctrlhost-stream-reader", daemon=True)
         reader.start()
@@ -120,6 +129,7 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
                     return
                 yield item
         finally:
+            state.tasks.stop(reason="stream ended")
             self._server._remove_stream(state)
 
     def _read(self, request_iterator: Iterator[pb.ReconcileRequest], state: _StreamState) -> None:
@@ -133,6 +143,18 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
                         flag = state.cancel_flags.get(rid)
                     if flag is not None:
                         flag.set()
+                    continue
+                if kind == "start_tasks":
+                    if not server.draining:
+                        state.tasks.start(request.start_tasks.controller)
+                    continue
+                if kind == "stop_tasks":
+                    state.tasks.stop(request.stop_tasks.controller, request.stop_tasks.reason)
+                    continue
+                if kind == "enqueue_refused":
+                    r = request.enqueue_refused
+                    log.warning("the host refused a background task's enqueue",
+                                enqueue_id=r.enqueue_id, code=r.code, error=r.message)
                     continue
                 if kind != "reconcile" or rid == 0:
                     log.warning("ignoring a malformed reconcile request", request_id=rid)
@@ -155,6 +177,7 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
         except Exception as e:  # noqa: BLE001
             log.error("reconcile stream reader failed", error=repr(e))
         finally:
+            state.tasks.stop(reason="stream ended")
             with state.lock:
                 state.reading = False
                 state.finish_if_idle()
@@ -270,6 +293,7 @@ class PluginServer:
             streams = list(self._streams)
         self._health.stop()
         for state in streams:
+            state.tasks.stop(reason="plugin shutting down")
             with state.lock:
                 flags = list(state.cancel_flags.values())
             for flag in flags:

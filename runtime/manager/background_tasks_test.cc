@@ -1,0 +1,201 @@
+#include "runtime/manager/background_tasks.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/common/clock.h"
+
+namespace ctrlhost::manager {
+namespace {
+
+namespace pb = ::ctrlhost::plugin::v1alpha1;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Records what BackgroundTasks sends and enqueues. Single-threaded tests: no locking needed.
+struct Recorder {
+  std::vector<pb::ReconcileRequest> sent;
+  std::vector<std::pair<std::string, std::string>> enqueued;
+  bool send_ok = true;
+};
+
+BackgroundTasksOptions OptionsFor(Recorder* r, common::Clock* clock) {
+  BackgroundTasksOptions o;
+  o.operator_name = "shop";
+  o.plugin = "webapp";
+  o.enqueues_per_second = 1;
+  o.enqueue_burst = 2;
+  o.clock = clock;
+  o.send = [r](pb::ReconcileRequest notice) {
+    if (!r->send_ok) return absl::UnavailableError("gone");
+    r->sent.push_back(std::move(notice));
+    return absl::OkStatus();
+  };
+  o.enqueue = [r](const std::string& controller, const std::string& key) {
+    r->enqueued.emplace_back(controller, key);
+    return true;
+  };
+  return o;
+}
+
+pb::ReconcileResponse Enqueue(const std::string& controller, const std::string& ns,
+                              const std::string& name, uint64_t id = 7) {
+  pb::ReconcileResponse m;
+  pb::TaskEnqueue* e = m.mutable_task_enqueue();
+  e->set_controller(controller);
+  e->set_task("poller");
+  e->set_namespace_(ns);
+  e->set_name(name);
+  e->set_enqueue_id(id);
+  return m;
+}
+
+BackgroundTasks::Wanted Web() { return {"web", true, {"poller"}}; }
+
+TEST(BackgroundTasksTest, StartsOnceAndStopsWhenNoLongerWanted) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web()}, "controller stopped");
+  tasks.Sync({1, 0}, {Web()}, "controller stopped");  // idempotent: no second start
+  ASSERT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.sent[0].start_tasks().controller(), "web");
+  tasks.Sync({1, 0}, {}, "leadership lost");
+  ASSERT_EQ(r.sent.size(), 2u);
+  EXPECT_EQ(r.sent[1].stop_tasks().controller(), "web");
+  EXPECT_EQ(r.sent[1].stop_tasks().reason(), "leadership lost");
+}
+
+TEST(BackgroundTasksTest, NewInstanceGetsItsOwnStartAndOldOneIsRefused) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web()}, "");
+  tasks.Sync({2, 0}, {Web()}, "");  // swapped: generation 2 serves
+  ASSERT_EQ(r.sent.size(), 2u);
+  EXPECT_TRUE(r.sent[1].has_start_tasks());
+  absl::Status old = tasks.OnPluginMessage(1, Enqueue("web", "default", "a"));
+  EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(old.message(), HasSubstr("instance 1"));
+  EXPECT_TRUE(tasks.OnPluginMessage(2, Enqueue("web", "default", "a")).ok());
+  EXPECT_THAT(r.enqueued,
+              ElementsAre(std::make_pair(std::string("web"), std::string("default/a"))));
+}
+
+TEST(BackgroundTasksTest, UnsentStartIsRetriedAndEnqueuesBeforeItAreRefused) {
+  common::FakeClock clock;
+  Recorder r;
+  r.send_ok = false;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web()}, "");
+  EXPECT_EQ(tasks.OnPluginMessage(1, Enqueue("web", "default", "a")).code(),
+            absl::StatusCode::kFailedPrecondition);
+  r.send_ok = true;
+  tasks.Sync({1, 0}, {Web()}, "");
+  ASSERT_EQ(r.sent.size(), 1u);
+  EXPECT_TRUE(r.sent[0].has_start_tasks());
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "a")).ok());
+}
+
+TEST(BackgroundTasksTest, StoppedControllerCannotEnqueue) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web()}, "");
+  tasks.StopAll("operator removed");
+  absl::Status s = tasks.OnPluginMessage(1, Enqueue("web", "default", "a", 42));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(r.enqueued.empty());
+  // The refusal is answered on the stream with the plugin's enqueue id.
+  ASSERT_FALSE(r.sent.empty());
+  const pb::ReconcileRequest& last = r.sent.back();
+  ASSERT_TRUE(last.has_enqueue_refused());
+  EXPECT_EQ(last.enqueue_refused().enqueue_id(), 42u);
+  EXPECT_EQ(last.enqueue_refused().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(BackgroundTasksTest, UnknownControllerIsRefused) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web()}, "");
+  EXPECT_EQ(tasks.OnPluginMessage(1, Enqueue("other", "default", "a")).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BackgroundTasksTest, MalformedKeysAreInvalidArgument) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web(), {"nodes", false, {"poller"}}}, "");
+  for (const auto& [ns, name] : std::vector<std::pair<std::string, std::string>>{
+           {"", "a"},           // namespaced kind without namespace
+           {"default", ""},     // no name
+           {"Default", "a"},    // upper case
+           {"default", "a/b"},  // slash
+           {"default", "-a"},   // leading dash
+           {"a.b", "a"},        // dots in a namespace
+           {"default", std::string(254, 'a')},
+           {"default", std::string("a\0b", 3)}}) {
+    absl::Status s = tasks.OnPluginMessage(1, Enqueue("web", ns, name));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << ns << "/" << name;
+  }
+  EXPECT_EQ(tasks.OnPluginMessage(1, Enqueue("nodes", "default", "n1")).code(),
+            absl::StatusCode::kInvalidArgument);  // namespace for a cluster-scoped kind
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("nodes", "", "n1.example.com")).ok());
+  EXPECT_TRUE(r.enqueued.size() == 1 && r.enqueued[0].second == "n1.example.com");
+  std::vector<TaskControllerReport> report = tasks.Report();
+  ASSERT_EQ(report.size(), 2u);
+  EXPECT_EQ(report[1].controller, "web");
+  EXPECT_EQ(report[1].refused_invalid, 8u);
+}
+
+TEST(BackgroundTasksTest, TokenBucketRefusesTheExcessAndRefills) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));  // 1/s, burst 2
+  tasks.Sync({1, 0}, {Web()}, "");
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "a")).ok());
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "b")).ok());
+  absl::Status third = tasks.OnPluginMessage(1, Enqueue("web", "default", "c"));
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.message(), HasSubstr("enqueue rate"));
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "c")).ok());
+  std::vector<TaskControllerReport> report = tasks.Report();
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_EQ(report[0].enqueued, 3u);
+  EXPECT_EQ(report[0].refused_rate_limited, 1u);
+}
+
+TEST(BackgroundTasksTest, TaskStatusIsKeptForTheDump) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));
+  tasks.Sync({1, 0}, {Web()}, "");
+  pb::ReconcileResponse m;
+  m.mutable_task_status()->set_controller("web");
+  m.mutable_task_status()->set_task("poller");
+  m.mutable_task_status()->set_state(pb::TASK_STATE_BACKOFF);
+  m.mutable_task_status()->set_restarts(3);
+  m.mutable_task_status()->set_last_error("ValueError: boom");
+  EXPECT_TRUE(tasks.OnPluginMessage(1, m).ok());
+  m.mutable_task_status()->set_task("nope");
+  EXPECT_EQ(tasks.OnPluginMessage(1, m).code(), absl::StatusCode::kNotFound);
+  m.mutable_task_status()->set_task("poller");
+  m.mutable_task_status()->set_state(pb::TASK_STATE_UNSPECIFIED);
+  EXPECT_EQ(tasks.OnPluginMessage(1, m).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<TaskControllerReport> report = tasks.Report();
+  ASSERT_EQ(report.size(), 1u);
+  ASSERT_EQ(report[0].tasks.size(), 1u);
+  EXPECT_EQ(report[0].tasks[0].state, "backoff");
+  EXPECT_EQ(report[0].tasks[0].restarts, 3u);
+  EXPECT_EQ(report[0].tasks[0].last_error, "ValueError: boom");
+  EXPECT_TRUE(report[0].running);
+}
+
+}  // namespace
+}  // namespace ctrlhost::manager
