@@ -8,6 +8,8 @@ renewDeadline 10 s, retryPeriod 2 s), while a stream of updates goes to the Chao
 - SIGTERM of the leader: it releases the Lease and the standby takes over at its next attempt;
 - the leader partitioned from the API server (a TCP proxy the test blackholes): it fences itself
   at renewDeadline, before its Lease can expire, exits with an error, and the standby takes over.
+A fourth test elects through the operator file's spec.leaderElection block instead of the flags
+(a flag given on the command line wins over the block's field).
 The chaos plugin logs "<key> <attempt> start|end <host> <pid>" for every reconcile (host = its
 CHAOS_VERSION): a standby reconciles nothing, and once the new leader reconciled anything the
 old one reconciles nothing more, so no key is ever reconciled by both.
@@ -52,6 +54,16 @@ spec:
   controllers:
     - name: chaos
       maxConcurrentReconciles: 4
+"""
+
+# spec.leaderElection (docs/operator-spec.md): with it the hosts need no --leader-elect.
+LEADER_ELECTION_BLOCK = """\
+  leaderElection:
+    leaseName: {lease}
+    leaseNamespace: {namespace}
+    leaseDuration: 15s
+    renewDeadline: 10s
+    retryPeriod: 2s
 """
 
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z")
@@ -306,6 +318,47 @@ class LeaderElectionTest(unittest.TestCase):
         self.assertEqual(errors, [])
         self.check_converged_and_exclusive(names, last, standby_until=before)
         self.assertEqual(b.stop(), 0, b.log()[-4000:])
+
+    def test_lease_from_the_operator_file(self):
+        """spec.leaderElection alone elects (no --leader-elect); a flag given wins over it."""
+        text = (OPERATOR.format(chaos=self.chaos, dir=self.dir, host="file") +
+                LEADER_ELECTION_BLOCK.format(lease=self.lease, namespace=self.namespace))
+
+        def start(name, *args):
+            host = host_fixture.Host.start(
+                text, kubeconfig=self.kubeconfig,
+                extra_args=["--leader-elect-identity", name, *args])
+            self.hosts.append(host)
+            return host
+
+        a = start("host-a")
+        self.wait(lambda: self.holder() == "host-a", "host-a holds the Lease of the file")
+        self.wait(lambda: self.master_status(a) == 1, "host-a reports itself leader")
+        b = start("host-b")
+        status, text_b = b.endpoint("/readyz?verbose")
+        self.assertEqual(status, 200, text_b)
+        self.assertIn("[+]leader ok: standby (Lease %s/%s, leader host-a)" %
+                      (self.namespace, self.lease), text_b)
+        self.assertEqual(self.master_status(b), 0)
+        # --leader-elect-resource-name given on the command line wins over leaseName.
+        other = self.lease + "-flag"
+        c = start("host-c", "--leader-elect-resource-name", other)
+
+        def other_holder():
+            status, body = self.api.request(
+                "GET", "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" %
+                (self.namespace, other))
+            return body.get("spec", {}).get("holderIdentity") if status == 200 else None
+
+        self.wait(lambda: other_holder() == "host-c", "host-c holds the Lease its flag names")
+        self.assertEqual(self.holder(), "host-a")
+        # The usual hand-over on SIGTERM.
+        a.process.send_signal(15)
+        self.wait(lambda: self.holder() == "host-b", "host-b holds the Lease",
+                  timeout=RETRY_PERIOD * JITTER + 1)
+        self.assertEqual(a.process.wait(30), 0, a.log()[-4000:])
+        self.assertEqual(b.stop(), 0, b.log()[-4000:])
+        self.assertEqual(c.stop(), 0, c.log()[-4000:])
 
     def test_partitioned_leader_fences_itself_before_its_lease_expires(self):
         a, b = self.start_pair(leader_kubeconfig=self.proxied_kubeconfig())

@@ -46,7 +46,8 @@ const std::vector<absl::string_view>& MetadataFields() {
 }
 const std::vector<absl::string_view>& SpecFields() {
   static const auto* const v =
-      new std::vector<absl::string_view>{"plugins", "controllers", "routes", "apiClient"};
+      new std::vector<absl::string_view>{"plugins", "controllers", "routes", "apiClient",
+                                         "leaderElection"};
   return *v;
 }
 const std::vector<absl::string_view>& PluginFields() {
@@ -95,6 +96,11 @@ const std::vector<absl::string_view>& RouteTargetFields() {
 }
 const std::vector<absl::string_view>& ApiClientFields() {
   static const auto* const v = new std::vector<absl::string_view>{"qps", "burst"};
+  return *v;
+}
+const std::vector<absl::string_view>& LeaderElectionFields() {
+  static const auto* const v = new std::vector<absl::string_view>{
+      "leaseDuration", "renewDeadline", "retryPeriod", "leaseName", "leaseNamespace"};
   return *v;
 }
 const std::vector<absl::string_view>& RateLimitFields() {
@@ -326,6 +332,52 @@ ApiClientSpec ParseApiClient(YamlReader& r, const YAML::Node& node, const std::s
     client.burst = static_cast<int>(*burst);
   }
   return client;
+}
+
+// The rules of manager::ValidateLeaderElection (the --leader-elect-* flags) between the fields
+// the block sets; the merged values are checked again by exe::ResolveLeaderElection.
+LeaderElectionSpec ParseLeaderElection(YamlReader& r, const YAML::Node& node,
+                                       const std::string& path) {
+  LeaderElectionSpec le;
+  le.location = r.Location(node);
+  const std::vector<Field> fields = r.Fields(node, path, LeaderElectionFields());
+  le.lease_duration = r.Duration(Get(fields, "leaseDuration"), Join(path, "leaseDuration"), false);
+  le.renew_deadline = r.Duration(Get(fields, "renewDeadline"), Join(path, "renewDeadline"), false);
+  le.retry_period = r.Duration(Get(fields, "retryPeriod"), Join(path, "retryPeriod"), false);
+  if (le.lease_duration.has_value() && le.renew_deadline.has_value() &&
+      *le.lease_duration <= *le.renew_deadline) {
+    r.Error(Get(fields, "leaseDuration"), Join(path, "leaseDuration"),
+            absl::StrCat(absl::FormatDuration(*le.lease_duration),
+                         " must be greater than renewDeadline (",
+                         absl::FormatDuration(*le.renew_deadline), ")"));
+  }
+  if (le.renew_deadline.has_value() && le.retry_period.has_value() &&
+      *le.renew_deadline <= *le.retry_period * 1.2) {
+    r.Error(Get(fields, "renewDeadline"), Join(path, "renewDeadline"),
+            absl::StrCat(absl::FormatDuration(*le.renew_deadline),
+                         " must be greater than 1.2 x retryPeriod (",
+                         absl::FormatDuration(*le.retry_period), ")"));
+  }
+  if (std::optional<std::string> name = r.String(Get(fields, "leaseName"), Join(path, "leaseName"));
+      name.has_value()) {
+    std::vector<std::string> problems = kube::IsDns1123Subdomain(*name);
+    if (!problems.empty()) {
+      r.Error(Get(fields, "leaseName"), Join(path, "leaseName"),
+              absl::StrCat("invalid value \"", *name, "\": ", absl::StrJoin(problems, "; ")));
+    } else {
+      le.lease_name = *name;
+    }
+  }
+  if (std::optional<std::string> ns =
+          r.String(Get(fields, "leaseNamespace"), Join(path, "leaseNamespace"));
+      ns.has_value()) {
+    if (kube::IsDns1123Label(*ns).empty()) {
+      le.lease_namespace = *ns;
+    } else {
+      CheckDns1123Label(r, Get(fields, "leaseNamespace"), Join(path, "leaseNamespace"), *ns);
+    }
+  }
+  return le;
 }
 
 std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& node,
@@ -609,6 +661,9 @@ std::optional<OperatorSpec> ParseDocument(YamlReader& r, const YAML::Node& doc) 
   if (const YAML::Node client = Get(spec_fields, "apiClient"); !IsAbsent(client)) {
     op.api_client = ParseApiClient(r, client, "spec.apiClient");
   }
+  if (const YAML::Node le = Get(spec_fields, "leaderElection"); !IsAbsent(le)) {
+    op.leader_election = ParseLeaderElection(r, le, "spec.leaderElection");
+  }
   return op;
 }
 
@@ -761,6 +816,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.routes[]", RouteFields(), out);
   AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);
+  AddPaths("spec.leaderElection", LeaderElectionFields(), out);
   return out;
 }
 

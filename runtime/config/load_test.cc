@@ -290,6 +290,85 @@ TEST(ParseOperatorsTest, ApiClientValuesAreChecked) {
               ElementsAre());
 }
 
+TEST(ParseOperatorsTest, LeaderElectionBlock) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection:
+    leaseDuration: 20s
+    renewDeadline: 12s
+    retryPeriod: 3s
+    leaseName: web-leader
+    leaseNamespace: ops
+)"),
+                                                                 "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE((*ops)[0].leader_election.has_value());
+  const LeaderElectionSpec& le = *(*ops)[0].leader_election;
+  EXPECT_EQ(le.lease_duration, absl::Seconds(20));
+  EXPECT_EQ(le.renew_deadline, absl::Seconds(12));
+  EXPECT_EQ(le.retry_period, absl::Seconds(3));
+  EXPECT_EQ(le.lease_name, "web-leader");
+  EXPECT_EQ(le.lease_namespace, "ops");
+  EXPECT_EQ(le.location.ToString(), "op.yaml:10:5");
+  // Fields left out stay unset (the flags' values or defaults apply).
+  ops = ParseOperators(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection: {}
+)"),
+                       "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE((*ops)[0].leader_election.has_value());
+  EXPECT_FALSE((*ops)[0].leader_election->lease_duration.has_value());
+  EXPECT_EQ((*ops)[0].leader_election->lease_name, "");
+  // Host-wide, read at start: not part of the operator's equality (no reload diff).
+  OperatorSpec other = (*ops)[0];
+  other.leader_election.reset();
+  EXPECT_EQ(other, (*ops)[0]);
+}
+
+TEST(ParseOperatorsTest, LeaderElectionValuesAreCheckedLikeTheFlags) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection:
+    leaseDuration: 10s
+    renewDeadline: 10s
+    retryPeriod: 0s
+    leaseName: Web_Leader
+    leaseNamespace: ""
+    identity: me
+)")),
+              ElementsAre(HasSubstr("op.yaml:10:20: spec.leaderElection.leaseDuration: 10s must be "
+                                    "greater than renewDeadline (10s)"),
+                          HasSubstr("op.yaml:12:18: spec.leaderElection.retryPeriod: must be "
+                                    "positive"),
+                          HasSubstr("op.yaml:13:16: spec.leaderElection.leaseName: invalid value "
+                                    "\"Web_Leader\""),
+                          HasSubstr("op.yaml:14:21: spec.leaderElection.leaseNamespace: invalid "
+                                    "value \"\""),
+                          HasSubstr("op.yaml:15:5: spec.leaderElection.identity: unknown field")));
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection: {renewDeadline: 2s, retryPeriod: 2s}
+)")),
+              ElementsAre(HasSubstr("spec.leaderElection.renewDeadline: 2s must be greater than "
+                                    "1.2 x retryPeriod (2s)")));
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection: 15s
+)")),
+              ElementsAre(HasSubstr("spec.leaderElection: ")));
+}
+
 TEST(ParseOperatorsTest, WrongTypesSayWhatWasFound) {
   EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
   plugins:

@@ -122,6 +122,26 @@ struct ApiClientSpec {
   bool operator==(const ApiClientSpec& o) const { return qps == o.qps && burst == o.burst; }
 };
 
+// spec.leaderElection: the host's one Lease (manager::LeaderElectionOptions). Present, it turns
+// leader election on like `ctrlhost run --leader-elect`; the --leader-elect-* flags win field by
+// field (exe/cmd_run.h ResolveLeaderElection). The relations the flags must satisfy
+// (leaseDuration > renewDeadline > 1.2 x retryPeriod > 0) are checked here between the fields the
+// block sets, and again on the merged values.
+struct LeaderElectionSpec {
+  std::optional<absl::Duration> lease_duration;  // > 0
+  std::optional<absl::Duration> renew_deadline;  // > 0
+  std::optional<absl::Duration> retry_period;    // > 0
+  std::string lease_name;                        // empty: unset; else a DNS-1123 subdomain
+  std::string lease_namespace;                   // empty: unset; else a DNS-1123 label
+  SourceLocation location;                       // of the block
+  bool operator==(const LeaderElectionSpec& o) const {
+    return lease_duration == o.lease_duration && renew_deadline == o.renew_deadline &&
+           retry_period == o.retry_period && lease_name == o.lease_name &&
+           lease_namespace == o.lease_namespace;
+  }
+  bool operator!=(const LeaderElectionSpec& o) const { return !(*this == o); }
+};
+
 // Overrides for the controller `name` that a plugin registers. With `plugin` empty it applies to
 // the controller of that name in whichever of the operator's plugins registers it.
 struct ControllerSpec {
@@ -178,11 +198,14 @@ struct OperatorSpec {
   // operator; see manager::HostOptions): not part of equality, an edit takes effect at the
   // next start.
   std::optional<ApiClientSpec> api_client;
+  // spec.leaderElection. Host-wide like api_client (one Lease for the host): read at start,
+  // not part of equality.
+  std::optional<LeaderElectionSpec> leader_election;
   SourceLocation location;  // of the document
 
   const PluginSpec* FindPlugin(const std::string& plugin_name) const;
   const RouteSpec* FindRoute(const std::string& controller) const;
-  // Equal ignoring `location`s and `api_client`.
+  // Equal ignoring `location`s, `api_client` and `leader_election`.
   bool operator==(const OperatorSpec& o) const;
   bool operator!=(const OperatorSpec& o) const { return !(*this == o); }
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <system_error>
 #include <thread>
 
@@ -181,29 +182,8 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
     plan.plugin_uid = uid;
     plan.plugin_gid = gid;
   }
-  if (flags.leader_elect) {
-    manager::LeaderElectionOptions le;
-    le.lease_name = flags.leader_elect_resource_name;
-    le.lease_namespace = !flags.leader_elect_resource_namespace.empty()
-                             ? flags.leader_elect_resource_namespace
-                             : pod_namespace.value_or("default");
-    if (le.lease_namespace.empty()) le.lease_namespace = "default";
-    le.identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
-                                                      : flags.leader_elect_identity;
-    le.lease_duration = flags.leader_elect_lease_duration;
-    le.renew_deadline = flags.leader_elect_renew_deadline;
-    le.retry_period = flags.leader_elect_retry_period;
-    if (absl::Status s = manager::ValidateLeaderElection(le); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--leader-elect-*: ", s.message()));
-    }
-    plan.leader_election = std::move(le);
-  }
+  if (absl::Status s = ResolveLeaderElection(flags, {}, pod_namespace, &plan); !s.ok()) return s;
   if (!flags.shard_ring.empty()) {
-    if (flags.leader_elect) {
-      return absl::InvalidArgumentError(
-          "--shard-ring and --leader-elect exclude each other: with leader election only the "
-          "leader dispatches, so the standbys' shares of the keys would never run");
-    }
     manager::ShardRingOptions ring;
     ring.ring = flags.shard_ring;
     ring.lease_namespace = !flags.leader_elect_resource_namespace.empty()
@@ -222,6 +202,96 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
     plan.shard_ring = std::move(ring);
   }
   return plan;
+}
+
+absl::Status ResolveLeaderElection(const RunFlags& flags,
+                                   const std::vector<config::OperatorSpec>& operators,
+                                   const std::optional<std::string>& pod_namespace, RunPlan* plan) {
+  auto given = [&flags](absl::string_view name) {
+    return flags.leader_elect_given.count(std::string(name)) > 0;
+  };
+  // The documents' blocks merged: a field set by two documents must have one value.
+  config::LeaderElectionSpec file;
+  std::vector<std::string> blocks;  // "file:line:column" of each block
+  std::vector<std::string> conflicts;
+  std::map<std::string, std::string> origin;  // field -> the block that set it first
+  for (const config::OperatorSpec& op : operators) {
+    if (!op.leader_election.has_value()) continue;
+    const config::LeaderElectionSpec& le = *op.leader_election;
+    blocks.push_back(le.location.ToString());
+    auto merge = [&](absl::string_view field, auto& into, const auto& value, const auto& unset,
+                     auto format) {
+      if (value == unset) return;
+      if (into == unset) {
+        into = value;
+        origin[std::string(field)] = le.location.ToString();
+      } else if (into != value) {
+        conflicts.push_back(absl::StrCat(le.location.ToString(), ": spec.leaderElection.", field,
+                                         ": ", format(value), " differs from ", format(into),
+                                         " set at ", origin[std::string(field)],
+                                         " (the host has one Lease for all its operators)"));
+      }
+    };
+    auto duration = [](const std::optional<absl::Duration>& d) { return absl::FormatDuration(*d); };
+    auto text = [](const std::string& v) { return absl::StrCat("\"", v, "\""); };
+    const std::optional<absl::Duration> no_duration;
+    const std::string no_text;
+    merge("leaseDuration", file.lease_duration, le.lease_duration, no_duration, duration);
+    merge("renewDeadline", file.renew_deadline, le.renew_deadline, no_duration, duration);
+    merge("retryPeriod", file.retry_period, le.retry_period, no_duration, duration);
+    merge("leaseName", file.lease_name, le.lease_name, no_text, text);
+    merge("leaseNamespace", file.lease_namespace, le.lease_namespace, no_text, text);
+  }
+  if (!conflicts.empty()) return absl::InvalidArgumentError(absl::StrJoin(conflicts, "\n"));
+
+  plan->leader_election.reset();
+  const bool enabled =
+      given("leader-elect") ? flags.leader_elect : (flags.leader_elect || !blocks.empty());
+  if (!enabled) return absl::OkStatus();
+  if (!flags.shard_ring.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard-ring and ",
+        flags.leader_elect
+            ? "--leader-elect"
+            : absl::StrCat("spec.leaderElection (", absl::StrJoin(blocks, ", "), ")"),
+        " exclude each other: with leader election only the leader dispatches, so the standbys' "
+        "shares of the keys would never run"));
+  }
+  manager::LeaderElectionOptions le;
+  le.lease_name = !given("leader-elect-resource-name") && !file.lease_name.empty()
+                      ? file.lease_name
+                      : flags.leader_elect_resource_name;
+  if (!flags.leader_elect_resource_namespace.empty() &&
+      (given("leader-elect-resource-namespace") || file.lease_namespace.empty())) {
+    le.lease_namespace = flags.leader_elect_resource_namespace;
+  } else if (!file.lease_namespace.empty()) {
+    le.lease_namespace = file.lease_namespace;
+  } else {
+    le.lease_namespace = pod_namespace.value_or("default");
+  }
+  if (le.lease_namespace.empty()) le.lease_namespace = "default";
+  le.identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
+                                                    : flags.leader_elect_identity;
+  auto pick = [&](absl::string_view flag, absl::Duration from_flag,
+                  const std::optional<absl::Duration>& from_file) {
+    return !given(flag) && from_file.has_value() ? *from_file : from_flag;
+  };
+  le.lease_duration =
+      pick("leader-elect-lease-duration", flags.leader_elect_lease_duration, file.lease_duration);
+  le.renew_deadline =
+      pick("leader-elect-renew-deadline", flags.leader_elect_renew_deadline, file.renew_deadline);
+  le.retry_period =
+      pick("leader-elect-retry-period", flags.leader_elect_retry_period, file.retry_period);
+  if (absl::Status s = manager::ValidateLeaderElection(le); !s.ok()) {
+    return absl::InvalidArgumentError(
+        blocks.empty() ? absl::StrCat("--leader-elect-*: ", s.message())
+                       : absl::StrCat(absl::StrJoin(blocks, ", "),
+                                      ": spec.leaderElection merged with the --leader-elect-* "
+                                      "flags and their defaults: ",
+                                      s.message()));
+  }
+  plan->leader_election = std::move(le);
+  return absl::OkStatus();
 }
 
 config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
@@ -327,7 +397,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   flags.AddBool("leader-elect", &values.leader_elect,
                 "Run as one of several hosts of the same operators: only the holder of a "
                 "coordination.k8s.io/v1 Lease dispatches and writes; the others are warm standbys "
-                "(plugins started, caches synced). See docs/operations.md");
+                "(plugins started, caches synced); an operator document's spec.leaderElection "
+                "turns it on too, and each --leader-elect* flag given wins over that block. See "
+                "docs/operations.md");
   flags
       .AddDuration("leader-elect-lease-duration", &values.leader_elect_lease_duration,
                    "How long standbys wait after the last renewal they saw before taking over")
@@ -366,6 +438,11 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   CommonFlags common;
   AddCommonFlags(flags, &common);
   if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
+  for (absl::string_view name : {"leader-elect", "leader-elect-lease-duration",
+                                 "leader-elect-renew-deadline", "leader-elect-retry-period",
+                                 "leader-elect-resource-name", "leader-elect-resource-namespace"}) {
+    if (flags.IsSet(name)) values.leader_elect_given.emplace(name);
+  }
 
   std::optional<std::string> kubeconfig_env;
   if (const char* env = std::getenv("KUBECONFIG"); env != nullptr) kubeconfig_env = env;
@@ -385,6 +462,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   // file, line, column and field, and nothing runs.
   absl::StatusOr<std::vector<config::OperatorSpec>> operators = config::LoadOperators(values.file);
   if (!operators.ok()) return Failure(std::string(operators.status().message()), err);
+  if (absl::Status s = ResolveLeaderElection(values, *operators, pod_namespace, &*plan); !s.ok()) {
+    return Failure(std::string(s.message()), err);
+  }
 
   if (values.preview) {
     // What the host would refuse at start is refused here too.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ struct RunFlags {
   std::string leader_elect_resource_name = "ctrlhost";
   std::string leader_elect_resource_namespace;  // empty: $POD_NAMESPACE, else "default"
   std::string leader_elect_identity;            // empty: manager::DefaultIdentity()
+  // Which of --leader-elect and --leader-elect-{lease-duration,renew-deadline,retry-period,
+  // resource-name,resource-namespace} the command line gave (flag names without dashes): those
+  // win over spec.leaderElection of the operator documents, the others yield to it.
+  std::set<std::string> leader_elect_given;
   // Sharding: join this shard ring (the Lease namespace, identity and timings come from the
   // leader-elect flags). Empty: no ring.
   std::string shard_ring;
@@ -91,7 +96,8 @@ struct RunPlan {
   std::optional<uid_t> plugin_uid;  // unset: the host's user
   std::optional<gid_t> plugin_gid;
   bool plugin_uid_per_plugin = false;  // "auto": plugin_uid is the first of a range
-  // Set with --leader-elect (identity and namespace resolved).
+  // Set with --leader-elect (identity and namespace resolved); PlanRun() resolves the flags
+  // alone, ResolveLeaderElection() again with the operator documents' spec.leaderElection.
   std::optional<manager::LeaderElectionOptions> leader_election;
   std::optional<manager::ShardRingOptions> shard_ring;
 };
@@ -117,6 +123,17 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
                                 const std::optional<std::string>& kubeconfig_env,
                                 const std::optional<std::string>& service_host_env = std::nullopt,
                                 const std::optional<std::string>& pod_namespace = std::nullopt);
+
+// Resolves leader election from `flags` and the spec.leaderElection blocks of `operators` into
+// plan->leader_election (and re-checks that it excludes plan->shard_ring). A block turns leader
+// election on as --leader-elect does (an explicit --leader-elect=false turns it off); each field
+// comes from its flag when the command line gave it, else from the documents (all documents that
+// set a field must agree: the host has one Lease), else from the flag's default. The merged
+// values must pass manager::ValidateLeaderElection. Errors are InvalidArgument naming the flags
+// and the file:line:column of the blocks involved.
+absl::Status ResolveLeaderElection(const RunFlags& flags,
+                                   const std::vector<config::OperatorSpec>& operators,
+                                   const std::optional<std::string>& pod_namespace, RunPlan* plan);
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -186,6 +186,123 @@ TEST_F(RunCommandTest, LeaderElection) {
             "renewDeadline (15s)");
 }
 
+// Issue 16: leader election from spec.leaderElection; the flags the command line gives win.
+TEST_F(RunCommandTest, LeaderElectionFromOperatorFiles) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  flags.leader_elect_identity = "host-a";
+  config::OperatorSpec a, b;
+  a.leader_election = config::LeaderElectionSpec{.lease_duration = absl::Seconds(20),
+                                                 .renew_deadline = absl::Seconds(12),
+                                                 .lease_name = "web-leader",
+                                                 .location = {"a.yaml", 9, 3}};
+  b.leader_election = config::LeaderElectionSpec{
+      .retry_period = absl::Seconds(3), .lease_namespace = "ops", .location = {"b.yaml", 7, 3}};
+  absl::StatusOr<RunPlan> plan = PlanRun(flags, std::nullopt, std::nullopt, "pods");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->leader_election.has_value());
+  // No block: the flags alone decide.
+  ASSERT_TRUE(ResolveLeaderElection(flags, {config::OperatorSpec{}}, "pods", &*plan).ok());
+  EXPECT_FALSE(plan->leader_election.has_value());
+  // A block turns it on; the documents' fields merge, the rest are the flags' defaults.
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  ASSERT_TRUE(plan->leader_election.has_value());
+  EXPECT_EQ(plan->leader_election->lease_name, "web-leader");
+  EXPECT_EQ(plan->leader_election->lease_namespace, "ops");
+  EXPECT_EQ(plan->leader_election->identity, "host-a");
+  EXPECT_EQ(plan->leader_election->lease_duration, absl::Seconds(20));
+  EXPECT_EQ(plan->leader_election->renew_deadline, absl::Seconds(12));
+  EXPECT_EQ(plan->leader_election->retry_period, absl::Seconds(3));
+  // A flag the command line gave wins over the file; one left at its default does not.
+  flags.leader_elect_lease_duration = absl::Seconds(30);
+  flags.leader_elect_resource_namespace = "ha";
+  flags.leader_elect_resource_name = "other";
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  EXPECT_EQ(plan->leader_election->lease_duration, absl::Seconds(20));
+  EXPECT_EQ(plan->leader_election->lease_namespace, "ops");
+  EXPECT_EQ(plan->leader_election->lease_name, "web-leader");
+  flags.leader_elect_given = {"leader-elect-lease-duration", "leader-elect-resource-namespace",
+                              "leader-elect-resource-name"};
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  EXPECT_EQ(plan->leader_election->lease_duration, absl::Seconds(30));
+  EXPECT_EQ(plan->leader_election->lease_namespace, "ha");
+  EXPECT_EQ(plan->leader_election->lease_name, "other");
+  EXPECT_EQ(plan->leader_election->renew_deadline, absl::Seconds(12));
+  // An explicit --leader-elect=false turns it off despite the blocks.
+  flags.leader_elect_given.insert("leader-elect");
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  EXPECT_FALSE(plan->leader_election.has_value());
+  flags.leader_elect_given.clear();
+  // The merged values obey the flags' rules; the error names the blocks.
+  flags.leader_elect_renew_deadline = absl::Seconds(20);
+  flags.leader_elect_given = {"leader-elect-renew-deadline"};
+  EXPECT_EQ(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).message(),
+            "a.yaml:9:3, b.yaml:7:3: spec.leaderElection merged with the --leader-elect-* flags "
+            "and their defaults: leader election: leaseDuration (20s) must be greater than "
+            "renewDeadline (20s)");
+  flags.leader_elect_given.clear();
+  // Two documents that disagree: one host has one Lease.
+  config::OperatorSpec c;
+  c.leader_election = config::LeaderElectionSpec{.lease_duration = absl::Seconds(25),
+                                                 .lease_name = "web-leader",
+                                                 .location = {"c.yaml", 5, 3}};
+  EXPECT_EQ(ResolveLeaderElection(flags, {a, b, c}, "pods", &*plan).message(),
+            "c.yaml:5:3: spec.leaderElection.leaseDuration: 25s differs from 20s set at "
+            "a.yaml:9:3 (the host has one Lease for all its operators)");
+  // A block excludes --shard-ring like --leader-elect does.
+  flags.shard_ring = "web";
+  EXPECT_EQ(ResolveLeaderElection(flags, {a}, "pods", &*plan).message(),
+            "--shard-ring and spec.leaderElection (a.yaml:9:3) exclude each other: with leader "
+            "election only the leader dispatches, so the standbys' shares of the keys would "
+            "never run");
+}
+
+// The same through the command line: the file's block and which flags were given.
+TEST_F(RunCommandTest, LeaderElectionPreviewFileAndFlags) {
+  const std::string file = Touch("op.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  leaderElection: {leaseDuration: 20s, leaseName: shop, leaseNamespace: ops}\n"
+         "  plugins:\n  - name: web\n    exec: {command: /bin/true}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(
+      RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--leader-elect-identity", "me"},
+                    out, err),
+      kExitOk)
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(out.str(),
+                                "leader election: Lease ops/shop, identity me, lease 20s, renew "
+                                "deadline 10s, retry 2s\n"))
+      << out.str();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunRunCommand(
+                {"-f", file, "--data-dir", "/d", "--preview", "--leader-elect-identity", "me",
+                 "--leader-elect-lease-duration", "16s", "--leader-elect-resource-namespace", "ha"},
+                out2, err2),
+            kExitOk)
+      << err2.str();
+  EXPECT_TRUE(absl::StrContains(out2.str(),
+                                "leader election: Lease ha/shop, identity me, lease "
+                                "16s, renew deadline 10s, retry 2s\n"))
+      << out2.str();
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--leader-elect=false"},
+                          out3, err3),
+            kExitOk)
+      << err3.str();
+  EXPECT_FALSE(absl::StrContains(out3.str(), "leader election:")) << out3.str();
+  std::ostringstream out4, err4;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview",
+                           "--leader-elect-renew-deadline", "20s"},
+                          out4, err4),
+            kExitFailure);
+  EXPECT_TRUE(absl::StrContains(err4.str(),
+                                "op.yaml:5:19: spec.leaderElection merged with the "
+                                "--leader-elect-* flags"))
+      << err4.str();
+}
+
 TEST_F(RunCommandTest, ShardRing) {
   RunFlags flags = Flags(Touch("op.yaml"));
   EXPECT_FALSE(PlanRun(flags, std::nullopt)->shard_ring.has_value());

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,9 +18,34 @@
 #include "yaml-cpp/yaml.h"
 
 namespace ctrlhost::manager {
+namespace {
+
+// Every operator's spec.leaderElection, one line each, sorted by operator ("" when none has one).
+std::string LeaderElectionBlocks(const std::vector<config::OperatorSpec>& operators) {
+  std::vector<std::string> lines;
+  for (const config::OperatorSpec& op : operators) {
+    if (!op.leader_election.has_value()) continue;
+    const config::LeaderElectionSpec& le = *op.leader_election;
+    auto duration = [](const std::optional<absl::Duration>& d) {
+      return d.has_value() ? absl::FormatDuration(*d) : std::string("-");
+    };
+    lines.push_back(absl::StrCat(op.name, " ", duration(le.lease_duration), " ",
+                                 duration(le.renew_deadline), " ", duration(le.retry_period), " ",
+                                 le.lease_name, " ", le.lease_namespace));
+  }
+  std::sort(lines.begin(), lines.end());
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   std::unique_ptr<Host> host(new Host());
+  host->leader_blocks_at_start_ = LeaderElectionBlocks(options.operators);
+  {
+    common::MutexLock lock(&host->mu_);
+    host->leader_blocks_seen_ = host->leader_blocks_at_start_;
+  }
   kube::RestConfig rest_config;
   if (options.kubeconfigs.empty() && options.in_cluster) {
     ASSIGN_OR_RETURN(rest_config, kube::InClusterConfig());
@@ -294,6 +322,20 @@ absl::StatusOr<config::OperatorSetDiff> Host::Reload(bool dry_run) {
   std::vector<std::string> errors;
   absl::StatusOr<config::OperatorSetDiff> diff = manager_->Apply(*operators, dry_run, &errors);
   common::MutexLock lock(&mu_);
+  if (!dry_run) {
+    // spec.leaderElection is read at start only (exe::ResolveLeaderElection): said once per
+    // change, so an edit that seems ignored is explained where the operator looks.
+    std::string blocks = LeaderElectionBlocks(*operators);
+    if (blocks != leader_blocks_seen_) {
+      if (blocks != leader_blocks_at_start_) {
+        common::LogWarning(
+            "spec.leaderElection changed in the operator files: the host keeps the leader "
+            "election it started with; the change takes effect at the next start",
+            {{"path", operator_path_}});
+      }
+      leader_blocks_seen_ = std::move(blocks);
+    }
+  }
   if (!diff.ok()) {
     last_reload_error_ = std::string(diff.status().message());
   } else if (!dry_run) {

@@ -195,6 +195,10 @@ class Host {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string leadership_lost_ ABSL_GUARDED_BY(mu_);
   std::string last_reload_error_ ABSL_GUARDED_BY(mu_);
+  // The operators' spec.leaderElection blocks at start (set once before any thread starts) and
+  // as the last reload saw them: a reload that changes them logs a warning once.
+  std::string leader_blocks_at_start_;
+  std::string leader_blocks_seen_ ABSL_GUARDED_BY(mu_);
   // The discovery failure that keeps the API server unready (OK once it answered).
   absl::Status api_error_ ABSL_GUARDED_BY(mu_);
   absl::Time api_failing_since_ ABSL_GUARDED_BY(mu_);

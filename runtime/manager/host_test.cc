@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/logging.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/config/load.h"
 
@@ -592,6 +595,33 @@ TEST_F(HostTest, OperatorFileEditsApplyLive) {
   EXPECT_EQ(running, std::vector<std::string>{"shop"});
   EXPECT_FALSE(absl::StrContains(host_->manager().DumpYaml(), "plugin: web2"));
   EXPECT_TRUE(host_->manager().Ready().ok()) << host_->manager().Ready();
+
+  // spec.leaderElection is read at start only: a reload that changes it says so in the log,
+  // and a reload back to what the host started with says nothing.
+  std::mutex log_mu;
+  std::vector<std::string> warnings;
+  common::SetLogSink([&](absl::string_view line) {
+    if (!absl::StrContains(line, "spec.leaderElection changed")) return;
+    std::lock_guard<std::mutex> lock(log_mu);
+    warnings.emplace_back(line);
+  });
+  write("3", "  leaderElection: {leaseName: shop}\n");
+  absl::StatusOr<config::OperatorSetDiff> with_block = host_->Reload(/*dry_run=*/false);
+  EXPECT_TRUE(with_block.ok()) << with_block.status();
+  std::vector<std::string> seen;
+  {
+    std::lock_guard<std::mutex> lock(log_mu);
+    seen.swap(warnings);
+  }
+  ASSERT_FALSE(seen.empty());
+  EXPECT_TRUE(absl::StrContains(seen[0], "takes effect at the next start")) << seen[0];
+  EXPECT_TRUE(absl::StrContains(seen[0], "operators.yaml")) << seen[0];
+  write("3", "");
+  absl::StatusOr<config::OperatorSetDiff> reverted = host_->Reload(/*dry_run=*/false);
+  EXPECT_TRUE(reverted.ok()) << reverted.status();
+  common::SetLogSink(nullptr);
+  std::lock_guard<std::mutex> lock(log_mu);
+  EXPECT_TRUE(warnings.empty()) << absl::StrJoin(warnings, "\n");
 }
 
 // A plugin the host does not start: it dials the endpoint. The test runs the WebApp plugin
