@@ -17,6 +17,7 @@ const { StageCallbacks, STAGES } = require('./stage_callbacks');
 const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
+const tls = require('./tls');
 
 module.exports = {
   ...builders,
@@ -46,6 +47,8 @@ module.exports = {
   findPath,
   apiVersionOf,
   parseListenAddress,
+  loadServerTls: tls.loadServerTls,
+  serverTlsFromEnv: tls.serverTlsFromEnv,
   loadProtocol,
   findProtoRoot,
   log,

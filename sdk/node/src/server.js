@@ -15,6 +15,7 @@ const grpc = require('@grpc/grpc-js');
 const { loadProtocol } = require('./proto');
 const { errorResponse } = require('./result');
 const log = require('./log');
+const { serverCredentials } = require('./tls');
 
 const SERVICE_NAME = 'ctrlhost.plugin.v1alpha1.ControllerPluginService';
 
@@ -60,7 +61,8 @@ class PluginServer {
     });
   }
 
-  async listen(listen) {
+  /** Binds `listen`, with TLS when `tls` (from tls.js loadServerTls) is set. */
+  async listen(listen, tls = null) {
     if (listen.startsWith('unix:')) {
       const p = listen.slice(5);
       try {
@@ -70,7 +72,7 @@ class PluginServer {
       }
     }
     const port = await new Promise((resolve, reject) => {
-      this._server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      this._server.bindAsync(listen, serverCredentials(grpc, tls), (err, p) =>
         err ? reject(err) : resolve(p));
     });
     this.address = listen.startsWith('unix:')
