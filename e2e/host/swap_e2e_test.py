@@ -194,6 +194,8 @@ class SwapTest(unittest.TestCase):
     def test_zz_broken_releases_are_refused(self):
         before = self.host.ctrlhost("plugin", "list", "-o", "json")
         generation = json.loads(before.stdout)["plugins"][0]["swapGeneration"]
+        failures = self.host.metric("ctrlhost_plugin_swaps_total", result="failure")
+        successes = self.host.metric("ctrlhost_plugin_swaps_total", result="success")
         test_plugin = host_fixture.runfile("runtime/plugin/testing/test_plugin_main")
         for args in (["--arg", "--describe=bad-version"], ["--arg", "--exit-at-start=3"]):
             result = self.swap("--command", test_plugin, "--ready-timeout", "20s", *args)
@@ -201,6 +203,11 @@ class SwapTest(unittest.TestCase):
         after = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)
         self.assertEqual(after["plugins"][0]["swapGeneration"], generation)
         self.assertEqual(after["plugins"][0]["state"], "PLUGIN_STATE_READY")
+        # Counted for the CtrlhostPluginSwapFailed alert (deploy/monitoring/alerts.yaml).
+        self.assertEqual(
+            self.host.metric("ctrlhost_plugin_swaps_total", result="failure"), failures + 2)
+        self.assertEqual(
+            self.host.metric("ctrlhost_plugin_swaps_total", result="success"), successes)
         # v1 keeps serving.
         self.assertIn(self.put_chaos("after-refusal", 7), (200, 201))
         self.host.wait_for(

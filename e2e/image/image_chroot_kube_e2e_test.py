@@ -9,8 +9,12 @@ does not work on these machines, so the test does what the container runtime wou
   (the operator ConfigMap, the emptyDirs, the projected service-account token, CA and namespace
   in the kubelet's ..data symlink layout), makes the image's root read-only, and runs the
   container's command and args chrooted as runAsUser/runAsGroup 65532 with only
-  KUBERNETES_SERVICE_HOST/PORT in the environment. One change to the pod spec: --metrics-addr
-  binds 127.0.0.1 on a free port (tests never bind 0.0.0.0 or a fixed port);
+  KUBERNETES_SERVICE_HOST/PORT and the container's env in the environment (fieldRef values
+  resolved as the kubelet would: POD_NAME, POD_NAMESPACE). One change to the pod spec:
+  --metrics-addr binds 127.0.0.1 on a free port per pod (tests never bind 0.0.0.0 or a fixed
+  port);
+- runs as many pods as the Deployment's replicas (2, with --leader-elect): exactly one leads
+  (holds the Lease, leader_election_master_status 1), the other stands by and is ready too;
 - binds the RBAC in deploy/base (what `ctrlhost rbac` printed) to the ServiceAccount;
 - runs the WebApp scenario (children with owner references, status, deletion) with no 403
   answer for the host's account;
@@ -143,9 +147,11 @@ class PodTest(unittest.TestCase):
         cls.sa.write(cls.token)
         cls.log_path = os.path.join(tmpdir("pod-log-"), "pod.log")
         cls.log = open(cls.log_path, "w+")
-        cls.metrics_port = kube_fixture.free_port()
-        cls.start_pod()
-        cls.wait(lambda: cls.readyz()[0] == 200, "/readyz 200")
+        cls.metrics_ports = {}  # pod name -> its --metrics-addr port
+        for replica in range(cls.deployment["spec"].get("replicas", 1)):
+            cls.start_pod("ctrlhost-%s-%d" % (cls.TOKEN_PREFIX.split("-")[0], replica))
+        for pod in cls.metrics_ports:
+            cls.wait(lambda: cls.readyz(pod)[0] == 200, "/readyz 200 on %s" % pod)
 
     @classmethod
     def tearDownClass(cls):
@@ -207,14 +213,26 @@ class PodTest(unittest.TestCase):
         return sources
 
     @classmethod
-    def start_pod(cls):
+    def start_pod(cls, pod_name):
         pod = cls.deployment["spec"]["template"]["spec"]
-        sources = cls.volume_sources(pod)
+        cls.metrics_ports[pod_name] = kube_fixture.free_port()
+        sources = cls.volume_sources(pod)  # emptyDirs of its own; the same ConfigMap and token
         for container in pod["containers"]:
-            cls.start_container(pod, container, sources)
+            cls.start_container(pod_name, pod, container, sources)
+
+    @staticmethod
+    def env_value(pod_name, entry):
+        """An env entry's value as the kubelet resolves it (value, or a fieldRef we know)."""
+        if "value" in entry:
+            return entry["value"]
+        field = entry["valueFrom"]["fieldRef"]["fieldPath"]
+        values = {"metadata.name": pod_name, "metadata.namespace": NAMESPACE}
+        if field not in values:
+            raise AssertionError("env %s: fieldRef %s not handled" % (entry["name"], field))
+        return values[field]
 
     @classmethod
-    def start_container(cls, pod, container, sources):
+    def start_container(cls, pod_name, pod, container, sources):
         image = container["image"].split("/")[-1].split(":")[0]
         archive = os.path.join(cls.image_dir, image + ".oci.tar")
         rootfs = cls.buildah("mount", cls.buildah("from", "--quiet", "oci-archive:" + archive))
@@ -225,12 +243,13 @@ class PodTest(unittest.TestCase):
             mounts.append((sources[mount["name"]], mount["mountPath"],
                            mount.get("readOnly", False)))
         args = [a if not a.startswith("--metrics-addr=") else
-                "--metrics-addr=127.0.0.1:%d" % cls.metrics_port
+                "--metrics-addr=127.0.0.1:%d" % cls.metrics_ports[pod_name]
                 for a in container.get("args", [])]
         user = "%d:%d" % (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])
         assert container["securityContext"]["readOnlyRootFilesystem"], container["name"]
         env = ["KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=%d" % cls.cluster.port]
-        env += ["%s=%s" % (e["name"], e["value"]) for e in container.get("env", [])]
+        env += ["%s=%s" % (e["name"], cls.env_value(pod_name, e))
+                for e in container.get("env", [])]
         script = ["set -e", 'mount --bind "$R" "$R"']
         for source, path, read_only in mounts:
             script.append('mkdir -p "$R%s" && mount --bind "%s" "$R%s"' % (path, source, path))
@@ -240,21 +259,26 @@ class PodTest(unittest.TestCase):
                    'mount -o remount,bind,ro "$R"',
                    'exec env -i %s /usr/sbin/chroot --userspec=%s "$R" "$@"' % (
                        " ".join(env), user)]
-        cls.processes[container["name"]] = subprocess.Popen(
+        cls.processes[(pod_name, container["name"])] = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script),
              "sh", *container["command"], *args],
             env={"R": rootfs, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
             stdout=cls.log, stderr=subprocess.STDOUT)
 
     @classmethod
-    def readyz(cls):
+    def readyz(cls, pod_name):
+        return cls.http_get(pod_name, "/readyz?verbose")
+
+    @classmethod
+    def http_get(cls, pod_name, path):
         for name, process in cls.processes.items():
             if process.poll() is not None:
                 raise AssertionError("container %s exited %s:\n%s" % (
                     name, process.returncode, cls.pod_log()[-4000:]))
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/readyz?verbose" % cls.metrics_port,
-                                        timeout=5) as response:
+            with urllib.request.urlopen(
+                    "http://127.0.0.1:%d%s" % (cls.metrics_ports[pod_name], path),
+                    timeout=5) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
@@ -297,6 +321,31 @@ spec: {image: nginx:1.25, replicas: 2, config: {A: b}}
         self.cluster.kubectl("delete", "webapp", name, "-n", APPS, "--wait=true",
                              "--timeout=60s", check=True, timeout=90)
 
+    def leader_status(self):
+        """{pod name: leader_election_master_status} of every pod."""
+        out = {}
+        for pod in self.metrics_ports:
+            status, text = self.http_get(pod, "/metrics")
+            self.assertEqual(status, 200, text)
+            values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                      if line.startswith("leader_election_master_status{")]
+            self.assertEqual(len(values), 1, text)
+            out[pod] = values[0]
+        return out
+
+    def check_one_leader_one_standby(self):
+        self.assertEqual(len(self.metrics_ports), 2, "the Deployment runs 2 replicas")
+        for pod in self.metrics_ports:
+            self.assertEqual(self.readyz(pod)[0], 200, pod)
+        status = self.wait(lambda: (lambda s: s if sorted(s.values()) == [0, 1] else None)(
+            self.leader_status()), "one leader and one standby")
+        leader = next(pod for pod, value in status.items() if value == 1)
+        lease = self.cluster.request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/%s/leases/ctrlhost" % NAMESPACE)
+        self.assertEqual(lease[0], 200, lease)
+        # Identities are $POD_NAME + "_" + 8 hex digits: the downward API reached the host.
+        self.assertTrue(lease[1]["spec"]["holderIdentity"].startswith(leader + "_"), lease)
+
     def check_nonroot_in_cluster_without_403(self, name):
         for container, process in self.processes.items():
             with open("/proc/%d/status" % process.pid) as f:
@@ -320,6 +369,9 @@ class BundleTest(PodTest):
     def test_1_runs_as_nonroot_with_read_only_root_in_cluster(self):
         self.check_nonroot_in_cluster_without_403("store")
 
+    def test_1b_one_leader_one_standby(self):
+        self.check_one_leader_one_standby()
+
     def test_2_rotated_token_is_reread_and_the_old_one_revoked(self):
         new_token = self.mint_token(self.TOKEN_PREFIX + "-2")
         self.sa.write(new_token)
@@ -330,7 +382,8 @@ class BundleTest(PodTest):
                   "the old token revoked")
         self.assertEqual(self.cluster.request("GET", "/api", token=new_token)[0], 200)
         self.webapp_scenario("after-rotation")
-        self.assertEqual(self.readyz()[0], 200)
+        for pod in self.metrics_ports:
+            self.assertEqual(self.readyz(pod)[0], 200, pod)
 
 
 class SidecarTest(PodTest):
@@ -340,8 +393,10 @@ class SidecarTest(PodTest):
     TOKEN_PREFIX = "sidecar-token"
 
     def test_plugin_in_a_sidecar_over_a_shared_socket(self):
-        self.assertEqual(sorted(self.processes), ["ctrlhost", "webapp"])
+        self.assertEqual(sorted(container for _, container in self.processes),
+                         ["ctrlhost", "ctrlhost", "webapp", "webapp"])
         self.check_nonroot_in_cluster_without_403("sidecar-store")
+        self.check_one_leader_one_standby()
 
 
 if __name__ == "__main__":

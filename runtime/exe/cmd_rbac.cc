@@ -136,6 +136,17 @@ int RunRbacCommand(const std::vector<std::string>& args, std::ostream& out, std:
       .AddString("namespace", &options.service_account_namespace,
                  "Namespace of the host's ServiceAccount")
       .Short('n');
+  bool leader_elect = false;
+  std::string lease_namespace;
+  flags.AddBool("leader-elect", &leader_elect,
+                "Add what `ctrlhost run --leader-elect` needs: get, watch, create and update on "
+                "coordination.k8s.io leases, in a Role in the Lease's namespace");
+  flags
+      .AddString("leader-elect-resource-namespace", &lease_namespace,
+                 "Namespace of the Lease (as for ctrlhost run; in a Pod that is $POD_NAMESPACE, "
+                 "the host's own namespace)")
+      .ValueName("NAMESPACE")
+      .DefaultText("--namespace");
   flags.AddDuration("timeout", &timeout, "Deadline for each plugin to start and describe itself")
       .MinDuration(absl::Milliseconds(1));
   CommonFlags common;
@@ -149,6 +160,10 @@ int RunRbacCommand(const std::vector<std::string>& args, std::ostream& out, std:
       return UsageError(flags.command(), absl::StrCat(flag, " must not be empty"), err);
   }
 
+  if (!leader_elect && !lease_namespace.empty()) {
+    return UsageError(flags.command(), "--leader-elect-resource-namespace needs --leader-elect",
+                      err);
+  }
   absl::StatusOr<std::vector<config::OperatorSpec>> operators = config::LoadOperators(file);
   if (!operators.ok()) return Failure(operators.status().message(), err);
   absl::StatusOr<std::unique_ptr<SocketDir>> socket_dir = SocketDir::Create();
@@ -173,7 +188,12 @@ int RunRbacCommand(const std::vector<std::string>& args, std::ostream& out, std:
       }
     }
   }
-  out << RenderRbac(options, DeriveRules(controllers));
+  ScopedRules rules = DeriveRules(controllers);
+  if (leader_elect) {
+    AddLeaderElectionRules(
+        lease_namespace.empty() ? options.service_account_namespace : lease_namespace, rules);
+  }
+  out << RenderRbac(options, rules);
   return kExitOk;
 }
 

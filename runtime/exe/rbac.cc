@@ -123,6 +123,11 @@ ScopedRules DeriveRules(const std::vector<DeclaredController>& controllers) {
   return rules;
 }
 
+void AddLeaderElectionRules(const std::string& lease_namespace, ScopedRules& rules) {
+  Add(rules, lease_namespace, "coordination.k8s.io", "leases",
+      {"get", "watch", "create", "update"});
+}
+
 std::string RenderRbac(const RbacOptions& options, const ScopedRules& rules) {
   std::string out;
   auto emit = [&](const json& doc) {

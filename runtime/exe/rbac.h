@@ -9,11 +9,15 @@
 //   owned kinds       get list watch create patch; delete only with delete_absent (pruning)
 //   watched kinds     get list watch, cluster-wide (extra watches are never namespace-bound)
 //   events            create patch, where primaries live ("default" for cluster-scoped ones)
+//   leases            with leader election (AddLeaderElectionRules): get watch create update on
+//                     coordination.k8s.io leases in the Lease's namespace only (a Role): the
+//                     elector reads, creates and renews its Lease and standbys watch it
 //
 // A controller held to exactly one namespace watches its primary and namespaced owned kinds
 // there (manager/controller_group.cc) and gets a Role in that namespace; several namespaces are
 // watched cluster-wide (reads in the ClusterRole) but written only in those namespaces (Roles);
-// no namespace means a ClusterRole. The host never PUTs (update) and reads no CRDs; discovery
+// no namespace means a ClusterRole. The host never PUTs (update) what its controllers touch
+// (only its own Lease) and reads no CRDs; discovery
 // (/api, /apis) is open to every authenticated user (system:discovery).
 //
 // Resource names come from the kinds by Kubernetes' own guess (lowercase plural:
@@ -60,6 +64,12 @@ using ScopedRules = std::map<std::string, RuleSet>;
 
 // The rules the host needs to run `controllers`.
 ScopedRules DeriveRules(const std::vector<DeclaredController>& controllers);
+
+// Adds what `ctrlhost run --leader-elect` needs: get, watch (standbys watch the Lease for its
+// release), create and update on coordination.k8s.io leases in `lease_namespace` (a Role; never
+// cluster-wide). Not restricted by resourceNames: create cannot be, and the rule stays valid
+// whatever --leader-elect-resource-name is.
+void AddLeaderElectionRules(const std::string& lease_namespace, ScopedRules& rules);
 
 // Kubernetes' guess of a kind's resource name (k8s.io/apimachinery meta.UnsafeGuessKindToResource).
 std::string GuessResource(const std::string& kind);

@@ -89,6 +89,28 @@ TEST(DeriveRulesTest, ClusterScopedPrimaryEventsGoToDefault) {
   EXPECT_EQ(rules.count("ignored"), 0u);
 }
 
+TEST(AddLeaderElectionRulesTest, LeasesInTheLeaseNamespaceOnly) {
+  ScopedRules rules = DeriveRules({WebApp({})});
+  AddLeaderElectionRules("ctrlhost", rules);
+  ASSERT_EQ(rules.count("ctrlhost"), 1u);
+  const RuleSet& role = rules.at("ctrlhost");
+  ASSERT_EQ(role.size(), 1u);
+  EXPECT_EQ(role.at({"coordination.k8s.io", "leases"}),
+            (Verbs{"get", "watch", "create", "update"}));
+  // Never cluster-wide: the ClusterRole is what the controller alone needs.
+  EXPECT_EQ(rules.at("").count({"coordination.k8s.io", "leases"}), 0u);
+}
+
+TEST(AddLeaderElectionRulesTest, MergesIntoTheRoleOfTheSameNamespace) {
+  ScopedRules rules = DeriveRules({WebApp({"shop"})});
+  AddLeaderElectionRules("shop", rules);
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules.at("shop").at({"coordination.k8s.io", "leases"}),
+            (Verbs{"get", "watch", "create", "update"}));
+  EXPECT_EQ(rules.at("shop").at({"apps", "deployments"}),
+            (Verbs{"get", "list", "watch", "create", "patch"}));
+}
+
 TEST(RenderRbacTest, RoleAndBindingToTheServiceAccount) {
   RbacOptions options;
   options.name = "web";

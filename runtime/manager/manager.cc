@@ -1050,13 +1050,16 @@ void Manager::Collect(observe::Figures& figures) const {
       cache_bytes = CacheBytes(view.group->Status());
     }
     const Plugin& p = *view.plugin;
-    plugin::PluginStatus status = p.slot->status();
+    const SlotStatus slot = p.slot->Snapshot();
+    const plugin::PluginStatus& status = slot.serving;
     PluginRequestFigures requests = p.dispatcher->Figures();
     observe::PluginFigures f;
     f.operator_name = p.operator_name;
     f.plugin = p.name;
     f.up = status.state == plugin::PluginState::kReady;
     f.restarts_total = status.restarts;
+    f.swaps_total = slot.swaps;
+    f.swap_failures_total = slot.failed_swaps;
     f.in_flight = static_cast<double>(requests.in_flight);
     f.requests_total = requests.requests_total;
     f.request_duration = observe::FromDurationHistogram(requests.duration);

@@ -211,6 +211,7 @@ SwapResult PluginSlot::Swap(
     if (!fresh.ok()) {
       result.status = fresh.status();
       last_swap_error_ = std::string(fresh.status().message());
+      ++failed_swaps_;
       return result;
     }
     if (stopped_) {
@@ -267,6 +268,7 @@ SwapResult PluginSlot::StartCanary(
   if (!fresh.ok()) {
     result.status = fresh.status();
     last_swap_error_ = std::string(fresh.status().message());
+    ++failed_swaps_;
     return result;
   }
   canary_ = *fresh;
@@ -345,6 +347,7 @@ SlotStatus PluginSlot::Snapshot() const {
     canary = canary_;
     out.canary_percent = canary_percent_;
     out.swaps = swaps_;
+    out.failed_swaps = failed_swaps_;
     out.last_swap_error = last_swap_error_;
   }
   if (serving != nullptr) {

@@ -61,6 +61,7 @@ struct SlotStatus {
   uint64_t canary_generation = 0;
   uint32_t canary_percent = 0;
   uint64_t swaps = 0;           // successful cut-overs
+  uint64_t failed_swaps = 0;    // swaps and canaries whose new instance was refused or failed
   std::string last_swap_error;  // "" when the last swap succeeded (or none was tried)
 };
 
@@ -143,6 +144,7 @@ class PluginSlot : public controller::Dispatcher {
   uint32_t canary_percent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t swaps_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t failed_swaps_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_swap_error_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -146,10 +146,20 @@ std::vector<MetricFamily> Build(const Figures& f) {
              "Heap bytes of the shared caches the plugin's controllers read (a cache read by "
              "several plugins counts in full for each)",
              MetricType::Gauge);
+  MetricFamily swaps =
+      Family("ctrlhost_plugin_swaps_total",
+             "Hot swaps and canary starts of the plugin, by result: success (the new instance "
+             "serves) or failure (it was refused or did not come up; the old one kept serving)",
+             MetricType::Counter);
   for (const PluginFigures& p : f.plugins) {
     const Labels labels = {{"operator", p.operator_name}, {"plugin", p.plugin}};
     AddGauge(up, labels, p.up ? 1 : 0);
     AddCounter(restarts, labels, static_cast<double>(p.restarts_total));
+    // Both results from the start, so that increase() and absent-series alerts work.
+    AddCounter(swaps, {{"operator", p.operator_name}, {"plugin", p.plugin}, {"result", "success"}},
+               static_cast<double>(p.swaps_total));
+    AddCounter(swaps, {{"operator", p.operator_name}, {"plugin", p.plugin}, {"result", "failure"}},
+               static_cast<double>(p.swap_failures_total));
     AddGauge(in_flight, labels, p.in_flight);
     for (const auto& [result, n] : p.requests_total) {
       AddCounter(requests,
@@ -226,6 +236,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
                                &longest,
                                &up,
                                &restarts,
+                               &swaps,
                                &in_flight,
                                &requests,
                                &request_duration,

@@ -27,6 +27,7 @@
 //   ctrlhost_plugin_requests_total{operator,plugin,result}
 //   ctrlhost_plugin_request_duration_seconds{operator,plugin}      histogram
 //   ctrlhost_plugin_cache_bytes{operator,plugin}
+//   ctrlhost_plugin_swaps_total{operator,plugin,result}  result: success | failure (both always)
 //   ctrlhost_watch_objects{watch}  ctrlhost_watch_bytes{watch}  ctrlhost_watch_events_total{watch}
 //   ctrlhost_watch_memory_bytes{watch}
 //   ctrlhost_watch_relists_total{watch}
@@ -93,6 +94,8 @@ struct PluginFigures {
   std::string plugin;
   bool up = false;
   uint64_t restarts_total = 0;
+  uint64_t swaps_total = 0;          // hot swaps / canary promotions that cut over
+  uint64_t swap_failures_total = 0;  // swaps / canary starts whose new instance failed
   double in_flight = 0;
   std::map<std::string, uint64_t> requests_total;  // by result, e.g. "ok", "error", "timeout"
   HistogramFigures request_duration;               // seconds

@@ -83,6 +83,8 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
     p.plugin = "webapp";
     p.up = true;
     p.restarts_total = 1;
+    p.swaps_total = 3;
+    p.swap_failures_total = 2;
     p.in_flight = 2;
     p.requests_total = {{"ok", 9}};
     p.request_duration = TwoBuckets();
@@ -134,6 +136,8 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       {R"(workqueue_longest_running_processor_seconds{name="web/deployments"})", 0.75},
       {R"(ctrlhost_plugin_up{operator="web",plugin="webapp"})", 1},
       {R"(ctrlhost_plugin_restarts_total{operator="web",plugin="webapp"})", 1},
+      {R"(ctrlhost_plugin_swaps_total{operator="web",plugin="webapp",result="success"})", 3},
+      {R"(ctrlhost_plugin_swaps_total{operator="web",plugin="webapp",result="failure"})", 2},
       {R"(ctrlhost_plugin_in_flight{operator="web",plugin="webapp"})", 2},
       {R"(ctrlhost_plugin_requests_total{operator="web",plugin="webapp",result="ok"})", 9},
       {R"(ctrlhost_plugin_request_duration_seconds_sum{operator="web",plugin="webapp"})", 4.5},

@@ -124,8 +124,28 @@ absl::Status ValidateController(const pb::ControllerSpec& c, int index,
                          at + ".schedules");
 }
 
+// How long the probe for a connection error may wait (it answers at once when the channel fails).
+constexpr absl::Duration kConnectionErrorProbe = absl::Seconds(1);
+
 std::chrono::system_clock::time_point GrpcDeadline(absl::Time deadline) {
   return absl::ToChronoTime(deadline);
+}
+
+// Why the channel cannot connect, when that is the reason a call timed out: a waiting call
+// (wait_for_ready) ends with DEADLINE_EXCEEDED and no word of the cause, e.g. a TLS handshake the
+// plugin or the host refused (no client certificate, an unknown CA). A fail-fast health check
+// on a channel in TRANSIENT_FAILURE answers at once with gRPC's last connection error. "" when
+// the channel is not failing (the plugin is there but slow) or within the probe's bounded wait.
+std::string ConnectionError(const std::shared_ptr<grpc::Channel>& channel) {
+  if (channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_TRANSIENT_FAILURE) return "";
+  auto stub = health::Health::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(absl::Now() + kConnectionErrorProbe));
+  health::HealthCheckRequest check;
+  health::HealthCheckResponse answer;
+  grpc::Status status = stub->Check(&context, check, &answer);
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  return status.error_message();
 }
 
 }  // namespace
@@ -221,8 +241,10 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
     }
     if (!status.ok()) {
       if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        return absl::DeadlineExceededError(absl::StrCat(who, " did not answer Describe within ",
-                                                        absl::FormatDuration(options.deadline)));
+        const std::string connection = ConnectionError(channel);
+        return absl::DeadlineExceededError(absl::StrCat(
+            who, " did not answer Describe within ", absl::FormatDuration(options.deadline),
+            connection.empty() ? "" : ": cannot connect: ", connection));
       }
       return FromGrpc(status, absl::StrCat(who, ": Describe failed"));
     }

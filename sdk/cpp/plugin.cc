@@ -168,11 +168,15 @@ absl::StatusOr<std::string> ParseListenAddress(absl::string_view address) {
   return std::string(address);
 }
 
-absl::StatusOr<std::unique_ptr<PluginServer>> Plugin::Start(absl::string_view address) {
+absl::StatusOr<std::unique_ptr<PluginServer>> Plugin::Start(absl::string_view address,
+                                                            std::optional<ServerTls> tls) {
   if (absl::Status s = status(); !s.ok()) return s;
   absl::StatusOr<std::string> listen = ParseListenAddress(address);
   if (!listen.ok()) return listen.status();
-  return internal::StartServer(this, *listen);
+  if (!tls.has_value()) {
+    if (absl::Status s = CheckPlaintextAllowed(*listen); !s.ok()) return s;
+  }
+  return internal::StartServer(this, *listen, tls);
 }
 
 int Plugin::Run() {
@@ -188,10 +192,23 @@ int Plugin::Run() {
     std::fprintf(stderr, "%s: %s\n", name_.c_str(), s.ToString().c_str());
     return 2;
   }
-  if (absl::StatusOr<std::string> listen = ParseListenAddress(address); !listen.ok()) {
+  absl::StatusOr<std::string> listen = ParseListenAddress(address);
+  if (!listen.ok()) {
     std::fprintf(stderr, "%s: %s=%s: %s\n", name_.c_str(), kAddressEnv, address,
                  std::string(listen.status().message()).c_str());
     return 2;
+  }
+  absl::StatusOr<std::optional<ServerTls>> tls = ServerTlsFromEnvironment();
+  if (!tls.ok()) {
+    std::fprintf(stderr, "%s: %s\n", name_.c_str(), std::string(tls.status().message()).c_str());
+    return 2;
+  }
+  if (!tls->has_value()) {
+    if (absl::Status s = CheckPlaintextAllowed(*listen); !s.ok()) {
+      std::fprintf(stderr, "%s: %s=%s: %s\n", name_.c_str(), kAddressEnv, address,
+                   std::string(s.message()).c_str());
+      return 2;
+    }
   }
   // Block the stop signals in this thread before gRPC starts its threads (they inherit the
   // mask), so that only sigwait below receives them.
@@ -201,7 +218,10 @@ int Plugin::Run() {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<PluginServer>> server = Start(address);
+  const std::string tls_mode = !tls->has_value()               ? ""
+                               : (*tls)->client_ca_pem.empty() ? "tls"
+                                                               : "mutual";
+  absl::StatusOr<std::unique_ptr<PluginServer>> server = Start(address, *std::move(tls));
   if (!server.ok()) {
     std::fprintf(stderr, "%s: cannot serve on %s: %s\n", name_.c_str(), address,
                  server.status().ToString().c_str());
@@ -210,6 +230,7 @@ int Plugin::Run() {
   common::LogInfo("plugin serving", {{"plugin", name_},
                                      {"version", version_},
                                      {"address", (*server)->address()},
+                                     {"tls", !tls_mode.empty() ? tls_mode : "off"},
                                      {"workers", WorkerCount()}});
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) != 0) {

@@ -10,7 +10,9 @@
 //   }
 //
 // Run() listens on $CTRLHOST_PLUGIN_ADDRESS (`unix:///abs/path.sock`, `unix:/abs/path.sock` or
-// `host:port`; exits with code 2 and a clear message on stderr when unset or malformed) and
+// `host:port`; exits with code 2 and a clear message on stderr when unset or malformed), with
+// TLS or mutual TLS when $CTRLHOST_PLUGIN_TLS_CERT_FILE/_KEY_FILE (and _CLIENT_CA_FILE) are set
+// (server_tls.h; plaintext only on Unix sockets and loopback hosts, else exit code 2), and
 // serves, until SIGTERM or SIGINT:
 // - ctrlhost.plugin.v1alpha1.ControllerPluginService: Describe answers "v1alpha1" when the host
 //   offers it (else FAILED_PRECONDITION), the plugin's capabilities and controller specs; it
@@ -43,6 +45,7 @@
 #define CTRLHOST_SDK_CPP_PLUGIN_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,6 +58,7 @@
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "runtime/common/mutex.h"
 #include "sdk/cpp/controller.h"
+#include "sdk/cpp/server_tls.h"
 
 namespace ctrlhost::sdk {
 
@@ -100,10 +104,14 @@ class Plugin {
   pb::ReconcileResponse Handle(uint64_t request_id, const pb::ReconcileCall& call,
                                std::shared_ptr<const std::atomic<bool>> cancelled = {}) const;
 
-  // Starts serving on `address` (see ParseListenAddress). For tests and embedding.
-  absl::StatusOr<std::unique_ptr<PluginServer>> Start(absl::string_view address);
-  // Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM/SIGINT; returns the exit code (0 after a
-  // graceful stop, 2 for a configuration error, 1 when serving fails).
+  // Starts serving on `address` (see ParseListenAddress), with TLS when `tls` is set (see
+  // server_tls.h); plaintext only on Unix sockets and loopback hosts (FailedPrecondition
+  // otherwise). For tests and embedding.
+  absl::StatusOr<std::unique_ptr<PluginServer>> Start(absl::string_view address,
+                                                      std::optional<ServerTls> tls = std::nullopt);
+  // Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM/SIGINT, with TLS from
+  // $CTRLHOST_PLUGIN_TLS_* (server_tls.h); returns the exit code (0 after a graceful stop, 2
+  // for a configuration error, 1 when serving fails).
   int Run();
 
   const PluginOptions& options() const { return options_; }

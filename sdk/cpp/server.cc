@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -118,6 +119,19 @@ struct StreamState {
   }
 };
 
+// Plaintext, TLS, or TLS that requires and verifies a client certificate signed by the client
+// CA (mutual TLS). A handshake that fails (no certificate, an unknown CA) never reaches a
+// service: the client sees UNAVAILABLE with the TLS error.
+std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<ServerTls>& tls) {
+  if (!tls.has_value()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      tls->client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = tls->client_ca_pem;
+  options.pem_key_cert_pairs.push_back({tls->private_key_pem, tls->cert_chain_pem});
+  return grpc::SslServerCredentials(options);
+}
+
 class ServerImpl;
 
 class Service final : public pb::ControllerPluginService::Service {
@@ -137,7 +151,7 @@ class ServerImpl final : public PluginServer {
       : plugin_(plugin), service_(this), pool_(plugin->WorkerCount()) {}
   ~ServerImpl() override { Shutdown(absl::ZeroDuration()); }
 
-  absl::Status Start(const std::string& listen) {
+  absl::Status Start(const std::string& listen, const std::optional<ServerTls>& tls) {
     if (absl::StartsWith(listen, "unix:")) {
       const std::string path = listen.substr(5);
       struct stat st;
@@ -145,7 +159,7 @@ class ServerImpl final : public PluginServer {
     }
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(listen, Credentials(tls), &port);
     builder.SetMaxReceiveMessageSize(plugin_->options().max_message_bytes);
     builder.SetMaxSendMessageSize(plugin_->options().max_message_bytes);
     builder.RegisterService(&service_);
@@ -345,10 +359,10 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PluginServer>> StartServer(Plugin* plugin,
-                                                          const std::string& listen) {
+absl::StatusOr<std::unique_ptr<PluginServer>> StartServer(Plugin* plugin, const std::string& listen,
+                                                          const std::optional<ServerTls>& tls) {
   auto server = std::make_unique<ServerImpl>(plugin);
-  if (absl::Status s = server->Start(listen); !s.ok()) return s;
+  if (absl::Status s = server->Start(listen, tls); !s.ok()) return s;
   return std::unique_ptr<PluginServer>(std::move(server));
 }
 

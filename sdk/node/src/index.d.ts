@@ -201,6 +201,20 @@ export class PluginServer {
   forceShutdown(): void;
 }
 
+/** The server side of TLS (loadServerTls / serverTlsFromEnv). */
+export interface ServerTls {
+  certChain: Buffer;
+  privateKey: Buffer;
+  /** null: no client certificate is asked for. */
+  clientCa: Buffer | null;
+  mode: 'tls' | 'mutual';
+}
+/** Reads the PEM files; null (plaintext) when none is named; throws naming a bad one. */
+export function loadServerTls(certFile: string, keyFile: string,
+  clientCaFile?: string): ServerTls | null;
+/** loadServerTls with CTRLHOST_PLUGIN_TLS_CERT_FILE, _KEY_FILE and _CLIENT_CA_FILE. */
+export function serverTlsFromEnv(env?: Record<string, string | undefined>): ServerTls | null;
+
 export class Plugin {
   constructor(name: string, version: string, options?: PluginOptions);
   readonly name: string;
@@ -212,9 +226,10 @@ export class Plugin {
   controllers(): Map<string, Controller>;
   describe(request: any): any;
   handle(requestId: string, call: any, signal?: AbortSignal): Promise<any>;
-  /** unix:///path or host:port. */
-  start(address: string): Promise<PluginServer>;
-  /** Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM (exit 0); exits 2 on a bad setup. */
+  /** unix:///path or host:port; TLS when `tls` is set (plaintext only on loopback). */
+  start(address: string, tls?: ServerTls | null): Promise<PluginServer>;
+  /** Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM (exit 0), with TLS from
+   * $CTRLHOST_PLUGIN_TLS_CERT_FILE/_KEY_FILE/_CLIENT_CA_FILE; exits 2 on a bad setup. */
   run(): Promise<PluginServer>;
 }
 

@@ -19,6 +19,7 @@ const { loadProtocol, findProtoRoot } = require('./proto');
 const { PluginServer } = require('./server');
 const log = require('./log');
 const { TaskContext, checkTaskKey } = require('./tasks');
+const tls = require('./tls');
 
 module.exports = {
   ...builders,
@@ -50,6 +51,8 @@ module.exports = {
   findPath,
   apiVersionOf,
   parseListenAddress,
+  loadServerTls: tls.loadServerTls,
+  serverTlsFromEnv: tls.serverTlsFromEnv,
   loadProtocol,
   findProtoRoot,
   log,

@@ -16,6 +16,7 @@ const {
   Result, ResultError, TerminalError, errorResponse, ALL_SDK_CAPABILITIES,
 } = require('./result');
 const log = require('./log');
+const { checkPlaintextAllowed, serverTlsFromEnv } = require('./tls');
 
 const PROTOCOL_VERSION = 'v1alpha1';
 const ADDRESS_ENV = 'CTRLHOST_PLUGIN_ADDRESS';
@@ -189,19 +190,25 @@ class Plugin {
     return response;
   }
 
-  /** Serves on `address` (see parseListenAddress); resolves to a PluginServer. */
-  async start(address) {
+  /**
+   * Serves on `address` (see parseListenAddress), with TLS when `tls` (tls.js loadServerTls) is
+   * set; plaintext only on Unix sockets and loopback hosts. Resolves to a PluginServer.
+   */
+  async start(address, tls = null) {
     this.controllers();
     const listen = parseListenAddress(address);
+    if (!tls) checkPlaintextAllowed(listen);
     const { PluginServer } = require('./server');
     const server = new PluginServer(this);
-    await server.listen(listen);
+    await server.listen(listen, tls);
     return server;
   }
 
   /**
-   * Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM/SIGINT, then drains and exits 0. Exits 2
-   * with a message on stderr when the address is unset or bad or a declaration is invalid.
+   * Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM/SIGINT, then drains and exits 0, with TLS
+   * or mutual TLS from $CTRLHOST_PLUGIN_TLS_CERT_FILE/_KEY_FILE/_CLIENT_CA_FILE (tls.js). Exits
+   * 2 with a message on stderr when the address is unset or bad, the TLS files are, plaintext
+   * is asked for on a non-loopback TCP address, or a declaration is invalid.
    */
   async run() {
     const address = process.env[ADDRESS_ENV];
@@ -219,15 +226,22 @@ class Plugin {
     } catch (e) {
       die(2, `${ADDRESS_ENV}=${address}: ${e.message}`);
     }
+    let tls = null;
+    try {
+      tls = serverTlsFromEnv();
+      if (!tls) checkPlaintextAllowed(parseListenAddress(address));
+    } catch (e) {
+      die(2, e.message);
+    }
     let server;
     try {
-      server = await this.start(address);
+      server = await this.start(address, tls);
     } catch (e) {
       die(1, `cannot serve on ${address}: ${e.message}`);
     }
     log.info('plugin serving', {
       plugin: this.name, version: this.version, address: server.address,
-      concurrency: this.options.concurrency,
+      concurrency: this.options.concurrency, tls: tls ? tls.mode : 'off',
     });
     let stopping = false;
     const stop = async (signal) => {

@@ -16,6 +16,7 @@ const { loadProtocol } = require('./proto');
 const { errorResponse } = require('./result');
 const { TaskRunner } = require('./tasks');
 const log = require('./log');
+const { serverCredentials } = require('./tls');
 
 const SERVICE_NAME = 'ctrlhost.plugin.v1alpha1.ControllerPluginService';
 
@@ -62,7 +63,8 @@ class PluginServer {
     });
   }
 
-  async listen(listen) {
+  /** Binds `listen`, with TLS when `tls` (from tls.js loadServerTls) is set. */
+  async listen(listen, tls = null) {
     if (listen.startsWith('unix:')) {
       const p = listen.slice(5);
       try {
@@ -72,7 +74,7 @@ class PluginServer {
       }
     }
     const port = await new Promise((resolve, reject) => {
-      this._server.bindAsync(listen, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      this._server.bindAsync(listen, serverCredentials(grpc, tls), (err, p) =>
         err ? reject(err) : resolve(p));
     });
     this.address = listen.startsWith('unix:')

@@ -5,7 +5,9 @@
     sys.exit(plugin.run())   # serves $CTRLHOST_PLUGIN_ADDRESS until SIGTERM
 
 run() reads CTRLHOST_PLUGIN_ADDRESS ("unix:///path/to.sock", "unix:relative.sock" or
-"host:port"; exit code 2 with a clear message when it is unset or malformed), serves Describe,
+"host:port"; exit code 2 with a clear message when it is unset or malformed) and
+CTRLHOST_PLUGIN_TLS_CERT_FILE/_KEY_FILE/_CLIENT_CA_FILE (TLS or mutual TLS, see tls.py;
+plaintext only on Unix sockets and loopback hosts, else exit code 2), serves Describe,
 grpc.health.v1.Health and the Reconcile stream, and on SIGTERM or SIGINT drains: health turns
 NOT_SERVING, new reconciles are answered with a retryable error, in-flight reconciles get up to
 `drain_seconds` to finish (then they are cancelled and abandoned), the server stops and the
@@ -44,6 +46,7 @@ from ctrlhost_sdk.protocol import (  # noqa: F401 - re-exported, their historica
 from ctrlhost_sdk.result import ALL_CAPABILITIES, error_response
 from ctrlhost_sdk.server import PluginServer
 from ctrlhost_sdk.tasks import TaskFn
+from ctrlhost_sdk.tls import ServerTls, check_plaintext_allowed, server_tls_from_env
 
 
 def parse_address(address: str) -> Tuple[str, Optional[str]]:
@@ -145,11 +148,14 @@ class Plugin:
                         name=call.name, trace_id=call.trace_id, error=resp.error.message)
         return resp
 
-    def start(self, address: str) -> PluginServer:
+    def start(self, address: str, tls: Optional[ServerTls] = None) -> PluginServer:
         """Starts serving on a gRPC listen address ("unix:/path", "127.0.0.1:0") and returns the
-        running server (see server.PluginServer). Raises OSError when it cannot listen."""
+        running server (see server.PluginServer), with TLS when `tls` is set. Raises OSError
+        when it cannot listen, ValueError for plaintext on a non-loopback TCP address."""
+        if tls is None:
+            check_plaintext_allowed(address)
         server = PluginServer(self)
-        server.start(address)
+        server.start(address, tls)
         return server
 
     def run(self, address: Optional[str] = None, install_signals: bool = True) -> int:
@@ -158,6 +164,9 @@ class Plugin:
         raw = address if address is not None else os.environ.get(ADDRESS_ENV, "")
         try:
             listen, _ = parse_address(raw)
+            tls = server_tls_from_env()
+            if tls is None:
+                check_plaintext_allowed(listen)
             for c in self._controllers.values():
                 c.spec()
             if not self._controllers:
@@ -173,12 +182,13 @@ class Plugin:
             # `kill -USR1 PID` dumps every thread's stack to stderr (diagnosing a stuck plugin).
             faulthandler.register(signal.SIGUSR1, all_threads=True)
         try:
-            server = self.start(listen)
+            server = self.start(listen, tls)
         except (OSError, RuntimeError) as e:
             log.error("cannot listen", plugin=self.name, address=listen, error=str(e))
             return 1
         log.info("plugin serving", plugin=self.name, version=self.version,
-                 address=server.address, workers=self.worker_count())
+                 address=server.address, workers=self.worker_count(),
+                 tls=tls.mode if tls is not None else "off")
         while not stop.wait(0.5):  # wakes periodically so the signal handler gets to run
             pass
         log.info("plugin draining", plugin=self.name, in_flight=server.in_flight)

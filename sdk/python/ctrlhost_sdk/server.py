@@ -26,6 +26,7 @@ from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, p
 from ctrlhost_sdk.protocol import SERVICE_NAME, DescribeRefused, PluginHandler
 from ctrlhost_sdk.result import error_response
 from ctrlhost_sdk.tasks import TaskRunner
+from ctrlhost_sdk.tls import ServerTls, server_credentials
 
 
 class _Done:
@@ -220,7 +221,8 @@ class PluginServer:
         self._grpc: Optional[grpc.Server] = None
         self.address: Optional[str] = None
 
-    def start(self, listen: str) -> None:
+    def start(self, listen: str, tls: Optional[ServerTls] = None) -> None:
+        """Listens on `listen`, with TLS when `tls` is set (mutual when it has a client CA)."""
         if listen.startswith("unix:"):
             path = listen[len("unix:"):]
             try:
@@ -240,7 +242,10 @@ class PluginServer:
             options=options)
         pb_grpc.add_ControllerPluginServiceServicer_to_server(_Service(self), self._grpc)
         add_health_to_server(self._health.Check, self._health.Watch, self._grpc)
-        port = self._grpc.add_insecure_port(listen)
+        if tls is not None:
+            port = self._grpc.add_secure_port(listen, server_credentials(tls))
+        else:
+            port = self._grpc.add_insecure_port(listen)
         if port == 0:
             raise OSError("cannot listen on %s" % listen)
         # Serving from the first answer: the host checks health as soon as the socket appears.
