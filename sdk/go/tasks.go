@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,6 +206,9 @@ func (r *taskRunner) status(t *Task, state pb.TaskState, restarts uint32, lastEr
 	if len(lastError) > 1024 {
 		lastError = lastError[:1024]
 	}
+	// A proto string must be UTF-8 (Marshal fails otherwise): the cut above, or the task's own
+	// error text, may have broken that.
+	lastError = strings.ToValidUTF8(lastError, "\uFFFD")
 	r.send(&pb.ReconcileResponse{TaskStatus: &pb.TaskStatus{Controller: t.Controller, Task: t.Name,
 		State: state, Restarts: restarts, LastError: lastError}})
 }

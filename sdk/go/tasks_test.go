@@ -230,6 +230,9 @@ func TestFailingTaskIsReportedAndRestartedAndStopsWithItsStream(t *testing.T) {
 				return errors.New("remote down")
 			case 2:
 				panic("boom")
+			case 3:
+				// Not UTF-8, and longer than the 1024 bytes reported: still reported.
+				return errors.New("\xff" + strings.Repeat("é", 600))
 			}
 			<-ctx.Done()
 			stopped <- task.StopReason()
@@ -247,6 +250,8 @@ func TestFailingTaskIsReportedAndRestartedAndStopsWithItsStream(t *testing.T) {
 	h.wantStatus("flaky", pb.TaskState_TASK_STATE_RUNNING, 1, "remote down")
 	h.wantStatus("flaky", pb.TaskState_TASK_STATE_BACKOFF, 2, "task panicked: boom at ")
 	h.wantStatus("flaky", pb.TaskState_TASK_STATE_RUNNING, 2, "task panicked: boom")
+	h.wantStatus("flaky", pb.TaskState_TASK_STATE_BACKOFF, 3, "\uFFFDéé")
+	h.wantStatus("flaky", pb.TaskState_TASK_STATE_RUNNING, 3, "\uFFFDéé")
 	h.wantStatus("once", pb.TaskState_TASK_STATE_RUNNING, 0, "")
 	h.wantStatus("once", pb.TaskState_TASK_STATE_FINISHED, 0, "")
 
