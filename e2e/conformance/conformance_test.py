@@ -68,10 +68,8 @@ SCENARIO_CRD = host_fixture.runfile("e2e/conformance/testdata/scenario-crd.yaml"
 
 
 # Issue 18's pieces (context flags, resource builders, stage callbacks, the standard operator
-# status): asked of every SDK's scenario plugin.
+# status, resource sets): asked of every SDK's scenario plugin.
 ISSUE_18_LANGUAGES = ("cpp", "go", "node", "python")
-# Resource sets (ResourceRouter) are not in the Go SDK yet (sdk/go/README.md).
-RESOURCE_SET_LANGUAGES = ("cpp", "node", "python")
 
 
 def scenario(outcome):
@@ -281,21 +279,21 @@ class ScenarioConformanceTest(unittest.TestCase):
     # skipped and counted; several: a terminal error, Reconciled=False and a Warning event, all
     # naming the sets (AmbiguousRoute).
     def test_resource_set_runs_the_one_that_handles_the_object(self):
-        v1 = self.answers("route-v1", languages=RESOURCE_SET_LANGUAGES)
+        v1 = self.answers("route-v1", languages=ISSUE_18_LANGUAGES)
         self.assertEqual(v1["status"], {"phase": "Done", "set": "v1", "context": {}})
         self.assertEqual(v1["desired_objects"][0]["data"], {"set": "v1"})
-        v2 = self.answers("route-v2", languages=RESOURCE_SET_LANGUAGES)
+        v2 = self.answers("route-v2", languages=ISSUE_18_LANGUAGES)
         self.assertEqual(v2["status"], {"phase": "Done", "set": "v2",
                                         "context": {"replicas": 2, "set": "v2"}})
 
     def test_resource_sets_none_is_skipped_and_counted(self):
-        answer = self.answers("route-none", languages=RESOURCE_SET_LANGUAGES)
+        answer = self.answers("route-none", languages=ISSUE_18_LANGUAGES)
         self.assertEqual(answer["status"], {"skipped": 1})
         self.assertNotIn("desired_objects", answer)
         self.assertNotIn("error", answer)
 
     def test_resource_sets_several_are_an_ambiguous_route(self):
-        answer = self.answers("route-ambiguous", languages=RESOURCE_SET_LANGUAGES)
+        answer = self.answers("route-ambiguous", languages=ISSUE_18_LANGUAGES)
         message = ('the object matches 2 resource sets: "v2", "canary"; '
                    'exactly one must handle it')
         self.assertEqual(answer["error"], {"kind": "ERROR_KIND_TERMINAL", "message": message})

@@ -1,7 +1,8 @@
 """End to end: background tasks (docs/protocol.md, "Background tasks") with real processes,
 against the embedded API server.
 
-The Python plugin e2e/host/tasks/task_plugin.py declares a task that polls a file the test
+The plugin e2e/host/tasks/task_plugin.py (Python SDK; its Go port tasks/go/main.go runs the
+same test as GoTasksTest) declares a task that polls a file the test
 writes and enqueues the ConfigMaps it names; a reconcile of such a ConfigMap creates the child
 NAME-poked carrying the plugin instance's version. The test checks that the task runs and
 enqueues, that a task which raises is restarted and reported in /debug/dump, that a malformed
@@ -42,13 +43,14 @@ def read(path):
 
 
 class TasksTest(unittest.TestCase):
+    PLUGIN = "e2e/host/tasks/task_plugin"  # the Python SDK's
 
     @classmethod
     def setUpClass(cls):
         # Plugin-writable, apart from the host's data directory (Landlock hides that one).
         cls.dir = tempfile.mkdtemp(prefix="tasks-", dir=os.environ.get("TEST_TMPDIR"))
         os.chmod(cls.dir, 0o777)
-        cls.plugin = host_fixture.runfile("e2e/host/tasks/task_plugin")
+        cls.plugin = host_fixture.runfile(cls.PLUGIN)
         cls.host = host_fixture.start_host(OPERATOR.format(plugin=cls.plugin, dir=cls.dir))
         cls.host.wait_for(lambda: cls.host.endpoint("/readyz")[0] == 200, "controller ready")
 
@@ -136,6 +138,11 @@ class TasksTest(unittest.TestCase):
         self.assertEqual(plugin["generation"], 2)
         self.assertTrue(tasks[0]["running"])
         self.assertEqual(tasks[0]["refused"]["notRunning"], 0, tasks)
+
+
+class GoTasksTest(TasksTest):
+    """The same plugin on the Go SDK."""
+    PLUGIN = "e2e/host/tasks/task_plugin-go"
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # Folders holding Go packages, relative to the repository root.
-GO_DIRS=(sdk/go plugins/webapp-go e2e/conformance/scenario/go bench/sdk_dispatch/go)
+GO_DIRS=(sdk/go plugins/webapp-go e2e/conformance/scenario/go e2e/host/tasks/go bench/sdk_dispatch/go)
 
 find_go() {
   local candidate

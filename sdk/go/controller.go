@@ -56,6 +56,7 @@ type Controller struct {
 	spec     *pb.ControllerSpec
 	fn       ReconcileFunc
 	children *bool // nil: children are sent when the controller owns kinds
+	tasks    []declaredTask
 	errs     []error
 }
 
@@ -272,6 +273,9 @@ func (c *Controller) RequiredCapabilities() (CapabilitySet, error) {
 	}
 	if len(rc.MetadataOnlyKinds) > 0 {
 		need[pb.Capability_CAPABILITY_METADATA_ONLY] = true
+	}
+	if len(spec.BackgroundTasks) > 0 {
+		need[pb.Capability_CAPABILITY_BACKGROUND_TASKS] = true
 	}
 	return need, nil
 }

@@ -43,6 +43,9 @@ type Plugin struct {
 	// TLS, when set, makes Serve speak TLS with this configuration (Run sets it from
 	// TLSConfigFromEnv when nil). Without it, Serve refuses a TCP listener that is not loopback.
 	TLS *tls.Config
+	// TaskBackoff is the delay before a failed background task starts again (zero:
+	// DefaultTaskBackoff).
+	TaskBackoff TaskBackoff
 
 	controllers map[string]*Controller
 	order       []string

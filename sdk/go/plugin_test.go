@@ -19,7 +19,7 @@ func TestDescribeNegotiates(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.ProtocolVersion != "v1alpha1" || resp.PluginName != "shop" || resp.PluginVersion != "1.2.3" ||
-		len(resp.Controllers) != 1 || len(resp.Capabilities) != 7 {
+		len(resp.Controllers) != 1 || len(resp.Capabilities) != 8 { // every capability, background tasks included
 		t.Errorf("describe = %v", resp)
 	}
 	if got := p.Capabilities().Sorted(); len(got) != 2 {

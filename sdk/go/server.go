@@ -130,6 +130,12 @@ func (s *server) inFlight() int {
 	return s.count
 }
 
+func (s *server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
 // begin counts a new reconcile; false while draining.
 func (s *server) begin() bool {
 	s.mu.Lock()
@@ -174,6 +180,7 @@ func (s *server) drain(timeout time.Duration) int {
 	s.mu.Unlock()
 	for _, st := range streams {
 		st.cancelAll() // cooperative reconciles (ctx.Done) stop now
+		st.tasks.stop("", "plugin shutting down", true)
 	}
 	close(s.stopped)
 	// Stop rather than GracefulStop: health Watch streams would hold GracefulStop forever.
@@ -214,6 +221,8 @@ type stream struct {
 	closed  bool                          // guarded by mu: the handler returned, no more Send
 	cancels map[uint64]context.CancelFunc // guarded by mu
 	work    sync.WaitGroup
+	// tasks are the background tasks started on this stream (thread-safe on its own).
+	tasks *taskRunner
 }
 
 func (st *stream) send(resp *pb.ReconcileResponse) {
@@ -238,6 +247,9 @@ func (v *service) Reconcile(g pb.ControllerPluginService_ReconcileServer) error 
 	s := v.s
 	st := &stream{grpc: g, cancels: map[uint64]context.CancelFunc{},
 		caps: StreamCapabilities(g.Context())}
+	st.tasks = newTaskRunner(s.p, st.send)
+	// Tasks never outlive the stream that started them.
+	defer st.tasks.stop("", "stream ended", true)
 	s.mu.Lock()
 	s.streams[st] = true
 	s.mu.Unlock()
@@ -285,6 +297,21 @@ func (v *service) read(ctx context.Context, st *stream) error {
 			if cancel != nil {
 				cancel()
 			}
+			continue
+		}
+		if t := req.GetStartTasks(); t != nil {
+			if !s.isDraining() {
+				st.tasks.start(t.GetController())
+			}
+			continue
+		}
+		if t := req.GetStopTasks(); t != nil {
+			st.tasks.stop(t.GetController(), t.GetReason(), false)
+			continue
+		}
+		if r := req.GetEnqueueRefused(); r != nil {
+			s.p.Log.Warn("the host refused a background task's enqueue", "enqueue_id", r.GetEnqueueId(),
+				"code", codes.Code(r.GetCode()).String(), "error", r.GetMessage())
 			continue
 		}
 		call := req.GetReconcile()

@@ -170,6 +170,35 @@ func builders(req *ctrlhost.Request) (*ctrlhost.Result, error) {
 	return res, nil
 }
 
+func reconcileAs(set string) ctrlhost.ResourceSetFunc {
+	return func(_ context.Context, req *ctrlhost.Request, setContext map[string]any) (*ctrlhost.Result, error) {
+		res := &ctrlhost.Result{}
+		res.Desire(ctrlhost.NewObject("v1", "ConfigMap", req.Name))["data"] = map[string]any{"set": set}
+		res.MergeStatus(map[string]any{"phase": "Done", "set": set, "context": setContext})
+		return res, nil
+	}
+}
+
+var router = ctrlhost.NewResourceRouter().
+	MustAdd(ctrlhost.ResourceSet{Name: "v1", Reconcile: reconcileAs("v1"),
+		Handles: func(r *ctrlhost.Request) bool { v := r.Labels()["version"]; return v == "" || v == "v1" }}).
+	MustAdd(ctrlhost.ResourceSet{Name: "v2", Reconcile: reconcileAs("v2"),
+		Handles: func(r *ctrlhost.Request) bool { return r.Labels()["version"] == "v2" },
+		InitContext: func(*ctrlhost.Request) map[string]any {
+			return map[string]any{"replicas": 2, "set": "v2"}
+		}}).
+	MustAdd(ctrlhost.ResourceSet{Name: "canary", Reconcile: reconcileAs("canary"),
+		Handles: func(r *ctrlhost.Request) bool { return r.Labels()["track"] == "canary" }})
+
+func route(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, error) {
+	skippedBefore := router.Skipped()
+	res, err := router.Route(ctx, req)
+	if err == nil && router.Skipped() > skippedBefore {
+		res.MergeStatus(map[string]any{"skipped": router.Skipped()})
+	}
+	return res, err
+}
+
 func reconcile(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, error) {
 	if !req.Exists() || req.Deleting() {
 		return nil, nil
@@ -188,6 +217,8 @@ func reconcile(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, er
 		return operatorStatus(req), nil
 	case "builders":
 		return builders(req)
+	case "route":
+		return route(ctx, req)
 	case "requeue":
 		res.MergeStatus(map[string]any{"phase": "Waiting"})
 		res.RequeueAfter = 30 * time.Second
