@@ -5,12 +5,16 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "runtime/admin/server.h"
-#include "runtime/admin/server_test_util.h"
+#include "runtime/admin/testing/admin_server_fixture.h"
 #include "runtime/exe/cmd_dump.h"
 #include "runtime/exe/cmd_plugin.h"
 
 namespace ctrlhost::admin {
 namespace {
+
+using testing::AdminServerTest;
+using testing::CommandResult;
+using testing::FakeBackend;
 
 TEST_F(AdminServerTest, PluginListCommand) {
   backend_.AddPlugin("web", "webapp");

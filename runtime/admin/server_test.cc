@@ -15,13 +15,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/admin/server_test_util.h"
+#include "runtime/admin/testing/admin_server_fixture.h"
 #include "runtime/common/mutex.h"
 #include "runtime/exe/cmd_dump.h"
 #include "runtime/exe/cmd_plugin.h"
 
 namespace ctrlhost::admin {
 namespace {
+
+using testing::AdminServerTest;
+using testing::CommandResult;
+using testing::FakeBackend;
 
 TEST_F(AdminServerTest, EveryRpcRoundTrips) {
   backend_.AddPlugin("web", "webapp");

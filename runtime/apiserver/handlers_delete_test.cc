@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/test_env.h"
+#include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
 namespace {

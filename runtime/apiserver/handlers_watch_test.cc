@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/test_env.h"
+#include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
 namespace {

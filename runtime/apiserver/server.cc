@@ -113,7 +113,6 @@ struct ApiServer::Impl {
   std::atomic<int> inflight_reads{0};
   std::atomic<int> inflight_writes{0};
   common::LogLimiter throttled_log{{.per_second = 0.2, .burst = 3}};
-  std::thread listener;
   std::string token;
   std::string scheme;
   std::string kubeconfig;
@@ -355,37 +354,9 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
       SendStatus(res, kube::ApiError(res.status, "", absl::StrCat("HTTP ", res.status)));
     }
   });
-  if (options.port == 0) {
-    impl->port = http.bind_to_any_port(options.bind);
-    if (impl->port <= 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind));
-    }
-  } else {
-    if (!http.bind_to_port(options.bind, options.port)) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind, ":",
-                                                 options.port, " (in use, or no permission)"));
-    }
-    impl->port = options.port;
-  }
   // httplib listens with a backlog of 5: a burst of connections (clients starting together, a
   // flood) would have SYNs dropped and retried after 1 s. The kernel caps it at somaxconn.
-  RETURN_IF_ERROR(http.SetBacklog(4096));
-  auto listener_done = std::make_shared<std::atomic<bool>>(false);
-  impl->listener = std::thread([raw, listener_done] {
-    raw->http->listen_after_bind();
-    *listener_done = true;
-  });
-  // httplib's stop() does nothing until the listener thread is inside its accept loop: a Stop()
-  // right after Start() would leave that thread blocked in accept() for ever. Return only once
-  // it is running (or has already failed).
-  while (!http.is_running() && !*listener_done) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  if (*listener_done) {
-    impl->listener.join();
-    return absl::InternalError(absl::StrCat("the HTTP listener on ", options.bind, ":", impl->port,
-                                            " stopped as soon as it started"));
-  }
+  ASSIGN_OR_RETURN(impl->port, http.Listen(options.bind, options.port, /*backlog=*/4096));
 
   // From here on the server owns the running threads: an error below stops them on return.
   Impl* running = impl.get();
@@ -434,8 +405,7 @@ void ApiServer::Stop() {
   // read holds its watch back at most this long.
   impl_->handlers->StopWatches();
   impl_->handlers->WaitWatchesDone(absl::Seconds(2));
-  impl_->http->stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->http->StopListening();
   impl_->controllers->Stop();
   impl_->store.reset();
   common::MutexLock lock(&impl_->mu);

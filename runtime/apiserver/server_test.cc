@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "runtime/apiserver/test_env.h"
+#include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
 namespace {

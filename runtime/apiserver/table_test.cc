@@ -11,7 +11,7 @@
 #include "runtime/apiserver/handlers_internal.h"
 #include "runtime/apiserver/printers.h"
 #include "runtime/apiserver/resource_registry.h"
-#include "runtime/apiserver/test_env.h"
+#include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
 namespace {

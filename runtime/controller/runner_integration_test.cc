@@ -10,12 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/kubeconfig.h"
 #include "runtime/kube/rest_client.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/watch/kube_lister_watcher.h"
 #include "runtime/watch/reflector.h"
 
@@ -73,18 +72,9 @@ kube::ResourceRef Ref(const std::string& resource, const std::string& name = "")
 }
 
 TEST(RunnerIntegrationTest, ReconcilesFromRealReflectors) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  apiserver::ApiServerOptions server_options;
-  server_options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/runner_integration");
-  server_options.port = 0;
-  server_options.sync_full = false;
-  auto server = apiserver::ApiServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto config = kube::LoadKubeconfigFile((*server)->kubeconfig_path());
-  ASSERT_TRUE(config.ok()) << config.status();
-  auto rest = kube::RestClient::Create(*config);
-  ASSERT_TRUE(rest.ok()) << rest.status();
-  kube::Client client(rest->get());
+  auto api = kube::testing::EmbeddedApiServer::Start("runner_integration");
+  ASSERT_TRUE(api.ok()) << api.status();
+  kube::Client& client = (*api)->client();
 
   // A primary that exists before the reflector lists (list items carry no apiVersion/kind).
   auto web = client.Create(

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/controller/runner.h"
-#include "runtime/controller/runner_test_util.h"
+#include "runtime/controller/testing/runner_fixture.h"
 
 namespace ctrlhost::controller {
 namespace {

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/controller/runner_test_util.h"
+#include "runtime/controller/testing/runner_fixture.h"
 
 namespace ctrlhost::controller {
 namespace {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/proto_time.h"
 #include "runtime/controller/runner.h"
 #include "runtime/controller/type_meta.h"
 
@@ -47,18 +48,6 @@ ApplyOutcome ApplyGuarded(ResponseApplier* applier, const ReconcileContext& cont
     // Recording is best effort; the outcome stands.
   }
   return outcome;
-}
-
-google::protobuf::Timestamp ToTimestamp(absl::Time t) {
-  google::protobuf::Timestamp ts;
-  const int64_t nanos = absl::ToUnixNanos(t);
-  ts.set_seconds(nanos / 1000000000);
-  ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  if (ts.nanos() < 0) {
-    ts.set_seconds(ts.seconds() - 1);
-    ts.set_nanos(ts.nanos() + 1000000000);
-  }
-  return ts;
 }
 
 }  // namespace
@@ -148,7 +137,7 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
   call.set_uid(std::string(uid));
   call.set_reason(reason);
   call.set_attempt(attempt + 1);
-  *call.mutable_deadline() = ToTimestamp(deadline);
+  *call.mutable_deadline() = common::ToProtoTimestamp(deadline);
   call.set_trace_id(TraceId());
   if (primary == nullptr) return call;
   call.set_object(ShapeObject(primary->json(), primary_api_version_, info_->primary.kind,

@@ -51,6 +51,29 @@ absl::StatusOr<std::string> ResolveAdminTarget(const AdminClientFlags& values) {
   return absl::StrCat("unix://", path);
 }
 
+AdminCommand::AdminCommand(FlagSet& flags) : flags_(flags) {
+  AddAdminClientFlags(flags_, &where_);
+  AddCommonFlags(flags_, &common_);
+}
+
+std::optional<int> AdminCommand::Parse(const std::vector<std::string>& args, std::ostream& out,
+                                       std::ostream& err) {
+  return ParseCommandLine(flags_, common_, args, out, err);
+}
+
+absl::StatusOr<std::unique_ptr<AdminClient>> AdminCommand::Connect() const {
+  absl::StatusOr<std::string> target = ResolveAdminTarget(where_);
+  if (!target.ok()) return target.status();
+  return AdminClient::Connect(*target, where_.timeout);
+}
+
+int AdminCommand::ConnectFailed(const absl::Status& status, std::ostream& err) const {
+  if (status.code() == absl::StatusCode::kInvalidArgument) {
+    return UsageError(flags_.command(), status.message(), err);
+  }
+  return Failure(status.message(), err);
+}
+
 std::string UnreachableMessage(absl::string_view target) {
   return absl::StrCat("cannot reach the ctrlhost admin API at ", target,
                       ": is \"ctrlhost run\" running?");

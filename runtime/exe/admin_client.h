@@ -2,11 +2,15 @@
 // `ctrlhost plugin ...` and `ctrlhost dump`: the flags that say where the host listens, and a
 // connection that fails fast and clearly when nothing is there.
 //
-//   AdminClientFlags where;
-//   AddAdminClientFlags(flags, &where);
-//   ... parse ...
-//   absl::StatusOr<std::string> target = ResolveAdminTarget(where);   // usage error if bad
-//   absl::StatusOr<std::unique_ptr<AdminClient>> client = AdminClient::Connect(*target, timeout);
+// Every admin command starts the same way, through AdminCommand:
+//
+//   FlagSet flags("ctrlhost dump", "...");
+//   ... the command's own flags ...
+//   AdminCommand command_line(flags);         // --data-dir, --admin-socket, ..., --log-level
+//   if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
+//   ... the command's own checks ...
+//   absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
+//   if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
 //   absl::StatusOr<admin::ListPluginsResponse> plugins = (*client)->ListPlugins({});
 //
 // Errors: flag problems are InvalidArgument; a host that cannot be reached is Unavailable with
@@ -18,13 +22,17 @@
 #define CTRLHOST_RUNTIME_EXE_ADMIN_CLIENT_H_
 
 #include <memory>
+#include <optional>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
 
 namespace ctrlhost::exe {
@@ -86,6 +94,37 @@ class AdminClient {
   const std::string token_;  // from "<socket>.token" when the host wrote one
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<admin::AdminService::Stub> stub_;
+};
+
+// The start every admin command shares: declares the admin-client flags and the common flags on
+// `flags`, parses the command line, and connects, answering each failure with the exit code a
+// user expects (usage error 2 for a bad --admin-socket/--admin-address, failure 1 for a host
+// that cannot be reached). Thread-compatible: one command's thread uses it. `flags` is borrowed
+// and must outlive this object, which it holds pointers into (hence not copyable or movable).
+class AdminCommand {
+ public:
+  // Call after declaring the command's own flags (the common flags get their own help section).
+  explicit AdminCommand(FlagSet& flags);
+  AdminCommand(const AdminCommand&) = delete;
+  AdminCommand& operator=(const AdminCommand&) = delete;
+
+  // ParseCommandLine (command.h): nullopt when the command goes on, else the exit code.
+  std::optional<int> Parse(const std::vector<std::string>& args, std::ostream& out,
+                           std::ostream& err);
+  // After Parse: resolves the target and connects (ResolveAdminTarget, AdminClient::Connect).
+  absl::StatusOr<std::unique_ptr<AdminClient>> Connect() const;
+  // Prints Connect()'s error and returns the exit code: kExitUsage for InvalidArgument (the
+  // target flags), kExitFailure otherwise. Only for Connect()'s errors: an RPC's error is
+  // always a run-time failure.
+  int ConnectFailed(const absl::Status& status, std::ostream& err) const;
+
+  // The parsed admin-client flags (--timeout bounds the calls).
+  const AdminClientFlags& where() const { return where_; }
+
+ private:
+  FlagSet& flags_;
+  AdminClientFlags where_;
+  CommonFlags common_;
 };
 
 // The message for a host that cannot be reached at `target`.

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/proto_time.h"
 #include "runtime/common/utf8.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/exe/admin_client.h"
@@ -155,17 +156,10 @@ int RunPluginListCommand(const std::vector<std::string>& args, std::ostream& out
   std::string output = "table";
   flags.AddString("operator", &op, "Only this operator's plugins").ValueName("NAME");
   flags.AddEnum("output", &output, {"table", "yaml", "json"}, "Output format").Short('o');
-  AdminClientFlags where;
-  AddAdminClientFlags(flags, &where);
-  CommonFlags common;
-  AddCommonFlags(flags, &common);
-  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
-  absl::StatusOr<std::string> target = ResolveAdminTarget(where);
-  if (!target.ok()) return UsageError(flags.command(), target.status().message(), err);
-
-  absl::StatusOr<std::unique_ptr<AdminClient>> client =
-      AdminClient::Connect(*target, where.timeout);
-  if (!client.ok()) return Failure(client.status().message(), err);
+  AdminCommand command_line(flags);
+  if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
+  absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
+  if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
   admin::ListPluginsRequest request;
   request.set_operator_(op);
   absl::StatusOr<admin::ListPluginsResponse> plugins = (*client)->ListPlugins(request);
@@ -240,11 +234,8 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
                    "How long the new instance may take to become ready (0: the plugin's startup "
                    "deadline from the configuration)")
       .MinDuration(absl::ZeroDuration());
-  AdminClientFlags where;
-  AddAdminClientFlags(flags, &where);
-  CommonFlags common;
-  AddCommonFlags(flags, &common);
-  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
+  AdminCommand command_line(flags);
+  if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
   auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
 
   // Exactly one action.
@@ -317,18 +308,11 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   if (!name.ok()) return usage(name.status().message());
   request.set_expected_generation(static_cast<uint64_t>(expected_generation));
   if (ready_timeout > absl::ZeroDuration()) {
-    absl::Duration nanos;
-    request.mutable_ready_timeout()->set_seconds(
-        absl::IDivDuration(ready_timeout, absl::Seconds(1), &nanos));
-    request.mutable_ready_timeout()->set_nanos(
-        static_cast<int32_t>(absl::ToInt64Nanoseconds(nanos)));
+    *request.mutable_ready_timeout() = common::ToProtoDuration(ready_timeout);
   }
 
-  absl::StatusOr<std::string> target = ResolveAdminTarget(where);
-  if (!target.ok()) return usage(target.status().message());
-  absl::StatusOr<std::unique_ptr<AdminClient>> client =
-      AdminClient::Connect(*target, where.timeout);
-  if (!client.ok()) return Failure(client.status().message(), err);
+  absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
+  if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
   if (absl::Status s = ResolveOperator(**client, &*name); !s.ok()) return Failure(s.message(), err);
   request.set_operator_(name->op);
   request.set_plugin(name->plugin);
@@ -338,7 +322,8 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   // usual timeout. Without --ready-timeout the configured startup deadline applies, which the
   // CLI does not know; a minute covers sane configurations.
   const absl::Duration deadline =
-      (ready_timeout > absl::ZeroDuration() ? ready_timeout : absl::Minutes(1)) + where.timeout;
+      (ready_timeout > absl::ZeroDuration() ? ready_timeout : absl::Minutes(1)) +
+      command_line.where().timeout;
   absl::StatusOr<admin::SwapPluginResponse> response = (*client)->SwapPlugin(request, deadline);
   if (!response.ok()) {
     return Failure(

@@ -12,8 +12,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/apiserver/server.h"
 #include "runtime/kube/api_status.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
+#include "runtime/kube/testing/scripted_http_server.h"
 
 namespace ctrlhost::kube {
 namespace {
@@ -36,23 +37,14 @@ TEST(ResourcePathTest, Paths) {
 class ClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    apiserver::ApiServerOptions options;
-    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/client_apiserver");
-    options.port = 0;
-    options.sync_full = false;
-    auto server = apiserver::ApiServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    auto config = LoadKubeconfigFile(server_->kubeconfig_path());
-    ASSERT_TRUE(config.ok()) << config.status();
-    auto rest = RestClient::Create(*config);
-    ASSERT_TRUE(rest.ok()) << rest.status();
-    rest_ = rest->release();
+    auto api = testing::EmbeddedApiServer::Start("client_apiserver");
+    ASSERT_TRUE(api.ok()) << api.status();
+    api_ = api->release();
+    rest_ = &api_->rest();
   }
   static void TearDownTestSuite() {
-    delete rest_;
-    delete server_;
+    rest_ = nullptr;
+    delete api_;
   }
 
   static json Parse(const absl::StatusOr<std::string>& body) {
@@ -61,12 +53,12 @@ class ClientTest : public ::testing::Test {
     return json::parse(*body);
   }
 
-  static apiserver::ApiServer* server_;
+  static testing::EmbeddedApiServer* api_;
   static RestClient* rest_;
   Client client_{rest_};
 };
 
-apiserver::ApiServer* ClientTest::server_ = nullptr;
+testing::EmbeddedApiServer* ClientTest::api_ = nullptr;
 RestClient* ClientTest::rest_ = nullptr;
 
 ResourceRef ConfigMap(absl::string_view name = "") {
@@ -286,25 +278,16 @@ class FakeWatchServerTest : public ::testing::Test {
         return true;
       });
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // httplib's stop() is a no-op until the accept loop runs: wait for it (bounded) so that
-    // TearDown can always stop the server.
-    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_TRUE(server_.is_running());
+    absl::StatusOr<int> port = server_.Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
     RestConfig config;
     config.host = absl::StrCat("http://127.0.0.1:", port_);
     auto rest = RestClient::Create(config);
     ASSERT_TRUE(rest.ok());
     rest_ = std::move(*rest);
   }
-  void TearDown() override {
-    server_.stop();
-    thread_.join();
-  }
+  void TearDown() override { server_.Stop(); }
 
   absl::Status WatchNamespace(const std::string& ns, int* events) {
     Client client(rest_.get());
@@ -316,8 +299,7 @@ class FakeWatchServerTest : public ::testing::Test {
                         });
   }
 
-  httplib::Server server_;
-  std::thread thread_;
+  testing::ScriptedHttpServer server_;
   int port_ = 0;
   std::unique_ptr<RestClient> rest_;
 };

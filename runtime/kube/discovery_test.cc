@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/server.h"
 #include "runtime/kube/client.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::kube {
 namespace {
@@ -13,32 +13,25 @@ namespace {
 class DiscoveryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    apiserver::ApiServerOptions options;
-    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/discovery_apiserver");
-    options.port = 0;
-    options.sync_full = false;
-    auto server = apiserver::ApiServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
+    auto api = testing::EmbeddedApiServer::Start("discovery_apiserver");
+    ASSERT_TRUE(api.ok()) << api.status();
+    api_ = api->release();
   }
-  static void TearDownTestSuite() { delete server_; }
+  static void TearDownTestSuite() { delete api_; }
 
   std::unique_ptr<RestClient> Rest(common::Clock* clock) {
-    auto config = LoadKubeconfigFile(server_->kubeconfig_path());
-    EXPECT_TRUE(config.ok()) << config.status();
     RestClientOptions options;
     options.clock = clock;
     options.qps = 0;  // the fake clock would never refill the bucket
-    auto rest = RestClient::Create(*config, options);
+    auto rest = api_->NewRestClient(options);
     EXPECT_TRUE(rest.ok()) << rest.status();
     return std::move(*rest);
   }
 
-  static apiserver::ApiServer* server_;
+  static testing::EmbeddedApiServer* api_;
 };
 
-apiserver::ApiServer* DiscoveryTest::server_ = nullptr;
+testing::EmbeddedApiServer* DiscoveryTest::api_ = nullptr;
 
 TEST_F(DiscoveryTest, BuiltInKinds) {
   auto rest = Rest(common::Clock::Real());

@@ -19,8 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/server.h"
 #include "runtime/kube/api_status.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
+#include "runtime/kube/testing/scripted_http_server.h"
 
 namespace ctrlhost::kube {
 namespace {
@@ -140,15 +141,9 @@ class MisbehavingServerTest : public ::testing::Test {
       while (!release_ && absl::Now() < limit) cv_.WaitWithDeadline(&mu_, limit);
       res.set_content("late", "text/plain");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // httplib's stop() is a no-op until the accept loop runs: wait for it (bounded) so that
-    // TearDown can always stop the server.
-    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_TRUE(server_.is_running());
+    absl::StatusOr<int> port = server_.Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
   }
 
   void TearDown() override {
@@ -157,8 +152,7 @@ class MisbehavingServerTest : public ::testing::Test {
       release_ = true;
       cv_.SignalAll();
     }
-    server_.stop();
-    thread_.join();
+    server_.Stop();
   }
 
   std::unique_ptr<RestClient> Client(common::Clock* clock, int max_attempts = 5) {
@@ -173,8 +167,7 @@ class MisbehavingServerTest : public ::testing::Test {
     return std::move(*client);
   }
 
-  httplib::Server server_;
-  std::thread thread_;
+  testing::ScriptedHttpServer server_;
   int port_ = 0;
   std::atomic<int> hits_429_{0};
   std::atomic<int> hits_503_{0};
@@ -393,26 +386,21 @@ TEST(RestClientConfigTest, BadInputsAreErrors) {
 
 // Against the embedded API server over real HTTPS with the kubeconfig it writes.
 TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
-  apiserver::ApiServerOptions options;
-  options.data_dir = TmpDir("rest_apiserver");
-  options.port = 0;
-  options.sync_full = false;
-  auto server = apiserver::ApiServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto config = LoadKubeconfigFile((*server)->kubeconfig_path());
-  ASSERT_TRUE(config.ok()) << config.status();
-  auto client = RestClient::Create(*config);
-  ASSERT_TRUE(client.ok()) << client.status();
+  // The fixture's client is built from the kubeconfig the server wrote.
+  auto api = testing::EmbeddedApiServer::Start("rest_apiserver");
+  ASSERT_TRUE(api.ok()) << api.status();
+  RestClient* client = &(*api)->rest();
+  const RestConfig* config = &(*api)->config();
 
-  auto version = (*client)->Do({.method = "GET", .path = "/version"});
+  auto version = client->Do({.method = "GET", .path = "/version"});
   ASSERT_TRUE(version.ok()) << version.status();
   EXPECT_THAT(version->body, HasSubstr("gitVersion"));
 
   auto missing =
-      (*client)->Do({.method = "GET", .path = "/api/v1/namespaces/default/configmaps/nope"});
+      client->Do({.method = "GET", .path = "/api/v1/namespaces/default/configmaps/nope"});
   EXPECT_TRUE(kube::IsNotFound(missing.status())) << missing.status();
 
-  auto created = (*client)->Do(
+  auto created = client->Do(
       {.method = "POST",
        .path = "/api/v1/namespaces/default/configmaps",
        .body =
@@ -420,9 +408,9 @@ TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->status, 201);
   auto again =
-      (*client)->Do({.method = "POST",
-                     .path = "/api/v1/namespaces/default/configmaps",
-                     .body = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})"});
+      client->Do({.method = "POST",
+                  .path = "/api/v1/namespaces/default/configmaps",
+                  .body = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})"});
   EXPECT_TRUE(kube::IsAlreadyExists(again.status())) << again.status();
 
   // A wrong token is refused with 401.
@@ -487,13 +475,13 @@ TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
 
   // A streaming watch delivers the existing object; the consumer stops it.
   std::string streamed;
-  absl::Status stream = (*client)->Stream(
-      {.method = "GET",
-       .path = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=20"},
-      [&](absl::string_view data) {
-        streamed.append(data.data(), data.size());
-        return !absl::StrContains(streamed, "\n");
-      });
+  absl::Status stream =
+      client->Stream({.method = "GET",
+                      .path = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=20"},
+                     [&](absl::string_view data) {
+                       streamed.append(data.data(), data.size());
+                       return !absl::StrContains(streamed, "\n");
+                     });
   EXPECT_TRUE(stream.ok()) << stream;
   EXPECT_THAT(streamed, HasSubstr("\"ADDED\""));
 }

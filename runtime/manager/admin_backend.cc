@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/common/proto_time.h"
 #include "runtime/manager/host.h"
 
 namespace ctrlhost::manager {
@@ -15,11 +16,10 @@ namespace v1 = ::ctrlhost::admin::v1alpha1;
 
 namespace {
 
+// Leaves `out` unset for a time that never happened (InfinitePast/Future).
 void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
   if (t == absl::InfinitePast() || t == absl::InfiniteFuture()) return;
-  const int64_t nanos = absl::ToUnixNanos(t);
-  out->set_seconds(nanos / 1000000000);
-  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  *out = common::ToProtoTimestamp(t);
 }
 
 absl::StatusOr<absl::Duration> FromProto(const google::protobuf::Duration& d,

@@ -10,11 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/apiserver/server.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/kubeconfig.h"
-#include "runtime/kube/rest_client.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::manager {
 namespace {
@@ -35,25 +33,14 @@ bool Eventually(const std::function<bool()>& condition) {
 class LeaderElectorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    apiserver::ApiServerOptions options;
-    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/leader_apiserver");
-    options.port = 0;
-    options.sync_full = false;
-    auto server = apiserver::ApiServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    auto config = kube::LoadKubeconfigFile(server_->kubeconfig_path());
-    ASSERT_TRUE(config.ok()) << config.status();
-    auto rest = kube::RestClient::Create(*config);
-    ASSERT_TRUE(rest.ok()) << rest.status();
-    rest_ = rest->release();
-    client_ = new kube::Client(rest_);
+    auto api = kube::testing::EmbeddedApiServer::Start("leader_apiserver");
+    ASSERT_TRUE(api.ok()) << api.status();
+    api_ = api->release();
+    client_ = &api_->client();
   }
   static void TearDownTestSuite() {
-    delete client_;
-    delete rest_;
-    delete server_;
+    client_ = nullptr;
+    delete api_;
   }
 
   // A candidate on this test's own Lease, on the shared fake clock.
@@ -80,14 +67,12 @@ class LeaderElectorTest : public ::testing::Test {
     return got.ok() ? json::parse(*got) : json();
   }
 
-  static apiserver::ApiServer* server_;
-  static kube::RestClient* rest_;
+  static kube::testing::EmbeddedApiServer* api_;
   static kube::Client* client_;
   common::FakeClock clock_;
 };
 
-apiserver::ApiServer* LeaderElectorTest::server_ = nullptr;
-kube::RestClient* LeaderElectorTest::rest_ = nullptr;
+kube::testing::EmbeddedApiServer* LeaderElectorTest::api_ = nullptr;
 kube::Client* LeaderElectorTest::client_ = nullptr;
 
 TEST(LeaderElectionOptionsTest, ClientGoRules) {

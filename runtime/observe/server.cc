@@ -25,7 +25,6 @@ struct ObserveServer::Impl {
   ObserveServerOptions options;
   int port = 0;
   std::unique_ptr<serving::ConnectionServer> http;
-  std::thread listener;
   std::atomic<bool> stopped{false};
 
   common::Mutex mu;
@@ -142,35 +141,7 @@ absl::StatusOr<std::unique_ptr<ObserveServer>> ObserveServer::Start(
   });
   http.Get("/debug/dump",
            [raw](const httplib::Request&, httplib::Response& res) { raw->Dump(res); });
-  if (options.port == 0) {
-    impl->port = http.bind_to_any_port(options.bind);
-    if (impl->port <= 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind));
-    }
-  } else {
-    if (!http.bind_to_port(options.bind, options.port)) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind, ":",
-                                                 options.port, " (in use, or no permission)"));
-    }
-    impl->port = options.port;
-  }
-  RETURN_IF_ERROR(http.SetBacklog(1024));
-  auto listener_done = std::make_shared<std::atomic<bool>>(false);
-  impl->listener = std::thread([raw, listener_done] {
-    raw->http->listen_after_bind();
-    *listener_done = true;
-  });
-  // httplib's stop() is a no-op until the listener is inside its accept loop: return only once
-  // it is, so that a Stop() right after Start() cannot leave the thread in accept() for ever.
-  // Bounded: listen_after_bind either enters the loop or returns at once.
-  while (!http.is_running() && !*listener_done) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  if (*listener_done) {
-    impl->listener.join();
-    return absl::InternalError(absl::StrCat("the observe listener on ", options.bind, ":",
-                                            impl->port, " stopped as soon as it started"));
-  }
+  ASSIGN_OR_RETURN(impl->port, http.Listen(options.bind, options.port, /*backlog=*/1024));
   std::unique_ptr<ObserveServer> server(new ObserveServer(std::move(impl)));
   common::LogInfo("observe endpoints listening", {{"url", server->url()}});
   return server;
@@ -215,8 +186,7 @@ void ObserveServer::SetDumpProvider(DumpProvider provider) {
 
 void ObserveServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  impl_->http->stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->http->StopListening();
 }
 
 }  // namespace ctrlhost::observe

@@ -20,31 +20,9 @@
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/proto_time.h"
 
 namespace ctrlhost::plugin {
-namespace {
-
-google::protobuf::Duration ToProtoDuration(absl::Duration d) {
-  google::protobuf::Duration out;
-  const int64_t nanos = absl::ToInt64Nanoseconds(d);
-  out.set_seconds(nanos / 1000000000);
-  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return out;
-}
-
-google::protobuf::Timestamp ToProtoTime(absl::Time t) {
-  google::protobuf::Timestamp ts;
-  const int64_t nanos = absl::ToUnixNanos(t);
-  ts.set_seconds(nanos / 1000000000);
-  ts.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  if (ts.nanos() < 0) {
-    ts.set_seconds(ts.seconds() - 1);
-    ts.set_nanos(ts.nanos() + 1000000000);
-  }
-  return ts;
-}
-
-}  // namespace
 
 // The reactor behind a Session. gRPC calls its On* methods on its callback threads; Dispatch,
 // Close and the deadline thread call in from elsewhere. `mu_` guards all mutable state below it.
@@ -103,10 +81,10 @@ class Session::Stream
         const uint64_t id = next_id_++;
         pb::ReconcileRequest request;
         request.set_request_id(id);
-        *call.mutable_deadline() = ToProtoTime(deadline);
+        *call.mutable_deadline() = common::ToProtoTimestamp(deadline);
         // The budget relative to now as well: remote plugins may have a skewed clock.
         *call.mutable_timeout() =
-            ToProtoDuration(std::max(deadline - clock_->Now(), absl::ZeroDuration()));
+            common::ToProtoDuration(std::max(deadline - clock_->Now(), absl::ZeroDuration()));
         *request.mutable_reconcile() = std::move(call);
         const size_t size = request.ByteSizeLong();
         if (size > options_.max_message_bytes) {

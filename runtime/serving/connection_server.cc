@@ -12,9 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -246,9 +250,42 @@ ConnectionServer::ConnectionServer(ConnectionLimits limits, SSL_CTX* ctx)
 }
 
 ConnectionServer::~ConnectionServer() {
-  stop();
+  StopListening();
   CloseAll();
   if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
+}
+
+absl::StatusOr<int> ConnectionServer::Listen(const std::string& bind, int port, int backlog) {
+  int bound = port;
+  if (port == 0) {
+    bound = bind_to_any_port(bind);
+    if (bound <= 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", bind));
+  } else if (!bind_to_port(bind, port)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", bind, ":", port, " (in use, or no permission)"));
+  }
+  if (absl::Status s = SetBacklog(backlog); !s.ok()) return s;
+  auto listener_done = std::make_shared<std::atomic<bool>>(false);
+  listener_ = std::thread([this, listener_done] {
+    listen_after_bind();
+    *listener_done = true;
+  });
+  // Bounded: listen_after_bind either enters its accept loop or returns at once, and httplib
+  // offers nothing to wait on.
+  while (!is_running() && !*listener_done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (*listener_done) {
+    listener_.join();
+    return absl::InternalError(absl::StrCat("the ", limits_.name, " listener on ", bind, ":", bound,
+                                            " stopped as soon as it started"));
+  }
+  return bound;
+}
+
+void ConnectionServer::StopListening() {
+  stop();
+  if (listener_.joinable()) listener_.join();
 }
 
 absl::Status ConnectionServer::SetBacklog(int backlog) {

@@ -24,11 +24,9 @@
 //     if (TokenOk(req)) ConnectionServer::MarkAuthenticated();
 //     ...
 //   });
-//   int port = server->bind_to_any_port("127.0.0.1");
-//   server->SetBacklog(4096);
-//   std::thread t([&] { server->listen_after_bind(); });
+//   ASSIGN_OR_RETURN(int port, server->Listen("127.0.0.1", 0, /*backlog=*/4096));
 //   ...
-//   server->stop(); server->CloseAll(); t.join();
+//   server->StopListening(); server->CloseAll();
 //
 // Thread-safe. The static functions act on the connection served by the calling thread (a
 // handler, a content provider) and do nothing on any other thread.
@@ -79,6 +77,17 @@ class ConnectionServer : public httplib::Server {
   ~ConnectionServer() override;
   ConnectionServer(const ConnectionServer&) = delete;
   ConnectionServer& operator=(const ConnectionServer&) = delete;
+
+  // Binds `bind`:`port` (0: a free port), sets the listen backlog (SetBacklog) and runs the
+  // accept loop on a thread of its own. Returns the bound port once that loop is running:
+  // httplib's stop() does nothing before, so a StopListening() right after a Listen() that
+  // returned earlier could leave the thread in accept() for ever. Unavailable when the address
+  // cannot be bound; Internal when the loop ends as soon as it starts. Call at most once, and
+  // not concurrently with StopListening().
+  absl::StatusOr<int> Listen(const std::string& bind, int port, int backlog);
+  // Stops accepting and joins the accept loop's thread; open connections stay (CloseAll).
+  // Idempotent; also done by the destructor.
+  void StopListening();
 
   // After bind_to_port/bind_to_any_port: the listen backlog (httplib binds with 5, which drops
   // SYNs as soon as a handful of clients connect at once). Linux takes a new backlog from a
@@ -141,6 +150,8 @@ class ConnectionServer : public httplib::Server {
   std::list<Connection*> unauthenticated_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
+  // Started by Listen(), joined by StopListening(): the owner's thread only.
+  std::thread listener_;
 };
 
 // Raises this process's soft limit of open files to the hard limit (as the Go runtime does at

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::serving {
@@ -33,23 +34,17 @@ class Running {
       ConnectionServer::MarkAuthenticated();
       res.set_content("ok", "text/plain");
     });
-    port_ = server_->bind_to_any_port("127.0.0.1");
-    EXPECT_GT(port_, 0);
-    EXPECT_TRUE(server_->SetBacklog(128).ok());
-    thread_ = std::thread([this] { server_->listen_after_bind(); });
-    while (!server_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    absl::StatusOr<int> port = server_->Listen("127.0.0.1", 0, /*backlog=*/128);
+    EXPECT_TRUE(port.ok()) << port.status();
+    port_ = port.value_or(0);
   }
-  ~Running() {
-    server_->stop();
-    thread_.join();
-  }
+  ~Running() { server_->StopListening(); }
   ConnectionServer& server() { return *server_; }
   int port() const { return port_; }
 
  private:
   std::unique_ptr<ConnectionServer> server_;
   int port_ = 0;
-  std::thread thread_;
 };
 
 int Connect(int port) {
@@ -99,6 +94,50 @@ bool Eventually(F f) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return f();
+}
+
+TEST(ConnectionServerTest, ListenServesOnTheBoundPort) {
+  Running running(ConnectionLimits{});
+  ASSERT_GT(running.port(), 0);
+  const int fd = Connect(running.port());
+  EXPECT_NE(Request(fd, "/auth").find("200 OK"), std::string::npos);
+  close(fd);
+}
+
+// SO_REUSEADDR only (the httplib default adds SO_REUSEPORT, which would share the port).
+void ReuseAddressOnly(ConnectionServer& server) {
+  server.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+}
+
+TEST(ConnectionServerTest, ListenOnAPortInUseIsUnavailable) {
+  auto first = ConnectionServer::Create(ConnectionLimits{}, "", "");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ReuseAddressOnly(**first);
+  absl::StatusOr<int> port = (*first)->Listen("127.0.0.1", 0, /*backlog=*/16);
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto second = ConnectionServer::Create(ConnectionLimits{}, "", "");
+  ASSERT_TRUE(second.ok()) << second.status();
+  ReuseAddressOnly(**second);
+  absl::StatusOr<int> again = (*second)->Listen("127.0.0.1", *port, /*backlog=*/16);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(again.status().message(),
+            absl::StrCat("cannot listen on 127.0.0.1:", *port, " (in use, or no permission)"));
+  (*first)->StopListening();
+}
+
+// Listen returns only once the accept loop runs, so a stop right after it cannot leave the
+// listener thread in accept() (the test would hang in StopListening).
+TEST(ConnectionServerTest, StopListeningRightAfterListenReturns) {
+  for (int i = 0; i < 20; ++i) {
+    auto server = ConnectionServer::Create(ConnectionLimits{}, "", "");
+    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_TRUE((*server)->Listen("127.0.0.1", 0, /*backlog=*/16).ok());
+    (*server)->StopListening();
+    (*server)->StopListening();  // idempotent
+  }
 }
 
 TEST(ConnectionServerTest, ANewConnectionEvictsTheOldestUnauthenticatedOne) {

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/storage/internal/test_util.h"
 #include "runtime/apiserver/storage/store.h"
+#include "runtime/apiserver/storage/testing/store_test_util.h"
 
 namespace ctrlhost::apiserver {
 namespace {

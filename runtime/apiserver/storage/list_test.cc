@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/storage/internal/test_util.h"
 #include "runtime/apiserver/storage/store.h"
+#include "runtime/apiserver/storage/testing/store_test_util.h"
 #include "runtime/kube/api_status.h"
 
 namespace ctrlhost::apiserver {

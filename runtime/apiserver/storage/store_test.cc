@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/storage/internal/test_util.h"
+#include "runtime/apiserver/storage/testing/store_test_util.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"

@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/storage/internal/test_util.h"
 #include "runtime/apiserver/storage/store.h"
+#include "runtime/apiserver/storage/testing/store_test_util.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/api_status.h"
 

@@ -14,8 +14,9 @@
 #include "runtime/cache/store.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/apply/applier.h"
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 #include "runtime/kube/rest_client.h"
+#include "runtime/kube/testing/scripted_http_server.h"
 
 namespace ctrlhost::controller::apply {
 namespace {
@@ -65,14 +66,9 @@ class ScriptedServerTest : public ::testing::Test {
       res.status = 201;
       res.set_content(req.body, "application/json");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // httplib's stop() is a no-op until the accept loop runs: wait for it (bounded).
-    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_TRUE(server_.is_running());
+    absl::StatusOr<int> port = server_.Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
     rest_ = MakeRest(port_);
     client_ = std::make_unique<kube::Client>(rest_.get());
     applier_ = std::make_unique<Applier>(client_.get(), ApplierOptions{.clock = &clock_});
@@ -82,8 +78,7 @@ class ScriptedServerTest : public ::testing::Test {
     applier_.reset();
     client_.reset();
     rest_.reset();
-    server_.stop();
-    thread_.join();
+    server_.Stop();
   }
 
   std::unique_ptr<kube::RestClient> MakeRest(int port) {
@@ -109,8 +104,7 @@ class ScriptedServerTest : public ::testing::Test {
   }
 
   common::FakeClock clock_;
-  httplib::Server server_;
-  std::thread thread_;
+  kube::testing::ScriptedHttpServer server_;
   int port_ = 0;
   common::Mutex mu_;
   int patch_code_ ABSL_GUARDED_BY(mu_) = 200;

@@ -8,9 +8,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/controller/apply/apiserver_fixture.h"
 #include "runtime/controller/apply/applier.h"
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/applier_fixture.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 
 namespace ctrlhost::controller::apply {
 namespace {

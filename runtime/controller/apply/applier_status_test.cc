@@ -8,10 +8,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/controller/apply/apiserver_fixture.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/controller/apply/conditions.h"
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/applier_fixture.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 #include "runtime/kube/api_status.h"
 
 namespace ctrlhost::controller::apply {

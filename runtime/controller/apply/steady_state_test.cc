@@ -11,13 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/kubeconfig.h"
 #include "runtime/kube/rest_client.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/watch/kube_lister_watcher.h"
 #include "runtime/watch/reflector.h"
 
@@ -109,22 +108,13 @@ kube::ResourceRef Ref(const std::string& resource, const std::string& name = "")
 }
 
 TEST(SteadyStateTest, ReconcilingConvergedObjectsMakesNoRequestsIssue13) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  apiserver::ApiServerOptions server_options;
-  server_options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/steady_state");
-  server_options.port = 0;
-  server_options.sync_full = false;
-  auto server = apiserver::ApiServer::Start(server_options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto config = kube::LoadKubeconfigFile((*server)->kubeconfig_path());
-  ASSERT_TRUE(config.ok()) << config.status();
-  // The host's own transport (its requests are counted) and one for the test's setup.
-  auto host_rest = kube::RestClient::Create(*config);
+  auto api = kube::testing::EmbeddedApiServer::Start("steady_state");
+  ASSERT_TRUE(api.ok()) << api.status();
+  // The host's own transport (its requests are counted) and the fixture's for the test's setup.
+  auto host_rest = (*api)->NewRestClient();
   ASSERT_TRUE(host_rest.ok()) << host_rest.status();
   kube::Client host(host_rest->get());
-  auto test_rest = kube::RestClient::Create(*config);
-  ASSERT_TRUE(test_rest.ok()) << test_rest.status();
-  kube::Client client(test_rest->get());
+  kube::Client& client = (*api)->client();
 
   constexpr int kPrimaries = 3;
   for (int i = 0; i < kPrimaries; ++i) {

@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 
 namespace ctrlhost::controller::apply {
 namespace {

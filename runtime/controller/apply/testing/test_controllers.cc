@@ -1,4 +1,4 @@
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 
 #include "gtest/gtest.h"
 #include "runtime/cache/object.h"

@@ -1,4 +1,4 @@
-#include "runtime/apiserver/test_env.h"
+#include "runtime/apiserver/testing/api_test_env.h"
 
 #include <cstdlib>
 #include <utility>

@@ -1,8 +1,8 @@
 // Test fixture for the applier: one embedded API server per test binary (in process, HTTPS,
 // data under $TEST_TMPDIR) with the WebApp CRD (status subresource), a fresh namespace per test
 // named after it, and helpers to read objects, conditions and events back.
-#ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_APISERVER_FIXTURE_H_
-#define CTRLHOST_RUNTIME_CONTROLLER_APPLY_APISERVER_FIXTURE_H_
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_TESTING_APPLIER_FIXTURE_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_APPLY_TESTING_APPLIER_FIXTURE_H_
 
 #include <chrono>
 #include <cstdlib>
@@ -14,14 +14,12 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/apiserver/server.h"
 #include "runtime/cache/store.h"
 #include "runtime/common/clock.h"
 #include "runtime/controller/apply/applier.h"
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/kubeconfig.h"
-#include "runtime/kube/rest_client.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::controller::apply::testing {
 
@@ -48,20 +46,11 @@ inline kube::ResourceRef ConfigMaps(const std::string& ns, const std::string& na
 class ApplierTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    apiserver::ApiServerOptions options;
-    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/applier_apiserver");
-    options.port = 0;
-    options.sync_full = false;
-    auto server = apiserver::ApiServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    auto config = kube::LoadKubeconfigFile(server_->kubeconfig_path());
-    ASSERT_TRUE(config.ok()) << config.status();
-    auto rest = kube::RestClient::Create(*config);
-    ASSERT_TRUE(rest.ok()) << rest.status();
-    rest_ = rest->release();
-    client_ = new kube::Client(rest_);
+    auto api = kube::testing::EmbeddedApiServer::Start("applier_apiserver");
+    ASSERT_TRUE(api.ok()) << api.status();
+    api_ = api->release();
+    rest_ = &api_->rest();
+    client_ = &api_->client();
     auto crd = client_->Create(
         Ref("apiextensions.k8s.io", "v1", "customresourcedefinitions", ""),
         R"({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
@@ -81,9 +70,9 @@ class ApplierTest : public ::testing::Test {
     ASSERT_TRUE(client_->List(WebApps("default")).ok());
   }
   static void TearDownTestSuite() {
-    delete client_;
-    delete rest_;
-    delete server_;
+    client_ = nullptr;
+    rest_ = nullptr;
+    delete api_;
   }
 
   // A fresh namespace per test, named after it.
@@ -154,8 +143,8 @@ class ApplierTest : public ::testing::Test {
     return json();
   }
 
-  inline static apiserver::ApiServer* server_ = nullptr;
-  inline static kube::RestClient* rest_ = nullptr;
+  inline static kube::testing::EmbeddedApiServer* api_ = nullptr;
+  inline static kube::RestClient* rest_ = nullptr;  // the transport of client_ (counts requests)
   inline static kube::Client* client_ = nullptr;
   std::string ns_;
   cache::Store configmaps_cache_;
@@ -175,4 +164,4 @@ inline std::string ConfigMapJson(const std::string& name, const std::string& val
 
 }  // namespace ctrlhost::controller::apply::testing
 
-#endif  // CTRLHOST_RUNTIME_CONTROLLER_APPLY_APISERVER_FIXTURE_H_
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_APPLY_TESTING_APPLIER_FIXTURE_H_

@@ -1,6 +1,6 @@
 // Helpers for the storage tests: temp databases and one-line mutators.
-#ifndef CTRLHOST_RUNTIME_APISERVER_STORAGE_INTERNAL_TEST_UTIL_H_
-#define CTRLHOST_RUNTIME_APISERVER_STORAGE_INTERNAL_TEST_UTIL_H_
+#ifndef CTRLHOST_RUNTIME_APISERVER_STORAGE_TESTING_STORE_TEST_UTIL_H_
+#define CTRLHOST_RUNTIME_APISERVER_STORAGE_TESTING_STORE_TEST_UTIL_H_
 
 #include <cstdlib>
 #include <string>
@@ -59,4 +59,4 @@ bool WaitFor(Condition condition, absl::Duration timeout = absl::Seconds(10)) {
 
 }  // namespace ctrlhost::apiserver::testing
 
-#endif  // CTRLHOST_RUNTIME_APISERVER_STORAGE_INTERNAL_TEST_UTIL_H_
+#endif  // CTRLHOST_RUNTIME_APISERVER_STORAGE_TESTING_STORE_TEST_UTIL_H_

@@ -9,8 +9,8 @@
 //
 // Thread-safety: FakeBackend is thread-safe (mu_ guards its state); the fixture is used by the
 // test's main thread.
-#ifndef CTRLHOST_RUNTIME_ADMIN_SERVER_TEST_UTIL_H_
-#define CTRLHOST_RUNTIME_ADMIN_SERVER_TEST_UTIL_H_
+#ifndef CTRLHOST_RUNTIME_ADMIN_TESTING_ADMIN_SERVER_FIXTURE_H_
+#define CTRLHOST_RUNTIME_ADMIN_TESTING_ADMIN_SERVER_FIXTURE_H_
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -31,7 +31,7 @@
 #include "runtime/admin/server.h"
 #include "runtime/common/mutex.h"
 
-namespace ctrlhost::admin {
+namespace ctrlhost::admin::testing {
 
 // Returns the fake's configured failure, if any (mu_ held). A fresh copy: absl::Status shares its
 // payload by a reference count inside the uninstrumented libabsl, which TSan cannot follow.
@@ -291,6 +291,6 @@ class AdminServerTest : public ::testing::Test {
   std::unique_ptr<AdminServer> server_;
 };
 
-}  // namespace ctrlhost::admin
+}  // namespace ctrlhost::admin::testing
 
-#endif  // CTRLHOST_RUNTIME_ADMIN_SERVER_TEST_UTIL_H_
+#endif  // CTRLHOST_RUNTIME_ADMIN_TESTING_ADMIN_SERVER_FIXTURE_H_

@@ -1,6 +1,6 @@
 // Test helpers for runtime/controller/apply: controllers, cached objects and contexts.
-#ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_TEST_UTIL_H_
-#define CTRLHOST_RUNTIME_CONTROLLER_APPLY_TEST_UTIL_H_
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_TESTING_TEST_CONTROLLERS_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_APPLY_TESTING_TEST_CONTROLLERS_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ ReconcileContext ContextFor(const ControllerInfo* controller, cache::ObjectPtr p
 
 }  // namespace ctrlhost::controller::apply::testing
 
-#endif  // CTRLHOST_RUNTIME_CONTROLLER_APPLY_TEST_UTIL_H_
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_APPLY_TESTING_TEST_CONTROLLERS_H_

@@ -11,8 +11,8 @@
 // WatchReader pumps a watch response's stream on its own thread and collects the events.
 //
 // Thread-compatible: one test thread drives an ApiTestEnv; WatchReader is thread-safe.
-#ifndef CTRLHOST_RUNTIME_APISERVER_TEST_ENV_H_
-#define CTRLHOST_RUNTIME_APISERVER_TEST_ENV_H_
+#ifndef CTRLHOST_RUNTIME_APISERVER_TESTING_API_TEST_ENV_H_
+#define CTRLHOST_RUNTIME_APISERVER_TESTING_API_TEST_ENV_H_
 
 #include <functional>
 #include <memory>
@@ -145,4 +145,4 @@ void ExpectStatus(const ApiResponse& r, int code, const std::string& reason);
 
 }  // namespace ctrlhost::apiserver::testing
 
-#endif  // CTRLHOST_RUNTIME_APISERVER_TEST_ENV_H_
+#endif  // CTRLHOST_RUNTIME_APISERVER_TESTING_API_TEST_ENV_H_

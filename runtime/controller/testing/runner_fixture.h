@@ -1,8 +1,8 @@
 // Test doubles and the fixture shared by the runner's tests: a dispatcher that answers at once
 // or holds calls, an applier with scripted outcomes, and a runner over in-memory stores driven
 // by a FakeClock.
-#ifndef CTRLHOST_RUNTIME_CONTROLLER_RUNNER_TEST_UTIL_H_
-#define CTRLHOST_RUNTIME_CONTROLLER_RUNNER_TEST_UTIL_H_
+#ifndef CTRLHOST_RUNTIME_CONTROLLER_TESTING_RUNNER_FIXTURE_H_
+#define CTRLHOST_RUNTIME_CONTROLLER_TESTING_RUNNER_FIXTURE_H_
 
 #include <algorithm>
 #include <deque>
@@ -272,4 +272,4 @@ class RunnerTest : public ::testing::Test {
 
 }  // namespace ctrlhost::controller::testing
 
-#endif  // CTRLHOST_RUNTIME_CONTROLLER_RUNNER_TEST_UTIL_H_
+#endif  // CTRLHOST_RUNTIME_CONTROLLER_TESTING_RUNNER_FIXTURE_H_

@@ -1,0 +1,44 @@
+#include "runtime/kube/testing/embedded_apiserver.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ctrlhost::kube::testing {
+
+absl::StatusOr<std::unique_ptr<EmbeddedApiServer>> EmbeddedApiServer::Start(
+    absl::string_view name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  apiserver::ApiServerOptions options;
+  options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  options.port = 0;
+  options.sync_full = false;
+  std::unique_ptr<EmbeddedApiServer> api(new EmbeddedApiServer());
+  absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> server =
+      apiserver::ApiServer::Start(options);
+  if (!server.ok()) return server.status();
+  api->server_ = *std::move(server);
+  api->kubeconfig_path_ = api->server_->kubeconfig_path();
+  absl::StatusOr<RestConfig> config = LoadKubeconfigFile(api->kubeconfig_path_);
+  if (!config.ok()) return config.status();
+  api->config_ = *std::move(config);
+  absl::StatusOr<std::unique_ptr<RestClient>> rest = api->NewRestClient();
+  if (!rest.ok()) return rest.status();
+  api->rest_ = *std::move(rest);
+  api->client_ = std::make_unique<Client>(api->rest_.get());
+  return api;
+}
+
+EmbeddedApiServer::~EmbeddedApiServer() {
+  client_.reset();
+  rest_.reset();
+  server_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<RestClient>> EmbeddedApiServer::NewRestClient(
+    RestClientOptions options) const {
+  return RestClient::Create(config_, std::move(options));
+}
+
+}  // namespace ctrlhost::kube::testing
