@@ -5,18 +5,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::bench {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
-
-pb::ReconcileCall MakeCall() {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall MakeCall() {
+  pluginpb::ReconcileCall call;
   call.set_controller("echo");
   call.set_namespace_("team-a");
   call.set_name("app-1");
   call.set_uid("6f0d1c3e-8f7e-4d4b-9a57-0c6a3d2f1b10");
-  call.set_reason(pb::REASON_PRIMARY_CHANGED);
+  call.set_reason(pluginpb::REASON_PRIMARY_CHANGED);
   std::string object =
       R"({"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":"app-1",)"
       R"("namespace":"team-a","uid":"6f0d1c3e-8f7e-4d4b-9a57-0c6a3d2f1b10",)"

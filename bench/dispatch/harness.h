@@ -18,12 +18,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/mutex.h"
 
 namespace ctrlhost::bench {
 
 // A WebApp-like primary of ~1 KiB for controller "echo".
-::ctrlhost::plugin::v1alpha1::ReconcileCall MakeCall();
+pluginpb::ReconcileCall MakeCall();
 
 struct Measured {
   double per_second = 0;

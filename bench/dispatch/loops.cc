@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/client_callback.h"
@@ -21,12 +22,11 @@
 namespace ctrlhost::bench {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using common::Mutex;
 using common::MutexLock;
 
-pb::ReconcileResponse NoOpResponse(const pb::ReconcileRequest& request) {
-  pb::ReconcileResponse response;
+pluginpb::ReconcileResponse NoOpResponse(const pluginpb::ReconcileRequest& request) {
+  pluginpb::ReconcileResponse response;
   response.set_request_id(request.request_id());
   response.set_status(absl::StrCat(R"({"seen":")", request.reconcile().name(), R"("})"));
   return response;
@@ -41,14 +41,14 @@ struct SessionLoop : std::enable_shared_from_this<SessionLoop> {
     const absl::Time sent = absl::Now();
     std::shared_ptr<SessionLoop> self = shared_from_this();
     session->Dispatch(call, sent + absl::Seconds(60),
-                      [self, sent](absl::StatusOr<pb::ReconcileResponse> r) {
+                      [self, sent](absl::StatusOr<pluginpb::ReconcileResponse> r) {
                         if (self->collector.RecordAndClaim(absl::Now() - sent, r.ok())) {
                           self->Send();
                         }
                       });
   }
   plugin::Session* const session;
-  const pb::ReconcileCall call = MakeCall();
+  const pluginpb::ReconcileCall call = MakeCall();
   Collector collector;
 };
 
@@ -84,15 +84,15 @@ struct UnaryLoop : std::enable_shared_from_this<UnaryLoop> {
    private:
     std::shared_ptr<UnaryLoop> loop_;
     grpc::ClientContext context_;
-    pb::ReconcileRequest request_;
-    pb::ReconcileResponse response_;
+    pluginpb::ReconcileRequest request_;
+    pluginpb::ReconcileResponse response_;
     absl::Time sent_;
     std::atomic<bool> published_{false};
   };
   void Send() { new Call(shared_from_this(), next_id.fetch_add(1)); }
 
-  grpc::TemplatedGenericStub<pb::ReconcileRequest, pb::ReconcileResponse> stub;
-  pb::ReconcileRequest request;  // constant once built
+  grpc::TemplatedGenericStub<pluginpb::ReconcileRequest, pluginpb::ReconcileResponse> stub;
+  pluginpb::ReconcileRequest request;  // constant once built
   std::atomic<uint64_t> next_id{1};
   Collector collector;
 };
@@ -117,15 +117,15 @@ grpc::ServerGenericBidiReactor* UnaryService::CreateReactor(
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request"));
         return;
       }
-      pb::ReconcileRequest request;
+      pluginpb::ReconcileRequest request;
       grpc::ProtoBufferReader reader(&in_);
       if (!request.ParseFromZeroCopyStream(&reader)) {
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad request"));
         return;
       }
       bool own = false;
-      grpc::GenericSerialize<grpc::ProtoBufferWriter, pb::ReconcileResponse>(NoOpResponse(request),
-                                                                             &out_, &own);
+      grpc::GenericSerialize<grpc::ProtoBufferWriter, pluginpb::ReconcileResponse>(
+          NoOpResponse(request), &out_, &own);
       published_.store(true, std::memory_order_release);  // out_ is ready for OnDone
       StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
     }
@@ -156,11 +156,11 @@ absl::StatusOr<Measured> RunSession(const std::string& address, int in_flight, i
 }
 
 absl::StatusOr<Measured> RunRaw(const std::string& address, int in_flight, int total) {
-  auto stub = pb::ControllerPluginService::NewStub(
+  auto stub = pluginpb::ControllerPluginService::NewStub(
       plugin::MakeChannel(address, plugin::kDefaultMaxMessageBytes));
   grpc::ClientContext context;
   auto stream = stub->Reconcile(&context);
-  pb::ReconcileRequest request;
+  pluginpb::ReconcileRequest request;
   *request.mutable_reconcile() = MakeCall();
   std::vector<absl::Time> sent(total + 1);
   Mutex mu;
@@ -181,7 +181,7 @@ absl::StatusOr<Measured> RunRaw(const std::string& address, int in_flight, int t
   });
   Collector collector(total);
   const absl::Time start = absl::Now();
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   int received = 0;
   for (; received < total && stream->Read(&response); ++received) {
     absl::Time when;

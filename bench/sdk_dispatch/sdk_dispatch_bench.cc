@@ -29,6 +29,7 @@
 #include "bench/dispatch/harness.h"
 #include "bench/report.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/mutex.h"
 #include "runtime/plugin/session.h"
 #include "sdk/cpp/controller.h"
@@ -40,7 +41,6 @@ extern char** environ;
 namespace ctrlhost::bench {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using common::Mutex;
 using common::MutexLock;
 
@@ -54,13 +54,13 @@ struct Loop : std::enable_shared_from_this<Loop> {
     const absl::Time sent = absl::Now();
     std::shared_ptr<Loop> self = shared_from_this();
     session->Dispatch(call, sent + absl::Seconds(60),
-                      [self, sent](absl::StatusOr<pb::ReconcileResponse> r) {
+                      [self, sent](absl::StatusOr<pluginpb::ReconcileResponse> r) {
                         self->StartOne();
                         self->collector.Record(absl::Now() - sent, r.ok() && !r->has_error());
                       });
   }
   plugin::Session* const session;
-  const pb::ReconcileCall call = MakeCall();
+  const pluginpb::ReconcileCall call = MakeCall();
   Collector collector;
 };
 

@@ -1,13 +1,13 @@
 // The replicator through the SDK's in-process harness, with the sample objects as fixtures.
 #include "plugins/configmap-replicator/replicator.h"
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/testing.h"
 
 namespace ctrlhost::replicator {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using sdk::testing::Outcome;
 using sdk::testing::RequestBuilder;
 
@@ -52,12 +52,12 @@ class ReplicatorTest : public ::testing::Test {
 };
 
 TEST_F(ReplicatorTest, SpecMakesTheNamespaceThePrimary) {
-  const pb::ControllerSpec& spec = controller_->spec();
+  const pluginpb::ControllerSpec& spec = controller_->spec();
   EXPECT_EQ(spec.primary().kind(), "Namespace");
   EXPECT_EQ(spec.primary().group(), "");
   ASSERT_EQ(spec.watches_size(), 1);
   EXPECT_EQ(spec.watches(0).kind().kind(), "ConfigMap");
-  EXPECT_EQ(spec.watches(0).mapping_case(), pb::WatchedKind::kEnqueueAll);
+  EXPECT_EQ(spec.watches(0).mapping_case(), pluginpb::WatchedKind::kEnqueueAll);
   EXPECT_EQ(spec.watches(0).label_selector(), "ctrlhost.dev/replicate=true");
   EXPECT_TRUE(spec.watches(0).include_in_requests());
   ASSERT_EQ(spec.owns_size(), 1);
@@ -119,8 +119,8 @@ TEST_F(ReplicatorTest, BadSelectorsConflictsAndUnlabelledSources) {
   EXPECT_EQ((*out.Desired("ConfigMap", "dup"))["data"]["from"], "x");
   EXPECT_NE(out.Desired("ConfigMap", "everywhere"), nullptr);
   int warnings = 0;
-  for (const pb::Event& e : out.response.events()) {
-    if (e.type() == pb::EVENT_TYPE_WARNING) {
+  for (const pluginpb::Event& e : out.response.events()) {
+    if (e.type() == pluginpb::EVENT_TYPE_WARNING) {
       ++warnings;
       EXPECT_EQ(e.reason(), "ReplicationSkipped");
     }

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -27,8 +28,6 @@ extern char** environ;
 
 namespace ctrlhost::webapp {
 namespace {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 constexpr char kBinary[] = "plugins/webapp/webapp";
 
@@ -151,12 +150,12 @@ TEST(WebAppProcessTest, ServesUntilSigtermThenExitsZero) {
     ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << ReadFile(dir + "/stderr");
     EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
   }
-  auto stub = pb::ControllerPluginService::NewStub(channel);
+  auto stub = pluginpb::ControllerPluginService::NewStub(channel);
   {
-    pb::DescribeRequest req;
+    pluginpb::DescribeRequest req;
     req.add_protocol_versions("v1alpha1");
-    for (int c = 1; c <= 7; ++c) req.add_capabilities(static_cast<pb::Capability>(c));
-    pb::DescribeResponse resp;
+    for (int c = 1; c <= 7; ++c) req.add_capabilities(static_cast<pluginpb::Capability>(c));
+    pluginpb::DescribeResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
     ASSERT_TRUE(stub->Describe(&ctx, req, &resp).ok());
@@ -168,9 +167,9 @@ TEST(WebAppProcessTest, ServesUntilSigtermThenExitsZero) {
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
     auto stream = stub->Reconcile(&ctx);
-    pb::ReconcileRequest req;
+    pluginpb::ReconcileRequest req;
     req.set_request_id(1);
-    pb::ReconcileCall* call = req.mutable_reconcile();
+    pluginpb::ReconcileCall* call = req.mutable_reconcile();
     call->set_controller("webapp");
     call->set_namespace_("default");
     call->set_name("shop");
@@ -181,7 +180,7 @@ TEST(WebAppProcessTest, ServesUntilSigtermThenExitsZero) {
         R"("namespace":"default","generation":1},"spec":{"image":"nginx","replicas":1}})");
     ASSERT_TRUE(stream->Write(req));
     ASSERT_TRUE(stream->WritesDone());
-    pb::ReconcileResponse resp;
+    pluginpb::ReconcileResponse resp;
     ASSERT_TRUE(stream->Read(&resp));
     EXPECT_EQ(resp.request_id(), 1u);
     EXPECT_FALSE(resp.has_error()) << resp.error().message();

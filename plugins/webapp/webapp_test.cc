@@ -3,13 +3,13 @@
 
 #include <cstdlib>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/testing.h"
 
 namespace ctrlhost::webapp {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using sdk::testing::Outcome;
 using sdk::testing::RequestBuilder;
 
@@ -36,7 +36,7 @@ class WebAppTest : public ::testing::Test {
 };
 
 TEST_F(WebAppTest, SpecDeclaresOwnsAndFinalizer) {
-  const pb::ControllerSpec& spec = controller_->spec();
+  const pluginpb::ControllerSpec& spec = controller_->spec();
   EXPECT_EQ(spec.primary().group(), "apps.ctrlhost.dev");
   EXPECT_EQ(spec.primary().kind(), "WebApp");
   ASSERT_EQ(spec.owns_size(), 3);
@@ -70,8 +70,8 @@ TEST_F(WebAppTest, CreatesChildrenAndReportsProgress) {
   EXPECT_EQ(out.status["observedGeneration"], 3);
   EXPECT_EQ(out.status["readyReplicas"], 0);
   EXPECT_EQ(out.status["url"], "http://shop.default.svc:8080");
-  EXPECT_EQ(out.Condition("Ready")->status(), pb::CONDITION_STATUS_FALSE);
-  EXPECT_EQ(out.Condition("Progressing")->status(), pb::CONDITION_STATUS_TRUE);
+  EXPECT_EQ(out.Condition("Ready")->status(), pluginpb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(out.Condition("Progressing")->status(), pluginpb::CONDITION_STATUS_TRUE);
   EXPECT_EQ(out.Condition("Progressing")->reason(), "RollingOut");
 
   // The external record exists.
@@ -96,9 +96,9 @@ TEST_F(WebAppTest, ReadyOnceTheDeploymentIsAndStableAcrossRounds) {
       .Child(dep);
   Outcome out = sdk::testing::Reconcile(*controller_, with_ready.Call());
   EXPECT_EQ(out.status["readyReplicas"], 2);
-  EXPECT_EQ(out.Condition("Ready")->status(), pb::CONDITION_STATUS_TRUE);
+  EXPECT_EQ(out.Condition("Ready")->status(), pluginpb::CONDITION_STATUS_TRUE);
   EXPECT_EQ(out.Condition("Ready")->reason(), "AllReplicasReady");
-  EXPECT_EQ(out.Condition("Progressing")->status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(out.Condition("Progressing")->status(), pluginpb::CONDITION_STATUS_FALSE);
 }
 
 TEST_F(WebAppTest, ConfigChangeRestartsPods) {

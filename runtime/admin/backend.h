@@ -9,7 +9,8 @@
 //
 //   class ManagerAdmin : public admin::AdminBackend {
 //    public:
-//     absl::StatusOr<v1::GetPluginResponse> GetPlugin(const v1::GetPluginRequest& r) override {
+//     absl::StatusOr<adminpb::GetPluginResponse> GetPlugin(const adminpb::GetPluginRequest& r)
+//     override {
 //       ... snapshot the plugin, or return absl::NotFoundError("plugin web/webapp not found");
 //     }
 //     ...
@@ -34,33 +35,34 @@
 
 #include "absl/status/statusor.h"
 #include "ctrlhost/admin/v1alpha1/admin.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 
 namespace ctrlhost::admin {
-
-namespace v1 = ::ctrlhost::admin::v1alpha1;
 
 // The host's side of AdminService. Thread-safe implementations only (see the file comment).
 class AdminBackend {
  public:
   virtual ~AdminBackend() = default;
 
-  virtual absl::StatusOr<v1::ListOperatorsResponse> ListOperators(
-      const v1::ListOperatorsRequest& request) = 0;
-  virtual absl::StatusOr<v1::ListPluginsResponse> ListPlugins(
-      const v1::ListPluginsRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetPluginResponse> GetPlugin(const v1::GetPluginRequest& request) = 0;
-  virtual absl::StatusOr<v1::ListControllersResponse> ListControllers(
-      const v1::ListControllersRequest& request) = 0;
-  virtual absl::StatusOr<v1::GetControllerResponse> GetController(
-      const v1::GetControllerRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::ListOperatorsResponse> ListOperators(
+      const adminpb::ListOperatorsRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::ListPluginsResponse> ListPlugins(
+      const adminpb::ListPluginsRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::GetPluginResponse> GetPlugin(
+      const adminpb::GetPluginRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::ListControllersResponse> ListControllers(
+      const adminpb::ListControllersRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::GetControllerResponse> GetController(
+      const adminpb::GetControllerRequest& request) = 0;
   // May block until the new instance is ready or failed (up to ready_timeout plus the drain).
   // An attempt that was made and failed is an OK result carrying SwapPluginResponse.failed.
-  virtual absl::StatusOr<v1::SwapPluginResponse> SwapPlugin(
-      const v1::SwapPluginRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::SwapPluginResponse> SwapPlugin(
+      const adminpb::SwapPluginRequest& request) = 0;
   // May block while changed plugins are swapped.
-  virtual absl::StatusOr<v1::ReloadConfigResponse> ReloadConfig(
-      const v1::ReloadConfigRequest& request) = 0;
-  virtual absl::StatusOr<v1::DumpStateResponse> DumpState(const v1::DumpStateRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::ReloadConfigResponse> ReloadConfig(
+      const adminpb::ReloadConfigRequest& request) = 0;
+  virtual absl::StatusOr<adminpb::DumpStateResponse> DumpState(
+      const adminpb::DumpStateRequest& request) = 0;
 };
 
 }  // namespace ctrlhost::admin

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "runtime/admin/validate.h"
 #include "runtime/admin/work_pool.h"
 #include "runtime/common/logging.h"
@@ -34,25 +35,25 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 namespace {
 
-std::string ActionName(const v1::SwapPluginRequest& request) {
+std::string ActionName(const adminpb::SwapPluginRequest& request) {
   switch (request.action_case()) {
-    case v1::SwapPluginRequest::kReplace:
+    case adminpb::SwapPluginRequest::kReplace:
       return "replace";
-    case v1::SwapPluginRequest::kStartCanary:
+    case adminpb::SwapPluginRequest::kStartCanary:
       return absl::StrCat("start_canary ", request.start_canary().percent(), "%");
-    case v1::SwapPluginRequest::kPromoteCanary:
+    case adminpb::SwapPluginRequest::kPromoteCanary:
       return "promote_canary";
-    case v1::SwapPluginRequest::kAbortCanary:
+    case adminpb::SwapPluginRequest::kAbortCanary:
       return "abort_canary";
-    case v1::SwapPluginRequest::ACTION_NOT_SET:
+    case adminpb::SwapPluginRequest::ACTION_NOT_SET:
       break;
   }
   return "none";
 }
 
 // Mutations are rare and consequential: they are logged with their outcome.
-void LogSwap(const v1::SwapPluginRequest& request,
-             const absl::StatusOr<v1::SwapPluginResponse>& result) {
+void LogSwap(const adminpb::SwapPluginRequest& request,
+             const absl::StatusOr<adminpb::SwapPluginResponse>& result) {
   const std::string plugin = absl::StrCat(request.operator_(), "/", request.plugin());
   if (!result.ok()) {
     common::LogWarning(
@@ -62,7 +63,7 @@ void LogSwap(const v1::SwapPluginRequest& request,
     common::LogWarning("admin: swap failed",
                        {{"plugin", plugin},
                         {"action", ActionName(request)},
-                        {"reason", v1::SwapFailureReason_Name(result->failed().reason())},
+                        {"reason", adminpb::SwapFailureReason_Name(result->failed().reason())},
                         {"message", result->failed().message()}});
   } else {
     common::LogInfo("admin: swap done", {{"plugin", plugin},
@@ -71,8 +72,8 @@ void LogSwap(const v1::SwapPluginRequest& request,
   }
 }
 
-void LogReload(const v1::ReloadConfigRequest& request,
-               const absl::StatusOr<v1::ReloadConfigResponse>& result) {
+void LogReload(const adminpb::ReloadConfigRequest& request,
+               const absl::StatusOr<adminpb::ReloadConfigResponse>& result) {
   if (!result.ok()) {
     common::LogWarning("admin: configuration reload refused",
                        {{"dryRun", request.dry_run()}, {"error", result.status()}});
@@ -137,53 +138,53 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 
 // The AdminService callback implementation: validates on gRPC's thread, then hands the call to a
 // pool. Thread-safe: it holds only pointers that are constant after construction.
-class AdminServiceImpl final : public v1::AdminService::CallbackService {
+class AdminServiceImpl final : public adminpb::AdminService::CallbackService {
  public:
   AdminServiceImpl(AdminBackend* backend, WorkPool* swaps, WorkPool* queries, std::string token)
       : backend_(backend), swaps_(swaps), queries_(queries), token_(std::move(token)) {}
 
   grpc::ServerUnaryReactor* ListOperators(grpc::CallbackServerContext* context,
-                                          const v1::ListOperatorsRequest* request,
-                                          v1::ListOperatorsResponse* response) override {
+                                          const adminpb::ListOperatorsRequest* request,
+                                          adminpb::ListOperatorsResponse* response) override {
     return Handle(context, request, response, queries_, nullptr, &AdminBackend::ListOperators);
   }
   grpc::ServerUnaryReactor* ListPlugins(grpc::CallbackServerContext* context,
-                                        const v1::ListPluginsRequest* request,
-                                        v1::ListPluginsResponse* response) override {
+                                        const adminpb::ListPluginsRequest* request,
+                                        adminpb::ListPluginsResponse* response) override {
     return Handle(context, request, response, queries_, nullptr, &AdminBackend::ListPlugins);
   }
   grpc::ServerUnaryReactor* GetPlugin(grpc::CallbackServerContext* context,
-                                      const v1::GetPluginRequest* request,
-                                      v1::GetPluginResponse* response) override {
+                                      const adminpb::GetPluginRequest* request,
+                                      adminpb::GetPluginResponse* response) override {
     return Handle(context, request, response, queries_, &ValidateGetPluginRequest,
                   &AdminBackend::GetPlugin);
   }
   grpc::ServerUnaryReactor* ListControllers(grpc::CallbackServerContext* context,
-                                            const v1::ListControllersRequest* request,
-                                            v1::ListControllersResponse* response) override {
+                                            const adminpb::ListControllersRequest* request,
+                                            adminpb::ListControllersResponse* response) override {
     return Handle(context, request, response, queries_, nullptr, &AdminBackend::ListControllers);
   }
   grpc::ServerUnaryReactor* GetController(grpc::CallbackServerContext* context,
-                                          const v1::GetControllerRequest* request,
-                                          v1::GetControllerResponse* response) override {
+                                          const adminpb::GetControllerRequest* request,
+                                          adminpb::GetControllerResponse* response) override {
     return Handle(context, request, response, queries_, &ValidateGetControllerRequest,
                   &AdminBackend::GetController);
   }
   grpc::ServerUnaryReactor* SwapPlugin(grpc::CallbackServerContext* context,
-                                       const v1::SwapPluginRequest* request,
-                                       v1::SwapPluginResponse* response) override {
+                                       const adminpb::SwapPluginRequest* request,
+                                       adminpb::SwapPluginResponse* response) override {
     return Handle(context, request, response, swaps_, &ValidateSwapPluginRequest,
                   &AdminBackend::SwapPlugin, &LogSwap);
   }
   grpc::ServerUnaryReactor* ReloadConfig(grpc::CallbackServerContext* context,
-                                         const v1::ReloadConfigRequest* request,
-                                         v1::ReloadConfigResponse* response) override {
+                                         const adminpb::ReloadConfigRequest* request,
+                                         adminpb::ReloadConfigResponse* response) override {
     return Handle(context, request, response, swaps_, nullptr, &AdminBackend::ReloadConfig,
                   &LogReload);
   }
   grpc::ServerUnaryReactor* DumpState(grpc::CallbackServerContext* context,
-                                      const v1::DumpStateRequest* request,
-                                      v1::DumpStateResponse* response) override {
+                                      const adminpb::DumpStateRequest* request,
+                                      adminpb::DumpStateResponse* response) override {
     return Handle(context, request, response, queries_, nullptr, &AdminBackend::DumpState);
   }
 

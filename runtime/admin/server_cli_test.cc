@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "gtest/gtest.h"
 #include "runtime/admin/server.h"
 #include "runtime/admin/testing/admin_server_fixture.h"
@@ -42,7 +43,7 @@ TEST_F(AdminServerTest, PluginSwapCommand) {
                                                     "TOKEN=x", "--ready-timeout", "3s"});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out, "plugin web/webapp: swapped, generation 5 serves, generation 4 is draining\n");
-  v1::SwapPluginRequest seen = backend_.last_swap();
+  adminpb::SwapPluginRequest seen = backend_.last_swap();
   EXPECT_EQ(seen.operator_(), "web");
   EXPECT_EQ(seen.replace().exec().command(), "/opt/v2");
   EXPECT_EQ(seen.replace().exec().env().at("TOKEN"), "x");

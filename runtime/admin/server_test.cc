@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "gtest/gtest.h"
 #include "runtime/admin/testing/admin_server_fixture.h"
 #include "runtime/common/mutex.h"
@@ -35,15 +36,15 @@ TEST_F(AdminServerTest, EveryRpcRoundTrips) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::ListOperatorsResponse response;
+    adminpb::ListOperatorsResponse response;
     ASSERT_TRUE(stub->ListOperators(&context, {}, &response).ok());
     ASSERT_EQ(response.operators_size(), 1);
-    EXPECT_EQ(response.operators(0).state(), v1::OPERATOR_STATE_READY);
+    EXPECT_EQ(response.operators(0).state(), adminpb::OPERATOR_STATE_READY);
   }
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::ListPluginsResponse response;
+    adminpb::ListPluginsResponse response;
     ASSERT_TRUE(stub->ListPlugins(&context, {}, &response).ok());
     ASSERT_EQ(response.plugins_size(), 1);
     EXPECT_EQ(response.plugins(0).reported_version(), "1.2.0");
@@ -51,19 +52,19 @@ TEST_F(AdminServerTest, EveryRpcRoundTrips) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::GetPluginRequest request;
+    adminpb::GetPluginRequest request;
     request.set_operator_("web");
     request.set_plugin("webapp");
-    v1::GetPluginResponse response;
+    adminpb::GetPluginResponse response;
     ASSERT_TRUE(stub->GetPlugin(&context, request, &response).ok());
     EXPECT_EQ(response.plugin().swap_generation(), 4u);
   }
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::ListControllersRequest request;
+    adminpb::ListControllersRequest request;
     request.set_operator_("db");
-    v1::ListControllersResponse response;
+    adminpb::ListControllersResponse response;
     ASSERT_TRUE(stub->ListControllers(&context, request, &response).ok());
     ASSERT_EQ(response.controllers_size(), 1);
     EXPECT_EQ(response.controllers(0).operator_(), "db");
@@ -71,23 +72,23 @@ TEST_F(AdminServerTest, EveryRpcRoundTrips) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::GetControllerRequest request;
+    adminpb::GetControllerRequest request;
     request.set_operator_("web");
     request.set_plugin("webapp");
     request.set_controller("pages");
-    v1::GetControllerResponse response;
+    adminpb::GetControllerResponse response;
     ASSERT_TRUE(stub->GetController(&context, request, &response).ok());
     EXPECT_EQ(response.controller().name(), "pages");
-    EXPECT_EQ(response.controller().state(), v1::CONTROLLER_STATE_READY);
+    EXPECT_EQ(response.controller().state(), adminpb::CONTROLLER_STATE_READY);
   }
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::SwapPluginRequest request;
+    adminpb::SwapPluginRequest request;
     request.set_operator_("web");
     request.set_plugin("webapp");
     request.mutable_replace()->mutable_endpoint()->set_address("unix:///run/v2.sock");
-    v1::SwapPluginResponse response;
+    adminpb::SwapPluginResponse response;
     ASSERT_TRUE(stub->SwapPlugin(&context, request, &response).ok());
     EXPECT_EQ(response.succeeded().swap_generation(), 5u);
     EXPECT_EQ(response.succeeded().draining_generation(), 4u);
@@ -96,9 +97,9 @@ TEST_F(AdminServerTest, EveryRpcRoundTrips) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::ReloadConfigRequest request;
+    adminpb::ReloadConfigRequest request;
     request.set_dry_run(true);
-    v1::ReloadConfigResponse response;
+    adminpb::ReloadConfigResponse response;
     ASSERT_TRUE(stub->ReloadConfig(&context, request, &response).ok());
     EXPECT_TRUE(response.dry_run());
     ASSERT_EQ(response.changes_size(), 1);
@@ -107,7 +108,7 @@ TEST_F(AdminServerTest, EveryRpcRoundTrips) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::DumpStateResponse response;
+    adminpb::DumpStateResponse response;
     ASSERT_TRUE(stub->DumpState(&context, {}, &response).ok());
     EXPECT_EQ(response.yaml(), "operators:\n- name: web\n  state: READY\n");
     EXPECT_EQ(response.taken_at().seconds(), 1700000000);
@@ -120,9 +121,9 @@ TEST_F(AdminServerTest, InvalidRequestsNeverReachTheBackend) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::GetPluginRequest request;
+    adminpb::GetPluginRequest request;
     request.set_operator_("web");
-    v1::GetPluginResponse response;
+    adminpb::GetPluginResponse response;
     grpc::Status status = stub->GetPlugin(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(status.error_message(), "GetPluginRequest.plugin is required");
@@ -130,16 +131,16 @@ TEST_F(AdminServerTest, InvalidRequestsNeverReachTheBackend) {
   {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::GetControllerRequest request;
+    adminpb::GetControllerRequest request;
     request.set_operator_("web");
     request.set_plugin("webapp");
-    v1::GetControllerResponse response;
+    adminpb::GetControllerResponse response;
     grpc::Status status = stub->GetController(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(status.error_message(), "GetControllerRequest.controller is required");
   }
   struct Case {
-    v1::SwapPluginRequest request;
+    adminpb::SwapPluginRequest request;
     std::string message;
   };
   std::vector<Case> cases(4);
@@ -161,7 +162,7 @@ TEST_F(AdminServerTest, InvalidRequestsNeverReachTheBackend) {
   for (const Case& c : cases) {
     grpc::ClientContext context;
     Deadline(&context);
-    v1::SwapPluginResponse response;
+    adminpb::SwapPluginResponse response;
     grpc::Status status = stub->SwapPlugin(&context, c.request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.message;
     EXPECT_EQ(status.error_message(), c.message);
@@ -176,12 +177,12 @@ TEST_F(AdminServerTest, OversizedRequestIsRefused) {
   auto stub = Stub();
   grpc::ClientContext context;
   Deadline(&context);
-  v1::SwapPluginRequest request;
+  adminpb::SwapPluginRequest request;
   request.set_operator_("web");
   request.set_plugin("webapp");
   request.mutable_replace()->mutable_exec()->set_command("/opt/v2");
   request.mutable_replace()->mutable_exec()->add_args(std::string(100 * 1024, 'x'));
-  v1::SwapPluginResponse response;
+  adminpb::SwapPluginResponse response;
   grpc::Status status = stub->SwapPlugin(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
   EXPECT_EQ(backend_.calls(), 0);
@@ -195,10 +196,10 @@ TEST_F(AdminServerTest, BackendStatusCodesMapOneToOne) {
     backend_.FailWith(absl::Status(static_cast<absl::StatusCode>(code), message));
     grpc::ClientContext context;
     Deadline(&context);
-    v1::GetPluginRequest request;
+    adminpb::GetPluginRequest request;
     request.set_operator_("web");
     request.set_plugin("webapp");
-    v1::GetPluginResponse response;
+    adminpb::GetPluginResponse response;
     grpc::Status status = stub->GetPlugin(&context, request, &response);
     EXPECT_EQ(static_cast<int>(status.error_code()), code);
     EXPECT_EQ(status.error_message(), message);
@@ -238,8 +239,8 @@ TEST_F(AdminServerTest, RequiredTokenRefusesOtherClientsAndTheCliReadsIt) {
   EXPECT_EQ(info.st_size, 64);
 
   auto stub = Stub();
-  v1::ListPluginsRequest request;
-  v1::ListPluginsResponse response;
+  adminpb::ListPluginsRequest request;
+  adminpb::ListPluginsResponse response;
   grpc::ClientContext none;
   Deadline(&none);
   grpc::Status status = stub->ListPlugins(&none, request, &response);
@@ -306,7 +307,7 @@ TEST_F(AdminServerTest, SwapsAreCappedAndNeverDelayQueries) {
   StartServer(options);
   backend_.HoldSwaps(true);
 
-  v1::SwapPluginRequest request;
+  adminpb::SwapPluginRequest request;
   request.set_operator_("web");
   request.set_plugin("webapp");
   request.mutable_promote_canary();
@@ -315,7 +316,7 @@ TEST_F(AdminServerTest, SwapsAreCappedAndNeverDelayQueries) {
     auto stub = Stub();
     grpc::ClientContext context;
     Deadline(&context);
-    v1::SwapPluginResponse response;
+    adminpb::SwapPluginResponse response;
     first_status = stub->SwapPlugin(&context, request, &response);
   });
   ASSERT_TRUE(backend_.AwaitSwapsEntered(1));
@@ -327,7 +328,7 @@ TEST_F(AdminServerTest, SwapsAreCappedAndNeverDelayQueries) {
   auto stub = Stub();
   grpc::ClientContext context;
   Deadline(&context);
-  v1::SwapPluginResponse response;
+  adminpb::SwapPluginResponse response;
   grpc::Status second = stub->SwapPlugin(&context, request, &response);
   EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(second.error_message(),
@@ -353,7 +354,7 @@ TEST_F(AdminServerTest, QueriesQueueBoundedAndStopAnswersQueuedOnesUnavailable) 
     auto stub = Stub();
     grpc::ClientContext context;
     Deadline(&context);
-    v1::ListOperatorsResponse response;
+    adminpb::ListOperatorsResponse response;
     grpc::Status status = stub->ListOperators(&context, {}, &response);
     common::MutexLock lock(&mu);
     results[i] = status;
@@ -407,11 +408,11 @@ TEST_F(AdminServerTest, StopWaitsForARunningSwap) {
     auto stub = Stub();
     grpc::ClientContext context;
     Deadline(&context);
-    v1::SwapPluginRequest request;
+    adminpb::SwapPluginRequest request;
     request.set_operator_("web");
     request.set_plugin("webapp");
     request.mutable_abort_canary();
-    v1::SwapPluginResponse response;
+    adminpb::SwapPluginResponse response;
     status = stub->SwapPlugin(&context, request, &response);
   });
   ASSERT_TRUE(backend_.AwaitSwapsEntered(1));

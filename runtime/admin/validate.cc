@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 
 namespace ctrlhost::admin {
 namespace {
@@ -27,7 +28,7 @@ absl::Status NoNul(absl::string_view field, absl::string_view value) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateExec(absl::string_view path, const v1::ExecSource& exec) {
+absl::Status ValidateExec(absl::string_view path, const adminpb::ExecSource& exec) {
   const std::string command = absl::StrCat(path, ".command");
   if (exec.command().empty()) return Required(command);
   if (absl::Status s = NoNul(command, exec.command()); !s.ok()) return s;
@@ -50,7 +51,7 @@ absl::Status ValidateExec(absl::string_view path, const v1::ExecSource& exec) {
   return NoNul(absl::StrCat(path, ".working_dir"), exec.working_dir());
 }
 
-absl::Status ValidateEndpoint(absl::string_view path, const v1::EndpointSource& endpoint) {
+absl::Status ValidateEndpoint(absl::string_view path, const adminpb::EndpointSource& endpoint) {
   if (endpoint.address().empty()) return Required(absl::StrCat(path, ".address"));
   if (endpoint.has_tls() &&
       endpoint.tls().cert_file().empty() != endpoint.tls().key_file().empty()) {
@@ -61,19 +62,20 @@ absl::Status ValidateEndpoint(absl::string_view path, const v1::EndpointSource& 
   return absl::OkStatus();
 }
 
-absl::Status ValidateSource(absl::string_view path, bool present, const v1::PluginSource& source) {
-  switch (present ? source.kind_case() : v1::PluginSource::KIND_NOT_SET) {
-    case v1::PluginSource::kExec:
+absl::Status ValidateSource(absl::string_view path, bool present,
+                            const adminpb::PluginSource& source) {
+  switch (present ? source.kind_case() : adminpb::PluginSource::KIND_NOT_SET) {
+    case adminpb::PluginSource::kExec:
       return ValidateExec(absl::StrCat(path, ".exec"), source.exec());
-    case v1::PluginSource::kEndpoint:
+    case adminpb::PluginSource::kEndpoint:
       return ValidateEndpoint(absl::StrCat(path, ".endpoint"), source.endpoint());
-    case v1::PluginSource::KIND_NOT_SET:
+    case adminpb::PluginSource::KIND_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat(path, " needs exactly one of exec or endpoint"));
 }
 
-absl::Status ValidateReadyTimeout(const v1::SwapPluginRequest& request) {
+absl::Status ValidateReadyTimeout(const adminpb::SwapPluginRequest& request) {
   if (!request.has_ready_timeout()) return absl::OkStatus();
   const int64_t seconds = request.ready_timeout().seconds();
   const int32_t nanos = request.ready_timeout().nanos();
@@ -94,28 +96,28 @@ absl::Status ValidateReadyTimeout(const v1::SwapPluginRequest& request) {
 
 }  // namespace
 
-absl::Status ValidateGetPluginRequest(const v1::GetPluginRequest& request) {
+absl::Status ValidateGetPluginRequest(const adminpb::GetPluginRequest& request) {
   if (request.operator_().empty()) return Required("GetPluginRequest.operator");
   if (request.plugin().empty()) return Required("GetPluginRequest.plugin");
   return absl::OkStatus();
 }
 
-absl::Status ValidateGetControllerRequest(const v1::GetControllerRequest& request) {
+absl::Status ValidateGetControllerRequest(const adminpb::GetControllerRequest& request) {
   if (request.operator_().empty()) return Required("GetControllerRequest.operator");
   if (request.plugin().empty()) return Required("GetControllerRequest.plugin");
   if (request.controller().empty()) return Required("GetControllerRequest.controller");
   return absl::OkStatus();
 }
 
-absl::Status ValidateSwapPluginRequest(const v1::SwapPluginRequest& request) {
+absl::Status ValidateSwapPluginRequest(const adminpb::SwapPluginRequest& request) {
   if (request.operator_().empty()) return Required("SwapPluginRequest.operator");
   if (request.plugin().empty()) return Required("SwapPluginRequest.plugin");
   if (absl::Status s = ValidateReadyTimeout(request); !s.ok()) return s;
   switch (request.action_case()) {
-    case v1::SwapPluginRequest::kReplace:
+    case adminpb::SwapPluginRequest::kReplace:
       return ValidateSource("SwapPluginRequest.replace", true, request.replace());
-    case v1::SwapPluginRequest::kStartCanary: {
-      const v1::StartCanary& canary = request.start_canary();
+    case adminpb::SwapPluginRequest::kStartCanary: {
+      const adminpb::StartCanary& canary = request.start_canary();
       if (absl::Status s = ValidateSource("SwapPluginRequest.start_canary.source",
                                           canary.has_source(), canary.source());
           !s.ok()) {
@@ -128,10 +130,10 @@ absl::Status ValidateSwapPluginRequest(const v1::SwapPluginRequest& request) {
       }
       return absl::OkStatus();
     }
-    case v1::SwapPluginRequest::kPromoteCanary:
-    case v1::SwapPluginRequest::kAbortCanary:
+    case adminpb::SwapPluginRequest::kPromoteCanary:
+    case adminpb::SwapPluginRequest::kAbortCanary:
       return absl::OkStatus();
-    case v1::SwapPluginRequest::ACTION_NOT_SET:
+    case adminpb::SwapPluginRequest::ACTION_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(

@@ -18,14 +18,13 @@
 
 #include "absl/status/status.h"
 #include "ctrlhost/admin/v1alpha1/admin.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 
 namespace ctrlhost::admin {
 
-namespace v1 = ::ctrlhost::admin::v1alpha1;
-
-absl::Status ValidateGetPluginRequest(const v1::GetPluginRequest& request);
-absl::Status ValidateGetControllerRequest(const v1::GetControllerRequest& request);
-absl::Status ValidateSwapPluginRequest(const v1::SwapPluginRequest& request);
+absl::Status ValidateGetPluginRequest(const adminpb::GetPluginRequest& request);
+absl::Status ValidateGetControllerRequest(const adminpb::GetControllerRequest& request);
+absl::Status ValidateSwapPluginRequest(const adminpb::SwapPluginRequest& request);
 // ListOperators, ListPlugins, ListControllers (filters may be empty), ReloadConfig and DumpState
 // have nothing to validate.
 

@@ -3,13 +3,14 @@
 #include <string>
 #include <vector>
 
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::admin {
 namespace {
 
-v1::SwapPluginRequest ValidSwap() {
-  v1::SwapPluginRequest request;
+adminpb::SwapPluginRequest ValidSwap() {
+  adminpb::SwapPluginRequest request;
   request.set_operator_("web");
   request.set_plugin("webapp");
   request.mutable_replace()->mutable_exec()->set_command("/opt/web/v2");
@@ -17,7 +18,7 @@ v1::SwapPluginRequest ValidSwap() {
 }
 
 TEST(ValidateTest, GetPluginNeedsBothNames) {
-  v1::GetPluginRequest request;
+  adminpb::GetPluginRequest request;
   EXPECT_EQ(ValidateGetPluginRequest(request),
             absl::InvalidArgumentError("GetPluginRequest.operator is required"));
   request.set_operator_("web");
@@ -28,7 +29,7 @@ TEST(ValidateTest, GetPluginNeedsBothNames) {
 }
 
 TEST(ValidateTest, GetControllerNeedsAllThreeNames) {
-  v1::GetControllerRequest request;
+  adminpb::GetControllerRequest request;
   EXPECT_EQ(ValidateGetControllerRequest(request).message(),
             "GetControllerRequest.operator is required");
   request.set_operator_("web");
@@ -44,12 +45,12 @@ TEST(ValidateTest, GetControllerNeedsAllThreeNames) {
 TEST(ValidateTest, ValidSwaps) {
   EXPECT_TRUE(ValidateSwapPluginRequest(ValidSwap()).ok());
 
-  v1::SwapPluginRequest endpoint = ValidSwap();
+  adminpb::SwapPluginRequest endpoint = ValidSwap();
   endpoint.mutable_replace()->mutable_endpoint()->set_address("unix:///run/p.sock");
   endpoint.mutable_replace()->mutable_endpoint()->mutable_tls()->set_ca_file("/ca.pem");
   EXPECT_TRUE(ValidateSwapPluginRequest(endpoint).ok());
 
-  v1::SwapPluginRequest canary = ValidSwap();
+  adminpb::SwapPluginRequest canary = ValidSwap();
   canary.mutable_start_canary()->mutable_source()->mutable_exec()->set_command("v2");
   (*canary.mutable_start_canary()->mutable_source()->mutable_exec()->mutable_env())["A"] = "";
   for (uint32_t percent : {1u, 50u, 99u}) {
@@ -57,11 +58,11 @@ TEST(ValidateTest, ValidSwaps) {
     EXPECT_TRUE(ValidateSwapPluginRequest(canary).ok()) << percent;
   }
 
-  v1::SwapPluginRequest promote = ValidSwap();
+  adminpb::SwapPluginRequest promote = ValidSwap();
   promote.mutable_promote_canary();
   promote.mutable_ready_timeout()->set_seconds(0);  // zero: the configured deadline
   EXPECT_TRUE(ValidateSwapPluginRequest(promote).ok());
-  v1::SwapPluginRequest abort = ValidSwap();
+  adminpb::SwapPluginRequest abort = ValidSwap();
   abort.mutable_abort_canary();
   abort.mutable_ready_timeout()->set_seconds(30);
   abort.mutable_ready_timeout()->set_nanos(5);
@@ -71,37 +72,38 @@ TEST(ValidateTest, ValidSwaps) {
 TEST(ValidateTest, InvalidSwapsNameTheField) {
   struct Case {
     std::string name;
-    v1::SwapPluginRequest request;
+    adminpb::SwapPluginRequest request;
     std::string message;
   };
   std::vector<Case> cases;
   auto add = [&](std::string name, auto edit, std::string message) {
-    v1::SwapPluginRequest request = ValidSwap();
+    adminpb::SwapPluginRequest request = ValidSwap();
     edit(request);
     cases.push_back({std::move(name), std::move(request), std::move(message)});
   };
   add(
-      "no operator", [](v1::SwapPluginRequest& r) { r.clear_operator_(); },
+      "no operator", [](adminpb::SwapPluginRequest& r) { r.clear_operator_(); },
       "SwapPluginRequest.operator is required");
   add(
-      "no plugin", [](v1::SwapPluginRequest& r) { r.clear_plugin(); },
+      "no plugin", [](adminpb::SwapPluginRequest& r) { r.clear_plugin(); },
       "SwapPluginRequest.plugin is required");
   add(
-      "no action", [](v1::SwapPluginRequest& r) { r.clear_action(); },
+      "no action", [](adminpb::SwapPluginRequest& r) { r.clear_action(); },
       "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary or "
       "abort_canary");
   add(
-      "empty replace", [](v1::SwapPluginRequest& r) { r.mutable_replace()->Clear(); },
+      "empty replace", [](adminpb::SwapPluginRequest& r) { r.mutable_replace()->Clear(); },
       "SwapPluginRequest.replace needs exactly one of exec or endpoint");
   add(
-      "no command", [](v1::SwapPluginRequest& r) { r.mutable_replace()->mutable_exec()->Clear(); },
+      "no command",
+      [](adminpb::SwapPluginRequest& r) { r.mutable_replace()->mutable_exec()->Clear(); },
       "SwapPluginRequest.replace.exec.command is required");
   add(
-      "no address", [](v1::SwapPluginRequest& r) { r.mutable_replace()->mutable_endpoint(); },
+      "no address", [](adminpb::SwapPluginRequest& r) { r.mutable_replace()->mutable_endpoint(); },
       "SwapPluginRequest.replace.endpoint.address is required");
   add(
       "cert without key",
-      [](v1::SwapPluginRequest& r) {
+      [](adminpb::SwapPluginRequest& r) {
         r.mutable_replace()->mutable_endpoint()->set_address("h:1");
         r.mutable_replace()->mutable_endpoint()->mutable_tls()->set_cert_file("/c.pem");
       },
@@ -110,31 +112,31 @@ TEST(ValidateTest, InvalidSwapsNameTheField) {
       "neither");
   add(
       "NUL in an argument",
-      [](v1::SwapPluginRequest& r) {
+      [](adminpb::SwapPluginRequest& r) {
         r.mutable_replace()->mutable_exec()->add_args("ok");
         r.mutable_replace()->mutable_exec()->add_args(std::string("a\0b", 3));
       },
       "SwapPluginRequest.replace.exec.args[1] must not contain a NUL byte");
   add(
       "'=' in an env name",
-      [](v1::SwapPluginRequest& r) {
+      [](adminpb::SwapPluginRequest& r) {
         (*r.mutable_replace()->mutable_exec()->mutable_env())["A=B"] = "1";
       },
       "SwapPluginRequest.replace.exec.env variable name \"A=B\" must not contain '=' or a NUL "
       "byte");
   add(
       "empty env name",
-      [](v1::SwapPluginRequest& r) {
+      [](adminpb::SwapPluginRequest& r) {
         (*r.mutable_replace()->mutable_exec()->mutable_env())[""] = "1";
       },
       "SwapPluginRequest.replace.exec.env has an empty variable name");
   add(
       "canary without source",
-      [](v1::SwapPluginRequest& r) { r.mutable_start_canary()->set_percent(10); },
+      [](adminpb::SwapPluginRequest& r) { r.mutable_start_canary()->set_percent(10); },
       "SwapPluginRequest.start_canary.source needs exactly one of exec or endpoint");
   add(
       "canary without command",
-      [](v1::SwapPluginRequest& r) {
+      [](adminpb::SwapPluginRequest& r) {
         r.mutable_start_canary()->mutable_source()->mutable_exec();
         r.mutable_start_canary()->set_percent(10);
       },
@@ -142,7 +144,7 @@ TEST(ValidateTest, InvalidSwapsNameTheField) {
   for (uint32_t percent : {0u, 100u, 4000000000u}) {
     add(
         "canary percent",
-        [percent](v1::SwapPluginRequest& r) {
+        [percent](adminpb::SwapPluginRequest& r) {
           r.mutable_start_canary()->mutable_source()->mutable_endpoint()->set_address("h:1");
           r.mutable_start_canary()->set_percent(percent);
         },
@@ -151,21 +153,22 @@ TEST(ValidateTest, InvalidSwapsNameTheField) {
   }
   add(
       "negative timeout",
-      [](v1::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_seconds(-2); },
+      [](adminpb::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_seconds(-2); },
       "SwapPluginRequest.ready_timeout must not be negative, got -2s");
   add(
-      "negative nanos", [](v1::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_nanos(-5); },
+      "negative nanos",
+      [](adminpb::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_nanos(-5); },
       "SwapPluginRequest.ready_timeout must not be negative, got -5ns");
   add(
       "mixed signs",
-      [](v1::SwapPluginRequest& r) {
+      [](adminpb::SwapPluginRequest& r) {
         r.mutable_ready_timeout()->set_seconds(1);
         r.mutable_ready_timeout()->set_nanos(-1);
       },
       "SwapPluginRequest.ready_timeout is not a valid Duration (seconds 1, nanos -1)");
   add(
       "nanos out of range",
-      [](v1::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_nanos(1000000000); },
+      [](adminpb::SwapPluginRequest& r) { r.mutable_ready_timeout()->set_nanos(1000000000); },
       "SwapPluginRequest.ready_timeout is not a valid Duration (seconds 0, nanos 1000000000)");
 
   for (const Case& c : cases) {

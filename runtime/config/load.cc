@@ -45,9 +45,8 @@ const std::vector<absl::string_view>& MetadataFields() {
   return *v;
 }
 const std::vector<absl::string_view>& SpecFields() {
-  static const auto* const v =
-      new std::vector<absl::string_view>{"plugins", "controllers", "routes", "apiClient",
-                                         "leaderElection"};
+  static const auto* const v = new std::vector<absl::string_view>{
+      "plugins", "controllers", "routes", "apiClient", "leaderElection"};
   return *v;
 }
 const std::vector<absl::string_view>& PluginFields() {

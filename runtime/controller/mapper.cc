@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/field_path.h"
@@ -15,8 +16,6 @@
 
 namespace ctrlhost::controller {
 namespace {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // The key of the primary named `name` for an object in `object_namespace`.
 std::string PrimaryKey(const PrimaryKind& primary, absl::string_view object_namespace,
@@ -346,22 +345,22 @@ std::unique_ptr<Mapper> OwnerMapper(PrimaryKind primary, bool controller_only) {
   return std::make_unique<OwnerMapperImpl>(std::move(primary), controller_only);
 }
 
-absl::StatusOr<std::unique_ptr<Mapper>> MapperFor(const pb::WatchedKind& watched,
+absl::StatusOr<std::unique_ptr<Mapper>> MapperFor(const pluginpb::WatchedKind& watched,
                                                   PrimaryKind primary,
                                                   const cache::Store* primaries) {
   switch (watched.mapping_case()) {
-    case pb::WatchedKind::kOwnerReference:
+    case pluginpb::WatchedKind::kOwnerReference:
       return OwnerMapper(std::move(primary), watched.owner_reference().controller_only());
-    case pb::WatchedKind::kLabel: {
-      const pb::LabelMapping& label = watched.label();
-      if (label.source_case() == pb::LabelMapping::kNameLabel) {
+    case pluginpb::WatchedKind::kLabel: {
+      const pluginpb::LabelMapping& label = watched.label();
+      if (label.source_case() == pluginpb::LabelMapping::kNameLabel) {
         if (label.name_label().empty()) {
           return absl::InvalidArgumentError("watch label mapping: name_label is empty");
         }
         return std::unique_ptr<Mapper>(
             std::make_unique<NameLabelMapper>(std::move(primary), label.name_label()));
       }
-      if (label.source_case() == pb::LabelMapping::kPrimarySelectorPath) {
+      if (label.source_case() == pluginpb::LabelMapping::kPrimarySelectorPath) {
         absl::StatusOr<FieldPath> path = FieldPath::Parse(label.primary_selector_path());
         if (!path.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -373,7 +372,7 @@ absl::StatusOr<std::unique_ptr<Mapper>> MapperFor(const pb::WatchedKind& watched
       return absl::InvalidArgumentError(
           "watch label mapping: one of name_label or primary_selector_path is required");
     }
-    case pb::WatchedKind::kFieldPath: {
+    case pluginpb::WatchedKind::kFieldPath: {
       absl::StatusOr<FieldPath> path = FieldPath::Parse(watched.field_path().primary_field_path());
       if (!path.ok()) {
         return absl::InvalidArgumentError(
@@ -382,13 +381,13 @@ absl::StatusOr<std::unique_ptr<Mapper>> MapperFor(const pb::WatchedKind& watched
       return std::unique_ptr<Mapper>(
           std::make_unique<FieldPathMapper>(std::move(primary), *std::move(path)));
     }
-    case pb::WatchedKind::kEnqueueAll:
+    case pluginpb::WatchedKind::kEnqueueAll:
       if (primaries == nullptr) {
         return absl::InvalidArgumentError("watch enqueue_all mapping needs the primary store");
       }
       return std::unique_ptr<Mapper>(std::make_unique<EnqueueAllMapper>(
           std::move(primary), watched.enqueue_all().same_namespace_only(), primaries));
-    case pb::WatchedKind::MAPPING_NOT_SET:
+    case pluginpb::WatchedKind::MAPPING_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat("watch of kind ", watched.kind().kind(),

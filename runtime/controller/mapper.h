@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/store.h"
 
 namespace ctrlhost::controller {
@@ -82,9 +83,9 @@ std::unique_ptr<Mapper> OwnerMapper(PrimaryKind primary, bool controller_only);
 // Builds the mapper a `WatchedKind` declares. `primaries` (borrowed, must outlive the mapper)
 // is the primary kind's store, read by enqueue_all. Errors: kInvalidArgument for a missing
 // mapping, an empty label or an unparsable field path.
-absl::StatusOr<std::unique_ptr<Mapper>> MapperFor(
-    const ::ctrlhost::plugin::v1alpha1::WatchedKind& watched, PrimaryKind primary,
-    const cache::Store* primaries);
+absl::StatusOr<std::unique_ptr<Mapper>> MapperFor(const pluginpb::WatchedKind& watched,
+                                                  PrimaryKind primary,
+                                                  const cache::Store* primaries);
 
 }  // namespace ctrlhost::controller
 

@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/object.h"
@@ -13,7 +14,6 @@
 namespace ctrlhost::controller {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
@@ -99,8 +99,8 @@ TEST(OwnerMapperTest, RelatedUsesOwnerUidIndex) {
               UnorderedElementsAre("ns/c", "ns/d"));
 }
 
-pb::WatchedKind NameLabel(const std::string& label) {
-  pb::WatchedKind w;
+pluginpb::WatchedKind NameLabel(const std::string& label) {
+  pluginpb::WatchedKind w;
   w.mutable_label()->set_name_label(label);
   return w;
 }
@@ -139,8 +139,8 @@ TEST(NameLabelMapperTest, ClusterScopedPrimaryAndRelated) {
       ElementsAre("n2/b"));
 }
 
-pb::WatchedKind SelectorPath(const std::string& path) {
-  pb::WatchedKind w;
+pluginpb::WatchedKind SelectorPath(const std::string& path) {
+  pluginpb::WatchedKind w;
   w.mutable_label()->set_primary_selector_path(path);
   return w;
 }
@@ -183,8 +183,8 @@ TEST(SelectorPathMapperTest, MatchLabelsExpressionsAndPlainMaps) {
   EXPECT_THAT(Keys((*mapper)->Related(*none, pods)), IsEmpty());
 }
 
-pb::WatchedKind FieldPathWatch(const std::string& path) {
-  pb::WatchedKind w;
+pluginpb::WatchedKind FieldPathWatch(const std::string& path) {
+  pluginpb::WatchedKind w;
   w.mutable_field_path()->set_primary_field_path(path);
   return w;
 }
@@ -235,13 +235,13 @@ TEST(EnqueueAllMapperTest, AllOrSameNamespace) {
   cache::Store primaries;
   primaries.Upsert(Obj(R"({"metadata":{"name":"a","namespace":"n1"}})"));
   primaries.Upsert(Obj(R"({"metadata":{"name":"b","namespace":"n2"}})"));
-  pb::WatchedKind all;
+  pluginpb::WatchedKind all;
   all.mutable_enqueue_all();
   auto mapper = MapperFor(all, kWebApp, &primaries);
   ASSERT_TRUE(mapper.ok());
   auto settings = Obj(R"({"metadata":{"name":"settings","namespace":"n1"}})");
   EXPECT_THAT((*mapper)->Map(*settings), UnorderedElementsAre("n1/a", "n2/b"));
-  pb::WatchedKind same;
+  pluginpb::WatchedKind same;
   same.mutable_enqueue_all()->set_same_namespace_only(true);
   auto same_mapper = MapperFor(same, kWebApp, &primaries);
   ASSERT_TRUE(same_mapper.ok());
@@ -256,19 +256,19 @@ TEST(EnqueueAllMapperTest, AllOrSameNamespace) {
 
 TEST(MapperForTest, RejectsInvalidSpecs) {
   cache::Store store;
-  EXPECT_EQ(MapperFor(pb::WatchedKind(), kWebApp, &store).status().code(),
+  EXPECT_EQ(MapperFor(pluginpb::WatchedKind(), kWebApp, &store).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(MapperFor(NameLabel(""), kWebApp, &store).ok());
-  pb::WatchedKind no_source;
+  pluginpb::WatchedKind no_source;
   no_source.mutable_label();
   EXPECT_FALSE(MapperFor(no_source, kWebApp, &store).ok());
   EXPECT_FALSE(MapperFor(SelectorPath("spec..selector"), kWebApp, &store).ok());
   EXPECT_FALSE(MapperFor(FieldPathWatch(""), kWebApp, &store).ok());
   EXPECT_FALSE(MapperFor(FieldPathWatch("spec.a[0].b"), kWebApp, &store).ok());
-  pb::WatchedKind all;
+  pluginpb::WatchedKind all;
   all.mutable_enqueue_all();
   EXPECT_FALSE(MapperFor(all, kWebApp, nullptr).ok());
-  pb::WatchedKind owner;
+  pluginpb::WatchedKind owner;
   owner.mutable_owner_reference();
   EXPECT_TRUE(MapperFor(owner, kWebApp, &store).ok());
 }

@@ -1,5 +1,6 @@
 #include "runtime/controller/predicate.h"
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 
 namespace ctrlhost::controller {
@@ -79,8 +80,8 @@ bool OnlyBookkeepingChanged(const cache::Object& old_object, const cache::Object
   return a == b;
 }
 
-bool PrimaryUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predicates,
-                           const cache::Object& old_object, const cache::Object& new_object) {
+bool PrimaryUpdateTriggers(const pluginpb::Predicates& predicates, const cache::Object& old_object,
+                           const cache::Object& new_object) {
   if (predicates.primary_status_changes()) return !OnlyBookkeepingChanged(old_object, new_object);
   if (MetadataChanged(old_object, new_object)) return true;
   if (old_object.generation() == 0 && new_object.generation() == 0) {
@@ -89,8 +90,8 @@ bool PrimaryUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predi
   return false;
 }
 
-bool ChildUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predicates,
-                         const cache::Object& old_object, const cache::Object& new_object) {
+bool ChildUpdateTriggers(const pluginpb::Predicates& predicates, const cache::Object& old_object,
+                         const cache::Object& new_object) {
   if (!predicates.ignore_child_status_changes()) {
     return !OnlyBookkeepingChanged(old_object, new_object);
   }

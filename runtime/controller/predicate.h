@@ -26,6 +26,7 @@
 #define CTRLHOST_RUNTIME_CONTROLLER_PREDICATE_H_
 
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/object.h"
 
 namespace ctrlhost::controller {
@@ -33,12 +34,12 @@ namespace ctrlhost::controller {
 // Stateless functions of their arguments: thread-safe.
 
 // True when the update of a primary from `old_object` to `new_object` should reconcile it.
-bool PrimaryUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predicates,
-                           const cache::Object& old_object, const cache::Object& new_object);
+bool PrimaryUpdateTriggers(const pluginpb::Predicates& predicates, const cache::Object& old_object,
+                           const cache::Object& new_object);
 
 // True when the update of an owned child should reconcile its owner.
-bool ChildUpdateTriggers(const ::ctrlhost::plugin::v1alpha1::Predicates& predicates,
-                         const cache::Object& old_object, const cache::Object& new_object);
+bool ChildUpdateTriggers(const pluginpb::Predicates& predicates, const cache::Object& old_object,
+                         const cache::Object& new_object);
 
 // True when generation, labels, finalizers, owner references, deletionTimestamp or
 // metadata.annotations differ (annotations are compared from the JSON).

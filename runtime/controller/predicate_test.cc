@@ -3,12 +3,11 @@
 #include <memory>
 #include <string>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::controller {
 namespace {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 std::shared_ptr<const cache::Object> Obj(const std::string& json) {
   cache::ObjectParser parser;
@@ -27,17 +26,17 @@ std::shared_ptr<const cache::Object> Primary(const std::string& meta_extra,
 }
 
 TEST(PrimaryPredicateTest, StatusOnlyChangeDoesNotTrigger) {
-  pb::Predicates defaults;
+  pluginpb::Predicates defaults;
   auto old_object = Primary("", "{}", R"({"ready":false})", "1");
   auto new_object = Primary("", "{}", R"({"ready":true})", "2");
   EXPECT_FALSE(PrimaryUpdateTriggers(defaults, *old_object, *new_object));
-  pb::Predicates all;
+  pluginpb::Predicates all;
   all.set_primary_status_changes(true);
   EXPECT_TRUE(PrimaryUpdateTriggers(all, *old_object, *new_object));
 }
 
 TEST(PrimaryPredicateTest, EachMetadataChangeTriggers) {
-  pb::Predicates defaults;
+  pluginpb::Predicates defaults;
   auto base = Primary(R"(,"labels":{"a":"1"},"annotations":{"x":"1"},"finalizers":["f"])");
   const std::string changes[] = {
       R"(,"labels":{"a":"2"},"annotations":{"x":"1"},"finalizers":["f"])",
@@ -62,7 +61,7 @@ TEST(PrimaryPredicateTest, EachMetadataChangeTriggers) {
 TEST(PrimaryPredicateTest, GenerationChangeTriggers) {
   auto old_object = Obj(R"({"metadata":{"name":"a","generation":1},"spec":{"r":1}})");
   auto new_object = Obj(R"({"metadata":{"name":"a","generation":2},"spec":{"r":2}})");
-  EXPECT_TRUE(PrimaryUpdateTriggers(pb::Predicates(), *old_object, *new_object));
+  EXPECT_TRUE(PrimaryUpdateTriggers(pluginpb::Predicates(), *old_object, *new_object));
 }
 
 TEST(PrimaryPredicateTest, KindsWithoutGenerationCompareContent) {
@@ -73,17 +72,17 @@ TEST(PrimaryPredicateTest, KindsWithoutGenerationCompareContent) {
   auto status_changed =
       Obj(R"({"metadata":{"name":"a","resourceVersion":"2","managedFields":[{}]},)"
           R"("data":{"k":"1"},"status":{"x":1}})");
-  EXPECT_TRUE(PrimaryUpdateTriggers(pb::Predicates(), *old_object, *data_changed));
-  EXPECT_FALSE(PrimaryUpdateTriggers(pb::Predicates(), *old_object, *status_changed));
+  EXPECT_TRUE(PrimaryUpdateTriggers(pluginpb::Predicates(), *old_object, *data_changed));
+  EXPECT_FALSE(PrimaryUpdateTriggers(pluginpb::Predicates(), *old_object, *status_changed));
 }
 
 TEST(ChildPredicateTest, StatusChangesTriggerUnlessIgnored) {
   auto old_object = Obj(R"({"metadata":{"name":"c","generation":1},"status":{"ready":1}})");
   auto status = Obj(R"({"metadata":{"name":"c","generation":1},"status":{"ready":2}})");
   auto spec = Obj(R"({"metadata":{"name":"c","generation":2},"spec":{},"status":{"ready":1}})");
-  pb::Predicates defaults;
+  pluginpb::Predicates defaults;
   EXPECT_TRUE(ChildUpdateTriggers(defaults, *old_object, *status));
-  pb::Predicates ignore;
+  pluginpb::Predicates ignore;
   ignore.set_ignore_child_status_changes(true);
   EXPECT_FALSE(ChildUpdateTriggers(ignore, *old_object, *status));
   EXPECT_TRUE(ChildUpdateTriggers(ignore, *old_object, *spec));
@@ -101,13 +100,13 @@ TEST(ChildPredicateTest, ResourceVersionOrManagedFieldsOnlyChangeDoesNotTriggerI
   auto data = Obj(R"({"metadata":{"name":"c","resourceVersion":"4"},"data":{"k":"2"}})");
   auto status =
       Obj(R"({"metadata":{"name":"c","resourceVersion":"5"},"data":{"k":"1"},"status":{"x":1}})");
-  pb::Predicates defaults;
+  pluginpb::Predicates defaults;
   EXPECT_FALSE(ChildUpdateTriggers(defaults, *old_object, *bumped));
   EXPECT_FALSE(ChildUpdateTriggers(defaults, *old_object, *rv_only));
   EXPECT_FALSE(ChildUpdateTriggers(defaults, *old_object, *old_object));
   EXPECT_TRUE(ChildUpdateTriggers(defaults, *old_object, *data));
   EXPECT_TRUE(ChildUpdateTriggers(defaults, *old_object, *status));
-  pb::Predicates ignore;
+  pluginpb::Predicates ignore;
   ignore.set_ignore_child_status_changes(true);
   EXPECT_FALSE(ChildUpdateTriggers(ignore, *old_object, *bumped));
   EXPECT_TRUE(ChildUpdateTriggers(ignore, *old_object, *data));
@@ -117,15 +116,15 @@ TEST(PrimaryPredicateTest, ResourceVersionOnlyChangeNeverTriggersIssue13) {
   auto old_object = Primary("", "{}", R"({"ready":true})", "1");
   auto bumped = Primary("", "{}", R"({"ready":true})", "2");
   auto status = Primary("", "{}", R"({"ready":false})", "3");
-  pb::Predicates all;
+  pluginpb::Predicates all;
   all.set_primary_status_changes(true);
   EXPECT_FALSE(PrimaryUpdateTriggers(all, *old_object, *bumped));
   EXPECT_TRUE(PrimaryUpdateTriggers(all, *old_object, *status));
-  EXPECT_FALSE(PrimaryUpdateTriggers(pb::Predicates(), *old_object, *bumped));
+  EXPECT_FALSE(PrimaryUpdateTriggers(pluginpb::Predicates(), *old_object, *bumped));
   // Kinds without a generation: a bare resourceVersion bump does not trigger either.
   auto cm = Obj(R"({"metadata":{"name":"a","resourceVersion":"1"},"data":{"k":"1"}})");
   auto cm_bumped = Obj(R"({"metadata":{"name":"a","resourceVersion":"2"},"data":{"k":"1"}})");
-  EXPECT_FALSE(PrimaryUpdateTriggers(pb::Predicates(), *cm, *cm_bumped));
+  EXPECT_FALSE(PrimaryUpdateTriggers(pluginpb::Predicates(), *cm, *cm_bumped));
 }
 
 TEST(MetadataChangedTest, AnnotationsOfNonObjectMetadataAndBadTypes) {
@@ -145,9 +144,9 @@ TEST(MetadataChangedTest, MalformedJsonTriggers) {
   cache::Object fine(R"({"metadata":{"name":"a"}})", meta);
   EXPECT_TRUE(MetadataChanged(broken, fine));
   EXPECT_TRUE(ChangedBesidesStatus(broken, fine));
-  EXPECT_TRUE(PrimaryUpdateTriggers(pb::Predicates(), broken, fine));
+  EXPECT_TRUE(PrimaryUpdateTriggers(pluginpb::Predicates(), broken, fine));
   EXPECT_FALSE(OnlyBookkeepingChanged(broken, fine));
-  EXPECT_TRUE(ChildUpdateTriggers(pb::Predicates(), broken, fine));
+  EXPECT_TRUE(ChildUpdateTriggers(pluginpb::Predicates(), broken, fine));
   cache::Object array("[1,2]", meta);
   EXPECT_TRUE(MetadataChanged(array, array));
 }

@@ -1,14 +1,15 @@
 // The seams between the controller runner, the plugin session and the applier.
 //
-// The runner (runtime/controller) turns queued keys into `pb::ReconcileCall`s, hands them to a
-// `Dispatcher` (implemented by a plugin session, runtime/plugin), and gives each response to a
+// The runner (runtime/controller) turns queued keys into `pluginpb::ReconcileCall`s, hands them to
+// a `Dispatcher` (implemented by a plugin session, runtime/plugin), and gives each response to a
 // `ResponseApplier` (implemented by runtime/controller/apply), whose `ApplyOutcome` tells the
 // runner what to do with the key next. Keeping these as interfaces lets each piece be tested
 // alone (the runner with a fake dispatcher, the applier against the embedded API server) and
 // lets the plugin behind a controller change at run time (hot swap) without the runner noticing.
 //
 // Example (the runner's worker loop, simplified):
-//   dispatcher->Dispatch(std::move(call), deadline, [&](absl::StatusOr<pb::ReconcileResponse> r) {
+//   dispatcher->Dispatch(std::move(call), deadline, [&](absl::StatusOr<pluginpb::ReconcileResponse>
+//   r) {
 //     ...signal the worker...
 //   });
 //   ApplyOutcome outcome = r.ok() ? applier->Apply(context, *r) : RetryOutcome(r.status());
@@ -24,12 +25,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/store.h"
 #include "runtime/kube/discovery.h"
 
 namespace ctrlhost::controller {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // A kind a controller owns, resolved to its resource.
 struct OwnedResource {
@@ -89,7 +89,7 @@ struct ApplyOutcome {
 // instance, or its stream broke with the request in flight), DEADLINE_EXCEEDED (no answer by
 // the deadline), RESOURCE_EXHAUSTED (in-flight cap reached), INVALID_ARGUMENT (malformed
 // response). Every error is retryable from the runner's point of view.
-using ReconcileCallback = std::function<void(absl::StatusOr<pb::ReconcileResponse>)>;
+using ReconcileCallback = std::function<void(absl::StatusOr<pluginpb::ReconcileResponse>)>;
 
 // Sends reconcile calls to whatever serves a controller now. Thread-safe. `done` is called
 // exactly once per Dispatch, from any thread (possibly inline, before Dispatch returns, for
@@ -98,7 +98,8 @@ class Dispatcher {
  public:
   virtual ~Dispatcher() = default;
   // `call.controller` names the controller; the dispatcher assigns request ids.
-  virtual void Dispatch(pb::ReconcileCall call, absl::Time deadline, ReconcileCallback done) = 0;
+  virtual void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
+                        ReconcileCallback done) = 0;
 };
 
 // Turns a plugin's response into API writes. Thread-safe; calls block on the API server (they
@@ -109,7 +110,7 @@ class ResponseApplier {
   // Validates the whole response against what `context.controller` may touch, then writes it.
   // Never throws, never crashes on malformed input (that is a kTerminal outcome).
   virtual ApplyOutcome Apply(const ReconcileContext& context,
-                             const pb::ReconcileResponse& response) = 0;
+                             const pluginpb::ReconcileResponse& response) = 0;
   // Adds the controller's finalizer to the live primary when it has none yet (the runner calls
   // it before the first reconcile of an object that is not being deleted). Returns the primary
   // as the server answered the write (parsed like a cached object), so that the request and

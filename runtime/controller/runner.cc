@@ -6,6 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "runtime/controller/predicate.h"
 
@@ -65,9 +66,9 @@ class Runner::Handler : public watch::EventHandler {
 
  private:
   void Enqueue(const std::vector<std::string>& keys) {
-    const pb::Reason reason = role_ == Role::kPrimary ? pb::REASON_PRIMARY_CHANGED
-                              : role_ == Role::kOwned ? pb::REASON_CHILD_CHANGED
-                                                      : pb::REASON_RELATED_CHANGED;
+    const pluginpb::Reason reason = role_ == Role::kPrimary ? pluginpb::REASON_PRIMARY_CHANGED
+                                    : role_ == Role::kOwned ? pluginpb::REASON_CHILD_CHANGED
+                                                            : pluginpb::REASON_RELATED_CHANGED;
     for (const std::string& key : keys) runner_->EnqueueFromEvent(key, reason);
   }
 
@@ -118,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(const ControllerInfo* inf
     strip.push_back(*std::move(path));
   }
   auto metadata_only = [&options](const std::string& group, const std::string& kind) {
-    for (const pb::GroupVersionKind& gvk : options.metadata_only_kinds) {
+    for (const pluginpb::GroupVersionKind& gvk : options.metadata_only_kinds) {
       if (gvk.group() == group && gvk.kind() == kind) return true;
     }
     return false;
@@ -233,16 +234,17 @@ bool Runner::InNamespaces(absl::string_view key) const {
          options_.namespaces.end();
 }
 
-bool Runner::UnparkLocked(absl::string_view key, pb::Reason reason) {
+bool Runner::UnparkLocked(absl::string_view key, pluginpb::Reason reason) {
   if (!terminal_.contains(key)) return true;
   // A new plugin may well handle what the old one failed on terminally; a background task's
   // enqueue reports an outside change, like a watch event.
-  if (reason != pb::REASON_PLUGIN_STARTED && reason != pb::REASON_BACKGROUND_TASK) return false;
+  if (reason != pluginpb::REASON_PLUGIN_STARTED && reason != pluginpb::REASON_BACKGROUND_TASK)
+    return false;
   terminal_.erase(key);
   return true;
 }
 
-void Runner::EnqueueFromEvent(const std::string& key, pb::Reason reason) {
+void Runner::EnqueueFromEvent(const std::string& key, pluginpb::Reason reason) {
   if (!InNamespaces(key)) return;
   {
     common::MutexLock lock(&mu_);
@@ -252,7 +254,7 @@ void Runner::EnqueueFromEvent(const std::string& key, pb::Reason reason) {
   queue_.Add(key);
 }
 
-bool Runner::Enqueue(absl::string_view key, pb::Reason reason) {
+bool Runner::Enqueue(absl::string_view key, pluginpb::Reason reason) {
   if (!InNamespaces(key)) return false;
   {
     common::MutexLock lock(&mu_);
@@ -262,7 +264,7 @@ bool Runner::Enqueue(absl::string_view key, pb::Reason reason) {
   return queue_.Add(key);
 }
 
-size_t Runner::EnqueueAll(pb::Reason reason, absl::Duration spread) {
+size_t Runner::EnqueueAll(pluginpb::Reason reason, absl::Duration spread) {
   return EnqueueMatching(reason, spread, nullptr);
 }
 
@@ -274,7 +276,7 @@ size_t Runner::CountOwned() const {
   return owned;
 }
 
-size_t Runner::EnqueueMatching(pb::Reason reason, absl::Duration spread,
+size_t Runner::EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
                                const std::function<bool(absl::string_view key)>& filter) {
   thread_local absl::InsecureBitGen gen;
   size_t queued = 0;
@@ -310,7 +312,7 @@ void Runner::OnPrimaryDeleted(const cache::Object& object) {
     terminal_.erase(key);
     finalizer_ensured_.erase(object.uid());
     deleted_uids_[key] = std::string(object.uid());
-    reasons_[key] = pb::REASON_PRIMARY_DELETED;
+    reasons_[key] = pluginpb::REASON_PRIMARY_DELETED;
   }
   queue_.Add(key);
 }

@@ -10,9 +10,9 @@
 // Worker side (`max_concurrent_reconciles` threads): for each key handed out by the work queue
 // the worker reads the primary from the primary store and, when asked for, its children (the
 // owner-uid index of each owned kind's store) and related objects (watches with
-// include_in_requests), builds a `pb::ReconcileCall`, sends it through the `Dispatcher` and waits
-// for the answer on its own condition variable (never on a gRPC thread), hands the response to
-// the `ResponseApplier` and acts on the `ApplyOutcome`:
+// include_in_requests), builds a `pluginpb::ReconcileCall`, sends it through the `Dispatcher` and
+// waits for the answer on its own condition variable (never on a gRPC thread), hands the response
+// to the `ResponseApplier` and acts on the `ApplyOutcome`:
 //   kDone -> Forget; kRequeueAfter -> Forget + AddAfter; kRetry and every dispatch error ->
 //   AddRateLimited; kRequeueNow -> Add; kTerminal -> Forget, and the key is not reconciled again
 //   (not even by resync or schedules) until an event maps to it.
@@ -67,6 +67,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/store.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
@@ -82,7 +83,7 @@ namespace ctrlhost::controller {
 
 // A watched kind: the plugin's declaration, its resolved resource and its store.
 struct WatchSource {
-  pb::WatchedKind spec;
+  pluginpb::WatchedKind spec;
   kube::ResourceMapping mapping;
   const cache::Store* store = nullptr;  // borrowed; outlives the runner
 };
@@ -98,11 +99,11 @@ struct RunnerSources {
 struct RunnerOptions {
   int max_concurrent_reconciles = 1;  // values < 1 mean 1
   queue::WorkQueue::Options queue;    // qps / burst / backoff
-  pb::Predicates predicates;
+  pluginpb::Predicates predicates;
   bool include_children = false;  // RequestContents.children (and the capability) in effect
   bool include_related = false;   // RequestContents.related_objects in effect
   // RequestContents.metadata_only_kinds (matched by group and kind) and strip_fields.
-  std::vector<pb::GroupVersionKind> metadata_only_kinds;
+  std::vector<pluginpb::GroupVersionKind> metadata_only_kinds;
   std::vector<std::string> strip_fields;
   // Namespaces whose primaries are reconciled; empty: all. Ignored for cluster-scoped kinds.
   std::vector<std::string> namespaces;
@@ -181,12 +182,12 @@ class Runner {
   // keys outside the namespaces and keys parked as terminal, except that
   // REASON_PLUGIN_STARTED unparks them (a swapped plugin may succeed). Returns whether it was
   // queued.
-  bool Enqueue(absl::string_view key, pb::Reason reason);
+  bool Enqueue(absl::string_view key, pluginpb::Reason reason);
   // Queues every primary in the store, each after a random delay in [0, spread) so that a
   // resync does not arrive as one burst. Returns the number of keys queued.
-  size_t EnqueueAll(pb::Reason reason, absl::Duration spread = absl::ZeroDuration());
+  size_t EnqueueAll(pluginpb::Reason reason, absl::Duration spread = absl::ZeroDuration());
   // Like EnqueueAll, but only the keys for which `filter` is true (the key gate still applies).
-  size_t EnqueueMatching(pb::Reason reason, absl::Duration spread,
+  size_t EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
                          const std::function<bool(absl::string_view key)>& filter);
   // How many primaries in the store the key gate says this host owns now (all without a gate).
   size_t CountOwned() const;
@@ -204,23 +205,24 @@ class Runner {
          ResponseApplier* applier, RunnerOptions options);
 
   // From the event adapters: clears the key's terminal state and queues it.
-  void EnqueueFromEvent(const std::string& key, pb::Reason reason);
+  void EnqueueFromEvent(const std::string& key, pluginpb::Reason reason);
   void OnPrimaryDeleted(const cache::Object& object);
   void ObservePrimary(const cache::ObjectPtr& old_primary, const cache::ObjectPtr& new_primary);
   // In the namespaces and, with a key gate, this host's.
   bool InNamespaces(absl::string_view key) const;
   // False when `key` is parked as terminal and `reason` does not lift that
   // (only REASON_PLUGIN_STARTED does, and then unparks it).
-  bool UnparkLocked(absl::string_view key, pb::Reason reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool UnparkLocked(absl::string_view key, pluginpb::Reason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void WorkerLoop();
   void ProcessKey(const std::string& key);
   // Sends `call` and waits for the answer (bounded by deadline + dispatch_grace).
-  absl::StatusOr<pb::ReconcileResponse> DispatchAndWait(pb::ReconcileCall call,
-                                                        absl::Time deadline);
-  pb::ReconcileCall BuildCall(const std::string& key, const cache::ObjectPtr& primary,
-                              absl::string_view uid, pb::Reason reason, uint32_t attempt,
-                              absl::Time deadline) const;
+  absl::StatusOr<pluginpb::ReconcileResponse> DispatchAndWait(pluginpb::ReconcileCall call,
+                                                              absl::Time deadline);
+  pluginpb::ReconcileCall BuildCall(const std::string& key, const cache::ObjectPtr& primary,
+                                    absl::string_view uid, pluginpb::Reason reason,
+                                    uint32_t attempt, absl::Time deadline) const;
   // Requeue helpers: record the key as lost when the queue is shut down.
   void Requeue(const std::string& key, bool ok);
   // AddRateLimited, capped at access_denied_max_backoff when `cause` is a 401/403.
@@ -252,7 +254,7 @@ class Runner {
   mutable common::Mutex mu_;
   common::CondVar workers_cv_;  // signalled when a worker exits
   // State below is protected by mu_.
-  absl::flat_hash_map<std::string, pb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, pluginpb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> terminal_ ABSL_GUARDED_BY(mu_);
   // Consecutive kRequeueNow outcomes per key (see kMaxImmediateConflicts).
   absl::flat_hash_map<std::string, int> conflicts_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/mutex.h"
@@ -24,21 +25,21 @@ namespace {
 // Answers every call with an empty response and keeps the calls.
 class RecordingDispatcher : public Dispatcher {
  public:
-  void Dispatch(pb::ReconcileCall call, absl::Time, ReconcileCallback done) override {
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time, ReconcileCallback done) override {
     {
       common::MutexLock lock(&mu_);
       calls_.push_back(std::move(call));
       cv_.SignalAll();
     }
-    done(pb::ReconcileResponse());
+    done(pluginpb::ReconcileResponse());
   }
   // Waits (bounded, real time) for a call matching `match`; returns it.
-  std::optional<pb::ReconcileCall> WaitFor(
-      const std::function<bool(const pb::ReconcileCall&)>& match) {
+  std::optional<pluginpb::ReconcileCall> WaitFor(
+      const std::function<bool(const pluginpb::ReconcileCall&)>& match) {
     common::MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (true) {
-      for (const pb::ReconcileCall& call : calls_) {
+      for (const pluginpb::ReconcileCall& call : calls_) {
         if (match(call)) return call;
       }
       if (cv_.WaitWithDeadline(&mu_, deadline)) return std::nullopt;
@@ -48,12 +49,12 @@ class RecordingDispatcher : public Dispatcher {
  private:
   common::Mutex mu_;
   common::CondVar cv_;
-  std::vector<pb::ReconcileCall> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<pluginpb::ReconcileCall> calls_ ABSL_GUARDED_BY(mu_);
 };
 
 class NoopApplier : public ResponseApplier {
  public:
-  ApplyOutcome Apply(const ReconcileContext&, const pb::ReconcileResponse&) override {
+  ApplyOutcome Apply(const ReconcileContext&, const pluginpb::ReconcileResponse&) override {
     return ApplyOutcome();
   }
   absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const ReconcileContext&) override {
@@ -121,7 +122,8 @@ TEST(RunnerIntegrationTest, ReconcilesFromRealReflectors) {
   ASSERT_TRUE(secrets.WaitForSync(absl::Seconds(30)));
   (*runner)->Start();
 
-  auto first = dispatcher.WaitFor([](const pb::ReconcileCall& c) { return c.name() == "web"; });
+  auto first =
+      dispatcher.WaitFor([](const pluginpb::ReconcileCall& c) { return c.name() == "web"; });
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->namespace_(), "default");
   EXPECT_EQ(first->uid(), web_uid);
@@ -138,7 +140,7 @@ TEST(RunnerIntegrationTest, ReconcilesFromRealReflectors) {
                    R"("uid":")", web_uid, R"(","controller":true}]},"data":{}})"));
   ASSERT_TRUE(child.ok()) << child.status();
   auto with_child = dispatcher.WaitFor(
-      [](const pb::ReconcileCall& c) { return c.name() == "web" && c.children_size() == 1; });
+      [](const pluginpb::ReconcileCall& c) { return c.name() == "web" && c.children_size() == 1; });
   ASSERT_TRUE(with_child.has_value());
   EXPECT_EQ(with_child->children(0).kind(), "Secret");
   EXPECT_EQ(nlohmann::json::parse(with_child->children(0).object())["metadata"]["name"],
@@ -149,14 +151,15 @@ TEST(RunnerIntegrationTest, ReconcilesFromRealReflectors) {
       client.Patch(Ref("configmaps", "web"), kube::PatchType::kMerge, R"({"data":{"a":"2"}})");
   ASSERT_TRUE(updated.ok()) << updated.status();
   ASSERT_TRUE(dispatcher
-                  .WaitFor([](const pb::ReconcileCall& c) {
+                  .WaitFor([](const pluginpb::ReconcileCall& c) {
                     return c.name() == "web" && !c.object().empty() &&
                            nlohmann::json::parse(c.object())["data"]["a"] == "2";
                   })
                   .has_value());
   ASSERT_TRUE(client.Delete(Ref("configmaps", "web")).ok());
-  auto deleted = dispatcher.WaitFor(
-      [](const pb::ReconcileCall& c) { return c.reason() == pb::REASON_PRIMARY_DELETED; });
+  auto deleted = dispatcher.WaitFor([](const pluginpb::ReconcileCall& c) {
+    return c.reason() == pluginpb::REASON_PRIMARY_DELETED;
+  });
   ASSERT_TRUE(deleted.has_value());
   EXPECT_TRUE(deleted->object().empty());
   EXPECT_EQ(deleted->uid(), web_uid);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -31,7 +32,7 @@ TEST_F(RunnerTest, FinalizerEnsuredOnceBeforeTheFirstReconcile) {
   ASSERT_TRUE(WaitIdle());
   EXPECT_THAT(applier_.ensured(), ElementsAre("ns/web"));
   // The cache still shows the same version: no second call.
-  EXPECT_TRUE(runner_->Enqueue("ns/web", pb::REASON_RESYNC));
+  EXPECT_TRUE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
   ASSERT_TRUE(applier_.WaitForApplied(2));
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(applier_.ensured().size(), 1u);
@@ -48,7 +49,7 @@ TEST_F(RunnerTest, FinalizerEnsuredOnceBeforeTheFirstReconcile) {
   ASSERT_TRUE(applier_.WaitForApplied(4));
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(applier_.ensured().size(), 1u);
-  std::vector<pb::ReconcileCall> calls = dispatcher_.calls();
+  std::vector<pluginpb::ReconcileCall> calls = dispatcher_.calls();
   EXPECT_FALSE(calls[2].finalizing());
   EXPECT_TRUE(calls[3].finalizing());
 }
@@ -83,10 +84,10 @@ TEST_F(RunnerTest, DeletedPrimaryGetsOneRequestThenIsForgotten) {
   clock_.Advance(absl::Seconds(1));  // the failed delivery is retried
   ASSERT_TRUE(applier_.WaitForApplied(2));
   ASSERT_TRUE(WaitIdle());
-  std::vector<pb::ReconcileCall> calls = dispatcher_.calls();
+  std::vector<pluginpb::ReconcileCall> calls = dispatcher_.calls();
   ASSERT_EQ(calls.size(), 3u);
   for (int i : {1, 2}) {
-    EXPECT_EQ(calls[i].reason(), pb::REASON_PRIMARY_DELETED);
+    EXPECT_EQ(calls[i].reason(), pluginpb::REASON_PRIMARY_DELETED);
     EXPECT_TRUE(calls[i].object().empty());
     EXPECT_EQ(calls[i].uid(), "uid-web");
   }
@@ -117,7 +118,7 @@ TEST_F(RunnerTest, ChildEventsMapToTheOwnerAndHonourPredicates) {
   EXPECT_EQ(dispatcher_.call_count(), 1u);
   runner_->OwnedHandler(0)->OnUpdate(c2, c3);
   ASSERT_TRUE(applier_.WaitForApplied(2));
-  EXPECT_EQ(dispatcher_.calls()[1].reason(), pb::REASON_CHILD_CHANGED);
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_CHILD_CHANGED);
 }
 
 TEST_F(RunnerTest, StatusOnlyPrimaryUpdateIsFiltered) {
@@ -139,8 +140,8 @@ TEST_F(RunnerTest, NamespacesFilterKeys) {
   Build();
   runner_->Start();
   AddPrimary(WebApp("web"));
-  EXPECT_FALSE(runner_->Enqueue("ns/web", pb::REASON_RESYNC));
-  EXPECT_EQ(runner_->EnqueueAll(pb::REASON_RESYNC), 0u);
+  EXPECT_FALSE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
+  EXPECT_EQ(runner_->EnqueueAll(pluginpb::REASON_RESYNC), 0u);
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(dispatcher_.call_count(), 0u);
 }
@@ -149,7 +150,7 @@ TEST_F(RunnerTest, ShutdownReturnsKeysThatNeverRan) {
   Build();
   AddPrimary(WebApp("a"));
   AddPrimary(WebApp("b"));
-  runner_->EnqueueAll(pb::REASON_RESYNC, absl::Minutes(1));  // already queued: no effect
+  runner_->EnqueueAll(pluginpb::REASON_RESYNC, absl::Minutes(1));  // already queued: no effect
   std::vector<std::string> unrun = runner_->Shutdown(absl::Seconds(5));
   EXPECT_THAT(unrun, ElementsAre("ns/a", "ns/b"));
   EXPECT_THAT(runner_->Shutdown(absl::Seconds(5)), IsEmpty());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -32,14 +33,14 @@ TEST_F(RunnerTest, BuildsTheCallFromTheCache) {
   runner_->Start();
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
-  std::vector<pb::ReconcileCall> calls = dispatcher_.calls();
+  std::vector<pluginpb::ReconcileCall> calls = dispatcher_.calls();
   ASSERT_EQ(calls.size(), 1u);
-  const pb::ReconcileCall& call = calls[0];
+  const pluginpb::ReconcileCall& call = calls[0];
   EXPECT_EQ(call.controller(), "webapps");
   EXPECT_EQ(call.namespace_(), "ns");
   EXPECT_EQ(call.name(), "web");
   EXPECT_EQ(call.uid(), "uid-web");
-  EXPECT_EQ(call.reason(), pb::REASON_PRIMARY_CHANGED);
+  EXPECT_EQ(call.reason(), pluginpb::REASON_PRIMARY_CHANGED);
   EXPECT_EQ(call.attempt(), 1u);
   EXPECT_FALSE(call.finalizing());
   EXPECT_EQ(call.trace_id().size(), 32u);
@@ -74,7 +75,7 @@ TEST_F(RunnerTest, RelatedObjectsFromWatchesThatIncludeThem) {
   runner_->Start();
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
-  pb::ReconcileCall call = dispatcher_.calls()[0];
+  pluginpb::ReconcileCall call = dispatcher_.calls()[0];
   ASSERT_EQ(call.related_objects_size(), 1);
   EXPECT_EQ(call.related_objects(0).kind(), "Secret");
   EXPECT_EQ(nlohmann::json::parse(call.related_objects(0).object())["metadata"]["name"], "s");
@@ -82,12 +83,12 @@ TEST_F(RunnerTest, RelatedObjectsFromWatchesThatIncludeThem) {
   // An event of the watched kind maps back to the primary.
   runner_->WatchHandler(0)->OnUpdate(secrets.Get("ns/s"), secrets.Get("ns/s"));
   ASSERT_TRUE(applier_.WaitForApplied(2));
-  EXPECT_EQ(dispatcher_.calls()[1].reason(), pb::REASON_RELATED_CHANGED);
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_RELATED_CHANGED);
 }
 
 TEST_F(RunnerTest, MetadataOnlyKindsAndStrippedFields) {
   options_.include_children = true;
-  pb::GroupVersionKind configmaps;
+  pluginpb::GroupVersionKind configmaps;
   configmaps.set_version("v1");
   configmaps.set_kind("ConfigMap");
   options_.metadata_only_kinds = {configmaps};
@@ -100,7 +101,7 @@ TEST_F(RunnerTest, MetadataOnlyKindsAndStrippedFields) {
   AddPrimary(Obj(R"({"metadata":{"name":"web","namespace":"ns","uid":"uid-web",
     "annotations":{"a":"b"}},"spec":{"secret":"s","keep":1}})"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
-  pb::ReconcileCall call = dispatcher_.calls()[0];
+  pluginpb::ReconcileCall call = dispatcher_.calls()[0];
   nlohmann::json primary = nlohmann::json::parse(call.object());
   EXPECT_EQ(primary["kind"], "WebApp");
   EXPECT_FALSE(primary["metadata"].contains("annotations"));
@@ -177,7 +178,7 @@ TEST_F(RunnerTest, RequeueAfterRunsAgainAfterTheDelay) {
   EXPECT_EQ(runner_->Metrics().queue.delayed, 1u);
   clock_.Advance(absl::Minutes(5));
   ASSERT_TRUE(applier_.WaitForApplied(2));
-  EXPECT_EQ(dispatcher_.calls()[1].reason(), pb::REASON_REQUEUE);
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_REQUEUE);
   EXPECT_EQ(dispatcher_.calls()[1].attempt(), 1u);
   EXPECT_EQ(runner_->Metrics().reconciles_for(ReconcileResult::kRequeueAfter), 1u);
 }
@@ -195,9 +196,9 @@ TEST_F(RunnerTest, RetryBacksOffAndCountsAttempts) {
   ASSERT_TRUE(WaitIdle());
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(applier_.WaitForApplied(3));
-  std::vector<pb::ReconcileCall> calls = dispatcher_.calls();
+  std::vector<pluginpb::ReconcileCall> calls = dispatcher_.calls();
   ASSERT_EQ(calls.size(), 3u);
-  EXPECT_EQ(calls[1].reason(), pb::REASON_RETRY);
+  EXPECT_EQ(calls[1].reason(), pluginpb::REASON_RETRY);
   EXPECT_EQ(calls[1].attempt(), 2u);
   EXPECT_EQ(calls[2].attempt(), 3u);
   EXPECT_THAT(applier_.attempts(), ElementsAre(0, 1, 2));
@@ -292,8 +293,8 @@ TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
   EXPECT_EQ(runner_->Metrics().terminal_keys, 1u);
   // Not retried, not resynced, not re-run by a status-only change.
   clock_.Advance(absl::Hours(1));
-  EXPECT_FALSE(runner_->Enqueue("ns/web", pb::REASON_RESYNC));
-  EXPECT_EQ(runner_->EnqueueAll(pb::REASON_RESYNC), 0u);
+  EXPECT_FALSE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
+  EXPECT_EQ(runner_->EnqueueAll(pluginpb::REASON_RESYNC), 0u);
   auto status_only = WebApp("web", "2", R"(,"labels":{"a":"1"})", R"({"failed":true})");
   primaries_.Upsert(status_only);
   runner_->PrimaryHandler()->OnUpdate(v1, status_only);
@@ -308,7 +309,7 @@ TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
   RunnerMetrics m = runner_->Metrics();
   EXPECT_EQ(m.terminal_keys, 0u);
   EXPECT_EQ(m.reconciles_for(ReconcileResult::kTerminal), 1u);
-  EXPECT_TRUE(runner_->Enqueue("ns/web", pb::REASON_RESYNC));
+  EXPECT_TRUE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
 }
 
 TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
@@ -318,10 +319,10 @@ TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
   ASSERT_TRUE(WaitIdle());
-  EXPECT_EQ(runner_->EnqueueAll(pb::REASON_SCHEDULE), 0u);
-  EXPECT_EQ(runner_->EnqueueAll(pb::REASON_PLUGIN_STARTED), 1u);
+  EXPECT_EQ(runner_->EnqueueAll(pluginpb::REASON_SCHEDULE), 0u);
+  EXPECT_EQ(runner_->EnqueueAll(pluginpb::REASON_PLUGIN_STARTED), 1u);
   ASSERT_TRUE(applier_.WaitForApplied(2));
-  EXPECT_EQ(dispatcher_.calls()[1].reason(), pb::REASON_PLUGIN_STARTED);
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_PLUGIN_STARTED);
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(runner_->Metrics().terminal_keys, 0u);
 }
@@ -397,7 +398,7 @@ TEST_F(RunnerTest, KeyGateDecidesWhichKeysRunAndWhen) {
   ASSERT_TRUE(WaitIdle());
   // Queued again after it moved away: dropped at Begin, without a reconcile.
   gate.MoveMine();
-  EXPECT_EQ(runner_->EnqueueMatching(pb::REASON_RESYNC, absl::ZeroDuration(),
+  EXPECT_EQ(runner_->EnqueueMatching(pluginpb::REASON_RESYNC, absl::ZeroDuration(),
                                      [](absl::string_view key) { return key == "ns/mine"; }),
             1u);
   ASSERT_TRUE(WaitIdle());

@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/proto_time.h"
 #include "runtime/controller/runner.h"
@@ -31,7 +32,7 @@ std::string TraceId() {
 // broken UTF-8, for one). Whatever it missed is this plugin answer's fault: a terminal error for
 // the key (recorded on the primary, best effort), never an exception that ends the host.
 ApplyOutcome ApplyGuarded(ResponseApplier* applier, const ReconcileContext& context,
-                          const pb::ReconcileResponse& response) {
+                          const pluginpb::ReconcileResponse& response) {
   ApplyOutcome outcome;
   outcome.kind = OutcomeKind::kTerminal;
   try {
@@ -92,19 +93,19 @@ void Runner::Record(ReconcileResult result, const std::string& key, const absl::
   }
 }
 
-absl::StatusOr<pb::ReconcileResponse> Runner::DispatchAndWait(pb::ReconcileCall call,
-                                                              absl::Time deadline) {
+absl::StatusOr<pluginpb::ReconcileResponse> Runner::DispatchAndWait(pluginpb::ReconcileCall call,
+                                                                    absl::Time deadline) {
   // Shared with the callback, which may run after this worker gave up waiting.
   struct Pending {
     common::Mutex mu;
     common::CondVar cv;
     bool done ABSL_GUARDED_BY(mu) = false;
-    absl::StatusOr<pb::ReconcileResponse> result ABSL_GUARDED_BY(mu) =
+    absl::StatusOr<pluginpb::ReconcileResponse> result ABSL_GUARDED_BY(mu) =
         absl::UnknownError("no answer");
   };
   auto pending = std::make_shared<Pending>();
   dispatcher_->Dispatch(std::move(call), deadline,
-                        [pending](absl::StatusOr<pb::ReconcileResponse> result) {
+                        [pending](absl::StatusOr<pluginpb::ReconcileResponse> result) {
                           common::MutexLock lock(&pending->mu);
                           if (pending->done) return;
                           pending->result = std::move(result);
@@ -122,10 +123,10 @@ absl::StatusOr<pb::ReconcileResponse> Runner::DispatchAndWait(pb::ReconcileCall 
   return std::move(pending->result);
 }
 
-pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectPtr& primary,
-                                    absl::string_view uid, pb::Reason reason, uint32_t attempt,
-                                    absl::Time deadline) const {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectPtr& primary,
+                                          absl::string_view uid, pluginpb::Reason reason,
+                                          uint32_t attempt, absl::Time deadline) const {
+  pluginpb::ReconcileCall call;
   call.set_controller(info_->name);
   const size_t slash = key.find('/');
   if (slash == std::string::npos) {
@@ -149,7 +150,7 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
       const kube::ResourceMapping& mapping = info_->owns[i].mapping;
       const std::string api_version = ApiVersion(mapping.group, mapping.version);
       for (const cache::ObjectPtr& child : owner_mapper_->Related(*primary, *sources_.owned[i])) {
-        pb::RawObject* raw = call.add_children();
+        pluginpb::RawObject* raw = call.add_children();
         raw->set_api_version(api_version);
         raw->set_kind(mapping.kind);
         raw->set_object(
@@ -163,7 +164,7 @@ pb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::ObjectP
       if (!watch.spec.include_in_requests()) continue;
       const std::string api_version = ApiVersion(watch.mapping.group, watch.mapping.version);
       for (const cache::ObjectPtr& object : watch_mappers_[i]->Related(*primary, *watch.store)) {
-        pb::RawObject* raw = call.add_related_objects();
+        pluginpb::RawObject* raw = call.add_related_objects();
         raw->set_api_version(api_version);
         raw->set_kind(watch.mapping.kind);
         raw->set_object(ShapeObject(object->json(), api_version, watch.mapping.kind,
@@ -201,7 +202,7 @@ void Runner::ProcessKey(const std::string& key) {
     }
   } gate_guard{gate, key};
   const absl::Time start = clock_->Now();
-  pb::Reason reason = pb::REASON_UNSPECIFIED;
+  pluginpb::Reason reason = pluginpb::REASON_UNSPECIFIED;
   std::string deleted_uid;
   bool deleted_known = false;
   {
@@ -225,7 +226,7 @@ void Runner::ProcessKey(const std::string& key) {
   } active_guard{this};
 
   const uint32_t attempt = queue_.NumRequeues(key);
-  if (attempt > 0 && reason == pb::REASON_UNSPECIFIED) reason = pb::REASON_RETRY;
+  if (attempt > 0 && reason == pluginpb::REASON_UNSPECIFIED) reason = pluginpb::REASON_RETRY;
   cache::ObjectPtr primary = sources_.primary->Get(key);
   ReconcileContext context;
   context.controller = info_;
@@ -244,7 +245,7 @@ void Runner::ProcessKey(const std::string& key) {
       common::LogDebug("no such primary", {{"controller", info_->name}, {"key", key}});
       return;
     }
-    reason = pb::REASON_PRIMARY_DELETED;
+    reason = pluginpb::REASON_PRIMARY_DELETED;
   } else {
     if (deleted_known) {
       common::MutexLock lock(&mu_);
@@ -286,11 +287,12 @@ void Runner::ProcessKey(const std::string& key) {
 
   const absl::Time deadline = clock_->Now() + info_->request_timeout;
   context.trace_id = TraceId();
-  pb::ReconcileCall call = BuildCall(
-      key, primary, primary != nullptr ? primary->uid() : absl::string_view(deleted_uid),
-      reason == pb::REASON_UNSPECIFIED ? pb::REASON_PRIMARY_CHANGED : reason, attempt, deadline);
+  pluginpb::ReconcileCall call =
+      BuildCall(key, primary, primary != nullptr ? primary->uid() : absl::string_view(deleted_uid),
+                reason == pluginpb::REASON_UNSPECIFIED ? pluginpb::REASON_PRIMARY_CHANGED : reason,
+                attempt, deadline);
   call.set_trace_id(context.trace_id);
-  absl::StatusOr<pb::ReconcileResponse> response = DispatchAndWait(std::move(call), deadline);
+  absl::StatusOr<pluginpb::ReconcileResponse> response = DispatchAndWait(std::move(call), deadline);
 
   ApplyOutcome outcome;
   if (!response.ok()) {
@@ -341,7 +343,7 @@ void Runner::ProcessKey(const std::string& key) {
       queue_.Forget(key);
       {
         common::MutexLock lock(&mu_);
-        reasons_.try_emplace(key, pb::REASON_REQUEUE);
+        reasons_.try_emplace(key, pluginpb::REASON_REQUEUE);
       }
       Requeue(key, queue_.AddAfter(key, outcome.requeue_after));
       Record(ReconcileResult::kRequeueAfter, key, absl::OkStatus(), took);

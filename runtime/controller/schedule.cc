@@ -4,12 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::controller {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
-
-absl::StatusOr<SchedulerOptions> SchedulerOptionsFromSpec(const pb::ControllerSpec& spec) {
+absl::StatusOr<SchedulerOptions> SchedulerOptionsFromSpec(const pluginpb::ControllerSpec& spec) {
   SchedulerOptions options;
   if (spec.has_resync_period()) {
     const absl::Duration period = absl::Seconds(spec.resync_period().seconds()) +
@@ -99,8 +98,8 @@ void Scheduler::Loop(absl::Time start) {
       }
     }
     mu_.Unlock();
-    if (resync) fire_(pb::REASON_RESYNC, options_.resync_period * options_.resync_jitter);
-    if (scheduled) fire_(pb::REASON_SCHEDULE, absl::ZeroDuration());
+    if (resync) fire_(pluginpb::REASON_RESYNC, options_.resync_period * options_.resync_jitter);
+    if (scheduled) fire_(pluginpb::REASON_SCHEDULE, absl::ZeroDuration());
     mu_.Lock();
   }
 }

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/cron.h"
@@ -42,14 +43,13 @@ struct SchedulerOptions {
 // The resync period and parsed schedules of a ControllerSpec. Errors: kInvalidArgument for a
 // negative resync period or an invalid cron expression or time zone (the message names the
 // schedule's index).
-absl::StatusOr<SchedulerOptions> SchedulerOptionsFromSpec(
-    const ::ctrlhost::plugin::v1alpha1::ControllerSpec& spec);
+absl::StatusOr<SchedulerOptions> SchedulerOptionsFromSpec(const pluginpb::ControllerSpec& spec);
 
 // Thread-safe. Runs one thread between Start and Stop; `fire` is called on it, without any
 // lock held, one call at a time (it should only queue keys). mu_ guards the stop flag.
 class Scheduler {
  public:
-  using Fire = std::function<void(::ctrlhost::plugin::v1alpha1::Reason, absl::Duration spread)>;
+  using Fire = std::function<void(pluginpb::Reason, absl::Duration spread)>;
 
   Scheduler(SchedulerOptions options, Fire fire);
   Scheduler(const Scheduler&) = delete;

@@ -2,18 +2,17 @@
 
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "runtime/common/mutex.h"
 
 namespace ctrlhost::controller {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
-
 // Collects firings; waits for them with a bounded real-time deadline.
 class Firings {
  public:
-  void Add(pb::Reason reason, absl::Duration spread) {
+  void Add(pluginpb::Reason reason, absl::Duration spread) {
     common::MutexLock lock(&mu_);
     reasons_.push_back(reason);
     spreads_.push_back(spread);
@@ -27,7 +26,7 @@ class Firings {
     }
     return true;
   }
-  std::vector<pb::Reason> reasons() {
+  std::vector<pluginpb::Reason> reasons() {
     common::MutexLock lock(&mu_);
     return reasons_;
   }
@@ -39,12 +38,12 @@ class Firings {
  private:
   common::Mutex mu_;
   common::CondVar cv_;
-  std::vector<pb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
+  std::vector<pluginpb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> spreads_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST(SchedulerOptionsTest, FromSpec) {
-  pb::ControllerSpec spec;
+  pluginpb::ControllerSpec spec;
   spec.set_name("c");
   spec.mutable_resync_period()->set_seconds(600);
   spec.add_schedules()->set_cron("0 3 * * *");
@@ -61,10 +60,10 @@ TEST(SchedulerOptionsTest, FromSpec) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("schedules[2]"), absl::string_view::npos) << status;
 
-  pb::ControllerSpec negative;
+  pluginpb::ControllerSpec negative;
   negative.mutable_resync_period()->set_seconds(-1);
   EXPECT_FALSE(SchedulerOptionsFromSpec(negative).ok());
-  pb::ControllerSpec zone;
+  pluginpb::ControllerSpec zone;
   auto* bad_zone = zone.add_schedules();
   bad_zone->set_cron("* * * * *");
   bad_zone->set_time_zone("Nowhere/Special");
@@ -77,7 +76,7 @@ TEST(SchedulerTest, ResyncFiresEveryPeriodWithSpread) {
   SchedulerOptions options;
   options.resync_period = absl::Minutes(10);
   options.clock = &clock;
-  Scheduler scheduler(options, [&](pb::Reason r, absl::Duration s) { firings.Add(r, s); });
+  Scheduler scheduler(options, [&](pluginpb::Reason r, absl::Duration s) { firings.Add(r, s); });
   scheduler.Start();
   clock.Advance(absl::Minutes(10));
   ASSERT_TRUE(firings.WaitFor(1));
@@ -88,7 +87,7 @@ TEST(SchedulerTest, ResyncFiresEveryPeriodWithSpread) {
   ASSERT_TRUE(firings.WaitFor(3));
   scheduler.Stop();
   EXPECT_EQ(firings.reasons().size(), 3u);
-  for (pb::Reason r : firings.reasons()) EXPECT_EQ(r, pb::REASON_RESYNC);
+  for (pluginpb::Reason r : firings.reasons()) EXPECT_EQ(r, pluginpb::REASON_RESYNC);
   EXPECT_EQ(firings.spreads()[0], absl::Minutes(1));
 }
 
@@ -102,7 +101,7 @@ TEST(SchedulerTest, CronFiresAtItsTimes) {
   SchedulerOptions options;
   options.schedules.push_back(*cron);
   options.clock = &clock;
-  Scheduler scheduler(options, [&](pb::Reason r, absl::Duration s) { firings.Add(r, s); });
+  Scheduler scheduler(options, [&](pluginpb::Reason r, absl::Duration s) { firings.Add(r, s); });
   EXPECT_EQ(scheduler.NextFiring(clock.Now()), clock.Now() + absl::Minutes(30));
   scheduler.Start();
   clock.Advance(absl::Minutes(29));
@@ -111,14 +110,14 @@ TEST(SchedulerTest, CronFiresAtItsTimes) {
   clock.Advance(absl::Hours(24));
   ASSERT_TRUE(firings.WaitFor(2));
   scheduler.Stop();
-  EXPECT_EQ(firings.reasons()[0], pb::REASON_SCHEDULE);
+  EXPECT_EQ(firings.reasons()[0], pluginpb::REASON_SCHEDULE);
   EXPECT_EQ(firings.spreads()[0], absl::ZeroDuration());
 }
 
 TEST(SchedulerTest, NothingScheduledStartsNoThreadAndStopIsIdempotent) {
   Firings firings;
   Scheduler scheduler(SchedulerOptions{},
-                      [&](pb::Reason r, absl::Duration s) { firings.Add(r, s); });
+                      [&](pluginpb::Reason r, absl::Duration s) { firings.Add(r, s); });
   scheduler.Start();
   scheduler.Stop();
   scheduler.Stop();

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "runtime/exe/command.h"
 
 namespace ctrlhost::exe {
@@ -146,11 +147,11 @@ absl::Status AdminClient::FromGrpc(const grpc::Status& status, absl::Duration de
   }
 }
 
-absl::StatusOr<admin::ListPluginsResponse> AdminClient::ListPlugins(
-    const admin::ListPluginsRequest& request) {
+absl::StatusOr<adminpb::ListPluginsResponse> AdminClient::ListPlugins(
+    const adminpb::ListPluginsRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, timeout_);
-  admin::ListPluginsResponse response;
+  adminpb::ListPluginsResponse response;
   if (absl::Status s = FromGrpc(stub_->ListPlugins(&context, request, &response), timeout_);
       !s.ok()) {
     return s;
@@ -158,11 +159,11 @@ absl::StatusOr<admin::ListPluginsResponse> AdminClient::ListPlugins(
   return response;
 }
 
-absl::StatusOr<admin::SwapPluginResponse> AdminClient::SwapPlugin(
-    const admin::SwapPluginRequest& request, absl::Duration deadline) {
+absl::StatusOr<adminpb::SwapPluginResponse> AdminClient::SwapPlugin(
+    const adminpb::SwapPluginRequest& request, absl::Duration deadline) {
   grpc::ClientContext context;
   SetDeadline(&context, deadline);
-  admin::SwapPluginResponse response;
+  adminpb::SwapPluginResponse response;
   if (absl::Status s = FromGrpc(stub_->SwapPlugin(&context, request, &response), deadline);
       !s.ok()) {
     return s;
@@ -170,12 +171,12 @@ absl::StatusOr<admin::SwapPluginResponse> AdminClient::SwapPlugin(
   return response;
 }
 
-absl::StatusOr<admin::DumpStateResponse> AdminClient::DumpState() {
+absl::StatusOr<adminpb::DumpStateResponse> AdminClient::DumpState() {
   grpc::ClientContext context;
   SetDeadline(&context, timeout_);
-  admin::DumpStateResponse response;
+  adminpb::DumpStateResponse response;
   if (absl::Status s =
-          FromGrpc(stub_->DumpState(&context, admin::DumpStateRequest(), &response), timeout_);
+          FromGrpc(stub_->DumpState(&context, adminpb::DumpStateRequest(), &response), timeout_);
       !s.ok()) {
     return s;
   }

@@ -11,7 +11,7 @@
 //   ... the command's own checks ...
 //   absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
 //   if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
-//   absl::StatusOr<admin::ListPluginsResponse> plugins = (*client)->ListPlugins({});
+//   absl::StatusOr<adminpb::ListPluginsResponse> plugins = (*client)->ListPlugins({});
 //
 // Errors: flag problems are InvalidArgument; a host that cannot be reached is Unavailable with
 //   cannot reach the ctrlhost admin API at unix:///x/admin.sock: is "ctrlhost run" running?
@@ -31,13 +31,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
 
 namespace ctrlhost::exe {
-
-namespace admin = ::ctrlhost::admin::v1alpha1;
 
 // Where the admin API listens and how long to wait for it.
 struct AdminClientFlags {
@@ -68,10 +67,11 @@ class AdminClient {
   AdminClient& operator=(const AdminClient&) = delete;
 
   // Each call has a deadline of the connect timeout unless given one.
-  absl::StatusOr<admin::ListPluginsResponse> ListPlugins(const admin::ListPluginsRequest& request);
-  absl::StatusOr<admin::SwapPluginResponse> SwapPlugin(const admin::SwapPluginRequest& request,
-                                                       absl::Duration deadline);
-  absl::StatusOr<admin::DumpStateResponse> DumpState();
+  absl::StatusOr<adminpb::ListPluginsResponse> ListPlugins(
+      const adminpb::ListPluginsRequest& request);
+  absl::StatusOr<adminpb::SwapPluginResponse> SwapPlugin(const adminpb::SwapPluginRequest& request,
+                                                         absl::Duration deadline);
+  absl::StatusOr<adminpb::DumpStateResponse> DumpState();
 
   const std::string& target() const { return target_; }
 
@@ -82,7 +82,7 @@ class AdminClient {
         timeout_(timeout),
         token_(std::move(token)),
         channel_(std::move(channel)),
-        stub_(admin::AdminService::NewStub(channel_)) {}
+        stub_(adminpb::AdminService::NewStub(channel_)) {}
 
   // The host's answer as an absl::Status, with the target named for transport failures.
   absl::Status FromGrpc(const grpc::Status& status, absl::Duration deadline) const;
@@ -93,7 +93,7 @@ class AdminClient {
   const absl::Duration timeout_;
   const std::string token_;  // from "<socket>.token" when the host wrote one
   const std::shared_ptr<grpc::Channel> channel_;
-  const std::unique_ptr<admin::AdminService::Stub> stub_;
+  const std::unique_ptr<adminpb::AdminService::Stub> stub_;
 };
 
 // The start every admin command shares: declares the admin-client flags and the common flags on

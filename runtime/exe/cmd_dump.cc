@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "runtime/exe/admin_client.h"
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
@@ -18,7 +19,7 @@ int RunDumpCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
   absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
   if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
-  absl::StatusOr<admin::DumpStateResponse> dump = (*client)->DumpState();
+  absl::StatusOr<adminpb::DumpStateResponse> dump = (*client)->DumpState();
   if (!dump.ok()) return Failure(dump.status().message(), err);
   out << dump->yaml();
   if (!dump->yaml().empty() && dump->yaml().back() != '\n') out << "\n";

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/cache/object.h"
 #include "runtime/common/logging.h"
@@ -40,7 +41,6 @@ namespace ctrlhost::exe {
 namespace {
 
 namespace fs = std::filesystem;
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // Unix socket paths are limited to 108 bytes; a long $TMPDIR (Bazel's test sandbox) falls back
 // to /tmp so that DIR/NAME-1.sock always fits.
@@ -72,13 +72,13 @@ std::string GroupOf(absl::string_view api_version) {
   return slash == absl::string_view::npos ? "" : std::string(api_version.substr(0, slash));
 }
 
-std::string ApiVersion(const pb::GroupVersionKind& gvk) {
+std::string ApiVersion(const pluginpb::GroupVersionKind& gvk) {
   return gvk.group().empty() ? gvk.version() : absl::StrCat(gvk.group(), "/", gvk.version());
 }
 
-std::string ControllerList(const pb::DescribeResponse& describe) {
+std::string ControllerList(const pluginpb::DescribeResponse& describe) {
   std::vector<std::string> names;
-  for (const pb::ControllerSpec& c : describe.controllers()) {
+  for (const pluginpb::ControllerSpec& c : describe.controllers()) {
     names.push_back(
         absl::StrCat(c.name(), " (", ApiVersion(c.primary()), " ", c.primary().kind(), ")"));
   }
@@ -175,15 +175,16 @@ std::string NewTraceId() {
   return absl::StrFormat("%016x%016x", high, low);
 }
 
-bool Owns(const pb::ControllerSpec& spec, absl::string_view api_version, absl::string_view kind) {
+bool Owns(const pluginpb::ControllerSpec& spec, absl::string_view api_version,
+          absl::string_view kind) {
   const std::string group = GroupOf(api_version);
-  return std::any_of(spec.owns().begin(), spec.owns().end(), [&](const pb::OwnedKind& owned) {
+  return std::any_of(spec.owns().begin(), spec.owns().end(), [&](const pluginpb::OwnedKind& owned) {
     return owned.kind().group() == group && owned.kind().kind() == kind;
   });
 }
 
-pb::RawObject ToRawObject(const FixtureDocument& doc) {
-  pb::RawObject raw;
+pluginpb::RawObject ToRawObject(const FixtureDocument& doc) {
+  pluginpb::RawObject raw;
   raw.set_api_version(*StringAt(doc.object, "apiVersion"));
   raw.set_kind(*StringAt(doc.object, "kind"));
   raw.set_object(doc.object.dump());
@@ -192,7 +193,7 @@ pb::RawObject ToRawObject(const FixtureDocument& doc) {
 
 // What the host does for a finalizing request: the object has a deletionTimestamp and still
 // carries the controller's finalizer. Fills in what the fixture leaves out.
-void MakeFinalizing(const pb::ControllerSpec& spec, nlohmann::json* object) {
+void MakeFinalizing(const pluginpb::ControllerSpec& spec, nlohmann::json* object) {
   nlohmann::json& meta = (*object)["metadata"];
   if (!meta.contains("deletionTimestamp")) {
     meta["deletionTimestamp"] =
@@ -206,7 +207,7 @@ void MakeFinalizing(const pb::ControllerSpec& spec, nlohmann::json* object) {
   }
 }
 
-kube::ResourceMapping MappingOf(const pb::GroupVersionKind& gvk, bool namespaced) {
+kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool namespaced) {
   kube::ResourceMapping mapping;
   mapping.group = gvk.group();
   mapping.version = gvk.version();
@@ -220,15 +221,16 @@ kube::ResourceMapping MappingOf(const pb::GroupVersionKind& gvk, bool namespaced
 
 // The applier's validation, with scopes taken from the fixture (a primary with a namespace is
 // namespaced) and the plugin's declarations (OwnedKind.cluster_scoped) instead of discovery.
-absl::Status CheckResponse(const pb::ControllerSpec& spec, const std::string& plugin_name,
+absl::Status CheckResponse(const pluginpb::ControllerSpec& spec, const std::string& plugin_name,
                            const nlohmann::json& object, uint32_t attempt,
-                           const std::string& trace_id, const pb::ReconcileResponse& response) {
+                           const std::string& trace_id,
+                           const pluginpb::ReconcileResponse& response) {
   const std::string* ns = StringAt(object["metadata"], "namespace");
   controller::ControllerInfo info;
   info.plugin = plugin_name;
   info.name = spec.name();
   info.primary = MappingOf(spec.primary(), ns != nullptr && !ns->empty());
-  for (const pb::OwnedKind& owned : spec.owns()) {
+  for (const pluginpb::OwnedKind& owned : spec.owns()) {
     info.owns.push_back({MappingOf(owned.kind(), !owned.cluster_scoped()), owned.delete_absent()});
   }
   info.finalizer = spec.finalizer();
@@ -251,7 +253,7 @@ absl::Status CheckResponse(const pb::ControllerSpec& spec, const std::string& pl
 struct ResponseWaiter {
   common::Mutex mu;
   common::CondVar cv;
-  std::optional<absl::StatusOr<pb::ReconcileResponse>> result ABSL_GUARDED_BY(mu);
+  std::optional<absl::StatusOr<pluginpb::ReconcileResponse>> result ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -316,20 +318,19 @@ absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureDir(const std::string& d
   return result;
 }
 
-absl::StatusOr<const pb::ControllerSpec*> PickController(const pb::DescribeResponse& describe,
-                                                         absl::string_view name,
-                                                         absl::string_view api_version,
-                                                         absl::string_view kind) {
+absl::StatusOr<const pluginpb::ControllerSpec*> PickController(
+    const pluginpb::DescribeResponse& describe, absl::string_view name,
+    absl::string_view api_version, absl::string_view kind) {
   if (!name.empty()) {
-    for (const pb::ControllerSpec& c : describe.controllers()) {
+    for (const pluginpb::ControllerSpec& c : describe.controllers()) {
       if (c.name() == name) return &c;
     }
     return absl::NotFoundError(absl::StrCat("the plugin has no controller named \"", name,
                                             "\"; its controllers: ", ControllerList(describe)));
   }
   const std::string group = GroupOf(api_version);
-  std::vector<const pb::ControllerSpec*> matches;
-  for (const pb::ControllerSpec& c : describe.controllers()) {
+  std::vector<const pluginpb::ControllerSpec*> matches;
+  for (const pluginpb::ControllerSpec& c : describe.controllers()) {
     if (c.primary().group() == group && c.primary().kind() == kind) matches.push_back(&c);
   }
   if (matches.size() == 1) return matches[0];
@@ -339,13 +340,13 @@ absl::StatusOr<const pb::ControllerSpec*> PickController(const pb::DescribeRespo
                                             "; its controllers: ", ControllerList(describe)));
   }
   std::vector<std::string> names;
-  for (const pb::ControllerSpec* c : matches) names.push_back(c->name());
+  for (const pluginpb::ControllerSpec* c : matches) names.push_back(c->name());
   return absl::FailedPreconditionError(
       absl::StrCat("several controllers of the plugin reconcile ", api_version, " ", kind, ": ",
                    absl::StrJoin(names, ", "), "; choose one with --controller"));
 }
 
-absl::StatusOr<nlohmann::json> ResponseToJson(const pb::ReconcileResponse& response) {
+absl::StatusOr<nlohmann::json> ResponseToJson(const pluginpb::ReconcileResponse& response) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   std::string text;
@@ -494,25 +495,25 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
 
   const std::string api_version = *StringAt(object, "apiVersion");
   const std::string kind = *StringAt(object, "kind");
-  absl::StatusOr<const pb::ControllerSpec*> picked =
+  absl::StatusOr<const pluginpb::ControllerSpec*> picked =
       PickController(*status.describe, controller_name, api_version, kind);
   if (!picked.ok()) {
     instance.Stop(kStopGrace);
     return Failure(picked.status().message(), err);
   }
-  const pb::ControllerSpec& spec = **picked;
+  const pluginpb::ControllerSpec& spec = **picked;
   if (finalizing) MakeFinalizing(spec, &object);
 
-  pb::ReconcileCall call;
+  pluginpb::ReconcileCall call;
   call.set_controller(spec.name());
   const nlohmann::json& meta = object["metadata"];
   if (const std::string* ns = StringAt(meta, "namespace")) call.set_namespace_(*ns);
   call.set_name(*StringAt(meta, "name"));
   if (const std::string* uid = StringAt(meta, "uid")) call.set_uid(*uid);
-  call.set_reason(pb::REASON_PRIMARY_CHANGED);
+  call.set_reason(pluginpb::REASON_PRIMARY_CHANGED);
   call.set_object(object.dump());
   for (const FixtureDocument& doc : children) {
-    const pb::RawObject raw = ToRawObject(doc);
+    const pluginpb::RawObject raw = ToRawObject(doc);
     if (!Owns(spec, raw.api_version(), raw.kind())) {
       common::LogWarning("fixture skipped: its kind is not owned by the controller",
                          {{"file", doc.origin},
@@ -531,12 +532,12 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   auto waiter = std::make_shared<ResponseWaiter>();
   const absl::Time deadline = absl::Now() + timeout;
   instance.Dispatch(std::move(call), deadline,
-                    [waiter](absl::StatusOr<pb::ReconcileResponse> response) {
+                    [waiter](absl::StatusOr<pluginpb::ReconcileResponse> response) {
                       common::MutexLock lock(&waiter->mu);
                       waiter->result = std::move(response);
                       waiter->cv.SignalAll();
                     });
-  absl::StatusOr<pb::ReconcileResponse> response =
+  absl::StatusOr<pluginpb::ReconcileResponse> response =
       absl::DeadlineExceededError("no answer from the plugin");
   {
     common::MutexLock lock(&waiter->mu);

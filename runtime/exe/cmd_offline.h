@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 
 namespace ctrlhost::exe {
@@ -60,15 +61,14 @@ absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureDir(const std::string& d
 // The controller of `describe` that reconciles `api_version`/`kind`, or the one named `name`
 // when `name` is non-empty. NotFound / FailedPrecondition (ambiguous) with a message that lists
 // the plugin's controllers.
-absl::StatusOr<const ::ctrlhost::plugin::v1alpha1::ControllerSpec*> PickController(
-    const ::ctrlhost::plugin::v1alpha1::DescribeResponse& describe, absl::string_view name,
+absl::StatusOr<const pluginpb::ControllerSpec*> PickController(
+    const pluginpb::DescribeResponse& describe, absl::string_view name,
     absl::string_view api_version, absl::string_view kind);
 
 // The response as a JSON value: protobuf's JSON mapping with the proto field names, except that
 // desired_objects, status and patches[].patch are the JSON values they hold (a bytes field that
 // is not valid JSON is shown as its text).
-absl::StatusOr<nlohmann::json> ResponseToJson(
-    const ::ctrlhost::plugin::v1alpha1::ReconcileResponse& response);
+absl::StatusOr<nlohmann::json> ResponseToJson(const pluginpb::ReconcileResponse& response);
 
 }  // namespace ctrlhost::exe
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -23,7 +24,6 @@ namespace ctrlhost::exe {
 namespace {
 
 namespace fs = std::filesystem;
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using ::testing::HasSubstr;
 
 std::string Runfile(const std::string& relative) {
@@ -328,14 +328,14 @@ TEST_F(TestCommandTest, UsageErrors) {
 }
 
 TEST(ResponseToJsonTest, BytesFieldsAreObjects) {
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.set_request_id(4);
   response.add_desired_objects(R"({"kind":"ConfigMap"})");
   response.add_desired_objects("not json \xff");
   response.set_status(R"({"phase":"Ready"})");
-  pb::Patch* patch = response.add_patches();
-  patch->set_target(pb::PATCH_TARGET_PRIMARY);
-  patch->set_type(pb::PATCH_TYPE_JSON_PATCH);
+  pluginpb::Patch* patch = response.add_patches();
+  patch->set_target(pluginpb::PATCH_TARGET_PRIMARY);
+  patch->set_type(pluginpb::PATCH_TYPE_JSON_PATCH);
   patch->set_patch(R"([{"op":"remove","path":"/spec/x"}])");
   absl::StatusOr<nlohmann::json> json = ResponseToJson(response);
   ASSERT_TRUE(json.ok()) << json.status();
@@ -346,7 +346,7 @@ TEST(ResponseToJsonTest, BytesFieldsAreObjects) {
   EXPECT_EQ((*json)["patches"][0]["target"], "PATCH_TARGET_PRIMARY");
   EXPECT_EQ((*json)["request_id"], "4");
   // Nesting deeper than the renderers can take stays text.
-  pb::ReconcileResponse deep;
+  pluginpb::ReconcileResponse deep;
   deep.set_status(std::string(100000, '[') + std::string(100000, ']'));
   absl::StatusOr<nlohmann::json> deep_json = ResponseToJson(deep);
   ASSERT_TRUE(deep_json.ok());

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/proto_time.h"
@@ -25,8 +26,8 @@ namespace {
 
 constexpr size_t kMaxErrorColumn = 60;
 
-std::string StateName(admin::PluginState state) {
-  std::string name(absl::StripPrefix(admin::PluginState_Name(state), "PLUGIN_STATE_"));
+std::string StateName(adminpb::PluginState state) {
+  std::string name(absl::StripPrefix(adminpb::PluginState_Name(state), "PLUGIN_STATE_"));
   return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
 }
 
@@ -67,10 +68,10 @@ absl::StatusOr<PluginName> ParsePluginName(absl::string_view text, const std::st
 // Finds the operator of a plugin named without one; it must be unique.
 absl::Status ResolveOperator(AdminClient& client, PluginName* name) {
   if (!name->op.empty()) return absl::OkStatus();
-  absl::StatusOr<admin::ListPluginsResponse> plugins = client.ListPlugins({});
+  absl::StatusOr<adminpb::ListPluginsResponse> plugins = client.ListPlugins({});
   if (!plugins.ok()) return plugins.status();
   std::vector<std::string> operators;
-  for (const admin::Plugin& plugin : plugins->plugins()) {
+  for (const adminpb::Plugin& plugin : plugins->plugins()) {
     if (plugin.name() == name->plugin) operators.push_back(plugin.operator_());
   }
   if (operators.empty()) {
@@ -95,11 +96,11 @@ absl::Status ValidateEndpoint(absl::string_view endpoint) {
 
 }  // namespace
 
-std::string FormatPluginTable(const admin::ListPluginsResponse& plugins) {
+std::string FormatPluginTable(const adminpb::ListPluginsResponse& plugins) {
   std::vector<std::vector<std::string>> rows = {{"OPERATOR", "NAME", "STATE", "GENERATION",
                                                  "VERSION", "INFLIGHT", "QUEUED", "RESTARTS",
                                                  "CANARY", "LAST-ERROR"}};
-  for (const admin::Plugin& p : plugins.plugins()) {
+  for (const adminpb::Plugin& p : plugins.plugins()) {
     std::string canary = "-";
     if (p.has_canary()) {
       canary = absl::StrCat("gen ", p.canary().swap_generation(), " ", p.canary().percent(), "% ",
@@ -128,7 +129,7 @@ std::string FormatPluginTable(const admin::ListPluginsResponse& plugins) {
   return out;
 }
 
-absl::StatusOr<std::string> FormatPluginsJson(const admin::ListPluginsResponse& plugins) {
+absl::StatusOr<std::string> FormatPluginsJson(const adminpb::ListPluginsResponse& plugins) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
@@ -138,7 +139,7 @@ absl::StatusOr<std::string> FormatPluginsJson(const admin::ListPluginsResponse& 
   return json;
 }
 
-absl::StatusOr<std::string> FormatPluginsYaml(const admin::ListPluginsResponse& plugins) {
+absl::StatusOr<std::string> FormatPluginsYaml(const adminpb::ListPluginsResponse& plugins) {
   absl::StatusOr<std::string> json = FormatPluginsJson(plugins);
   if (!json.ok()) return json.status();
   nlohmann::json parsed = nlohmann::json::parse(*json, nullptr, /*allow_exceptions=*/false);
@@ -160,9 +161,9 @@ int RunPluginListCommand(const std::vector<std::string>& args, std::ostream& out
   if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
   absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
   if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
-  admin::ListPluginsRequest request;
+  adminpb::ListPluginsRequest request;
   request.set_operator_(op);
-  absl::StatusOr<admin::ListPluginsResponse> plugins = (*client)->ListPlugins(request);
+  absl::StatusOr<adminpb::ListPluginsResponse> plugins = (*client)->ListPlugins(request);
   if (!plugins.ok()) return Failure(plugins.status().message(), err);
 
   if (output == "table") {
@@ -270,10 +271,10 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   if (!endpoint.empty()) {
     if (absl::Status s = ValidateEndpoint(endpoint); !s.ok()) return usage(s.message());
   }
-  admin::SwapPluginRequest request;
-  admin::PluginSource source;
+  adminpb::SwapPluginRequest request;
+  adminpb::PluginSource source;
   if (!command.empty()) {
-    admin::ExecSource* exec = source.mutable_exec();
+    adminpb::ExecSource* exec = source.mutable_exec();
     exec->set_command(command);
     for (const std::string& arg : command_args) exec->add_args(arg);
     exec->set_working_dir(working_dir);
@@ -285,7 +286,7 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
       (*exec->mutable_env())[kv.first] = kv.second;
     }
   } else if (!endpoint.empty()) {
-    admin::EndpointSource* remote = source.mutable_endpoint();
+    adminpb::EndpointSource* remote = source.mutable_endpoint();
     remote->set_address(endpoint);
     if (!ca_file.empty() || !cert_file.empty() || !server_name.empty()) {
       remote->mutable_tls()->set_ca_file(ca_file);
@@ -324,15 +325,15 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   const absl::Duration deadline =
       (ready_timeout > absl::ZeroDuration() ? ready_timeout : absl::Minutes(1)) +
       command_line.where().timeout;
-  absl::StatusOr<admin::SwapPluginResponse> response = (*client)->SwapPlugin(request, deadline);
+  absl::StatusOr<adminpb::SwapPluginResponse> response = (*client)->SwapPlugin(request, deadline);
   if (!response.ok()) {
     return Failure(
         absl::StrCat("swap of plugin ", label, " refused: ", response.status().message()), err);
   }
   if (response->has_failed()) {
-    const admin::SwapFailed& failed = response->failed();
-    const std::string reason(
-        absl::StripPrefix(admin::SwapFailureReason_Name(failed.reason()), "SWAP_FAILURE_REASON_"));
+    const adminpb::SwapFailed& failed = response->failed();
+    const std::string reason(absl::StripPrefix(adminpb::SwapFailureReason_Name(failed.reason()),
+                                               "SWAP_FAILURE_REASON_"));
     err << "error: swap of plugin " << label << " failed (" << reason << "): " << failed.message()
         << "\n"
         << "generation " << failed.attempted_generation() << " was not started; generation "
@@ -346,7 +347,7 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   if (!response->has_succeeded()) {
     return Failure(absl::StrCat("swap of plugin ", label, ": the host gave no result"), err);
   }
-  const admin::SwapSucceeded& succeeded = response->succeeded();
+  const adminpb::SwapSucceeded& succeeded = response->succeeded();
   if (request.has_start_canary()) {
     out << "plugin " << label << ": canary generation " << succeeded.swap_generation()
         << " is ready and serves " << canary << "% of the keys\n";

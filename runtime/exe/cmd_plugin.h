@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "ctrlhost/admin/v1alpha1/admin.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 
 namespace ctrlhost::exe {
 
@@ -26,11 +27,9 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
                          std::ostream& err);
 
 // The `plugin list` renderings, exposed for tests.
-std::string FormatPluginTable(const ::ctrlhost::admin::v1alpha1::ListPluginsResponse& plugins);
-absl::StatusOr<std::string> FormatPluginsJson(
-    const ::ctrlhost::admin::v1alpha1::ListPluginsResponse& plugins);
-absl::StatusOr<std::string> FormatPluginsYaml(
-    const ::ctrlhost::admin::v1alpha1::ListPluginsResponse& plugins);
+std::string FormatPluginTable(const adminpb::ListPluginsResponse& plugins);
+absl::StatusOr<std::string> FormatPluginsJson(const adminpb::ListPluginsResponse& plugins);
+absl::StatusOr<std::string> FormatPluginsYaml(const adminpb::ListPluginsResponse& plugins);
 
 }  // namespace ctrlhost::exe
 

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -28,13 +29,13 @@ using Args = std::vector<std::string>;
 
 // Answers from fixed data and records the last requests.
 // Thread-safe: gRPC calls handlers on its threads; mu_ guards the recorded requests.
-class FakeAdmin final : public admin::AdminService::Service {
+class FakeAdmin final : public adminpb::AdminService::Service {
  public:
-  grpc::Status ListPlugins(grpc::ServerContext*, const admin::ListPluginsRequest* request,
-                           admin::ListPluginsResponse* response) override {
+  grpc::Status ListPlugins(grpc::ServerContext*, const adminpb::ListPluginsRequest* request,
+                           adminpb::ListPluginsResponse* response) override {
     common::MutexLock lock(&mu_);
     last_list_ = *request;
-    for (const admin::Plugin& plugin : plugins_.plugins()) {
+    for (const adminpb::Plugin& plugin : plugins_.plugins()) {
       if (request->operator_().empty() || plugin.operator_() == request->operator_()) {
         *response->add_plugins() = plugin;
       }
@@ -42,16 +43,16 @@ class FakeAdmin final : public admin::AdminService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status SwapPlugin(grpc::ServerContext*, const admin::SwapPluginRequest* request,
-                          admin::SwapPluginResponse* response) override {
+  grpc::Status SwapPlugin(grpc::ServerContext*, const adminpb::SwapPluginRequest* request,
+                          adminpb::SwapPluginResponse* response) override {
     common::MutexLock lock(&mu_);
     last_swap_ = *request;
     if (request->plugin() == "missing") {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "plugin web/missing not found");
     }
     if (request->has_replace() && request->replace().exec().command() == "/bad") {
-      admin::SwapFailed* failed = response->mutable_failed();
-      failed->set_reason(admin::SWAP_FAILURE_REASON_START_FAILED);
+      adminpb::SwapFailed* failed = response->mutable_failed();
+      failed->set_reason(adminpb::SWAP_FAILURE_REASON_START_FAILED);
       failed->set_message("exec /bad: no such file or directory");
       failed->set_attempted_generation(5);
       failed->set_serving_generation(4);
@@ -64,18 +65,18 @@ class FakeAdmin final : public admin::AdminService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status DumpState(grpc::ServerContext*, const admin::DumpStateRequest*,
-                         admin::DumpStateResponse* response) override {
+  grpc::Status DumpState(grpc::ServerContext*, const adminpb::DumpStateRequest*,
+                         adminpb::DumpStateResponse* response) override {
     response->set_yaml("operators:\n- name: web\n");
     return grpc::Status::OK;
   }
 
   void AddPlugin(const std::string& op, const std::string& name) {
     common::MutexLock lock(&mu_);
-    admin::Plugin* plugin = plugins_.add_plugins();
+    adminpb::Plugin* plugin = plugins_.add_plugins();
     plugin->set_operator_(op);
     plugin->set_name(name);
-    plugin->set_state(admin::PLUGIN_STATE_READY);
+    plugin->set_state(adminpb::PLUGIN_STATE_READY);
     plugin->set_swap_generation(4);
     plugin->set_reported_version("1.2.0");
     plugin->mutable_work()->set_in_flight(3);
@@ -86,27 +87,27 @@ class FakeAdmin final : public admin::AdminService::Service {
 
   void DecorateLast() {
     common::MutexLock lock(&mu_);
-    admin::Plugin* plugin = plugins_.mutable_plugins(plugins_.plugins_size() - 1);
+    adminpb::Plugin* plugin = plugins_.mutable_plugins(plugins_.plugins_size() - 1);
     plugin->mutable_canary()->set_swap_generation(5);
     plugin->mutable_canary()->set_percent(10);
-    plugin->mutable_canary()->set_state(admin::PLUGIN_STATE_STARTING);
+    plugin->mutable_canary()->set_state(adminpb::PLUGIN_STATE_STARTING);
     plugin->mutable_last_error()->set_message("stream broken\nreconnecting");
   }
 
-  admin::ListPluginsRequest last_list() {
+  adminpb::ListPluginsRequest last_list() {
     common::MutexLock lock(&mu_);
     return last_list_;
   }
-  admin::SwapPluginRequest last_swap() {
+  adminpb::SwapPluginRequest last_swap() {
     common::MutexLock lock(&mu_);
     return last_swap_;
   }
 
  private:
   common::Mutex mu_;
-  admin::ListPluginsResponse plugins_ ABSL_GUARDED_BY(mu_);
-  admin::ListPluginsRequest last_list_ ABSL_GUARDED_BY(mu_);
-  admin::SwapPluginRequest last_swap_ ABSL_GUARDED_BY(mu_);
+  adminpb::ListPluginsResponse plugins_ ABSL_GUARDED_BY(mu_);
+  adminpb::ListPluginsRequest last_list_ ABSL_GUARDED_BY(mu_);
+  adminpb::SwapPluginRequest last_swap_ ABSL_GUARDED_BY(mu_);
 };
 
 struct Result {
@@ -216,7 +217,7 @@ TEST_F(AdminCommandsTest, SwapReplaceWithCommand) {
                   "A=1=2", "--ready-timeout", "1.5s", "--expected-generation", "4"});
   ASSERT_EQ(r.exit, kExitOk) << r.err;
   EXPECT_EQ(r.out, "plugin web/webapp: swapped, generation 5 serves, generation 4 is draining\n");
-  admin::SwapPluginRequest request = service_.last_swap();
+  adminpb::SwapPluginRequest request = service_.last_swap();
   EXPECT_EQ(request.operator_(), "web");
   EXPECT_EQ(request.plugin(), "webapp");
   ASSERT_TRUE(request.has_replace());
@@ -236,7 +237,7 @@ TEST_F(AdminCommandsTest, SwapResolvesAUniquePluginName) {
                                         "--ca-file", "/ca.pem"});
   ASSERT_EQ(r.exit, kExitOk) << r.err;
   EXPECT_EQ(r.out, "plugin db/postgres: canary generation 5 is ready and serves 10% of the keys\n");
-  admin::SwapPluginRequest request = service_.last_swap();
+  adminpb::SwapPluginRequest request = service_.last_swap();
   EXPECT_EQ(request.operator_(), "db");
   ASSERT_TRUE(request.has_start_canary());
   EXPECT_EQ(request.start_canary().percent(), 10u);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/config/load.h"
 #include "runtime/config/operator_spec.h"
 #include "runtime/exe/command.h"
@@ -26,7 +27,6 @@ namespace ctrlhost::exe {
 namespace {
 
 namespace fs = std::filesystem;
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 constexpr absl::Duration kStopGrace = absl::Seconds(5);
 constexpr absl::Duration kWaitSlack = absl::Seconds(10);
@@ -61,10 +61,10 @@ class SocketDir {
 };
 
 // Starts the plugin, waits for its Describe answer and stops it again.
-absl::StatusOr<pb::DescribeResponse> DescribePlugin(const config::OperatorSpec& op,
-                                                    const config::PluginSpec& spec,
-                                                    const std::string& socket_dir,
-                                                    absl::Duration timeout) {
+absl::StatusOr<pluginpb::DescribeResponse> DescribePlugin(const config::OperatorSpec& op,
+                                                          const config::PluginSpec& spec,
+                                                          const std::string& socket_dir,
+                                                          absl::Duration timeout) {
   plugin::SupervisorOptions options;
   options.name = absl::StrCat(op.name, "-", spec.name);
   if (const config::ExecSpec* exec = spec.exec(); exec != nullptr) {
@@ -172,10 +172,10 @@ int RunRbacCommand(const std::vector<std::string>& args, std::ostream& out, std:
   std::vector<DeclaredController> controllers;
   for (const config::OperatorSpec& op : *operators) {
     for (const config::PluginSpec& plugin_spec : op.plugins) {
-      absl::StatusOr<pb::DescribeResponse> describe =
+      absl::StatusOr<pluginpb::DescribeResponse> describe =
           DescribePlugin(op, plugin_spec, (*socket_dir)->path(), timeout);
       if (!describe.ok()) return Failure(describe.status().message(), err);
-      for (const pb::ControllerSpec& spec : describe->controllers()) {
+      for (const pluginpb::ControllerSpec& spec : describe->controllers()) {
         const config::ControllerSpec* override = OverrideFor(op, plugin_spec.name, spec.name());
         if (override != nullptr && override->disabled) continue;
         DeclaredController c;

@@ -5,18 +5,18 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/yaml_json.h"
 
 namespace ctrlhost::exe {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using json = nlohmann::json;
 
 // Built-in kinds that are cluster-scoped; a primary of any other kind is taken as namespaced
 // unless it owns a cluster-scoped kind (only a cluster-scoped primary may).
-bool WellKnownClusterScoped(const pb::GroupVersionKind& gvk) {
+bool WellKnownClusterScoped(const pluginpb::GroupVersionKind& gvk) {
   static const auto* const kKinds = new std::set<std::pair<std::string, std::string>>{
       {"", "Namespace"},
       {"", "Node"},
@@ -32,10 +32,10 @@ bool WellKnownClusterScoped(const pb::GroupVersionKind& gvk) {
   return kKinds->count({gvk.group(), gvk.kind()}) > 0;
 }
 
-bool PrimaryIsClusterScoped(const pb::ControllerSpec& spec) {
+bool PrimaryIsClusterScoped(const pluginpb::ControllerSpec& spec) {
   if (WellKnownClusterScoped(spec.primary())) return true;
   return std::any_of(spec.owns().begin(), spec.owns().end(),
-                     [](const pb::OwnedKind& owned) { return owned.cluster_scoped(); });
+                     [](const pluginpb::OwnedKind& owned) { return owned.cluster_scoped(); });
 }
 
 void Add(ScopedRules& rules, const std::string& scope, const std::string& group,
@@ -81,7 +81,7 @@ std::string GuessResource(const std::string& kind) {
 ScopedRules DeriveRules(const std::vector<DeclaredController>& controllers) {
   ScopedRules rules;
   for (const DeclaredController& c : controllers) {
-    const pb::ControllerSpec& spec = c.spec;
+    const pluginpb::ControllerSpec& spec = c.spec;
     const bool namespaced = !PrimaryIsClusterScoped(spec);
     // Where the primary (and namespaced children) are watched, and where they are written.
     const std::string read_scope =
@@ -101,7 +101,7 @@ ScopedRules DeriveRules(const std::vector<DeclaredController>& controllers) {
       // Events go to the primary's namespace; a cluster-scoped primary's to "default".
       Add(rules, namespaced ? scope : "default", "", "events", {"create", "patch"});
     }
-    for (const pb::OwnedKind& owned : spec.owns()) {
+    for (const pluginpb::OwnedKind& owned : spec.owns()) {
       const std::string owned_group = owned.kind().group();
       const std::string owned_resource = GuessResource(owned.kind().kind());
       if (owned.cluster_scoped()) {
@@ -115,7 +115,7 @@ ScopedRules DeriveRules(const std::vector<DeclaredController>& controllers) {
         if (owned.delete_absent()) Add(rules, scope, owned_group, owned_resource, {"delete"});
       }
     }
-    for (const pb::WatchedKind& watched : spec.watches()) {
+    for (const pluginpb::WatchedKind& watched : spec.watches()) {
       Add(rules, "", watched.kind().group(), GuessResource(watched.kind().kind()),
           {"get", "list", "watch"});
     }

@@ -40,13 +40,14 @@
 #include <vector>
 
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::exe {
 
 // One controller as the host would run it: the plugin's declaration and the namespaces in
 // effect (the operator file's override when it sets any, else the plugin's).
 struct DeclaredController {
-  ::ctrlhost::plugin::v1alpha1::ControllerSpec spec;
+  pluginpb::ControllerSpec spec;
   std::vector<std::string> namespaces;
 };
 

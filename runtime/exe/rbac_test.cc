@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/yaml_json.h"
@@ -10,11 +11,10 @@
 namespace ctrlhost::exe {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using Verbs = std::set<std::string>;
 
-pb::GroupVersionKind Gvk(const std::string& group, const std::string& kind) {
-  pb::GroupVersionKind gvk;
+pluginpb::GroupVersionKind Gvk(const std::string& group, const std::string& kind) {
+  pluginpb::GroupVersionKind gvk;
   gvk.set_group(group);
   gvk.set_version("v1");
   gvk.set_kind(kind);
@@ -28,7 +28,7 @@ DeclaredController WebApp(std::vector<std::string> namespaces) {
   *c.spec.mutable_primary() = Gvk("apps.ctrlhost.dev", "WebApp");
   *c.spec.add_owns()->mutable_kind() = Gvk("apps", "Deployment");
   *c.spec.add_owns()->mutable_kind() = Gvk("", "Service");
-  pb::OwnedKind* config = c.spec.add_owns();
+  pluginpb::OwnedKind* config = c.spec.add_owns();
   *config->mutable_kind() = Gvk("", "ConfigMap");
   config->set_delete_absent(true);
   c.namespaces = std::move(namespaces);
@@ -71,7 +71,7 @@ TEST(DeriveRulesTest, SeveralNamespacesReadClusterWideWriteInEach) {
 
 TEST(DeriveRulesTest, NoNamespaceIsAClusterRole) {
   DeclaredController c = WebApp({});
-  pb::WatchedKind* watched = c.spec.add_watches();
+  pluginpb::WatchedKind* watched = c.spec.add_watches();
   *watched->mutable_kind() = Gvk("", "Secret");
   const ScopedRules rules = DeriveRules({c});
   ASSERT_EQ(rules.size(), 1u);

@@ -7,12 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/proto_time.h"
 #include "runtime/manager/host.h"
 
 namespace ctrlhost::manager {
-
-namespace v1 = ::ctrlhost::admin::v1alpha1;
 
 namespace {
 
@@ -30,31 +30,31 @@ absl::StatusOr<absl::Duration> FromProto(const google::protobuf::Duration& d,
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
-v1::PluginState ToProto(plugin::PluginState state) {
+adminpb::PluginState ToProto(plugin::PluginState state) {
   switch (state) {
     case plugin::PluginState::kStarting:
-      return v1::PLUGIN_STATE_STARTING;
+      return adminpb::PLUGIN_STATE_STARTING;
     case plugin::PluginState::kReady:
-      return v1::PLUGIN_STATE_READY;
+      return adminpb::PLUGIN_STATE_READY;
     case plugin::PluginState::kBackoff:
-      return v1::PLUGIN_STATE_BACKOFF;
+      return adminpb::PLUGIN_STATE_BACKOFF;
     case plugin::PluginState::kFailed:
-      return v1::PLUGIN_STATE_FAILED;
+      return adminpb::PLUGIN_STATE_FAILED;
     case plugin::PluginState::kStopped:
-      return v1::PLUGIN_STATE_STOPPED;
+      return adminpb::PLUGIN_STATE_STOPPED;
   }
-  return v1::PLUGIN_STATE_UNSPECIFIED;
+  return adminpb::PLUGIN_STATE_UNSPECIFIED;
 }
 
-void SourceToProto(const config::PluginSpec& spec, v1::PluginSource* out) {
+void SourceToProto(const config::PluginSpec& spec, adminpb::PluginSource* out) {
   if (const config::ExecSpec* exec = spec.exec(); exec != nullptr) {
-    v1::ExecSource* e = out->mutable_exec();
+    adminpb::ExecSource* e = out->mutable_exec();
     e->set_command(exec->command);
     for (const std::string& arg : exec->args) e->add_args(arg);
     for (const auto& [k, v] : exec->env) (*e->mutable_env())[k] = v;
     e->set_working_dir(exec->working_dir);
   } else if (const config::EndpointSpec* endpoint = spec.endpoint(); endpoint != nullptr) {
-    v1::EndpointSource* e = out->mutable_endpoint();
+    adminpb::EndpointSource* e = out->mutable_endpoint();
     e->set_address(endpoint->address);
     if (endpoint->tls.has_value()) {
       e->mutable_tls()->set_ca_file(endpoint->tls->ca_file);
@@ -66,7 +66,8 @@ void SourceToProto(const config::PluginSpec& spec, v1::PluginSource* out) {
 }
 
 // The plugin spec a swap runs: `base` (timeouts, limits) with the request's source.
-config::PluginSpec SourceFromProto(const config::PluginSpec& base, const v1::PluginSource& source) {
+config::PluginSpec SourceFromProto(const config::PluginSpec& base,
+                                   const adminpb::PluginSource& source) {
   config::PluginSpec spec = base;
   if (source.has_exec()) {
     config::ExecSpec exec;
@@ -92,8 +93,8 @@ config::PluginSpec SourceFromProto(const config::PluginSpec& base, const v1::Plu
   return spec;
 }
 
-v1::WorkFigures Work(const controller::RunnerMetrics& m) {
-  v1::WorkFigures w;
+adminpb::WorkFigures Work(const controller::RunnerMetrics& m) {
+  adminpb::WorkFigures w;
   w.set_in_flight(static_cast<uint32_t>(m.active_workers));
   w.set_max_in_flight(static_cast<uint32_t>(m.max_workers));
   w.set_queued(static_cast<uint32_t>(m.queue.depth));
@@ -107,7 +108,7 @@ v1::WorkFigures Work(const controller::RunnerMetrics& m) {
   return w;
 }
 
-void AddWork(const v1::WorkFigures& add, v1::WorkFigures* sum) {
+void AddWork(const adminpb::WorkFigures& add, adminpb::WorkFigures* sum) {
   sum->set_in_flight(sum->in_flight() + add.in_flight());
   sum->set_max_in_flight(sum->max_in_flight() + add.max_in_flight());
   sum->set_queued(sum->queued() + add.queued());
@@ -117,16 +118,16 @@ void AddWork(const v1::WorkFigures& add, v1::WorkFigures* sum) {
   sum->set_errors_total(sum->errors_total() + add.errors_total());
 }
 
-v1::Controller ControllerToProto(const Manager::PluginReport& r, const ControllerStatus& c) {
-  v1::Controller out;
+adminpb::Controller ControllerToProto(const Manager::PluginReport& r, const ControllerStatus& c) {
+  adminpb::Controller out;
   out.set_operator_(r.operator_name);
   out.set_plugin(r.name);
   out.set_name(c.name);
-  out.set_state(c.state == "running"
-                    ? (c.synced ? v1::CONTROLLER_STATE_READY : v1::CONTROLLER_STATE_STARTING)
-                : c.state == "pending" ? v1::CONTROLLER_STATE_STARTING
-                                       : v1::CONTROLLER_STATE_STOPPED);
-  for (const controller::pb::ControllerSpec& spec : r.controller_specs) {
+  out.set_state(c.state == "running"   ? (c.synced ? adminpb::CONTROLLER_STATE_READY
+                                                   : adminpb::CONTROLLER_STATE_STARTING)
+                : c.state == "pending" ? adminpb::CONTROLLER_STATE_STARTING
+                                       : adminpb::CONTROLLER_STATE_STOPPED);
+  for (const pluginpb::ControllerSpec& spec : r.controller_specs) {
     if (spec.name() == c.name) *out.mutable_spec() = spec;
   }
   out.set_swap_generation(r.slot.serving_generation);
@@ -141,15 +142,15 @@ v1::Controller ControllerToProto(const Manager::PluginReport& r, const Controlle
   return out;
 }
 
-v1::Plugin PluginToProto(const Manager::PluginReport& r) {
-  v1::Plugin out;
+adminpb::Plugin PluginToProto(const Manager::PluginReport& r) {
+  adminpb::Plugin out;
   out.set_operator_(r.operator_name);
   out.set_name(r.name);
   out.set_state(ToProto(r.slot.serving.state));
   SourceToProto(r.spec, out.mutable_source());
   out.set_swap_generation(r.slot.serving_generation);
   if (r.slot.has_canary) {
-    v1::Canary* canary = out.mutable_canary();
+    adminpb::Canary* canary = out.mutable_canary();
     canary->set_swap_generation(r.slot.canary_generation);
     canary->set_state(ToProto(r.slot.canary.state));
     canary->set_percent(r.slot.canary_percent);
@@ -159,7 +160,7 @@ v1::Plugin PluginToProto(const Manager::PluginReport& r) {
     out.set_reported_version(r.slot.serving.describe->plugin_version());
     out.set_protocol_version(r.slot.serving.describe->protocol_version());
   }
-  for (controller::pb::Capability c : r.slot.serving.capabilities) out.add_capabilities(c);
+  for (pluginpb::Capability c : r.slot.serving.capabilities) out.add_capabilities(c);
   for (const ControllerStatus& c : r.controllers) out.add_controllers(c.name);
   out.set_address(!r.slot.serving_socket.empty()
                       ? absl::StrCat("unix://", r.slot.serving_socket)
@@ -176,12 +177,12 @@ v1::Plugin PluginToProto(const Manager::PluginReport& r) {
 
 }  // namespace
 
-absl::StatusOr<v1::ListOperatorsResponse> HostAdminBackend::ListOperators(
-    const v1::ListOperatorsRequest&) {
-  v1::ListOperatorsResponse out;
+absl::StatusOr<adminpb::ListOperatorsResponse> HostAdminBackend::ListOperators(
+    const adminpb::ListOperatorsRequest&) {
+  adminpb::ListOperatorsResponse out;
   std::vector<Manager::PluginReport> reports = host_->manager().Report();
   for (const config::OperatorSpec& spec : host_->manager().Operators()) {
-    v1::Operator* op = out.add_operators();
+    adminpb::Operator* op = out.add_operators();
     op->set_name(spec.name);
     op->set_source(spec.location.ToString());
     bool ready = true;
@@ -201,16 +202,16 @@ absl::StatusOr<v1::ListOperatorsResponse> HostAdminBackend::ListOperators(
         op->mutable_last_error()->set_message(std::string(r.slot.serving.last_error.message()));
       }
     }
-    op->set_state(failed  ? v1::OPERATOR_STATE_DEGRADED
-                  : ready ? v1::OPERATOR_STATE_READY
-                          : v1::OPERATOR_STATE_STARTING);
+    op->set_state(failed  ? adminpb::OPERATOR_STATE_DEGRADED
+                  : ready ? adminpb::OPERATOR_STATE_READY
+                          : adminpb::OPERATOR_STATE_STARTING);
   }
   return out;
 }
 
-absl::StatusOr<v1::ListPluginsResponse> HostAdminBackend::ListPlugins(
-    const v1::ListPluginsRequest& request) {
-  v1::ListPluginsResponse out;
+absl::StatusOr<adminpb::ListPluginsResponse> HostAdminBackend::ListPlugins(
+    const adminpb::ListPluginsRequest& request) {
+  adminpb::ListPluginsResponse out;
   for (const Manager::PluginReport& r : host_->manager().Report()) {
     if (!request.operator_().empty() && r.operator_name != request.operator_()) continue;
     *out.add_plugins() = PluginToProto(r);
@@ -218,11 +219,11 @@ absl::StatusOr<v1::ListPluginsResponse> HostAdminBackend::ListPlugins(
   return out;
 }
 
-absl::StatusOr<v1::GetPluginResponse> HostAdminBackend::GetPlugin(
-    const v1::GetPluginRequest& request) {
+absl::StatusOr<adminpb::GetPluginResponse> HostAdminBackend::GetPlugin(
+    const adminpb::GetPluginRequest& request) {
   for (const Manager::PluginReport& r : host_->manager().Report()) {
     if (r.operator_name == request.operator_() && r.name == request.plugin()) {
-      v1::GetPluginResponse out;
+      adminpb::GetPluginResponse out;
       *out.mutable_plugin() = PluginToProto(r);
       return out;
     }
@@ -231,9 +232,9 @@ absl::StatusOr<v1::GetPluginResponse> HostAdminBackend::GetPlugin(
       absl::StrCat("no plugin ", request.plugin(), " in operator ", request.operator_()));
 }
 
-absl::StatusOr<v1::ListControllersResponse> HostAdminBackend::ListControllers(
-    const v1::ListControllersRequest& request) {
-  v1::ListControllersResponse out;
+absl::StatusOr<adminpb::ListControllersResponse> HostAdminBackend::ListControllers(
+    const adminpb::ListControllersRequest& request) {
+  adminpb::ListControllersResponse out;
   for (const Manager::PluginReport& r : host_->manager().Report()) {
     if (!request.operator_().empty() && r.operator_name != request.operator_()) continue;
     if (!request.plugin().empty() && r.name != request.plugin()) continue;
@@ -243,13 +244,13 @@ absl::StatusOr<v1::ListControllersResponse> HostAdminBackend::ListControllers(
   return out;
 }
 
-absl::StatusOr<v1::GetControllerResponse> HostAdminBackend::GetController(
-    const v1::GetControllerRequest& request) {
+absl::StatusOr<adminpb::GetControllerResponse> HostAdminBackend::GetController(
+    const adminpb::GetControllerRequest& request) {
   for (const Manager::PluginReport& r : host_->manager().Report()) {
     if (r.operator_name != request.operator_() || r.name != request.plugin()) continue;
     for (const ControllerStatus& c : r.controllers) {
       if (c.name != request.controller()) continue;
-      v1::GetControllerResponse out;
+      adminpb::GetControllerResponse out;
       *out.mutable_controller() = ControllerToProto(r, c);
       return out;
     }
@@ -258,8 +259,8 @@ absl::StatusOr<v1::GetControllerResponse> HostAdminBackend::GetController(
                                           request.operator_(), "/", request.plugin()));
 }
 
-absl::StatusOr<v1::SwapPluginResponse> HostAdminBackend::SwapPlugin(
-    const v1::SwapPluginRequest& request) {
+absl::StatusOr<adminpb::SwapPluginResponse> HostAdminBackend::SwapPlugin(
+    const adminpb::SwapPluginRequest& request) {
   Manager& manager = host_->manager();
   const Manager::PluginReport* current = nullptr;
   std::vector<Manager::PluginReport> reports = manager.Report();
@@ -279,19 +280,19 @@ absl::StatusOr<v1::SwapPluginResponse> HostAdminBackend::SwapPlugin(
   }
   SwapResult result;
   switch (request.action_case()) {
-    case v1::SwapPluginRequest::kReplace:
+    case adminpb::SwapPluginRequest::kReplace:
       result = manager.SwapPlugin(request.operator_(), request.plugin(),
                                   SourceFromProto(current->spec, request.replace()), options);
       break;
-    case v1::SwapPluginRequest::kStartCanary:
+    case adminpb::SwapPluginRequest::kStartCanary:
       result = manager.StartCanary(request.operator_(), request.plugin(),
                                    SourceFromProto(current->spec, request.start_canary().source()),
                                    request.start_canary().percent(), options);
       break;
-    case v1::SwapPluginRequest::kPromoteCanary:
+    case adminpb::SwapPluginRequest::kPromoteCanary:
       result = manager.PromoteCanary(request.operator_(), request.plugin(), options);
       break;
-    case v1::SwapPluginRequest::kAbortCanary:
+    case adminpb::SwapPluginRequest::kAbortCanary:
       result.status = manager.AbortCanary(request.operator_(), request.plugin(), options);
       result.serving_generation = current->slot.serving_generation;
       break;
@@ -300,26 +301,26 @@ absl::StatusOr<v1::SwapPluginResponse> HostAdminBackend::SwapPlugin(
   }
   // Requests that could not be attempted are errors; attempts that failed are results.
   if (!result.status.ok() && result.failure == SwapFailure::kNone) return result.status;
-  v1::SwapPluginResponse out;
+  adminpb::SwapPluginResponse out;
   if (result.status.ok()) {
-    v1::SwapSucceeded* ok = out.mutable_succeeded();
+    adminpb::SwapSucceeded* ok = out.mutable_succeeded();
     ok->set_swap_generation(result.serving_generation);
     ok->set_draining_generation(result.drained_generation);
     SetTime(result.ready_at, ok->mutable_ready_at());
   } else {
-    v1::SwapFailed* failed = out.mutable_failed();
+    adminpb::SwapFailed* failed = out.mutable_failed();
     switch (result.failure) {
       case SwapFailure::kStartFailed:
-        failed->set_reason(v1::SWAP_FAILURE_REASON_START_FAILED);
+        failed->set_reason(adminpb::SWAP_FAILURE_REASON_START_FAILED);
         break;
       case SwapFailure::kHandshakeFailed:
-        failed->set_reason(v1::SWAP_FAILURE_REASON_HANDSHAKE_FAILED);
+        failed->set_reason(adminpb::SWAP_FAILURE_REASON_HANDSHAKE_FAILED);
         break;
       case SwapFailure::kTimeout:
-        failed->set_reason(v1::SWAP_FAILURE_REASON_TIMEOUT);
+        failed->set_reason(adminpb::SWAP_FAILURE_REASON_TIMEOUT);
         break;
       case SwapFailure::kIncompatible:
-        failed->set_reason(v1::SWAP_FAILURE_REASON_INCOMPATIBLE_CONTROLLERS);
+        failed->set_reason(adminpb::SWAP_FAILURE_REASON_INCOMPATIBLE_CONTROLLERS);
         break;
       case SwapFailure::kNone:
         break;
@@ -330,43 +331,44 @@ absl::StatusOr<v1::SwapPluginResponse> HostAdminBackend::SwapPlugin(
   return out;
 }
 
-absl::StatusOr<v1::ReloadConfigResponse> HostAdminBackend::ReloadConfig(
-    const v1::ReloadConfigRequest& request) {
+absl::StatusOr<adminpb::ReloadConfigResponse> HostAdminBackend::ReloadConfig(
+    const adminpb::ReloadConfigRequest& request) {
   std::vector<config::OperatorSpec> before = host_->manager().Operators();
   absl::StatusOr<config::OperatorSetDiff> diff = host_->Reload(request.dry_run());
   if (!diff.ok()) return diff.status();
-  v1::ReloadConfigResponse out;
+  adminpb::ReloadConfigResponse out;
   out.set_dry_run(request.dry_run());
   for (const std::string& name : diff->added) {
-    v1::OperatorChange* c = out.add_changes();
+    adminpb::OperatorChange* c = out.add_changes();
     c->set_operator_(name);
-    c->set_type(v1::OPERATOR_CHANGE_TYPE_ADDED);
+    c->set_type(adminpb::OPERATOR_CHANGE_TYPE_ADDED);
   }
   for (const std::string& name : diff->removed) {
-    v1::OperatorChange* c = out.add_changes();
+    adminpb::OperatorChange* c = out.add_changes();
     c->set_operator_(name);
-    c->set_type(v1::OPERATOR_CHANGE_TYPE_REMOVED);
+    c->set_type(adminpb::OPERATOR_CHANGE_TYPE_REMOVED);
   }
   for (const config::OperatorChange& change : diff->changed) {
-    v1::OperatorChange* c = out.add_changes();
+    adminpb::OperatorChange* c = out.add_changes();
     c->set_operator_(change.name);
-    c->set_type(v1::OPERATOR_CHANGE_TYPE_UPDATED);
+    c->set_type(adminpb::OPERATOR_CHANGE_TYPE_UPDATED);
     for (const std::string& p : change.changed_plugins) c->add_swapped_plugins(p);
   }
   for (const config::OperatorSpec& op : before) {
     bool touched = false;
-    for (const v1::OperatorChange& c : out.changes()) touched |= c.operator_() == op.name;
+    for (const adminpb::OperatorChange& c : out.changes()) touched |= c.operator_() == op.name;
     if (!touched) {
-      v1::OperatorChange* c = out.add_changes();
+      adminpb::OperatorChange* c = out.add_changes();
       c->set_operator_(op.name);
-      c->set_type(v1::OPERATOR_CHANGE_TYPE_UNCHANGED);
+      c->set_type(adminpb::OPERATOR_CHANGE_TYPE_UNCHANGED);
     }
   }
   return out;
 }
 
-absl::StatusOr<v1::DumpStateResponse> HostAdminBackend::DumpState(const v1::DumpStateRequest&) {
-  v1::DumpStateResponse out;
+absl::StatusOr<adminpb::DumpStateResponse> HostAdminBackend::DumpState(
+    const adminpb::DumpStateRequest&) {
+  adminpb::DumpStateResponse out;
   out.set_yaml(host_->manager().DumpYaml());
   SetTime(absl::Now(), out.mutable_taken_at());
   return out;

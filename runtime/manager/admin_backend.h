@@ -10,6 +10,7 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_ADMIN_BACKEND_H_
 #define CTRLHOST_RUNTIME_MANAGER_ADMIN_BACKEND_H_
 
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "runtime/admin/backend.h"
 
 namespace ctrlhost::manager {
@@ -20,22 +21,22 @@ class HostAdminBackend : public admin::AdminBackend {
  public:
   explicit HostAdminBackend(Host* host) : host_(host) {}
 
-  absl::StatusOr<admin::v1::ListOperatorsResponse> ListOperators(
-      const admin::v1::ListOperatorsRequest& request) override;
-  absl::StatusOr<admin::v1::ListPluginsResponse> ListPlugins(
-      const admin::v1::ListPluginsRequest& request) override;
-  absl::StatusOr<admin::v1::GetPluginResponse> GetPlugin(
-      const admin::v1::GetPluginRequest& request) override;
-  absl::StatusOr<admin::v1::ListControllersResponse> ListControllers(
-      const admin::v1::ListControllersRequest& request) override;
-  absl::StatusOr<admin::v1::GetControllerResponse> GetController(
-      const admin::v1::GetControllerRequest& request) override;
-  absl::StatusOr<admin::v1::SwapPluginResponse> SwapPlugin(
-      const admin::v1::SwapPluginRequest& request) override;
-  absl::StatusOr<admin::v1::ReloadConfigResponse> ReloadConfig(
-      const admin::v1::ReloadConfigRequest& request) override;
-  absl::StatusOr<admin::v1::DumpStateResponse> DumpState(
-      const admin::v1::DumpStateRequest& request) override;
+  absl::StatusOr<adminpb::ListOperatorsResponse> ListOperators(
+      const adminpb::ListOperatorsRequest& request) override;
+  absl::StatusOr<adminpb::ListPluginsResponse> ListPlugins(
+      const adminpb::ListPluginsRequest& request) override;
+  absl::StatusOr<adminpb::GetPluginResponse> GetPlugin(
+      const adminpb::GetPluginRequest& request) override;
+  absl::StatusOr<adminpb::ListControllersResponse> ListControllers(
+      const adminpb::ListControllersRequest& request) override;
+  absl::StatusOr<adminpb::GetControllerResponse> GetController(
+      const adminpb::GetControllerRequest& request) override;
+  absl::StatusOr<adminpb::SwapPluginResponse> SwapPlugin(
+      const adminpb::SwapPluginRequest& request) override;
+  absl::StatusOr<adminpb::ReloadConfigResponse> ReloadConfig(
+      const adminpb::ReloadConfigRequest& request) override;
+  absl::StatusOr<adminpb::DumpStateResponse> DumpState(
+      const adminpb::DumpStateRequest& request) override;
 
  private:
   Host* const host_;

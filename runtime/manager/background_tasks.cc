@@ -3,13 +3,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/object.h"
 #include "runtime/common/logging.h"
 
 namespace ctrlhost::manager {
 namespace {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
@@ -35,13 +34,13 @@ std::string Quote(absl::string_view s) {
 
 const char* TaskStateName(int state) {
   switch (state) {
-    case pb::TASK_STATE_RUNNING:
+    case pluginpb::TASK_STATE_RUNNING:
       return "running";
-    case pb::TASK_STATE_BACKOFF:
+    case pluginpb::TASK_STATE_BACKOFF:
       return "backoff";
-    case pb::TASK_STATE_FINISHED:
+    case pluginpb::TASK_STATE_FINISHED:
       return "finished";
-    case pb::TASK_STATE_STOPPED:
+    case pluginpb::TASK_STATE_STOPPED:
       return "stopped";
     default:
       return nullptr;
@@ -85,7 +84,7 @@ absl::StatusOr<std::string> BackgroundTasks::KeyFor(absl::string_view namespace_
 void BackgroundTasks::Sync(InstanceId instance, const std::vector<Wanted>& wanted,
                            absl::string_view stop_reason) {
   common::MutexLock sync_lock(&sync_mu_);
-  std::vector<pb::ReconcileRequest> notices;
+  std::vector<pluginpb::ReconcileRequest> notices;
   {
     common::MutexLock lock(&mu_);
     if (instance != instance_) {
@@ -128,11 +127,11 @@ void BackgroundTasks::Sync(InstanceId instance, const std::vector<Wanted>& wante
     }
     for (auto& [name, c] : controllers_) {
       if (c.wanted && !c.started) {
-        pb::ReconcileRequest start;
+        pluginpb::ReconcileRequest start;
         start.mutable_start_tasks()->set_controller(name);
         notices.push_back(std::move(start));
       } else if (!c.wanted && c.started) {
-        pb::ReconcileRequest stop;
+        pluginpb::ReconcileRequest stop;
         stop.mutable_stop_tasks()->set_controller(name);
         stop.mutable_stop_tasks()->set_reason(std::string(stop_reason));
         notices.push_back(std::move(stop));
@@ -142,7 +141,7 @@ void BackgroundTasks::Sync(InstanceId instance, const std::vector<Wanted>& wante
       }
     }
   }
-  for (pb::ReconcileRequest& notice : notices) {
+  for (pluginpb::ReconcileRequest& notice : notices) {
     const bool start = notice.has_start_tasks();
     const std::string controller =
         start ? notice.start_tasks().controller() : notice.stop_tasks().controller();
@@ -174,7 +173,7 @@ void BackgroundTasks::StopAll(absl::string_view reason) {
   Sync(instance, {}, reason);
 }
 
-absl::Status BackgroundTasks::Refuse(const pb::TaskEnqueue& enqueue, absl::Status why) {
+absl::Status BackgroundTasks::Refuse(const pluginpb::TaskEnqueue& enqueue, absl::Status why) {
   uint64_t suppressed = 0;
   if (refused_log_.Allow(&suppressed)) {
     common::LogWarning("background task enqueue refused",
@@ -186,8 +185,8 @@ absl::Status BackgroundTasks::Refuse(const pb::TaskEnqueue& enqueue, absl::Statu
                         {"suppressed", suppressed}});
   }
   if (options_.send) {
-    pb::ReconcileRequest notice;
-    pb::TaskEnqueueRefused* refused = notice.mutable_enqueue_refused();
+    pluginpb::ReconcileRequest notice;
+    pluginpb::TaskEnqueueRefused* refused = notice.mutable_enqueue_refused();
     refused->set_enqueue_id(enqueue.enqueue_id());
     refused->set_code(static_cast<int32_t>(why.code()));
     refused->set_message(std::string(why.message()));
@@ -197,9 +196,9 @@ absl::Status BackgroundTasks::Refuse(const pb::TaskEnqueue& enqueue, absl::Statu
 }
 
 absl::Status BackgroundTasks::OnPluginMessage(uint64_t generation,
-                                              const pb::ReconcileResponse& message) {
+                                              const pluginpb::ReconcileResponse& message) {
   if (message.has_task_status()) {
-    const pb::TaskStatus& s = message.task_status();
+    const pluginpb::TaskStatus& s = message.task_status();
     const char* state = TaskStateName(s.state());
     if (state == nullptr) {
       return absl::InvalidArgumentError("task_status with an unspecified or unknown state");
@@ -220,7 +219,7 @@ absl::Status BackgroundTasks::OnPluginMessage(uint64_t generation,
         return absl::NotFoundError(absl::StrCat("task_status for unknown task ", Quote(s.task())));
       }
       TaskReport& report = t->second;
-      log_failure = s.state() == pb::TASK_STATE_BACKOFF && s.restarts() != report.restarts;
+      log_failure = s.state() == pluginpb::TASK_STATE_BACKOFF && s.restarts() != report.restarts;
       report.state = state;
       report.restarts = s.restarts();
       report.last_error = s.last_error().substr(0, 1024);
@@ -244,7 +243,7 @@ absl::Status BackgroundTasks::OnPluginMessage(uint64_t generation,
   if (!message.has_task_enqueue()) {
     return absl::InvalidArgumentError("not a plugin-to-host message");
   }
-  const pb::TaskEnqueue& enqueue = message.task_enqueue();
+  const pluginpb::TaskEnqueue& enqueue = message.task_enqueue();
   std::string key;
   absl::Status refusal;
   {

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
@@ -11,13 +12,12 @@
 namespace ctrlhost::manager {
 namespace {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Records what BackgroundTasks sends and enqueues. Single-threaded tests: no locking needed.
 struct Recorder {
-  std::vector<pb::ReconcileRequest> sent;
+  std::vector<pluginpb::ReconcileRequest> sent;
   std::vector<std::pair<std::string, std::string>> enqueued;
   bool send_ok = true;
 };
@@ -29,7 +29,7 @@ BackgroundTasksOptions OptionsFor(Recorder* r, common::Clock* clock) {
   o.enqueues_per_second = 1;
   o.enqueue_burst = 2;
   o.clock = clock;
-  o.send = [r](pb::ReconcileRequest notice) {
+  o.send = [r](pluginpb::ReconcileRequest notice) {
     if (!r->send_ok) return absl::UnavailableError("gone");
     r->sent.push_back(std::move(notice));
     return absl::OkStatus();
@@ -41,10 +41,10 @@ BackgroundTasksOptions OptionsFor(Recorder* r, common::Clock* clock) {
   return o;
 }
 
-pb::ReconcileResponse Enqueue(const std::string& controller, const std::string& ns,
-                              const std::string& name, uint64_t id = 7) {
-  pb::ReconcileResponse m;
-  pb::TaskEnqueue* e = m.mutable_task_enqueue();
+pluginpb::ReconcileResponse Enqueue(const std::string& controller, const std::string& ns,
+                                    const std::string& name, uint64_t id = 7) {
+  pluginpb::ReconcileResponse m;
+  pluginpb::TaskEnqueue* e = m.mutable_task_enqueue();
   e->set_controller(controller);
   e->set_task("poller");
   e->set_namespace_(ns);
@@ -111,7 +111,7 @@ TEST(BackgroundTasksTest, StoppedControllerCannotEnqueue) {
   EXPECT_TRUE(r.enqueued.empty());
   // The refusal is answered on the stream with the plugin's enqueue id.
   ASSERT_FALSE(r.sent.empty());
-  const pb::ReconcileRequest& last = r.sent.back();
+  const pluginpb::ReconcileRequest& last = r.sent.back();
   ASSERT_TRUE(last.has_enqueue_refused());
   EXPECT_EQ(last.enqueue_refused().enqueue_id(), 42u);
   EXPECT_EQ(last.enqueue_refused().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
@@ -176,17 +176,17 @@ TEST(BackgroundTasksTest, TaskStatusIsKeptForTheDump) {
   Recorder r;
   BackgroundTasks tasks(OptionsFor(&r, &clock));
   tasks.Sync({1, 0}, {Web()}, "");
-  pb::ReconcileResponse m;
+  pluginpb::ReconcileResponse m;
   m.mutable_task_status()->set_controller("web");
   m.mutable_task_status()->set_task("poller");
-  m.mutable_task_status()->set_state(pb::TASK_STATE_BACKOFF);
+  m.mutable_task_status()->set_state(pluginpb::TASK_STATE_BACKOFF);
   m.mutable_task_status()->set_restarts(3);
   m.mutable_task_status()->set_last_error("ValueError: boom");
   EXPECT_TRUE(tasks.OnPluginMessage(1, m).ok());
   m.mutable_task_status()->set_task("nope");
   EXPECT_EQ(tasks.OnPluginMessage(1, m).code(), absl::StatusCode::kNotFound);
   m.mutable_task_status()->set_task("poller");
-  m.mutable_task_status()->set_state(pb::TASK_STATE_UNSPECIFIED);
+  m.mutable_task_status()->set_state(pluginpb::TASK_STATE_UNSPECIFIED);
   EXPECT_EQ(tasks.OnPluginMessage(1, m).code(), absl::StatusCode::kInvalidArgument);
   std::vector<TaskControllerReport> report = tasks.Report();
   ASSERT_EQ(report.size(), 1u);

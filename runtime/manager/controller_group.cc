@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/controller/schedule.h"
@@ -12,16 +13,14 @@
 
 namespace ctrlhost::manager {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
-
 namespace {
 
-std::string GvkString(const pb::GroupVersionKind& gvk) {
+std::string GvkString(const pluginpb::GroupVersionKind& gvk) {
   return absl::StrCat(gvk.group().empty() ? "" : absl::StrCat(gvk.group(), "/"), gvk.version(), " ",
                       gvk.kind());
 }
 
-kube::GroupVersionKind ToKube(const pb::GroupVersionKind& gvk) {
+kube::GroupVersionKind ToKube(const pluginpb::GroupVersionKind& gvk) {
   return kube::GroupVersionKind{gvk.group(), gvk.version(), gvk.kind()};
 }
 
@@ -38,7 +37,7 @@ watch::WatchKey KeyFor(const kube::ResourceMapping& mapping, std::string namespa
 
 // discovery's answer for `gvk`, its error prefixed with what the kind is for.
 absl::StatusOr<kube::ResourceMapping> Resolve(kube::Discovery* discovery,
-                                              const pb::GroupVersionKind& gvk,
+                                              const pluginpb::GroupVersionKind& gvk,
                                               absl::string_view role) {
   absl::StatusOr<kube::ResourceMapping> mapping = discovery->MappingFor(ToKube(gvk));
   if (!mapping.ok()) {
@@ -55,7 +54,7 @@ absl::Duration Seconds(const google::protobuf::Duration& d) {
 }  // namespace
 
 struct ControllerGroup::Controller {
-  pb::ControllerSpec spec;
+  pluginpb::ControllerSpec spec;
   std::optional<config::ControllerSpec> override_spec;
   absl::Duration request_timeout = absl::Seconds(30);
   absl::Duration resync = absl::ZeroDuration();
@@ -90,21 +89,22 @@ controller::Dispatcher* ControllerGroup::DispatcherFor(const std::string& contro
   return it != deps_.routed.end() ? it->second.get() : deps_.dispatcher;
 }
 
-absl::Status ControllerGroup::Start(const pb::DescribeResponse& describe,
+absl::Status ControllerGroup::Start(const pluginpb::DescribeResponse& describe,
                                     const std::vector<config::ControllerSpec>& overrides,
                                     const config::PluginSpec& plugin) {
   std::vector<std::string> unmatched;
   for (const config::ControllerSpec& o : overrides) {
     if (!o.plugin.empty() && o.plugin != plugin_) continue;
     bool found = false;
-    for (const pb::ControllerSpec& spec : describe.controllers()) found |= spec.name() == o.name;
+    for (const pluginpb::ControllerSpec& spec : describe.controllers())
+      found |= spec.name() == o.name;
     if (!found && !o.plugin.empty()) unmatched.push_back(o.name);
   }
   {
     common::MutexLock lock(&mu_);
     if (stopped_) return absl::FailedPreconditionError("the controller group was stopped");
     describe_ = describe;
-    for (const pb::ControllerSpec& spec : describe.controllers()) {
+    for (const pluginpb::ControllerSpec& spec : describe.controllers()) {
       if (deps_.run_elsewhere.contains(spec.name())) {
         common::LogInfo(
             "routed controller: run by the first plugin of its routes (spec.routes)",
@@ -173,7 +173,7 @@ int ControllerGroup::RetryPending() {
 }
 
 absl::Status ControllerGroup::StartController(Controller& c) {
-  const pb::ControllerSpec& spec = c.spec;
+  const pluginpb::ControllerSpec& spec = c.spec;
   controller::ControllerInfo& info = c.info;
   info = controller::ControllerInfo{};
   info.operator_name = operator_name_;
@@ -183,14 +183,14 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   info.field_manager = absl::StrCat("ctrlhost-", spec.name());
   info.request_timeout = c.request_timeout;
   ASSIGN_OR_RETURN(info.primary, Resolve(deps_.discovery, spec.primary(), "primary kind"));
-  for (const pb::OwnedKind& owned : spec.owns()) {
+  for (const pluginpb::OwnedKind& owned : spec.owns()) {
     controller::OwnedResource resource;
     ASSIGN_OR_RETURN(resource.mapping, Resolve(deps_.discovery, owned.kind(), "owned kind"));
     resource.delete_absent = owned.delete_absent();
     info.owns.push_back(std::move(resource));
   }
   std::vector<kube::ResourceMapping> watched;
-  for (const pb::WatchedKind& w : spec.watches()) {
+  for (const pluginpb::WatchedKind& w : spec.watches()) {
     ASSIGN_OR_RETURN(kube::ResourceMapping mapping,
                      Resolve(deps_.discovery, w.kind(), "watched kind"));
     watched.push_back(std::move(mapping));
@@ -273,7 +273,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
                                               deps_.applier, options));
   controller::Runner* runner_ptr = runner.get();
   auto scheduler = std::make_unique<controller::Scheduler>(
-      std::move(schedule), [runner_ptr](pb::Reason reason, absl::Duration spread) {
+      std::move(schedule), [runner_ptr](pluginpb::Reason reason, absl::Duration spread) {
         runner_ptr->EnqueueAll(reason, spread);
       });
   scheduler->Start();
@@ -312,7 +312,7 @@ void ControllerGroup::StartDispatching() {
   }
   if (was) return;
   for (auto& c : controllers_) {
-    if (c->state == "running") c->runner->EnqueueAll(pb::REASON_PLUGIN_STARTED);
+    if (c->state == "running") c->runner->EnqueueAll(pluginpb::REASON_PLUGIN_STARTED);
   }
 }
 
@@ -321,14 +321,14 @@ bool ControllerGroup::dispatching() const {
   return dispatching_;
 }
 
-void ControllerGroup::EnqueueAll(pb::Reason reason, absl::Duration spread) {
+void ControllerGroup::EnqueueAll(pluginpb::Reason reason, absl::Duration spread) {
   common::MutexLock lock(&mu_);
   for (auto& c : controllers_) {
     if (c->state == "running") c->runner->EnqueueAll(reason, spread);
   }
 }
 
-size_t ControllerGroup::EnqueueSharded(pb::Reason reason,
+size_t ControllerGroup::EnqueueSharded(pluginpb::Reason reason,
                                        const std::function<bool(absl::string_view key)>& filter) {
   size_t queued = 0;
   common::MutexLock lock(&mu_);
@@ -361,7 +361,7 @@ bool ControllerGroup::EnqueueFromTask(const std::string& controller, const std::
   for (const auto& c : controllers_) {
     if (c->spec.name() != controller) continue;
     if (c->state != "running" || !c->runner_started) return false;
-    return c->runner->Enqueue(key, pb::REASON_BACKGROUND_TASK);
+    return c->runner->Enqueue(key, pluginpb::REASON_BACKGROUND_TASK);
   }
   return false;
 }
@@ -412,7 +412,7 @@ std::vector<std::string> ControllerGroup::Stop(absl::Duration timeout) {
   return unrun;
 }
 
-pb::DescribeResponse ControllerGroup::describe() const {
+pluginpb::DescribeResponse ControllerGroup::describe() const {
   common::MutexLock lock(&mu_);
   return describe_;
 }

@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/config/operator_spec.h"
@@ -91,7 +92,7 @@ class ControllerGroup {
   // override names a controller the plugin does not declare (the plugin's answer is taken
   // anyway; the error is for the caller to report). Controllers whose kinds are unknown are
   // left pending, not failed. Call once.
-  absl::Status Start(const controller::pb::DescribeResponse& describe,
+  absl::Status Start(const pluginpb::DescribeResponse& describe,
                      const std::vector<config::ControllerSpec>& overrides,
                      const config::PluginSpec& plugin);
 
@@ -100,10 +101,10 @@ class ControllerGroup {
 
   // Queues every primary key of every running controller with `reason` (e.g. after the plugin
   // restarted: REASON_PLUGIN_STARTED), spread over `spread`.
-  void EnqueueAll(controller::pb::Reason reason, absl::Duration spread);
+  void EnqueueAll(pluginpb::Reason reason, absl::Duration spread);
   // Sharding: queues, in every running sharded controller, the keys for which `filter` is true
   // (those this host owns under a new view and did not own before). Returns how many.
-  size_t EnqueueSharded(controller::pb::Reason reason,
+  size_t EnqueueSharded(pluginpb::Reason reason,
                         const std::function<bool(absl::string_view key)>& filter);
 
   // Starts the runners of a group created with `dispatching = false` (this host now leads),
@@ -125,7 +126,7 @@ class ControllerGroup {
   std::vector<std::string> Stop(absl::Duration timeout);
 
   // The Describe the group was started with.
-  controller::pb::DescribeResponse describe() const;
+  pluginpb::DescribeResponse describe() const;
   // New references to every watch the running controllers read: held across a replacement of
   // the group (stop old, start new) so the shared watches keep running and do not relist.
   std::vector<watch::ReflectorHandle> RetainWatches() const;
@@ -154,7 +155,7 @@ class ControllerGroup {
   std::vector<std::unique_ptr<Controller>> controllers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool dispatching_ ABSL_GUARDED_BY(mu_);
-  controller::pb::DescribeResponse describe_ ABSL_GUARDED_BY(mu_);
+  pluginpb::DescribeResponse describe_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ctrlhost::manager

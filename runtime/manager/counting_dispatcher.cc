@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
+
 namespace ctrlhost::manager {
 
 CountingDispatcher::CountingDispatcher(controller::Dispatcher* target, common::Clock* clock)
@@ -24,25 +26,25 @@ const char* CountingDispatcher::ResultLabel(const absl::Status& status) {
   }
 }
 
-void CountingDispatcher::Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+void CountingDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                                   controller::ReconcileCallback done) {
   const absl::Time start = clock_->Now();
   {
     common::MutexLock lock(&mu_);
     ++figures_.in_flight;
   }
-  target_->Dispatch(std::move(call), deadline,
-                    [this, start, done = std::move(done)](
-                        absl::StatusOr<controller::pb::ReconcileResponse> response) {
-                      const absl::Duration took = clock_->Now() - start;
-                      {
-                        common::MutexLock lock(&mu_);
-                        --figures_.in_flight;
-                        ++figures_.requests_total[ResultLabel(response.status())];
-                        figures_.duration.Observe(took);
-                      }
-                      done(std::move(response));
-                    });
+  target_->Dispatch(
+      std::move(call), deadline,
+      [this, start, done = std::move(done)](absl::StatusOr<pluginpb::ReconcileResponse> response) {
+        const absl::Duration took = clock_->Now() - start;
+        {
+          common::MutexLock lock(&mu_);
+          --figures_.in_flight;
+          ++figures_.requests_total[ResultLabel(response.status())];
+          figures_.duration.Observe(took);
+        }
+        done(std::move(response));
+      });
 }
 
 PluginRequestFigures CountingDispatcher::Figures() const {

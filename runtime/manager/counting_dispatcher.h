@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/reconcile.h"
@@ -33,7 +34,7 @@ class CountingDispatcher : public controller::Dispatcher {
   // `target` is borrowed and must outlive this object and every callback it calls.
   CountingDispatcher(controller::Dispatcher* target, common::Clock* clock);
 
-  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
   PluginRequestFigures Figures() const;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::manager {
 
@@ -77,7 +78,7 @@ controller::ReconcileCallback Fence::Unregister(uint64_t id) {
   return done;
 }
 
-void FencedDispatcher::Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+void FencedDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                                 controller::ReconcileCallback done) {
   // The fence keeps the callback; whichever comes first (the plugin's answer or Trip) calls it.
   Fence::Registration r = fence_->Register(&done);
@@ -88,7 +89,7 @@ void FencedDispatcher::Dispatch(controller::pb::ReconcileCall call, absl::Time d
   Fence* fence = fence_;
   const uint64_t id = r.id;
   target_->Dispatch(std::move(call), deadline,
-                    [fence, id](absl::StatusOr<controller::pb::ReconcileResponse> result) {
+                    [fence, id](absl::StatusOr<pluginpb::ReconcileResponse> result) {
                       controller::ReconcileCallback done = fence->Unregister(id);
                       if (done != nullptr) done(std::move(result));
                     });

@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/reconcile.h"
@@ -89,7 +90,7 @@ class FencedDispatcher : public controller::Dispatcher {
   // Both borrowed; they must outlive this object and every callback it calls.
   FencedDispatcher(controller::Dispatcher* target, Fence* fence) : target_(target), fence_(fence) {}
 
-  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
  private:

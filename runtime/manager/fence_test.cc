@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
 
@@ -12,7 +13,7 @@ namespace {
 // Holds every call's callback, answers none by itself.
 class HoldingDispatcher : public controller::Dispatcher {
  public:
-  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override {
     held.push_back(std::move(done));
   }
@@ -65,7 +66,7 @@ TEST(FencedDispatcherTest, RefusesWhileClosedWithoutReachingThePlugin) {
   absl::Status got = absl::OkStatus();
   int calls = 0;
   fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
-                  [&](absl::StatusOr<controller::pb::ReconcileResponse> r) {
+                  [&](absl::StatusOr<pluginpb::ReconcileResponse> r) {
                     ++calls;
                     got = r.status();
                   });
@@ -82,13 +83,12 @@ TEST(FencedDispatcherTest, TripCancelsInFlightAndDropsTheLateAnswer) {
   FencedDispatcher fenced(&plugin, &fence);
   std::vector<absl::Status> answers;
   for (int i = 0; i < 2; ++i) {
-    fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
-                    [&](absl::StatusOr<controller::pb::ReconcileResponse> r) {
-                      answers.push_back(r.status());
-                    });
+    fenced.Dispatch(
+        {}, clock.Now() + absl::Seconds(1),
+        [&](absl::StatusOr<pluginpb::ReconcileResponse> r) { answers.push_back(r.status()); });
   }
   ASSERT_EQ(plugin.held.size(), 2u);
-  plugin.held[0](controller::pb::ReconcileResponse());  // answered before the fence tripped
+  plugin.held[0](pluginpb::ReconcileResponse());  // answered before the fence tripped
   ASSERT_EQ(answers.size(), 1u);
   EXPECT_TRUE(answers[0].ok());
 
@@ -96,7 +96,7 @@ TEST(FencedDispatcherTest, TripCancelsInFlightAndDropsTheLateAnswer) {
   ASSERT_EQ(answers.size(), 2u);
   EXPECT_EQ(answers[1].code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(answers[1].message(), "reconcile cancelled: leadership lost");
-  plugin.held[1](controller::pb::ReconcileResponse());  // the plugin answers late: dropped
+  plugin.held[1](pluginpb::ReconcileResponse());  // the plugin answers late: dropped
   EXPECT_EQ(answers.size(), 2u);
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
@@ -110,7 +111,7 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
   return so;
 }
 
-bool SameControllers(const plugin::pb::DescribeResponse& a, const plugin::pb::DescribeResponse& b) {
+bool SameControllers(const pluginpb::DescribeResponse& a, const pluginpb::DescribeResponse& b) {
   if (a.controllers_size() != b.controllers_size()) return false;
   for (int i = 0; i < a.controllers_size(); ++i) {
     if (!google::protobuf::util::MessageDifferencer::Equals(a.controllers(i), b.controllers(i))) {
@@ -206,7 +207,7 @@ PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operato
     plugin::SupervisorOptions so =
         SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
     so.generation = generation;
-    so.on_plugin_message = [tasks, generation](plugin::pb::ReconcileResponse message) {
+    so.on_plugin_message = [tasks, generation](pluginpb::ReconcileResponse message) {
       (void)tasks->OnPluginMessage(generation, message);  // refusals are logged and answered
     };
     if (options_.plugin_uid.has_value() && options_.plugin_uid_per_plugin) {
@@ -285,7 +286,7 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   task_options.plugin = plugin_spec.name;
   task_options.clock = clock_;
   Plugin* const raw = p.get();
-  task_options.send = [raw](plugin::pb::ReconcileRequest notice) -> absl::Status {
+  task_options.send = [raw](pluginpb::ReconcileRequest notice) -> absl::Status {
     PluginSlot* slot = raw->slot_for_tasks.load(std::memory_order_acquire);
     if (slot == nullptr) return absl::UnavailableError("plugin not started yet");
     return slot->SendNotice(std::move(notice));
@@ -498,7 +499,7 @@ void Manager::Loop() {
 }
 
 std::string Manager::ControllerNameConflict(const Plugin& plugin,
-                                            const plugin::pb::DescribeResponse& describe) const {
+                                            const pluginpb::DescribeResponse& describe) const {
   // Targets of one route (spec.routes) share the controller's name: the first one runs it.
   auto routed_between = [](const PluginView& other, const Plugin& p, const std::string& name) {
     if (other.plugin->operator_name != p.operator_name) return false;
@@ -515,7 +516,7 @@ std::string Manager::ControllerNameConflict(const Plugin& plugin,
   };
   for (const PluginView& other : AllPlugins()) {
     if (other.plugin.get() == &plugin || other.group == nullptr) continue;
-    const plugin::pb::DescribeResponse theirs = other.group->describe();
+    const pluginpb::DescribeResponse theirs = other.group->describe();
     for (const auto& mine : describe.controllers()) {
       for (const auto& their : theirs.controllers()) {
         if (mine.name() != their.name()) continue;
@@ -541,7 +542,7 @@ void Manager::Tick() {
     if (view.group == nullptr) {
       plugin::PluginStatus status = p->slot->status();
       if (status.state != plugin::PluginState::kReady || status.describe == nullptr) continue;
-      const plugin::pb::DescribeResponse& describe = *status.describe;
+      const pluginpb::DescribeResponse& describe = *status.describe;
       // Controller names are unique in the host: they name metrics, field managers and logs.
       if (std::string conflict = ControllerNameConflict(*p, describe); !conflict.empty()) {
         bool changed = false;
@@ -601,7 +602,7 @@ void Manager::Tick() {
                        {"plugin", p->name},
                        {"generation", instance.first},
                        {"restarts", instance.second}});
-      view.group->EnqueueAll(controller::pb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
+      view.group->EnqueueAll(pluginpb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
       EnqueueRoutedTo(view);
     }
   }
@@ -617,7 +618,7 @@ void Manager::EnqueueRoutedTo(const PluginView& view) {
     for (const PluginView& leader : AllPlugins()) {
       if (leader.plugin->operator_name == p.operator_name &&
           leader.plugin->name == r.to[0].plugin && leader.group != nullptr) {
-        leader.group->EnqueueAll(controller::pb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
+        leader.group->EnqueueAll(pluginpb::REASON_PLUGIN_STARTED, absl::ZeroDuration());
       }
     }
   }
@@ -705,7 +706,7 @@ SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::stri
   spec.name = plugin;
   // A release that declares a controller another plugin runs is refused before it serves.
   Plugin* const p = view->plugin.get();
-  auto accept = [this, p](const plugin::pb::DescribeResponse& describe) -> absl::Status {
+  auto accept = [this, p](const pluginpb::DescribeResponse& describe) -> absl::Status {
     const std::string conflict = ControllerNameConflict(*p, describe);
     return conflict.empty() ? absl::OkStatus() : absl::FailedPreconditionError(conflict);
   };
@@ -725,7 +726,7 @@ SwapResult Manager::StartCanary(const std::string& operator_name, const std::str
   // A canary serves the same controllers: a different Describe is refused (promote it with a
   // plain swap instead).
   std::shared_ptr<ControllerGroup> group = view->group;
-  auto accept = [group](const plugin::pb::DescribeResponse& describe) -> absl::Status {
+  auto accept = [group](const pluginpb::DescribeResponse& describe) -> absl::Status {
     if (group != nullptr && !SameControllers(group->describe(), describe)) {
       return absl::FailedPreconditionError(
           "a canary must declare the same controllers as the serving instance");
@@ -752,7 +753,7 @@ absl::Status Manager::AbortCanary(const std::string& operator_name, const std::s
 }
 
 void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source,
-                        const plugin::pb::DescribeResponse& describe) {
+                        const pluginpb::DescribeResponse& describe) {
   Plugin* p = view.plugin.get();
   {
     common::MutexLock lock(&mu_);
@@ -766,7 +767,7 @@ void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source
   ReplaceGroup(view, describe, /*force=*/!view.cache_error.empty());
 }
 
-void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeResponse& describe,
+void Manager::ReplaceGroup(const PluginView& view, const pluginpb::DescribeResponse& describe,
                            bool force) {
   Plugin* p = view.plugin.get();
   std::shared_ptr<ControllerGroup> old = view.group;
@@ -777,7 +778,7 @@ void Manager::ReplaceGroup(const PluginView& view, const plugin::pb::DescribeRes
   // A finalizer the new controllers no longer declare is left on the objects that carry it: the
   // host never removes one silently (the cleanup it guards may matter), so deleting such an
   // object waits until someone removes it. Say so loudly, with the command that does it.
-  const plugin::pb::DescribeResponse before = old->describe();
+  const pluginpb::DescribeResponse before = old->describe();
   for (const auto& was : before.controllers()) {
     if (was.finalizer().empty()) continue;
     bool kept = false;
@@ -917,7 +918,7 @@ size_t Manager::EnqueueSharded(const std::function<bool(absl::string_view key)>&
   size_t queued = 0;
   for (const PluginView& view : AllPlugins()) {
     if (view.group != nullptr) {
-      queued += view.group->EnqueueSharded(controller::pb::REASON_RESYNC, filter);
+      queued += view.group->EnqueueSharded(pluginpb::REASON_RESYNC, filter);
     }
   }
   return queued;
@@ -1082,7 +1083,7 @@ std::vector<Manager::PluginReport> Manager::Report() const {
     r.group_error = view.group_error;
     if (view.group != nullptr) {
       r.controllers = view.group->Status();
-      plugin::pb::DescribeResponse describe = view.group->describe();
+      pluginpb::DescribeResponse describe = view.group->describe();
       r.controller_specs.assign(describe.controllers().begin(), describe.controllers().end());
     }
     out.push_back(std::move(r));

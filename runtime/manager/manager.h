@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/common/version.h"
@@ -175,7 +176,7 @@ class Manager {
     config::PluginSpec spec;  // the current source
     SlotStatus slot;
     std::vector<ControllerStatus> controllers;  // empty until the plugin was first ready
-    std::vector<controller::pb::ControllerSpec> controller_specs;  // as declared
+    std::vector<pluginpb::ControllerSpec> controller_specs;  // as declared
     std::string group_error;
   };
   std::vector<PluginReport> Report() const;
@@ -194,7 +195,7 @@ class Manager {
   // Why `describe` cannot start next to the other plugins' controllers (a controller name one of
   // them already uses, naming both plugins); "" when it can.
   std::string ControllerNameConflict(const Plugin& plugin,
-                                     const plugin::pb::DescribeResponse& describe) const;
+                                     const pluginpb::DescribeResponse& describe) const;
   // `tasks` (borrowed, the plugin's) receives the instances' background-task messages.
   PluginSlot::OptionsFactory OptionsFactoryFor(const std::string& operator_name,
                                                const config::PluginSpec& spec,
@@ -229,12 +230,11 @@ class Manager {
   // After a cut-over to an instance whose Describe is `describe`: records the new source and,
   // when the controllers differ, replaces the plugin's controller group.
   void AfterSwap(const PluginView& view, const config::PluginSpec* source,
-                 const controller::pb::DescribeResponse& describe);
+                 const pluginpb::DescribeResponse& describe);
   // Stops the plugin's controllers and starts them again from `describe` and the current
   // overrides, holding their watches meanwhile. Without `force`, only when `describe`
   // declares other controllers than the running group.
-  void ReplaceGroup(const PluginView& view, const controller::pb::DescribeResponse& describe,
-                    bool force);
+  void ReplaceGroup(const PluginView& view, const pluginpb::DescribeResponse& describe, bool force);
   absl::StatusOr<std::shared_ptr<Plugin>> NewPlugin(const config::OperatorSpec& op,
                                                     const config::PluginSpec& plugin_spec);
   // The group dependencies of `p`'s controllers (dispatching as the manager is now), with the

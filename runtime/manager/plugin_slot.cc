@@ -4,11 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 
 namespace ctrlhost::manager {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 uint32_t PluginSlot::Bucket(absl::string_view key) {
   // FNV-1a: stable across processes and releases (std::hash is neither).
@@ -47,7 +46,7 @@ PluginSlot::PluginSlot(Listener listener, common::Clock* clock)
 
 PluginSlot::~PluginSlot() { Stop(); }
 
-void PluginSlot::Forward(const std::shared_ptr<Instance>& instance, pb::ReconcileCall call,
+void PluginSlot::Forward(const std::shared_ptr<Instance>& instance, pluginpb::ReconcileCall call,
                          absl::Time deadline, controller::ReconcileCallback done) {
   {
     common::MutexLock lock(&instance->mu);
@@ -55,14 +54,14 @@ void PluginSlot::Forward(const std::shared_ptr<Instance>& instance, pb::Reconcil
   }
   instance->supervisor->Dispatch(
       std::move(call), deadline,
-      [instance, done = std::move(done)](absl::StatusOr<pb::ReconcileResponse> response) {
+      [instance, done = std::move(done)](absl::StatusOr<pluginpb::ReconcileResponse> response) {
         done(std::move(response));
         common::MutexLock lock(&instance->mu);
         if (--instance->in_flight == 0) instance->idle_cv.SignalAll();
       });
 }
 
-absl::Status PluginSlot::SendNotice(pb::ReconcileRequest notice) {
+absl::Status PluginSlot::SendNotice(pluginpb::ReconcileRequest notice) {
   std::shared_ptr<Instance> serving;
   {
     common::MutexLock lock(&mu_);
@@ -72,7 +71,7 @@ absl::Status PluginSlot::SendNotice(pb::ReconcileRequest notice) {
   return serving->supervisor->SendNotice(std::move(notice));
 }
 
-void PluginSlot::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+void PluginSlot::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                           controller::ReconcileCallback done) {
   std::shared_ptr<Instance> target;
   {
@@ -96,7 +95,8 @@ void PluginSlot::Dispatch(pb::ReconcileCall call, absl::Time deadline,
 
 absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
     const OptionsFactory& options, absl::Duration ready_timeout,
-    const std::function<absl::Status(const pb::DescribeResponse&)>& accept, SwapResult* result) {
+    const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept,
+    SwapResult* result) {
   uint64_t generation = 0;
   {
     common::MutexLock lock(&mu_);
@@ -164,8 +164,8 @@ void PluginSlot::Drain(const std::shared_ptr<Instance>& instance, absl::Duration
   // serving instance runs tasks (the manager starts them there).
   const plugin::PluginStatus drained = instance->supervisor->status();
   if (std::find(drained.capabilities.begin(), drained.capabilities.end(),
-                pb::CAPABILITY_BACKGROUND_TASKS) != drained.capabilities.end()) {
-    pb::ReconcileRequest stop;
+                pluginpb::CAPABILITY_BACKGROUND_TASKS) != drained.capabilities.end()) {
+    pluginpb::ReconcileRequest stop;
     stop.mutable_stop_tasks()->set_reason("plugin swapped out");
     // Bounded wait until it went out: the drain below may close the stream at once. Not READY:
     // no tasks run there.
@@ -189,7 +189,7 @@ void PluginSlot::Drain(const std::shared_ptr<Instance>& instance, absl::Duration
 
 SwapResult PluginSlot::Swap(
     OptionsFactory options, absl::Duration ready_timeout, absl::Duration drain_timeout,
-    const std::function<absl::Status(const pb::DescribeResponse&)>& accept) {
+    const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept) {
   common::MutexLock swap_lock(&swap_mu_);
   SwapResult result;
   {
@@ -246,7 +246,7 @@ SwapResult PluginSlot::Swap(
 
 SwapResult PluginSlot::StartCanary(
     OptionsFactory options, uint32_t percent, absl::Duration ready_timeout,
-    const std::function<absl::Status(const pb::DescribeResponse&)>& accept) {
+    const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept) {
   common::MutexLock swap_lock(&swap_mu_);
   SwapResult result;
   if (percent < 1 || percent > 99) {

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/reconcile.h"
@@ -48,7 +49,7 @@ struct SwapResult {
   uint64_t drained_generation = 0;  // the instance that was replaced (0: none)
   absl::Time ready_at = absl::InfinitePast();
   absl::Duration cut_over = absl::ZeroDuration();  // swap request -> new instance serving
-  std::shared_ptr<const controller::pb::DescribeResponse> describe;  // of the new instance
+  std::shared_ptr<const pluginpb::DescribeResponse> describe;  // of the new instance
 };
 
 // A snapshot for the admin API and the dump.
@@ -81,11 +82,11 @@ class PluginSlot : public controller::Dispatcher {
   PluginSlot(const PluginSlot&) = delete;
   PluginSlot& operator=(const PluginSlot&) = delete;
 
-  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
   // Sends a notice on the serving instance's stream (plugin::Supervisor::SendNotice).
-  absl::Status SendNotice(controller::pb::ReconcileRequest notice);
+  absl::Status SendNotice(pluginpb::ReconcileRequest notice);
 
   // Replaces the serving instance by one built from `options` (see the file comment). Blocks
   // until the new instance serves (or failed), then drains the old one up to `drain_timeout`
@@ -93,10 +94,10 @@ class PluginSlot : public controller::Dispatcher {
   // before any request goes to it. FailedPrecondition when a canary is running.
   SwapResult Swap(
       OptionsFactory options, absl::Duration ready_timeout, absl::Duration drain_timeout,
-      const std::function<absl::Status(const controller::pb::DescribeResponse&)>& accept = nullptr);
+      const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept = nullptr);
   SwapResult StartCanary(
       OptionsFactory options, uint32_t percent, absl::Duration ready_timeout,
-      const std::function<absl::Status(const controller::pb::DescribeResponse&)>& accept = nullptr);
+      const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept = nullptr);
   SwapResult PromoteCanary(absl::Duration drain_timeout);
   absl::Status AbortCanary(absl::Duration drain_timeout);
 
@@ -126,11 +127,11 @@ class PluginSlot : public controller::Dispatcher {
   // (or failed / timed out: then it is stopped and the result says why).
   absl::StatusOr<std::shared_ptr<Instance>> StartInstance(
       const OptionsFactory& options, absl::Duration ready_timeout,
-      const std::function<absl::Status(const controller::pb::DescribeResponse&)>& accept,
+      const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept,
       SwapResult* result);
   // Waits until `instance` has nothing in flight or `timeout` passed, then stops it.
   void Drain(const std::shared_ptr<Instance>& instance, absl::Duration timeout);
-  static void Forward(const std::shared_ptr<Instance>& instance, controller::pb::ReconcileCall call,
+  static void Forward(const std::shared_ptr<Instance>& instance, pluginpb::ReconcileCall call,
                       absl::Time deadline, controller::ReconcileCallback done);
 
   const Listener listener_;

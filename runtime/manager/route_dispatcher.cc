@@ -4,13 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/logging.h"
 
 namespace ctrlhost::manager {
 namespace {
-
-namespace pb = controller::pb;
 
 std::string Describe(const Route& route) {
   return absl::StrCat("\"", route.name, "\" (plugin ", route.plugin, ", labelSelector \"",
@@ -19,17 +18,17 @@ std::string Describe(const Route& route) {
 
 // The answer for an object several routes match: the applier records it like a plugin's
 // terminal error, with our condition and event instead of the generic ones.
-pb::ReconcileResponse AmbiguousAnswer(const std::string& message) {
-  pb::ReconcileResponse response;
-  response.mutable_error()->set_kind(pb::ERROR_KIND_TERMINAL);
+pluginpb::ReconcileResponse AmbiguousAnswer(const std::string& message) {
+  pluginpb::ReconcileResponse response;
+  response.mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
   response.mutable_error()->set_message(message);
-  pb::Condition* condition = response.add_conditions();
+  pluginpb::Condition* condition = response.add_conditions();
   condition->set_type("Reconciled");
-  condition->set_status(pb::CONDITION_STATUS_FALSE);
+  condition->set_status(pluginpb::CONDITION_STATUS_FALSE);
   condition->set_reason(kReasonAmbiguousRoute);
   condition->set_message(message);
-  pb::Event* event = response.add_events();
-  event->set_type(pb::EVENT_TYPE_WARNING);
+  pluginpb::Event* event = response.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_WARNING);
   event->set_reason(kReasonAmbiguousRoute);
   event->set_message(message);
   return response;
@@ -52,7 +51,7 @@ int RouteDispatcher::LastRoute(const std::string& key, bool forget) {
   return route;
 }
 
-void RouteDispatcher::Forward(int route, const std::string& key, pb::ReconcileCall call,
+void RouteDispatcher::Forward(int route, const std::string& key, pluginpb::ReconcileCall call,
                               absl::Time deadline, controller::ReconcileCallback done) {
   int was = -1;
   {
@@ -78,7 +77,7 @@ void RouteDispatcher::Forward(int route, const std::string& key, pb::ReconcileCa
   routes_[route].dispatcher->Dispatch(std::move(call), deadline, std::move(done));
 }
 
-void RouteDispatcher::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+void RouteDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                                controller::ReconcileCallback done) {
   const std::string key =
       call.namespace_().empty() ? call.name() : absl::StrCat(call.namespace_(), "/", call.name());
@@ -121,7 +120,7 @@ void RouteDispatcher::Dispatch(pb::ReconcileCall call, absl::Time deadline,
     }
     common::LogDebug("no route matches the object: not reconciled",
                      {{"controller", controller_}, {"key", key}});
-    done(pb::ReconcileResponse());
+    done(pluginpb::ReconcileResponse());
     return;
   }
   std::vector<std::string> names;

@@ -36,6 +36,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
@@ -70,7 +71,7 @@ class RouteDispatcher : public controller::Dispatcher {
   RouteDispatcher(const RouteDispatcher&) = delete;
   RouteDispatcher& operator=(const RouteDispatcher&) = delete;
 
-  void Dispatch(controller::pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
   RouteFigures Figures() const;
@@ -79,8 +80,8 @@ class RouteDispatcher : public controller::Dispatcher {
  private:
   // The index of the route that last reconciled `key` (-1: none); `forget` erases it.
   int LastRoute(const std::string& key, bool forget);
-  void Forward(int route, const std::string& key, controller::pb::ReconcileCall call,
-               absl::Time deadline, controller::ReconcileCallback done);
+  void Forward(int route, const std::string& key, pluginpb::ReconcileCall call, absl::Time deadline,
+               controller::ReconcileCallback done);
 
   // Constant after construction.
   const std::string controller_;

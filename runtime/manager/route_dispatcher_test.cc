@@ -5,29 +5,30 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::manager {
 namespace {
 
-namespace pb = controller::pb;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Records the keys it was sent and answers each with an empty response.
 class RecordingDispatcher : public controller::Dispatcher {
  public:
-  void Dispatch(pb::ReconcileCall call, absl::Time, controller::ReconcileCallback done) override {
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time,
+                controller::ReconcileCallback done) override {
     keys.push_back(call.name());
-    done(pb::ReconcileResponse());
+    done(pluginpb::ReconcileResponse());
   }
   std::vector<std::string> keys;
 };
 
-pb::ReconcileCall Call(const std::string& name, const std::string& labels_json,
-                       bool deleting = false) {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall Call(const std::string& name, const std::string& labels_json,
+                             bool deleting = false) {
+  pluginpb::ReconcileCall call;
   call.set_controller("web");
   call.set_namespace_("default");
   call.set_name(name);
@@ -37,8 +38,8 @@ pb::ReconcileCall Call(const std::string& name, const std::string& labels_json,
   return call;
 }
 
-pb::ReconcileCall Gone(const std::string& name) {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall Gone(const std::string& name) {
+  pluginpb::ReconcileCall call;
   call.set_namespace_("default");
   call.set_name(name);
   return call;
@@ -54,10 +55,11 @@ class RouteDispatcherTest : public ::testing::Test {
     routes_ = std::make_unique<RouteDispatcher>("web", std::move(routes), nullptr);
   }
 
-  absl::StatusOr<pb::ReconcileResponse> Send(pb::ReconcileCall call) {
-    absl::StatusOr<pb::ReconcileResponse> answer = absl::UnknownError("not answered");
-    routes_->Dispatch(std::move(call), absl::InfiniteFuture(),
-                      [&](absl::StatusOr<pb::ReconcileResponse> r) { answer = std::move(r); });
+  absl::StatusOr<pluginpb::ReconcileResponse> Send(pluginpb::ReconcileCall call) {
+    absl::StatusOr<pluginpb::ReconcileResponse> answer = absl::UnknownError("not answered");
+    routes_->Dispatch(
+        std::move(call), absl::InfiniteFuture(),
+        [&](absl::StatusOr<pluginpb::ReconcileResponse> r) { answer = std::move(r); });
     return answer;
   }
 
@@ -82,20 +84,20 @@ TEST_F(RouteDispatcherTest, EachObjectGoesToTheRouteItsLabelsMatch) {
 }
 
 TEST_F(RouteDispatcherTest, AmbiguousObjectIsNotSentAndGetsATerminalErrorNamingTheRoutes) {
-  absl::StatusOr<pb::ReconcileResponse> answer = Send(Call("x", R"({"tier":"web"})"));
+  absl::StatusOr<pluginpb::ReconcileResponse> answer = Send(Call("x", R"({"tier":"web"})"));
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_TRUE(v1_->keys.empty());
   EXPECT_TRUE(v2_->keys.empty());
-  EXPECT_EQ(answer->error().kind(), pb::ERROR_KIND_TERMINAL);
+  EXPECT_EQ(answer->error().kind(), pluginpb::ERROR_KIND_TERMINAL);
   EXPECT_THAT(answer->error().message(), HasSubstr("\"legacy\" (plugin web-v1"));
   EXPECT_THAT(answer->error().message(), HasSubstr("\"web\" (plugin web-v2, labelSelector "
                                                    "\"tier=web\")"));
   ASSERT_EQ(answer->conditions_size(), 1);
   EXPECT_EQ(answer->conditions(0).type(), "Reconciled");
-  EXPECT_EQ(answer->conditions(0).status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(answer->conditions(0).status(), pluginpb::CONDITION_STATUS_FALSE);
   EXPECT_EQ(answer->conditions(0).reason(), "AmbiguousRoute");
   ASSERT_EQ(answer->events_size(), 1);
-  EXPECT_EQ(answer->events(0).type(), pb::EVENT_TYPE_WARNING);
+  EXPECT_EQ(answer->events(0).type(), pluginpb::EVENT_TYPE_WARNING);
   EXPECT_EQ(answer->events(0).reason(), "AmbiguousRoute");
   EXPECT_EQ(answer->events(0).message(), answer->error().message());
   EXPECT_EQ(routes_->Figures().ambiguous, 1u);
@@ -105,10 +107,10 @@ TEST_F(RouteDispatcherTest, UnroutedObjectIsSkippedAndCounted) {
   std::vector<Route> routes;
   routes.push_back({"v2", "web-v2", *kube::LabelSelector::Parse("version=v2"), v2_});
   RouteDispatcher only_v2("web", std::move(routes), nullptr);
-  absl::StatusOr<pb::ReconcileResponse> answer = absl::UnknownError("not answered");
-  auto send = [&](pb::ReconcileCall call) {
+  absl::StatusOr<pluginpb::ReconcileResponse> answer = absl::UnknownError("not answered");
+  auto send = [&](pluginpb::ReconcileCall call) {
     only_v2.Dispatch(std::move(call), absl::InfiniteFuture(),
-                     [&](absl::StatusOr<pb::ReconcileResponse> r) { answer = std::move(r); });
+                     [&](absl::StatusOr<pluginpb::ReconcileResponse> r) { answer = std::move(r); });
   };
   send(Call("a", "{}"));
   ASSERT_TRUE(answer.ok());
@@ -138,9 +140,9 @@ TEST_F(RouteDispatcherTest, GoneObjectGoesToItsLastRouteWhichForgetsIt) {
 }
 
 TEST_F(RouteDispatcherTest, ObjectThatIsNotJsonIsAnError) {
-  pb::ReconcileCall call = Call("a", "{}");
+  pluginpb::ReconcileCall call = Call("a", "{}");
   call.set_object("{not json");
-  absl::StatusOr<pb::ReconcileResponse> answer = Send(std::move(call));
+  absl::StatusOr<pluginpb::ReconcileResponse> answer = Send(std::move(call));
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(v1_->keys.empty());
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
 
@@ -29,7 +30,7 @@ bool IsDnsLabel(const std::string& name) {
   return name.front() != '-' && name.back() != '-';
 }
 
-absl::Status CheckKind(const pb::GroupVersionKind& gvk, absl::string_view where) {
+absl::Status CheckKind(const pluginpb::GroupVersionKind& gvk, absl::string_view where) {
   if (gvk.version().empty() || gvk.kind().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": version and kind are required (got group=\"", gvk.group(),
@@ -38,18 +39,18 @@ absl::Status CheckKind(const pb::GroupVersionKind& gvk, absl::string_view where)
   return absl::OkStatus();
 }
 
-absl::Status NeedsCapability(bool used, pb::Capability capability,
-                             const std::vector<pb::Capability>& in_effect,
+absl::Status NeedsCapability(bool used, pluginpb::Capability capability,
+                             const std::vector<pluginpb::Capability>& in_effect,
                              absl::string_view where) {
   if (!used || std::find(in_effect.begin(), in_effect.end(), capability) != in_effect.end()) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      where, " requires ", pb::Capability_Name(capability), ", which is not in effect"));
+      where, " requires ", pluginpb::Capability_Name(capability), ", which is not in effect"));
 }
 
-absl::Status ValidateController(const pb::ControllerSpec& c, int index,
-                                const std::vector<pb::Capability>& in_effect) {
+absl::Status ValidateController(const pluginpb::ControllerSpec& c, int index,
+                                const std::vector<pluginpb::Capability>& in_effect) {
   const std::string at = absl::StrCat("controllers[", index, "] (\"", c.name(), "\")");
   if (!IsDnsLabel(c.name())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -61,8 +62,8 @@ absl::Status ValidateController(const pb::ControllerSpec& c, int index,
     const std::string where = absl::StrCat(at, ".owns[", i, "]");
     if (absl::Status s = CheckKind(c.owns(i).kind(), where + ".kind"); !s.ok()) return s;
     if (absl::Status s =
-            NeedsCapability(c.owns(i).delete_absent(), pb::CAPABILITY_SERVER_SIDE_APPLY, in_effect,
-                            where + ".delete_absent");
+            NeedsCapability(c.owns(i).delete_absent(), pluginpb::CAPABILITY_SERVER_SIDE_APPLY,
+                            in_effect, where + ".delete_absent");
         !s.ok()) {
       return s;
     }
@@ -70,7 +71,7 @@ absl::Status ValidateController(const pb::ControllerSpec& c, int index,
   for (int i = 0; i < c.watches_size(); ++i) {
     const std::string where = absl::StrCat(at, ".watches[", i, "]");
     if (absl::Status s = CheckKind(c.watches(i).kind(), where + ".kind"); !s.ok()) return s;
-    if (c.watches(i).mapping_case() == pb::WatchedKind::MAPPING_NOT_SET) {
+    if (c.watches(i).mapping_case() == pluginpb::WatchedKind::MAPPING_NOT_SET) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".mapping: missing"));
     }
   }
@@ -81,26 +82,26 @@ absl::Status ValidateController(const pb::ControllerSpec& c, int index,
   if (c.has_resync_period() && (c.resync_period().seconds() < 0 || c.resync_period().nanos() < 0)) {
     return absl::InvalidArgumentError(absl::StrCat(at, ".resync_period: negative"));
   }
-  const pb::RequestContents& rc = c.request_contents();
-  if (absl::Status s = NeedsCapability(rc.children(), pb::CAPABILITY_CHILDREN, in_effect,
+  const pluginpb::RequestContents& rc = c.request_contents();
+  if (absl::Status s = NeedsCapability(rc.children(), pluginpb::CAPABILITY_CHILDREN, in_effect,
                                        at + ".request_contents.children");
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = NeedsCapability(rc.related_objects(), pb::CAPABILITY_RELATED_OBJECTS,
+  if (absl::Status s = NeedsCapability(rc.related_objects(), pluginpb::CAPABILITY_RELATED_OBJECTS,
                                        in_effect, at + ".request_contents.related_objects");
       !s.ok()) {
     return s;
   }
   if (absl::Status s =
-          NeedsCapability(rc.metadata_only_kinds_size() > 0, pb::CAPABILITY_METADATA_ONLY,
+          NeedsCapability(rc.metadata_only_kinds_size() > 0, pluginpb::CAPABILITY_METADATA_ONLY,
                           in_effect, at + ".request_contents.metadata_only_kinds");
       !s.ok()) {
     return s;
   }
   if (absl::Status s =
-          NeedsCapability(c.background_tasks_size() > 0, pb::CAPABILITY_BACKGROUND_TASKS, in_effect,
-                          at + ".background_tasks");
+          NeedsCapability(c.background_tasks_size() > 0, pluginpb::CAPABILITY_BACKGROUND_TASKS,
+                          in_effect, at + ".background_tasks");
       !s.ok()) {
     return s;
   }
@@ -120,7 +121,7 @@ absl::Status ValidateController(const pb::ControllerSpec& c, int index,
       }
     }
   }
-  return NeedsCapability(c.schedules_size() > 0, pb::CAPABILITY_SCHEDULES, in_effect,
+  return NeedsCapability(c.schedules_size() > 0, pluginpb::CAPABILITY_SCHEDULES, in_effect,
                          at + ".schedules");
 }
 
@@ -181,16 +182,16 @@ bool HandshakeCanceller::cancelled() const {
   return cancelled_;
 }
 
-std::vector<pb::Capability> HostCapabilities() {
-  return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
-          pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
-          pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS,
-          pb::CAPABILITY_SCHEDULES,         pb::CAPABILITY_BACKGROUND_TASKS};
+std::vector<pluginpb::Capability> HostCapabilities() {
+  return {pluginpb::CAPABILITY_CANCELLATION,      pluginpb::CAPABILITY_METADATA_ONLY,
+          pluginpb::CAPABILITY_CHILDREN,          pluginpb::CAPABILITY_RELATED_OBJECTS,
+          pluginpb::CAPABILITY_SERVER_SIDE_APPLY, pluginpb::CAPABILITY_CONDITIONS,
+          pluginpb::CAPABILITY_SCHEDULES,         pluginpb::CAPABILITY_BACKGROUND_TASKS};
 }
 
-absl::Status ValidateDescribeResponse(const pb::DescribeRequest& request,
-                                      const pb::DescribeResponse& response,
-                                      const std::vector<pb::Capability>& in_effect) {
+absl::Status ValidateDescribeResponse(const pluginpb::DescribeRequest& request,
+                                      const pluginpb::DescribeResponse& response,
+                                      const std::vector<pluginpb::Capability>& in_effect) {
   const auto& offered = request.protocol_versions();
   if (std::find(offered.begin(), offered.end(), response.protocol_version()) == offered.end()) {
     return absl::FailedPreconditionError(
@@ -202,7 +203,7 @@ absl::Status ValidateDescribeResponse(const pb::DescribeRequest& request,
   }
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < response.controllers_size(); ++i) {
-    const pb::ControllerSpec& c = response.controllers(i);
+    const pluginpb::ControllerSpec& c = response.controllers(i);
     if (absl::Status s = ValidateController(c, i, in_effect); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("DescribeResponse.", s.message()));
     }
@@ -220,9 +221,9 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
   const absl::Time deadline = absl::Now() + options.deadline;
   const std::string who = absl::StrCat("plugin ", options.instance_name);
 
-  pb::DescribeRequest request;
+  pluginpb::DescribeRequest request;
   for (const std::string& v : options.protocol_versions) request.add_protocol_versions(v);
-  for (pb::Capability c : options.capabilities) request.add_capabilities(c);
+  for (pluginpb::Capability c : options.capabilities) request.add_capabilities(c);
   request.set_host_version(options.host_version);
   request.set_max_message_bytes(options.max_message_bytes);
   request.set_max_in_flight(options.max_in_flight);
@@ -230,7 +231,7 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
 
   HandshakeResult result;
   {
-    auto stub = pb::ControllerPluginService::NewStub(channel);
+    auto stub = pluginpb::ControllerPluginService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(GrpcDeadline(deadline));
     context.set_wait_for_ready(true);  // the socket of a starting plugin may not exist yet
@@ -251,8 +252,8 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
   }
 
   for (int value : result.describe.capabilities()) {
-    if (value == pb::CAPABILITY_UNSPECIFIED || !pb::Capability_IsValid(value)) continue;
-    const auto c = static_cast<pb::Capability>(value);
+    if (value == pluginpb::CAPABILITY_UNSPECIFIED || !pluginpb::Capability_IsValid(value)) continue;
+    const auto c = static_cast<pluginpb::Capability>(value);
     if (std::find(options.capabilities.begin(), options.capabilities.end(), c) ==
         options.capabilities.end()) {
       continue;
@@ -268,7 +269,7 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
     return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
   }
   result.cancellation = std::find(result.capabilities.begin(), result.capabilities.end(),
-                                  pb::CAPABILITY_CANCELLATION) != result.capabilities.end();
+                                  pluginpb::CAPABILITY_CANCELLATION) != result.capabilities.end();
 
   // A plugin may answer NOT_SERVING for a moment after its socket appears (a server that
   // marks itself serving only once started): asked again every 100 ms for kStartingGrace

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "runtime/common/mutex.h"
@@ -47,7 +48,7 @@ inline constexpr char kPluginServiceName[] = "ctrlhost.plugin.v1alpha1.Controlle
 inline constexpr absl::Duration kStartingGrace = absl::Seconds(3);
 
 // Every capability this host implements.
-std::vector<pb::Capability> HostCapabilities();
+std::vector<pluginpb::Capability> HostCapabilities();
 
 // Lets another thread abort a running Handshake (e.g. the supervisor being stopped). Thread-safe.
 class HandshakeCanceller {
@@ -67,7 +68,7 @@ struct HandshakeOptions {
   // Describe and health check together must finish within this (real time).
   absl::Duration deadline = absl::Seconds(30);
   std::vector<std::string> protocol_versions = {"v1alpha1"};
-  std::vector<pb::Capability> capabilities = HostCapabilities();
+  std::vector<pluginpb::Capability> capabilities = HostCapabilities();
   std::string host_version = common::kCtrlhostVersion;
   uint32_t max_message_bytes = kDefaultMaxMessageBytes;
   uint32_t max_in_flight = 256;
@@ -76,9 +77,9 @@ struct HandshakeOptions {
 };
 
 struct HandshakeResult {
-  pb::DescribeResponse describe;
+  pluginpb::DescribeResponse describe;
   // Features in effect: the intersection of both lists, sorted, without UNSPECIFIED/unknown.
-  std::vector<pb::Capability> capabilities;
+  std::vector<pluginpb::Capability> capabilities;
   bool cancellation = false;  // CAPABILITY_CANCELLATION in effect
   // Session options derived from the negotiation (max_in_flight, max_message_bytes,
   // cancellation, instance_name); the caller adds clock and on_broken.
@@ -91,9 +92,9 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
 
 // The checks Handshake applies to a DescribeResponse, exposed for tests and for the manager.
 // `in_effect` are the negotiated capabilities.
-absl::Status ValidateDescribeResponse(const pb::DescribeRequest& request,
-                                      const pb::DescribeResponse& response,
-                                      const std::vector<pb::Capability>& in_effect);
+absl::Status ValidateDescribeResponse(const pluginpb::DescribeRequest& request,
+                                      const pluginpb::DescribeResponse& response,
+                                      const std::vector<pluginpb::Capability>& in_effect);
 
 }  // namespace ctrlhost::plugin
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/plugin/testing/test_plugin.h"
@@ -61,7 +62,8 @@ TEST_F(HandshakeTest, Succeeds) {
   EXPECT_EQ(result->describe.controllers(0).name(), "echo");
   EXPECT_TRUE(result->cancellation);
   EXPECT_EQ(result->capabilities,
-            (std::vector<pb::Capability>{pb::CAPABILITY_CANCELLATION, pb::CAPABILITY_CHILDREN}));
+            (std::vector<pluginpb::Capability>{pluginpb::CAPABILITY_CANCELLATION,
+                                               pluginpb::CAPABILITY_CHILDREN}));
   EXPECT_TRUE(result->session_options.cancellation);
   EXPECT_EQ(result->session_options.instance_name, "test-1");
 }
@@ -166,18 +168,18 @@ TEST_F(HandshakeTest, CancellerAbortsAWaitingHandshake) {
             absl::StatusCode::kCancelled);
 }
 
-pb::DescribeResponse ValidResponse() {
-  pb::DescribeResponse response;
+pluginpb::DescribeResponse ValidResponse() {
+  pluginpb::DescribeResponse response;
   response.set_protocol_version("v1alpha1");
-  pb::ControllerSpec* c = response.add_controllers();
+  pluginpb::ControllerSpec* c = response.add_controllers();
   c->set_name("web");
   c->mutable_primary()->set_version("v1");
   c->mutable_primary()->set_kind("ConfigMap");
   return response;
 }
 
-pb::DescribeRequest OfferedRequest() {
-  pb::DescribeRequest request;
+pluginpb::DescribeRequest OfferedRequest() {
+  pluginpb::DescribeRequest request;
   request.add_protocol_versions("v1alpha1");
   return request;
 }
@@ -188,50 +190,51 @@ TEST(ValidateDescribeResponseTest, AcceptsMinimalResponse) {
 
 TEST(ValidateDescribeResponseTest, RejectsBadFields) {
   {
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.mutable_controllers(0)->set_name("Web_App");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(), HasSubstr("RFC 1123"));
   }
   {
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.mutable_controllers(0)->set_name("");
     EXPECT_EQ(ValidateDescribeResponse(OfferedRequest(), r, {}).code(),
               absl::StatusCode::kInvalidArgument);
   }
   {
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.mutable_controllers(0)->mutable_primary()->set_kind("");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
                 HasSubstr("primary: version and kind are required"));
   }
   {
-    pb::DescribeResponse r = ValidResponse();
-    pb::WatchedKind* w = r.mutable_controllers(0)->add_watches();
+    pluginpb::DescribeResponse r = ValidResponse();
+    pluginpb::WatchedKind* w = r.mutable_controllers(0)->add_watches();
     w->mutable_kind()->set_version("v1");
     w->mutable_kind()->set_kind("Secret");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
                 HasSubstr("watches[0].mapping: missing"));
   }
   {
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.mutable_controllers(0)->set_finalizer("cleanup");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
                 HasSubstr("finalizer"));
   }
   {
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.mutable_controllers(0)->add_schedules()->set_cron("0 3 * * *");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
                 HasSubstr("CAPABILITY_SCHEDULES"));
-    EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), r, {pb::CAPABILITY_SCHEDULES}).ok());
+    EXPECT_TRUE(
+        ValidateDescribeResponse(OfferedRequest(), r, {pluginpb::CAPABILITY_SCHEDULES}).ok());
   }
   {
     // Background tasks: only with their capability, names RFC 1123 labels, unique.
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.mutable_controllers(0)->add_background_tasks()->set_name("poller");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, {}).message(),
                 HasSubstr("background_tasks requires CAPABILITY_BACKGROUND_TASKS"));
-    const std::vector<pb::Capability> tasks = {pb::CAPABILITY_BACKGROUND_TASKS};
+    const std::vector<pluginpb::Capability> tasks = {pluginpb::CAPABILITY_BACKGROUND_TASKS};
     EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), r, tasks).ok());
     r.mutable_controllers(0)->add_background_tasks()->set_name("poller");
     EXPECT_THAT(ValidateDescribeResponse(OfferedRequest(), r, tasks).message(),
@@ -241,7 +244,7 @@ TEST(ValidateDescribeResponseTest, RejectsBadFields) {
                 HasSubstr("background_tasks[1].name: \"Bad_Name\" must be a lowercase RFC 1123"));
   }
   {
-    pb::DescribeResponse r = ValidResponse();
+    pluginpb::DescribeResponse r = ValidResponse();
     r.set_protocol_version("");
     EXPECT_EQ(ValidateDescribeResponse(OfferedRequest(), r, {}).code(),
               absl::StatusCode::kFailedPrecondition);

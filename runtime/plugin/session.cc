@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -35,12 +36,12 @@ namespace ctrlhost::plugin {
 //   reactions may still start a write. It is released once the stream is finished for us
 //   (read side ended or Close) and no write is pending, so no StartWrite can follow OnDone.
 class Session::Stream
-    : public grpc::ClientBidiReactor<pb::ReconcileRequest, pb::ReconcileResponse> {
+    : public grpc::ClientBidiReactor<pluginpb::ReconcileRequest, pluginpb::ReconcileResponse> {
  public:
   Stream(std::shared_ptr<grpc::Channel> channel, SessionOptions options)
       : options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
-        stub_(pb::ControllerPluginService::NewStub(std::move(channel))) {}
+        stub_(pluginpb::ControllerPluginService::NewStub(std::move(channel))) {}
 
   ~Stream() override {
     Close();
@@ -55,7 +56,8 @@ class Session::Stream
 
   void Start() {
     std::vector<std::string> names;
-    for (pb::Capability c : options_.capabilities) names.push_back(pb::Capability_Name(c));
+    for (pluginpb::Capability c : options_.capabilities)
+      names.push_back(pluginpb::Capability_Name(c));
     context_.AddMetadata(std::string(kCapabilitiesMetadata), absl::StrJoin(names, ","));
     timer_ = std::thread([this] { TimerLoop(); });
     published_.store(true, std::memory_order_release);
@@ -65,7 +67,8 @@ class Session::Stream
     StartCall();
   }
 
-  void Dispatch(pb::ReconcileCall call, absl::Time deadline, controller::ReconcileCallback done) {
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
+                controller::ReconcileCallback done) {
     absl::Status error;
     bool start_write = false;
     {
@@ -79,7 +82,7 @@ class Session::Stream
                                                           " requests already in flight"));
       } else {
         const uint64_t id = next_id_++;
-        pb::ReconcileRequest request;
+        pluginpb::ReconcileRequest request;
         request.set_request_id(id);
         *call.mutable_deadline() = common::ToProtoTimestamp(deadline);
         // The budget relative to now as well: remote plugins may have a skewed clock.
@@ -107,9 +110,9 @@ class Session::Stream
     if (start_write) StartWrite(&current_write_);
   }
 
-  absl::Status Notify(pb::ReconcileRequest notice) {
-    if (notice.payload_case() == pb::ReconcileRequest::kReconcile ||
-        notice.payload_case() == pb::ReconcileRequest::PAYLOAD_NOT_SET) {
+  absl::Status Notify(pluginpb::ReconcileRequest notice) {
+    if (notice.payload_case() == pluginpb::ReconcileRequest::kReconcile ||
+        notice.payload_case() == pluginpb::ReconcileRequest::PAYLOAD_NOT_SET) {
       return absl::InvalidArgumentError("Session::Notify: a notice needs a non-reconcile payload");
     }
     bool start_write = false;
@@ -176,7 +179,7 @@ class Session::Stream
       if (release) RemoveHold();
       return;
     }
-    pb::ReconcileResponse response;
+    pluginpb::ReconcileResponse response;
     controller::ReconcileCallback done;
     uint64_t id;
     {
@@ -298,7 +301,7 @@ class Session::Stream
 
   // Queues `request`; returns true when the caller must StartWrite(&current_write_) (after
   // releasing mu_).
-  bool EnqueueWriteLocked(pb::ReconcileRequest request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  bool EnqueueWriteLocked(pluginpb::ReconcileRequest request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_) {
       write_queue_.push_back(std::move(request));
       return false;
@@ -348,7 +351,7 @@ class Session::Stream
       bool start_write = false;
       if (options_.cancellation && health_.ok()) {
         for (const auto& entry : expired) {
-          pb::ReconcileRequest cancel;
+          pluginpb::ReconcileRequest cancel;
           cancel.set_request_id(entry.first);
           cancel.mutable_cancel()->set_reason("deadline exceeded");
           start_write = EnqueueWriteLocked(std::move(cancel)) || start_write;
@@ -368,7 +371,7 @@ class Session::Stream
   // Constant after construction.
   const SessionOptions options_;
   common::Clock* const clock_;
-  std::unique_ptr<pb::ControllerPluginService::Stub> stub_;
+  std::unique_ptr<pluginpb::ControllerPluginService::Stub> stub_;
   grpc::ClientContext context_;
   std::thread timer_;
   std::atomic<bool> published_{false};
@@ -376,7 +379,7 @@ class Session::Stream
   common::LogLimiter dropped_log_{{.per_second = 1, .burst = 10, .clock = clock_}};
 
   // Filled by gRPC between StartRead and OnReadDone; read by OnReadDone under mu_.
-  pb::ReconcileResponse read_buffer_;
+  pluginpb::ReconcileResponse read_buffer_;
 
   mutable common::Mutex mu_;
   common::CondVar done_cv_;    // signalled when done_ turns true
@@ -387,8 +390,8 @@ class Session::Stream
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<DeadlineEntry>>
       deadlines_ ABSL_GUARDED_BY(mu_);
   // current_write_ is owned by gRPC while writing_ is true.
-  pb::ReconcileRequest current_write_;
-  std::deque<pb::ReconcileRequest> write_queue_ ABSL_GUARDED_BY(mu_);
+  pluginpb::ReconcileRequest current_write_;
+  std::deque<pluginpb::ReconcileRequest> write_queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;         // Close() called
@@ -414,12 +417,12 @@ Session::Session(std::unique_ptr<Stream> stream) : stream_(std::move(stream)) {}
 
 Session::~Session() = default;
 
-void Session::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+void Session::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                        controller::ReconcileCallback done) {
   stream_->Dispatch(std::move(call), deadline, std::move(done));
 }
 
-absl::Status Session::Notify(pb::ReconcileRequest notice) {
+absl::Status Session::Notify(pluginpb::ReconcileRequest notice) {
   return stream_->Notify(std::move(notice));
 }
 

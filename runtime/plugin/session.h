@@ -41,14 +41,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "runtime/common/clock.h"
 #include "runtime/controller/reconcile.h"
 
 namespace ctrlhost::plugin {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // The protocol's documented message limit (64 MiB): requests carry whole objects and children.
 inline constexpr uint32_t kDefaultMaxMessageBytes = 64u << 20;
@@ -67,7 +66,7 @@ struct SessionOptions {
   // The capabilities negotiated on this connection, sent as the stream's metadata
   // `ctrlhost-capabilities` (names, comma-separated), so that a plugin serving several hosts
   // (an HA pair on different versions) knows which set applies to which stream.
-  std::vector<pb::Capability> capabilities;
+  std::vector<pluginpb::Capability> capabilities;
   // For logs: "PLUGIN-GENERATION".
   std::string instance_name;
   // Time source for deadlines. Borrowed; must outlive the session. Null: Clock::Real().
@@ -78,7 +77,7 @@ struct SessionOptions {
   // Called for each plugin-to-host message that answers no request (request_id 0 carrying
   // task_enqueue or task_status: background tasks), on gRPC's callback thread, in stream order.
   // Must not block. Null: such messages are dropped like unknown responses.
-  std::function<void(pb::ReconcileResponse)> on_plugin_message;
+  std::function<void(pluginpb::ReconcileResponse)> on_plugin_message;
 };
 
 // See the file comment. Thread-safe.
@@ -97,13 +96,13 @@ class Session : public controller::Dispatcher {
   Session& operator=(const Session&) = delete;
 
   // controller::Dispatcher. `call.controller` must be set; `deadline` is on the options' clock.
-  void Dispatch(pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
   // Sends a notice that is not answered (StartTasks, StopTasks, TaskEnqueueRefused): the
   // session gives `notice` a fresh request_id and queues it behind earlier writes. UNAVAILABLE
   // once the stream is broken or closed; InvalidArgument for a reconcile payload. Never blocks.
-  absl::Status Notify(pb::ReconcileRequest notice);
+  absl::Status Notify(pluginpb::ReconcileRequest notice);
   // Waits (on the options' clock) until every queued write, notices included, went out or the
   // stream ended; false when `deadline` came first. For a notice that must leave before the
   // session is closed (StopTasks before a drain).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
@@ -40,7 +41,7 @@ std::string MakeSocketDir() {
 class Results {
  public:
   controller::ReconcileCallback Callback(std::string tag) {
-    return [this, tag](absl::StatusOr<pb::ReconcileResponse> r) {
+    return [this, tag](absl::StatusOr<pluginpb::ReconcileResponse> r) {
       common::MutexLock lock(&mu_);
       tags_.push_back(tag);
       results_.push_back(std::move(r));
@@ -60,7 +61,7 @@ class Results {
     common::MutexLock lock(&mu_);
     return results_.size();
   }
-  absl::StatusOr<pb::ReconcileResponse> result(size_t i) {
+  absl::StatusOr<pluginpb::ReconcileResponse> result(size_t i) {
     common::MutexLock lock(&mu_);
     return results_.at(i);
   }
@@ -73,11 +74,11 @@ class Results {
   common::Mutex mu_;
   common::CondVar cv_;
   std::vector<std::string> tags_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::StatusOr<pb::ReconcileResponse>> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::StatusOr<pluginpb::ReconcileResponse>> results_ ABSL_GUARDED_BY(mu_);
 };
 
-pb::ReconcileCall Call(const std::string& name, std::string object = "{}") {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall Call(const std::string& name, std::string object = "{}") {
+  pluginpb::ReconcileCall call;
   call.set_controller("echo");
   call.set_namespace_("default");
   call.set_name(name);
@@ -153,15 +154,15 @@ TEST_F(SessionTest, NoticesAndPluginMessages) {
   StartPlugin();
   common::Mutex mu;
   common::CondVar cv;
-  std::vector<pb::ReconcileResponse> messages;  // guarded by mu
+  std::vector<pluginpb::ReconcileResponse> messages;  // guarded by mu
   SessionOptions options;
-  options.on_plugin_message = [&](pb::ReconcileResponse m) {
+  options.on_plugin_message = [&](pluginpb::ReconcileResponse m) {
     common::MutexLock lock(&mu);
     messages.push_back(std::move(m));
     cv.SignalAll();
   };
   OpenSession(std::move(options));
-  pb::ReconcileRequest start;
+  pluginpb::ReconcileRequest start;
   start.mutable_start_tasks()->set_controller("echo");
   ASSERT_TRUE(session_->Notify(start).ok());
   EXPECT_TRUE(session_->WaitForWrites(clock_.Now() + absl::Seconds(20)));
@@ -183,10 +184,11 @@ TEST_F(SessionTest, NoticesAndPluginMessages) {
   ASSERT_TRUE(results.result(0).ok()) << results.result(0).status();
   EXPECT_EQ(results.result(0)->request_id(), 2u);
 
-  pb::ReconcileRequest not_a_notice;
+  pluginpb::ReconcileRequest not_a_notice;
   *not_a_notice.mutable_reconcile() = Call("b");
   EXPECT_EQ(session_->Notify(not_a_notice).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(session_->Notify(pb::ReconcileRequest()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session_->Notify(pluginpb::ReconcileRequest()).code(),
+            absl::StatusCode::kInvalidArgument);
   session_->Close();
   EXPECT_EQ(session_->Notify(start).code(), absl::StatusCode::kUnavailable);
 }
@@ -208,7 +210,7 @@ TEST_F(SessionTest, RequestCarriesItsRelativeTimeout) {
 TEST_F(SessionTest, StreamMetadataCarriesTheCapabilitiesInEffect) {
   StartPlugin();
   SessionOptions options;
-  options.capabilities = {pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS};
+  options.capabilities = {pluginpb::CAPABILITY_SERVER_SIDE_APPLY, pluginpb::CAPABILITY_CONDITIONS};
   OpenSession(options);
   Results& results = results_;
   session_->Dispatch(Call("a"), Later(), results.Callback("a"));  // the stream is open
@@ -222,7 +224,7 @@ TEST_F(SessionTest, OutOfOrderAnswersReachTheirCallers) {
   OpenSession({});
   Results& results = results_;
   for (const char* tag : {"h1", "h2", "h3"}) {
-    pb::ReconcileCall call = Call("hold");
+    pluginpb::ReconcileCall call = Call("hold");
     call.set_uid(tag);
     session_->Dispatch(std::move(call), Later(), results.Callback(tag));
   }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/security/credentials.h"
 #include "runtime/common/logging.h"
 
@@ -134,7 +135,7 @@ Supervisor::Supervisor(SupervisorOptions options, std::string instance_dir, std:
 
 Supervisor::~Supervisor() { Stop(options_.default_stop_grace); }
 
-void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
+void Supervisor::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                           controller::ReconcileCallback done) {
   std::shared_ptr<Session> session;
   PluginState state;
@@ -157,7 +158,8 @@ void Supervisor::Dispatch(pb::ReconcileCall call, absl::Time deadline,
   if (--dispatches_ == 0) cv_.SignalAll();
 }
 
-absl::Status Supervisor::SendNotice(pb::ReconcileRequest notice, absl::Duration flush_timeout) {
+absl::Status Supervisor::SendNotice(pluginpb::ReconcileRequest notice,
+                                    absl::Duration flush_timeout) {
   std::shared_ptr<Session> session;
   PluginState state;
   {
@@ -384,7 +386,7 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   {
     common::MutexLock lock(&mu_);
     session_ = session;
-    status_.describe = std::make_shared<const pb::DescribeResponse>(result->describe);
+    status_.describe = std::make_shared<const pluginpb::DescribeResponse>(result->describe);
     status_.capabilities = result->capabilities;
   }
   *ready_since = clock_->Now();

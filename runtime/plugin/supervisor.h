@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/reconcile.h"
@@ -98,7 +99,7 @@ struct SupervisorOptions {
   std::function<void(const struct PluginStatus&)> on_state_change;
   // Plugin-to-host messages of the READY instance's stream (background tasks): see
   // SessionOptions::on_plugin_message. Runs on gRPC's threads; must not block.
-  std::function<void(pb::ReconcileResponse)> on_plugin_message;
+  std::function<void(pluginpb::ReconcileResponse)> on_plugin_message;
 };
 
 // A snapshot of the supervisor's observable state.
@@ -108,8 +109,8 @@ struct PluginStatus {
   pid_t pid = 0;  // 0 when no process runs (or remote)
   uint64_t restarts = 0;
   absl::Status last_error;  // why the last instance failed; OK if none did
-  std::shared_ptr<const pb::DescribeResponse> describe;  // of the current/last READY instance
-  std::vector<pb::Capability> capabilities;              // in effect for it
+  std::shared_ptr<const pluginpb::DescribeResponse> describe;  // of the current/last READY instance
+  std::vector<pluginpb::Capability> capabilities;              // in effect for it
 };
 
 class Supervisor : public controller::Dispatcher {
@@ -122,14 +123,14 @@ class Supervisor : public controller::Dispatcher {
   Supervisor& operator=(const Supervisor&) = delete;
 
   // Forwards to the READY instance's session; UNAVAILABLE at once otherwise.
-  void Dispatch(pb::ReconcileCall call, absl::Time deadline,
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
   // Sends a notice (StartTasks, StopTasks, TaskEnqueueRefused) on the READY instance's stream
   // (Session::Notify); UNAVAILABLE at once when no instance is READY. With a positive
   // `flush_timeout` it then waits (bounded, on the clock) until the notice went out; otherwise
   // it never blocks.
-  absl::Status SendNotice(pb::ReconcileRequest notice,
+  absl::Status SendNotice(pluginpb::ReconcileRequest notice,
                           absl::Duration flush_timeout = absl::ZeroDuration());
 
   // Fails in-flight work (UNAVAILABLE), then SIGTERM, `grace` on the clock, SIGKILL; reaps and

@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/security/server_credentials.h"
 #include "gtest/gtest.h"
@@ -78,7 +79,7 @@ class LogCapture {
 class OneResult {
  public:
   controller::ReconcileCallback Callback() {
-    return [this](absl::StatusOr<pb::ReconcileResponse> r) {
+    return [this](absl::StatusOr<pluginpb::ReconcileResponse> r) {
       common::MutexLock lock(&mu_);
       results_.push_back(std::move(r));
       cv_.SignalAll();
@@ -92,7 +93,7 @@ class OneResult {
     }
     return true;
   }
-  absl::StatusOr<pb::ReconcileResponse> at(size_t i) {
+  absl::StatusOr<pluginpb::ReconcileResponse> at(size_t i) {
     common::MutexLock lock(&mu_);
     return results_.at(i);
   }
@@ -100,11 +101,11 @@ class OneResult {
  private:
   common::Mutex mu_;
   common::CondVar cv_;
-  std::vector<absl::StatusOr<pb::ReconcileResponse>> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::StatusOr<pluginpb::ReconcileResponse>> results_ ABSL_GUARDED_BY(mu_);
 };
 
-pb::ReconcileCall Call(const std::string& name) {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall Call(const std::string& name) {
+  pluginpb::ReconcileCall call;
   call.set_controller("echo");
   call.set_name(name);
   return call;

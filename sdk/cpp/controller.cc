@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::sdk {
 namespace {
@@ -29,13 +30,13 @@ google::protobuf::Duration ToProtoDuration(absl::Duration d) {
 
 }  // namespace
 
-std::string ApiVersion(const pb::GroupVersionKind& gvk) {
+std::string ApiVersion(const pluginpb::GroupVersionKind& gvk) {
   return gvk.group().empty() ? gvk.version() : absl::StrCat(gvk.group(), "/", gvk.version());
 }
 
-pb::GroupVersionKind Gvk(absl::string_view group, absl::string_view version,
-                         absl::string_view kind) {
-  pb::GroupVersionKind gvk;
+pluginpb::GroupVersionKind Gvk(absl::string_view group, absl::string_view version,
+                               absl::string_view kind) {
+  pluginpb::GroupVersionKind gvk;
   gvk.set_group(std::string(group));
   gvk.set_version(std::string(version));
   gvk.set_kind(std::string(kind));
@@ -72,16 +73,16 @@ Mapping Mapping::EnqueueAll(bool same_namespace_only) {
   return m;
 }
 
-std::vector<pb::Capability> Controller::RequiredCapabilities() const {
-  std::set<pb::Capability> caps;
-  const pb::RequestContents& rc = spec_.request_contents();
-  if (rc.children()) caps.insert(pb::CAPABILITY_CHILDREN);
-  if (rc.related_objects()) caps.insert(pb::CAPABILITY_RELATED_OBJECTS);
-  if (rc.metadata_only_kinds_size() > 0) caps.insert(pb::CAPABILITY_METADATA_ONLY);
-  if (spec_.schedules_size() > 0) caps.insert(pb::CAPABILITY_SCHEDULES);
-  if (spec_.background_tasks_size() > 0) caps.insert(pb::CAPABILITY_BACKGROUND_TASKS);
-  for (const pb::OwnedKind& o : spec_.owns()) {
-    if (o.delete_absent()) caps.insert(pb::CAPABILITY_SERVER_SIDE_APPLY);
+std::vector<pluginpb::Capability> Controller::RequiredCapabilities() const {
+  std::set<pluginpb::Capability> caps;
+  const pluginpb::RequestContents& rc = spec_.request_contents();
+  if (rc.children()) caps.insert(pluginpb::CAPABILITY_CHILDREN);
+  if (rc.related_objects()) caps.insert(pluginpb::CAPABILITY_RELATED_OBJECTS);
+  if (rc.metadata_only_kinds_size() > 0) caps.insert(pluginpb::CAPABILITY_METADATA_ONLY);
+  if (spec_.schedules_size() > 0) caps.insert(pluginpb::CAPABILITY_SCHEDULES);
+  if (spec_.background_tasks_size() > 0) caps.insert(pluginpb::CAPABILITY_BACKGROUND_TASKS);
+  for (const pluginpb::OwnedKind& o : spec_.owns()) {
+    if (o.delete_absent()) caps.insert(pluginpb::CAPABILITY_SERVER_SIDE_APPLY);
   }
   return {caps.begin(), caps.end()};
 }
@@ -96,7 +97,7 @@ ControllerBuilder& ControllerBuilder::For(absl::string_view group, absl::string_
 
 ControllerBuilder& ControllerBuilder::Owns(absl::string_view group, absl::string_view version,
                                            absl::string_view kind, OwnsOptions options) {
-  pb::OwnedKind* owned = spec_.add_owns();
+  pluginpb::OwnedKind* owned = spec_.add_owns();
   *owned->mutable_kind() = Gvk(group, version, kind);
   owned->set_delete_absent(options.delete_absent);
   owned->set_cluster_scoped(options.cluster_scoped);
@@ -106,7 +107,7 @@ ControllerBuilder& ControllerBuilder::Owns(absl::string_view group, absl::string
 ControllerBuilder& ControllerBuilder::Watches(absl::string_view group, absl::string_view version,
                                               absl::string_view kind, const Mapping& mapping,
                                               WatchOptions options) {
-  pb::WatchedKind* watched = spec_.add_watches();
+  pluginpb::WatchedKind* watched = spec_.add_watches();
   *watched->mutable_kind() = Gvk(group, version, kind);
   mapping.ApplyTo(watched);
   watched->set_label_selector(options.label_selector);
@@ -142,7 +143,7 @@ ControllerBuilder& ControllerBuilder::LabelSelector(absl::string_view selector) 
 
 ControllerBuilder& ControllerBuilder::Schedule(absl::string_view cron,
                                                absl::string_view time_zone) {
-  pb::Schedule* s = spec_.add_schedules();
+  pluginpb::Schedule* s = spec_.add_schedules();
   s->set_cron(std::string(cron));
   s->set_time_zone(std::string(time_zone));
   return *this;
@@ -170,14 +171,14 @@ ControllerBuilder& ControllerBuilder::BackgroundTask(absl::string_view name, Tas
   return *this;
 }
 
-pb::ControllerSpec ControllerBuilder::Spec() const {
-  pb::ControllerSpec spec = spec_;
+pluginpb::ControllerSpec ControllerBuilder::Spec() const {
+  pluginpb::ControllerSpec spec = spec_;
   bool any_included = false;
-  for (const pb::WatchedKind& w : spec.watches()) any_included |= w.include_in_requests();
-  pb::RequestContents* rc = spec.mutable_request_contents();
+  for (const pluginpb::WatchedKind& w : spec.watches()) any_included |= w.include_in_requests();
+  pluginpb::RequestContents* rc = spec.mutable_request_contents();
   rc->set_children(request_options_.children.value_or(spec.owns_size() > 0));
   rc->set_related_objects(request_options_.related_objects.value_or(any_included));
-  for (const pb::GroupVersionKind& gvk : request_options_.metadata_only_kinds) {
+  for (const pluginpb::GroupVersionKind& gvk : request_options_.metadata_only_kinds) {
     *rc->add_metadata_only_kinds() = gvk;
   }
   for (const std::string& f : request_options_.strip_fields) rc->add_strip_fields(f);
@@ -196,17 +197,17 @@ absl::StatusOr<std::shared_ptr<const Controller>> ControllerBuilder::Build() con
   if (spec_.primary().version().empty() || spec_.primary().kind().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, "For(group, version, kind) is missing"));
   }
-  for (const pb::OwnedKind& o : spec_.owns()) {
+  for (const pluginpb::OwnedKind& o : spec_.owns()) {
     if (o.kind().version().empty() || o.kind().kind().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(where, "an Owns() kind needs version, kind"));
     }
   }
-  for (const pb::WatchedKind& w : spec_.watches()) {
+  for (const pluginpb::WatchedKind& w : spec_.watches()) {
     if (w.kind().version().empty() || w.kind().kind().empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "a Watches() kind needs version, kind"));
     }
-    if (w.mapping_case() == pb::WatchedKind::MAPPING_NOT_SET) {
+    if (w.mapping_case() == pluginpb::WatchedKind::MAPPING_NOT_SET) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "Watches(", w.kind().kind(), ") needs a mapping"));
     }
@@ -242,19 +243,19 @@ absl::StatusOr<std::shared_ptr<const Controller>> ControllerBuilder::Build() con
   return std::make_shared<const Controller>(Spec(), reconcile_, tasks_);
 }
 
-pb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
-                             const pb::ReconcileCall& call,
-                             const std::set<pb::Capability>& capabilities,
-                             std::shared_ptr<const std::atomic<bool>> cancelled) {
+pluginpb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
+                                   const pluginpb::ReconcileCall& call,
+                                   const std::set<pluginpb::Capability>& capabilities,
+                                   std::shared_ptr<const std::atomic<bool>> cancelled) {
   absl::StatusOr<Request> request = Request::FromCall(call, std::move(cancelled));
   if (!request.ok()) {
-    return ErrorResponse(request_id, pb::ERROR_KIND_RETRYABLE,
+    return ErrorResponse(request_id, pluginpb::ERROR_KIND_RETRYABLE,
                          absl::StrCat("cannot read the request: ", request.status().message()));
   }
   std::string failure;
   try {
     Result result = controller.Reconcile(*request);
-    absl::StatusOr<pb::ReconcileResponse> response =
+    absl::StatusOr<pluginpb::ReconcileResponse> response =
         result.ToResponse(*request, request_id, capabilities);
     if (response.ok()) return *std::move(response);
     failure = absl::StrCat("invalid reconcile result: ", response.status().message());
@@ -263,7 +264,7 @@ pb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
   } catch (...) {
     failure = "reconcile threw a non-standard exception";
   }
-  return ErrorResponse(request_id, pb::ERROR_KIND_RETRYABLE, failure);
+  return ErrorResponse(request_id, pluginpb::ERROR_KIND_RETRYABLE, failure);
 }
 
 }  // namespace ctrlhost::sdk

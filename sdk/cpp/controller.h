@@ -35,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "sdk/cpp/request.h"
 #include "sdk/cpp/result.h"
 #include "sdk/cpp/tasks.h"
@@ -58,10 +59,10 @@ class Mapping {
   static Mapping EnqueueAll(bool same_namespace_only = false);
 
   // Writes the mapping into `kind`.
-  void ApplyTo(pb::WatchedKind* kind) const { kind->MergeFrom(proto_); }
+  void ApplyTo(pluginpb::WatchedKind* kind) const { kind->MergeFrom(proto_); }
 
  private:
-  pb::WatchedKind proto_;
+  pluginpb::WatchedKind proto_;
 };
 
 struct OwnsOptions {
@@ -77,7 +78,7 @@ struct WatchOptions {
 struct RequestOptions {
   std::optional<bool> children;         // unset: on when the controller owns kinds
   std::optional<bool> related_objects;  // unset: on when a watch has include_in_requests
-  std::vector<pb::GroupVersionKind> metadata_only_kinds;
+  std::vector<pluginpb::GroupVersionKind> metadata_only_kinds;
   std::vector<std::string> strip_fields = {"metadata.managedFields"};
 };
 
@@ -89,22 +90,22 @@ struct PredicateOptions {
 // A built controller: its spec and its reconcile function. Immutable, shared read-only.
 class Controller {
  public:
-  Controller(pb::ControllerSpec spec, ReconcileFn fn,
+  Controller(pluginpb::ControllerSpec spec, ReconcileFn fn,
              std::vector<std::pair<std::string, TaskFn>> tasks = {})
       : spec_(std::move(spec)), reconcile_(std::move(fn)), tasks_(std::move(tasks)) {}
 
   const std::string& name() const { return spec_.name(); }
-  const pb::ControllerSpec& spec() const { return spec_; }
+  const pluginpb::ControllerSpec& spec() const { return spec_; }
   // Calls the reconcile function. Exceptions are the caller's to catch (the serving loop and
   // the test harness turn them into retryable errors).
   Result Reconcile(const Request& request) const { return reconcile_(request); }
   // The capabilities this controller's spec needs from the host.
-  std::vector<pb::Capability> RequiredCapabilities() const;
+  std::vector<pluginpb::Capability> RequiredCapabilities() const;
   // Its background tasks (name, function), in declaration order (tasks.h).
   const std::vector<std::pair<std::string, TaskFn>>& tasks() const { return tasks_; }
 
  private:
-  pb::ControllerSpec spec_;
+  pluginpb::ControllerSpec spec_;
   ReconcileFn reconcile_;
   std::vector<std::pair<std::string, TaskFn>> tasks_;
 };
@@ -134,12 +135,12 @@ class ControllerBuilder {
   ControllerBuilder& BackgroundTask(absl::string_view name, TaskFn fn);
 
   // The spec as it stands (defaults applied), for inspection.
-  pb::ControllerSpec Spec() const;
+  pluginpb::ControllerSpec Spec() const;
   // InvalidArgument naming the field when the declaration cannot work.
   absl::StatusOr<std::shared_ptr<const Controller>> Build() const;
 
  private:
-  pb::ControllerSpec spec_;
+  pluginpb::ControllerSpec spec_;
   RequestOptions request_options_;
   std::optional<absl::Duration> resync_;
   ReconcileFn reconcile_;
@@ -150,15 +151,15 @@ class ControllerBuilder {
 // controller (an exception becomes a retryable error), validates the Result against the request
 // and the capabilities in effect (an invalid Result becomes a retryable error naming the
 // problem). Never throws; always returns a response carrying `request_id`.
-pb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
-                             const pb::ReconcileCall& call,
-                             const std::set<pb::Capability>& capabilities,
-                             std::shared_ptr<const std::atomic<bool>> cancelled = {});
+pluginpb::ReconcileResponse Invoke(const Controller& controller, uint64_t request_id,
+                                   const pluginpb::ReconcileCall& call,
+                                   const std::set<pluginpb::Capability>& capabilities,
+                                   std::shared_ptr<const std::atomic<bool>> cancelled = {});
 
 // "group/version", or "version" for the core group.
-std::string ApiVersion(const pb::GroupVersionKind& gvk);
-pb::GroupVersionKind Gvk(absl::string_view group, absl::string_view version,
-                         absl::string_view kind);
+std::string ApiVersion(const pluginpb::GroupVersionKind& gvk);
+pluginpb::GroupVersionKind Gvk(absl::string_view group, absl::string_view version,
+                               absl::string_view kind);
 
 }  // namespace ctrlhost::sdk
 

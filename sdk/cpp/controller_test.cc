@@ -1,5 +1,6 @@
 #include "sdk/cpp/controller.h"
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::sdk {
@@ -25,7 +26,7 @@ TEST(ControllerBuilderTest, ProducesTheSpec) {
           .Reconcile(Noop)
           .Build();
   ASSERT_TRUE(c.ok()) << c.status();
-  const pb::ControllerSpec& spec = (*c)->spec();
+  const pluginpb::ControllerSpec& spec = (*c)->spec();
   EXPECT_EQ((*c)->name(), "webapp");
   EXPECT_EQ(spec.primary().group(), "apps.ctrlhost.dev");
   EXPECT_EQ(spec.primary().kind(), "WebApp");
@@ -36,7 +37,7 @@ TEST(ControllerBuilderTest, ProducesTheSpec) {
   EXPECT_EQ(spec.watches(0).label().name_label(), "apps.ctrlhost.dev/webapp");
   EXPECT_EQ(spec.watches(0).label_selector(), "role=db");
   EXPECT_TRUE(spec.watches(0).include_in_requests());
-  EXPECT_EQ(spec.watches(1).mapping_case(), pb::WatchedKind::kEnqueueAll);
+  EXPECT_EQ(spec.watches(1).mapping_case(), pluginpb::WatchedKind::kEnqueueAll);
   EXPECT_EQ(spec.finalizer(), "apps.ctrlhost.dev/external-record");
   EXPECT_EQ(spec.max_concurrent_reconciles(), 4u);
   EXPECT_EQ(spec.resync_period().seconds(), 600);
@@ -48,10 +49,10 @@ TEST(ControllerBuilderTest, ProducesTheSpec) {
   EXPECT_TRUE(spec.request_contents().related_objects());
   ASSERT_EQ(spec.request_contents().strip_fields_size(), 1);
   EXPECT_EQ(spec.request_contents().strip_fields(0), "metadata.managedFields");
-  std::vector<pb::Capability> caps = (*c)->RequiredCapabilities();
-  EXPECT_EQ(caps,
-            (std::vector<pb::Capability>{pb::CAPABILITY_CHILDREN, pb::CAPABILITY_RELATED_OBJECTS,
-                                         pb::CAPABILITY_SERVER_SIDE_APPLY}));
+  std::vector<pluginpb::Capability> caps = (*c)->RequiredCapabilities();
+  EXPECT_EQ(caps, (std::vector<pluginpb::Capability>{pluginpb::CAPABILITY_CHILDREN,
+                                                     pluginpb::CAPABILITY_RELATED_OBJECTS,
+                                                     pluginpb::CAPABILITY_SERVER_SIDE_APPLY}));
 }
 
 TEST(ControllerBuilderTest, MinimalControllerNeedsNoCapability) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "sdk/cpp/testing.h"
 
@@ -22,7 +23,7 @@ metadata: {name: shop, namespace: team-a, generation: 2}
 spec: {cache: true, replicas: 2}
 )";
 
-Outcome RunFn(const ReconcileFn& fn, const pb::ReconcileCall& call) {
+Outcome RunFn(const ReconcileFn& fn, const pluginpb::ReconcileCall& call) {
   auto controller = *ControllerBuilder("app").For("example.com", "v1", "App").Reconcile(fn).Build();
   return testing::Reconcile(*controller, call);
 }
@@ -96,7 +97,7 @@ TEST(DependentChainTest, CreatesInOrderOnceEachPredecessorIsReady) {
   ASSERT_TRUE(first.ok()) << first.error_message();
   ASSERT_EQ(first.desired.size(), 1u);
   EXPECT_NE(first.Desired("ConfigMap", "shop-config"), nullptr);
-  EXPECT_EQ(first.Condition("DependentsReady")->status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(first.Condition("DependentsReady")->status(), pluginpb::CONDITION_STATUS_FALSE);
   EXPECT_NE(first.Condition("DependentsReady")->message().find("deployment"), std::string::npos);
 
   // The ConfigMap exists (ready by existing): the Deployment comes next, the Service waits.
@@ -140,7 +141,7 @@ TEST(DependentChainTest, EnsureDeletedInReverseOrder) {
   Outcome out = RunFn(fn, req.Call());
   EXPECT_NE(out.Desired("ConfigMap", "a"), nullptr);
   EXPECT_EQ(out.Desired("ConfigMap", "b"), nullptr);
-  EXPECT_EQ(out.Condition("DependentsReady")->status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(out.Condition("DependentsReady")->status(), pluginpb::CONDITION_STATUS_FALSE);
   // "b" is gone: now "a" goes.
   RequestBuilder after = *RequestBuilder::FromYaml(kPrimary);
   after.Child(NewObject("v1", "ConfigMap", "a"));
@@ -148,7 +149,7 @@ TEST(DependentChainTest, EnsureDeletedInReverseOrder) {
   // Nothing left: all ready (nothing wanted).
   EXPECT_EQ(
       RunFn(fn, RequestBuilder::FromYaml(kPrimary)->Call()).Condition("DependentsReady")->status(),
-      pb::CONDITION_STATUS_TRUE);
+      pluginpb::CONDITION_STATUS_TRUE);
 }
 
 TEST(DependentChainTest, DesiredErrorsBecomeResultErrors) {
@@ -262,8 +263,8 @@ TEST(PassContextTest, CancelPassSkipsLaterDependentsAndKeepsThoseThatExist) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ((*c)["data"], nlohmann::json({{"v", "1"}}));
   EXPECT_FALSE((*c)["metadata"].contains("resourceVersion"));
-  const pb::Condition* cond = out.Condition("DependentsReady");
-  EXPECT_EQ(cond->status(), pb::CONDITION_STATUS_FALSE);
+  const pluginpb::Condition* cond = out.Condition("DependentsReady");
+  EXPECT_EQ(cond->status(), pluginpb::CONDITION_STATUS_FALSE);
   EXPECT_EQ(cond->reason(), "Cancelled");
   EXPECT_EQ(cond->message(),
             "b cancelled the pass: waiting for a migration; skipped: c; "

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "sdk/cpp/server_internal.h"
 
@@ -62,7 +63,8 @@ const Controller* Plugin::Find(absl::string_view controller) const {
   return nullptr;
 }
 
-absl::StatusOr<pb::DescribeResponse> Plugin::Describe(const pb::DescribeRequest& request) {
+absl::StatusOr<pluginpb::DescribeResponse> Plugin::Describe(
+    const pluginpb::DescribeRequest& request) {
   if (absl::Status s = status(); !s.ok()) return s;
   const auto& offered = request.protocol_versions();
   if (std::find(offered.begin(), offered.end(), kProtocolVersion) == offered.end()) {
@@ -70,34 +72,34 @@ absl::StatusOr<pb::DescribeResponse> Plugin::Describe(const pb::DescribeRequest&
                                                       kProtocolVersion, " only; the host offered [",
                                                       absl::StrJoin(offered, ", "), "]"));
   }
-  std::set<pb::Capability> host;
+  std::set<pluginpb::Capability> host;
   for (int c : request.capabilities()) {
-    if (pb::Capability_IsValid(c) && c != pb::CAPABILITY_UNSPECIFIED) {
-      host.insert(static_cast<pb::Capability>(c));
+    if (pluginpb::Capability_IsValid(c) && c != pluginpb::CAPABILITY_UNSPECIFIED) {
+      host.insert(static_cast<pluginpb::Capability>(c));
     }
   }
   for (const auto& controller : controllers_) {
-    for (pb::Capability needed : controller->RequiredCapabilities()) {
+    for (pluginpb::Capability needed : controller->RequiredCapabilities()) {
       if (host.count(needed) == 0) {
-        return absl::FailedPreconditionError(absl::StrCat("controller \"", controller->name(),
-                                                          "\" needs ", pb::Capability_Name(needed),
-                                                          ", which the host does not offer"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("controller \"", controller->name(), "\" needs ",
+                         pluginpb::Capability_Name(needed), ", which the host does not offer"));
       }
     }
   }
-  std::set<pb::Capability> effective;
-  const std::set<pb::Capability> ours = AllSdkCapabilities();
+  std::set<pluginpb::Capability> effective;
+  const std::set<pluginpb::Capability> ours = AllSdkCapabilities();
   std::set_intersection(host.begin(), host.end(), ours.begin(), ours.end(),
                         std::inserter(effective, effective.begin()));
   {
     common::MutexLock lock(&mu_);
     capabilities_ = effective;
   }
-  pb::DescribeResponse response;
+  pluginpb::DescribeResponse response;
   response.set_protocol_version(kProtocolVersion);
   response.set_plugin_name(name_);
   response.set_plugin_version(version_);
-  for (pb::Capability c : ours) response.add_capabilities(c);
+  for (pluginpb::Capability c : ours) response.add_capabilities(c);
   for (const auto& controller : controllers_) *response.add_controllers() = controller->spec();
   common::LogInfo("plugin described", {{"plugin", name_},
                                        {"host_version", request.host_version()},
@@ -106,20 +108,21 @@ absl::StatusOr<pb::DescribeResponse> Plugin::Describe(const pb::DescribeRequest&
   return response;
 }
 
-std::set<pb::Capability> Plugin::capabilities() const {
+std::set<pluginpb::Capability> Plugin::capabilities() const {
   common::MutexLock lock(&mu_);
   return capabilities_;
 }
 
-pb::ReconcileResponse Plugin::Handle(uint64_t request_id, const pb::ReconcileCall& call,
-                                     std::shared_ptr<const std::atomic<bool>> cancelled) const {
+pluginpb::ReconcileResponse Plugin::Handle(
+    uint64_t request_id, const pluginpb::ReconcileCall& call,
+    std::shared_ptr<const std::atomic<bool>> cancelled) const {
   const Controller* controller = Find(call.controller());
   if (controller == nullptr) {
     return ErrorResponse(
-        request_id, pb::ERROR_KIND_TERMINAL,
+        request_id, pluginpb::ERROR_KIND_TERMINAL,
         absl::StrCat("plugin \"", name_, "\" has no controller \"", call.controller(), "\""));
   }
-  pb::ReconcileResponse response =
+  pluginpb::ReconcileResponse response =
       Invoke(*controller, request_id, call, capabilities(), std::move(cancelled));
   if (response.has_error()) {
     common::LogWarning("reconcile failed", {{"controller", call.controller()},

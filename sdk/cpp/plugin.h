@@ -56,6 +56,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/mutex.h"
 #include "sdk/cpp/controller.h"
 #include "sdk/cpp/server_tls.h"
@@ -96,13 +97,13 @@ class Plugin {
   const Controller* Find(absl::string_view controller) const;
 
   // The handshake answer (see the file comment). Records the capabilities in effect.
-  absl::StatusOr<pb::DescribeResponse> Describe(const pb::DescribeRequest& request);
+  absl::StatusOr<pluginpb::DescribeResponse> Describe(const pluginpb::DescribeRequest& request);
   // Capabilities in effect: the intersection from the last Describe; before any, everything
   // the SDK supports.
-  std::set<pb::Capability> capabilities() const;
+  std::set<pluginpb::Capability> capabilities() const;
   // One reconcile, never throws (see Invoke in controller.h); unknown controller: terminal.
-  pb::ReconcileResponse Handle(uint64_t request_id, const pb::ReconcileCall& call,
-                               std::shared_ptr<const std::atomic<bool>> cancelled = {}) const;
+  pluginpb::ReconcileResponse Handle(uint64_t request_id, const pluginpb::ReconcileCall& call,
+                                     std::shared_ptr<const std::atomic<bool>> cancelled = {}) const;
 
   // Starts serving on `address` (see ParseListenAddress), with TLS when `tls` is set (see
   // server_tls.h); plaintext only on Unix sockets and loopback hosts (FailedPrecondition
@@ -125,7 +126,7 @@ class Plugin {
   absl::Status status_;                                         // first declaration error
 
   mutable common::Mutex mu_;
-  std::set<pb::Capability> capabilities_ ABSL_GUARDED_BY(mu_);
+  std::set<pluginpb::Capability> capabilities_ ABSL_GUARDED_BY(mu_);
 };
 
 // A running server. Thread-safe: Shutdown and Wait may be called from any thread.

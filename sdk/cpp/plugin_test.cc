@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -21,7 +22,8 @@
 namespace ctrlhost::sdk {
 namespace {
 
-using ClientStream = grpc::ClientReaderWriter<pb::ReconcileRequest, pb::ReconcileResponse>;
+using ClientStream =
+    grpc::ClientReaderWriter<pluginpb::ReconcileRequest, pluginpb::ReconcileResponse>;
 
 // A temporary directory for the socket. Unix socket paths are limited to 107 bytes, so a long
 // TEST_TMPDIR falls back to /tmp.
@@ -103,22 +105,22 @@ Result Echo(const Request& req) {
   return r;
 }
 
-pb::DescribeRequest HostDescribe() {
-  pb::DescribeRequest req;
+pluginpb::DescribeRequest HostDescribe() {
+  pluginpb::DescribeRequest req;
   req.add_protocol_versions("v2");
   req.add_protocol_versions("v1alpha1");
-  for (int c = 1; c <= 7; ++c) req.add_capabilities(static_cast<pb::Capability>(c));
-  req.add_capabilities(static_cast<pb::Capability>(99));  // From a later version: ignored.
+  for (int c = 1; c <= 7; ++c) req.add_capabilities(static_cast<pluginpb::Capability>(c));
+  req.add_capabilities(static_cast<pluginpb::Capability>(99));  // From a later version: ignored.
   req.set_max_message_bytes(64 << 20);
   req.set_instance_name("echo-1");
   return req;
 }
 
-pb::ReconcileRequest Call(uint64_t id, absl::string_view name, absl::string_view mode,
-                          absl::string_view controller = "echo") {
-  pb::ReconcileRequest req;
+pluginpb::ReconcileRequest Call(uint64_t id, absl::string_view name, absl::string_view mode,
+                                absl::string_view controller = "echo") {
+  pluginpb::ReconcileRequest req;
   req.set_request_id(id);
-  pb::ReconcileCall* call = req.mutable_reconcile();
+  pluginpb::ReconcileCall* call = req.mutable_reconcile();
   call->set_controller(std::string(controller));
   call->set_namespace_("team-a");
   call->set_name(std::string(name));
@@ -159,7 +161,7 @@ class PluginTest : public ::testing::Test {
         plugin_->Start(absl::StrCat("unix://", dir_.path()));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = pb::ControllerPluginService::NewStub(
+    stub_ = pluginpb::ControllerPluginService::NewStub(
         grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
@@ -171,9 +173,9 @@ class PluginTest : public ::testing::Test {
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   }
   // Reads until `n` responses arrived (or the stream ends), keyed by request_id.
-  static std::map<uint64_t, pb::ReconcileResponse> ReadN(ClientStream* stream, size_t n) {
-    std::map<uint64_t, pb::ReconcileResponse> out;
-    pb::ReconcileResponse resp;
+  static std::map<uint64_t, pluginpb::ReconcileResponse> ReadN(ClientStream* stream, size_t n) {
+    std::map<uint64_t, pluginpb::ReconcileResponse> out;
+    pluginpb::ReconcileResponse resp;
     while (out.size() < n && stream->Read(&resp)) out[resp.request_id()] = resp;
     return out;
   }
@@ -182,7 +184,7 @@ class PluginTest : public ::testing::Test {
   SocketDir dir_;
   std::unique_ptr<Plugin> plugin_;
   std::unique_ptr<PluginServer> server_;
-  std::unique_ptr<pb::ControllerPluginService::Stub> stub_;
+  std::unique_ptr<pluginpb::ControllerPluginService::Stub> stub_;
 };
 
 TEST_F(PluginTest, HealthIsServing) {
@@ -210,7 +212,7 @@ TEST_F(PluginTest, HealthIsServing) {
 TEST_F(PluginTest, DescribeAnswersTheControllers) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  pb::DescribeResponse resp;
+  pluginpb::DescribeResponse resp;
   grpc::Status status = stub_->Describe(&ctx, HostDescribe(), &resp);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(resp.protocol_version(), "v1alpha1");
@@ -224,24 +226,24 @@ TEST_F(PluginTest, DescribeAnswersTheControllers) {
 }
 
 TEST_F(PluginTest, DescribeRefusesUnknownProtocolVersions) {
-  pb::DescribeRequest req = HostDescribe();
+  pluginpb::DescribeRequest req = HostDescribe();
   req.clear_protocol_versions();
   req.add_protocol_versions("v1beta1");
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  pb::DescribeResponse resp;
+  pluginpb::DescribeResponse resp;
   grpc::Status status = stub_->Describe(&ctx, req, &resp);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("v1beta1"), std::string::npos) << status.error_message();
 }
 
 TEST_F(PluginTest, DescribeRefusesAHostWithoutANeededCapability) {
-  pb::DescribeRequest req = HostDescribe();
+  pluginpb::DescribeRequest req = HostDescribe();
   req.clear_capabilities();
-  req.add_capabilities(pb::CAPABILITY_CONDITIONS);
+  req.add_capabilities(pluginpb::CAPABILITY_CONDITIONS);
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
-  pb::DescribeResponse resp;
+  pluginpb::DescribeResponse resp;
   grpc::Status status = stub_->Describe(&ctx, req, &resp);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("CAPABILITY_CHILDREN"), std::string::npos)
@@ -257,35 +259,35 @@ TEST_F(PluginTest, ReconcileAnswersEveryRequestAndSurvivesBadFunctions) {
   ASSERT_TRUE(stream->Write(Call(3, "c", "garbage")));
   ASSERT_TRUE(stream->Write(Call(4, "d", "", "nope")));
   ASSERT_TRUE(stream->Write(Call(5, "e", "throw-int")));
-  pb::ReconcileRequest bad_json = Call(6, "f", "");
+  pluginpb::ReconcileRequest bad_json = Call(6, "f", "");
   bad_json.mutable_reconcile()->set_object("{oops");
   ASSERT_TRUE(stream->Write(bad_json));
   ASSERT_TRUE(stream->Write(Call(7, "g", "big")));
   ASSERT_TRUE(stream->WritesDone());
-  std::map<uint64_t, pb::ReconcileResponse> got = ReadN(stream.get(), 7);
+  std::map<uint64_t, pluginpb::ReconcileResponse> got = ReadN(stream.get(), 7);
   ASSERT_TRUE(stream->Finish().ok());
   ASSERT_EQ(got.size(), 7u);
 
-  const pb::ReconcileResponse& ok = got[1];
+  const pluginpb::ReconcileResponse& ok = got[1];
   EXPECT_FALSE(ok.has_error()) << ok.error().message();
   ASSERT_EQ(ok.desired_objects_size(), 1);
   nlohmann::json copy = nlohmann::json::parse(ok.desired_objects(0));
   EXPECT_EQ(copy["metadata"]["name"], "a-copy");
   EXPECT_EQ(copy["metadata"]["namespace"], "team-a");
   EXPECT_EQ(nlohmann::json::parse(ok.status())["seen"], 1);
-  EXPECT_EQ(ok.conditions(0).status(), pb::CONDITION_STATUS_TRUE);
+  EXPECT_EQ(ok.conditions(0).status(), pluginpb::CONDITION_STATUS_TRUE);
   EXPECT_EQ(ok.events(0).reason(), "Copied");
 
-  EXPECT_EQ(got[2].error().kind(), pb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(got[2].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_NE(got[2].error().message().find("boom"), std::string::npos);
-  EXPECT_EQ(got[3].error().kind(), pb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(got[3].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_NE(got[3].error().message().find("invalid reconcile result"), std::string::npos);
-  EXPECT_EQ(got[4].error().kind(), pb::ERROR_KIND_TERMINAL);
+  EXPECT_EQ(got[4].error().kind(), pluginpb::ERROR_KIND_TERMINAL);
   EXPECT_NE(got[4].error().message().find("no controller \"nope\""), std::string::npos);
-  EXPECT_EQ(got[5].error().kind(), pb::ERROR_KIND_RETRYABLE);
-  EXPECT_EQ(got[6].error().kind(), pb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(got[5].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(got[6].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_NE(got[6].error().message().find("not valid JSON"), std::string::npos);
-  EXPECT_EQ(got[7].error().kind(), pb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(got[7].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_NE(got[7].error().message().find("exceeds the message limit"), std::string::npos);
 }
 
@@ -295,17 +297,17 @@ TEST_F(PluginTest, ResponsesComeAsTheyFinishAndCancelledOnesAreNotSent) {
   std::unique_ptr<ClientStream> stream = stub_->Reconcile(&ctx);
   ASSERT_TRUE(stream->Write(Call(10, "slow", "block")));
   ASSERT_TRUE(gate_.WaitEntered(1));
-  pb::ReconcileRequest cancel;
+  pluginpb::ReconcileRequest cancel;
   cancel.set_request_id(10);
   cancel.mutable_cancel()->set_reason("deadline exceeded");
   ASSERT_TRUE(stream->Write(cancel));
   ASSERT_TRUE(stream->Write(Call(11, "fast", "")));
   // The later request is answered while the earlier one is still running.
-  std::map<uint64_t, pb::ReconcileResponse> got = ReadN(stream.get(), 1);
+  std::map<uint64_t, pluginpb::ReconcileResponse> got = ReadN(stream.get(), 1);
   ASSERT_EQ(got.count(11), 1u);
   gate_.Open();
   ASSERT_TRUE(stream->WritesDone());
-  pb::ReconcileResponse extra;
+  pluginpb::ReconcileResponse extra;
   EXPECT_FALSE(stream->Read(&extra)) << "cancelled request answered: " << extra.request_id();
   EXPECT_TRUE(stream->Finish().ok());
 }
@@ -322,7 +324,7 @@ TEST_F(PluginTest, GracefulShutdownFinishesInFlightAndRefusesNewWork) {
   bool refused = false;
   for (uint64_t id = 100; id < 2000 && !refused; ++id) {
     ASSERT_TRUE(stream->Write(Call(id, "n", "")));
-    pb::ReconcileResponse resp;
+    pluginpb::ReconcileResponse resp;
     ASSERT_TRUE(stream->Read(&resp));
     ASSERT_EQ(resp.request_id(), id);
     refused = resp.error().message() == "plugin shutting down";
@@ -331,7 +333,7 @@ TEST_F(PluginTest, GracefulShutdownFinishesInFlightAndRefusesNewWork) {
   EXPECT_EQ(HealthOf(server_->address(), kServiceName),
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   gate_.Open();  // The in-flight request finishes and is still answered.
-  pb::ReconcileResponse resp;
+  pluginpb::ReconcileResponse resp;
   ASSERT_TRUE(stream->Read(&resp));
   EXPECT_EQ(resp.request_id(), 20u);
   EXPECT_FALSE(resp.has_error());
@@ -349,11 +351,11 @@ TEST(PluginStartTest, ListensOnLoopbackPortZero) {
   absl::StatusOr<std::unique_ptr<PluginServer>> server = plugin.Start("127.0.0.1:0");
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_NE((*server)->address(), "127.0.0.1:0");
-  auto stub = pb::ControllerPluginService::NewStub(
+  auto stub = pluginpb::ControllerPluginService::NewStub(
       grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  pb::DescribeResponse resp;
+  pluginpb::DescribeResponse resp;
   ASSERT_TRUE(stub->Describe(&ctx, HostDescribe(), &resp).ok());
   EXPECT_EQ(resp.controllers(0).name(), "c");
   (*server)->Shutdown(absl::Seconds(1));

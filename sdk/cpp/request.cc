@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::sdk {
 namespace {
@@ -26,10 +27,10 @@ std::string StringAt(const nlohmann::json& obj, absl::string_view path) {
 }
 
 absl::StatusOr<std::vector<Object>> ParseObjects(
-    const google::protobuf::RepeatedPtrField<pb::RawObject>& raws, absl::string_view what) {
+    const google::protobuf::RepeatedPtrField<pluginpb::RawObject>& raws, absl::string_view what) {
   std::vector<Object> out;
   out.reserve(raws.size());
-  for (const pb::RawObject& raw : raws) {
+  for (const pluginpb::RawObject& raw : raws) {
     absl::StatusOr<nlohmann::json> json =
         ParseJsonObject(raw.object(), absl::StrCat(what, " ", raw.api_version(), "/", raw.kind()));
     if (!json.ok()) return json.status();
@@ -86,7 +87,7 @@ absl::StatusOr<nlohmann::json> ParseJsonObject(absl::string_view bytes, absl::st
   return json;
 }
 
-absl::StatusOr<Request> Request::FromCall(const pb::ReconcileCall& call,
+absl::StatusOr<Request> Request::FromCall(const pluginpb::ReconcileCall& call,
                                           std::shared_ptr<const std::atomic<bool>> cancelled) {
   Request req;
   if (!call.object().empty()) {
@@ -111,23 +112,23 @@ absl::StatusOr<Request> Request::FromCall(const pb::ReconcileCall& call,
 
 absl::string_view Request::reason_name() const {
   switch (call_.reason()) {
-    case pb::REASON_PRIMARY_CHANGED:
+    case pluginpb::REASON_PRIMARY_CHANGED:
       return "PrimaryChanged";
-    case pb::REASON_PRIMARY_DELETED:
+    case pluginpb::REASON_PRIMARY_DELETED:
       return "PrimaryDeleted";
-    case pb::REASON_CHILD_CHANGED:
+    case pluginpb::REASON_CHILD_CHANGED:
       return "ChildChanged";
-    case pb::REASON_RELATED_CHANGED:
+    case pluginpb::REASON_RELATED_CHANGED:
       return "RelatedChanged";
-    case pb::REASON_REQUEUE:
+    case pluginpb::REASON_REQUEUE:
       return "Requeue";
-    case pb::REASON_RETRY:
+    case pluginpb::REASON_RETRY:
       return "Retry";
-    case pb::REASON_RESYNC:
+    case pluginpb::REASON_RESYNC:
       return "Resync";
-    case pb::REASON_SCHEDULE:
+    case pluginpb::REASON_SCHEDULE:
       return "Schedule";
-    case pb::REASON_PLUGIN_STARTED:
+    case pluginpb::REASON_PLUGIN_STARTED:
       return "PluginStarted";
     default:
       return "Unspecified";

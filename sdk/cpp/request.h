@@ -32,11 +32,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 
 namespace ctrlhost::sdk {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // One object of a request (a child or a related object), parsed.
 struct Object {
@@ -53,7 +52,7 @@ class Request {
   // Parses a call from the host. Fails with InvalidArgument when the primary or any child or
   // related object is not a JSON object (the SDK then answers with a retryable error).
   // `cancelled` (may be null) is the flag the serving loop sets on a CancelNotice.
-  static absl::StatusOr<Request> FromCall(const pb::ReconcileCall& call,
+  static absl::StatusOr<Request> FromCall(const pluginpb::ReconcileCall& call,
                                           std::shared_ptr<const std::atomic<bool>> cancelled = {});
 
   // The key and the call's metadata.
@@ -61,13 +60,13 @@ class Request {
   const std::string& namespace_() const { return call_.namespace_(); }
   const std::string& name() const { return call_.name(); }
   const std::string& uid() const { return call_.uid(); }
-  pb::Reason reason() const { return call_.reason(); }
+  pluginpb::Reason reason() const { return call_.reason(); }
   absl::string_view reason_name() const;  // "PrimaryChanged", ... ; "Unspecified" if unknown
   uint32_t attempt() const { return call_.attempt(); }
   const std::string& trace_id() const { return call_.trace_id(); }
   // absl::InfiniteFuture() when the host set none.
   absl::Time deadline() const;
-  const pb::ReconcileCall& call() const { return call_; }
+  const pluginpb::ReconcileCall& call() const { return call_; }
 
   // False when the primary is gone (empty object): answer only with events, error or requeue.
   bool exists() const { return object_.is_object(); }
@@ -112,7 +111,7 @@ class Request {
  private:
   Request() = default;
 
-  pb::ReconcileCall call_;  // with the object bytes cleared (parsed below)
+  pluginpb::ReconcileCall call_;  // with the object bytes cleared (parsed below)
   nlohmann::json object_;
   std::vector<Object> children_;
   std::vector<Object> related_;

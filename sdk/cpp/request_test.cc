@@ -2,18 +2,19 @@
 
 #include <memory>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::sdk {
 namespace {
 
-pb::ReconcileCall MakeCall() {
-  pb::ReconcileCall call;
+pluginpb::ReconcileCall MakeCall() {
+  pluginpb::ReconcileCall call;
   call.set_controller("webapp");
   call.set_namespace_("team-a");
   call.set_name("shop");
   call.set_uid("u-1");
-  call.set_reason(pb::REASON_CHILD_CHANGED);
+  call.set_reason(pluginpb::REASON_CHILD_CHANGED);
   call.set_attempt(2);
   call.set_trace_id("abc");
   call.mutable_deadline()->set_seconds(1800000000);
@@ -21,12 +22,12 @@ pb::ReconcileCall MakeCall() {
     "metadata":{"name":"shop","namespace":"team-a","generation":7,"resourceVersion":"42",
                 "labels":{"tier":"front","n":3},"annotations":{"a":"b"}},
     "spec":{"replicas":3},"status":{"phase":"Ready"}})");
-  pb::RawObject* child = call.add_children();
+  pluginpb::RawObject* child = call.add_children();
   child->set_api_version("apps/v1");
   child->set_kind("Deployment");
   child->set_object(
       R"({"metadata":{"name":"shop","namespace":"team-a"},"status":{"readyReplicas":2}})");
-  pb::RawObject* related = call.add_related_objects();
+  pluginpb::RawObject* related = call.add_related_objects();
   related->set_api_version("v1");
   related->set_kind("ConfigMap");
   related->set_object(R"({"metadata":{"name":"settings","namespace":"ops"}})");
@@ -74,9 +75,9 @@ TEST(RequestTest, TypedAccessors) {
 }
 
 TEST(RequestTest, GonePrimaryAndMissingPartsReadAsEmpty) {
-  pb::ReconcileCall call;
+  pluginpb::ReconcileCall call;
   call.set_name("gone");
-  call.set_reason(static_cast<pb::Reason>(99));  // From a later version: only a hint.
+  call.set_reason(static_cast<pluginpb::Reason>(99));  // From a later version: only a hint.
   absl::StatusOr<Request> req = Request::FromCall(call);
   ASSERT_TRUE(req.ok());
   EXPECT_FALSE(req->exists());
@@ -90,7 +91,7 @@ TEST(RequestTest, GonePrimaryAndMissingPartsReadAsEmpty) {
 }
 
 TEST(RequestTest, DeletingAndFinalizing) {
-  pb::ReconcileCall call = MakeCall();
+  pluginpb::ReconcileCall call = MakeCall();
   call.set_object(R"({"metadata":{"name":"shop","deletionTimestamp":"2026-01-01T00:00:00Z"}})");
   call.set_finalizing(true);
   absl::StatusOr<Request> req = Request::FromCall(call);
@@ -100,7 +101,7 @@ TEST(RequestTest, DeletingAndFinalizing) {
 }
 
 TEST(RequestTest, BadJsonIsAnError) {
-  pb::ReconcileCall call = MakeCall();
+  pluginpb::ReconcileCall call = MakeCall();
   call.set_object("{not json");
   EXPECT_EQ(Request::FromCall(call).status().code(), absl::StatusCode::kInvalidArgument);
   call = MakeCall();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::sdk {
 namespace {
@@ -37,16 +38,16 @@ google::protobuf::Duration ToProtoDuration(absl::Duration d) {
   return out;
 }
 
-pb::ConditionStatus ToProto(ConditionStatus s) {
+pluginpb::ConditionStatus ToProto(ConditionStatus s) {
   switch (s) {
     case ConditionStatus::kTrue:
-      return pb::CONDITION_STATUS_TRUE;
+      return pluginpb::CONDITION_STATUS_TRUE;
     case ConditionStatus::kFalse:
-      return pb::CONDITION_STATUS_FALSE;
+      return pluginpb::CONDITION_STATUS_FALSE;
     case ConditionStatus::kUnknown:
-      return pb::CONDITION_STATUS_UNKNOWN;
+      return pluginpb::CONDITION_STATUS_UNKNOWN;
   }
-  return pb::CONDITION_STATUS_UNKNOWN;
+  return pluginpb::CONDITION_STATUS_UNKNOWN;
 }
 
 bool IsPrimary(const Request& request, const nlohmann::json& obj) {
@@ -152,20 +153,20 @@ void Result::Event(EventType type, absl::string_view reason, absl::string_view m
 
 void Result::PatchPrimary(PatchType type, nlohmann::json patch,
                           absl::string_view resource_version) {
-  patches_.push_back(PatchRecord{pb::PATCH_TARGET_PRIMARY, "", "", "", type, std::move(patch),
+  patches_.push_back(PatchRecord{pluginpb::PATCH_TARGET_PRIMARY, "", "", "", type, std::move(patch),
                                  std::string(resource_version)});
 }
 
 void Result::PatchPrimaryStatus(PatchType type, nlohmann::json patch,
                                 absl::string_view resource_version) {
-  patches_.push_back(PatchRecord{pb::PATCH_TARGET_PRIMARY_STATUS, "", "", "", type,
+  patches_.push_back(PatchRecord{pluginpb::PATCH_TARGET_PRIMARY_STATUS, "", "", "", type,
                                  std::move(patch), std::string(resource_version)});
 }
 
 void Result::PatchOwned(absl::string_view api_version, absl::string_view kind,
                         absl::string_view name, PatchType type, nlohmann::json patch,
                         absl::string_view resource_version) {
-  patches_.push_back(PatchRecord{pb::PATCH_TARGET_OWNED, std::string(api_version),
+  patches_.push_back(PatchRecord{pluginpb::PATCH_TARGET_OWNED, std::string(api_version),
                                  std::string(kind), std::string(name), type, std::move(patch),
                                  std::string(resource_version)});
 }
@@ -188,13 +189,13 @@ void Result::Merge(Result other) {
   finalized_ = finalized_ && other.finalized_;
 }
 
-absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
+absl::StatusOr<pluginpb::ReconcileResponse> Result::ToResponse(
     const Request& request, uint64_t request_id,
-    const std::set<pb::Capability>& capabilities) const {
-  auto need = [&](pb::Capability cap, absl::string_view what) -> absl::Status {
+    const std::set<pluginpb::Capability>& capabilities) const {
+  auto need = [&](pluginpb::Capability cap, absl::string_view what) -> absl::Status {
     if (capabilities.count(cap) > 0) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat(what, " needs ", pb::Capability_Name(cap), ", which the host did not offer"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " needs ", pluginpb::Capability_Name(cap), ", which the host did not offer"));
   };
   if (!request.exists() && (!desired_.empty() || status_.has_value() || !conditions_.empty() ||
                             !patches_.empty() || finalized_)) {
@@ -212,10 +213,11 @@ absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
     return absl::InvalidArgumentError("negative requeue_after");
   }
 
-  pb::ReconcileResponse resp;
+  pluginpb::ReconcileResponse resp;
   resp.set_request_id(request_id);
   if (!desired_.empty()) {
-    if (absl::Status s = need(pb::CAPABILITY_SERVER_SIDE_APPLY, "a desired object"); !s.ok()) {
+    if (absl::Status s = need(pluginpb::CAPABILITY_SERVER_SIDE_APPLY, "a desired object");
+        !s.ok()) {
       return s;
     }
   }
@@ -254,17 +256,17 @@ absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
     if (p.type == PatchType::kMergePatch && !p.patch.is_object()) {
       return absl::InvalidArgumentError("a merge patch must be a JSON object");
     }
-    if (p.target == pb::PATCH_TARGET_OWNED &&
+    if (p.target == pluginpb::PATCH_TARGET_OWNED &&
         (p.api_version.empty() || p.kind.empty() || p.name.empty())) {
       return absl::InvalidArgumentError("a patch of an owned object needs apiVersion, kind, name");
     }
-    pb::Patch* out = resp.add_patches();
+    pluginpb::Patch* out = resp.add_patches();
     out->set_target(p.target);
     out->set_api_version(p.api_version);
     out->set_kind(p.kind);
     out->set_name(p.name);
-    out->set_type(p.type == PatchType::kJsonPatch ? pb::PATCH_TYPE_JSON_PATCH
-                                                  : pb::PATCH_TYPE_MERGE_PATCH);
+    out->set_type(p.type == PatchType::kJsonPatch ? pluginpb::PATCH_TYPE_JSON_PATCH
+                                                  : pluginpb::PATCH_TYPE_MERGE_PATCH);
     out->set_patch(Dump(p.patch));
     out->set_resource_version(p.resource_version);
   }
@@ -273,7 +275,7 @@ absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
     if (!status_->empty()) resp.set_status(Dump(*status_));
   }
   if (!conditions_.empty()) {
-    if (absl::Status s = need(pb::CAPABILITY_CONDITIONS, "a condition"); !s.ok()) return s;
+    if (absl::Status s = need(pluginpb::CAPABILITY_CONDITIONS, "a condition"); !s.ok()) return s;
   }
   for (const Condition& c : conditions_) {
     if (c.type.empty()) return absl::InvalidArgumentError("a condition without type");
@@ -281,7 +283,7 @@ absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
       return absl::InvalidArgumentError(absl::StrCat("condition ", c.type, ": reason \"", c.reason,
                                                      "\" is not CamelCase ([A-Za-z0-9_,:])"));
     }
-    pb::Condition* out = resp.add_conditions();
+    pluginpb::Condition* out = resp.add_conditions();
     out->set_type(c.type);
     out->set_status(ToProto(c.status));
     out->set_reason(c.reason);
@@ -289,35 +291,37 @@ absl::StatusOr<pb::ReconcileResponse> Result::ToResponse(
   }
   for (const EventRecord& e : events_) {
     if (e.reason.empty()) return absl::InvalidArgumentError("an event without reason");
-    pb::Event* out = resp.add_events();
-    out->set_type(e.type == EventType::kNormal ? pb::EVENT_TYPE_NORMAL : pb::EVENT_TYPE_WARNING);
+    pluginpb::Event* out = resp.add_events();
+    out->set_type(e.type == EventType::kNormal ? pluginpb::EVENT_TYPE_NORMAL
+                                               : pluginpb::EVENT_TYPE_WARNING);
     out->set_reason(e.reason);
     out->set_message(e.message);
   }
   if (requeue_after_.has_value()) *resp.mutable_requeue_after() = ToProtoDuration(*requeue_after_);
   if (error_.has_value()) {
     resp.mutable_error()->set_message(error_->message);
-    resp.mutable_error()->set_kind(error_->kind == ErrorKind::kTerminal ? pb::ERROR_KIND_TERMINAL
-                                                                        : pb::ERROR_KIND_RETRYABLE);
+    resp.mutable_error()->set_kind(error_->kind == ErrorKind::kTerminal
+                                       ? pluginpb::ERROR_KIND_TERMINAL
+                                       : pluginpb::ERROR_KIND_RETRYABLE);
   }
   resp.set_finalized(finalized_);
   return resp;
 }
 
-pb::ReconcileResponse ErrorResponse(uint64_t request_id, pb::ErrorKind kind,
-                                    absl::string_view message) {
-  pb::ReconcileResponse resp;
+pluginpb::ReconcileResponse ErrorResponse(uint64_t request_id, pluginpb::ErrorKind kind,
+                                          absl::string_view message) {
+  pluginpb::ReconcileResponse resp;
   resp.set_request_id(request_id);
   resp.mutable_error()->set_kind(kind);
   resp.mutable_error()->set_message(std::string(message));
   return resp;
 }
 
-std::set<pb::Capability> AllSdkCapabilities() {
-  return {pb::CAPABILITY_CANCELLATION,      pb::CAPABILITY_METADATA_ONLY,
-          pb::CAPABILITY_CHILDREN,          pb::CAPABILITY_RELATED_OBJECTS,
-          pb::CAPABILITY_SERVER_SIDE_APPLY, pb::CAPABILITY_CONDITIONS,
-          pb::CAPABILITY_SCHEDULES,         pb::CAPABILITY_BACKGROUND_TASKS};
+std::set<pluginpb::Capability> AllSdkCapabilities() {
+  return {pluginpb::CAPABILITY_CANCELLATION,      pluginpb::CAPABILITY_METADATA_ONLY,
+          pluginpb::CAPABILITY_CHILDREN,          pluginpb::CAPABILITY_RELATED_OBJECTS,
+          pluginpb::CAPABILITY_SERVER_SIDE_APPLY, pluginpb::CAPABILITY_CONDITIONS,
+          pluginpb::CAPABILITY_SCHEDULES,         pluginpb::CAPABILITY_BACKGROUND_TASKS};
 }
 
 }  // namespace ctrlhost::sdk

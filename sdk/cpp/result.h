@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "sdk/cpp/request.h"
 
@@ -67,7 +68,7 @@ class Result {
     std::string message;
   };
   struct PatchRecord {
-    pb::PatchTarget target = pb::PATCH_TARGET_UNSPECIFIED;
+    pluginpb::PatchTarget target = pluginpb::PATCH_TARGET_UNSPECIFIED;
     std::string api_version, kind, name;  // PATCH_TARGET_OWNED only
     PatchType type = PatchType::kMergePatch;
     nlohmann::json patch;
@@ -139,9 +140,9 @@ class Result {
   // Validates against `request` and builds the wire answer. `capabilities` are the ones in
   // effect (an outcome that needs one that is not, e.g. desired objects without server-side
   // apply, is an error). FailedPrecondition / InvalidArgument with a precise message on failure.
-  absl::StatusOr<pb::ReconcileResponse> ToResponse(
+  absl::StatusOr<pluginpb::ReconcileResponse> ToResponse(
       const Request& request, uint64_t request_id,
-      const std::set<pb::Capability>& capabilities) const;
+      const std::set<pluginpb::Capability>& capabilities) const;
 
  private:
   std::vector<nlohmann::json> desired_;
@@ -159,11 +160,11 @@ class Result {
 void ComposeMergePatch(nlohmann::json* base, const nlohmann::json& patch);
 
 // The answer the serving loop sends when a reconcile could not produce a valid response.
-pb::ReconcileResponse ErrorResponse(uint64_t request_id, pb::ErrorKind kind,
-                                    absl::string_view message);
+pluginpb::ReconcileResponse ErrorResponse(uint64_t request_id, pluginpb::ErrorKind kind,
+                                          absl::string_view message);
 
 // Every capability the SDK can use; what it advertises in Describe.
-std::set<pb::Capability> AllSdkCapabilities();
+std::set<pluginpb::Capability> AllSdkCapabilities();
 
 }  // namespace ctrlhost::sdk
 

@@ -1,12 +1,13 @@
 #include "sdk/cpp/result.h"
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::sdk {
 namespace {
 
 Request MakeRequest(bool finalizing = false, bool gone = false) {
-  pb::ReconcileCall call;
+  pluginpb::ReconcileCall call;
   call.set_controller("webapp");
   call.set_namespace_("team-a");
   call.set_name("shop");
@@ -18,7 +19,7 @@ Request MakeRequest(bool finalizing = false, bool gone = false) {
   return *Request::FromCall(call);
 }
 
-const std::set<pb::Capability> kAll = AllSdkCapabilities();
+const std::set<pluginpb::Capability> kAll = AllSdkCapabilities();
 
 TEST(ResultTest, FullResponse) {
   Result r;
@@ -38,7 +39,7 @@ TEST(ResultTest, FullResponse) {
                "17");
   r.PatchPrimaryStatus(PatchType::kMergePatch, {{"x", 1}});
   r.SetRequeueAfter(absl::Milliseconds(1500));
-  absl::StatusOr<pb::ReconcileResponse> resp = r.ToResponse(MakeRequest(), 9, kAll);
+  absl::StatusOr<pluginpb::ReconcileResponse> resp = r.ToResponse(MakeRequest(), 9, kAll);
   ASSERT_TRUE(resp.ok()) << resp.status();
   EXPECT_EQ(resp->request_id(), 9u);
   ASSERT_EQ(resp->desired_objects_size(), 3);
@@ -54,17 +55,17 @@ TEST(ResultTest, FullResponse) {
   EXPECT_EQ(nlohmann::json::parse(resp->status()),
             (nlohmann::json{{"readyReplicas", 2}, {"phase", "Progressing"}, {"old", nullptr}}));
   ASSERT_EQ(resp->conditions_size(), 1);
-  EXPECT_EQ(resp->conditions(0).status(), pb::CONDITION_STATUS_UNKNOWN);
+  EXPECT_EQ(resp->conditions(0).status(), pluginpb::CONDITION_STATUS_UNKNOWN);
   EXPECT_EQ(resp->conditions(0).reason(), "Waiting");
   ASSERT_EQ(resp->events_size(), 1);
-  EXPECT_EQ(resp->events(0).type(), pb::EVENT_TYPE_WARNING);
+  EXPECT_EQ(resp->events(0).type(), pluginpb::EVENT_TYPE_WARNING);
   ASSERT_EQ(resp->patches_size(), 3);
-  EXPECT_EQ(resp->patches(0).target(), pb::PATCH_TARGET_PRIMARY);
-  EXPECT_EQ(resp->patches(1).target(), pb::PATCH_TARGET_OWNED);
-  EXPECT_EQ(resp->patches(1).type(), pb::PATCH_TYPE_JSON_PATCH);
+  EXPECT_EQ(resp->patches(0).target(), pluginpb::PATCH_TARGET_PRIMARY);
+  EXPECT_EQ(resp->patches(1).target(), pluginpb::PATCH_TARGET_OWNED);
+  EXPECT_EQ(resp->patches(1).type(), pluginpb::PATCH_TYPE_JSON_PATCH);
   EXPECT_EQ(resp->patches(1).resource_version(), "17");
   EXPECT_EQ(resp->patches(1).name(), "shop-config");
-  EXPECT_EQ(resp->patches(2).target(), pb::PATCH_TARGET_PRIMARY_STATUS);
+  EXPECT_EQ(resp->patches(2).target(), pluginpb::PATCH_TARGET_PRIMARY_STATUS);
   EXPECT_EQ(resp->requeue_after().seconds(), 1);
   EXPECT_EQ(resp->requeue_after().nanos(), 500000000);
   EXPECT_FALSE(resp->has_error());
@@ -72,13 +73,13 @@ TEST(ResultTest, FullResponse) {
 }
 
 TEST(ResultTest, ErrorsAndFinalized) {
-  absl::StatusOr<pb::ReconcileResponse> resp =
+  absl::StatusOr<pluginpb::ReconcileResponse> resp =
       Result::RetryableError("later").ToResponse(MakeRequest(), 1, kAll);
   ASSERT_TRUE(resp.ok());
-  EXPECT_EQ(resp->error().kind(), pb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(resp->error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_EQ(resp->error().message(), "later");
   resp = Result::TerminalError("bad spec").ToResponse(MakeRequest(), 1, kAll);
-  EXPECT_EQ(resp->error().kind(), pb::ERROR_KIND_TERMINAL);
+  EXPECT_EQ(resp->error().kind(), pluginpb::ERROR_KIND_TERMINAL);
   EXPECT_EQ(Result::FromStatus(absl::InvalidArgumentError("x")).error()->kind,
             ErrorKind::kTerminal);
   EXPECT_EQ(Result::FromStatus(absl::UnavailableError("x")).error()->kind, ErrorKind::kRetryable);
@@ -149,7 +150,7 @@ TEST(ResultTest, InvalidOutcomesAreRefused) {
 TEST(ResultTest, InvalidUtf8DoesNotThrow) {
   Result r;
   r.Status()["note"] = std::string("\xff\xfe");
-  absl::StatusOr<pb::ReconcileResponse> resp = r.ToResponse(MakeRequest(), 1, kAll);
+  absl::StatusOr<pluginpb::ReconcileResponse> resp = r.ToResponse(MakeRequest(), 1, kAll);
   ASSERT_TRUE(resp.ok());
   EXPECT_FALSE(resp->status().empty());
 }

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "runtime/common/clock.h"
@@ -31,7 +32,7 @@
 namespace ctrlhost::sdk::internal {
 namespace {
 
-using Stream = grpc::ServerReaderWriter<pb::ReconcileResponse, pb::ReconcileRequest>;
+using Stream = grpc::ServerReaderWriter<pluginpb::ReconcileResponse, pluginpb::ReconcileRequest>;
 namespace health = ::grpc::health::v1;
 
 // grpc.health.v1.Health for "" and the plugin service. Written on the sync API rather than
@@ -112,7 +113,7 @@ struct StreamState {
   bool open ABSL_GUARDED_BY(write_mu) = true;
   Stream* stream ABSL_GUARDED_BY(write_mu) = nullptr;
 
-  void Write(const pb::ReconcileResponse& response) {
+  void Write(const pluginpb::ReconcileResponse& response) {
     common::MutexLock lock(&write_mu);
     if (!open || stream == nullptr) return;
     if (!stream->Write(response)) open = false;  // broken: later answers are dropped
@@ -134,11 +135,11 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<ServerT
 
 class ServerImpl;
 
-class Service final : public pb::ControllerPluginService::Service {
+class Service final : public pluginpb::ControllerPluginService::Service {
  public:
   explicit Service(ServerImpl* server) : server_(server) {}
-  grpc::Status Describe(grpc::ServerContext* context, const pb::DescribeRequest* request,
-                        pb::DescribeResponse* response) override;
+  grpc::Status Describe(grpc::ServerContext* context, const pluginpb::DescribeRequest* request,
+                        pluginpb::DescribeResponse* response) override;
   grpc::Status Reconcile(grpc::ServerContext* context, Stream* stream) override;
 
  private:
@@ -243,9 +244,9 @@ class ServerImpl final : public PluginServer {
   WorkerPool pool_;
 };
 
-grpc::Status Service::Describe(grpc::ServerContext*, const pb::DescribeRequest* request,
-                               pb::DescribeResponse* response) {
-  absl::StatusOr<pb::DescribeResponse> answer = server_->plugin()->Describe(*request);
+grpc::Status Service::Describe(grpc::ServerContext*, const pluginpb::DescribeRequest* request,
+                               pluginpb::DescribeResponse* response) {
+  absl::StatusOr<pluginpb::DescribeResponse> answer = server_->plugin()->Describe(*request);
   if (!answer.ok()) {
     common::LogError("describe refused", {{"error", answer.status()}});
     return grpc::Status(static_cast<grpc::StatusCode>(answer.status().code()),
@@ -269,40 +270,40 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
         const Controller* c = plugin->Find(controller);
         return c != nullptr ? c->tasks() : std::vector<std::pair<std::string, TaskFn>>{};
       },
-      [state](const pb::ReconcileResponse& message) { state->Write(message); },
+      [state](const pluginpb::ReconcileResponse& message) { state->Write(message); },
       plugin->options().task_backoff, plugin->options().task_max_backoff);
   const size_t max_bytes = static_cast<size_t>(plugin->options().max_message_bytes);
-  pb::ReconcileRequest request;
+  pluginpb::ReconcileRequest request;
   while (stream->Read(&request)) {
     const uint64_t id = request.request_id();
-    if (request.payload_case() == pb::ReconcileRequest::kCancel) {
+    if (request.payload_case() == pluginpb::ReconcileRequest::kCancel) {
       common::MutexLock lock(&state->mu);
       auto it = state->cancel_flags.find(id);
       if (it != state->cancel_flags.end()) it->second->store(true);
       continue;
     }
-    if (request.payload_case() == pb::ReconcileRequest::kStartTasks) {
+    if (request.payload_case() == pluginpb::ReconcileRequest::kStartTasks) {
       if (!server_->draining()) tasks->Start(request.start_tasks().controller());
       continue;
     }
-    if (request.payload_case() == pb::ReconcileRequest::kStopTasks) {
+    if (request.payload_case() == pluginpb::ReconcileRequest::kStopTasks) {
       tasks->Stop(request.stop_tasks().controller(), request.stop_tasks().reason());
       continue;
     }
-    if (request.payload_case() == pb::ReconcileRequest::kEnqueueRefused) {
-      const pb::TaskEnqueueRefused& refused = request.enqueue_refused();
+    if (request.payload_case() == pluginpb::ReconcileRequest::kEnqueueRefused) {
+      const pluginpb::TaskEnqueueRefused& refused = request.enqueue_refused();
       common::LogWarning("the host refused a background task's enqueue",
                          {{"enqueue_id", refused.enqueue_id()},
                           {"code", refused.code()},
                           {"error", refused.message()}});
       continue;
     }
-    if (request.payload_case() != pb::ReconcileRequest::kReconcile || id == 0) {
+    if (request.payload_case() != pluginpb::ReconcileRequest::kReconcile || id == 0) {
       common::LogWarning("ignoring a malformed reconcile request", {{"request_id", id}});
       continue;
     }
     if (server_->draining()) {
-      state->Write(ErrorResponse(id, pb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
+      state->Write(ErrorResponse(id, pluginpb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
       continue;
     }
     auto cancelled = std::make_shared<std::atomic<bool>>(false);
@@ -312,12 +313,12 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
       state->cancel_flags[id] = cancelled;
     }
     server_->AddInFlight(1);
-    auto call = std::make_shared<pb::ReconcileCall>(std::move(*request.mutable_reconcile()));
+    auto call = std::make_shared<pluginpb::ReconcileCall>(std::move(*request.mutable_reconcile()));
     ServerImpl* server = server_;
     auto task = [server, plugin, state, call, cancelled, id, max_bytes] {
-      pb::ReconcileResponse response = plugin->Handle(id, *call, cancelled);
+      pluginpb::ReconcileResponse response = plugin->Handle(id, *call, cancelled);
       if (response.ByteSizeLong() > max_bytes) {
-        response = ErrorResponse(id, pb::ERROR_KIND_RETRYABLE,
+        response = ErrorResponse(id, pluginpb::ERROR_KIND_RETRYABLE,
                                  absl::StrCat("response of ", response.ByteSizeLong(),
                                               " bytes exceeds the message limit of ", max_bytes));
       }
@@ -337,7 +338,7 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
         --state->in_flight;
       }
       server_->AddInFlight(-1);
-      state->Write(ErrorResponse(id, pb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
+      state->Write(ErrorResponse(id, pluginpb::ERROR_KIND_RETRYABLE, "plugin shutting down"));
     }
   }
   // Reads ended: the host half-closed, went away, or the server is stopping. The tasks stop

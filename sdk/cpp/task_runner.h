@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/mutex.h"
 #include "sdk/cpp/tasks.h"
 
@@ -43,7 +44,7 @@ class TaskRunner {
     std::vector<std::shared_ptr<TaskContext>> contexts;
   };
   void Run(std::shared_ptr<TaskContext> ctx, TaskFn fn);
-  void Status(const TaskContext& ctx, pb::TaskState state, uint32_t restarts,
+  void Status(const TaskContext& ctx, pluginpb::TaskState state, uint32_t restarts,
               const std::string& error);
 
   // Constant after construction.

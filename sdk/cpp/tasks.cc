@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "sdk/cpp/task_runner.h"
@@ -75,8 +76,8 @@ void TaskContext::Cancel(absl::string_view reason) {
 absl::Status TaskContext::Enqueue(absl::string_view namespace_, absl::string_view name) {
   if (absl::Status s = CheckTaskKey(namespace_, name); !s.ok()) return s;
   if (cancelled()) return absl::OkStatus();
-  pb::ReconcileResponse message;
-  pb::TaskEnqueue* enqueue = message.mutable_task_enqueue();
+  pluginpb::ReconcileResponse message;
+  pluginpb::TaskEnqueue* enqueue = message.mutable_task_enqueue();
   enqueue->set_controller(controller_);
   enqueue->set_task(task_);
   enqueue->set_namespace_(std::string(namespace_));
@@ -152,10 +153,10 @@ std::vector<std::string> TaskRunner::Running() const {
   return out;
 }
 
-void TaskRunner::Status(const TaskContext& ctx, pb::TaskState state, uint32_t restarts,
+void TaskRunner::Status(const TaskContext& ctx, pluginpb::TaskState state, uint32_t restarts,
                         const std::string& error) {
-  pb::ReconcileResponse message;
-  pb::TaskStatus* status = message.mutable_task_status();
+  pluginpb::ReconcileResponse message;
+  pluginpb::TaskStatus* status = message.mutable_task_status();
   status->set_controller(ctx.controller());
   status->set_task(ctx.task());
   status->set_state(state);
@@ -169,7 +170,7 @@ void TaskRunner::Run(std::shared_ptr<TaskContext> ctx, TaskFn fn) {
   std::string last_error;  // reported with every state: the last failure's message
   absl::Duration delay = initial_backoff_;
   while (!ctx->cancelled()) {
-    Status(*ctx, pb::TASK_STATE_RUNNING, restarts, last_error);
+    Status(*ctx, pluginpb::TASK_STATE_RUNNING, restarts, last_error);
     absl::Status result;
     try {
       result = fn(*ctx);
@@ -182,7 +183,7 @@ void TaskRunner::Run(std::shared_ptr<TaskContext> ctx, TaskFn fn) {
     if (result.ok()) {
       common::LogInfo("background task finished",
                       {{"controller", ctx->controller()}, {"task", ctx->task()}});
-      Status(*ctx, pb::TASK_STATE_FINISHED, restarts, last_error);
+      Status(*ctx, pluginpb::TASK_STATE_FINISHED, restarts, last_error);
       return;
     }
     ++restarts;
@@ -193,11 +194,11 @@ void TaskRunner::Run(std::shared_ptr<TaskContext> ctx, TaskFn fn) {
                       {"backoff", absl::FormatDuration(delay)},
                       {"error", result}});
     last_error = result.ToString();
-    Status(*ctx, pb::TASK_STATE_BACKOFF, restarts, last_error);
+    Status(*ctx, pluginpb::TASK_STATE_BACKOFF, restarts, last_error);
     if (ctx->Wait(delay)) break;
     delay = std::min(delay * 2, max_backoff_);
   }
-  Status(*ctx, pb::TASK_STATE_STOPPED, restarts, last_error);
+  Status(*ctx, pluginpb::TASK_STATE_STOPPED, restarts, last_error);
 }
 
 }  // namespace internal

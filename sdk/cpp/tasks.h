@@ -34,14 +34,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/mutex.h"
 
 namespace ctrlhost::sdk {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
-
 // Sends a plugin-to-host message on the stream the task was started on. Thread-safe.
-using TaskSendFn = std::function<void(const pb::ReconcileResponse&)>;
+using TaskSendFn = std::function<void(const pluginpb::ReconcileResponse&)>;
 
 // InvalidArgument when (namespace, name) is not a well-formed key, by the host's rules (name an
 // RFC 1123 subdomain of at most 253 characters, namespace "" or an RFC 1123 label).

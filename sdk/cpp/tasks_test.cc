@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/common/mutex.h"
@@ -22,14 +23,14 @@ using ::testing::HasSubstr;
 // Collects what the tasks send; Next waits (bounded, real time) for a matching message.
 class Outbox {
  public:
-  void Put(const pb::ReconcileResponse& m) {
+  void Put(const pluginpb::ReconcileResponse& m) {
     common::MutexLock lock(&mu_);
     messages_.push_back(m);
     cv_.SignalAll();
   }
   // The first message from position `*from` on that matches; advances `*from` past it.
-  std::optional<pb::ReconcileResponse> Next(
-      size_t* from, const std::function<bool(const pb::ReconcileResponse&)>& match) {
+  std::optional<pluginpb::ReconcileResponse> Next(
+      size_t* from, const std::function<bool(const pluginpb::ReconcileResponse&)>& match) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     common::MutexLock lock(&mu_);
     while (true) {
@@ -40,7 +41,7 @@ class Outbox {
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(20));
     }
   }
-  size_t Count(const std::function<bool(const pb::ReconcileResponse&)>& match) {
+  size_t Count(const std::function<bool(const pluginpb::ReconcileResponse&)>& match) {
     common::MutexLock lock(&mu_);
     size_t n = 0;
     for (const auto& m : messages_) n += match(m) ? 1 : 0;
@@ -50,12 +51,12 @@ class Outbox {
  private:
   common::Mutex mu_;
   common::CondVar cv_;
-  std::vector<pb::ReconcileResponse> messages_ ABSL_GUARDED_BY(mu_);
+  std::vector<pluginpb::ReconcileResponse> messages_ ABSL_GUARDED_BY(mu_);
 };
 
-bool IsEnqueue(const pb::ReconcileResponse& m) { return m.has_task_enqueue(); }
-std::function<bool(const pb::ReconcileResponse&)> StateIs(pb::TaskState s) {
-  return [s](const pb::ReconcileResponse& m) {
+bool IsEnqueue(const pluginpb::ReconcileResponse& m) { return m.has_task_enqueue(); }
+std::function<bool(const pluginpb::ReconcileResponse&)> StateIs(pluginpb::TaskState s) {
+  return [s](const pluginpb::ReconcileResponse& m) {
     return m.has_task_status() && m.task_status().state() == s;
   };
 }
@@ -67,7 +68,7 @@ struct Fixture {
       [this](const std::string& c) {
         return c == "web" ? tasks : std::vector<std::pair<std::string, TaskFn>>{};
       },
-      [this](const pb::ReconcileResponse& m) { out.Put(m); }, absl::Milliseconds(10),
+      [this](const pluginpb::ReconcileResponse& m) { out.Put(m); }, absl::Milliseconds(10),
       absl::Milliseconds(50));
 };
 
@@ -93,11 +94,11 @@ TEST(TasksTest, TaskEnqueuesUntilStoppedWithTheReason) {
   EXPECT_EQ(f.runner->Running(), std::vector<std::string>{"web"});
   f.runner->Stop("web", "plugin swapped out");
   at = 0;
-  ASSERT_TRUE(f.out.Next(&at, StateIs(pb::TASK_STATE_STOPPED)).has_value());
+  ASSERT_TRUE(f.out.Next(&at, StateIs(pluginpb::TASK_STATE_STOPPED)).has_value());
   f.runner.reset();  // joins
   EXPECT_EQ(reason, "plugin swapped out");
   EXPECT_EQ(f.out.Count(IsEnqueue), 1u);
-  EXPECT_EQ(f.out.Count(StateIs(pb::TASK_STATE_RUNNING)), 1u);  // one thread despite 2 starts
+  EXPECT_EQ(f.out.Count(StateIs(pluginpb::TASK_STATE_RUNNING)), 1u);  // one thread despite 2 starts
 }
 
 TEST(TasksTest, FailingOrThrowingTaskIsReportedAndRestarted) {
@@ -112,14 +113,14 @@ TEST(TasksTest, FailingOrThrowingTaskIsReportedAndRestarted) {
   });
   f.runner->Start("web");
   size_t at = 0;
-  auto first = f.out.Next(&at, StateIs(pb::TASK_STATE_BACKOFF));
-  auto second = f.out.Next(&at, StateIs(pb::TASK_STATE_BACKOFF));
+  auto first = f.out.Next(&at, StateIs(pluginpb::TASK_STATE_BACKOFF));
+  auto second = f.out.Next(&at, StateIs(pluginpb::TASK_STATE_BACKOFF));
   ASSERT_TRUE(first.has_value() && second.has_value());
   EXPECT_EQ(first->task_status().restarts(), 1u);
   EXPECT_THAT(first->task_status().last_error(), HasSubstr("remote down"));
   EXPECT_EQ(second->task_status().restarts(), 2u);
   EXPECT_THAT(second->task_status().last_error(), HasSubstr("boom"));
-  auto running = f.out.Next(&at, StateIs(pb::TASK_STATE_RUNNING));
+  auto running = f.out.Next(&at, StateIs(pluginpb::TASK_STATE_RUNNING));
   ASSERT_TRUE(running.has_value());
   EXPECT_EQ(running->task_status().restarts(), 2u);
   EXPECT_THAT(running->task_status().last_error(), HasSubstr("boom"));  // why it restarted
@@ -130,14 +131,14 @@ TEST(TasksTest, ReturningTaskIsFinishedNotRestarted) {
   f.tasks.emplace_back("once", [](TaskContext&) { return absl::OkStatus(); });
   f.runner->Start("web");
   size_t at = 0;
-  ASSERT_TRUE(f.out.Next(&at, StateIs(pb::TASK_STATE_FINISHED)).has_value());
+  ASSERT_TRUE(f.out.Next(&at, StateIs(pluginpb::TASK_STATE_FINISHED)).has_value());
   f.runner.reset();
-  EXPECT_EQ(f.out.Count(StateIs(pb::TASK_STATE_RUNNING)), 1u);
+  EXPECT_EQ(f.out.Count(StateIs(pluginpb::TASK_STATE_RUNNING)), 1u);
 }
 
 TEST(TasksTest, EnqueueChecksKeysAndSendsNothingOnceStopped) {
   Outbox out;
-  TaskContext ctx("web", "poll", [&out](const pb::ReconcileResponse& m) { out.Put(m); });
+  TaskContext ctx("web", "poll", [&out](const pluginpb::ReconcileResponse& m) { out.Put(m); });
   for (const auto& [ns, name] :
        std::vector<std::pair<std::string, std::string>>{{"default", ""},
                                                         {"default", "A"},
@@ -167,7 +168,7 @@ TEST(TasksTest, BuilderDeclaresTasksAndNeedsTheCapability) {
   EXPECT_EQ((*built)->spec().background_tasks(0).name(), "poll");
   EXPECT_EQ((*built)->tasks().size(), 1u);
   const auto caps = (*built)->RequiredCapabilities();
-  EXPECT_NE(std::find(caps.begin(), caps.end(), pb::CAPABILITY_BACKGROUND_TASKS), caps.end());
+  EXPECT_NE(std::find(caps.begin(), caps.end(), pluginpb::CAPABILITY_BACKGROUND_TASKS), caps.end());
 
   auto twice = ControllerBuilder("web")
                    .For("", "v1", "ConfigMap")

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/yaml_json.h"
 
 namespace ctrlhost::sdk::testing {
@@ -19,14 +20,15 @@ std::string StringAt(const nlohmann::json& obj, absl::string_view path) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
 }
 
-void AddRaw(const nlohmann::json& obj, google::protobuf::RepeatedPtrField<pb::RawObject>* out) {
-  pb::RawObject* raw = out->Add();
+void AddRaw(const nlohmann::json& obj,
+            google::protobuf::RepeatedPtrField<pluginpb::RawObject>* out) {
+  pluginpb::RawObject* raw = out->Add();
   raw->set_api_version(StringAt(obj, "apiVersion"));
   raw->set_kind(StringAt(obj, "kind"));
   raw->set_object(Dump(obj));
 }
 
-Outcome Parse(pb::ReconcileResponse response) {
+Outcome Parse(pluginpb::ReconcileResponse response) {
   Outcome out;
   for (const std::string& d : response.desired_objects()) {
     out.desired.push_back(nlohmann::json::parse(d, nullptr, /*allow_exceptions=*/false));
@@ -60,7 +62,7 @@ absl::StatusOr<nlohmann::json> ParseObject(absl::string_view yaml) {
 }
 
 RequestBuilder::RequestBuilder(nlohmann::json primary) : primary_(std::move(primary)) {
-  call_.set_reason(pb::REASON_PRIMARY_CHANGED);
+  call_.set_reason(pluginpb::REASON_PRIMARY_CHANGED);
   call_.set_attempt(1);
 }
 
@@ -84,7 +86,7 @@ RequestBuilder RequestBuilder::Gone(absl::string_view ns, absl::string_view name
   b.gone_ = true;
   b.gone_namespace_ = std::string(ns);
   b.gone_name_ = std::string(name);
-  b.call_.set_reason(pb::REASON_PRIMARY_DELETED);
+  b.call_.set_reason(pluginpb::REASON_PRIMARY_DELETED);
   return b;
 }
 
@@ -118,7 +120,7 @@ RequestBuilder& RequestBuilder::Attempt(uint32_t attempt) {
   return *this;
 }
 
-RequestBuilder& RequestBuilder::Reason(pb::Reason reason) {
+RequestBuilder& RequestBuilder::Reason(pluginpb::Reason reason) {
   call_.set_reason(reason);
   return *this;
 }
@@ -146,8 +148,8 @@ RequestBuilder& RequestBuilder::ChildrenFrom(const Outcome& outcome) {
   return *this;
 }
 
-pb::ReconcileCall RequestBuilder::Call() const {
-  pb::ReconcileCall call = call_;
+pluginpb::ReconcileCall RequestBuilder::Call() const {
+  pluginpb::ReconcileCall call = call_;
   if (gone_) {
     call.set_namespace_(gone_namespace_);
     call.set_name(gone_name_);
@@ -179,26 +181,26 @@ std::vector<const nlohmann::json*> Outcome::DesiredOfKind(absl::string_view kind
   return out;
 }
 
-const pb::Condition* Outcome::Condition(absl::string_view type) const {
-  for (const pb::Condition& c : response.conditions()) {
+const pluginpb::Condition* Outcome::Condition(absl::string_view type) const {
+  for (const pluginpb::Condition& c : response.conditions()) {
     if (c.type() == type) return &c;
   }
   return nullptr;
 }
 
 bool Outcome::HasEvent(absl::string_view reason) const {
-  for (const pb::Event& e : response.events()) {
+  for (const pluginpb::Event& e : response.events()) {
     if (e.reason() == reason) return true;
   }
   return false;
 }
 
-Outcome Reconcile(const sdk::Controller& controller, const pb::ReconcileCall& call,
-                  const std::set<pb::Capability>& capabilities) {
+Outcome Reconcile(const sdk::Controller& controller, const pluginpb::ReconcileCall& call,
+                  const std::set<pluginpb::Capability>& capabilities) {
   return Parse(Invoke(controller, /*request_id=*/1, call, capabilities));
 }
 
-Outcome Reconcile(const sdk::Plugin& plugin, const pb::ReconcileCall& call) {
+Outcome Reconcile(const sdk::Plugin& plugin, const pluginpb::ReconcileCall& call) {
   return Parse(plugin.Handle(/*request_id=*/1, call));
 }
 

@@ -8,7 +8,7 @@
 //   sdk::testing::Outcome out = sdk::testing::Reconcile(*controller, req->Call());
 //   EXPECT_TRUE(out.ok());
 //   const nlohmann::json* dep = out.Desired("Deployment", "shop");
-//   EXPECT_EQ(out.Condition("Ready")->status(), pb::CONDITION_STATUS_FALSE);
+//   EXPECT_EQ(out.Condition("Ready")->status(), pluginpb::CONDITION_STATUS_FALSE);
 //
 // Converging over several rounds: `req->ChildrenFrom(out)` turns the desired objects of one
 // answer into the children of the next request (as if the host had applied them), so a test
@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "sdk/cpp/controller.h"
 #include "sdk/cpp/plugin.h"
@@ -59,51 +60,51 @@ class RequestBuilder {
   // Sets metadata.deletionTimestamp (if absent) and finalizing = true.
   RequestBuilder& Finalizing();
   RequestBuilder& Attempt(uint32_t attempt);
-  RequestBuilder& Reason(pb::Reason reason);
+  RequestBuilder& Reason(pluginpb::Reason reason);
   RequestBuilder& Primary(const nlohmann::json& primary);
   // Replaces the children with the non-primary desired objects of `outcome` (namespace and
   // name defaults applied), as the host's cache would show them after applying.
   RequestBuilder& ChildrenFrom(const Outcome& outcome);
 
   const nlohmann::json& primary() const { return primary_; }
-  pb::ReconcileCall Call() const;
+  pluginpb::ReconcileCall Call() const;
 
  private:
   nlohmann::json primary_;
   bool gone_ = false;
   std::string gone_namespace_, gone_name_;
-  pb::ReconcileCall call_;  // controller, reason, attempt, finalizing; objects set by Call()
+  pluginpb::ReconcileCall call_;  // controller, reason, attempt, finalizing; objects set by Call()
   std::vector<nlohmann::json> children_;
   std::vector<nlohmann::json> related_;
 };
 
 // A response with its JSON parsed, plus lookups.
 struct Outcome {
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   std::vector<nlohmann::json> desired;  // parsed desired_objects, in order
   nlohmann::json status;                // parsed status patch; null when none
 
   bool ok() const { return !response.has_error(); }
   bool retryable() const {
-    return response.has_error() && response.error().kind() == pb::ERROR_KIND_RETRYABLE;
+    return response.has_error() && response.error().kind() == pluginpb::ERROR_KIND_RETRYABLE;
   }
   bool terminal() const {
-    return response.has_error() && response.error().kind() == pb::ERROR_KIND_TERMINAL;
+    return response.has_error() && response.error().kind() == pluginpb::ERROR_KIND_TERMINAL;
   }
   const std::string& error_message() const { return response.error().message(); }
   bool finalized() const { return response.finalized(); }
   const nlohmann::json* Desired(absl::string_view kind, absl::string_view name) const;
   std::vector<const nlohmann::json*> DesiredOfKind(absl::string_view kind) const;
-  const pb::Condition* Condition(absl::string_view type) const;
+  const pluginpb::Condition* Condition(absl::string_view type) const;
   bool HasEvent(absl::string_view reason) const;
 };
 
 // Runs `controller` on `call` as the serving loop does (sdk::Invoke), with the capabilities
 // given (default: all the SDK supports).
-Outcome Reconcile(const sdk::Controller& controller, const pb::ReconcileCall& call,
-                  const std::set<pb::Capability>& capabilities = AllSdkCapabilities());
+Outcome Reconcile(const sdk::Controller& controller, const pluginpb::ReconcileCall& call,
+                  const std::set<pluginpb::Capability>& capabilities = AllSdkCapabilities());
 // Routes by call.controller() through the plugin (unknown controller: terminal error).
-Outcome Reconcile(const sdk::Plugin& plugin, const pb::ReconcileCall& call);
+Outcome Reconcile(const sdk::Plugin& plugin, const pluginpb::ReconcileCall& call);
 
 }  // namespace ctrlhost::sdk::testing
 

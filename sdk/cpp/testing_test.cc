@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::sdk::testing {
@@ -44,7 +45,7 @@ TEST(HarnessTest, RunsAControllerOnAYamlFixtureAndConverges) {
   absl::StatusOr<RequestBuilder> req = RequestBuilder::FromYaml(kPrimary);
   ASSERT_TRUE(req.ok()) << req.status();
   req->Controller("copier");
-  const pb::ReconcileCall call = req->Call();
+  const pluginpb::ReconcileCall call = req->Call();
   EXPECT_EQ(call.namespace_(), "team-a");
   EXPECT_EQ(call.name(), "settings");
   EXPECT_EQ(call.uid(), "uid-settings");
@@ -58,14 +59,14 @@ TEST(HarnessTest, RunsAControllerOnAYamlFixtureAndConverges) {
   EXPECT_EQ((*copy)["data"]["mode"], "fast");
   EXPECT_EQ((*copy)["metadata"]["namespace"], "team-a");
   EXPECT_EQ(first.status["copies"], 0);
-  EXPECT_EQ(first.Condition("Ready")->status(), pb::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(first.Condition("Ready")->status(), pluginpb::CONDITION_STATUS_FALSE);
   EXPECT_EQ(first.DesiredOfKind("ConfigMap").size(), 1u);
 
   // Round two: what was desired is now a child.
   req->ChildrenFrom(first);
   Outcome second = Reconcile(*controller, req->Call());
   EXPECT_EQ(second.status["copies"], 1);
-  EXPECT_EQ(second.Condition("Ready")->status(), pb::CONDITION_STATUS_TRUE);
+  EXPECT_EQ(second.Condition("Ready")->status(), pluginpb::CONDITION_STATUS_TRUE);
   EXPECT_EQ(second.Condition("Nope"), nullptr);
 }
 

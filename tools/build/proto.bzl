@@ -10,7 +10,8 @@ defines, for a package under proto/:
   :plugin_files   the .proto files with those of its deps (Node's @grpc/proto-loader reads these
                   at run time, with proto/ and /usr/include as include directories)
   :plugin_cc      cc_library: protoc + /usr/bin/grpc_cpp_plugin; include as
-                  "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+                  "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"; `cc_hdrs` are hand-written
+                  headers added to it (pluginpb.h: the namespace's one C++ name)
   :plugin_py      py_library: protoc + /usr/bin/grpc_python_plugin; import as
                   "from ctrlhost.plugin.v1alpha1 import plugin_pb2, plugin_pb2_grpc"
                   (not with python = False: a package whose path would shadow an installed
@@ -25,7 +26,8 @@ _PROTO_ROOT = "proto"
 def _stem(src):
     return src[:-len(".proto")]
 
-def ctrlhost_proto(name, srcs, deps = [], visibility = ["//visibility:public"], python = True):
+def ctrlhost_proto(name, srcs, deps = [], visibility = ["//visibility:public"], python = True,
+                   cc_hdrs = []):
     pkg = native.package_name()
     if not (pkg == _PROTO_ROOT or pkg.startswith(_PROTO_ROOT + "/")):
         fail("ctrlhost_proto must be used in a package under %s/" % _PROTO_ROOT)
@@ -57,7 +59,7 @@ def ctrlhost_proto(name, srcs, deps = [], visibility = ["//visibility:public"], 
     native.cc_library(
         name = name + "_cc",
         srcs = [o for o in cc_outs if o.endswith(".cc")],
-        hdrs = [o for o in cc_outs if o.endswith(".h")],
+        hdrs = [o for o in cc_outs if o.endswith(".h")] + cc_hdrs,
         strip_include_prefix = "/" + _PROTO_ROOT,
         deps = [d + "_cc" for d in deps] + [
             "//third_party:grpc++",

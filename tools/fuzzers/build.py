@@ -122,8 +122,8 @@ class Builder:
         self.libs = run(["pkg-config", "--libs"] + MODULES).split()
         self.versions = run(["pkg-config", "--modversion"] + MODULES)
         self.gen = self._generate()
-        self.include_dirs = [ROOT, self.gen]
-        self.flags = COMPILE_FLAGS + ["-I.", "-I" + self.gen] + self.cflags
+        self.include_dirs = [ROOT, os.path.join(ROOT, "proto"), self.gen]
+        self.flags = COMPILE_FLAGS + ["-I.", "-Iproto", "-I" + self.gen] + self.cflags
         # The compile key leaves out where the cache lives (same content, same object).
         self.flags_key = sha256(self.clang, self.versions,
                                 *[f.replace(self.gen, "$GEN") for f in self.flags])

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "google/protobuf/stubs/logging.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cache/object.h"
@@ -95,11 +96,11 @@ void DumpLikeTheApplier(const Plan& plan) {
     if (!nlohmann::json::accept(p.body)) std::abort();  // the body goes to the API server as is
   }
   // Conditions and events become JSON (conditions.cc, event_recorder.cc).
-  for (const pb::Condition& c : plan.conditions) {
+  for (const pluginpb::Condition& c : plan.conditions) {
     (void)nlohmann::json({{"type", c.type()}, {"reason", c.reason()}, {"message", c.message()}})
         .dump();
   }
-  for (const pb::Event& e : plan.events) {
+  for (const pluginpb::Event& e : plan.events) {
     (void)nlohmann::json({{"reason", e.reason()}, {"message", e.message()}}).dump();
   }
   (void)nlohmann::json(plan.error_message).dump();
@@ -118,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ctrlhost::controller::apply;  // NOLINT: a fuzzer entry point
   static const Scenarios* scenarios = new Scenarios();
   if (size == 0) return 0;
-  ctrlhost::plugin::v1alpha1::ReconcileResponse response;
+  ::ctrlhost::pluginpb::ReconcileResponse response;
   if (!response.ParseFromArray(data + 1, static_cast<int>(size - 1))) return 0;
   const ctrlhost::controller::ReconcileContext context = ContextFor(*scenarios, data[0]);
   absl::StatusOr<Plan> plan = ValidateResponse(context, response);

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
+#include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "runtime/admin/backend.h"
@@ -44,38 +45,39 @@ namespace ctrlhost::admin::testing {
 // SwapPlugin until released. Thread-safe: mu_ guards everything.
 class FakeBackend final : public AdminBackend {
  public:
-  absl::StatusOr<v1::ListOperatorsResponse> ListOperators(
-      const v1::ListOperatorsRequest&) override {
+  absl::StatusOr<adminpb::ListOperatorsResponse> ListOperators(
+      const adminpb::ListOperatorsRequest&) override {
     common::MutexLock lock(&mu_);
     ++operator_lists_entered_;
     changed_.SignalAll();
     while (hold_operator_lists_) changed_.Wait(&mu_);
     RETURN_FAILURE();
-    v1::ListOperatorsResponse response;
+    adminpb::ListOperatorsResponse response;
     response.add_operators()->set_name("web");
-    response.mutable_operators(0)->set_state(v1::OPERATOR_STATE_READY);
+    response.mutable_operators(0)->set_state(adminpb::OPERATOR_STATE_READY);
     return response;
   }
-  absl::StatusOr<v1::ListPluginsResponse> ListPlugins(
-      const v1::ListPluginsRequest& request) override {
+  absl::StatusOr<adminpb::ListPluginsResponse> ListPlugins(
+      const adminpb::ListPluginsRequest& request) override {
     common::MutexLock lock(&mu_);
     RETURN_FAILURE();
     last_list_plugins_ = request;
-    v1::ListPluginsResponse response;
-    for (const v1::Plugin& plugin : plugins_) {
+    adminpb::ListPluginsResponse response;
+    for (const adminpb::Plugin& plugin : plugins_) {
       if (request.operator_().empty() || request.operator_() == plugin.operator_()) {
         *response.add_plugins() = plugin;
       }
     }
     return response;
   }
-  absl::StatusOr<v1::GetPluginResponse> GetPlugin(const v1::GetPluginRequest& request) override {
+  absl::StatusOr<adminpb::GetPluginResponse> GetPlugin(
+      const adminpb::GetPluginRequest& request) override {
     common::MutexLock lock(&mu_);
     ++calls_;
     RETURN_FAILURE();
-    for (const v1::Plugin& plugin : plugins_) {
+    for (const adminpb::Plugin& plugin : plugins_) {
       if (plugin.operator_() == request.operator_() && plugin.name() == request.plugin()) {
-        v1::GetPluginResponse response;
+        adminpb::GetPluginResponse response;
         *response.mutable_plugin() = plugin;
         return response;
       }
@@ -83,30 +85,31 @@ class FakeBackend final : public AdminBackend {
     return absl::NotFoundError(
         absl::StrCat("plugin ", request.operator_(), "/", request.plugin(), " not found"));
   }
-  absl::StatusOr<v1::ListControllersResponse> ListControllers(
-      const v1::ListControllersRequest& request) override {
+  absl::StatusOr<adminpb::ListControllersResponse> ListControllers(
+      const adminpb::ListControllersRequest& request) override {
     common::MutexLock lock(&mu_);
     RETURN_FAILURE();
-    v1::ListControllersResponse response;
-    v1::Controller* controller = response.add_controllers();
+    adminpb::ListControllersResponse response;
+    adminpb::Controller* controller = response.add_controllers();
     controller->set_operator_(request.operator_().empty() ? "web" : request.operator_());
     controller->set_plugin("webapp");
     controller->set_name("webapp");
     return response;
   }
-  absl::StatusOr<v1::GetControllerResponse> GetController(
-      const v1::GetControllerRequest& request) override {
+  absl::StatusOr<adminpb::GetControllerResponse> GetController(
+      const adminpb::GetControllerRequest& request) override {
     common::MutexLock lock(&mu_);
     ++calls_;
     RETURN_FAILURE();
-    v1::GetControllerResponse response;
+    adminpb::GetControllerResponse response;
     response.mutable_controller()->set_operator_(request.operator_());
     response.mutable_controller()->set_plugin(request.plugin());
     response.mutable_controller()->set_name(request.controller());
-    response.mutable_controller()->set_state(v1::CONTROLLER_STATE_READY);
+    response.mutable_controller()->set_state(adminpb::CONTROLLER_STATE_READY);
     return response;
   }
-  absl::StatusOr<v1::SwapPluginResponse> SwapPlugin(const v1::SwapPluginRequest& request) override {
+  absl::StatusOr<adminpb::SwapPluginResponse> SwapPlugin(
+      const adminpb::SwapPluginRequest& request) override {
     common::MutexLock lock(&mu_);
     ++calls_;
     ++swaps_entered_;
@@ -114,10 +117,10 @@ class FakeBackend final : public AdminBackend {
     while (hold_swaps_) changed_.Wait(&mu_);
     RETURN_FAILURE();
     last_swap_ = request;
-    v1::SwapPluginResponse response;
+    adminpb::SwapPluginResponse response;
     if (request.has_replace() && request.replace().exec().command() == "/bad") {
-      v1::SwapFailed* failed = response.mutable_failed();
-      failed->set_reason(v1::SWAP_FAILURE_REASON_EXITED);
+      adminpb::SwapFailed* failed = response.mutable_failed();
+      failed->set_reason(adminpb::SWAP_FAILURE_REASON_EXITED);
       failed->set_message("exited with status 3 before it was ready");
       failed->set_attempted_generation(5);
       failed->set_serving_generation(4);
@@ -128,22 +131,22 @@ class FakeBackend final : public AdminBackend {
     if (!request.has_start_canary()) response.mutable_succeeded()->set_draining_generation(4);
     return response;
   }
-  absl::StatusOr<v1::ReloadConfigResponse> ReloadConfig(
-      const v1::ReloadConfigRequest& request) override {
+  absl::StatusOr<adminpb::ReloadConfigResponse> ReloadConfig(
+      const adminpb::ReloadConfigRequest& request) override {
     common::MutexLock lock(&mu_);
     RETURN_FAILURE();
-    v1::ReloadConfigResponse response;
+    adminpb::ReloadConfigResponse response;
     response.set_dry_run(request.dry_run());
-    v1::OperatorChange* change = response.add_changes();
+    adminpb::OperatorChange* change = response.add_changes();
     change->set_operator_("web");
-    change->set_type(v1::OPERATOR_CHANGE_TYPE_UPDATED);
+    change->set_type(adminpb::OPERATOR_CHANGE_TYPE_UPDATED);
     change->add_swapped_plugins("webapp");
     return response;
   }
-  absl::StatusOr<v1::DumpStateResponse> DumpState(const v1::DumpStateRequest&) override {
+  absl::StatusOr<adminpb::DumpStateResponse> DumpState(const adminpb::DumpStateRequest&) override {
     common::MutexLock lock(&mu_);
     RETURN_FAILURE();
-    v1::DumpStateResponse response;
+    adminpb::DumpStateResponse response;
     response.set_yaml("operators:\n- name: web\n  state: READY\n");
     response.mutable_taken_at()->set_seconds(1700000000);
     return response;
@@ -151,10 +154,10 @@ class FakeBackend final : public AdminBackend {
 
   void AddPlugin(const std::string& op, const std::string& name) {
     common::MutexLock lock(&mu_);
-    v1::Plugin plugin;
+    adminpb::Plugin plugin;
     plugin.set_operator_(op);
     plugin.set_name(name);
-    plugin.set_state(v1::PLUGIN_STATE_READY);
+    plugin.set_state(adminpb::PLUGIN_STATE_READY);
     plugin.set_swap_generation(4);
     plugin.set_reported_version("1.2.0");
     plugin.mutable_work()->set_in_flight(3);
@@ -202,7 +205,7 @@ class FakeBackend final : public AdminBackend {
     common::MutexLock lock(&mu_);
     return calls_;
   }
-  v1::SwapPluginRequest last_swap() {
+  adminpb::SwapPluginRequest last_swap() {
     common::MutexLock lock(&mu_);
     return last_swap_;
   }
@@ -210,15 +213,15 @@ class FakeBackend final : public AdminBackend {
  private:
   common::Mutex mu_;
   common::CondVar changed_;
-  std::vector<v1::Plugin> plugins_ ABSL_GUARDED_BY(mu_);
+  std::vector<adminpb::Plugin> plugins_ ABSL_GUARDED_BY(mu_);
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool hold_swaps_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_operator_lists_ ABSL_GUARDED_BY(mu_) = false;
   int operator_lists_entered_ ABSL_GUARDED_BY(mu_) = 0;
   int swaps_entered_ ABSL_GUARDED_BY(mu_) = 0;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::ListPluginsRequest last_list_plugins_ ABSL_GUARDED_BY(mu_);
-  v1::SwapPluginRequest last_swap_ ABSL_GUARDED_BY(mu_);
+  adminpb::ListPluginsRequest last_list_plugins_ ABSL_GUARDED_BY(mu_);
+  adminpb::SwapPluginRequest last_swap_ ABSL_GUARDED_BY(mu_);
 };
 #undef RETURN_FAILURE
 
@@ -260,8 +263,8 @@ class AdminServerTest : public ::testing::Test {
   }
   void StartServer() { StartServer(Options()); }
 
-  std::unique_ptr<v1::AdminService::Stub> Stub() {
-    return v1::AdminService::NewStub(
+  std::unique_ptr<adminpb::AdminService::Stub> Stub() {
+    return adminpb::AdminService::NewStub(
         grpc::CreateChannel("unix://" + socket_, grpc::InsecureChannelCredentials()));
   }
   static void Deadline(grpc::ClientContext* context) {

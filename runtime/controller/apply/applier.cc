@@ -8,6 +8,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cache/object.h"
 #include "runtime/common/logging.h"
@@ -91,12 +92,13 @@ bool IsFailedTest(const absl::Status& status) {
 
 // The Reconciled condition a response implies, if any. Terminal errors set it False; a
 // response without error sets it back to True when the request saw it not True.
-std::optional<pb::Condition> ReconciledFor(const ReconcileContext& context, const Plan& plan) {
-  pb::Condition condition;
+std::optional<pluginpb::Condition> ReconciledFor(const ReconcileContext& context,
+                                                 const Plan& plan) {
+  pluginpb::Condition condition;
   condition.set_type(kReconciledCondition);
   if (plan.has_error) {
-    if (plan.error_kind != pb::ERROR_KIND_TERMINAL) return std::nullopt;
-    condition.set_status(pb::CONDITION_STATUS_FALSE);
+    if (plan.error_kind != pluginpb::ERROR_KIND_TERMINAL) return std::nullopt;
+    condition.set_status(pluginpb::CONDITION_STATUS_FALSE);
     condition.set_reason(kReasonTerminalError);
     condition.set_message(plan.error_message);
     return condition;
@@ -110,7 +112,7 @@ std::optional<pb::Condition> ReconciledFor(const ReconcileContext& context, cons
   const json* seen =
       conditions == nullptr ? nullptr : FindCondition(*conditions, kReconciledCondition);
   if (seen == nullptr || StringMember(*seen, "status") == "True") return std::nullopt;
-  condition.set_status(pb::CONDITION_STATUS_TRUE);
+  condition.set_status(pluginpb::CONDITION_STATUS_TRUE);
   condition.set_reason(kReasonSucceeded);
   return condition;
 }
@@ -338,9 +340,9 @@ struct Applier::Run {
                      const std::string& message) {
     Event("Warning", event_reason, message);
     if (context.primary == nullptr || !context.controller->primary.has_status) return;
-    pb::Condition condition;
+    pluginpb::Condition condition;
     condition.set_type(kReconciledCondition);
-    condition.set_status(pb::CONDITION_STATUS_FALSE);
+    condition.set_status(pluginpb::CONDITION_STATUS_FALSE);
     condition.set_reason(std::string(reason));
     condition.set_message(common::TruncateUtf8(message, 32768));  // never mid-character
     absl::Status written = WriteStatus(std::nullopt, {condition});
@@ -370,7 +372,7 @@ struct Applier::Run {
   // finalizer patch: no extra GET on the common path); on a conflict the live primary is read
   // and the write is tried once more. A write that would change nothing is skipped.
   absl::Status WriteStatus(const std::optional<json>& status,
-                           const std::vector<pb::Condition>& conditions) {
+                           const std::vector<pluginpb::Condition>& conditions) {
     if (!primary_json.empty()) {
       const json known = ParseOrNull(primary_json);
       if (known.is_object()) {
@@ -385,7 +387,7 @@ struct Applier::Run {
   }
 
   absl::Status PatchStatus(const json& live, const std::optional<json>& status,
-                           const std::vector<pb::Condition>& conditions) {
+                           const std::vector<pluginpb::Condition>& conditions) {
     const kube::ResourceRef ref = PrimaryRef(context, /*status=*/true);
     const std::string rv = StringMember(Metadata(live), "resourceVersion");
     json body_status = status.has_value() ? *status : json::object();
@@ -530,7 +532,7 @@ Applier::Applier(kube::Client* client, ApplierOptions options)
                                      .aggregation_window = options_.event_aggregation_window}) {}
 
 ApplyOutcome Applier::Apply(const ReconcileContext& context,
-                            const pb::ReconcileResponse& response) {
+                            const pluginpb::ReconcileResponse& response) {
   Run run(this, context);
   absl::StatusOr<Plan> validated = ValidateResponse(context, response);
   if (!validated.ok()) {
@@ -612,11 +614,11 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     ++run.outcome.writes;
     if (p.targets_primary) run.primary_json = std::move(*patched);
   }
-  std::vector<pb::Condition> conditions = plan.conditions;
-  if (std::optional<pb::Condition> reconciled = ReconciledFor(context, plan);
+  std::vector<pluginpb::Condition> conditions = plan.conditions;
+  if (std::optional<pluginpb::Condition> reconciled = ReconciledFor(context, plan);
       reconciled.has_value() && c.primary.has_status) {
     bool given = false;  // the plugin's own Reconciled condition wins
-    for (const pb::Condition& condition : conditions)
+    for (const pluginpb::Condition& condition : conditions)
       given |= condition.type() == kReconciledCondition;
     if (!given) conditions.push_back(*reconciled);
   }
@@ -627,8 +629,8 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
   if (!plan.has_error && context.primary != nullptr) {
     if (std::optional<ApplyOutcome> failed = run.Prune(plan)) return *failed;
   }
-  for (const pb::Event& event : plan.events) {
-    run.Event(event.type() == pb::EVENT_TYPE_WARNING ? "Warning" : "Normal", event.reason(),
+  for (const pluginpb::Event& event : plan.events) {
+    run.Event(event.type() == pluginpb::EVENT_TYPE_WARNING ? "Warning" : "Normal", event.reason(),
               event.message());
   }
   if (plan.has_error) run.Event("Warning", kReasonReconcileError, plan.error_message);
@@ -636,7 +638,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     if (std::optional<ApplyOutcome> failed = run.ReleaseFinalizer()) return *failed;
   }
 
-  if (plan.has_error && plan.error_kind == pb::ERROR_KIND_TERMINAL) {
+  if (plan.has_error && plan.error_kind == pluginpb::ERROR_KIND_TERMINAL) {
     run.outcome.kind = OutcomeKind::kTerminal;
     run.outcome.status = absl::FailedPreconditionError(plan.error_message);
   } else if (plan.has_error) {

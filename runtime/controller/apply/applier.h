@@ -29,6 +29,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
@@ -68,7 +69,7 @@ class Applier : public ResponseApplier {
   Applier& operator=(const Applier&) = delete;
 
   ApplyOutcome Apply(const ReconcileContext& context,
-                     const pb::ReconcileResponse& response) override;
+                     const pluginpb::ReconcileResponse& response) override;
   // Adds the finalizer with a JSON Patch `test` of the live finalizers + `add` (re-read and
   // retried on a concurrent change, at most 3 times, then kAborted). No-op when the controller
   // has none, the primary has it, or the primary is being deleted. NotFound when it is gone.

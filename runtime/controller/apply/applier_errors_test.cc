@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/store.h"
 #include "runtime/common/mutex.h"
@@ -128,8 +129,8 @@ class ScriptedServerTest : public ::testing::Test {
   }
 };
 
-pb::ReconcileResponse ApplyChild() {
-  pb::ReconcileResponse response;
+pluginpb::ReconcileResponse ApplyChild() {
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(
       R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1"}})");
   response.set_status(R"({"phase":"Ready"})");
@@ -186,7 +187,7 @@ TEST_F(ScriptedServerTest, ServerAnswersMapToOutcomes) {
 
 TEST_F(ScriptedServerTest, PrimaryNotFoundIsDone) {
   Script(404, "NotFound");
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
       "metadata":{"name":"web"},"spec":{}})");
   ApplyOutcome outcome = applier_->Apply(context_, response);
@@ -197,11 +198,11 @@ TEST_F(ScriptedServerTest, PrimaryNotFoundIsDone) {
 TEST_F(ScriptedServerTest, MalformedServerJsonIsAnErrorNotACrash) {
   webapp_.owns[0].delete_absent = false;  // no list: the GET of the primary is what is tested
   // The status write reads the live primary only after a conflict on the cached one.
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.set_status(R"({"phase":"Ready"})");
-  pb::Condition* condition = response.add_conditions();
+  pluginpb::Condition* condition = response.add_conditions();
   condition->set_type("Ready");
-  condition->set_status(pb::CONDITION_STATUS_TRUE);
+  condition->set_status(pluginpb::CONDITION_STATUS_TRUE);
   condition->set_reason("Up");
   for (const std::string body : {"[1,2", "7", "\"text\"", "null"}) {
     {
@@ -233,7 +234,7 @@ TEST_F(ScriptedServerTest, MalformedServerJsonIsAnErrorNotACrash) {
                     "items":[{"metadata":[]},{"metadata":{"ownerReferences":[1,{"uid":2}]}}]})";
   }
   EXPECT_TRUE(applier_->EnsureFinalizer(context_).ok());
-  ApplyOutcome pruned = applier_->Apply(context_, pb::ReconcileResponse());
+  ApplyOutcome pruned = applier_->Apply(context_, pluginpb::ReconcileResponse());
   EXPECT_EQ(pruned.kind, OutcomeKind::kDone) << pruned.status;
 }
 
@@ -260,10 +261,10 @@ TEST_F(ScriptedServerTest, RegressionOwnedPatchWithLongMultibyteNameIsTerminalNo
       common::MutexLock lock(&mu_);
       seen_.clear();
     }
-    pb::ReconcileResponse response;
-    pb::Patch* patch = response.add_patches();
-    patch->set_target(pb::PATCH_TARGET_OWNED);
-    patch->set_type(pb::PATCH_TYPE_MERGE_PATCH);
+    pluginpb::ReconcileResponse response;
+    pluginpb::Patch* patch = response.add_patches();
+    patch->set_target(pluginpb::PATCH_TARGET_OWNED);
+    patch->set_type(pluginpb::PATCH_TYPE_MERGE_PATCH);
     patch->set_patch(R"({"data":{"x":"1"}})");
     patch->set_api_version("v1");
     patch->set_kind("ConfigMap");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -21,9 +22,10 @@ using testing::ConfigMapJson;
 using testing::ConfigMaps;
 using ::testing::HasSubstr;
 
-pb::Patch OwnedPatch(pb::PatchType type, const std::string& name, const std::string& body) {
-  pb::Patch patch;
-  patch.set_target(pb::PATCH_TARGET_OWNED);
+pluginpb::Patch OwnedPatch(pluginpb::PatchType type, const std::string& name,
+                           const std::string& body) {
+  pluginpb::Patch patch;
+  patch.set_target(pluginpb::PATCH_TARGET_OWNED);
   patch.set_type(type);
   patch.set_api_version("v1");
   patch.set_kind("ConfigMap");
@@ -40,7 +42,7 @@ class OwnershipTest : public ApplierTest {
     webapp_.owns[0].delete_absent = false;  // responses here name only what they patch
     a_uid_ = json::parse(CreateWebApp("a"))["metadata"]["uid"];
     CreateWebApp("b");
-    pb::ReconcileResponse child;
+    pluginpb::ReconcileResponse child;
     child.add_desired_objects(ConfigMapJson("a-child"));
     ASSERT_EQ(applier_.Apply(CachedContext("a"), child).kind, OutcomeKind::kDone);
   }
@@ -58,7 +60,7 @@ class OwnershipTest : public ApplierTest {
 };
 
 TEST_F(OwnershipTest, DesiredObjectControlledByAnotherPrimaryIsRefusedIssue13) {
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("a-child", "taken"));
   response.set_status(R"({"phase":"Stolen"})");
   for (bool cached : {true, false}) {
@@ -74,7 +76,7 @@ TEST_F(OwnershipTest, DesiredObjectControlledByAnotherPrimaryIsRefusedIssue13) {
 
 TEST_F(OwnershipTest, ExistingObjectWithoutControllerIsNotAdoptedIssue13) {
   ASSERT_TRUE(client_->Create(ConfigMaps(ns_), ConfigMapJson("loose", "mine")).ok());
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("loose", "ours"));
   ExpectRefused(applier_.Apply(CachedContext("b"), response), "has no controller");
   const json cm = Child("loose");
@@ -83,11 +85,12 @@ TEST_F(OwnershipTest, ExistingObjectWithoutControllerIsNotAdoptedIssue13) {
 }
 
 TEST_F(OwnershipTest, OwnedPatchOnAnotherPrimarysChildIsRefusedIssue13) {
-  for (pb::PatchType type : {pb::PATCH_TYPE_MERGE_PATCH, pb::PATCH_TYPE_JSON_PATCH}) {
-    pb::ReconcileResponse response;
+  for (pluginpb::PatchType type :
+       {pluginpb::PATCH_TYPE_MERGE_PATCH, pluginpb::PATCH_TYPE_JSON_PATCH}) {
+    pluginpb::ReconcileResponse response;
     *response.add_patches() =
         OwnedPatch(type, "a-child",
-                   type == pb::PATCH_TYPE_MERGE_PATCH
+                   type == pluginpb::PATCH_TYPE_MERGE_PATCH
                        ? R"({"data":{"v":"patched"}})"
                        : R"([{"op":"replace","path":"/data/v","value":"patched"}])");
     ExpectRefused(applier_.Apply(CachedContext("b"), response), "is not controlled by WebApp");
@@ -96,9 +99,9 @@ TEST_F(OwnershipTest, OwnedPatchOnAnotherPrimarysChildIsRefusedIssue13) {
   }
   // An object with no controller is not the primary's child either.
   ASSERT_TRUE(client_->Create(ConfigMaps(ns_), ConfigMapJson("loose", "mine")).ok());
-  pb::ReconcileResponse loose;
+  pluginpb::ReconcileResponse loose;
   *loose.add_patches() =
-      OwnedPatch(pb::PATCH_TYPE_MERGE_PATCH, "loose", R"({"data":{"v":"patched"}})");
+      OwnedPatch(pluginpb::PATCH_TYPE_MERGE_PATCH, "loose", R"({"data":{"v":"patched"}})");
   ExpectRefused(applier_.Apply(Context("b"), loose), "it has no controller");
   EXPECT_EQ(Child("loose")["data"]["v"], "mine");
 }
@@ -129,7 +132,7 @@ TEST_F(OwnershipTest, ChildOfAnEarlierPrimaryOfTheSameNameIsRetried) {
                                                       {"uid", anchor["metadata"]["uid"]}}}}}}}
                                                 .dump())
                   .ok());
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("b-config"));
   ApplyOutcome outcome = applier_.Apply(CachedContext("b"), response);
   EXPECT_EQ(outcome.kind, OutcomeKind::kRetry) << outcome.status;
@@ -138,29 +141,31 @@ TEST_F(OwnershipTest, ChildOfAnEarlierPrimaryOfTheSameNameIsRetried) {
 }
 
 TEST_F(OwnershipTest, OwnedPatchOnOwnChildWorks) {
-  for (pb::PatchType type : {pb::PATCH_TYPE_MERGE_PATCH, pb::PATCH_TYPE_JSON_PATCH}) {
-    pb::ReconcileResponse response;
+  for (pluginpb::PatchType type :
+       {pluginpb::PATCH_TYPE_MERGE_PATCH, pluginpb::PATCH_TYPE_JSON_PATCH}) {
+    pluginpb::ReconcileResponse response;
     *response.add_patches() =
         OwnedPatch(type, "a-child",
-                   type == pb::PATCH_TYPE_MERGE_PATCH
+                   type == pluginpb::PATCH_TYPE_MERGE_PATCH
                        ? R"({"data":{"v":"merge"}})"
                        : R"([{"op":"replace","path":"/data/v","value":"json"}])");
     ApplyOutcome outcome = applier_.Apply(CachedContext("a"), response);
     EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
-    EXPECT_EQ(Child("a-child")["data"]["v"], type == pb::PATCH_TYPE_MERGE_PATCH ? "merge" : "json");
+    EXPECT_EQ(Child("a-child")["data"]["v"],
+              type == pluginpb::PATCH_TYPE_MERGE_PATCH ? "merge" : "json");
   }
   // A child this response creates may be patched in the same response.
-  pb::ReconcileResponse create_and_patch;
+  pluginpb::ReconcileResponse create_and_patch;
   create_and_patch.add_desired_objects(ConfigMapJson("a-new"));
   *create_and_patch.add_patches() =
-      OwnedPatch(pb::PATCH_TYPE_MERGE_PATCH, "a-new", R"({"metadata":{"labels":{"x":"y"}}})");
+      OwnedPatch(pluginpb::PATCH_TYPE_MERGE_PATCH, "a-new", R"({"metadata":{"labels":{"x":"y"}}})");
   ApplyOutcome outcome = applier_.Apply(CachedContext("a"), create_and_patch);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
   EXPECT_EQ(Child("a-new")["metadata"]["labels"]["x"], "y");
   // A target the cache does not hold (yet): retried with backoff, nothing written.
-  pb::ReconcileResponse missing;
+  pluginpb::ReconcileResponse missing;
   *missing.add_patches() =
-      OwnedPatch(pb::PATCH_TYPE_MERGE_PATCH, "missing", R"({"data":{"v":"x"}})");
+      OwnedPatch(pluginpb::PATCH_TYPE_MERGE_PATCH, "missing", R"({"data":{"v":"x"}})");
   outcome = applier_.Apply(CachedContext("a"), missing);
   EXPECT_EQ(outcome.kind, OutcomeKind::kRetry);
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kNotFound);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -27,9 +28,9 @@ using ::testing::HasSubstr;
 using testing::Ref;
 using testing::WebApps;
 
-pb::Condition MakeCondition(const std::string& type, pb::ConditionStatus status,
-                            const std::string& reason, const std::string& message = "") {
-  pb::Condition c;
+pluginpb::Condition MakeCondition(const std::string& type, pluginpb::ConditionStatus status,
+                                  const std::string& reason, const std::string& message = "") {
+  pluginpb::Condition c;
   c.set_type(type);
   c.set_status(status);
   c.set_reason(reason);
@@ -48,9 +49,9 @@ TEST_F(ApplierTest, StatusAndConditionsMergeRules) {
                               "reason":"Set","lastTransitionTime":"2020-01-01T00:00:00Z"}]}})")
                   .ok());
   const std::string t0 = Rfc3339Time(clock_.Now());
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.set_status(R"({"phase":"Pending"})");
-  *response.add_conditions() = MakeCondition("Ready", pb::CONDITION_STATUS_FALSE, "Waiting");
+  *response.add_conditions() = MakeCondition("Ready", pluginpb::CONDITION_STATUS_FALSE, "Waiting");
   ApplyOutcome outcome = applier_.Apply(Context("web"), response);
   ASSERT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
   EXPECT_EQ(outcome.writes, 1u);  // one status write
@@ -66,8 +67,9 @@ TEST_F(ApplierTest, StatusAndConditionsMergeRules) {
 
   // Same status, new reason, later: lastTransitionTime kept.
   clock_.Advance(absl::Minutes(5));
-  pb::ReconcileResponse same;
-  *same.add_conditions() = MakeCondition("Ready", pb::CONDITION_STATUS_FALSE, "StillWaiting", "m");
+  pluginpb::ReconcileResponse same;
+  *same.add_conditions() =
+      MakeCondition("Ready", pluginpb::CONDITION_STATUS_FALSE, "StillWaiting", "m");
   ASSERT_EQ(applier_.Apply(Context("web"), same).kind, OutcomeKind::kDone);
   live = Live("web");
   EXPECT_EQ(Condition(live, "Ready")["lastTransitionTime"], t0);
@@ -76,8 +78,8 @@ TEST_F(ApplierTest, StatusAndConditionsMergeRules) {
 
   // Changed status: lastTransitionTime moves to now.
   clock_.Advance(absl::Minutes(5));
-  pb::ReconcileResponse changed;
-  *changed.add_conditions() = MakeCondition("Ready", pb::CONDITION_STATUS_TRUE, "Up");
+  pluginpb::ReconcileResponse changed;
+  *changed.add_conditions() = MakeCondition("Ready", pluginpb::CONDITION_STATUS_TRUE, "Up");
   ASSERT_EQ(applier_.Apply(Context("web"), changed).kind, OutcomeKind::kDone);
   live = Live("web");
   EXPECT_EQ(Condition(live, "Ready")["lastTransitionTime"], Rfc3339Time(clock_.Now()));
@@ -87,9 +89,9 @@ TEST_F(ApplierTest, StatusAndConditionsMergeRules) {
 
 TEST_F(ApplierTest, EventsAreRecordedAndAggregated) {
   const json primary = json::parse(CreateWebApp("web"));
-  pb::ReconcileResponse response;
-  pb::Event* event = response.add_events();
-  event->set_type(pb::EVENT_TYPE_NORMAL);
+  pluginpb::ReconcileResponse response;
+  pluginpb::Event* event = response.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_NORMAL);
   event->set_reason("Scaled");
   event->set_message("scaled to 2");
   ASSERT_EQ(applier_.Apply(Context("web"), response).kind, OutcomeKind::kDone);
@@ -144,7 +146,7 @@ TEST_F(ApplierTest, FinalizerAddAndRelease) {
   ASSERT_TRUE(client_->Delete(WebApps(ns_, "web")).ok());
   ReconcileContext finalizing = Context("web");
   ASSERT_FALSE(finalizing.primary->deletion_timestamp().empty());
-  pb::ReconcileResponse done;
+  pluginpb::ReconcileResponse done;
   done.set_finalized(true);
   ApplyOutcome outcome = applier_.Apply(finalizing, done);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -171,7 +173,7 @@ TEST_F(ApplierTest, PrimaryGone) {
   CreateWebApp("web");
   ReconcileContext stale = Context("web");
   ASSERT_TRUE(client_->Delete(WebApps(ns_, "web")).ok());
-  pb::ReconcileResponse status;
+  pluginpb::ReconcileResponse status;
   status.set_status(R"({"phase":"Ready"})");
   ApplyOutcome outcome = applier_.Apply(stale, status);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -179,9 +181,9 @@ TEST_F(ApplierTest, PrimaryGone) {
 
   // The answer to a PRIMARY_DELETED request: events and requeue only.
   ReconcileContext gone = ContextFor(&webapp_, nullptr, ns_, "web");
-  pb::ReconcileResponse forget;
-  pb::Event* event = forget.add_events();
-  event->set_type(pb::EVENT_TYPE_NORMAL);
+  pluginpb::ReconcileResponse forget;
+  pluginpb::Event* event = forget.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_NORMAL);
   event->set_reason("Forgotten");
   outcome = applier_.Apply(gone, forget);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -191,10 +193,10 @@ TEST_F(ApplierTest, PrimaryGone) {
 TEST_F(ApplierTest, ErrorKinds) {
   CreateWebApp("web");
   // Retryable: the rest is still written, a Warning event, retry.
-  pb::ReconcileResponse retryable;
+  pluginpb::ReconcileResponse retryable;
   retryable.set_status(R"({"phase":"Degraded"})");
   retryable.add_desired_objects(ConfigMapJson("cfg"));
-  retryable.mutable_error()->set_kind(pb::ERROR_KIND_RETRYABLE);
+  retryable.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
   retryable.mutable_error()->set_message("database unreachable");
   retryable.mutable_requeue_after()->set_seconds(30);  // ignored with an error
   ApplyOutcome outcome = applier_.Apply(Context("web"), retryable);
@@ -206,8 +208,8 @@ TEST_F(ApplierTest, ErrorKinds) {
   EXPECT_TRUE(Condition(Live("web"), "Reconciled").is_null());
 
   // Terminal: Reconciled=False (TerminalError) and a Warning event.
-  pb::ReconcileResponse terminal;
-  terminal.mutable_error()->set_kind(pb::ERROR_KIND_TERMINAL);
+  pluginpb::ReconcileResponse terminal;
+  terminal.mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
   terminal.mutable_error()->set_message("spec.image is not allowed");
   outcome = applier_.Apply(Context("web"), terminal);
   EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal);
@@ -220,7 +222,7 @@ TEST_F(ApplierTest, ErrorKinds) {
   EXPECT_EQ(EventsWithReason("ReconcileError").size(), 2u);
 
   // The next response without error sets it back to True.
-  pb::ReconcileResponse fine;
+  pluginpb::ReconcileResponse fine;
   fine.mutable_requeue_after()->set_seconds(30);
   outcome = applier_.Apply(Context("web"), fine);
   EXPECT_EQ(outcome.kind, OutcomeKind::kRequeueAfter);
@@ -230,7 +232,7 @@ TEST_F(ApplierTest, ErrorKinds) {
   EXPECT_EQ(reconciled["status"], "True");
   EXPECT_EQ(reconciled["reason"], "Succeeded");
   // And once True, a clean response writes nothing.
-  outcome = applier_.Apply(Context("web"), pb::ReconcileResponse());
+  outcome = applier_.Apply(Context("web"), pluginpb::ReconcileResponse());
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone);
   EXPECT_EQ(outcome.writes, 0u);
 }
@@ -252,7 +254,7 @@ TEST_F(ApplierTest, NamespacePrimaryOwnsObjectsInsideIt) {
   ControllerInfo tenant = testing::TenantController();
   const std::string ns_text = client_->Get(Ref("", "v1", "namespaces", "", ns_)).value();
   ReconcileContext context = ContextFor(&tenant, CachedObject(ns_text));
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("quota"));
   ApplyOutcome outcome = applier_.Apply(context, response);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -271,10 +273,10 @@ TEST_F(ApplierTest, ConcurrentAppliesShareOneApplier) {
   std::vector<int> done(kWorkers, 0);
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] {
-      pb::ReconcileResponse response;
+      pluginpb::ReconcileResponse response;
       response.add_desired_objects(ConfigMapJson(absl::StrCat("app", w, "-config")));
-      pb::Event* event = response.add_events();
-      event->set_type(pb::EVENT_TYPE_NORMAL);
+      pluginpb::Event* event = response.add_events();
+      event->set_type(pluginpb::EVENT_TYPE_NORMAL);
       event->set_reason("Synced");
       event->set_message("synced");
       for (int round = 0; round < kRounds; ++round) {

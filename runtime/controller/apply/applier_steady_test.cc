@@ -3,6 +3,7 @@
 // conflict with the host's own finalizer patch. Issue 13, items 2 and 3.
 #include <string>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/controller/apply/applier.h"
@@ -24,22 +25,22 @@ std::string ConfigMap(const json& data) {
       .dump();
 }
 
-pb::ReconcileResponse Answer(const json& data) {
-  pb::ReconcileResponse response;
+pluginpb::ReconcileResponse Answer(const json& data) {
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMap(data));
   response.add_desired_objects(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
       "metadata":{"name":"web","labels":{"managed":"yes"}}})");
   response.set_status(R"({"phase":"Ready","replicas":1})");
-  pb::Condition* ready = response.add_conditions();
+  pluginpb::Condition* ready = response.add_conditions();
   ready->set_type("Ready");
-  ready->set_status(pb::CONDITION_STATUS_TRUE);
+  ready->set_status(pluginpb::CONDITION_STATUS_TRUE);
   ready->set_reason("Available");
   return response;
 }
 
 TEST_F(ApplierTest, SteadyStateMakesNoRequestsIssue13) {
   CreateWebApp("web");
-  const pb::ReconcileResponse answer = Answer({{"v", "1"}});
+  const pluginpb::ReconcileResponse answer = Answer({{"v", "1"}});
   ApplyOutcome first = applier_.Apply(CachedContext("web"), answer);
   ASSERT_EQ(first.kind, OutcomeKind::kDone) << first.status;
   EXPECT_EQ(first.writes, 3u);  // ConfigMap, primary, status
@@ -84,7 +85,7 @@ TEST_F(ApplierTest, SteadyStateMakesNoRequestsIssue13) {
 // applied, or every reconcile writes (and, on kube, bumps the resourceVersion).
 TEST_F(ApplierTest, EmptyDataIsNotRewrittenIssue13) {
   CreateWebApp("web");
-  const pb::ReconcileResponse answer = Answer(json::object());
+  const pluginpb::ReconcileResponse answer = Answer(json::object());
   ASSERT_EQ(applier_.Apply(CachedContext("web"), answer).kind, OutcomeKind::kDone);
   ApplyOutcome again = applier_.Apply(CachedContext("web"), answer);
   EXPECT_EQ(again.writes, 0u) << again.status;
@@ -94,7 +95,7 @@ TEST_F(ApplierTest, EmptyDataIsNotRewrittenIssue13) {
 // know the current objects without reading them.
 TEST_F(ApplierTest, WithoutCachesAppliesAreNotSkipped) {
   CreateWebApp("web");
-  const pb::ReconcileResponse answer = Answer({{"v", "1"}});
+  const pluginpb::ReconcileResponse answer = Answer({{"v", "1"}});
   ASSERT_EQ(applier_.Apply(Context("web"), answer).kind, OutcomeKind::kDone);
   ApplyOutcome again = applier_.Apply(Context("web"), answer);
   EXPECT_EQ(again.kind, OutcomeKind::kDone) << again.status;
@@ -117,7 +118,7 @@ TEST_F(ApplierTest, FirstStatusWriteAfterFinalizerDoesNotConflictIssue13) {
             Live("web")["metadata"]["resourceVersion"].get<std::string>());
 
   context.primary = *ensured;  // what the runner does with the answer
-  pb::ReconcileResponse status;
+  pluginpb::ReconcileResponse status;
   status.set_status(R"({"phase":"Ready"})");
   before = rest_->attempts();
   ApplyOutcome outcome = applier_.Apply(context, status);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -29,7 +30,7 @@ using testing::WebApps;
 
 TEST_F(ApplierTest, AppliesChildrenWithControllerOwnerReference) {
   const json primary = json::parse(CreateWebApp("web"));
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("web-config"));
   response.add_desired_objects(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
       "metadata":{"name":"web","labels":{"managed":"yes"}}})");
@@ -60,7 +61,7 @@ TEST_F(ApplierTest, AppliesChildrenWithControllerOwnerReference) {
 
 TEST_F(ApplierTest, InvalidResponseWritesNothingAndRecordsWhy) {
   CreateWebApp("web");
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("ok-config"));
   response.add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}})");
   response.add_desired_objects(
@@ -91,7 +92,7 @@ TEST_F(ApplierTest, InvalidResponseWritesNothingAndRecordsWhy) {
 // written either, and each refusal is recorded against the primary.
 TEST_F(ApplierTest, EachValidationFailureWritesNothing) {
   CreateWebApp("web");
-  const std::vector<std::function<void(pb::ReconcileResponse*)>> breakers = {
+  const std::vector<std::function<void(pluginpb::ReconcileResponse*)>> breakers = {
       [](auto* r) { r->add_desired_objects("{not json"); },
       [](auto* r) {
         r->add_desired_objects(R"({"apiVersion":"v1","kind":"Secret",
@@ -101,11 +102,11 @@ TEST_F(ApplierTest, EachValidationFailureWritesNothing) {
         r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap",
                                                "metadata":{"name":"x","namespace":"kube-system"}})");
       },
-      [](auto* r) { r->add_patches()->set_type(pb::PATCH_TYPE_MERGE_PATCH); },
+      [](auto* r) { r->add_patches()->set_type(pluginpb::PATCH_TYPE_MERGE_PATCH); },
       [](auto* r) {
-        pb::Patch* p = r->add_patches();
-        p->set_target(pb::PATCH_TARGET_PRIMARY);
-        p->set_type(pb::PATCH_TYPE_JSON_PATCH);
+        pluginpb::Patch* p = r->add_patches();
+        p->set_target(pluginpb::PATCH_TARGET_PRIMARY);
+        p->set_type(pluginpb::PATCH_TYPE_JSON_PATCH);
         p->set_patch(R"({"op":"add"})");
       },
       [](auto* r) { r->add_conditions()->set_type("Ready"); },
@@ -115,11 +116,11 @@ TEST_F(ApplierTest, EachValidationFailureWritesNothing) {
       [](auto* r) { r->set_finalized(true); },
   };
   for (size_t i = 0; i < breakers.size(); ++i) {
-    pb::ReconcileResponse response;
+    pluginpb::ReconcileResponse response;
     response.add_desired_objects(ConfigMapJson(absl::StrCat("valid-", i)));
     response.set_status(R"({"phase":"Written"})");
-    pb::Event* event = response.add_events();
-    event->set_type(pb::EVENT_TYPE_NORMAL);
+    pluginpb::Event* event = response.add_events();
+    event->set_type(pluginpb::EVENT_TYPE_NORMAL);
     event->set_reason("ShouldNotAppear");
     breakers[i](&response);
     ApplyOutcome outcome = applier_.Apply(Context("web"), response);
@@ -135,7 +136,7 @@ TEST_F(ApplierTest, EachValidationFailureWritesNothing) {
 
 TEST_F(ApplierTest, AppliesBuiltInKinds) {
   const json primary = json::parse(CreateWebApp("web"));
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(R"({"apiVersion":"apps/v1","kind":"Deployment",
       "metadata":{"name":"web"},
       "spec":{"replicas":2,"selector":{"matchLabels":{"app":"web"}},
@@ -164,16 +165,16 @@ TEST_F(ApplierTest, AppliesBuiltInKinds) {
 TEST_F(ApplierTest, DeleteAbsentPrunesOnlyOwnChildren) {
   CreateWebApp("web");
   CreateWebApp("other");
-  pb::ReconcileResponse both;
+  pluginpb::ReconcileResponse both;
   both.add_desired_objects(ConfigMapJson("keep"));
   both.add_desired_objects(ConfigMapJson("drop"));
   ASSERT_EQ(applier_.Apply(Context("web"), both).kind, OutcomeKind::kDone);
-  pb::ReconcileResponse others;
+  pluginpb::ReconcileResponse others;
   others.add_desired_objects(ConfigMapJson("theirs"));
   ASSERT_EQ(applier_.Apply(Context("other"), others).kind, OutcomeKind::kDone);
   ASSERT_TRUE(client_->Create(ConfigMaps(ns_), ConfigMapJson("unowned")).ok());
 
-  pb::ReconcileResponse keep_only;
+  pluginpb::ReconcileResponse keep_only;
   keep_only.add_desired_objects(ConfigMapJson("keep"));
   ApplyOutcome outcome = applier_.Apply(Context("web"), keep_only);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -184,16 +185,16 @@ TEST_F(ApplierTest, DeleteAbsentPrunesOnlyOwnChildren) {
   EXPECT_TRUE(client_->Get(ConfigMaps(ns_, "unowned")).ok());
 
   // A response with an error prunes nothing.
-  pb::ReconcileResponse failing;
-  failing.mutable_error()->set_kind(pb::ERROR_KIND_RETRYABLE);
+  pluginpb::ReconcileResponse failing;
+  failing.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
   failing.mutable_error()->set_message("backend down");
   EXPECT_EQ(applier_.Apply(Context("web"), failing).kind, OutcomeKind::kRetry);
   EXPECT_TRUE(client_->Get(ConfigMaps(ns_, "keep")).ok());
 }
 
-pb::Patch MakePatch(pb::PatchTarget target, pb::PatchType type, const std::string& body,
-                    const std::string& resource_version = "") {
-  pb::Patch p;
+pluginpb::Patch MakePatch(pluginpb::PatchTarget target, pluginpb::PatchType type,
+                          const std::string& body, const std::string& resource_version = "") {
+  pluginpb::Patch p;
   p.set_target(target);
   p.set_type(type);
   p.set_patch(body);
@@ -206,8 +207,8 @@ TEST_F(ApplierTest, PatchesWithPreconditions) {
   const std::string rv = created["metadata"]["resourceVersion"];
   ReconcileContext context = Context("web");
 
-  pb::ReconcileResponse merge;
-  *merge.add_patches() = MakePatch(pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_MERGE_PATCH,
+  pluginpb::ReconcileResponse merge;
+  *merge.add_patches() = MakePatch(pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH,
                                    R"({"spec":{"replicas":2}})", rv);
   ApplyOutcome outcome = applier_.Apply(context, merge);
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -220,9 +221,9 @@ TEST_F(ApplierTest, PatchesWithPreconditions) {
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kAborted);
   EXPECT_FALSE(Live("web")["status"].contains("phase"));
 
-  pb::ReconcileResponse json_patch;
+  pluginpb::ReconcileResponse json_patch;
   *json_patch.add_patches() =
-      MakePatch(pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+      MakePatch(pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
                 R"([{"op":"replace","path":"/spec/replicas","value":3}])", rv);
   EXPECT_EQ(applier_.Apply(context, json_patch).kind, OutcomeKind::kRequeueNow);
   json_patch.mutable_patches(0)->set_resource_version(Live("web")["metadata"]["resourceVersion"]);
@@ -231,24 +232,26 @@ TEST_F(ApplierTest, PatchesWithPreconditions) {
   EXPECT_EQ(Live("web")["spec"]["replicas"], 3);
 
   // A failing `test` is a conflict too.
-  pb::ReconcileResponse test;
-  *test.add_patches() = MakePatch(pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+  pluginpb::ReconcileResponse test;
+  *test.add_patches() = MakePatch(pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
                                   R"([{"op":"test","path":"/spec/replicas","value":1},
                                       {"op":"replace","path":"/spec/replicas","value":9}])");
   EXPECT_EQ(applier_.Apply(context, test).kind, OutcomeKind::kRequeueNow);
   EXPECT_EQ(Live("web")["spec"]["replicas"], 3);
 
   // The status subresource, by patch.
-  pb::ReconcileResponse status;
-  *status.add_patches() = MakePatch(pb::PATCH_TARGET_PRIMARY_STATUS, pb::PATCH_TYPE_MERGE_PATCH,
-                                    R"({"status":{"phase":"Patched"}})");
+  pluginpb::ReconcileResponse status;
+  *status.add_patches() =
+      MakePatch(pluginpb::PATCH_TARGET_PRIMARY_STATUS, pluginpb::PATCH_TYPE_MERGE_PATCH,
+                R"({"status":{"phase":"Patched"}})");
   EXPECT_EQ(applier_.Apply(context, status).kind, OutcomeKind::kDone);
   EXPECT_EQ(Live("web")["status"]["phase"], "Patched");
 
   // An owned object that does not exist (yet): retry with backoff.
-  pb::ReconcileResponse owned;
-  pb::Patch* p = owned.add_patches();
-  *p = MakePatch(pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, R"({"data":{"x":"1"}})");
+  pluginpb::ReconcileResponse owned;
+  pluginpb::Patch* p = owned.add_patches();
+  *p = MakePatch(pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH,
+                 R"({"data":{"x":"1"}})");
   p->set_api_version("v1");
   p->set_kind("ConfigMap");
   p->set_name("missing");
@@ -259,7 +262,7 @@ TEST_F(ApplierTest, PatchesWithPreconditions) {
 
 TEST_F(ApplierTest, ServerRejectionIsTerminalWithEvent) {
   CreateWebApp("web");
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("Not_A_Valid_Name"));
   ApplyOutcome outcome = applier_.Apply(Context("web"), response);
   EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal);

@@ -1,16 +1,17 @@
 #include "runtime/controller/apply/conditions.h"
 
 #include "absl/time/clock.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::controller::apply {
 
 using nlohmann::json;
 
-const char* ConditionStatusString(pb::ConditionStatus status) {
+const char* ConditionStatusString(pluginpb::ConditionStatus status) {
   switch (status) {
-    case pb::CONDITION_STATUS_TRUE:
+    case pluginpb::CONDITION_STATUS_TRUE:
       return "True";
-    case pb::CONDITION_STATUS_FALSE:
+    case pluginpb::CONDITION_STATUS_FALSE:
       return "False";
     default:
       return "Unknown";
@@ -31,11 +32,11 @@ const json* FindCondition(const json& conditions, const std::string& type) {
   return nullptr;
 }
 
-json MergeConditions(const json& existing, const std::vector<pb::Condition>& updates,
+json MergeConditions(const json& existing, const std::vector<pluginpb::Condition>& updates,
                      int64_t observed_generation, absl::Time now) {
   json merged = existing.is_array() ? existing : json::array();
   const std::string now_text = Rfc3339Time(now);
-  for (const pb::Condition& update : updates) {
+  for (const pluginpb::Condition& update : updates) {
     const std::string status = ConditionStatusString(update.status());
     json* slot = const_cast<json*>(FindCondition(merged, update.type()));
     std::string transition = now_text;

@@ -18,14 +18,13 @@
 
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 
 namespace ctrlhost::controller::apply {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
-
 // "True", "False", "Unknown" ("Unknown" for anything else).
-const char* ConditionStatusString(pb::ConditionStatus status);
+const char* ConditionStatusString(pluginpb::ConditionStatus status);
 
 // RFC 3339 in UTC with second precision, as metav1.Time serializes: "2026-11-22T02:30:00Z".
 std::string Rfc3339Time(absl::Time time);
@@ -33,7 +32,7 @@ std::string Rfc3339Time(absl::Time time);
 // The new status.conditions array: `existing` (an array, or anything else read as empty) with
 // `updates` merged by type.
 nlohmann::json MergeConditions(const nlohmann::json& existing,
-                               const std::vector<pb::Condition>& updates,
+                               const std::vector<pluginpb::Condition>& updates,
                                int64_t observed_generation, absl::Time now);
 
 // The condition of `type` in `conditions` (an array), or null.

@@ -1,5 +1,6 @@
 #include "runtime/controller/apply/conditions.h"
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -8,9 +9,9 @@ namespace {
 
 using nlohmann::json;
 
-pb::Condition Make(const std::string& type, pb::ConditionStatus status, const std::string& reason,
-                   const std::string& message = "") {
-  pb::Condition c;
+pluginpb::Condition Make(const std::string& type, pluginpb::ConditionStatus status,
+                         const std::string& reason, const std::string& message = "") {
+  pluginpb::Condition c;
   c.set_type(type);
   c.set_status(status);
   c.set_reason(reason);
@@ -25,8 +26,8 @@ TEST(ConditionsTest, FormatTime) { EXPECT_EQ(Rfc3339Time(kThen), "2027-01-15T08:
 TEST(ConditionsTest, NewTypesAreAppendedOthersKept) {
   const json existing = json::parse(R"([{"type":"Other","status":"True","reason":"X"},
                                         "not a condition"])");
-  json merged =
-      MergeConditions(existing, {Make("Ready", pb::CONDITION_STATUS_FALSE, "Waiting")}, 7, kThen);
+  json merged = MergeConditions(
+      existing, {Make("Ready", pluginpb::CONDITION_STATUS_FALSE, "Waiting")}, 7, kThen);
   ASSERT_EQ(merged.size(), 3u);
   EXPECT_EQ(merged[0], existing[0]);
   EXPECT_EQ(merged[1], existing[1]);
@@ -41,8 +42,8 @@ TEST(ConditionsTest, TransitionTimeKeptWhenStatusUnchangedAndMovedWhenChanged) {
       {"type":"Degraded","status":"False","reason":"Fine",
        "lastTransitionTime":"2020-01-01T00:00:00Z"}])");
   json merged = MergeConditions(existing,
-                                {Make("Ready", pb::CONDITION_STATUS_TRUE, "StillUp", "msg"),
-                                 Make("Degraded", pb::CONDITION_STATUS_TRUE, "Broken")},
+                                {Make("Ready", pluginpb::CONDITION_STATUS_TRUE, "StillUp", "msg"),
+                                 Make("Degraded", pluginpb::CONDITION_STATUS_TRUE, "Broken")},
                                 2, kThen);
   ASSERT_EQ(merged.size(), 2u);
   EXPECT_EQ(merged[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
@@ -54,8 +55,8 @@ TEST(ConditionsTest, TransitionTimeKeptWhenStatusUnchangedAndMovedWhenChanged) {
 }
 
 TEST(ConditionsTest, NonArrayExistingIsEmpty) {
-  json merged = MergeConditions(json("garbage"), {Make("Ready", pb::CONDITION_STATUS_UNKNOWN, "R")},
-                                0, kThen);
+  json merged = MergeConditions(json("garbage"),
+                                {Make("Ready", pluginpb::CONDITION_STATUS_UNKNOWN, "R")}, 0, kThen);
   ASSERT_EQ(merged.size(), 1u);
   EXPECT_EQ(merged[0]["status"], "Unknown");
   EXPECT_EQ(FindCondition(merged, "Ready"), &merged[0]);

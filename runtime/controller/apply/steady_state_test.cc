@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/mutex.h"
@@ -31,8 +32,8 @@ constexpr char kFinalizer[] = "ctrlhost.dev/cleanup";
 // releases the finalizer when asked to finalize.
 class PluginLikeDispatcher : public Dispatcher {
  public:
-  void Dispatch(pb::ReconcileCall call, absl::Time, ReconcileCallback done) override {
-    pb::ReconcileResponse response;
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time, ReconcileCallback done) override {
+    pluginpb::ReconcileResponse response;
     if (call.finalizing()) {
       response.set_finalized(true);
     } else if (!call.object().empty()) {
@@ -56,7 +57,7 @@ class CountingApplier : public ResponseApplier {
  public:
   explicit CountingApplier(Applier* applier) : applier_(applier) {}
   ApplyOutcome Apply(const ReconcileContext& context,
-                     const pb::ReconcileResponse& response) override {
+                     const pluginpb::ReconcileResponse& response) override {
     ApplyOutcome outcome = applier_->Apply(context, response);
     common::MutexLock lock(&mu_);
     ++applies_;
@@ -176,7 +177,7 @@ TEST(SteadyStateTest, ReconcilingConvergedObjectsMakesNoRequestsIssue13) {
   int quiet_rounds = 0;
   for (int round = 0; round < 30 && quiet_rounds < 2; ++round) {
     const CountingApplier::Counts before = applier.Get();
-    ASSERT_EQ((*runner)->EnqueueAll(pb::REASON_RESYNC), static_cast<size_t>(kPrimaries));
+    ASSERT_EQ((*runner)->EnqueueAll(pluginpb::REASON_RESYNC), static_cast<size_t>(kPrimaries));
     ASSERT_TRUE(applier.WaitForApplies(before.applies + kPrimaries));
     quiet_rounds = applier.Get().writes == before.writes ? quiet_rounds + 1 : 0;
   }
@@ -197,7 +198,7 @@ TEST(SteadyStateTest, ReconcilingConvergedObjectsMakesNoRequestsIssue13) {
   constexpr int kRounds = 5;
   for (int round = 0; round < kRounds; ++round) {
     const uint64_t applies = applier.Get().applies;
-    ASSERT_EQ((*runner)->EnqueueAll(pb::REASON_RESYNC), static_cast<size_t>(kPrimaries));
+    ASSERT_EQ((*runner)->EnqueueAll(pluginpb::REASON_RESYNC), static_cast<size_t>(kPrimaries));
     ASSERT_TRUE(applier.WaitForApplies(applies + kPrimaries));
   }
   const CountingApplier::Counts after = applier.Get();

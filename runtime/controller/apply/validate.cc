@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/validation.h"
 
@@ -303,14 +304,14 @@ bool TouchesOwnership(const json& body) {
   return false;
 }
 
-absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& patch,
+absl::Status ValidatePatch(const ReconcileContext& context, const pluginpb::Patch& patch,
                            const std::string& where, Plan* plan) {
   const ControllerInfo& c = *context.controller;
   PlannedPatch planned;
   planned.what = where;
   switch (patch.target()) {
-    case pb::PATCH_TARGET_PRIMARY:
-    case pb::PATCH_TARGET_PRIMARY_STATUS: {
+    case pluginpb::PATCH_TARGET_PRIMARY:
+    case pluginpb::PATCH_TARGET_PRIMARY_STATUS: {
       if (!patch.api_version().empty() || !patch.kind().empty() || !patch.name().empty()) {
         const GroupVersion gv = ParseApiVersion(patch.api_version());
         if (!IsPrimaryKind(c, gv.group, patch.kind()) || patch.name() != context.name) {
@@ -322,13 +323,13 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
       planned.ref.resource = c.primary.resource;
       planned.ref.namespace_name = context.namespace_;
       planned.ref.name = context.name;
-      if (patch.target() == pb::PATCH_TARGET_PRIMARY_STATUS && c.primary.has_status) {
+      if (patch.target() == pluginpb::PATCH_TARGET_PRIMARY_STATUS && c.primary.has_status) {
         planned.ref.subresource = "status";
       }
       planned.targets_primary = true;
       break;
     }
-    case pb::PATCH_TARGET_OWNED: {
+    case pluginpb::PATCH_TARGET_OWNED: {
       const GroupVersion gv = ParseApiVersion(patch.api_version());
       if (!IsVersion(gv.version) || patch.kind().empty()) {
         return Invalid(where, "an OWNED patch needs api_version (group/version) and kind");
@@ -357,7 +358,7 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
   }
   ASSIGN_OR_RETURN(json body, ParseJson(where, patch.patch()));
   switch (patch.type()) {
-    case pb::PATCH_TYPE_JSON_PATCH: {
+    case pluginpb::PATCH_TYPE_JSON_PATCH: {
       RETURN_IF_ERROR(ValidateJsonPatch(body, where, &planned.has_test_op));
       planned.type = kube::PatchType::kJson;
       if (!patch.resource_version().empty()) {
@@ -369,7 +370,7 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
       }
       break;
     }
-    case pb::PATCH_TYPE_MERGE_PATCH: {
+    case pluginpb::PATCH_TYPE_MERGE_PATCH: {
       if (!body.is_object()) return Invalid(where, "a merge patch must be a JSON object");
       planned.type = kube::PatchType::kMerge;
       if (!patch.resource_version().empty()) {
@@ -382,7 +383,7 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pb::Patch& pat
     default:
       return Invalid(where, "type is unspecified or unknown");
   }
-  if (patch.target() == pb::PATCH_TARGET_OWNED && TouchesOwnership(body)) {
+  if (patch.target() == pluginpb::PATCH_TARGET_OWNED && TouchesOwnership(body)) {
     return Invalid(where,
                    "an OWNED patch must not change metadata.ownerReferences (the host sets the "
                    "controller reference; desired objects get it)");
@@ -406,10 +407,10 @@ bool IsConditionReason(absl::string_view reason) {
   return last != ',' && last != ':';
 }
 
-absl::Status ValidateConditions(const pb::ReconcileResponse& response, Plan* plan) {
+absl::Status ValidateConditions(const pluginpb::ReconcileResponse& response, Plan* plan) {
   absl::flat_hash_set<std::string> types;
   for (int i = 0; i < response.conditions_size(); ++i) {
-    const pb::Condition& condition = response.conditions(i);
+    const pluginpb::Condition& condition = response.conditions(i);
     const std::string where = absl::StrCat("conditions[", i, "]");
     if (condition.type().empty()) return Invalid(where, "type is empty");
     if (condition.type().size() > kMaxConditionType) {
@@ -418,9 +419,9 @@ absl::Status ValidateConditions(const pb::ReconcileResponse& response, Plan* pla
     if (!types.insert(condition.type()).second) {
       return Invalid(where, absl::StrCat("type \"", condition.type(), "\" given twice"));
     }
-    if (condition.status() != pb::CONDITION_STATUS_TRUE &&
-        condition.status() != pb::CONDITION_STATUS_FALSE &&
-        condition.status() != pb::CONDITION_STATUS_UNKNOWN) {
+    if (condition.status() != pluginpb::CONDITION_STATUS_TRUE &&
+        condition.status() != pluginpb::CONDITION_STATUS_FALSE &&
+        condition.status() != pluginpb::CONDITION_STATUS_UNKNOWN) {
       return Invalid(where, "status is unspecified or unknown");
     }
     if (condition.reason().size() > kMaxConditionReason || !IsConditionReason(condition.reason())) {
@@ -436,11 +437,12 @@ absl::Status ValidateConditions(const pb::ReconcileResponse& response, Plan* pla
   return absl::OkStatus();
 }
 
-absl::Status ValidateEvents(const pb::ReconcileResponse& response, Plan* plan) {
+absl::Status ValidateEvents(const pluginpb::ReconcileResponse& response, Plan* plan) {
   for (int i = 0; i < response.events_size(); ++i) {
-    const pb::Event& event = response.events(i);
+    const pluginpb::Event& event = response.events(i);
     const std::string where = absl::StrCat("events[", i, "]");
-    if (event.type() != pb::EVENT_TYPE_NORMAL && event.type() != pb::EVENT_TYPE_WARNING) {
+    if (event.type() != pluginpb::EVENT_TYPE_NORMAL &&
+        event.type() != pluginpb::EVENT_TYPE_WARNING) {
       return Invalid(where, "type is unspecified or unknown");
     }
     if (event.reason().empty()) return Invalid(where, "reason is empty");
@@ -476,7 +478,7 @@ std::string ChildNamespace(const ReconcileContext& context) {
 }
 
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
-                                      const pb::ReconcileResponse& response) {
+                                      const pluginpb::ReconcileResponse& response) {
   if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");
   Plan plan;
   if (context.primary == nullptr) {
@@ -519,8 +521,8 @@ absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
     plan.requeue_after = absl::Seconds(seconds) + absl::Nanoseconds(nanos);
   }
   if (response.has_error()) {
-    if (response.error().kind() != pb::ERROR_KIND_RETRYABLE &&
-        response.error().kind() != pb::ERROR_KIND_TERMINAL) {
+    if (response.error().kind() != pluginpb::ERROR_KIND_RETRYABLE &&
+        response.error().kind() != pluginpb::ERROR_KIND_TERMINAL) {
       return Invalid("error", "kind is unspecified or unknown");
     }
     plan.has_error = true;

@@ -36,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/controller/reconcile.h"
 #include "runtime/kube/client.h"
@@ -70,11 +71,11 @@ struct Plan {
   std::vector<PlannedApply> applies;
   std::vector<PlannedPatch> patches;
   std::optional<nlohmann::json> status;  // merge patch relative to .status
-  std::vector<pb::Condition> conditions;
-  std::vector<pb::Event> events;
+  std::vector<pluginpb::Condition> conditions;
+  std::vector<pluginpb::Event> events;
   std::optional<absl::Duration> requeue_after;
   bool has_error = false;
-  pb::ErrorKind error_kind = pb::ERROR_KIND_UNSPECIFIED;
+  pluginpb::ErrorKind error_kind = pluginpb::ERROR_KIND_UNSPECIFIED;
   std::string error_message;
   bool finalized = false;
 };
@@ -89,7 +90,7 @@ std::string ChildNamespace(const ReconcileContext& context);
 // kInvalidArgument with a message naming the offending item; the Plan otherwise.
 // `context.controller` must be set.
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
-                                      const pb::ReconcileResponse& response);
+                                      const pluginpb::ReconcileResponse& response);
 
 }  // namespace ctrlhost::controller::apply
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -27,7 +28,7 @@ class ValidateTest : public ::testing::Test {
 };
 
 TEST_F(ValidateTest, EmptyResponseIsAnEmptyPlan) {
-  absl::StatusOr<Plan> plan = ValidateResponse(context_, pb::ReconcileResponse());
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, pluginpb::ReconcileResponse());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->applies.empty());
   EXPECT_FALSE(plan->status.has_value());
@@ -35,7 +36,7 @@ TEST_F(ValidateTest, EmptyResponseIsAnEmptyPlan) {
 }
 
 TEST_F(ValidateTest, DesiredChildGetsNamespaceAndControllerReference) {
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap",
       "metadata":{"name":"web-config","ownerReferences":[{"apiVersion":"v1","kind":"Secret",
                   "name":"other","uid":"u-other"}]},"data":{"a":"1"}})");
@@ -59,18 +60,18 @@ TEST_F(ValidateTest, DesiredChildGetsNamespaceAndControllerReference) {
 }
 
 TEST_F(ValidateTest, PatchPreconditionsAndStatusTargets) {
-  pb::ReconcileResponse response;
-  pb::Patch* json_patch = response.add_patches();
-  json_patch->set_target(pb::PATCH_TARGET_OWNED);
+  pluginpb::ReconcileResponse response;
+  pluginpb::Patch* json_patch = response.add_patches();
+  json_patch->set_target(pluginpb::PATCH_TARGET_OWNED);
   json_patch->set_api_version("apps/v1");
   json_patch->set_kind("Deployment");
   json_patch->set_name("web");
-  json_patch->set_type(pb::PATCH_TYPE_JSON_PATCH);
+  json_patch->set_type(pluginpb::PATCH_TYPE_JSON_PATCH);
   json_patch->set_patch(R"([{"op":"test","path":"/spec/replicas","value":1}])");
   json_patch->set_resource_version("42");
-  pb::Patch* merge = response.add_patches();
-  merge->set_target(pb::PATCH_TARGET_PRIMARY_STATUS);
-  merge->set_type(pb::PATCH_TYPE_MERGE_PATCH);
+  pluginpb::Patch* merge = response.add_patches();
+  merge->set_target(pluginpb::PATCH_TARGET_PRIMARY_STATUS);
+  merge->set_type(pluginpb::PATCH_TYPE_MERGE_PATCH);
   merge->set_patch(R"({"status":{"phase":"Ready"}})");
   merge->set_resource_version("43");
   absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
@@ -87,9 +88,9 @@ TEST_F(ValidateTest, PatchPreconditionsAndStatusTargets) {
 }
 
 TEST_F(ValidateTest, RequeueErrorAndFinalized) {
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.mutable_requeue_after()->set_seconds(5);
-  response.mutable_error()->set_kind(pb::ERROR_KIND_RETRYABLE);
+  response.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
   response.mutable_error()->set_message("busy");
   absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -101,7 +102,7 @@ TEST_F(ValidateTest, RequeueErrorAndFinalized) {
   ReconcileContext finalizing =
       ContextFor(&webapp_, CachedObject(R"({"metadata":{"name":"web","namespace":"team","uid":"u",
           "deletionTimestamp":"2026-01-01T00:00:00Z","finalizers":["ctrlhost.dev/cleanup"]}})"));
-  pb::ReconcileResponse done;
+  pluginpb::ReconcileResponse done;
   done.set_finalized(true);
   plan = ValidateResponse(finalizing, done);
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -112,7 +113,7 @@ TEST_F(ValidateTest, NamespacePrimaryOwnsObjectsInsideIt) {
   ControllerInfo tenant = testing::TenantController();
   ReconcileContext context =
       ContextFor(&tenant, CachedObject(R"({"metadata":{"name":"acme","uid":"u-acme"}})"));
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
   response.add_desired_objects(R"({"apiVersion":"rbac.authorization.k8s.io/v1",
       "kind":"ClusterRole","metadata":{"name":"acme-reader"}})");
@@ -121,7 +122,7 @@ TEST_F(ValidateTest, NamespacePrimaryOwnsObjectsInsideIt) {
   EXPECT_EQ(plan->applies[0].ref.namespace_name, "acme");
   EXPECT_EQ(plan->applies[1].ref.namespace_name, "");
 
-  pb::ReconcileResponse outside;
+  pluginpb::ReconcileResponse outside;
   outside.add_desired_objects(
       R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"other"}})");
   plan = ValidateResponse(context, outside);
@@ -130,13 +131,13 @@ TEST_F(ValidateTest, NamespacePrimaryOwnsObjectsInsideIt) {
 
 struct InvalidCase {
   std::string name;
-  std::function<void(pb::ReconcileResponse*)> build;
+  std::function<void(pluginpb::ReconcileResponse*)> build;
   std::string message;  // expected substring
 };
 
-pb::Patch* AddPatch(pb::ReconcileResponse* r, pb::PatchTarget target, pb::PatchType type,
-                    const std::string& body) {
-  pb::Patch* p = r->add_patches();
+pluginpb::Patch* AddPatch(pluginpb::ReconcileResponse* r, pluginpb::PatchTarget target,
+                          pluginpb::PatchType type, const std::string& body) {
+  pluginpb::Patch* p = r->add_patches();
   p->set_target(target);
   p->set_type(type);
   p->set_patch(body);
@@ -152,7 +153,7 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "desired_objects[0]: nested deeper than 1000 levels"},
       {"DeepPatch",
        [](auto* r) {
-         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_MERGE_PATCH,
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH,
                   R"({"a":)" + std::string(5000, '[') + std::string(5000, ']') + "}");
        },
        "patches[0]: nested deeper"},
@@ -182,7 +183,8 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "metadata.namespace \"../x\" is not a valid name"},
       {"OwnedPatchBadName",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
          p->set_api_version("v1");
          p->set_kind("ConfigMap");
          p->set_name("%2e%2e");
@@ -190,7 +192,8 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "patches[0]: name \"%2e%2e\""},
       {"OwnedPatchBadVersion",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
          p->set_api_version("v1/../../apis");
          p->set_kind("ConfigMap");
          p->set_name("c");
@@ -249,20 +252,25 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        },
        "another controller"},
       {"PatchNoTarget",
-       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_UNSPECIFIED, pb::PATCH_TYPE_MERGE_PATCH, "{}"); },
+       [](auto* r) {
+         AddPatch(r, pluginpb::PATCH_TARGET_UNSPECIFIED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
+       },
        "patches[0]: target is unspecified"},
       {"PatchNoType",
-       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_UNSPECIFIED, "{}"); },
+       [](auto* r) {
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_UNSPECIFIED, "{}");
+       },
        "patches[0]: type is unspecified"},
       {"PrimaryPatchNamesOther",
        [](auto* r) {
-         AddPatch(r, pb::PATCH_TARGET_PRIMARY_STATUS, pb::PATCH_TYPE_MERGE_PATCH, "{}")
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY_STATUS, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}")
              ->set_name("other");
        },
        "must not name another object"},
       {"OwnedPatchNotOwned",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
          p->set_api_version("v1");
          p->set_kind("Secret");
          p->set_name("s");
@@ -270,7 +278,8 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "kind v1 Secret is not owned by controller webapp"},
       {"OwnedPatchNoName",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH, "{}");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
          p->set_api_version("v1");
          p->set_kind("ConfigMap");
        },
@@ -278,8 +287,9 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
       // Issue 13 item 8: an OWNED patch stripped the ownerReferences of another's child.
       {"OwnedMergePatchStripsOwnerReferencesIssue13",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_MERGE_PATCH,
-                                 R"({"metadata":{"ownerReferences":null}})");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH,
+                      R"({"metadata":{"ownerReferences":null}})");
          p->set_api_version("v1");
          p->set_kind("ConfigMap");
          p->set_name("c");
@@ -287,8 +297,9 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "patches[0]: an OWNED patch must not change metadata.ownerReferences"},
       {"OwnedJsonPatchRemovesOwnerReferenceIssue13",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_JSON_PATCH,
-                                 R"([{"op":"remove","path":"/metadata/ownerReferences/0"}])");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
+                      R"([{"op":"remove","path":"/metadata/ownerReferences/0"}])");
          p->set_api_version("v1");
          p->set_kind("ConfigMap");
          p->set_name("c");
@@ -296,8 +307,9 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "must not change metadata.ownerReferences"},
       {"OwnedJsonPatchReplacesMetadata",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_JSON_PATCH,
-                                 R"([{"op":"replace","path":"/metadata","value":{}}])");
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
+                      R"([{"op":"replace","path":"/metadata","value":{}}])");
          p->set_api_version("v1");
          p->set_kind("ConfigMap");
          p->set_name("c");
@@ -305,8 +317,9 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "must not change metadata.ownerReferences"},
       {"OwnedJsonPatchMovesOwnerReferences",
        [](auto* r) {
-         pb::Patch* p = AddPatch(r, pb::PATCH_TARGET_OWNED, pb::PATCH_TYPE_JSON_PATCH,
-                                 R"([{"op":"move","from":"/metadata/ownerReferences",
+         pluginpb::Patch* p =
+             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
+                      R"([{"op":"move","from":"/metadata/ownerReferences",
                                       "path":"/data/x"}])");
          p->set_api_version("v1");
          p->set_kind("ConfigMap");
@@ -314,55 +327,59 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        },
        "must not change metadata.ownerReferences"},
       {"JsonPatchNotArray",
-       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH, "{}"); },
+       [](auto* r) {
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH, "{}");
+       },
        "must be an array"},
       {"JsonPatchBadOp",
        [](auto* r) {
-         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
                   R"([{"op":"frobnicate","path":"/a"}])");
        },
        "patches[0].patch[0]: unknown op \"frobnicate\""},
       {"JsonPatchNoValue",
        [](auto* r) {
-         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
                   R"([{"op":"add","path":"/a"}])");
        },
        "\"value\" missing"},
       {"JsonPatchBadPath",
        [](auto* r) {
-         AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_JSON_PATCH,
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
                   R"([{"op":"remove","path":"a"}])");
        },
        "not a JSON pointer"},
       {"MergePatchNotObject",
-       [](auto* r) { AddPatch(r, pb::PATCH_TARGET_PRIMARY, pb::PATCH_TYPE_MERGE_PATCH, "[]"); },
+       [](auto* r) {
+         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH, "[]");
+       },
        "a merge patch must be a JSON object"},
       {"StatusNotObject", [](auto* r) { r->set_status("\"Ready\""); }, "status: not a JSON object"},
       {"ConditionNoType",
        [](auto* r) {
-         pb::Condition* c = r->add_conditions();
-         c->set_status(pb::CONDITION_STATUS_TRUE);
+         pluginpb::Condition* c = r->add_conditions();
+         c->set_status(pluginpb::CONDITION_STATUS_TRUE);
          c->set_reason("Ok");
        },
        "conditions[0]: type is empty"},
       {"ConditionNoStatus",
        [](auto* r) {
-         pb::Condition* c = r->add_conditions();
+         pluginpb::Condition* c = r->add_conditions();
          c->set_type("Ready");
          c->set_reason("Ok");
        },
        "conditions[0]: status is unspecified"},
       {"ConditionBadReason",
        [](auto* r) {
-         pb::Condition* c = r->add_conditions();
+         pluginpb::Condition* c = r->add_conditions();
          c->set_type("Ready");
-         c->set_status(pb::CONDITION_STATUS_TRUE);
+         c->set_status(pluginpb::CONDITION_STATUS_TRUE);
          c->set_reason("not ok!");
        },
        "must be CamelCase"},
       {"EventNoType", [](auto* r) { r->add_events()->set_reason("Scaled"); },
        "events[0]: type is unspecified"},
-      {"EventNoReason", [](auto* r) { r->add_events()->set_type(pb::EVENT_TYPE_NORMAL); },
+      {"EventNoReason", [](auto* r) { r->add_events()->set_type(pluginpb::EVENT_TYPE_NORMAL); },
        "events[0]: reason is empty"},
       {"NegativeRequeue", [](auto* r) { r->mutable_requeue_after()->set_seconds(-1); },
        "requeue_after: negative"},
@@ -378,7 +395,7 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "finalized: the primary is not being deleted"},
   };
   for (const InvalidCase& c : cases) {
-    pb::ReconcileResponse response;
+    pluginpb::ReconcileResponse response;
     c.build(&response);
     absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
     ASSERT_FALSE(plan.ok()) << c.name;
@@ -389,12 +406,12 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
 
 TEST_F(ValidateTest, GonePrimaryAllowsOnlyEventsErrorAndRequeue) {
   ReconcileContext gone = ContextFor(&webapp_, nullptr, "team", "web");
-  pb::ReconcileResponse ok;
-  ok.add_events()->set_type(pb::EVENT_TYPE_NORMAL);
+  pluginpb::ReconcileResponse ok;
+  ok.add_events()->set_type(pluginpb::EVENT_TYPE_NORMAL);
   ok.mutable_events(0)->set_reason("Forgotten");
   ok.mutable_requeue_after()->set_seconds(1);
   EXPECT_TRUE(ValidateResponse(gone, ok).ok());
-  pb::ReconcileResponse status;
+  pluginpb::ReconcileResponse status;
   status.set_status("{}");
   EXPECT_THAT(ValidateResponse(gone, status).status().message(), HasSubstr("the primary is gone"));
 }

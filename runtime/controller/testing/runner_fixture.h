@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/object.h"
 #include "runtime/cache/store.h"
@@ -53,9 +54,9 @@ inline bool WaitUntil(common::Mutex* mu, common::CondVar* cv,
 // Answers calls at once (with the next scripted result) or holds them until released.
 class FakeDispatcher : public Dispatcher {
  public:
-  void Dispatch(pb::ReconcileCall call, absl::Time, ReconcileCallback done) override {
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time, ReconcileCallback done) override {
     const std::string key = cache::ObjectKey(call.namespace_(), call.name());
-    absl::StatusOr<pb::ReconcileResponse> result = pb::ReconcileResponse();
+    absl::StatusOr<pluginpb::ReconcileResponse> result = pluginpb::ReconcileResponse();
     {
       common::MutexLock lock(&mu_);
       calls_.push_back(call);
@@ -92,7 +93,7 @@ class FakeDispatcher : public Dispatcher {
       held.swap(held_);
       for (const auto& h : held) in_flight_keys_.erase(h.first);
     }
-    for (auto& h : held) h.second(pb::ReconcileResponse());
+    for (auto& h : held) h.second(pluginpb::ReconcileResponse());
   }
   bool WaitForCalls(size_t n) {
     common::MutexLock lock(&mu_);
@@ -102,7 +103,7 @@ class FakeDispatcher : public Dispatcher {
     common::MutexLock lock(&mu_);
     return WaitUntil(&mu_, &cv_, [&] { return held_.size() >= n; });
   }
-  std::vector<pb::ReconcileCall> calls() const {
+  std::vector<pluginpb::ReconcileCall> calls() const {
     common::MutexLock lock(&mu_);
     return calls_;
   }
@@ -122,7 +123,7 @@ class FakeDispatcher : public Dispatcher {
  private:
   mutable common::Mutex mu_;
   common::CondVar cv_;
-  std::vector<pb::ReconcileCall> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<pluginpb::ReconcileCall> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, ReconcileCallback>> held_ ABSL_GUARDED_BY(mu_);
   std::deque<absl::Status> errors_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> in_flight_keys_ ABSL_GUARDED_BY(mu_);
@@ -134,7 +135,7 @@ class FakeDispatcher : public Dispatcher {
 // Returns scripted outcomes (kDone when the script is empty) and counts calls.
 class FakeApplier : public ResponseApplier {
  public:
-  ApplyOutcome Apply(const ReconcileContext& context, const pb::ReconcileResponse&) override {
+  ApplyOutcome Apply(const ReconcileContext& context, const pluginpb::ReconcileResponse&) override {
     common::MutexLock lock(&mu_);
     applied_.push_back(cache::ObjectKey(context.namespace_, context.name));
     attempts_.push_back(context.attempt);

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -16,15 +17,14 @@
 
 namespace ctrlhost::plugin::testing {
 
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 namespace health = ::grpc::health::v1;
 
-class TestPlugin::Service final : public pb::ControllerPluginService::Service {
+class TestPlugin::Service final : public pluginpb::ControllerPluginService::Service {
  public:
   explicit Service(TestPluginOptions options) : options_(std::move(options)) {}
 
-  grpc::Status Describe(grpc::ServerContext*, const pb::DescribeRequest* request,
-                        pb::DescribeResponse* response) override {
+  grpc::Status Describe(grpc::ServerContext*, const pluginpb::DescribeRequest* request,
+                        pluginpb::DescribeResponse* response) override {
     {
       common::MutexLock lock(&mu_);
       last_describe_ = *request;
@@ -35,8 +35,8 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
     response->set_protocol_version(options_.describe == "bad-version" ? "v9" : "v1alpha1");
     response->set_plugin_name("test-plugin");
     response->set_plugin_version("0.0.1");
-    if (options_.cancellation) response->add_capabilities(pb::CAPABILITY_CANCELLATION);
-    response->add_capabilities(pb::CAPABILITY_CHILDREN);
+    if (options_.cancellation) response->add_capabilities(pluginpb::CAPABILITY_CANCELLATION);
+    response->add_capabilities(pluginpb::CAPABILITY_CHILDREN);
     if (options_.describe == "no-controllers") return grpc::Status::OK;
     // "renamed": a later release that dropped "other" and added "third"; "distinct": names no
     // other mode uses.
@@ -45,7 +45,7 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
          {distinct ? "alpha" : "echo", distinct                         ? "beta"
                                        : options_.describe == "renamed" ? "third"
                                                                         : "other"}) {
-      pb::ControllerSpec* c = response->add_controllers();
+      pluginpb::ControllerSpec* c = response->add_controllers();
       c->set_name(options_.describe == "duplicate" ? "echo" : name);
       if (options_.describe != "no-primary") {
         c->mutable_primary()->set_group("example.com");
@@ -60,9 +60,9 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Reconcile(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<pb::ReconcileResponse, pb::ReconcileRequest>* stream) override {
+  grpc::Status Reconcile(grpc::ServerContext* context,
+                         grpc::ServerReaderWriter<pluginpb::ReconcileResponse,
+                                                  pluginpb::ReconcileRequest>* stream) override {
     {
       auto found = context->client_metadata().find("ctrlhost-capabilities");
       common::MutexLock lock(&mu_);
@@ -71,10 +71,10 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
                                       : std::string(found->second.data(), found->second.size());
     }
     common::Mutex write_mu;  // one writer at a time on this stream
-    std::vector<pb::ReconcileRequest> held;
-    pb::ReconcileRequest request;
-    auto answer = [&](const pb::ReconcileRequest& r) {
-      pb::ReconcileResponse response;
+    std::vector<pluginpb::ReconcileRequest> held;
+    pluginpb::ReconcileRequest request;
+    auto answer = [&](const pluginpb::ReconcileRequest& r) {
+      pluginpb::ReconcileResponse response;
       const std::string& name = r.reconcile().name();
       response.set_request_id(r.request_id());
       uint64_t size = 0;
@@ -82,7 +82,7 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
         // `size` answers to requests that were never sent, then the real one.
         common::MutexLock lock(&write_mu);
         for (uint64_t i = 0; i < size; ++i) {
-          pb::ReconcileResponse garbage;
+          pluginpb::ReconcileResponse garbage;
           garbage.set_request_id(r.request_id() + 1000000 + i);
           stream->Write(garbage);
         }
@@ -109,7 +109,7 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
       }
       if (request.has_start_tasks()) {
         // Background tasks: "enqueue" the key from-CONTROLLER at once (request_id 0).
-        pb::ReconcileResponse enqueue;
+        pluginpb::ReconcileResponse enqueue;
         enqueue.mutable_task_enqueue()->set_controller(request.start_tasks().controller());
         enqueue.mutable_task_enqueue()->set_task("echo");
         enqueue.mutable_task_enqueue()->set_namespace_("default");
@@ -118,7 +118,8 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
         stream->Write(enqueue);
         continue;
       }
-      if (request.payload_case() != pb::ReconcileRequest::kReconcile) continue;  // other notices
+      if (request.payload_case() != pluginpb::ReconcileRequest::kReconcile)
+        continue;  // other notices
       int received;
       {
         common::MutexLock lock(&mu_);
@@ -154,7 +155,7 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
     common::MutexLock lock(&mu_);
     return last_stream_capabilities_;
   }
-  pb::DescribeRequest last_describe() const {
+  pluginpb::DescribeRequest last_describe() const {
     common::MutexLock lock(&mu_);
     return last_describe_;
   }
@@ -164,7 +165,7 @@ class TestPlugin::Service final : public pb::ControllerPluginService::Service {
   mutable common::Mutex mu_;
   std::vector<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   int received_ ABSL_GUARDED_BY(mu_) = 0;
-  pb::DescribeRequest last_describe_ ABSL_GUARDED_BY(mu_);
+  pluginpb::DescribeRequest last_describe_ ABSL_GUARDED_BY(mu_);
   std::string last_stream_capabilities_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -231,7 +232,7 @@ TestPlugin::~TestPlugin() {
 
 std::vector<uint64_t> TestPlugin::cancelled() const { return service_->cancelled(); }
 int TestPlugin::received() const { return service_->received(); }
-pb::DescribeRequest TestPlugin::last_describe() const { return service_->last_describe(); }
+pluginpb::DescribeRequest TestPlugin::last_describe() const { return service_->last_describe(); }
 std::string TestPlugin::last_stream_capabilities() const {
   return service_->last_stream_capabilities();
 }

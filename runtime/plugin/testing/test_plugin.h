@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -66,7 +67,7 @@ class TestPlugin {
   // Reconciles received so far.
   int received() const;
   // The last DescribeRequest received (empty before the first).
-  ::ctrlhost::plugin::v1alpha1::DescribeRequest last_describe() const;
+  pluginpb::DescribeRequest last_describe() const;
   // The `ctrlhost-capabilities` metadata of the last Reconcile stream opened ("" before).
   std::string last_stream_capabilities() const;
 

@@ -13,13 +13,12 @@
 #include "ctrlhost/admin/v1alpha1/admin.grpc.pb.h"
 #include "ctrlhost/admin/v1alpha1/admin.pb.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::admin::v1alpha1 {
 namespace {
-
-namespace plugin = ::ctrlhost::plugin::v1alpha1;
 
 // A temporary directory for the socket (see plugin_roundtrip_test.cc for the length limit).
 class SocketDir {
@@ -64,7 +63,7 @@ class FakeAdmin final : public AdminService::Service {
     p->set_swap_generation(4);
     p->mutable_canary()->set_swap_generation(5);
     p->mutable_canary()->set_percent(10);
-    p->add_capabilities(plugin::CAPABILITY_SERVER_SIDE_APPLY);
+    p->add_capabilities(pluginpb::CAPABILITY_SERVER_SIDE_APPLY);
     p->add_controllers("webapp");
     p->mutable_work()->set_in_flight(3);
     p->mutable_work()->set_max_in_flight(64);
@@ -136,7 +135,7 @@ TEST_F(AdminRoundTripTest, GetPluginCarriesStateSourceAndFigures) {
   EXPECT_EQ(p.canary().percent(), 10u);
   EXPECT_EQ(p.canary().state(), PLUGIN_STATE_UNSPECIFIED);  // Unset enum reads as 0.
   ASSERT_EQ(p.capabilities_size(), 1);
-  EXPECT_EQ(p.capabilities(0), plugin::CAPABILITY_SERVER_SIDE_APPLY);
+  EXPECT_EQ(p.capabilities(0), pluginpb::CAPABILITY_SERVER_SIDE_APPLY);
   EXPECT_EQ(p.work().in_flight(), 3u);
   EXPECT_EQ(p.work().oldest_queued_age().seconds(), 2);
   EXPECT_EQ(p.last_error().time().seconds(), 1700000000);
