@@ -447,6 +447,16 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, uint32_t 
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // HTTP/2 keepalive (docs/protocol.md, "Liveness"): a ping every kKeepaliveTime, also on an idle
+  // connection, and a connection whose ping is unanswered for kKeepaliveTimeout is closed, so a
+  // remote plugin behind a blackholing network fails its stream within ~15 s instead of only
+  // through request deadlines. The SDK servers accept pings down to one per second.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveTime)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kKeepaliveTimeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   if (!ssl_target_name_override.empty()) {
     args.SetSslTargetNameOverride(ssl_target_name_override);
   }

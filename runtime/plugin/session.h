@@ -130,9 +130,16 @@ class Session : public controller::Dispatcher {
   std::unique_ptr<Stream> stream_;
 };
 
+// HTTP/2 keepalive on the host's plugin channels (docs/protocol.md, "Liveness"): a ping every
+// kKeepaliveTime, also without calls; an unanswered ping closes the connection after
+// kKeepaliveTimeout. Plugins must accept pings at least every kKeepaliveTime (the SDKs accept
+// one per second).
+inline constexpr absl::Duration kKeepaliveTime = absl::Seconds(10);
+inline constexpr absl::Duration kKeepaliveTimeout = absl::Seconds(5);
+
 // A channel to a plugin address ("unix:///path" or "host:port") with the message limits raised
-// to `max_message_bytes` both ways and quick reconnects (a starting plugin's socket appears
-// late). `credentials` null means insecure (Unix sockets, tests).
+// to `max_message_bytes` both ways, quick reconnects (a starting plugin's socket appears late)
+// and keepalive pings (kKeepaliveTime). `credentials` null means insecure (Unix sockets, tests).
 std::shared_ptr<grpc::Channel> MakeChannel(
     const std::string& address, uint32_t max_message_bytes,
     std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,

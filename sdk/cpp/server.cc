@@ -163,6 +163,12 @@ class ServerImpl final : public PluginServer {
     builder.AddListeningPort(listen, Credentials(tls), &port);
     builder.SetMaxReceiveMessageSize(plugin_->options().max_message_bytes);
     builder.SetMaxSendMessageSize(plugin_->options().max_message_bytes);
+    // Accept the host's HTTP/2 keepalive pings (every 10 s, also on an idle connection; see
+    // docs/protocol.md, "Liveness") down to one per second, never answering them with GOAWAY
+    // "too_many_pings" (gRPC's default allows one per 5 minutes without calls).
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     builder.RegisterService(&service_);
     builder.RegisterService(&health_);
     // Serving from the first answer: the host checks health as soon as the socket appears.

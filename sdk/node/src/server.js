@@ -52,6 +52,8 @@ class PluginServer {
     this._server = new grpc.Server({
       'grpc.max_receive_message_length': limit,
       'grpc.max_send_message_length': limit,
+      // The host pings every 10 s, also on an idle connection (docs/protocol.md, "Liveness").
+      // Nothing to set: grpc-js servers answer every ping and enforce no minimum interval.
     });
     this._server.addService(this._proto.plugin.ControllerPluginService.service, {
       Describe: (call, cb) => this._describe(call, cb),

@@ -234,6 +234,12 @@ class PluginServer:
             ("grpc.max_receive_message_length", self.plugin.max_message_bytes),
             ("grpc.max_send_message_length", self.plugin.max_message_bytes),
             ("grpc.so_reuseport", 0),
+            # Accept the host's HTTP/2 keepalive pings (every 10 s, also on an idle connection;
+            # docs/protocol.md, "Liveness") down to one per second, never answering them with
+            # GOAWAY "too_many_pings" (gRPC's default allows one per 5 minutes without calls).
+            ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_ping_strikes", 0),
         ]
         # Each open stream and health watch holds a thread of this pool.
         self._grpc = grpc.server(
