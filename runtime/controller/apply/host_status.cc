@@ -89,7 +89,8 @@ std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
                                                  const std::vector<pb::Condition>& plugin_given) {
   std::vector<std::string> waiting;
   for (const ChildReadiness& child : input.children) {
-    if (!child.ready) waiting.push_back(absl::StrCat(child.kind, " ", child.name, ": ", child.reason));
+    if (!child.ready)
+      waiting.push_back(absl::StrCat(child.kind, " ", child.name, ": ", child.reason));
   }
   const bool available = waiting.empty();
   const std::string waiting_message =
@@ -101,8 +102,8 @@ std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
   const std::string failure_reason = terminal ? "TerminalError" : "PersistentError";
   const std::string failure_message =
       terminal ? input.error_message
-               : absl::StrCat(input.consecutive_errors, " reconciles failed in a row: ",
-                              input.error_message);
+               : absl::StrCat(input.consecutive_errors,
+                              " reconciles failed in a row: ", input.error_message);
 
   std::vector<pb::Condition> all;
   all.push_back(available ? Make("Available", true, "AsExpected", "every child is ready")
@@ -125,8 +126,9 @@ std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
   all.push_back(ready    ? Make("Ready", true, "AsExpected", "")
                 : failed ? Make("Ready", false, failure_reason, failure_message)
                          : Make("Ready", false, all[1].reason(), all[1].message()));
-  all.push_back(in_progress ? Make("Reconciling", true, all[1].reason(), all[1].message())
-                            : Make("Reconciling", false, failed ? failure_reason : "AsExpected", ""));
+  all.push_back(in_progress
+                    ? Make("Reconciling", true, all[1].reason(), all[1].message())
+                    : Make("Reconciling", false, failed ? failure_reason : "AsExpected", ""));
   all.push_back(Make("Stalled", failed, failed ? failure_reason : "AsExpected",
                      failed ? failure_message : ""));
 

@@ -15,8 +15,8 @@ using nlohmann::json;
 std::map<std::string, std::string> Summary(const std::vector<pb::Condition>& conditions) {
   std::map<std::string, std::string> out;
   for (const pb::Condition& c : conditions) {
-    out[c.type()] = std::string(c.status() == pb::CONDITION_STATUS_TRUE ? "True" : "False") + "/" +
-                    c.reason();
+    out[c.type()] =
+        std::string(c.status() == pb::CONDITION_STATUS_TRUE ? "True" : "False") + "/" + c.reason();
   }
   return out;
 }
@@ -60,9 +60,9 @@ TEST(ChildReadinessTest, MalformedCountsAreNotReadyAndDoNotThrow) {
 TEST(ChildReadinessTest, GenericReadyConditionElseExistence) {
   json obj = {{"apiVersion", "example.com/v1"}, {"kind", "Db"}, {"metadata", {{"name", "d"}}}};
   EXPECT_TRUE(ChildReadinessOf(obj).ready);
-  obj["status"]["conditions"] = json::array(
-      {{{"type", "Other"}, {"status", "False"}},
-       {{"type", "Ready"}, {"status", "False"}, {"message", "disk full"}}});
+  obj["status"]["conditions"] =
+      json::array({{{"type", "Other"}, {"status", "False"}},
+                   {{"type", "Ready"}, {"status", "False"}, {"message", "disk full"}}});
   ChildReadiness r = ChildReadinessOf(obj);
   EXPECT_FALSE(r.ready);
   EXPECT_EQ(r.reason, "disk full");
@@ -85,13 +85,13 @@ TEST(HostConditionsTest, ChildNotReadyIsProgressingNotDegraded) {
   in.children.push_back(ChildReadinessOf(Deployment(3, 1)));
   in.children.push_back(ChildReadinessOf(Deployment(1, 1)));
   std::vector<pb::Condition> out = ComputeHostConditions(in, {});
-  EXPECT_EQ(Summary(out), (std::map<std::string, std::string>{
-                              {"Available", "False/ChildrenNotReady"},
-                              {"Progressing", "True/ChildrenNotReady"},
-                              {"Degraded", "False/AsExpected"},
-                              {"Ready", "False/ChildrenNotReady"},
-                              {"Reconciling", "True/ChildrenNotReady"},
-                              {"Stalled", "False/AsExpected"}}));
+  EXPECT_EQ(Summary(out),
+            (std::map<std::string, std::string>{{"Available", "False/ChildrenNotReady"},
+                                                {"Progressing", "True/ChildrenNotReady"},
+                                                {"Degraded", "False/AsExpected"},
+                                                {"Ready", "False/ChildrenNotReady"},
+                                                {"Reconciling", "True/ChildrenNotReady"},
+                                                {"Stalled", "False/AsExpected"}}));
   EXPECT_EQ(out[0].message(), "waiting for Deployment web: 1 of 3 replicas available");
 }
 
@@ -151,7 +151,8 @@ TEST(HostConditionsTest, SameInputSameOutput) {
   std::vector<pb::Condition> a = ComputeHostConditions(in, {});
   std::vector<pb::Condition> b = ComputeHostConditions(in, {});
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].SerializeAsString(), b[i].SerializeAsString());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].SerializeAsString(), b[i].SerializeAsString());
 }
 
 }  // namespace
