@@ -77,7 +77,12 @@ const std::vector<absl::string_view>& ControllerFields() {
   static const auto* const v =
       new std::vector<absl::string_view>{"name",       "plugin",        "maxConcurrentReconciles",
                                          "namespaces", "labelSelector", "resyncPeriod",
-                                         "disabled",   "rateLimit",     "sharding"};
+                                         "disabled",   "rateLimit",     "sharding",
+                                         "status"};
+  return *v;
+}
+const std::vector<absl::string_view>& ControllerStatusFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"conditions"};
   return *v;
 }
 const std::vector<absl::string_view>& ShardingFields() {
@@ -430,6 +435,21 @@ std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& n
     const std::vector<Field> sharding_fields = r.Fields(sharding, sharding_path, ShardingFields());
     controller.sharded =
         r.Bool(Get(sharding_fields, "enabled"), Join(sharding_path, "enabled")).value_or(false);
+  }
+  if (const YAML::Node status = Get(fields, "status"); !IsAbsent(status)) {
+    const std::string status_path = Join(path, "status");
+    const std::vector<Field> status_fields =
+        r.Fields(status, status_path, ControllerStatusFields());
+    const YAML::Node conditions = Get(status_fields, "conditions");
+    const std::string conditions_path = Join(status_path, "conditions");
+    if (std::optional<std::string> who = r.String(conditions, conditions_path)) {
+      if (*who == "host") {
+        controller.host_status = true;
+      } else if (*who != "plugin") {
+        r.Error(conditions, conditions_path,
+                absl::StrCat("must be \"host\" or \"plugin\", not \"", *who, "\""));
+      }
+    }
   }
   return controller;
 }
@@ -812,6 +832,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.controllers[]", ControllerFields(), out);
   AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
   AddPaths("spec.controllers[].sharding", ShardingFields(), out);
+  AddPaths("spec.controllers[].status", ControllerStatusFields(), out);
   AddPaths("spec.routes[]", RouteFields(), out);
   AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);

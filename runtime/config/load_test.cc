@@ -80,8 +80,10 @@ spec:
       resyncPeriod: 10m
       rateLimit: {qps: 12.5, burst: 100, baseDelay: 5ms, maxDelay: 1000s}
       sharding: {enabled: true}
+      status: {conditions: host}
     - name: services
       disabled: true
+      status: {conditions: plugin}
   apiClient: {qps: 150, burst: 300}
 )",
                                                                  "ops/web.yaml");
@@ -133,6 +135,8 @@ spec:
   EXPECT_EQ(d.rate_limit->base_delay, absl::Milliseconds(5));
   EXPECT_EQ(d.rate_limit->max_delay, absl::Seconds(1000));
   EXPECT_TRUE(d.sharded);
+  EXPECT_TRUE(d.host_status);
+  EXPECT_FALSE(op.controllers[1].host_status);
   EXPECT_TRUE(op.controllers[1].disabled);
   EXPECT_TRUE(op.controllers[1].plugin.empty());
   EXPECT_FALSE(op.controllers[1].rate_limit.has_value());
@@ -269,6 +273,24 @@ TEST(ParseOperatorsTest, ShardingValuesAreChecked) {
 )")),
               ElementsAre(HasSubstr("spec.controllers[0].sharding.enabled: must be true or false"),
                           HasSubstr("spec.controllers[0].sharding.ring: unknown field")));
+}
+
+TEST(ParseOperatorsTest, StatusValuesAreChecked) {
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  controllers:
+    - name: c
+      status: {conditions: hosted, phase: host}
+    - name: d
+      status: {conditions: [host]}
+)")),
+              ElementsAre("op.yaml:11:28: spec.controllers[0].status.conditions: must be \"host\" "
+                          "or \"plugin\", not \"hosted\"",
+                          "op.yaml:11:36: spec.controllers[0].status.phase: unknown field",
+                          "op.yaml:13:28: spec.controllers[1].status.conditions: must be a string, "
+                          "not a list"));
 }
 
 TEST(ParseOperatorsTest, ApiClientValuesAreChecked) {

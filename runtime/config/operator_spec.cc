@@ -32,7 +32,8 @@ bool ControllerSpec::operator==(const ControllerSpec& o) const {
   return name == o.name && plugin == o.plugin &&
          max_concurrent_reconciles == o.max_concurrent_reconciles && namespaces == o.namespaces &&
          label_selector == o.label_selector && resync_period == o.resync_period &&
-         disabled == o.disabled && rate_limit == o.rate_limit && sharded == o.sharded;
+         disabled == o.disabled && rate_limit == o.rate_limit && sharded == o.sharded &&
+         host_status == o.host_status;
 }
 
 const PluginSpec* OperatorSpec::FindPlugin(const std::string& plugin_name) const {

@@ -156,6 +156,11 @@ struct ControllerSpec {
   // sharding.enabled: this controller's keys are split across the live hosts of the shard ring
   // (manager/shard_ring.h); each host reconciles only its own.
   bool sharded = false;
+  // status.conditions: host. The host writes the primary's standard status (conditions
+  // Available, Progressing, Degraded, Ready, Reconciling, Stalled and observedGeneration) from
+  // the reconcile outcomes and the children's readiness (controller/apply/host_status.h);
+  // "plugin" (the default) leaves the status to the plugin.
+  bool host_status = false;
   SourceLocation location;
 
   // Equal ignoring `location`.

@@ -49,6 +49,9 @@ struct ControllerInfo {
   std::string finalizer;      // "" when the controller declares none
   std::string field_manager;  // server-side apply manager: "ctrlhost-<name>"
   absl::Duration request_timeout = absl::Seconds(30);  // per reconcile request
+  // The operator file's status.conditions: host: the applier writes the standard status
+  // conditions (apply/host_status.h) on the primary after each reconcile.
+  bool host_status = false;
 };
 
 // One reconcile of one key, as the applier needs to know it.

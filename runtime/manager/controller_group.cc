@@ -203,6 +203,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
       spec.max_concurrent_reconciles() > 0 ? static_cast<int>(spec.max_concurrent_reconciles()) : 1;
   if (c.override_spec.has_value()) {
     const config::ControllerSpec& o = *c.override_spec;
+    info.host_status = o.host_status;
     if (!o.namespaces.empty()) namespaces = o.namespaces;
     if (!o.label_selector.empty()) selector = o.label_selector;
     if (o.max_concurrent_reconciles.has_value()) {

@@ -11,10 +11,12 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cache/object.h"
+#include "runtime/cache/store.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/common/utf8.h"
 #include "runtime/controller/apply/conditions.h"
+#include "runtime/controller/apply/host_status.h"
 #include "runtime/controller/apply/noop.h"
 #include "runtime/controller/apply/validate.h"
 #include "runtime/kube/api_status.h"
@@ -115,6 +117,38 @@ std::optional<pluginpb::Condition> ReconciledFor(const ReconcileContext& context
   condition.set_status(pluginpb::CONDITION_STATUS_TRUE);
   condition.set_reason(kReasonSucceeded);
   return condition;
+}
+
+// The standard status conditions (host_status.h) for a controller that opted in: from the
+// plan's outcome and the cached children of the primary. Types the plugin sets in this
+// response (in `conditions` or in its status' conditions array) are the plugin's.
+std::vector<pb::Condition> HostConditions(const ReconcileContext& context, const Plan& plan) {
+  HostStatusInput input;
+  if (plan.has_error) {
+    input.result = plan.error_kind == pb::ERROR_KIND_TERMINAL ? ReconcileResult::kTerminalError
+                                                              : ReconcileResult::kRetryableError;
+    input.error_message = plan.error_message;
+    input.consecutive_errors = static_cast<int>(context.attempt) + 1;
+  }
+  const std::string uid(context.primary->uid());
+  for (const cache::Store* store : context.owned_stores) {
+    if (store == nullptr) continue;
+    for (const cache::ObjectPtr& child : store->ByIndex(cache::Index::kOwnerUid, uid)) {
+      input.children.push_back(ChildReadinessOf(ParseOrNull(child->json())));
+    }
+  }
+  std::vector<pb::Condition> given = plan.conditions;
+  if (plan.status.has_value()) {
+    const json* own = Member(*plan.status, "conditions");
+    if (own != nullptr && own->is_array()) {
+      for (const json& entry : *own) {
+        pb::Condition condition;
+        condition.set_type(StringMember(entry, "type"));
+        given.push_back(std::move(condition));
+      }
+    }
+  }
+  return ComputeHostConditions(input, given);
 }
 
 // The object's controller owner reference (null when none).
@@ -621,6 +655,11 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     for (const pluginpb::Condition& condition : conditions)
       given |= condition.type() == kReconciledCondition;
     if (!given) conditions.push_back(*reconciled);
+  }
+  if (c.host_status && c.primary.has_status && context.primary != nullptr) {
+    for (pb::Condition& condition : HostConditions(context, plan)) {
+      conditions.push_back(std::move(condition));
+    }
   }
   if (plan.status.has_value() || !conditions.empty()) {
     absl::Status written = run.WriteStatus(plan.status, conditions);
