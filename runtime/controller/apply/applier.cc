@@ -122,11 +122,12 @@ std::optional<pluginpb::Condition> ReconciledFor(const ReconcileContext& context
 // The standard status conditions (host_status.h) for a controller that opted in: from the
 // plan's outcome and the cached children of the primary. Types the plugin sets in this
 // response (in `conditions` or in its status' conditions array) are the plugin's.
-std::vector<pb::Condition> HostConditions(const ReconcileContext& context, const Plan& plan) {
+std::vector<pluginpb::Condition> HostConditions(const ReconcileContext& context, const Plan& plan) {
   HostStatusInput input;
   if (plan.has_error) {
-    input.result = plan.error_kind == pb::ERROR_KIND_TERMINAL ? ReconcileResult::kTerminalError
-                                                              : ReconcileResult::kRetryableError;
+    input.result = plan.error_kind == pluginpb::ERROR_KIND_TERMINAL
+                       ? ReconcileResult::kTerminalError
+                       : ReconcileResult::kRetryableError;
     input.error_message = plan.error_message;
     input.consecutive_errors = static_cast<int>(context.attempt) + 1;
   }
@@ -137,12 +138,12 @@ std::vector<pb::Condition> HostConditions(const ReconcileContext& context, const
       input.children.push_back(ChildReadinessOf(ParseOrNull(child->json())));
     }
   }
-  std::vector<pb::Condition> given = plan.conditions;
+  std::vector<pluginpb::Condition> given = plan.conditions;
   if (plan.status.has_value()) {
     const json* own = Member(*plan.status, "conditions");
     if (own != nullptr && own->is_array()) {
       for (const json& entry : *own) {
-        pb::Condition condition;
+        pluginpb::Condition condition;
         condition.set_type(StringMember(entry, "type"));
         given.push_back(std::move(condition));
       }
@@ -657,7 +658,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     if (!given) conditions.push_back(*reconciled);
   }
   if (c.host_status && c.primary.has_status && context.primary != nullptr) {
-    for (pb::Condition& condition : HostConditions(context, plan)) {
+    for (pluginpb::Condition& condition : HostConditions(context, plan)) {
       conditions.push_back(std::move(condition));
     }
   }

@@ -2,11 +2,12 @@
 // host-computed standard status (ControllerInfo::host_status; host_status.h).
 #include <string>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "runtime/controller/apply/apiserver_fixture.h"
 #include "runtime/controller/apply/applier.h"
-#include "runtime/controller/apply/test_util.h"
+#include "runtime/controller/apply/testing/applier_fixture.h"
+#include "runtime/controller/apply/testing/test_controllers.h"
 
 namespace ctrlhost::controller::apply {
 namespace {
@@ -42,7 +43,7 @@ class HostStatusTest : public ApplierTest {
 
 TEST_F(HostStatusTest, ConvergedWithAReadyChildAndNoWriteWhenUnchanged) {
   CreateWebApp("web");
-  pb::ReconcileResponse response;  // the plugin sets no status at all
+  pluginpb::ReconcileResponse response;  // the plugin sets no status at all
   response.add_desired_objects(ConfigMapJson("web-config"));
   ApplyOutcome outcome = applier_.Apply(CachedContext("web"), response);
   ASSERT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
@@ -69,7 +70,7 @@ TEST_F(HostStatusTest, ConvergedWithAReadyChildAndNoWriteWhenUnchanged) {
 
 TEST_F(HostStatusTest, DeploymentNotAvailableIsProgressing) {
   CreateWebApp("web");
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(DeploymentJson(2));  // no deployment controller: 0 available
   ASSERT_EQ(applier_.Apply(CachedContext("web"), response).kind, OutcomeKind::kDone);
   ASSERT_EQ(applier_.Apply(CachedContext("web"), response).kind, OutcomeKind::kDone);
@@ -83,12 +84,12 @@ TEST_F(HostStatusTest, DeploymentNotAvailableIsProgressing) {
 
 TEST_F(HostStatusTest, TerminalErrorIsDegradedAndThePluginsOwnTypesWin) {
   CreateWebApp("web");
-  pb::ReconcileResponse terminal;
-  terminal.mutable_error()->set_kind(pb::ERROR_KIND_TERMINAL);
+  pluginpb::ReconcileResponse terminal;
+  terminal.mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
   terminal.mutable_error()->set_message("spec.image is not allowed");
-  pb::Condition mine;
+  pluginpb::Condition mine;
   mine.set_type("Available");
-  mine.set_status(pb::CONDITION_STATUS_FALSE);
+  mine.set_status(pluginpb::CONDITION_STATUS_FALSE);
   mine.set_reason("PluginSays");
   *terminal.add_conditions() = mine;
   EXPECT_EQ(applier_.Apply(CachedContext("web"), terminal).kind, OutcomeKind::kTerminal);
@@ -101,8 +102,8 @@ TEST_F(HostStatusTest, TerminalErrorIsDegradedAndThePluginsOwnTypesWin) {
 
 TEST_F(HostStatusTest, TransientErrorIsNotDegraded) {
   CreateWebApp("web");
-  pb::ReconcileResponse retryable;
-  retryable.mutable_error()->set_kind(pb::ERROR_KIND_RETRYABLE);
+  pluginpb::ReconcileResponse retryable;
+  retryable.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
   retryable.mutable_error()->set_message("database unreachable");
   EXPECT_EQ(applier_.Apply(CachedContext("web"), retryable).kind, OutcomeKind::kRetry);
   json live = Live("web");
@@ -118,7 +119,7 @@ TEST_F(HostStatusTest, TransientErrorIsNotDegraded) {
 TEST_F(HostStatusTest, OffByDefault) {
   webapp_.host_status = false;
   CreateWebApp("web");
-  pb::ReconcileResponse response;
+  pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("web-config"));
   ASSERT_EQ(applier_.Apply(CachedContext("web"), response).kind, OutcomeKind::kDone);
   EXPECT_EQ(StatusOf(Live("web"), "Available"), "<none>");

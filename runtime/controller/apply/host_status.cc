@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 
 namespace ctrlhost::controller::apply {
 namespace {
@@ -32,10 +33,10 @@ bool IntMember(const json& object, const char* key, int64_t fallback, int64_t* o
   return true;
 }
 
-pb::Condition Make(const char* type, bool status, std::string reason, std::string message) {
-  pb::Condition condition;
+pluginpb::Condition Make(const char* type, bool status, std::string reason, std::string message) {
+  pluginpb::Condition condition;
   condition.set_type(type);
-  condition.set_status(status ? pb::CONDITION_STATUS_TRUE : pb::CONDITION_STATUS_FALSE);
+  condition.set_status(status ? pluginpb::CONDITION_STATUS_TRUE : pluginpb::CONDITION_STATUS_FALSE);
   condition.set_reason(std::move(reason));
   condition.set_message(std::move(message));
   return condition;
@@ -85,8 +86,8 @@ ChildReadiness ChildReadinessOf(const json& child) {
   return out;  // exists
 }
 
-std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
-                                                 const std::vector<pb::Condition>& plugin_given) {
+std::vector<pluginpb::Condition> ComputeHostConditions(
+    const HostStatusInput& input, const std::vector<pluginpb::Condition>& plugin_given) {
   std::vector<std::string> waiting;
   for (const ChildReadiness& child : input.children) {
     if (!child.ready)
@@ -105,7 +106,7 @@ std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
                : absl::StrCat(input.consecutive_errors,
                               " reconciles failed in a row: ", input.error_message);
 
-  std::vector<pb::Condition> all;
+  std::vector<pluginpb::Condition> all;
   all.push_back(available ? Make("Available", true, "AsExpected", "every child is ready")
                           : Make("Available", false, "ChildrenNotReady", waiting_message));
   if (failed) {
@@ -132,10 +133,10 @@ std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
   all.push_back(Make("Stalled", failed, failed ? failure_reason : "AsExpected",
                      failed ? failure_message : ""));
 
-  std::vector<pb::Condition> out;
-  for (pb::Condition& condition : all) {
+  std::vector<pluginpb::Condition> out;
+  for (pluginpb::Condition& condition : all) {
     bool given = false;
-    for (const pb::Condition& p : plugin_given) given |= p.type() == condition.type();
+    for (const pluginpb::Condition& p : plugin_given) given |= p.type() == condition.type();
     if (!given) out.push_back(std::move(condition));
   }
   return out;

@@ -6,7 +6,7 @@
 //
 //   HostStatusInput in{.result = ReconcileResult::kSuccess};
 //   for (const nlohmann::json& child : owned) in.children.push_back(ChildReadinessOf(child));
-//   std::vector<pb::Condition> conditions = ComputeHostConditions(in, plugin_conditions);
+//   std::vector<pluginpb::Condition> conditions = ComputeHostConditions(in, plugin_conditions);
 //
 // The rules, first match wins:
 //   failed      a terminal error, or `consecutive_errors` >= `degraded_after` retryable ones:
@@ -29,11 +29,10 @@
 #include <vector>
 
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
 
 namespace ctrlhost::controller::apply {
-
-namespace pb = ::ctrlhost::plugin::v1alpha1;
 
 // The host-computed condition types, in the order they are written.
 inline constexpr const char* kHostStatusTypes[] = {"Available", "Progressing", "Degraded",
@@ -65,8 +64,8 @@ struct HostStatusInput {
 
 // The conditions of kHostStatusTypes (without those in `plugin_given`), status/reason/message
 // set, lastTransitionTime left to MergeConditions.
-std::vector<pb::Condition> ComputeHostConditions(const HostStatusInput& input,
-                                                 const std::vector<pb::Condition>& plugin_given);
+std::vector<pluginpb::Condition> ComputeHostConditions(
+    const HostStatusInput& input, const std::vector<pluginpb::Condition>& plugin_given);
 
 }  // namespace ctrlhost::controller::apply
 

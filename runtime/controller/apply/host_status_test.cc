@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -12,11 +13,11 @@ namespace {
 using nlohmann::json;
 
 // type -> "True"/"False" + reason, for compact assertions.
-std::map<std::string, std::string> Summary(const std::vector<pb::Condition>& conditions) {
+std::map<std::string, std::string> Summary(const std::vector<pluginpb::Condition>& conditions) {
   std::map<std::string, std::string> out;
-  for (const pb::Condition& c : conditions) {
-    out[c.type()] =
-        std::string(c.status() == pb::CONDITION_STATUS_TRUE ? "True" : "False") + "/" + c.reason();
+  for (const pluginpb::Condition& c : conditions) {
+    out[c.type()] = std::string(c.status() == pluginpb::CONDITION_STATUS_TRUE ? "True" : "False") +
+                    "/" + c.reason();
   }
   return out;
 }
@@ -84,7 +85,7 @@ TEST(HostConditionsTest, ChildNotReadyIsProgressingNotDegraded) {
   HostStatusInput in;
   in.children.push_back(ChildReadinessOf(Deployment(3, 1)));
   in.children.push_back(ChildReadinessOf(Deployment(1, 1)));
-  std::vector<pb::Condition> out = ComputeHostConditions(in, {});
+  std::vector<pluginpb::Condition> out = ComputeHostConditions(in, {});
   EXPECT_EQ(Summary(out),
             (std::map<std::string, std::string>{{"Available", "False/ChildrenNotReady"},
                                                 {"Progressing", "True/ChildrenNotReady"},
@@ -110,7 +111,7 @@ TEST(HostConditionsTest, TransientErrorIsRetryingUntilTheThreshold) {
   EXPECT_EQ(s["Stalled"], "False/AsExpected");
 
   in.consecutive_errors = 5;
-  std::vector<pb::Condition> out = ComputeHostConditions(in, {});
+  std::vector<pluginpb::Condition> out = ComputeHostConditions(in, {});
   s = Summary(out);
   EXPECT_EQ(s["Available"], "True/AsExpected");  // the operand still serves
   EXPECT_EQ(s["Progressing"], "False/PersistentError");
@@ -126,7 +127,7 @@ TEST(HostConditionsTest, TerminalErrorIsDegradedAtOnce) {
   in.result = ReconcileResult::kTerminalError;
   in.error_message = "spec.size must be positive";
   in.consecutive_errors = 1;
-  std::vector<pb::Condition> out = ComputeHostConditions(in, {});
+  std::vector<pluginpb::Condition> out = ComputeHostConditions(in, {});
   std::map<std::string, std::string> s = Summary(out);
   EXPECT_EQ(s["Degraded"], "True/TerminalError");
   EXPECT_EQ(s["Stalled"], "True/TerminalError");
@@ -135,21 +136,21 @@ TEST(HostConditionsTest, TerminalErrorIsDegradedAtOnce) {
 }
 
 TEST(HostConditionsTest, ThePluginsOwnTypesAreLeftAlone) {
-  pb::Condition mine;
+  pluginpb::Condition mine;
   mine.set_type("Available");
-  mine.set_status(pb::CONDITION_STATUS_FALSE);
-  pb::Condition other;
+  mine.set_status(pluginpb::CONDITION_STATUS_FALSE);
+  pluginpb::Condition other;
   other.set_type("Synced");
-  std::vector<pb::Condition> out = ComputeHostConditions({}, {mine, other});
+  std::vector<pluginpb::Condition> out = ComputeHostConditions({}, {mine, other});
   ASSERT_EQ(out.size(), 5u);
-  for (const pb::Condition& c : out) EXPECT_NE(c.type(), "Available");
+  for (const pluginpb::Condition& c : out) EXPECT_NE(c.type(), "Available");
 }
 
 TEST(HostConditionsTest, SameInputSameOutput) {
   HostStatusInput in;
   in.children.push_back(ChildReadinessOf(Deployment(2, 1)));
-  std::vector<pb::Condition> a = ComputeHostConditions(in, {});
-  std::vector<pb::Condition> b = ComputeHostConditions(in, {});
+  std::vector<pluginpb::Condition> a = ComputeHostConditions(in, {});
+  std::vector<pluginpb::Condition> b = ComputeHostConditions(in, {});
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_EQ(a[i].SerializeAsString(), b[i].SerializeAsString());
