@@ -17,7 +17,7 @@ Plain functions and a value type; nothing here is shared between threads.
 from __future__ import annotations
 
 import os
-from typing import Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 CERT_FILE_ENV = "CTRLHOST_PLUGIN_TLS_CERT_FILE"
 KEY_FILE_ENV = "CTRLHOST_PLUGIN_TLS_KEY_FILE"
@@ -88,8 +88,9 @@ def check_plaintext_allowed(listen: str) -> None:
             % (listen, CERT_FILE_ENV, KEY_FILE_ENV, CLIENT_CA_FILE_ENV))
 
 
-def server_credentials(tls: ServerTls):
-    """grpc.ServerCredentials for `tls` (client certificate required when it has a client CA)."""
+def server_credentials(tls: ServerTls) -> Any:
+    """grpc.ServerCredentials for `tls` (client certificate required when it has a client CA;
+    Any: Debian ships no stubs for grpcio)."""
     import grpc  # here so that the module imports without grpc (unit tests of the parsing)
     return grpc.ssl_server_credentials(
         [(tls.private_key_pem, tls.cert_chain_pem)], root_certificates=tls.client_ca_pem,
