@@ -242,6 +242,32 @@ def cluster():
     return _cluster
 
 
+def shared_server(crd_path, group_version, timeout=60):
+    """For tests that run several hosts against one server: the real cluster of this test
+    process (CTRLHOST_E2E_SERVER=kube) or a standalone `ctrlhost apiserver`, with the CRD at
+    `crd_path` applied and `/apis/<group_version>` served. Returns (server, kubeconfig, api):
+    `server` is None for the real cluster, else the caller stops it."""
+    if real_kube():
+        server, kubeconfig = None, cluster().kubeconfig
+    else:
+        server = apiserver_fixture.ApiServer.start()
+        kubeconfig = server.kubeconfig
+    api = apiserver_fixture.ApiClient(kubeconfig)
+    result = apiserver_fixture.kubectl(kubectl_binary(), kubeconfig, "apply", "-f", crd_path)
+    if result.returncode != 0:
+        if server is not None:
+            server.stop()
+        raise AssertionError("kubectl apply -f %s: %s" % (crd_path, result.stderr))
+    deadline = time.monotonic() + timeout
+    while api.request("GET", "/apis/" + group_version)[0] != 200:
+        if time.monotonic() > deadline:
+            if server is not None:
+                server.stop()
+            raise AssertionError("/apis/%s not served after %ss" % (group_version, timeout))
+        time.sleep(0.1)
+    return server, kubeconfig, api
+
+
 def start_host(operator_yaml, **kwargs):
     """Starts the host against the server this test run is for (see server_kind())."""
     if real_kube() and "kubeconfig" not in kwargs:

@@ -25,7 +25,6 @@ import unittest
 
 import yaml
 
-from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
 
 OBJECTS = 300 if host_fixture.real_kube() else 600
@@ -57,21 +56,9 @@ class ShardingTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if host_fixture.real_kube():
-            cls.server = None
-            cls.cluster = host_fixture.cluster()
-            cls.kubeconfig = cls.cluster.kubeconfig
-        else:
-            cls.server = apiserver_fixture.ApiServer.start()
-            cls.kubeconfig = cls.server.kubeconfig
-        cls.api = apiserver_fixture.ApiClient(cls.kubeconfig)
+        cls.server, cls.kubeconfig, cls.api = host_fixture.shared_server(
+            host_fixture.runfile("e2e/host/chaos/crd.yaml"), "e2e.ctrlhost.dev/v1")
         cls.chaos = host_fixture.runfile("e2e/host/chaos/chaos")
-        result = apiserver_fixture.kubectl(host_fixture.kubectl_binary(), cls.kubeconfig,
-                                           "apply", "-f",
-                                           host_fixture.runfile("e2e/host/chaos/crd.yaml"))
-        assert result.returncode == 0, result.stderr
-        cls.wait(lambda: cls.api.request("GET", "/apis/e2e.ctrlhost.dev/v1")[0] == 200,
-                 "the Chaos CRD served")
 
     @classmethod
     def tearDownClass(cls):
