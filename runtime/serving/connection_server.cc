@@ -140,13 +140,14 @@ class ConnectionStream : public httplib::Stream {
 
 }  // namespace
 
-// State of one open connection. `deadline`, `authenticated`, `shut` and the list position are
-// guarded by the server's mu_; `held` belongs to the connection's thread.
+// State of one open connection. `deadline`, `authenticated`, `shut`, `busy` and the list
+// position are guarded by the server's mu_; `held` belongs to the connection's thread.
 struct ConnectionServer::Connection {
   int fd = -1;
   absl::Time deadline;
   bool authenticated = false;
   bool shut = false;
+  bool busy = false;  // a request is being read, handled or answered
   bool in_unauthenticated = false;
   std::list<Connection*>::iterator position;
   ConnectionServer* server = nullptr;
@@ -159,7 +160,8 @@ thread_local void* current_connection = nullptr;
 
 // One thread per connection: watches hold their connection for minutes, so a fixed pool would
 // starve. The connection table bounds how many there are. shutdown() (httplib calls it once the
-// accept loop has ended) closes every connection and waits for their threads.
+// accept loop has ended) lets the requests being served finish (bounded), closes every
+// connection and waits for their threads.
 class ConnectionServer::ThreadPerConnection : public httplib::TaskQueue {
  public:
   explicit ThreadPerConnection(ConnectionServer* server) : server_(server) {}
@@ -187,7 +189,7 @@ class ConnectionServer::ThreadPerConnection : public httplib::TaskQueue {
   }
 
   void shutdown() override {
-    server_->CloseAll();
+    server_->DrainThenCloseAll();
     common::MutexLock lock(&mu_);
     while (active_ > 0) cv_.Wait(&mu_);
   }
@@ -297,6 +299,47 @@ absl::Status ConnectionServer::SetBacklog(int backlog) {
   return absl::OkStatus();
 }
 
+bool ConnectionServer::BeginRequest(Connection* c) {
+  common::MutexLock lock(&mu_);
+  if (c->shut) return false;
+  c->busy = true;
+  return true;
+}
+
+void ConnectionServer::EndRequest(Connection* c) {
+  common::MutexLock lock(&mu_);
+  c->busy = false;
+  if (closing_) cv_.SignalAll();
+}
+
+bool ConnectionServer::AnyBusyLocked() const {
+  for (const Connection* c : open_) {
+    if (c->busy && !c->shut) return true;
+  }
+  return false;
+}
+
+void ConnectionServer::DrainThenCloseAll() {
+  {
+    common::MutexLock lock(&mu_);
+    closing_ = true;
+    // An idle keep-alive connection has no request to finish. (A request whose first bytes
+    // arrive just now finds its connection shut in BeginRequest; the client sees the connection
+    // closed before any answer, which HTTP clients retry for idempotent requests.)
+    for (Connection* c : open_) {
+      if (!c->busy) ShutDownLocked(c);
+    }
+    cv_.SignalAll();
+    // A busy connection leaves its keep-alive loop after this request (the listener is gone),
+    // so waiting for none to be busy is waiting for the answers to be written.
+    const absl::Time deadline = absl::Now() + limits_.shutdown_grace;
+    while (AnyBusyLocked()) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+  }
+  CloseAll();
+}
+
 void ConnectionServer::CloseAll() {
   {
     common::MutexLock lock(&mu_);
@@ -375,10 +418,12 @@ void ConnectionServer::Serve(Connection& c) {
   bool clean = true;
   while (remaining > 0 && svr_sock_ != INVALID_SOCKET) {
     if (!stream.WaitReadable(keep_alive_ms)) break;
+    if (!BeginRequest(&c)) break;
     bool connection_closed = false;
     const bool ok =
         process_request(stream, /*close_connection=*/remaining == 1, connection_closed, setup);
     c.held.clear();
+    EndRequest(&c);
     if (!ok) clean = false;
     if (!ok || connection_closed) break;
     --remaining;
@@ -444,6 +489,7 @@ bool ConnectionServer::Register(Connection* c) {
 
 void ConnectionServer::Unregister(Connection* c) {
   common::MutexLock lock(&mu_);
+  if (closing_) cv_.SignalAll();
   if (c->in_unauthenticated) {
     unauthenticated_.erase(c->position);
     c->in_unauthenticated = false;

@@ -65,6 +65,11 @@ struct ConnectionLimits {
   bool authentication_required = false;
   // Names the server in log lines ("apiserver", "observe").
   std::string name = "http";
+  // When the server stops: how long a request being served (its body being read, its handler
+  // running, its response being written) may take to finish before its connection is cut.
+  // Idle keep-alive connections are closed at once. A client is never sent half a response
+  // because the server stopped while it was answering.
+  absl::Duration shutdown_grace = absl::Seconds(5);
 };
 
 class ConnectionServer : public httplib::Server {
@@ -85,8 +90,9 @@ class ConnectionServer : public httplib::Server {
   // cannot be bound; Internal when the loop ends as soon as it starts. Call at most once, and
   // not concurrently with StopListening().
   absl::StatusOr<int> Listen(const std::string& bind, int port, int backlog);
-  // Stops accepting and joins the accept loop's thread; open connections stay (CloseAll).
-  // Idempotent; also done by the destructor.
+  // Stops accepting, closes idle connections, lets the requests being served finish (at most
+  // limits().shutdown_grace; then their connections are cut) and joins the accept loop's
+  // thread. Idempotent; also done by the destructor.
   void StopListening();
 
   // After bind_to_port/bind_to_any_port: the listen backlog (httplib binds with 5, which drops
@@ -94,8 +100,8 @@ class ConnectionServer : public httplib::Server {
   // second listen() on the bound socket.
   absl::Status SetBacklog(int backlog);
 
-  // After stop(): shuts every open connection down (their threads then end) and stops the
-  // watchdog. No connection is served afterwards.
+  // After stop(): shuts every open connection down, whatever it is doing (their threads then
+  // end), and stops the watchdog. No connection is served afterwards.
   void CloseAll();
 
   // The connection served by the calling thread is authenticated: it leaves the
@@ -132,6 +138,14 @@ class ConnectionServer : public httplib::Server {
   bool Register(Connection* c);
   void Unregister(Connection* c);
   void Authenticated(Connection* c);
+  // Around one request on `c`, from its first byte to its last response byte. BeginRequest is
+  // false when the server is stopping and has already closed `c` as idle.
+  bool BeginRequest(Connection* c);
+  void EndRequest(Connection* c);
+  // The graceful part of stopping (after stop()): closes idle connections, waits up to
+  // shutdown_grace for busy ones to finish their request, then CloseAll().
+  void DrainThenCloseAll();
+  bool AnyBusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shuts the connection's socket down (its thread sees EOF and ends).
   void ShutDownLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watchdog();

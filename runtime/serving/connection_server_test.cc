@@ -252,5 +252,77 @@ TEST(ConnectionServerTest, StreamingHandlerSeesThePeerClose) {
   EXPECT_TRUE(Eventually([&] { return released.load(); }));
 }
 
+// Reads until the peer closes the connection (bounded: 20 s).
+std::string ReadToEnd(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20000) <= 0) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Stopping while a request is being answered: that answer is written whole (the client saw a
+// truncated body, "unexpected EOF" in client-go, when a connection was cut mid-answer), and an
+// idle keep-alive connection is closed at once.
+TEST(ConnectionServerTest, StoppingLetsTheRequestBeingAnsweredFinish) {
+  Running running(ConnectionLimits{});
+  std::atomic<bool> entered{false};
+  const std::string body(100000, 'x');
+  running.server().Get("/slow", [&](const httplib::Request&, httplib::Response& res) {
+    entered = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    res.set_content(body, "text/plain");
+  });
+  const int idle = Connect(running.port());
+  EXPECT_NE(Request(idle, "/auth").find("200 OK"), std::string::npos);
+  const int busy = Connect(running.port());
+  const std::string req = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(busy, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  ASSERT_TRUE(Eventually([&] { return entered.load(); }));
+  running.server().StopListening();
+  const std::string answer = ReadToEnd(busy);
+  EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("\r\n\r\n" + body), std::string::npos)
+      << "answer cut at " << answer.size() << " bytes";
+  EXPECT_TRUE(ClosedByServer(idle));
+  close(idle);
+  close(busy);
+}
+
+// A request that does not finish within shutdown_grace has its connection cut: stopping is
+// bounded.
+TEST(ConnectionServerTest, StoppingCutsARequestPastTheGrace) {
+  ConnectionLimits limits;
+  limits.shutdown_grace = absl::Milliseconds(200);
+  Running running(limits);
+  std::atomic<bool> entered{false};
+  std::atomic<bool> release{false};
+  running.server().Get("/stuck", [&](const httplib::Request&, httplib::Response& res) {
+    entered = true;
+    res.set_chunked_content_provider("text/plain", [&](size_t, httplib::DataSink& sink) {
+      if (release.load()) return false;
+      static const char kOk[] = "ok";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return sink.write(kOk, 2);
+    });
+  });
+  const int fd = Connect(running.port());
+  const std::string req = "GET /stuck HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  ASSERT_TRUE(Eventually([&] { return entered.load(); }));
+  std::thread stopper([&] { running.server().StopListening(); });
+  const std::string answer = ReadToEnd(fd);  // ends when the server cuts the connection
+  EXPECT_NE(answer.find("200 OK"), std::string::npos);
+  EXPECT_EQ(answer.find("\r\n0\r\n\r\n"), std::string::npos) << "the stream was not cut";
+  release = true;
+  stopper.join();
+  close(fd);
+}
+
 }  // namespace
 }  // namespace ctrlhost::serving
