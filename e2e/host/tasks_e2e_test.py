@@ -6,7 +6,8 @@ same test as GoTasksTest) declares a task that polls a file the test
 writes and enqueues the ConfigMaps it names; a reconcile of such a ConfigMap creates the child
 NAME-poked carrying the plugin instance's version. The test checks that the task runs and
 enqueues, that a task which raises is restarted and reported in /debug/dump, that a malformed
-enqueue is refused, and that after `ctrlhost plugin swap` the old instance's task was stopped by
+enqueue is refused, that the operator file's spec.controllers[].backgroundTasks limit is the one
+in effect (/debug/dump) and /metrics counts the enqueues, and that after `ctrlhost plugin swap` the old instance's task was stopped by
 the host (its log says "stopped: ..." before the process ended) and never enqueued again, while the new
 instance's task serves the names written after the swap."""
 
@@ -31,6 +32,9 @@ spec:
         env:
           TASK_DIR: {dir}
           TASK_VERSION: v1
+  controllers:
+    - name: poke
+      backgroundTasks: {{enqueueQps: 500, enqueueBurst: 1000}}
 """
 
 
@@ -103,6 +107,15 @@ class TasksTest(unittest.TestCase):
         self.assertTrue(controller["running"])
         self.assertGreaterEqual(controller["enqueued"], 1)
         self.assertIn("background task failed", self.host.log())
+        # The operator file's limit is the one in effect, and /metrics counts the enqueues
+        # (every refusal reason exported from the start).
+        self.assertEqual(controller["enqueueLimit"], {"perSecond": 500, "burst": 1000})
+        labels = {"operator": "tasks", "plugin": "tasks", "controller": "poke"}
+        self.assertGreaterEqual(self.host.metric("ctrlhost_task_enqueues_total", **labels), 1)
+        metrics = self.host.metrics()
+        for reason in ("rate_limited", "invalid", "not_running"):
+            self.assertIn('ctrlhost_task_enqueues_refused_total{operator="tasks",plugin="tasks",'
+                          'controller="poke",reason="%s"}' % reason, metrics)
 
         # A malformed key is refused by the SDK before it leaves (the task logs nothing for
         # it and the host counts nothing invalid); a well-formed key of a missing object is

@@ -109,71 +109,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// stableHash is FNV-1a 64 of the text, as 16 hex digits (the C++ plugin's hash, bit for bit).
-func stableHash(text string) string {
-	h := uint64(1469598103934665603)
-	for i := 0; i < len(text); i++ {
-		h ^= uint64(text[i])
-		h *= 1099511628211
-	}
-	return fmt.Sprintf("%016x", h)
-}
-
-// compactJSON writes a string map as nlohmann's dump() does: sorted keys, no spaces, UTF-8
-// kept, only '"', '\\' and control characters escaped (\b \f \n \r \t, else \u00xx).
-func compactJSON(m map[string]string) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeJSONString(&b, k)
-		b.WriteByte(':')
-		writeJSONString(&b, m[k])
-	}
-	b.WriteByte('}')
-	return b.String()
-}
-
-func writeJSONString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-}
-
-func selectorLabels(name string) map[string]any {
-	return map[string]any{"app.kubernetes.io/name": "webapp", "app.kubernetes.io/instance": name}
-}
-
-func childLabels(name string) map[string]any {
-	labels := selectorLabels(name)
-	labels["app.kubernetes.io/managed-by"] = "ctrlhost"
-	return labels
-}
+// configHashAnnotation is the pod template annotation holding ctrlhost.ConfigHash(spec.config),
+// as the other languages' WebApp plugins name it.
+const configHashAnnotation = "apps.ctrlhost.dev/config-hash"
 
 func toAny(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
@@ -183,14 +121,22 @@ func toAny(m map[string]string) map[string]any {
 	return out
 }
 
-func desireChildren(req *ctrlhost.Request, s *spec, res *ctrlhost.Result) {
+// desireChildren builds the children with the SDK's builders (sdk/go/builders.go): the same
+// objects as the C++, Python and Node WebApp plugins, checked by e2e/conformance.
+func desireChildren(req *ctrlhost.Request, s *spec, res *ctrlhost.Result) error {
 	name := req.Name
 	configName := name + "-config"
-	cm := res.Desire(ctrlhost.NewObject("v1", "ConfigMap", configName))
-	cm["metadata"].(map[string]any)["labels"] = childLabels(name)
-	cm["data"] = toAny(s.config)
+	labels := ctrlhost.CommonLabels("webapp", name)
+	selector := ctrlhost.SelectorLabels("webapp", name)
+	// The pod template carries the configuration's hash, so pods restart when (and only when)
+	// the configuration changes.
+	hash, err := ctrlhost.ConfigHash(toAny(s.config))
+	if err != nil {
+		return err
+	}
+	res.Desire(ctrlhost.BuildConfigMap(ctrlhost.Meta{Name: configName, Labels: labels}, s.config))
 
-	container := map[string]any{
+	container := ctrlhost.Object{
 		"name":    "web",
 		"image":   s.image,
 		"ports":   []any{map[string]any{"name": "http", "containerPort": s.port}},
@@ -203,28 +149,21 @@ func desireChildren(req *ctrlhost.Request, s *spec, res *ctrlhost.Result) {
 		}
 		container["env"] = env
 	}
-	dep := res.Desire(ctrlhost.NewObject("apps/v1", "Deployment", name))
-	dep["metadata"].(map[string]any)["labels"] = childLabels(name)
-	dep["spec"] = map[string]any{
-		"replicas": s.replicas,
-		"selector": map[string]any{"matchLabels": selectorLabels(name)},
-		"template": map[string]any{
-			"metadata": map[string]any{
-				"labels": childLabels(name),
-				"annotations": map[string]any{
-					"apps.ctrlhost.dev/config-hash": stableHash(compactJSON(s.config)),
-				},
-			},
-			"spec": map[string]any{"containers": []any{container}},
-		},
-	}
-	svc := res.Desire(ctrlhost.NewObject("v1", "Service", name))
-	svc["metadata"].(map[string]any)["labels"] = childLabels(name)
-	svc["spec"] = map[string]any{
-		"selector": selectorLabels(name),
-		// `protocol`: the list-map key kube 1.20 server-side apply needs (no default there).
-		"ports": []any{map[string]any{"name": "http", "port": s.port, "protocol": "TCP", "targetPort": "http"}},
-	}
+	res.Desire(ctrlhost.BuildDeployment(ctrlhost.Deployment{
+		Name:           name,
+		Labels:         labels,
+		Selector:       selector,
+		Replicas:       ctrlhost.Replicas(int32(s.replicas)), // 0..1000: parseSpec checked it
+		Containers:     []ctrlhost.Object{container},
+		PodAnnotations: map[string]string{configHashAnnotation: hash},
+	}))
+	res.Desire(ctrlhost.BuildService(ctrlhost.Service{
+		Name:     name,
+		Labels:   labels,
+		Selector: selector,
+		Ports:    []ctrlhost.ServicePort{{Name: "http", Port: int32(s.port), TargetPort: "http"}},
+	}))
+	return nil
 }
 
 func reportStatus(req *ctrlhost.Request, s *spec, res *ctrlhost.Result) {
@@ -376,7 +315,11 @@ func upsert(records RecordStore, req *ctrlhost.Request) *ctrlhost.Result {
 		return res
 	}
 	res := &ctrlhost.Result{}
-	desireChildren(req, s, res)
+	if err := desireChildren(req, s, res); err != nil {
+		// Not reached: the spec holds strings only, which always hash.
+		res.SetError(true, err.Error())
+		return res
+	}
 	reportStatus(req, s, res)
 	record := map[string]any{"uid": req.UID, "namespace": req.Namespace, "name": req.Name,
 		"image": s.image, "replicas": s.replicas, "port": s.port}

@@ -75,10 +75,14 @@ const std::vector<absl::string_view>& TlsFields() {
 }
 const std::vector<absl::string_view>& ControllerFields() {
   static const auto* const v =
-      new std::vector<absl::string_view>{"name",       "plugin",        "maxConcurrentReconciles",
-                                         "namespaces", "labelSelector", "resyncPeriod",
-                                         "disabled",   "rateLimit",     "sharding",
-                                         "status"};
+      new std::vector<absl::string_view>{"name",       "plugin",         "maxConcurrentReconciles",
+                                         "namespaces", "labelSelector",  "resyncPeriod",
+                                         "disabled",   "rateLimit",      "sharding",
+                                         "status",     "backgroundTasks"};
+  return *v;
+}
+const std::vector<absl::string_view>& ControllerTasksFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"enqueueQps", "enqueueBurst"};
   return *v;
 }
 const std::vector<absl::string_view>& ControllerStatusFields() {
@@ -449,6 +453,22 @@ std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& n
         r.Error(conditions, conditions_path,
                 absl::StrCat("must be \"host\" or \"plugin\", not \"", *who, "\""));
       }
+    }
+  }
+  if (const YAML::Node tasks = Get(fields, "backgroundTasks"); !IsAbsent(tasks)) {
+    const std::string tasks_path = Join(path, "backgroundTasks");
+    const std::vector<Field> tasks_fields = r.Fields(tasks, tasks_path, ControllerTasksFields());
+    const YAML::Node qps = Get(tasks_fields, "enqueueQps");
+    controller.task_enqueue_qps = r.Double(qps, Join(tasks_path, "enqueueQps"));
+    if (controller.task_enqueue_qps.has_value() &&
+        !(*controller.task_enqueue_qps > 0 && *controller.task_enqueue_qps < 1e9)) {
+      r.Error(qps, Join(tasks_path, "enqueueQps"),
+              "must be positive (and finite): enqueues per second of the controller's tasks");
+      controller.task_enqueue_qps.reset();
+    }
+    if (auto burst = r.Int(Get(tasks_fields, "enqueueBurst"), Join(tasks_path, "enqueueBurst"), 1,
+                           kMaxCount)) {
+      controller.task_enqueue_burst = static_cast<int>(*burst);
     }
   }
   return controller;
@@ -833,6 +853,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
   AddPaths("spec.controllers[].sharding", ShardingFields(), out);
   AddPaths("spec.controllers[].status", ControllerStatusFields(), out);
+  AddPaths("spec.controllers[].backgroundTasks", ControllerTasksFields(), out);
   AddPaths("spec.routes[]", RouteFields(), out);
   AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);

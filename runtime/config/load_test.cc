@@ -81,6 +81,7 @@ spec:
       rateLimit: {qps: 12.5, burst: 100, baseDelay: 5ms, maxDelay: 1000s}
       sharding: {enabled: true}
       status: {conditions: host}
+      backgroundTasks: {enqueueQps: 2.5, enqueueBurst: 7}
     - name: services
       disabled: true
       status: {conditions: plugin}
@@ -136,6 +137,10 @@ spec:
   EXPECT_EQ(d.rate_limit->max_delay, absl::Seconds(1000));
   EXPECT_TRUE(d.sharded);
   EXPECT_TRUE(d.host_status);
+  EXPECT_EQ(d.task_enqueue_qps, 2.5);
+  EXPECT_EQ(d.task_enqueue_burst, 7);
+  EXPECT_FALSE(op.controllers[1].task_enqueue_qps.has_value());
+  EXPECT_FALSE(op.controllers[1].task_enqueue_burst.has_value());
   EXPECT_FALSE(op.controllers[1].host_status);
   EXPECT_TRUE(op.controllers[1].disabled);
   EXPECT_TRUE(op.controllers[1].plugin.empty());
@@ -291,6 +296,34 @@ TEST(ParseOperatorsTest, StatusValuesAreChecked) {
                           "op.yaml:11:36: spec.controllers[0].status.phase: unknown field",
                           "op.yaml:13:28: spec.controllers[1].status.conditions: must be a string, "
                           "not a list"));
+}
+
+TEST(ParseOperatorsTest, BackgroundTaskLimitsAreChecked) {
+  EXPECT_THAT(
+      Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  controllers:
+    - name: c
+      backgroundTasks: {enqueueQps: 0, enqueueBurst: 0, every: 5s}
+    - name: d
+      backgroundTasks: {enqueueQps: fast, enqueueBurst: 2000000}
+    - name: e
+      backgroundTasks: 5
+)")),
+      ElementsAre(
+          "op.yaml:11:37: spec.controllers[0].backgroundTasks.enqueueQps: must be "
+          "positive (and finite): enqueues per second of the controller's tasks",
+          "op.yaml:11:54: spec.controllers[0].backgroundTasks.enqueueBurst: must be between 1 "
+          "and 1048576",
+          "op.yaml:11:57: spec.controllers[0].backgroundTasks.every: unknown field",
+          "op.yaml:13:37: spec.controllers[1].backgroundTasks.enqueueQps: must be a "
+          "number, not a string",
+          "op.yaml:13:57: spec.controllers[1].backgroundTasks.enqueueBurst: must be "
+          "between 1 and 1048576",
+          "op.yaml:15:24: spec.controllers[2].backgroundTasks: must be a mapping, "
+          "not an integer"));
 }
 
 TEST(ParseOperatorsTest, ApiClientValuesAreChecked) {

@@ -33,7 +33,8 @@ bool ControllerSpec::operator==(const ControllerSpec& o) const {
          max_concurrent_reconciles == o.max_concurrent_reconciles && namespaces == o.namespaces &&
          label_selector == o.label_selector && resync_period == o.resync_period &&
          disabled == o.disabled && rate_limit == o.rate_limit && sharded == o.sharded &&
-         host_status == o.host_status;
+         host_status == o.host_status && task_enqueue_qps == o.task_enqueue_qps &&
+         task_enqueue_burst == o.task_enqueue_burst;
 }
 
 const PluginSpec* OperatorSpec::FindPlugin(const std::string& plugin_name) const {

@@ -161,6 +161,11 @@ struct ControllerSpec {
   // the reconcile outcomes and the children's readiness (controller/apply/host_status.h);
   // "plugin" (the default) leaves the status to the plugin.
   bool host_status = false;
+  // backgroundTasks.enqueueQps / enqueueBurst: the token bucket that limits the TaskEnqueue
+  // messages of this controller's background tasks (manager/background_tasks.h); unset: the
+  // host's default (20/s, burst 50).
+  std::optional<double> task_enqueue_qps;  // > 0
+  std::optional<int> task_enqueue_burst;   // >= 1
   SourceLocation location;
 
   // Equal ignoring `location`.

@@ -105,9 +105,14 @@ void BackgroundTasks::Sync(InstanceId instance, const std::vector<Wanted>& wante
       c.wanted = true;
       c.namespaced = w.namespaced;
       c.report.controller = w.controller;
-      if (c.bucket == nullptr) {
-        c.bucket = std::make_unique<queue::TokenBucket>(options_.enqueues_per_second,
-                                                        options_.enqueue_burst, clock_->Now());
+      const double qps = w.enqueues_per_second.value_or(options_.enqueues_per_second);
+      const int burst = w.enqueue_burst.value_or(options_.enqueue_burst);
+      if (c.bucket == nullptr || qps != c.report.enqueues_per_second ||
+          burst != c.report.enqueue_burst) {
+        // New, or the operator file changed the limit: a full bucket at the new rate.
+        c.bucket = std::make_unique<queue::TokenBucket>(qps, burst, clock_->Now());
+        c.report.enqueues_per_second = qps;
+        c.report.enqueue_burst = burst;
       }
       for (const std::string& task : w.tasks) {
         TaskReport& t = c.tasks[task];
@@ -270,7 +275,8 @@ absl::Status BackgroundTasks::OnPluginMessage(uint64_t generation,
         ++c.report.refused_rate_limited;
         refusal = absl::ResourceExhaustedError(absl::StrCat(
             "controller ", Quote(enqueue.controller()), " is over its enqueue rate of ",
-            options_.enqueues_per_second, "/s (burst ", options_.enqueue_burst, ")"));
+            c.report.enqueues_per_second, "/s (burst ", c.report.enqueue_burst,
+            "; spec.controllers[].backgroundTasks in the operator file)"));
       } else {
         c.bucket->Reserve(now);
         ++c.report.enqueued;

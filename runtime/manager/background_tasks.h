@@ -15,12 +15,16 @@
 //     stopped (FAILED_PRECONDITION otherwise: a stopped task cannot enqueue),
 //   - namespace and name are well-formed (a DNS-1123 subdomain name; a DNS-1123 label
 //     namespace, present exactly when the primary kind is namespaced: INVALID_ARGUMENT),
-//   - the controller's token bucket has a token (RESOURCE_EXHAUSTED otherwise),
+//   - the controller's token bucket has a token (RESOURCE_EXHAUSTED otherwise; the bucket's
+//     rate and burst are the controller's `Wanted` limits, from the operator file's
+//     spec.controllers[].backgroundTasks, else the options' defaults; a changed limit replaces
+//     the bucket at the next Sync),
 // and then enqueues the controller's own primary key (reason REASON_BACKGROUND_TASK): a task
 // can only ever enqueue its own controller's primaries. A refusal is counted, logged (rate
-// limited) and sent back to the plugin as TaskEnqueueRefused. TaskStatus messages (a task ran,
-// failed, restarts with backoff, stopped) are kept per task for /debug/dump and logged on
-// failure.
+// limited: the warning "background task enqueue refused") and sent back to the plugin as
+// TaskEnqueueRefused; Report() carries the counters for /debug/dump and /metrics. TaskStatus
+// messages (a task ran, failed, restarts with backoff, stopped) are kept per task for /debug/dump
+// and logged on failure.
 //
 // Example (the manager's wiring):
 //   BackgroundTasks tasks({.operator_name = "shop", .plugin = "webapp", .send = send,
@@ -39,6 +43,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,8 +64,8 @@ namespace ctrlhost::manager {
 struct BackgroundTasksOptions {
   std::string operator_name;
   std::string plugin;
-  // Each controller's enqueue budget: a token bucket of `enqueue_burst` refilled at
-  // `enqueues_per_second`.
+  // Each controller's default enqueue budget (a Wanted may set its own): a token bucket of
+  // `enqueue_burst` refilled at `enqueues_per_second`.
   double enqueues_per_second = 20;
   int enqueue_burst = 50;
   common::Clock* clock = nullptr;  // null: Clock::Real()
@@ -84,7 +89,9 @@ struct TaskReport {
 // Per controller whose tasks ran on this host: what the tasks enqueued and what was refused.
 struct TaskControllerReport {
   std::string controller;
-  bool running = false;  // started on the serving instance and not stopped
+  bool running = false;            // started on the serving instance and not stopped
+  double enqueues_per_second = 0;  // the token bucket in effect
+  int enqueue_burst = 0;
   uint64_t enqueued = 0;
   uint64_t refused_invalid = 0;       // malformed namespace/name
   uint64_t refused_not_running = 0;   // tasks not started, stopped, or another instance's
@@ -100,6 +107,9 @@ class BackgroundTasks {
     std::string controller;
     bool namespaced = true;  // its primary kind's scope
     std::vector<std::string> tasks;
+    // The controller's enqueue budget; unset: the options' default.
+    std::optional<double> enqueues_per_second;
+    std::optional<int> enqueue_burst;
   };
   // The serving instance as {generation, restarts}; {0, 0}: none is READY.
   using InstanceId = std::pair<uint64_t, uint64_t>;
@@ -132,7 +142,7 @@ class BackgroundTasks {
     bool wanted = false;
     bool started = false;  // StartTasks sent on instance_
     bool namespaced = true;
-    std::unique_ptr<queue::TokenBucket> bucket;
+    std::unique_ptr<queue::TokenBucket> bucket;  // at report.enqueues_per_second/enqueue_burst
     TaskControllerReport report;
     std::map<std::string, TaskReport> tasks;
   };

@@ -4,10 +4,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
 
 namespace ctrlhost::manager {
 namespace {
@@ -169,6 +172,102 @@ TEST(BackgroundTasksTest, TokenBucketRefusesTheExcessAndRefills) {
   ASSERT_EQ(report.size(), 1u);
   EXPECT_EQ(report[0].enqueued, 3u);
   EXPECT_EQ(report[0].refused_rate_limited, 1u);
+}
+
+TEST(BackgroundTasksTest, EachControllerHasTheLimitItsOperatorFileSets) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));  // default 1/s, burst 2
+  BackgroundTasks::Wanted fast = Web();
+  fast.enqueue_burst = 4;  // rate left to the default
+  BackgroundTasks::Wanted slow{"audit", true, {"poller"}, 0.5, 1};
+  tasks.Sync({1, 0}, {fast, slow}, "");
+  for (const char* name : {"a", "b", "c", "d"}) {
+    EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", name)).ok()) << name;
+  }
+  absl::Status over = tasks.OnPluginMessage(1, Enqueue("web", "default", "e"));
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.message(), HasSubstr("enqueue rate of 1/s (burst 4;"));
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("audit", "default", "a")).ok());
+  absl::Status audit = tasks.OnPluginMessage(1, Enqueue("audit", "default", "b"));
+  EXPECT_THAT(audit.message(), HasSubstr("enqueue rate of 0.5/s (burst 1;"));
+  clock.Advance(absl::Seconds(1));  // half a token for audit, one for web
+  EXPECT_EQ(tasks.OnPluginMessage(1, Enqueue("audit", "default", "b")).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "e")).ok());
+  clock.Advance(absl::Seconds(1));
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("audit", "default", "b")).ok());
+
+  std::vector<TaskControllerReport> report = tasks.Report();
+  ASSERT_EQ(report.size(), 2u);
+  EXPECT_EQ(report[0].controller, "audit");
+  EXPECT_EQ(report[0].enqueues_per_second, 0.5);
+  EXPECT_EQ(report[0].enqueue_burst, 1);
+  EXPECT_EQ(report[0].enqueued, 2u);
+  EXPECT_EQ(report[0].refused_rate_limited, 2u);
+  EXPECT_EQ(report[1].enqueues_per_second, 1);
+  EXPECT_EQ(report[1].enqueue_burst, 4);
+  EXPECT_EQ(report[1].enqueued, 5u);
+  EXPECT_EQ(report[1].refused_rate_limited, 1u);
+  // Every refusal went back to the plugin with its id.
+  int refused = 0;
+  for (const pluginpb::ReconcileRequest& m : r.sent) refused += m.has_enqueue_refused();
+  EXPECT_EQ(refused, 3);
+}
+
+TEST(BackgroundTasksTest, ChangedLimitTakesEffectAtTheNextSync) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasks tasks(OptionsFor(&r, &clock));  // 1/s, burst 2
+  tasks.Sync({1, 0}, {Web()}, "");
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "a")).ok());
+  EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "b")).ok());
+  EXPECT_FALSE(tasks.OnPluginMessage(1, Enqueue("web", "default", "c")).ok());
+  // The same limit again keeps the (empty) bucket: a Sync is no way around the limit.
+  tasks.Sync({1, 0}, {Web()}, "");
+  EXPECT_FALSE(tasks.OnPluginMessage(1, Enqueue("web", "default", "c")).ok());
+  // The operator file raised it: a new, full bucket at the new limit.
+  BackgroundTasks::Wanted raised = Web();
+  raised.enqueues_per_second = 100;
+  raised.enqueue_burst = 3;
+  tasks.Sync({1, 0}, {raised}, "");
+  for (const char* name : {"c", "d", "e"}) {
+    EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", name)).ok()) << name;
+  }
+  EXPECT_FALSE(tasks.OnPluginMessage(1, Enqueue("web", "default", "f")).ok());
+  std::vector<TaskControllerReport> report = tasks.Report();
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_EQ(report[0].enqueues_per_second, 100);
+  EXPECT_EQ(report[0].enqueue_burst, 3);
+  EXPECT_EQ(report[0].enqueued, 5u);
+  EXPECT_EQ(report[0].refused_rate_limited, 3u);
+}
+
+TEST(BackgroundTasksTest, RefusalsAreLoggedRateLimited) {
+  common::FakeClock clock;
+  Recorder r;
+  std::vector<std::string> lines;
+  common::SetLogSink([&lines](absl::string_view line) {
+    if (absl::StrContains(line, "background task enqueue refused")) lines.emplace_back(line);
+  });
+  {
+    BackgroundTasks tasks(OptionsFor(&r, &clock));  // 1/s, burst 2
+    tasks.Sync({1, 0}, {Web()}, "");
+    for (int i = 0; i < 40; ++i) {
+      (void)tasks.OnPluginMessage(1, Enqueue("web", "default", absl::StrCat("k", i)));
+    }
+    // 38 refusals: the log limiter's burst (10) is written, the rest suppressed ...
+    ASSERT_EQ(lines.size(), 10u);
+    EXPECT_THAT(lines[0], HasSubstr("controller=web"));
+    EXPECT_THAT(lines[0], HasSubstr("enqueue rate"));
+    clock.Advance(absl::Seconds(1));
+    (void)tasks.OnPluginMessage(1, Enqueue("web", "default", "x"));  // accepted (refill)
+    (void)tasks.OnPluginMessage(1, Enqueue("web", "default", "y"));  // refused, logged
+    // ... and counted on the next line that is written.
+    ASSERT_EQ(lines.size(), 11u);
+    EXPECT_THAT(lines[10], HasSubstr("suppressed=28"));
+  }
+  common::SetLogSink(nullptr);
 }
 
 TEST(BackgroundTasksTest, TaskStatusIsKeptForTheDump) {

@@ -352,6 +352,10 @@ std::vector<BackgroundTasks::Wanted> ControllerGroup::TasksWanted() const {
     w.controller = c->spec.name();
     w.namespaced = c->info.primary.namespaced;
     for (const auto& task : c->spec.background_tasks()) w.tasks.push_back(task.name());
+    if (c->override_spec.has_value()) {
+      w.enqueues_per_second = c->override_spec->task_enqueue_qps;
+      w.enqueue_burst = c->override_spec->task_enqueue_burst;
+    }
     out.push_back(std::move(w));
   }
   return out;

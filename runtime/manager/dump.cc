@@ -81,6 +81,10 @@ void EmitTasks(YAML::Emitter& out, const std::vector<TaskControllerReport>& task
     out << YAML::BeginMap;
     out << YAML::Key << "controller" << YAML::Value << c.controller;
     out << YAML::Key << "running" << YAML::Value << c.running;
+    out << YAML::Key << "enqueueLimit" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "perSecond" << YAML::Value << c.enqueues_per_second;
+    out << YAML::Key << "burst" << YAML::Value << c.enqueue_burst;
+    out << YAML::EndMap;
     out << YAML::Key << "enqueued" << YAML::Value << c.enqueued;
     out << YAML::Key << "refused" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "invalid" << YAML::Value << c.refused_invalid;

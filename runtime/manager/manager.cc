@@ -1066,6 +1066,17 @@ void Manager::Collect(observe::Figures& figures) const {
     f.request_duration = observe::FromDurationHistogram(requests.duration);
     f.cache_bytes = static_cast<double>(cache_bytes);
     figures.plugins.push_back(std::move(f));
+    for (const TaskControllerReport& r : p.tasks->Report()) {
+      observe::TaskEnqueueFigures t;
+      t.operator_name = p.operator_name;
+      t.plugin = p.name;
+      t.controller = r.controller;
+      t.accepted_total = r.enqueued;
+      t.refused_rate_limited_total = r.refused_rate_limited;
+      t.refused_invalid_total = r.refused_invalid;
+      t.refused_not_running_total = r.refused_not_running;
+      figures.task_enqueues.push_back(std::move(t));
+    }
   }
   for (const watch::ReflectorMetrics& m : registry_->Metrics()) {
     figures.watches.push_back(observe::FromReflectorMetrics(m));

@@ -170,6 +170,34 @@ std::vector<MetricFamily> Build(const Figures& f) {
     AddGauge(cache_bytes, labels, p.cache_bytes);
   }
 
+  MetricFamily task_enqueues =
+      Family("ctrlhost_task_enqueues_total",
+             "Keys the controller's background tasks enqueued (TaskEnqueue accepted)",
+             MetricType::Counter);
+  MetricFamily task_refused =
+      Family("ctrlhost_task_enqueues_refused_total",
+             "TaskEnqueue messages of the controller's background tasks the host refused, by "
+             "reason: rate_limited (over spec.controllers[].backgroundTasks), invalid (malformed "
+             "namespace/name), not_running (the tasks were not started or were stopped)",
+             MetricType::Counter);
+  for (const TaskEnqueueFigures& t : f.task_enqueues) {
+    AddCounter(task_enqueues,
+               {{"operator", t.operator_name}, {"plugin", t.plugin}, {"controller", t.controller}},
+               static_cast<double>(t.accepted_total));
+    // Every reason from the start, so that increase() and absent-series alerts work.
+    for (const auto& [reason, n] :
+         {std::pair<const char*, uint64_t>{"rate_limited", t.refused_rate_limited_total},
+          {"invalid", t.refused_invalid_total},
+          {"not_running", t.refused_not_running_total}}) {
+      AddCounter(task_refused,
+                 {{"operator", t.operator_name},
+                  {"plugin", t.plugin},
+                  {"controller", t.controller},
+                  {"reason", reason}},
+                 static_cast<double>(n));
+    }
+  }
+
   MetricFamily objects =
       Family("ctrlhost_watch_objects", "Objects in the watch's cache", MetricType::Gauge);
   MetricFamily bytes =
@@ -241,6 +269,8 @@ std::vector<MetricFamily> Build(const Figures& f) {
                                &requests,
                                &request_duration,
                                &cache_bytes,
+                               &task_enqueues,
+                               &task_refused,
                                &objects,
                                &bytes,
                                &memory_bytes,

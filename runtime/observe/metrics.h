@@ -28,6 +28,9 @@
 //   ctrlhost_plugin_request_duration_seconds{operator,plugin}      histogram
 //   ctrlhost_plugin_cache_bytes{operator,plugin}
 //   ctrlhost_plugin_swaps_total{operator,plugin,result}  result: success | failure (both always)
+//   ctrlhost_task_enqueues_total{operator,plugin,controller}     accepted background-task enqueues
+//   ctrlhost_task_enqueues_refused_total{operator,plugin,controller,reason}
+//                        reason: rate_limited | invalid | not_running (all three always)
 //   ctrlhost_watch_objects{watch}  ctrlhost_watch_bytes{watch}  ctrlhost_watch_events_total{watch}
 //   ctrlhost_watch_memory_bytes{watch}
 //   ctrlhost_watch_relists_total{watch}
@@ -104,6 +107,17 @@ struct PluginFigures {
   double cache_bytes = 0;
 };
 
+// One controller's background-task enqueues (manager::BackgroundTasks' counters).
+struct TaskEnqueueFigures {
+  std::string operator_name;
+  std::string plugin;
+  std::string controller;
+  uint64_t accepted_total = 0;
+  uint64_t refused_rate_limited_total = 0;  // over the controller's token bucket
+  uint64_t refused_invalid_total = 0;       // malformed namespace/name
+  uint64_t refused_not_running_total = 0;   // tasks not started, stopped, another instance's
+};
+
 struct WatchFigures {
   std::string watch;  // e.g. WatchKey::ToString()
   double objects = 0;
@@ -130,6 +144,7 @@ struct Figures {
   std::vector<ControllerFigures> controllers;
   std::vector<QueueFigures> queues;
   std::vector<PluginFigures> plugins;
+  std::vector<TaskEnqueueFigures> task_enqueues;
   std::vector<WatchFigures> watches;
   std::vector<ConnectionFigures> connections;
 };

@@ -90,6 +90,14 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
     p.request_duration = TwoBuckets();
     p.cache_bytes = 8192;
     f.plugins.push_back(p);
+    TaskEnqueueFigures t;
+    t.operator_name = "web";
+    t.plugin = "webapp";
+    t.controller = "deployments";
+    t.accepted_total = 12;
+    t.refused_rate_limited_total = 5;
+    t.refused_invalid_total = 1;
+    f.task_enqueues.push_back(t);
     WatchFigures w;
     w.watch = "apps/v1 Deployment";
     w.objects = 10;
@@ -141,6 +149,15 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       {R"(ctrlhost_plugin_in_flight{operator="web",plugin="webapp"})", 2},
       {R"(ctrlhost_plugin_requests_total{operator="web",plugin="webapp",result="ok"})", 9},
       {R"(ctrlhost_plugin_request_duration_seconds_sum{operator="web",plugin="webapp"})", 4.5},
+      {R"(ctrlhost_task_enqueues_total{operator="web",plugin="webapp",controller="deployments"})",
+       12},
+      {R"(ctrlhost_task_enqueues_refused_total{operator="web",plugin="webapp",controller="deployments",reason="rate_limited"})",
+       5},
+      {R"(ctrlhost_task_enqueues_refused_total{operator="web",plugin="webapp",controller="deployments",reason="invalid"})",
+       1},
+      // Zero, but present: every reason is exported from the start.
+      {R"(ctrlhost_task_enqueues_refused_total{operator="web",plugin="webapp",controller="deployments",reason="not_running"})",
+       0},
       {R"(ctrlhost_watch_objects{watch="apps/v1 Deployment"})", 10},
       {R"(ctrlhost_watch_bytes{watch="apps/v1 Deployment"})", 2048},
       {R"(ctrlhost_watch_memory_bytes{watch="apps/v1 Deployment"})", 3072},
