@@ -167,8 +167,10 @@ sdk::Result Reconcile(const std::string& hold_file, const sdk::Request& req,
 
   const std::string name = req.name();
   const std::string config_name = name + "-config";
-  nlohmann::json labels = sdk::CommonLabels(kApp, name);
-  labels[kVersionLabel] = spec.version;
+  const nlohmann::json labels = sdk::CommonLabels(kApp, name);
+  // Only the Deployment carries the version: it is what the downgrade check and readiness read.
+  nlohmann::json versioned_labels = labels;
+  versioned_labels[kVersionLabel] = spec.version;
   const nlohmann::json selector = sdk::SelectorLabels(kApp, name);
   const int64_t metrics_port = context.value("metricsPort", int64_t{0});
   const bool v2 = set == "v2";
@@ -209,7 +211,7 @@ sdk::Result Reconcile(const std::string& hold_file, const sdk::Request& req,
                if (v2) pod_spec["serviceAccountName"] = name;
                return sdk::BuildDeployment(
                    {.name = name,
-                    .labels = labels,
+                    .labels = versioned_labels,
                     .selector = selector,
                     .replicas = spec.replicas,
                     .containers = nlohmann::json::array({container}),
