@@ -218,12 +218,15 @@ function reconcile(holdFile, req, context) {
     for (const message of notes.created) result.event('Normal', 'DeploymentCreated', message);
     const failed = result.error !== null && result.error.kind === 'terminal';
     if (notes.refused) result.event('Warning', 'DowngradeRefused', notes.refused);
+    // After an error the chain stopped part way: its lists say nothing about readiness.
+    const ready = result.error === null && state.allReady;
     let message = '';
-    if (held) message = 'on hold: listed in the hold file';
-    else if (!state.allReady) message = `waiting for ${state.pending.join(', ')}`;
+    if (result.error !== null) message = '';
+    else if (held) message = 'on hold: listed in the hold file';
+    else if (!ready) message = `waiting for ${state.pending.join(', ')}`;
     result.status().resourceSet = set;
     sdk.setOperatorStatus(r, result, { operatorVersion: OPERATOR_VERSION,
-      targetVersion: spec.version, childrenReady: state.allReady, message,
+      targetVersion: spec.version, childrenReady: ready, message,
       failure: failed ? result.error.message : '',
       failureReason: notes.refused ? 'DowngradeRefused' : 'ReconcileFailed' });
   })(req);

@@ -227,15 +227,19 @@ def _reconcile(hold_file: str, req, context: dict) -> Result:
         failed = result.error is not None and result.error[0] == TERMINAL
         if notes["refused"]:
             result.event(WARNING, "DowngradeRefused", notes["refused"])
-        if held:
+        # After an error the chain stopped part way: its lists say nothing about readiness.
+        ready = result.error is None and state.all_ready
+        if result.error is not None:
+            message = ""
+        elif held:
             message = "on hold: listed in the hold file"
-        elif not state.all_ready:
+        elif not ready:
             message = "waiting for " + ", ".join(state.pending)
         else:
             message = ""
         result.status["resourceSet"] = set_name
         set_operator_status(r, result, operator_version=OPERATOR_VERSION,
-                            target_version=spec.version, children_ready=state.all_ready,
+                            target_version=spec.version, children_ready=ready,
                             message=message, failure=result.error[1] if failed else "",
                             failure_reason="DowngradeRefused" if notes["refused"]
                             else "ReconcileFailed")

@@ -245,10 +245,14 @@ sdk::Result Reconcile(const std::string& hold_file, const sdk::Request& req,
     if (!notes->refused.empty()) {
       result->Event(sdk::EventType::kWarning, "DowngradeRefused", notes->refused);
     }
+    // After an error the chain stopped part way: its lists say nothing about readiness.
+    const bool ready = !result->error().has_value() && state.all_ready();
     std::string message;
-    if (held) {
+    if (result->error().has_value()) {
+      message = "";
+    } else if (held) {
       message = "on hold: listed in the hold file";
-    } else if (!state.all_ready()) {
+    } else if (!ready) {
       message = absl::StrCat("waiting for ", absl::StrJoin(state.pending, ", "));
     }
     result->Status()["resourceSet"] = set;
@@ -256,7 +260,7 @@ sdk::Result Reconcile(const std::string& hold_file, const sdk::Request& req,
         r,
         {.operator_version = kOperatorVersion,
          .target_version = spec.version,
-         .children_ready = state.all_ready(),
+         .children_ready = ready,
          .message = message,
          .failure = failed ? result->error()->message : "",
          .failure_reason = notes->refused.empty() ? "ReconcileFailed" : "DowngradeRefused"},
