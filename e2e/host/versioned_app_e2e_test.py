@@ -12,7 +12,8 @@ kubectl against the embedded API server. Every piece of the controller model sho
 - context flags: an object listed in the hold file gets its ConfigMap only (the ConfigMap step
   cancels the pass: DependentsReady False Cancelled);
 - the background task: taking the object off the hold file gets it reconciled with no other
-  trigger (the task enqueues it), and /debug/dump shows the task running.
+  trigger (the task enqueues it), a malformed line in the file is logged once, and
+  /debug/dump shows the task running.
 
 At the end the children and status of both objects, with server-set fields removed, must equal
 testdata/versioned_app.golden.json: the same file for the three languages, so they behave
@@ -208,11 +209,15 @@ class VersionedAppTest(unittest.TestCase):
         self.assertEqual(status["phase"], "Deploying")
         self.assertEqual(self.conditions("held")["Available"]["status"], "False")
 
-        # Off hold: nothing but the task's enqueue reconciles it again.
-        self.write_hold("# nothing on hold\n")
+        # Off hold: nothing but the task's enqueue reconciles it again. A line that is not
+        # namespace/name is ignored and said once in the host's log.
+        self.write_hold("# nothing on hold\nnot a key\n")
         self.kubectl_ok("wait", "--for=condition=Available", "versionedapp/held",
                         "--timeout=40s")
         self.assertIsNotNone(self.get("deployment", "held"))
+        self.host.wait_for(lambda: "not namespace/name, ignored: not a key" in self.host.log(),
+                           "the malformed hold line logged")
+        self.assertEqual(self.host.log().count("not namespace/name, ignored: not a key"), 1)
         _, text = self.host.endpoint("/debug/dump")
         tasks = yaml.safe_load(text)["plugins"][0]["backgroundTasks"]
         self.assertEqual(tasks[0]["controller"], "versioned-app", tasks)
