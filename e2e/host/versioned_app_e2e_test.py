@@ -26,6 +26,7 @@ import unittest
 
 import yaml  # Debian's python3-yaml, as the other e2e tests
 
+from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
 
 OPERATOR = """\
@@ -113,6 +114,14 @@ class VersionedAppTest(unittest.TestCase):
             " ".join(args), result.stdout, result.stderr, self.host.log()[-3000:]))
         return result.stdout
 
+    def kubectl_wait(self, condition, obj, timeout=60):
+        """`kubectl wait` with its own bound (kubectl's default subprocess bound is 30 s)."""
+        result = apiserver_fixture.kubectl(
+            host_fixture.kubectl_binary(), self.host.kubeconfig, "wait", condition, obj,
+            "--timeout=%ds" % timeout, timeout=timeout + 15)
+        self.assertEqual(result.returncode, 0, "kubectl wait %s %s: %s%s\n%s" % (
+            condition, obj, result.stdout, result.stderr, self.host.log()[-3000:]))
+
     def get(self, kind, name):
         result = self.host.kubectl("get", "-n", "default", "-o", "json", kind, name)
         return json.loads(result.stdout) if result.returncode == 0 else None
@@ -140,7 +149,7 @@ class VersionedAppTest(unittest.TestCase):
 
     def check_v1_create_upgrade_to_v2_and_refused_downgrade(self):
         self.kubectl_ok("apply", "-f", "-", input_text=json.dumps(APP))
-        self.kubectl_ok("wait", "--for=condition=Available", "versionedapp/app", "--timeout=40s")
+        self.kubectl_wait("--for=condition=Available", "versionedapp/app")
         status = self.status("app")
         self.assertEqual((status["phase"], status["resourceSet"], status["observedVersion"],
                           status["targetVersion"], status["observedGeneration"]),
@@ -158,8 +167,7 @@ class VersionedAppTest(unittest.TestCase):
 
         # Upgrade to 2.0.0: the set v2 takes over; never Degraded on the way.
         self.patch_version("app", "2.0.0")
-        self.kubectl_ok("wait", "--for=jsonpath={.status.observedVersion}=2.0.0",
-                        "versionedapp/app", "--timeout=40s")
+        self.kubectl_wait("--for=jsonpath={.status.observedVersion}=2.0.0", "versionedapp/app")
         status = self.status("app")
         self.assertEqual((status["phase"], status["resourceSet"], status["observedGeneration"]),
                          ("Deployed", "v2", 2), status)
@@ -173,7 +181,7 @@ class VersionedAppTest(unittest.TestCase):
 
         # A downgrade is refused by the Deployment's pre-update callback.
         self.patch_version("app", "1.5.0")
-        self.kubectl_ok("wait", "--for=condition=Degraded", "versionedapp/app", "--timeout=40s")
+        self.kubectl_wait("--for=condition=Degraded", "versionedapp/app")
         status = self.status("app")
         degraded = self.conditions("app")["Degraded"]
         self.assertEqual((status["phase"], degraded["reason"]), ("Error", "DowngradeRefused"))
@@ -185,10 +193,8 @@ class VersionedAppTest(unittest.TestCase):
                          ["app.kubernetes.io/version"], "2.0.0")
         # Forward again: healthy.
         self.patch_version("app", "2.0.1")
-        self.kubectl_ok("wait", "--for=condition=Degraded=False", "versionedapp/app",
-                        "--timeout=40s")
-        self.kubectl_ok("wait", "--for=jsonpath={.status.observedVersion}=2.0.1",
-                        "versionedapp/app", "--timeout=40s")
+        self.kubectl_wait("--for=condition=Degraded=False", "versionedapp/app")
+        self.kubectl_wait("--for=jsonpath={.status.observedVersion}=2.0.1", "versionedapp/app")
         self.assertEqual(self.status("app")["phase"], "Deployed")
 
     def check_hold_and_the_background_task(self):
@@ -212,8 +218,7 @@ class VersionedAppTest(unittest.TestCase):
         # Off hold: nothing but the task's enqueue reconciles it again. A line that is not
         # namespace/name is ignored and said once in the host's log.
         self.write_hold("# nothing on hold\nnot a key\n")
-        self.kubectl_ok("wait", "--for=condition=Available", "versionedapp/held",
-                        "--timeout=40s")
+        self.kubectl_wait("--for=condition=Available", "versionedapp/held")
         self.assertIsNotNone(self.get("deployment", "held"))
         self.host.wait_for(lambda: "not namespace/name, ignored: not a key" in self.host.log(),
                            "the malformed hold line logged")

@@ -249,7 +249,9 @@ async function pollHoldFile(path, ctx) {
     } catch (e) {
       problem = e.message;
     }
-    if (problem && problem !== lastProblem) process.stderr.write(`WARNING versioned-app: ${problem}\n`);
+    if (problem && problem !== lastProblem) {
+      process.stderr.write(`WARNING versioned-app: ${problem}\n`);
+    }
     lastProblem = problem;
     if (holds === null) continue;
     const changed = [...holds.keys].filter((k) => !previous.has(k)).sort()
