@@ -14,7 +14,10 @@ plugins/webapp-py).
    model's pieces alike offline (requeue, errors, a forbidden change, DependentChain context
    flags, resource builders, stage callbacks, the standard operator status, resource sets), and
    live its standard status is read by `kubectl wait --for=condition=Available` through an upgrade and a
-   persistent failure (OperatorStatusLiveTest, both servers).
+   persistent failure (OperatorStatusLiveTest, both servers). Background tasks
+   (TaskConformanceTest, both servers): under each language the scenario's task fails on its
+   first run, is restarted and reported alike in /debug/dump, and its enqueues are the only
+   trigger that gets a changed external token reconciled.
 """
 
 import json
@@ -420,6 +423,100 @@ class OperatorStatusLiveTest(unittest.TestCase):
             stalled = {c["type"]: c for c in status["conditions"]}["Stalled"]
             self.assertEqual((stalled["status"], stalled["message"]),
                              ("True", "the backend refuses us"))
+
+
+TASK_OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: scenario
+spec:
+  plugins:
+    - name: scenario
+      exec:
+        command: {command}
+        env:
+          SCENARIO_TASK_FILE: {task_file}
+"""
+
+
+class TaskConformanceTest(unittest.TestCase):
+    """Background tasks alike in every language (scenario outcome "task"), one host per
+    language: the host starts the task with the controller, a task that fails is restarted and
+    reported in /debug/dump, and what it enqueues is reconciled. (A fresh host each: a swap to a
+    plugin with another Describe replaces the controllers, which stops and starts the new
+    instance's tasks once more and resets their restart count.)"""
+
+    def setUp(self):
+        # Plugin-readable, apart from the host's data directory (Landlock hides that one).
+        self.dir = tempfile.mkdtemp(prefix="task-conformance-",
+                                    dir=os.environ.get("TEST_TMPDIR"))
+        os.chmod(self.dir, 0o755)
+        self.task_file = os.path.join(self.dir, "tokens")
+
+    def write_tokens(self, tokens):
+        with open(self.task_file + ".tmp", "w", encoding="utf-8") as f:
+            f.write("".join("%s %s\n" % item for item in sorted(tokens.items())))
+        os.chmod(self.task_file + ".tmp", 0o644)
+        os.rename(self.task_file + ".tmp", self.task_file)
+
+    @staticmethod
+    def token_of(host, name):
+        cm = host.get("/api/v1/namespaces/default/configmaps/" + name)
+        return (cm or {}).get("data", {}).get("token")
+
+    @staticmethod
+    def poke_task(host):
+        """The task's entry in /debug/dump once it runs again after its failed first run."""
+        status, text = host.endpoint("/debug/dump")
+        if status != 200:
+            return None
+        import yaml  # pylint: disable=import-outside-toplevel (Debian's python3-yaml)
+        for controller in yaml.safe_load(text)["plugins"][0].get("backgroundTasks", []):
+            for task in controller.get("tasks", []):
+                if (task["name"] == "poke" and task["state"] == "running"
+                        and task["restarts"] >= 1):
+                    return controller, task
+        return None
+
+    def run_language(self, lang, tokens):
+        host = host_fixture.start_host(TASK_OPERATOR.format(
+            command=SCENARIO_PLUGINS[lang], task_file=self.task_file))
+        try:
+            host.kubectl("apply", "-f", SCENARIO_CRD, check=True)
+            controller, task = host.wait_for(lambda: self.poke_task(host),
+                                             "%s: poke restarted" % lang)
+            self.assertIn("scenario task fails on its first run", task["lastError"], lang)
+            self.assertIn("background task failed", host.log(), lang)
+            name = "task-" + lang
+            host.kubectl("apply", "-f", "-", check=True, input_text=json.dumps({
+                "apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Scenario",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"outcome": "task"}}))
+            host.wait_for(lambda: self.token_of(host, name) == "", "%s: first reconcile" % lang)
+            # Only the task's enqueue reconciles the object after its token changes.
+            tokens["default/" + name] = "token-" + lang
+            self.write_tokens(tokens)
+            host.wait_for(lambda: self.token_of(host, name) == "token-" + lang,
+                          "%s: the enqueued object reconciled" % lang)
+            obj = host.get("/apis/e2e.ctrlhost.dev/v1/namespaces/default/scenarios/" + name)
+            controller = host.wait_for(
+                lambda: (lambda c: c if c[0]["enqueued"] >= 1 else None)(self.poke_task(host)),
+                "%s: enqueue counted" % lang)[0]
+            return (controller["controller"], controller["running"], task["name"],
+                    task["state"], dict(obj["status"], token="-"))
+        finally:
+            code = host.stop()
+            self.assertEqual(code, 0, "ctrlhost exited %s\n%s" % (code, host.log()[-4000:]))
+
+    def test_tasks_restart_report_and_enqueue_alike(self):
+        tokens = {}
+        seen = {lang: self.run_language(lang, tokens)
+                for lang in ("cpp", "go", "python", "node")}
+        self.assertEqual(seen["cpp"][:4], ("scenario", True, "poke", "running"))
+        self.assertEqual(seen["cpp"][4]["phase"], "Done")
+        self.maxDiff = None
+        self.assertEqual(seen, {lang: seen["cpp"] for lang in seen})
 
 
 OPERATOR = """\

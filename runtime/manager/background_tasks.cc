@@ -135,6 +135,11 @@ void BackgroundTasks::Sync(InstanceId instance, const std::vector<Wanted>& wante
         pluginpb::ReconcileRequest start;
         start.mutable_start_tasks()->set_controller(name);
         notices.push_back(std::move(start));
+        // Started before the notice leaves: a task may enqueue before `send` returns, and
+        // that enqueue must not be refused as "not started" (it would be lost). An unsent
+        // notice takes it back below.
+        c.started = true;
+        c.report.running = true;
       } else if (!c.wanted && c.started) {
         pluginpb::ReconcileRequest stop;
         stop.mutable_stop_tasks()->set_controller(name);
@@ -159,12 +164,14 @@ void BackgroundTasks::Sync(InstanceId instance, const std::vector<Wanted>& wante
          {"generation", instance.first},
          {"reason", start ? std::string("controller running") : std::string(stop_reason)},
          {"sent", sent}});
-    if (!start || !sent.ok()) continue;  // an unsent start is retried at the next Sync
+    if (!start || sent.ok()) continue;
+    // An unsent start is retried at the next Sync; until then the controller's enqueues are
+    // refused.
     common::MutexLock lock(&mu_);
     auto it = controllers_.find(controller);
-    if (it != controllers_.end() && it->second.wanted && instance_ == instance) {
-      it->second.started = true;
-      it->second.report.running = true;
+    if (it != controllers_.end() && instance_ == instance) {
+      it->second.started = false;
+      it->second.report.running = false;
     }
   }
 }

@@ -103,6 +103,31 @@ TEST(BackgroundTasksTest, UnsentStartIsRetriedAndEnqueuesBeforeItAreRefused) {
   EXPECT_TRUE(tasks.OnPluginMessage(1, Enqueue("web", "default", "a")).ok());
 }
 
+// Regression: the start was recorded only after `send` returned, so a task that enqueued at
+// once (its plugin answering before the host's thread got back) was refused "not started" and
+// its key lost (seen in e2e/conformance's task case after a swap).
+TEST(BackgroundTasksTest, EnqueueArrivingBeforeTheStartNoticeReturnsIsAccepted) {
+  common::FakeClock clock;
+  Recorder r;
+  BackgroundTasksOptions options = OptionsFor(&r, &clock);
+  BackgroundTasks* self = nullptr;
+  std::vector<absl::Status> answers;
+  options.send = [&](pluginpb::ReconcileRequest notice) {
+    r.sent.push_back(notice);
+    if (notice.has_start_tasks()) {
+      answers.push_back(self->OnPluginMessage(1, Enqueue("web", "default", "a")));
+    }
+    return absl::OkStatus();
+  };
+  BackgroundTasks tasks(options);
+  self = &tasks;
+  tasks.Sync({1, 0}, {Web()}, "");
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_TRUE(answers[0].ok()) << answers[0];
+  EXPECT_THAT(r.enqueued,
+              ElementsAre(std::make_pair(std::string("web"), std::string("default/a"))));
+}
+
 TEST(BackgroundTasksTest, StoppedControllerCannotEnqueue) {
   common::FakeClock clock;
   Recorder r;

@@ -24,12 +24,23 @@
 //   builders   status {phase: Done, configHash: ConfigHash(spec.config), built: [every resource
 //              builder's output for this object]} (reported, not desired: the scenario owns
 //              ConfigMaps only)
+//   task       desire ConfigMap <name> {token: the object's token in $SCENARIO_TASK_FILE, "" when
+//              none}, status {phase: Done, token}. With $SCENARIO_TASK_FILE set the controller
+//              declares the background task "poke": its first run in a process fails with
+//              "scenario task fails on its first run" (the SDK restarts it), later runs poll the
+//              file every 200 ms (lines "namespace/name token") and enqueue the object of each
+//              line that appears or changes
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
@@ -230,6 +241,54 @@ sdk::Result Route(const sdk::Request& req) {
   return result;
 }
 
+std::string TaskFile() {
+  const char* path = std::getenv("SCENARIO_TASK_FILE");
+  return path != nullptr ? path : "";
+}
+
+// "namespace/name" -> token, from the lines "namespace/name token" (others are ignored).
+std::map<std::string, std::string> ReadTokens() {
+  std::map<std::string, std::string> tokens;
+  std::ifstream in(TaskFile());
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (fields.size() == 2) tokens[fields[0]] = fields[1];
+  }
+  return tokens;
+}
+
+sdk::Result Task(const sdk::Request& req) {
+  const std::map<std::string, std::string> tokens = ReadTokens();
+  auto it = tokens.find(absl::StrCat(req.namespace_(), "/", req.name()));
+  const std::string token = it != tokens.end() ? it->second : "";
+  sdk::Result result;
+  result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()))["data"] = {{"token", token}};
+  result.Status() = {{"phase", "Done"}, {"token", token}};
+  return result;
+}
+
+absl::Status Poke(sdk::TaskContext& ctx) {
+  static std::atomic<int> runs{0};
+  if (runs.fetch_add(1) == 0) {
+    return absl::UnavailableError("scenario task fails on its first run");
+  }
+  std::map<std::string, std::string> seen;
+  do {
+    for (const auto& [key, token] : ReadTokens()) {
+      auto it = seen.find(key);
+      if (it != seen.end() && it->second == token) continue;
+      seen[key] = token;
+      std::vector<std::string> parts = absl::StrSplit(key, absl::MaxSplits('/', 1));
+      if (parts.size() != 2) continue;
+      if (absl::Status s = ctx.Enqueue(parts[0], parts[1]); !s.ok()) {
+        std::fprintf(stderr, "scenario task: %s\n", std::string(s.message()).c_str());
+      }
+    }
+  } while (!ctx.Wait(absl::Milliseconds(200)));
+  return absl::OkStatus();
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   const std::string outcome = req.spec().value("outcome", "ok");
@@ -238,6 +297,7 @@ sdk::Result Reconcile(const sdk::Request& req) {
   if (outcome == "callbacks") return Callbacks(req);
   if (outcome == "status") return OperatorStatus(req);
   if (outcome == "route") return Route(req);
+  if (outcome == "task") return Task(req);
   sdk::Result result;
   if (outcome == "requeue") {
     result.Status()["phase"] = "Waiting";
@@ -260,9 +320,11 @@ sdk::Result Reconcile(const sdk::Request& req) {
 
 int main() {
   sdk::Plugin plugin("scenario", "1.0.0");
-  plugin.Add(sdk::ControllerBuilder("scenario")
-                 .For("e2e.ctrlhost.dev", "v1", "Scenario")
-                 .Owns("", "v1", "ConfigMap")
-                 .Reconcile(Reconcile));
+  sdk::ControllerBuilder scenario("scenario");
+  scenario.For("e2e.ctrlhost.dev", "v1", "Scenario")
+      .Owns("", "v1", "ConfigMap")
+      .Reconcile(Reconcile);
+  if (!TaskFile().empty()) scenario.BackgroundTask("poke", Poke);
+  plugin.Add(scenario);
   return plugin.Run();
 }

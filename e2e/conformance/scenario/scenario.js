@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // The conformance "scenario" controller on the Node SDK (see scenario.cc for the outcomes).
+const fs = require('node:fs');
 const path = require('node:path');
 const sdk = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 const {
@@ -126,8 +127,55 @@ function route(req) {
   return result;
 }
 
+const TASK_FILE = process.env.SCENARIO_TASK_FILE || '';
+
+// "namespace/name" -> token, from the lines "namespace/name token".
+function readTokens() {
+  const tokens = new Map();
+  let text = '';
+  try {
+    text = fs.readFileSync(TASK_FILE, 'utf8');
+  } catch (e) {
+    return tokens;
+  }
+  for (const line of text.split('\n')) {
+    const fields = line.split(/\s+/).filter((f) => f !== '');
+    if (fields.length === 2) tokens.set(fields[0], fields[1]);
+  }
+  return tokens;
+}
+
+function task(req) {
+  const token = readTokens().get(`${req.namespace}/${req.name}`) || '';
+  const result = new Result();
+  result.desire(newObject('v1', 'ConfigMap', req.name)).data = { token };
+  Object.assign(result.status(), { phase: 'Done', token });
+  return result;
+}
+
+let pokeRuns = 0;
+async function poke(ctx) {
+  pokeRuns += 1;
+  if (pokeRuns === 1) throw new Error('scenario task fails on its first run');
+  const seen = new Map();
+  do {
+    for (const [key, token] of [...readTokens()].sort()) {
+      if (seen.get(key) === token) continue;
+      seen.set(key, token);
+      const slash = key.indexOf('/');
+      try {
+        ctx.enqueue(key.slice(0, slash), key.slice(slash + 1));
+      } catch (e) {
+        process.stderr.write(`scenario task: ${e.message}\n`);
+      }
+    }
+  } while (!(await ctx.wait(200)));
+}
+
 const plugin = new Plugin('scenario', '1.0.0');
-plugin.controller('scenario')
+const scenario = plugin.controller('scenario');
+if (TASK_FILE) scenario.backgroundTask('poke', poke);
+scenario
   .for('e2e.ctrlhost.dev', 'v1', 'Scenario')
   .owns('', 'v1', 'ConfigMap')
   .reconcile(async (req) => {
@@ -138,6 +186,7 @@ plugin.controller('scenario')
     if (outcome === 'callbacks') return callbacks(req);
     if (outcome === 'status') return operatorStatus(req);
     if (outcome === 'route') return route(req);
+    if (outcome === 'task') return task(req);
     const result = new Result();
     if (outcome === 'requeue') {
       result.status().phase = 'Waiting';

@@ -1,6 +1,8 @@
 """The conformance "scenario" controller on the Python SDK (see scenario.cc for the outcomes)."""
 
+import os
 import sys
+import threading
 
 from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, StageCallbacks, find_path, set_operator_status, UPDATE_ALLOWED, Controller, DependentChain,
                           Plugin, ReconcileError, ResourceRouter, Result, build_cluster_role,
@@ -153,6 +155,60 @@ def route(req):
     return result
 
 
+TASK_FILE = os.environ.get("SCENARIO_TASK_FILE", "")
+
+
+def read_tokens():
+    """"namespace/name" -> token, from the lines "namespace/name token"."""
+    tokens = {}
+    try:
+        with open(TASK_FILE, encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) == 2:
+                    tokens[fields[0]] = fields[1]
+    except OSError:
+        pass
+    return tokens
+
+
+def task(req):
+    token = read_tokens().get("%s/%s" % (req.namespace, req.name), "")
+    result = Result()
+    result.desire(new_object("v1", "ConfigMap", req.name))["data"] = {"token": token}
+    result.status.update(phase="Done", token=token)
+    return result
+
+
+_poke_runs = [0]
+_poke_lock = threading.Lock()
+
+
+def poke(ctx):
+    with _poke_lock:
+        _poke_runs[0] += 1
+        first = _poke_runs[0] == 1
+    if first:
+        raise RuntimeError("scenario task fails on its first run")
+    seen = {}
+    while True:
+        for key, token in sorted(read_tokens().items()):
+            if seen.get(key) == token:
+                continue
+            seen[key] = token
+            namespace, _, name = key.partition("/")
+            try:
+                ctx.enqueue(namespace, name)
+            except ValueError as e:
+                print("scenario task: %s" % e, file=sys.stderr, flush=True)
+        if ctx.wait(0.2):
+            return
+
+
+if TASK_FILE:
+    scenario.background_task("poke")(poke)
+
+
 @scenario.reconcile
 def reconcile(req):
     if not req.exists or req.deleting:
@@ -168,6 +224,8 @@ def reconcile(req):
         return operator_status(req)
     if outcome == "route":
         return route(req)
+    if outcome == "task":
+        return task(req)
     result = Result()
     if outcome == "requeue":
         result.status["phase"] = "Waiting"

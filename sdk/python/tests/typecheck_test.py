@@ -1,5 +1,6 @@
 """The SDK's type hints, checked with Debian's mypy (tools/deps/debian.txt), and code written
-against the SDK (the example plugin, plugins/webapp-py) checked against them.
+against the SDK (the example plugin, plugins/webapp-py, plugins/versioned-app-py) checked
+against them.
 
 mypy.ini beside the package holds the settings: the SDK must be fully annotated; the generated
 protocol modules and grpcio/protobuf (no stubs in Debian) are Any. A second test feeds mypy a
@@ -30,6 +31,7 @@ CHECKED = [
     "sdk/python/tests/example_plugin.py",
     "plugins/webapp-py/webapp.py",
     "plugins/webapp-py/main.py",
+    "plugins/versioned-app-py/versioned_app.py",
 ]
 
 
@@ -41,7 +43,8 @@ def _mypy(*paths):
     cache = os.path.join(scratch, "mypy-cache")
     env = dict(os.environ)
     env["MYPYPATH"] = os.pathsep.join([os.path.join(ROOT, "sdk", "python"),
-                                       os.path.join(ROOT, "plugins", "webapp-py")])
+                                       os.path.join(ROOT, "plugins", "webapp-py"),
+                                       os.path.join(ROOT, "plugins", "versioned-app-py")])
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", CONFIG, "--cache-dir", cache,
          "--no-error-summary", "--explicit-package-bases",

@@ -5,6 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	ctrlhost "ctrlhost.dev/sdk/go"
@@ -219,6 +223,8 @@ func reconcile(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, er
 		return builders(req)
 	case "route":
 		return route(ctx, req)
+	case "task":
+		return task(req), nil
 	case "requeue":
 		res.MergeStatus(map[string]any{"phase": "Waiting"})
 		res.RequeueAfter = 30 * time.Second
@@ -240,8 +246,75 @@ func reconcile(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, er
 	return res, nil
 }
 
+var taskFile = os.Getenv("SCENARIO_TASK_FILE")
+
+// readTokens: "namespace/name" -> token, from the lines "namespace/name token".
+func readTokens() map[string]string {
+	tokens := map[string]string{}
+	data, err := os.ReadFile(taskFile)
+	if err != nil {
+		return tokens
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) == 2 {
+			tokens[fields[0]] = fields[1]
+		}
+	}
+	return tokens
+}
+
+func task(req *ctrlhost.Request) *ctrlhost.Result {
+	token := readTokens()[req.Namespace+"/"+req.Name]
+	res := &ctrlhost.Result{}
+	res.Desire(ctrlhost.NewObject("v1", "ConfigMap", req.Name))["data"] = map[string]any{"token": token}
+	res.MergeStatus(map[string]any{"phase": "Done", "token": token})
+	return res
+}
+
+var (
+	pokeMu   sync.Mutex
+	pokeRuns int
+)
+
+func poke(ctx context.Context, t *ctrlhost.Task) error {
+	pokeMu.Lock()
+	pokeRuns++
+	first := pokeRuns == 1
+	pokeMu.Unlock()
+	if first {
+		return errors.New("scenario task fails on its first run")
+	}
+	seen := map[string]string{}
+	for {
+		tokens := readTokens()
+		keys := make([]string, 0, len(tokens))
+		for key := range tokens {
+			keys = append(keys, key)
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			if old, ok := seen[key]; ok && old == tokens[key] {
+				continue
+			}
+			seen[key] = tokens[key]
+			namespace, name, _ := strings.Cut(key, "/")
+			if err := t.Enqueue(namespace, name); err != nil {
+				fmt.Fprintf(os.Stderr, "scenario task: %v\n", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func main() {
 	scenario := ctrlhost.NewController("scenario").For("e2e.ctrlhost.dev", "v1", "Scenario").
 		Owns("", "v1", "ConfigMap").Reconcile(reconcile)
+	if taskFile != "" {
+		scenario.BackgroundTask("poke", poke)
+	}
 	ctrlhost.NewPlugin("scenario", "1.0.0", scenario).Main()
 }
