@@ -124,10 +124,12 @@ class TasksTest(unittest.TestCase):
         self.host.wait_for(lambda: "enqueue default/does-not-exist"
                            in read(os.path.join(self.dir, "v1.log")), "missing key enqueued")
 
-        # Swap to v2: the host stops v1's tasks before it drains, v2's start.
+        # Swap to v2: the host stops v1's tasks before it drains, v2's start. v2 declares
+        # another maxConcurrentReconciles (another Describe): the host replaces the controllers,
+        # and v2's tasks start once, with the new controllers.
         swapped = self.host.ctrlhost("plugin", "swap", "tasks/tasks", "--timeout", "60s",
                                      "--command", self.plugin, "--env", "TASK_DIR=" + self.dir,
-                                     "--env", "TASK_VERSION=v2")
+                                     "--env", "TASK_VERSION=v2", "--env", "TASK_MAX_CONCURRENT=2")
         self.assertEqual(swapped.returncode, 0, swapped.stdout + swapped.stderr)
         # The host sends StopTasks before the drain; the stream then closes, which stops the
         # tasks too. Whichever the plugin sees first, the task was stopped (cancelled and
@@ -147,6 +149,10 @@ class TasksTest(unittest.TestCase):
         self.assertEqual(read(os.path.join(self.dir, "v1.log")), v1_lines)
         self.assertNotIn("enqueue default/beta", v1_lines)
         self.assertIsNone(self.child_version("gamma"))
+        self.assertIn("replacing the plugin's controllers", self.host.log())
+        v2_lines = read(os.path.join(self.dir, "v2.log"))
+        self.assertEqual(v2_lines.count("started"), 1,
+                         "v2's poll task started more than once:\n" + "\n".join(v2_lines))
         tasks, plugin = self.dump_tasks()
         self.assertEqual(plugin["generation"], 2)
         self.assertTrue(tasks[0]["running"])

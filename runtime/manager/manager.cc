@@ -153,6 +153,11 @@ struct Manager::Plugin {
   // a crash restart, a remote plugin's reconnect) re-enqueues every object of the group's
   // controllers with REASON_PLUGIN_STARTED. Guarded by the manager's mu_.
   std::pair<uint64_t, uint64_t> ready_instance{0, 0};
+  // Held while its controllers are being replaced (ReplaceGroup): the loop (a crash restart
+  // that brought another Describe, a cache cap) and an admin thread (a swap) may both want to,
+  // for the same new instance; one at a time, each against the group current then. Taken
+  // before the manager's mu_, never while holding it.
+  common::Mutex replace_mu;
 };
 
 struct Manager::Operator {
@@ -635,6 +640,14 @@ void Manager::SyncBackgroundTasks() {
     if (slot.serving.state == plugin::PluginState::kReady) {
       instance = {slot.serving_generation, slot.serving.restarts};
     }
+    // A new instance whose Describe differs from the running controllers' (a swap or a crash
+    // restart to other code) is about to get its controllers replaced: its tasks start with the
+    // new controllers, not now from the old ones' declarations only to be stopped and started
+    // again (the first run would happen twice).
+    if (view.group != nullptr && slot.serving.describe != nullptr &&
+        !SameControllers(view.group->describe(), *slot.serving.describe)) {
+      continue;
+    }
     std::vector<BackgroundTasks::Wanted> wanted;
     if (view.group != nullptr && view.cache_error.empty() && !fenced) {
       wanted = view.group->TasksWanted();
@@ -770,8 +783,17 @@ void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source
 void Manager::ReplaceGroup(const PluginView& view, const pluginpb::DescribeResponse& describe,
                            bool force) {
   Plugin* p = view.plugin.get();
-  std::shared_ptr<ControllerGroup> old = view.group;
+  common::MutexLock replacing(&p->replace_mu);
+  std::shared_ptr<ControllerGroup> old;
+  {
+    common::MutexLock lock(&mu_);
+    old = p->group;
+  }
   if (old == nullptr) return;
+  // `view` may be stale: another thread may have replaced the group for this very Describe
+  // since (a swap's caller and the loop both see the new instance); replacing it again would
+  // stop and start the same controllers and their background tasks twice.
+  if (old != view.group && SameControllers(old->describe(), describe)) return;
   if (!force && SameControllers(old->describe(), describe)) return;
   common::LogInfo("replacing the plugin's controllers (new Describe or new overrides)",
                   {{"operator", p->operator_name}, {"plugin", p->name}});

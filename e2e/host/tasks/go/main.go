@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,10 @@ func main() {
 	poke := ctrlhost.NewController("poke").For("", "v1", "ConfigMap").LabelSelector("tasks-e2e=true").
 		Owns("", "v1", "ConfigMap").Reconcile(reconcile).
 		BackgroundTask("poll", poll).BackgroundTask("flaky", flaky)
+	if n, err := strconv.ParseUint(os.Getenv("TASK_MAX_CONCURRENT"), 10, 32); err == nil {
+		// Another Describe (the test's v2): the host replaces the controllers on the swap.
+		poke.MaxConcurrent(uint32(n))
+	}
 	p := ctrlhost.NewPlugin("tasks", version, poke)
 	p.TaskBackoff = ctrlhost.TaskBackoff{Initial: 200 * time.Millisecond, Max: time.Second}
 	p.Main()
