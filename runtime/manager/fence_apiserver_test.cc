@@ -47,10 +47,9 @@ TEST(FenceApiServerTest, WritesFollowTheCallingThreadsFence) {
     EXPECT_NE(refused.status().message().find("not the leader: standby"), std::string::npos)
         << refused.status();
     // Reads are never fenced.
-    EXPECT_TRUE(client.Get(kube::ResourceRef{.version = "v1",
-                                             .resource = "namespaces",
-                                             .name = "default"})
-                    .ok());
+    EXPECT_TRUE(
+        client.Get(kube::ResourceRef{.version = "v1", .resource = "namespaces", .name = "default"})
+            .ok());
   }
   {
     ScopedWriteFence scope(&beta);
