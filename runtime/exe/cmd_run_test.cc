@@ -338,6 +338,41 @@ TEST_F(RunCommandTest, PerOperatorLeases) {
             "of that operator's keys");
 }
 
+// Per-operator Leases through the command line: one preview line per operator.
+TEST_F(RunCommandTest, PerOperatorLeasesPreview) {
+  const std::string file = Touch("ops.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  leaderElection: {perOperator: true, leaseDuration: 20s}\n"
+         "  plugins:\n  - name: web\n    exec: {command: /bin/true}\n"
+         "---\napiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: cart}\n"
+         "spec:\n  leaderElection: {perOperator: true, leaseName: cart-lease}\n"
+         "  plugins:\n  - name: web\n    exec: {command: /bin/true}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--leader-elect-identity",
+                           "me", "--leader-elect-resource-namespace", "ha"},
+                          out, err),
+            kExitOk)
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(out.str(),
+                                "leader election of operator cart: Lease ha/cart-lease, identity "
+                                "me, lease 15s, renew deadline 10s, retry 2s\n"
+                                "leader election of operator shop: Lease ha/ctrlhost-shop, "
+                                "identity me, lease 20s, renew deadline 10s, retry 2s\n"))
+      << out.str();
+  EXPECT_FALSE(absl::StrContains(out.str(), "leader election: Lease")) << out.str();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(
+      RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--leader-elect"}, out2, err2),
+      kExitFailure);
+  EXPECT_TRUE(absl::StrContains(err2.str(),
+                                "spec.leaderElection.perOperator and --leader-elect "
+                                "exclude each other"))
+      << err2.str();
+}
+
 // The same through the command line: the file's block and which flags were given.
 TEST_F(RunCommandTest, LeaderElectionPreviewFileAndFlags) {
   const std::string file = Touch("op.yaml");
