@@ -107,8 +107,9 @@ const std::vector<absl::string_view>& ApiClientFields() {
   return *v;
 }
 const std::vector<absl::string_view>& LeaderElectionFields() {
-  static const auto* const v = new std::vector<absl::string_view>{
-      "leaseDuration", "renewDeadline", "retryPeriod", "leaseName", "leaseNamespace"};
+  static const auto* const v =
+      new std::vector<absl::string_view>{"leaseDuration", "renewDeadline",  "retryPeriod",
+                                         "leaseName",     "leaseNamespace", "perOperator"};
   return *v;
 }
 const std::vector<absl::string_view>& RateLimitFields() {
@@ -352,6 +353,7 @@ LeaderElectionSpec ParseLeaderElection(YamlReader& r, const YAML::Node& node,
   le.lease_duration = r.Duration(Get(fields, "leaseDuration"), Join(path, "leaseDuration"), false);
   le.renew_deadline = r.Duration(Get(fields, "renewDeadline"), Join(path, "renewDeadline"), false);
   le.retry_period = r.Duration(Get(fields, "retryPeriod"), Join(path, "retryPeriod"), false);
+  le.per_operator = r.Bool(Get(fields, "perOperator"), Join(path, "perOperator")).value_or(false);
   if (le.lease_duration.has_value() && le.renew_deadline.has_value() &&
       *le.lease_duration <= *le.renew_deadline) {
     r.Error(Get(fields, "leaseDuration"), Join(path, "leaseDuration"),

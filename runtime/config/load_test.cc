@@ -385,6 +385,27 @@ TEST(ParseOperatorsTest, LeaderElectionBlock) {
   EXPECT_EQ(other, (*ops)[0]);
 }
 
+TEST(ParseOperatorsTest, LeaderElectionPerOperator) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection: {perOperator: true}
+)"),
+                                                                 "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE((*ops)[0].leader_election.has_value());
+  EXPECT_TRUE((*ops)[0].leader_election->per_operator);
+  EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
+  plugins:
+    - name: a
+      exec: {command: a}
+  leaderElection: {perOperator: "yes"}
+)")),
+              ElementsAre(HasSubstr(
+                  "op.yaml:9:33: spec.leaderElection.perOperator: must be true or false")));
+}
+
 TEST(ParseOperatorsTest, LeaderElectionValuesAreCheckedLikeTheFlags) {
   EXPECT_THAT(Errors(absl::StrCat(kHeader, R"(spec:
   plugins:

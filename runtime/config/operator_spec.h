@@ -127,17 +127,21 @@ struct ApiClientSpec {
 // field (exe/cmd_run.h ResolveLeaderElection). The relations the flags must satisfy
 // (leaseDuration > renewDeadline > 1.2 x retryPeriod > 0) are checked here between the fields the
 // block sets, and again on the merged values.
+// With `per_operator` the block is this operator's own Lease instead (default name
+// "ctrlhost-<operator>"): several hosts then spread operators among themselves; such blocks are
+// not merged with the others (exe/cmd_run.h ResolveLeaderElection).
 struct LeaderElectionSpec {
   std::optional<absl::Duration> lease_duration;  // > 0
   std::optional<absl::Duration> renew_deadline;  // > 0
   std::optional<absl::Duration> retry_period;    // > 0
   std::string lease_name;                        // empty: unset; else a DNS-1123 subdomain
   std::string lease_namespace;                   // empty: unset; else a DNS-1123 label
+  bool per_operator = false;                     // perOperator: this operator's own Lease
   SourceLocation location;                       // of the block
   bool operator==(const LeaderElectionSpec& o) const {
     return lease_duration == o.lease_duration && renew_deadline == o.renew_deadline &&
            retry_period == o.retry_period && lease_name == o.lease_name &&
-           lease_namespace == o.lease_namespace;
+           lease_namespace == o.lease_namespace && per_operator == o.per_operator;
   }
   bool operator!=(const LeaderElectionSpec& o) const { return !(*this == o); }
 };

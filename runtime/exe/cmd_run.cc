@@ -25,6 +25,7 @@
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
+#include "runtime/kube/validation.h"
 #include "runtime/manager/host.h"
 #include "runtime/plugin/sandbox.h"
 
@@ -204,6 +205,86 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
   return plan;
 }
 
+namespace {
+
+// The per-operator half of ResolveLeaderElection (see cmd_run.h).
+absl::Status ResolveOperatorLeases(const RunFlags& flags,
+                                   const std::vector<const config::OperatorSpec*>& per_operator,
+                                   const std::vector<std::string>& without,
+                                   const std::optional<std::string>& pod_namespace, RunPlan* plan) {
+  auto given = [&flags](absl::string_view name) {
+    return flags.leader_elect_given.count(std::string(name)) > 0;
+  };
+  if (given("leader-elect") && !flags.leader_elect) return absl::OkStatus();  // all off
+  const config::OperatorSpec& first = *per_operator.front();
+  const std::string first_block =
+      absl::StrCat(first.leader_election->location.ToString(), ": operator ", first.name,
+                   ": spec.leaderElection.perOperator");
+  if (!without.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        first_block,
+        ": once an operator has a Lease of its own, every operator of the host "
+        "must (spec.leaderElection: {perOperator: true}); an operator without one would run on "
+        "every host: ",
+        absl::StrJoin(without, ", ")));
+  }
+  if (flags.leader_elect) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(first_block,
+                     " and --leader-elect exclude each other (the host-wide Lease would decide "
+                     "for operators that have their own)"));
+  }
+  if (!flags.shard_ring.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard-ring and ", first_block,
+                     " exclude each other: a host that does not hold an "
+                     "operator's Lease would never run its share of that operator's keys"));
+  }
+  const std::string identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
+                                                                   : flags.leader_elect_identity;
+  std::map<std::string, std::string> lease_owner;  // "ns/name" -> the block that names it
+  for (const config::OperatorSpec* op : per_operator) {
+    const config::LeaderElectionSpec& block = *op->leader_election;
+    const std::string where =
+        absl::StrCat(block.location.ToString(), ": operator ", op->name, ": spec.leaderElection");
+    manager::LeaderElectionOptions le;
+    le.lease_name =
+        !block.lease_name.empty() ? block.lease_name : absl::StrCat("ctrlhost-", op->name);
+    if (std::vector<std::string> problems = kube::IsDns1123Subdomain(le.lease_name);
+        !problems.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": the default Lease name \"", le.lease_name,
+                       "\" is invalid (set leaseName): ", absl::StrJoin(problems, "; ")));
+    }
+    if (!block.lease_namespace.empty()) {
+      le.lease_namespace = block.lease_namespace;
+    } else if (!flags.leader_elect_resource_namespace.empty()) {
+      le.lease_namespace = flags.leader_elect_resource_namespace;
+    } else {
+      le.lease_namespace = pod_namespace.value_or("default");
+    }
+    if (le.lease_namespace.empty()) le.lease_namespace = "default";
+    le.identity = identity;
+    le.lease_duration = block.lease_duration.value_or(flags.leader_elect_lease_duration);
+    le.renew_deadline = block.renew_deadline.value_or(flags.leader_elect_renew_deadline);
+    le.retry_period = block.retry_period.value_or(flags.leader_elect_retry_period);
+    if (absl::Status s = manager::ValidateLeaderElection(le); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " merged with the --leader-elect-* flags and their defaults: ", s.message()));
+    }
+    const std::string lease = absl::StrCat(le.lease_namespace, "/", le.lease_name);
+    if (auto [it, fresh] = lease_owner.emplace(lease, where); !fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": Lease ", lease,
+                                                     " is already the Lease of ", it->second,
+                                                     " (each operator needs its own)"));
+    }
+    plan->operator_leases[op->name] = std::move(le);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ResolveLeaderElection(const RunFlags& flags,
                                    const std::vector<config::OperatorSpec>& operators,
                                    const std::optional<std::string>& pod_namespace, RunPlan* plan) {
@@ -215,7 +296,14 @@ absl::Status ResolveLeaderElection(const RunFlags& flags,
   std::vector<std::string> blocks;  // "file:line:column" of each block
   std::vector<std::string> conflicts;
   std::map<std::string, std::string> origin;  // field -> the block that set it first
+  std::vector<const config::OperatorSpec*> per_operator;
+  std::vector<std::string> without;  // operators without a Lease of their own
   for (const config::OperatorSpec& op : operators) {
+    if (op.leader_election.has_value() && op.leader_election->per_operator) {
+      per_operator.push_back(&op);
+      continue;
+    }
+    without.push_back(absl::StrCat(op.name, " (", op.location.ToString(), ")"));
     if (!op.leader_election.has_value()) continue;
     const config::LeaderElectionSpec& le = *op.leader_election;
     blocks.push_back(le.location.ToString());
@@ -245,6 +333,10 @@ absl::Status ResolveLeaderElection(const RunFlags& flags,
   if (!conflicts.empty()) return absl::InvalidArgumentError(absl::StrJoin(conflicts, "\n"));
 
   plan->leader_election.reset();
+  plan->operator_leases.clear();
+  if (!per_operator.empty()) {
+    return ResolveOperatorLeases(flags, per_operator, without, pod_namespace, plan);
+  }
   const bool enabled =
       given("leader-elect") ? flags.leader_elect : (flags.leader_elect || !blocks.empty());
   if (!enabled) return absl::OkStatus();
@@ -521,6 +613,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
           << ", renew deadline " << absl::FormatDuration(le.renew_deadline) << ", retry "
           << absl::FormatDuration(le.retry_period) << "\n";
     }
+    for (const auto& [op, le] : plan->operator_leases) {
+      out << "leader election of operator " << op << ": Lease " << le.lease_namespace << "/"
+          << le.lease_name << ", identity " << le.identity << ", lease "
+          << absl::FormatDuration(le.lease_duration) << ", renew deadline "
+          << absl::FormatDuration(le.renew_deadline) << ", retry "
+          << absl::FormatDuration(le.retry_period) << "\n";
+    }
     if (plan->shard_ring.has_value()) {
       const manager::ShardRingOptions& ring = *plan->shard_ring;
       out << "shard ring: " << ring.ring << ", Lease " << ring.lease_namespace << "/"
@@ -563,6 +662,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.api_qps = api_client.qps;
   options.api_burst = api_client.burst;
   options.leader_election = plan->leader_election;
+  options.operator_leases = plan->operator_leases;
   options.shard_ring = plan->shard_ring;
   absl::StatusOr<std::unique_ptr<manager::Host>> host = manager::Host::Start(std::move(options));
   if (!host.ok()) return Failure(host.status().ToString(), err);
@@ -583,6 +683,11 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     out << "leader election: Lease " << plan->leader_election->lease_namespace << "/"
         << plan->leader_election->lease_name << ", identity " << plan->leader_election->identity
         << " (standby until it holds the Lease)" << std::endl;
+  }
+  for (const auto& [op, le] : plan->operator_leases) {
+    out << "leader election of operator " << op << ": Lease " << le.lease_namespace << "/"
+        << le.lease_name << ", identity " << le.identity
+        << " (the operator stands by until this host holds its Lease)" << std::endl;
   }
   if (plan->shard_ring.has_value()) {
     out << "shard ring: " << plan->shard_ring->ring << ", identity " << plan->shard_ring->identity

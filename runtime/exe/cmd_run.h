@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -99,6 +100,9 @@ struct RunPlan {
   // Set with --leader-elect (identity and namespace resolved); PlanRun() resolves the flags
   // alone, ResolveLeaderElection() again with the operator documents' spec.leaderElection.
   std::optional<manager::LeaderElectionOptions> leader_election;
+  // Per-operator Leases (spec.leaderElection.perOperator), by operator name: set by
+  // ResolveLeaderElection; excludes leader_election and shard_ring.
+  std::map<std::string, manager::LeaderElectionOptions> operator_leases;
   std::optional<manager::ShardRingOptions> shard_ring;
 };
 
@@ -131,6 +135,11 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
 // set a field must agree: the host has one Lease), else from the flag's default. The merged
 // values must pass manager::ValidateLeaderElection. Errors are InvalidArgument naming the flags
 // and the file:line:column of the blocks involved.
+// A block with perOperator: true is that operator's own Lease instead (plan->operator_leases):
+// each field from the block, else from its flag (given or default); the name defaults to
+// "ctrlhost-<operator>". Once one operator has its own Lease, every operator must (one without
+// would run on every host), and neither the host-wide election nor a shard ring may be on; an
+// explicit --leader-elect=false turns the per-operator Leases off too.
 absl::Status ResolveLeaderElection(const RunFlags& flags,
                                    const std::vector<config::OperatorSpec>& operators,
                                    const std::optional<std::string>& pod_namespace, RunPlan* plan);

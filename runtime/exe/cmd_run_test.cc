@@ -256,6 +256,123 @@ TEST_F(RunCommandTest, LeaderElectionFromOperatorFiles) {
             "never run");
 }
 
+TEST_F(RunCommandTest, PerOperatorLeases) {
+  RunFlags flags = Flags(Touch("op.yaml"));
+  flags.leader_elect_identity = "host-a";
+  config::OperatorSpec a, b, c;
+  a.name = "alpha";
+  a.leader_election = config::LeaderElectionSpec{.lease_duration = absl::Seconds(6),
+                                                 .renew_deadline = absl::Seconds(4),
+                                                 .retry_period = absl::Seconds(1),
+                                                 .per_operator = true,
+                                                 .location = {"a.yaml", 9, 3}};
+  b.name = "beta";
+  b.leader_election = config::LeaderElectionSpec{.lease_name = "beta-lease",
+                                                 .lease_namespace = "ops",
+                                                 .per_operator = true,
+                                                 .location = {"b.yaml", 7, 3}};
+  c.name = "gamma";
+  c.location = {"c.yaml", 1, 1};
+  absl::StatusOr<RunPlan> plan = PlanRun(flags, std::nullopt, std::nullopt, "pods");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  EXPECT_FALSE(plan->leader_election.has_value());
+  ASSERT_EQ(plan->operator_leases.size(), 2u);
+  const manager::LeaderElectionOptions& alpha = plan->operator_leases.at("alpha");
+  EXPECT_EQ(alpha.lease_name, "ctrlhost-alpha");
+  EXPECT_EQ(alpha.lease_namespace, "pods");
+  EXPECT_EQ(alpha.identity, "host-a");
+  EXPECT_EQ(alpha.lease_duration, absl::Seconds(6));
+  EXPECT_EQ(alpha.renew_deadline, absl::Seconds(4));
+  EXPECT_EQ(alpha.retry_period, absl::Seconds(1));
+  const manager::LeaderElectionOptions& beta = plan->operator_leases.at("beta");
+  EXPECT_EQ(beta.lease_name, "beta-lease");
+  EXPECT_EQ(beta.lease_namespace, "ops");
+  EXPECT_EQ(beta.lease_duration, absl::Seconds(15));  // the flag's default
+  // The block's own fields win over a flag; a flag fills what it leaves out.
+  flags.leader_elect_lease_duration = absl::Seconds(20);
+  flags.leader_elect_given = {"leader-elect-lease-duration"};
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  EXPECT_EQ(plan->operator_leases.at("alpha").lease_duration, absl::Seconds(6));
+  EXPECT_EQ(plan->operator_leases.at("beta").lease_duration, absl::Seconds(20));
+  flags.leader_elect_given.clear();
+  flags.leader_elect_lease_duration = absl::Seconds(15);
+  // Every operator needs one once one has one.
+  EXPECT_EQ(ResolveLeaderElection(flags, {a, c}, "pods", &*plan).message(),
+            "a.yaml:9:3: operator alpha: spec.leaderElection.perOperator: once an operator has a "
+            "Lease of its own, every operator of the host must (spec.leaderElection: "
+            "{perOperator: true}); an operator without one would run on every host: gamma "
+            "(c.yaml:1:1)");
+  EXPECT_TRUE(plan->operator_leases.empty());
+  // Two operators cannot share one Lease.
+  config::OperatorSpec d = b;
+  d.name = "delta";
+  d.leader_election->location = {"d.yaml", 4, 3};
+  EXPECT_EQ(ResolveLeaderElection(flags, {b, d}, "pods", &*plan).message(),
+            "d.yaml:4:3: operator delta: spec.leaderElection: Lease ops/beta-lease is already the "
+            "Lease of b.yaml:7:3: operator beta: spec.leaderElection (each operator needs its "
+            "own)");
+  // Merged values obey the flags' rules.
+  flags.leader_elect_renew_deadline = absl::Seconds(30);
+  EXPECT_EQ(ResolveLeaderElection(flags, {b}, "pods", &*plan).message(),
+            "b.yaml:7:3: operator beta: spec.leaderElection merged with the --leader-elect-* "
+            "flags and their defaults: leader election: leaseDuration (15s) must be greater than "
+            "renewDeadline (30s)");
+  flags.leader_elect_renew_deadline = absl::Seconds(10);
+  // --leader-elect and --shard-ring exclude them; --leader-elect=false turns them off.
+  flags.leader_elect = true;
+  EXPECT_EQ(ResolveLeaderElection(flags, {a}, "pods", &*plan).message(),
+            "a.yaml:9:3: operator alpha: spec.leaderElection.perOperator and --leader-elect "
+            "exclude each other (the host-wide Lease would decide for operators that have their "
+            "own)");
+  flags.leader_elect = false;
+  flags.leader_elect_given = {"leader-elect"};
+  ASSERT_TRUE(ResolveLeaderElection(flags, {a, b}, "pods", &*plan).ok());
+  EXPECT_TRUE(plan->operator_leases.empty());
+  EXPECT_FALSE(plan->leader_election.has_value());
+  flags.leader_elect_given.clear();
+  flags.shard_ring = "web";
+  EXPECT_EQ(ResolveLeaderElection(flags, {a}, "pods", &*plan).message(),
+            "--shard-ring and a.yaml:9:3: operator alpha: spec.leaderElection.perOperator exclude "
+            "each other: a host that does not hold an operator's Lease would never run its share "
+            "of that operator's keys");
+}
+
+// Per-operator Leases through the command line: one preview line per operator.
+TEST_F(RunCommandTest, PerOperatorLeasesPreview) {
+  const std::string file = Touch("ops.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  leaderElection: {perOperator: true, leaseDuration: 20s}\n"
+         "  plugins:\n  - name: web\n    exec: {command: /bin/true}\n"
+         "---\napiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: cart}\n"
+         "spec:\n  leaderElection: {perOperator: true, leaseName: cart-lease}\n"
+         "  plugins:\n  - name: web\n    exec: {command: /bin/true}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--leader-elect-identity",
+                           "me", "--leader-elect-resource-namespace", "ha"},
+                          out, err),
+            kExitOk)
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(out.str(),
+                                "leader election of operator cart: Lease ha/cart-lease, identity "
+                                "me, lease 15s, renew deadline 10s, retry 2s\n"
+                                "leader election of operator shop: Lease ha/ctrlhost-shop, "
+                                "identity me, lease 20s, renew deadline 10s, retry 2s\n"))
+      << out.str();
+  EXPECT_FALSE(absl::StrContains(out.str(), "leader election: Lease")) << out.str();
+  std::ostringstream out2, err2;
+  EXPECT_EQ(
+      RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--leader-elect"}, out2, err2),
+      kExitFailure);
+  EXPECT_TRUE(absl::StrContains(err2.str(),
+                                "spec.leaderElection.perOperator and --leader-elect "
+                                "exclude each other"))
+      << err2.str();
+}
+
 // The same through the command line: the file's block and which flags were given.
 TEST_F(RunCommandTest, LeaderElectionPreviewFileAndFlags) {
   const std::string file = Touch("op.yaml");

@@ -95,4 +95,51 @@ void FencedDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadlin
                     });
 }
 
+namespace {
+thread_local const Fence* current_write_fence = nullptr;
+}  // namespace
+
+ScopedWriteFence::ScopedWriteFence(const Fence* fence) : previous_(current_write_fence) {
+  current_write_fence = fence;
+}
+
+ScopedWriteFence::~ScopedWriteFence() { current_write_fence = previous_; }
+
+const Fence* ScopedWriteFence::Current() { return current_write_fence; }
+
+absl::StatusOr<absl::Time> CurrentWriteDeadline() {
+  const Fence* fence = current_write_fence;
+  if (fence == nullptr) return absl::InfiniteFuture();
+  return fence->WriteDeadline();
+}
+
+controller::ApplyOutcome FencedApplier::Apply(const controller::ReconcileContext& context,
+                                              const pluginpb::ReconcileResponse& response) {
+  if (absl::StatusOr<absl::Time> open = fence_->WriteDeadline(); !open.ok()) {
+    controller::ApplyOutcome refused;
+    refused.kind = controller::OutcomeKind::kRetry;
+    refused.status = absl::UnavailableError(
+        absl::StrCat("nothing of the answer written: ", open.status().message()));
+    return refused;
+  }
+  ScopedWriteFence scope(fence_);
+  return target_->Apply(context, response);
+}
+
+absl::StatusOr<cache::ObjectPtr> FencedApplier::EnsureFinalizer(
+    const controller::ReconcileContext& context) {
+  if (absl::StatusOr<absl::Time> open = fence_->WriteDeadline(); !open.ok()) {
+    return open.status();
+  }
+  ScopedWriteFence scope(fence_);
+  return target_->EnsureFinalizer(context);
+}
+
+void FencedApplier::RecordTerminal(const controller::ReconcileContext& context,
+                                   const absl::Status& status) {
+  if (!fence_->open()) return;  // best effort: a host that may not write records nothing
+  ScopedWriteFence scope(fence_);
+  target_->RecordTerminal(context, status);
+}
+
 }  // namespace ctrlhost::manager

@@ -21,6 +21,13 @@
 //   fence.Extend(now + renew_deadline);       // renewed
 //   fence.Trip("lost the Lease");             // permanent
 //
+// Per-operator Leases (host.h): each such operator has a Fence of its own. Its plugins' reconciles
+// go through a FencedDispatcher on it, and its controllers' writes through a `FencedApplier`:
+// the applier refuses to start applying while the fence is closed, and installs the fence as
+// the calling thread's `ScopedWriteFence` for the duration of the apply, which the host's API
+// client consults (`CurrentWriteDeadline`, from its write_fence) before each write and to cut
+// the deadline of each write: the same two rules as the host-wide fence, per operator.
+//
 // Thread-safety: thread-safe; mu_ guards everything. Callbacks of tripped requests run after
 // mu_ is released.
 #ifndef CTRLHOST_RUNTIME_MANAGER_FENCE_H_
@@ -82,6 +89,48 @@ class Fence {
   std::string tripped_ ABSL_GUARDED_BY(mu_);  // the reason; "" while not tripped
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, controller::ReconcileCallback> in_flight_ ABSL_GUARDED_BY(mu_);
+};
+
+// Installs `fence` as the calling thread's write fence until destroyed (nests: the previous one
+// comes back). Used by FencedApplier around the applier's calls, which write on the calling
+// thread. Not shared across threads (it is the thread's own state).
+class ScopedWriteFence {
+ public:
+  explicit ScopedWriteFence(const Fence* fence);
+  ~ScopedWriteFence();
+  ScopedWriteFence(const ScopedWriteFence&) = delete;
+  ScopedWriteFence& operator=(const ScopedWriteFence&) = delete;
+  // The calling thread's fence (null outside any scope).
+  static const Fence* Current();
+
+ private:
+  const Fence* const previous_;
+};
+
+// The write deadline of the calling thread's ScopedWriteFence: InfiniteFuture outside a scope,
+// else its fence's WriteDeadline() (UNAVAILABLE once it is closed).
+absl::StatusOr<absl::Time> CurrentWriteDeadline();
+
+// A ResponseApplier that writes only through an open fence: every call is refused while the
+// fence is closed (UNAVAILABLE, retried with backoff by the runner; nothing written), and runs
+// inside a ScopedWriteFence otherwise, so that the API client refuses or cuts each write at the
+// fence. Thread-safe (the target's calls are; the fence is).
+class FencedApplier : public controller::ResponseApplier {
+ public:
+  // Both borrowed; they must outlive this object.
+  FencedApplier(controller::ResponseApplier* target, const Fence* fence)
+      : target_(target), fence_(fence) {}
+
+  controller::ApplyOutcome Apply(const controller::ReconcileContext& context,
+                                 const pluginpb::ReconcileResponse& response) override;
+  absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(
+      const controller::ReconcileContext& context) override;
+  void RecordTerminal(const controller::ReconcileContext& context,
+                      const absl::Status& status) override;
+
+ private:
+  controller::ResponseApplier* const target_;
+  const Fence* const fence_;
 };
 
 // A Dispatcher that dispatches only through an open fence. Thread-safe.

@@ -1,5 +1,6 @@
 #include "runtime/manager/fence.h"
 
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -98,6 +99,84 @@ TEST(FencedDispatcherTest, TripCancelsInFlightAndDropsTheLateAnswer) {
   EXPECT_EQ(answers[1].message(), "reconcile cancelled: leadership lost");
   plugin.held[1](pluginpb::ReconcileResponse());  // the plugin answers late: dropped
   EXPECT_EQ(answers.size(), 2u);
+}
+
+// Records, for each call, the write deadline the API client would see on this thread.
+class RecordingApplier : public controller::ResponseApplier {
+ public:
+  controller::ApplyOutcome Apply(const controller::ReconcileContext&,
+                                 const pluginpb::ReconcileResponse&) override {
+    seen.push_back(CurrentWriteDeadline());
+    return {};
+  }
+  absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const controller::ReconcileContext&) override {
+    seen.push_back(CurrentWriteDeadline());
+    return cache::ObjectPtr();
+  }
+  void RecordTerminal(const controller::ReconcileContext&, const absl::Status&) override {
+    seen.push_back(CurrentWriteDeadline());
+  }
+  std::vector<absl::StatusOr<absl::Time>> seen;
+};
+
+TEST(FencedApplierTest, RefusesWhileClosedAndFencesTheWritesOfItsThread) {
+  common::FakeClock clock;
+  Fence fence(&clock);
+  RecordingApplier target;
+  FencedApplier applier(&target, &fence);
+  controller::ReconcileContext context;
+
+  // A standby's operator: nothing reaches the applier, the runner retries.
+  controller::ApplyOutcome outcome = applier.Apply(context, pluginpb::ReconcileResponse());
+  EXPECT_EQ(outcome.kind, controller::OutcomeKind::kRetry);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(outcome.status.message(), "nothing of the answer written: not the leader: standby");
+  EXPECT_EQ(applier.EnsureFinalizer(context).status().code(), absl::StatusCode::kUnavailable);
+  applier.RecordTerminal(context, absl::InternalError("x"));
+  EXPECT_TRUE(target.seen.empty());
+
+  // Leading: the applier's writes see the fence's deadline; outside it, no fence.
+  const absl::Time until = clock.Now() + absl::Seconds(10);
+  fence.Open(until);
+  EXPECT_EQ(applier.Apply(context, pluginpb::ReconcileResponse()).kind,
+            controller::OutcomeKind::kDone);
+  ASSERT_TRUE(applier.EnsureFinalizer(context).ok());
+  applier.RecordTerminal(context, absl::InternalError("x"));
+  ASSERT_EQ(target.seen.size(), 3u);
+  for (const auto& deadline : target.seen) {
+    ASSERT_TRUE(deadline.ok()) << deadline.status();
+    EXPECT_EQ(*deadline, until);
+  }
+  EXPECT_EQ(ScopedWriteFence::Current(), nullptr);
+  ASSERT_TRUE(CurrentWriteDeadline().ok());
+  EXPECT_EQ(*CurrentWriteDeadline(), absl::InfiniteFuture());
+
+  // The fence closes while a write is under way: the client sees it closed at once.
+  {
+    ScopedWriteFence scope(&fence);
+    clock.Advance(absl::Seconds(10));
+    absl::StatusOr<absl::Time> deadline = CurrentWriteDeadline();
+    ASSERT_FALSE(deadline.ok());
+    EXPECT_NE(deadline.status().message().find("not renewed in time"), std::string::npos);
+  }
+  EXPECT_EQ(applier.Apply(context, pluginpb::ReconcileResponse()).kind,
+            controller::OutcomeKind::kRetry);
+  EXPECT_EQ(target.seen.size(), 3u);
+}
+
+TEST(ScopedWriteFenceTest, NestsAndIsPerThread) {
+  common::FakeClock clock;
+  Fence outer(&clock);
+  Fence inner(&clock);
+  ScopedWriteFence a(&outer);
+  {
+    ScopedWriteFence b(&inner);
+    EXPECT_EQ(ScopedWriteFence::Current(), &inner);
+    const Fence* other_thread = &inner;
+    std::thread([&other_thread] { other_thread = ScopedWriteFence::Current(); }).join();
+    EXPECT_EQ(other_thread, nullptr);
+  }
+  EXPECT_EQ(ScopedWriteFence::Current(), &outer);
 }
 
 }  // namespace

@@ -31,10 +31,19 @@ std::string LeaderElectionBlocks(const std::vector<config::OperatorSpec>& operat
     };
     lines.push_back(absl::StrCat(op.name, " ", duration(le.lease_duration), " ",
                                  duration(le.renew_deadline), " ", duration(le.retry_period), " ",
-                                 le.lease_name, " ", le.lease_namespace));
+                                 le.lease_name, " ", le.lease_namespace,
+                                 le.per_operator ? " perOperator" : ""));
   }
   std::sort(lines.begin(), lines.end());
   return absl::StrJoin(lines, "\n");
+}
+
+// The operators' names and spec.leaderElection blocks, for hosts with per-operator Leases.
+std::string OperatorSet(const std::vector<config::OperatorSpec>& operators) {
+  std::vector<std::string> names;
+  for (const config::OperatorSpec& op : operators) names.push_back(op.name);
+  std::sort(names.begin(), names.end());
+  return absl::StrCat(absl::StrJoin(names, ","), "\n", LeaderElectionBlocks(operators));
 }
 
 }  // namespace
@@ -72,6 +81,34 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   // One pooled connection per concurrent worker at least: a request that finds no idle
   // connection opens a new TLS connection, which costs far more than the request.
   rest_options.max_idle_connections = std::max<size_t>(rest_options.max_idle_connections, 64);
+  if (!options.operator_leases.empty()) {
+    if (options.leader_election.has_value() || options.shard_ring.has_value()) {
+      return absl::InvalidArgumentError(
+          "per-operator Leases exclude the host-wide Lease and a shard ring");
+    }
+    absl::Duration shortest_retry = absl::InfiniteDuration();
+    for (auto& [op, le] : options.operator_leases) {
+      if (absl::Status s = ValidateLeaderElection(le); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("operator ", op, ": ", s.message()));
+      }
+      auto lease = std::make_unique<OperatorLease>();
+      lease->operator_name = op;
+      lease->fence = std::make_unique<Fence>(le.clock);
+      host->operator_leases_.push_back(std::move(lease));
+      shortest_retry = std::min(shortest_retry, le.retry_period);
+    }
+    host->operator_set_at_start_ = OperatorSet(options.operators);
+    // Writes are fenced per operator: the applier of an operator with a Lease installs its
+    // fence on the writing thread (FencedApplier), which this check reads.
+    rest_options.write_fence = [] { return CurrentWriteDeadline(); };
+    kube::RestClientOptions elector_options;  // as for the host-wide elector, below
+    elector_options.qps = 0;
+    elector_options.timeout = shortest_retry;
+    elector_options.max_idle_connections = 2 * options.operator_leases.size();
+    elector_options.user_agent = absl::StrCat(rest_options.user_agent, "/leader-election");
+    ASSIGN_OR_RETURN(host->elector_rest_, kube::RestClient::Create(rest_config, elector_options));
+    host->elector_client_ = std::make_unique<kube::Client>(host->elector_rest_.get());
+  }
   if (options.leader_election.has_value()) {
     RETURN_IF_ERROR(ValidateLeaderElection(*options.leader_election));
     host->fence_ = std::make_unique<Fence>(options.leader_election->clock);
@@ -157,6 +194,9 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
   manager_options.dispatching = !options.leader_election.has_value();
   manager_options.fence = host->fence_.get();
+  for (const auto& lease : host->operator_leases_) {
+    manager_options.operator_fences[lease->operator_name] = lease->fence.get();
+  }
   manager_options.shard_gate = host->ring_.get();
   ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
   Manager* manager = host->manager_.get();
@@ -166,7 +206,8 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   });
   host->observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
   host->observe_->SetDumpProvider([manager, raw_host]() -> absl::StatusOr<std::string> {
-    return absl::StrCat(manager->DumpYaml(), raw_host->LeaderDump(), raw_host->ShardDump());
+    return absl::StrCat(manager->DumpYaml(), raw_host->LeaderDump(), raw_host->OperatorLeasesDump(),
+                        raw_host->ShardDump());
   });
   RETURN_IF_ERROR(host->manager_->Start(options.operators));
   if (options.leader_election.has_value()) {
@@ -201,6 +242,48 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
                           status.holder.empty() ? "none" : status.holder, ")");
     });
     host->elector_->Start();
+  }
+  if (!host->operator_leases_.empty()) {
+    auto& family = prometheus::BuildGauge()
+                       .Name("leader_election_master_status")
+                       .Help(
+                           "1 while this host holds the leader-election Lease named by `name`, "
+                           "else 0")
+                       .Register(host->metrics_->registry());
+    for (const auto& lease : host->operator_leases_) {
+      const LeaderElectionOptions& le = options.operator_leases.at(lease->operator_name);
+      lease->gauge = &family.Add({{"name", le.lease_name}});
+      OperatorLease* raw = lease.get();
+      LeaderCallbacks callbacks;
+      callbacks.on_started_leading = [raw_host, raw](absl::Time valid_until) {
+        raw_host->OnOperatorStartedLeading(raw, valid_until);
+      };
+      Fence* fence = lease->fence.get();
+      callbacks.on_renewed = [fence](absl::Time valid_until) { fence->Extend(valid_until); };
+      callbacks.on_stopped_leading = [raw_host, raw](const std::string& reason) {
+        raw_host->OnOperatorStoppedLeading(raw, reason);
+      };
+      ASSIGN_OR_RETURN(lease->elector, LeaderElector::Create(host->elector_client_.get(), le,
+                                                             std::move(callbacks)));
+    }
+    host->observe_->SetReadyCheck("leader", [raw_host]() -> absl::Status {
+      const std::string lost = raw_host->leadership_lost();
+      if (lost.empty()) return absl::OkStatus();  // standing by for an operator is ready
+      return absl::UnavailableError(absl::StrCat("leadership lost: ", lost));
+    });
+    host->observe_->SetReadyDetail("leader", [raw_host]() -> std::string {
+      std::vector<std::string> parts;
+      for (const auto& lease : raw_host->operator_leases_) {
+        const LeaderStatus status = lease->elector->Status();
+        parts.push_back(absl::StrCat(
+            "operator ", lease->operator_name, ": ",
+            status.leading ? absl::StrCat("leading (Lease ", status.lease, ")")
+                           : absl::StrCat("standby (Lease ", status.lease, ", leader ",
+                                          status.holder.empty() ? "none" : status.holder, ")")));
+      }
+      return absl::StrJoin(parts, "; ");
+    });
+    for (const auto& lease : host->operator_leases_) lease->elector->Start();
   }
   if (host->ring_ != nullptr) {
     const ShardRing* ring = host->ring_.get();
@@ -313,6 +396,19 @@ absl::StatusOr<config::OperatorSetDiff> Host::Reload(bool dry_run) {
         absl::StrCat(operator_path_,
                      ": no Operator documents; refusing to delete every running operator "
                      "(delete them one by one, or stop the host)"));
+    common::LogError("operator files refused; the running operators are unchanged",
+                     {{"path", operator_path_}, {"error", refused.message()}});
+    common::MutexLock lock(&mu_);
+    last_reload_error_ = std::string(refused.message());
+    return refused;
+  }
+  if (!operator_leases_.empty() && OperatorSet(*operators) != operator_set_at_start_) {
+    // Each operator's Lease (its elector, fence and dispatch gate) is set up at start.
+    const absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+        operator_path_,
+        ": this host runs operators with Leases of their own (spec.leaderElection.perOperator): "
+        "they are fixed at start; adding or removing an operator or changing its "
+        "spec.leaderElection needs a restart (nothing was applied)"));
     common::LogError("operator files refused; the running operators are unchanged",
                      {{"path", operator_path_}, {"error", refused.message()}});
     common::MutexLock lock(&mu_);
@@ -436,6 +532,62 @@ void Host::OnStoppedLeading(const std::string& reason) {
   cv_.SignalAll();
 }
 
+void Host::OnOperatorStartedLeading(OperatorLease* lease, absl::Time valid_until) {
+  lease->fence->Open(valid_until);
+  lease->gauge->Set(1);
+  manager_->StartDispatching(lease->operator_name);
+}
+
+void Host::OnOperatorStoppedLeading(OperatorLease* lease, const std::string& reason) {
+  // Fence first: nothing of this operator still in flight may write once it is not the leader.
+  lease->fence->Trip(reason == "released" ? "the host is stopping: Lease released" : reason);
+  lease->gauge->Set(0);
+  if (reason == "released") return;
+  common::MutexLock lock(&mu_);
+  if (leadership_lost_.empty()) {
+    leadership_lost_ = absl::StrCat("operator ", lease->operator_name, " (Lease ",
+                                    lease->elector->Status().lease, "): ", reason);
+  }
+  cv_.SignalAll();
+}
+
+const LeaderElector* Host::operator_elector(const std::string& operator_name) const {
+  for (const auto& lease : operator_leases_) {
+    if (lease->operator_name == operator_name) return lease->elector.get();
+  }
+  return nullptr;
+}
+
+std::string Host::OperatorLeasesDump() const {
+  if (operator_leases_.empty()) return "";
+  const std::string lost = leadership_lost();
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "operatorLeases" << YAML::Value << YAML::BeginSeq;
+  for (const auto& lease : operator_leases_) {
+    const LeaderStatus status = lease->elector->Status();
+    out << YAML::BeginMap;
+    out << YAML::Key << "operator" << YAML::Value << lease->operator_name;
+    out << YAML::Key << "lease" << YAML::Value << status.lease;
+    out << YAML::Key << "identity" << YAML::Value << status.identity;
+    out << YAML::Key << "state" << YAML::Value
+        << (lease->fence->tripped() && !lost.empty() ? "lost"
+            : status.leading                         ? "leader"
+                                                     : "standby");
+    out << YAML::Key << "holder" << YAML::Value << status.holder;
+    out << YAML::Key << "leaseTransitions" << YAML::Value << status.transitions;
+    out << YAML::Key << "acquireTime" << YAML::Value << status.acquire_time;
+    out << YAML::Key << "renewTime" << YAML::Value << status.renew_time;
+    out << YAML::Key << "dispatching" << YAML::Value << manager_->dispatching(lease->operator_name);
+    out << YAML::Key << "writesAllowed" << YAML::Value << lease->fence->open();
+    if (!status.last_error.empty()) {
+      out << YAML::Key << "lastError" << YAML::Value << status.last_error;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
+}
+
 std::string Host::leadership_lost() const {
   common::MutexLock lock(&mu_);
   return leadership_lost_;
@@ -538,6 +690,12 @@ void Host::Stop() {
     // that a standby takes over at its next attempt (within retryPeriod).
     fence_->Trip("the host is stopping");
     elector_->Stop(/*release=*/true);
+  }
+  // The same per operator: every fence first (nothing of any operator writes any more), then
+  // each Lease this host holds is released.
+  for (const auto& lease : operator_leases_) lease->fence->Trip("the host is stopping");
+  for (const auto& lease : operator_leases_) {
+    if (lease->elector != nullptr) lease->elector->Stop(/*release=*/true);
   }
   {
     common::MutexLock lock(&mu_);

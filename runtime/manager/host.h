@@ -29,6 +29,7 @@
 #ifndef CTRLHOST_RUNTIME_MANAGER_HOST_H_
 #define CTRLHOST_RUNTIME_MANAGER_HOST_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,14 @@ struct HostOptions {
   // without a renewal; losing the Lease is final for this Host (leadership_lost(): the process
   // exits and is restarted as a standby); Stop gives the Lease up after fencing.
   std::optional<LeaderElectionOptions> leader_election;
+  // Per-operator Leases (spec.leaderElection.perOperator), by operator name: each such operator
+  // starts as a warm standby and dispatches only while this host holds its Lease; its
+  // reconciles go through a Fence of its own (FencedDispatcher) and so do its writes
+  // (FencedApplier: refused, or cut, at that fence). Losing one of them is final for this Host,
+  // as for the host-wide Lease (leadership_lost() names the operator); Stop releases every one
+  // this host holds after fencing it. Excludes leader_election and shard_ring. The operators and
+  // their blocks are fixed at start: a reload that changes them is refused.
+  std::map<std::string, LeaderElectionOptions> operator_leases;
   // Sharding (`ctrlhost run --shard-ring`): this host joins the ring (shard_ring.h) and its
   // controllers with `sharding: {enabled: true}` reconcile only its share of their keys; on a
   // change of members it queues the keys it newly owns; Stop leaves the ring first (in-flight
@@ -144,6 +153,8 @@ class Host {
   const LeaderElector* leader_elector() const { return elector_.get(); }
   // "" while this host leads or stands by; why it lost the Lease once it did (final).
   std::string leadership_lost() const;
+  // Per-operator Leases: the elector of `operator_name` (null when it has none).
+  const LeaderElector* operator_elector(const std::string& operator_name) const;
   // Waits (bounded) until leadership_lost() is set; returns it ("" on timeout).
   std::string WaitLeadershipLost(absl::Duration timeout) const;
 
@@ -163,6 +174,10 @@ class Host {
   // The leader-election callbacks.
   void OnStartedLeading(absl::Time valid_until);
   void OnStoppedLeading(const std::string& reason);
+  struct OperatorLease;
+  void OnOperatorStartedLeading(OperatorLease* lease, absl::Time valid_until);
+  void OnOperatorStoppedLeading(OperatorLease* lease, const std::string& reason);
+  std::string OperatorLeasesDump() const;
   std::string LeaderDump() const;
   std::string ShardDump() const;
   void OnShardViewChange(const std::vector<std::string>& old_view,
@@ -174,6 +189,16 @@ class Host {
   std::unique_ptr<kube::Client> elector_client_;
   std::unique_ptr<LeaderElector> elector_;
   prometheus::Gauge* leader_gauge_ = nullptr;  // leader_election_master_status
+  // Per-operator Leases (set at start, constant after; each member is thread-safe).
+  struct OperatorLease {
+    std::string operator_name;
+    std::unique_ptr<Fence> fence;
+    std::unique_ptr<LeaderElector> elector;
+    prometheus::Gauge* gauge = nullptr;  // leader_election_master_status{name=<its Lease>}
+  };
+  std::vector<std::unique_ptr<OperatorLease>> operator_leases_;
+  // With per-operator Leases: the operators and their blocks at start (a reload must keep them).
+  std::string operator_set_at_start_;
   std::unique_ptr<kube::RestClient> ring_rest_;
   std::unique_ptr<kube::Client> ring_client_;
   std::unique_ptr<ShardRing> ring_;

@@ -624,6 +624,90 @@ TEST_F(HostTest, OperatorFileEditsApplyLive) {
   EXPECT_TRUE(warnings.empty()) << absl::StrJoin(warnings, "\n");
 }
 
+// An operator with a Lease of its own: the host leads it (the only candidate), dispatches it
+// through its fence, shows it in the dump and /readyz, and refuses a reload that changes the
+// set of operators or their blocks (each Lease is set up at start), while other edits apply.
+TEST_F(HostTest, PerOperatorLeaseLeadsAndFixesTheOperatorSet) {
+  const fs::path file = dir_ / "operators.yaml";
+  auto write = [&](const std::string& concurrency, const std::string& block,
+                   const std::string& extra) {
+    std::ofstream out(file);
+    out << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+        << "spec:\n  plugins:\n  - name: webapp\n    exec:\n      command: "
+        << Runfile("plugins/webapp/webapp") << "\n      env: {TSAN_OPTIONS: \"" << tsan_options_
+        << "\"}\n"
+        << "  controllers:\n  - name: webapp\n    maxConcurrentReconciles: " << concurrency
+        << "\n  leaderElection: {perOperator: true, leaseDuration: 4s, renewDeadline: 3s, "
+        << "retryPeriod: 1s" << block << "}\n"
+        << extra;
+  };
+  write("2", "", "");
+  absl::StatusOr<std::vector<config::OperatorSpec>> operators =
+      config::LoadOperators(file.string());
+  StartOperators(operators, [&](HostOptions& options) {
+    options.operator_path = file.string();
+    options.watch_interval = absl::Hours(1);  // reloads only through Reload() here
+    LeaderElectionOptions le;
+    le.lease_namespace = "default";
+    le.lease_name = "ctrlhost-shop";
+    le.identity = "host-1";
+    le.lease_duration = absl::Seconds(4);
+    le.renew_deadline = absl::Seconds(3);
+    le.retry_period = absl::Seconds(1);
+    options.operator_leases["shop"] = le;
+  });
+  if (HasFatalFailure()) return;
+  ASSERT_NE(host_->operator_elector("shop"), nullptr);
+  EXPECT_EQ(host_->operator_elector("other"), nullptr);
+  ASSERT_TRUE(Eventually([&] { return host_->manager().dispatching("shop"); }));
+  const json lease =
+      Get(kube::ResourceRef{"coordination.k8s.io", "v1", "leases", "default", "ctrlhost-shop", ""});
+  EXPECT_EQ(At(lease, "/spec/holderIdentity"), "host-1") << lease.dump();
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  ASSERT_TRUE(host_->manager().WaitReady(absl::Seconds(30)).ok()) << host_->manager().Ready();
+  const auto [status, ready] = Readyz();
+  EXPECT_EQ(status, 200) << ready;
+  EXPECT_TRUE(absl::StrContains(ready,
+                                "[+]leader ok: operator shop: leading (Lease "
+                                "default/ctrlhost-shop)"))
+      << ready;
+  // Writes go through the operator's fence: the WebApp converges.
+  ASSERT_TRUE(host_->client()
+                  .Create(WebApp(""), R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1",
+    "kind":"WebApp","metadata":{"name":"f","namespace":"default"},"spec":{"image":"a"}})")
+                  .ok());
+  EXPECT_TRUE(Eventually([&] {
+    return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "f", ""}).is_null();
+  }));
+
+  // Adding an operator, or changing the block, is refused with the reason; nothing applied.
+  write("2", "",
+        "---\napiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: extra}\n"
+        "spec:\n  plugins:\n  - name: web2\n    exec: {command: /bin/true}\n"
+        "  leaderElection: {perOperator: true}\n");
+  absl::StatusOr<config::OperatorSetDiff> added = host_->Reload(/*dry_run=*/false);
+  EXPECT_EQ(added.status().code(), absl::StatusCode::kFailedPrecondition) << added.status();
+  EXPECT_TRUE(absl::StrContains(added.status().message(), "fixed at start")) << added.status();
+  EXPECT_TRUE(absl::StrContains(host_->last_reload_error(), "needs a restart"))
+      << host_->last_reload_error();
+  write("2", ", leaseName: other", "");
+  EXPECT_EQ(host_->Reload(/*dry_run=*/false).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<std::string> running;
+  for (const config::OperatorSpec& op : host_->manager().Operators()) running.push_back(op.name);
+  EXPECT_EQ(running, std::vector<std::string>{"shop"});
+  // Any other edit applies as usual.
+  write("3", "", "");
+  absl::StatusOr<config::OperatorSetDiff> changed = host_->Reload(/*dry_run=*/false);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(Eventually([&] {
+    return absl::StrContains(host_->manager().DumpYaml(), "max: 3") &&
+           host_->manager().Ready().ok();
+  })) << host_->manager().DumpYaml();
+  EXPECT_TRUE(host_->manager().dispatching("shop"));
+  EXPECT_EQ(host_->leadership_lost(), "");
+}
+
 // A plugin the host does not start: it dials the endpoint. The test runs the WebApp plugin
 // itself (and kills it by PID).
 TEST_F(HostTest, EndpointPluginAndOverrides) {

@@ -201,6 +201,21 @@ Manager::Manager(ManagerOptions options)
   controller::apply::ApplierOptions applier_options;
   applier_options.clock = clock_;
   applier_ = std::make_unique<controller::apply::Applier>(options_.client, applier_options);
+  for (const auto& [op, fence] : options_.operator_fences) {
+    fenced_appliers_[op] = std::make_unique<FencedApplier>(applier_.get(), fence);
+  }
+}
+
+Fence* Manager::FenceFor(const std::string& operator_name) const {
+  auto it = options_.operator_fences.find(operator_name);
+  return it != options_.operator_fences.end() ? it->second : options_.fence;
+}
+
+bool Manager::DispatchingLocked(const std::string& operator_name) const {
+  if (options_.operator_fences.count(operator_name) > 0) {
+    return dispatching_operators_.count(operator_name) > 0;
+  }
+  return dispatching_;
 }
 
 Manager::~Manager() { Stop(); }
@@ -315,8 +330,8 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   p->slot = *std::move(slot);
   p->slot_for_tasks.store(p->slot.get(), std::memory_order_release);
   p->dispatcher = std::make_unique<CountingDispatcher>(p->slot.get(), clock_);
-  if (options_.fence != nullptr) {
-    p->fenced = std::make_unique<FencedDispatcher>(p->dispatcher.get(), options_.fence);
+  if (Fence* fence = FenceFor(op.name); fence != nullptr) {
+    p->fenced = std::make_unique<FencedDispatcher>(p->dispatcher.get(), fence);
   }
   return p;
 }
@@ -577,7 +592,7 @@ void Manager::Tick() {
         p->ready_instance = instance;  // the controllers' initial lists enqueue every object
         if (stopping_) return;         // Stop stops the group
       }
-      CatchUpDispatching(group);
+      CatchUpDispatching(p->operator_name, group);
       continue;
     }
     if (!view.cache_error.empty()) continue;  // stopped over its cache cap
@@ -632,9 +647,10 @@ void Manager::EnqueueRoutedTo(const PluginView& view) {
 void Manager::SyncBackgroundTasks() {
   // A closed fence (leadership lost, or a Lease not renewed in time) stops every task; a
   // standby's controllers do not dispatch, so theirs never start.
-  const bool fenced = options_.fence != nullptr && !options_.fence->open();
   for (const PluginView& view : AllPlugins()) {
     Plugin* p = view.plugin.get();
+    const Fence* fence = FenceFor(p->operator_name);
+    const bool fenced = fence != nullptr && !fence->open();
     const SlotStatus slot = p->slot->Snapshot();
     BackgroundTasks::InstanceId instance{0, 0};
     if (slot.serving.state == plugin::PluginState::kReady) {
@@ -845,7 +861,7 @@ void Manager::ReplaceGroup(const PluginView& view, const pluginpb::DescribeRespo
     p->group_error = std::string(started.message());
     p->cache_error.clear();  // the new controllers start under the cap again
   }
-  CatchUpDispatching(group);
+  CatchUpDispatching(p->operator_name, group);
   // The new runners listed their primaries from the held caches at start (AddHandler replays),
   // so keys that never ran under the old controllers are reconciled by the new ones.
   if (!unrun.empty()) {
@@ -858,13 +874,17 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   ControllerGroupDeps deps;
   deps.discovery = options_.discovery;
   deps.registry = registry_.get();
-  deps.applier = applier_.get();
+  if (auto it = fenced_appliers_.find(p->operator_name); it != fenced_appliers_.end()) {
+    deps.applier = it->second.get();
+  } else {
+    deps.applier = applier_.get();
+  }
   deps.dispatcher = p->fenced != nullptr ? static_cast<controller::Dispatcher*>(p->fenced.get())
                                          : p->dispatcher.get();
   deps.clock = clock_;
   deps.shard_gate = options_.shard_gate;
   common::MutexLock lock(&mu_);
-  deps.dispatching = dispatching_;
+  deps.dispatching = DispatchingLocked(p->operator_name);
   const Operator* op = nullptr;
   for (const auto& candidate : operators_) {
     if (candidate->spec.name == p->operator_name) op = candidate.get();
@@ -911,11 +931,12 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   return deps;
 }
 
-void Manager::CatchUpDispatching(const std::shared_ptr<ControllerGroup>& group) {
+void Manager::CatchUpDispatching(const std::string& operator_name,
+                                 const std::shared_ptr<ControllerGroup>& group) {
   bool dispatching = false;
   {
     common::MutexLock lock(&mu_);
-    dispatching = dispatching_;
+    dispatching = DispatchingLocked(operator_name);
   }
   if (dispatching) group->StartDispatching();
 }
@@ -929,11 +950,36 @@ void Manager::StartDispatching() {
   int groups = 0;
   for (const PluginView& view : AllPlugins()) {
     if (view.group == nullptr) continue;
+    if (options_.operator_fences.count(view.plugin->operator_name) > 0) continue;  // own Lease
     view.group->StartDispatching();
     ++groups;
   }
   common::LogInfo("dispatch started: every controller reconciles all its objects",
                   {{"controller_groups", groups}});
+}
+
+void Manager::StartDispatching(const std::string& operator_name) {
+  if (options_.operator_fences.count(operator_name) == 0) {
+    StartDispatching();
+    return;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    if (stopping_ || !dispatching_operators_.insert(operator_name).second) return;
+  }
+  int groups = 0;
+  for (const PluginView& view : AllPlugins()) {
+    if (view.group == nullptr || view.plugin->operator_name != operator_name) continue;
+    view.group->StartDispatching();
+    ++groups;
+  }
+  common::LogInfo("dispatch started: every controller of the operator reconciles all its objects",
+                  {{"operator", operator_name}, {"controller_groups", groups}});
+}
+
+bool Manager::dispatching(const std::string& operator_name) const {
+  common::MutexLock lock(&mu_);
+  return DispatchingLocked(operator_name);
 }
 
 size_t Manager::EnqueueSharded(const std::function<bool(absl::string_view key)>& filter) {

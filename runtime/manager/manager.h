@@ -30,8 +30,10 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +101,11 @@ struct ManagerOptions {
   // When set, every plugin's reconciles go through it (FencedDispatcher): refused while it is
   // closed, cancelled when it trips. Borrowed; must outlive the manager.
   Fence* fence = nullptr;
+  // Per-operator Leases (host.h): the fence of each operator that has a Lease of its own, by
+  // operator name. Such an operator's plugins dispatch through its fence, its controllers
+  // write through a FencedApplier on it, and its groups dispatch only after
+  // StartDispatching(operator) (not with `dispatching`). Borrowed; must outlive the manager.
+  std::map<std::string, Fence*> operator_fences;
   // The shard ring's key gate for controllers with sharding enabled (shard_ring.h). Borrowed;
   // must outlive the manager. Null: such controllers stay pending, saying why.
   controller::KeyGate* shard_gate = nullptr;
@@ -127,6 +134,11 @@ class Manager {
   // reconciles cover every object: REASON_PLUGIN_STARTED). Idempotent.
   void StartDispatching();
   bool dispatching() const;
+  // Per-operator Leases: this host now holds `operator_name`'s Lease: its controller groups
+  // start dispatching (every object queued, as above). Idempotent; for operators without a
+  // fence in ManagerOptions::operator_fences, StartDispatching() above.
+  void StartDispatching(const std::string& operator_name);
+  bool dispatching(const std::string& operator_name) const;
   // Sharding: queues, in every sharded controller, each primary key for which `filter` is true
   // (after a view change of the shard ring: the keys this host newly owns), with
   // REASON_RESYNC. Returns how many.
@@ -245,7 +257,13 @@ class Manager {
   // another plugin's group (after `p` got a new serving instance).
   void EnqueueRoutedTo(const PluginView& view);
   // After `group` was published: starts its dispatch when the manager began meanwhile.
-  void CatchUpDispatching(const std::shared_ptr<ControllerGroup>& group);
+  void CatchUpDispatching(const std::string& operator_name,
+                          const std::shared_ptr<ControllerGroup>& group);
+  // Whether `operator_name`'s groups dispatch now (its own Lease's state, else dispatching_).
+  bool DispatchingLocked(const std::string& operator_name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fence `operator_name`'s reconciles and writes go through (its own, else the host's;
+  // null when none).
+  Fence* FenceFor(const std::string& operator_name) const;
   // Drains the plugin's controllers, then stops its instances.
   void StopPlugin(const std::shared_ptr<Plugin>& p);
 
@@ -254,6 +272,8 @@ class Manager {
   std::string socket_dir_;  // set by Create; removed by Stop
   std::unique_ptr<watch::ReflectorRegistry> registry_;
   std::unique_ptr<controller::apply::Applier> applier_;
+  // One per entry of options_.operator_fences, in front of applier_ (constant after Create).
+  std::map<std::string, std::unique_ptr<FencedApplier>> fenced_appliers_;
 
   common::Mutex apply_mu_;  // serialises Apply; acquired before mu_
 
@@ -266,6 +286,8 @@ class Manager {
   std::vector<std::unique_ptr<Operator>> operators_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool dispatching_ ABSL_GUARDED_BY(mu_);
+  // The operators with a fence of their own whose Lease this host holds.
+  std::set<std::string> dispatching_operators_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   std::thread loop_;
 };

@@ -19,7 +19,8 @@
 //               spec.target is not this object's child
 // Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
 // <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
-// instance served it.
+// instance served it. The controller is named $CHAOS_CONTROLLER (default "chaos"), so that two
+// operators of one host can each run one (controller names are unique across a host).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -121,10 +122,12 @@ sdk::Result Reconcile(const sdk::Request& req) {
 
 int main() {
   sdk::Plugin plugin("chaos", "1.0.0");
-  plugin.Add(sdk::ControllerBuilder("chaos")
-                 .For("e2e.ctrlhost.dev", "v1", "Chaos")
-                 .Owns("", "v1", "ConfigMap")
-                 .MaxConcurrent(8)
-                 .Reconcile(Reconcile));
+  const char* controller = std::getenv("CHAOS_CONTROLLER");
+  plugin.Add(
+      sdk::ControllerBuilder(controller != nullptr && *controller != '\0' ? controller : "chaos")
+          .For("e2e.ctrlhost.dev", "v1", "Chaos")
+          .Owns("", "v1", "ConfigMap")
+          .MaxConcurrent(8)
+          .Reconcile(Reconcile));
   return plugin.Run();
 }
