@@ -214,6 +214,13 @@ class ScenarioConformanceTest(unittest.TestCase):
     def test_retryable_error(self):
         self.assertEqual(self.answers("retryable")["error"]["kind"], "ERROR_KIND_RETRYABLE")
 
+    def test_retryable_error_with_reason_and_retry_after(self):
+        # Issue 19: raised the idiomatic way in each language, answered identically.
+        self.assertEqual(self.answers("retry-after")["error"],
+                         {"kind": "ERROR_KIND_RETRYABLE",
+                          "message": "the scenario's quota is used up",
+                          "reason": "QuotaExceeded", "retry_after": "45s"})
+
     def test_terminal_error(self):
         answer = self.answers("terminal")
         self.assertEqual(answer["error"]["kind"], "ERROR_KIND_TERMINAL")

@@ -82,9 +82,12 @@ enum class OutcomeKind {
 struct ApplyOutcome {
   OutcomeKind kind = OutcomeKind::kDone;
   absl::Duration requeue_after = absl::ZeroDuration();  // for kRequeueAfter
-  absl::Status status;                                  // why, for kRetry/kRequeueNow/kTerminal
-  bool finalizer_released = false;                      // the controller's finalizer was removed
-  uint32_t writes = 0;                                  // API writes made (for metrics and logs)
+  // For kRetry: the plugin's Error.retry_after, the least wait before the retry (the runner
+  // waits at least this long, capped at the queue's maximum backoff). Zero: the backoff alone.
+  absl::Duration retry_after = absl::ZeroDuration();
+  absl::Status status;              // why, for kRetry/kRequeueNow/kTerminal
+  bool finalizer_released = false;  // the controller's finalizer was removed
+  uint32_t writes = 0;              // API writes made (for metrics and logs)
   uint32_t skipped = 0;  // applies and status writes left out because they would change nothing
 };
 

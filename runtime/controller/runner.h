@@ -225,8 +225,10 @@ class Runner {
                                     uint32_t attempt, absl::Time deadline) const;
   // Requeue helpers: record the key as lost when the queue is shut down.
   void Requeue(const std::string& key, bool ok);
-  // AddRateLimited, capped at access_denied_max_backoff when `cause` is a 401/403.
-  bool AddAfterFailure(const std::string& key, const absl::Status& cause);
+  // AddRateLimited, capped at access_denied_max_backoff when `cause` is a 401/403, waiting at
+  // least `retry_after` (the plugin's Error.retry_after; zero: none).
+  bool AddAfterFailure(const std::string& key, const absl::Status& cause,
+                       absl::Duration retry_after = absl::ZeroDuration());
   void Record(ReconcileResult result, const std::string& key, const absl::Status& status,
               absl::Duration took);
 

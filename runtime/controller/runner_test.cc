@@ -236,6 +236,34 @@ TEST_F(RunnerTest, ForbiddenWritesRetryWithinTheAccessDeniedCap) {
   EXPECT_THAT(runner_->Metrics().last_error, ::testing::HasSubstr("Unauthorized"));
 }
 
+// Issue 19: a retryable error's retry_after is the least wait before the retry; the key's
+// backoff still grows underneath and a success resets it.
+TEST_F(RunnerTest, RetryAfterIsWaitedOutAndTheFailureStillCounts) {
+  Build();
+  runner_->Start();
+  applier_.ScriptRetry(absl::UnavailableError("quota used up"), absl::Seconds(30));
+  applier_.ScriptRetry(absl::UnavailableError("quota used up"), absl::Hours(2));
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().queue.delayed, 1u);
+  clock_.Advance(absl::Seconds(29));  // well past the 5 ms backoff, not past the hint
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), 1u);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  ASSERT_TRUE(WaitIdle());
+  // Two hours is capped at the maximum backoff (1000 s by default).
+  clock_.Advance(absl::Seconds(999));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), 2u);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(applier_.WaitForApplied(3));
+  EXPECT_THAT(applier_.attempts(), ElementsAre(0, 1, 2));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().reconciles_for(ReconcileResult::kError), 2u);
+}
+
 TEST_F(RunnerTest, DispatchErrorsAreRetried) {
   Build();
   runner_->Start();

@@ -71,12 +71,13 @@ void Runner::Requeue(const std::string& key, bool ok) {
   lost_.push_back(key);
 }
 
-bool Runner::AddAfterFailure(const std::string& key, const absl::Status& cause) {
+bool Runner::AddAfterFailure(const std::string& key, const absl::Status& cause,
+                             absl::Duration retry_after) {
   if (cause.code() == absl::StatusCode::kPermissionDenied ||
       cause.code() == absl::StatusCode::kUnauthenticated) {
-    return queue_.AddRateLimited(key, options_.access_denied_max_backoff);
+    return queue_.AddRateLimited(key, options_.access_denied_max_backoff, retry_after);
   }
-  return queue_.AddRateLimited(key);
+  return queue_.AddRateLimited(key, absl::InfiniteDuration(), retry_after);
 }
 
 void Runner::Record(ReconcileResult result, const std::string& key, const absl::Status& status,
@@ -307,7 +308,7 @@ void Runner::ProcessKey(const std::string& key) {
     // The plugin was told; only a failure to tell it is retried.
     if (outcome.kind == OutcomeKind::kRetry) {
       Record(ReconcileResult::kError, key, outcome.status, took);
-      Requeue(key, AddAfterFailure(key, outcome.status));
+      Requeue(key, AddAfterFailure(key, outcome.status, outcome.retry_after));
       return;
     }
     queue_.Forget(key);
@@ -349,7 +350,7 @@ void Runner::ProcessKey(const std::string& key) {
       Record(ReconcileResult::kRequeueAfter, key, absl::OkStatus(), took);
       break;
     case OutcomeKind::kRetry:
-      Requeue(key, AddAfterFailure(key, outcome.status));
+      Requeue(key, AddAfterFailure(key, outcome.status, outcome.retry_after));
       Record(ReconcileResult::kError, key, outcome.status, took);
       common::LogDebug("reconcile failed, retrying",
                        {{"controller", info_->name}, {"key", key}, {"status", outcome.status}});

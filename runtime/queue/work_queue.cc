@@ -297,6 +297,11 @@ bool WorkQueue::AddRateLimited(absl::string_view key) {
 }
 
 bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff) {
+  return AddRateLimited(key, max_backoff, absl::ZeroDuration());
+}
+
+bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff,
+                               absl::Duration at_least) {
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
@@ -307,7 +312,8 @@ bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff
     const absl::Duration backoff = std::min(
         ExponentialBackoff(options_.base_delay, options_.max_delay, s.failures), max_backoff);
     if (s.failures < 0xffffffffu) ++s.failures;
-    const absl::Duration delay = std::max(backoff, bucket_.Reserve(now));
+    const absl::Duration delay =
+        std::max({backoff, bucket_.Reserve(now), std::min(at_least, options_.max_delay)});
     ++counters_.retries_total;
     const bool made_ready = AddAfterLocked(slot, delay, now);
     MaybeIdle(slot);

@@ -108,6 +108,11 @@ class WorkQueue {
   // failures another party fixes, such as a 403 that waits for an RBAC rule, whose fix should
   // not wait out a long backoff.
   bool AddRateLimited(absl::string_view key, absl::Duration max_backoff);
+  // The same, waiting at least `at_least` (capped at options.max_delay): for a failure that
+  // says when to retry (a plugin's Error.retry_after). The key's backoff and the token bucket
+  // still apply when longer, and the failure counts, so a key that keeps failing still backs
+  // off past a short hint.
+  bool AddRateLimited(absl::string_view key, absl::Duration max_backoff, absl::Duration at_least);
   // Resets the key's failure count (call after a successful reconcile).
   void Forget(absl::string_view key);
   // Failures counted by AddRateLimited since the last Forget.

@@ -195,6 +195,41 @@ TEST(WorkQueueTest, RateLimitedWithACapStillCountsTheFailure) {
   EXPECT_EQ(q.NextDeadline() - before, absl::Seconds(1000));
 }
 
+TEST(WorkQueueTest, RateLimitedAtLeastWaitsForTheHintCappedAndCountsTheFailure) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.max_delay = absl::Seconds(100);
+  WorkQueue q("test", options, &clock);
+  // The hint wins over a shorter backoff (5 ms for the first failure).
+  absl::Time before = clock.Now();
+  q.AddRateLimited("ns/a", absl::InfiniteDuration(), absl::Seconds(30));
+  EXPECT_EQ(q.NextDeadline() - before, absl::Seconds(30));
+  EXPECT_EQ(q.NumRequeues("ns/a"), 1u);
+  clock.Advance(absl::Seconds(30) - absl::Nanoseconds(1));
+  EXPECT_EQ(Take(q), "<none>");
+  clock.Advance(absl::Nanoseconds(1));
+  EXPECT_EQ(Take(q), "ns/a");
+  // A hint past the maximum backoff is capped at it.
+  before = clock.Now();
+  q.AddRateLimited("ns/b", absl::InfiniteDuration(), absl::Hours(5));
+  EXPECT_EQ(q.NextDeadline() - before, absl::Seconds(100));
+  clock.Advance(absl::Seconds(100));
+  EXPECT_EQ(Take(q), "ns/b");
+  // A key that keeps failing backs off past a short hint: 5 ms * 2^n reaches 100 s.
+  for (int i = 0; i < 20; ++i) {
+    before = clock.Now();
+    q.AddRateLimited("ns/c", absl::InfiniteDuration(), absl::Seconds(1));
+    clock.Advance(q.NextDeadline() - before);
+    EXPECT_EQ(Take(q), "ns/c");
+  }
+  before = clock.Now();
+  q.AddRateLimited("ns/c", absl::InfiniteDuration(), absl::Seconds(1));
+  EXPECT_EQ(q.NextDeadline() - before, absl::Seconds(100));
+  // An earlier Add (an event for the key) still runs it at once.
+  q.Add("ns/c");
+  EXPECT_EQ(Take(q), "ns/c");
+}
+
 TEST(WorkQueueTest, DefaultBackoffReachesThousandSeconds) {
   common::FakeClock clock;
   WorkQueue q("test", NoBucket(), &clock);

@@ -27,8 +27,9 @@
 //
 // Message limits: the server accepts and sends messages up to 64 MiB (the protocol's default
 // DescribeRequest.max_message_bytes; PluginOptions::max_message_bytes to change it). A response
-// that would exceed the limit is replaced with a retryable error naming its size, so one
-// oversized answer never breaks the stream for the other requests.
+// that would exceed the limit is replaced with the terminal error ResponseTooLarge naming its
+// size (it would not shrink on a retry), so one oversized answer never breaks the stream for
+// the other requests.
 //
 // Shutdown (SIGTERM/SIGINT, or PluginServer::Shutdown): health goes NOT_SERVING; new reconciles
 // are answered at once with a retryable error ("plugin shutting down"); in-flight ones get up to

@@ -287,8 +287,10 @@ TEST_F(PluginTest, ReconcileAnswersEveryRequestAndSurvivesBadFunctions) {
   EXPECT_EQ(got[5].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_EQ(got[6].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
   EXPECT_NE(got[6].error().message().find("not valid JSON"), std::string::npos);
-  EXPECT_EQ(got[7].error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
-  EXPECT_NE(got[7].error().message().find("exceeds the message limit"), std::string::npos);
+  EXPECT_EQ(got[7].error().kind(), pluginpb::ERROR_KIND_TERMINAL);
+  EXPECT_EQ(got[7].error().reason(), "ResponseTooLarge");
+  EXPECT_NE(got[7].error().message().find("exceeds the message limit of 1048576"),
+            std::string::npos);
 }
 
 TEST_F(PluginTest, ResponsesComeAsTheyFinishAndCancelledOnesAreNotSent) {

@@ -20,6 +20,9 @@ bool NonEmptyString(const nlohmann::json& obj, const char* key) {
   return it != obj.end() && it->is_string() && !it->get<std::string>().empty();
 }
 
+// Error.reason is an event reason too: the stricter of both limits.
+constexpr size_t kMaxErrorReason = 128;
+
 // ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (metav1.Condition reason).
 bool ValidConditionReason(absl::string_view reason) {
   if (reason.empty() || reason.size() > 1024 || !absl::ascii_isalpha(reason[0])) return false;
@@ -85,15 +88,16 @@ void ComposeMergePatch(nlohmann::json* base, const nlohmann::json& patch) {
   }
 }
 
-Result Result::RetryableError(absl::string_view message) {
+Result Result::RetryableError(absl::string_view message, absl::string_view reason,
+                              std::optional<absl::Duration> retry_after) {
   Result r;
-  r.SetError(ErrorKind::kRetryable, message);
+  r.SetError(ErrorKind::kRetryable, message, reason, retry_after);
   return r;
 }
 
-Result Result::TerminalError(absl::string_view message) {
+Result Result::TerminalError(absl::string_view message, absl::string_view reason) {
   Result r;
-  r.SetError(ErrorKind::kTerminal, message);
+  r.SetError(ErrorKind::kTerminal, message, reason);
   return r;
 }
 
@@ -171,8 +175,9 @@ void Result::PatchOwned(absl::string_view api_version, absl::string_view kind,
                                  std::string(resource_version)});
 }
 
-void Result::SetError(ErrorKind kind, absl::string_view message) {
-  error_ = ErrorRecord{kind, std::string(message)};
+void Result::SetError(ErrorKind kind, absl::string_view message, absl::string_view reason,
+                      std::optional<absl::Duration> retry_after) {
+  error_ = ErrorRecord{kind, std::string(message), std::string(reason), retry_after};
 }
 
 void Result::Merge(Result other) {
@@ -211,6 +216,22 @@ absl::StatusOr<pluginpb::ReconcileResponse> Result::ToResponse(
   }
   if (requeue_after_.has_value() && *requeue_after_ < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("negative requeue_after");
+  }
+  if (error_.has_value()) {
+    if (!error_->reason.empty() &&
+        (error_->reason.size() > kMaxErrorReason || !ValidConditionReason(error_->reason))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("error reason \"", error_->reason,
+                       "\" must be CamelCase: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most ",
+                       kMaxErrorReason, " characters"));
+    }
+    if (error_->retry_after.has_value() && error_->kind == ErrorKind::kTerminal) {
+      return absl::InvalidArgumentError("error retry_after is only allowed on a retryable error");
+    }
+    if (error_->retry_after.has_value() && (*error_->retry_after < absl::ZeroDuration() ||
+                                            *error_->retry_after == absl::InfiniteDuration())) {
+      return absl::InvalidArgumentError("error retry_after is negative or infinite");
+    }
   }
 
   pluginpb::ReconcileResponse resp;
@@ -303,17 +324,22 @@ absl::StatusOr<pluginpb::ReconcileResponse> Result::ToResponse(
     resp.mutable_error()->set_kind(error_->kind == ErrorKind::kTerminal
                                        ? pluginpb::ERROR_KIND_TERMINAL
                                        : pluginpb::ERROR_KIND_RETRYABLE);
+    resp.mutable_error()->set_reason(error_->reason);
+    if (error_->retry_after.has_value()) {
+      *resp.mutable_error()->mutable_retry_after() = ToProtoDuration(*error_->retry_after);
+    }
   }
   resp.set_finalized(finalized_);
   return resp;
 }
 
 pluginpb::ReconcileResponse ErrorResponse(uint64_t request_id, pluginpb::ErrorKind kind,
-                                          absl::string_view message) {
+                                          absl::string_view message, absl::string_view reason) {
   pluginpb::ReconcileResponse resp;
   resp.set_request_id(request_id);
   resp.mutable_error()->set_kind(kind);
   resp.mutable_error()->set_message(std::string(message));
+  resp.mutable_error()->set_reason(std::string(reason));
   return resp;
 }
 

@@ -77,13 +77,22 @@ class Result {
   struct ErrorRecord {
     ErrorKind kind = ErrorKind::kRetryable;
     std::string message;
+    // CamelCase machine-readable reason, at most 128 characters (the host's Warning event and
+    // Reconciled=False reason); empty: the host's defaults.
+    std::string reason;
+    // Retryable errors only: the host retries no sooner than this (capped at its maximum
+    // backoff). Negative, or set on a terminal error: ToResponse refuses the result.
+    std::optional<absl::Duration> retry_after;
   };
 
   Result() = default;
 
   // Factories for the common one-line answers.
-  static Result RetryableError(absl::string_view message);
-  static Result TerminalError(absl::string_view message);
+  //   return sdk::Result::RetryableError("bucket quota used up", "QuotaExceeded",
+  //   absl::Seconds(30));
+  static Result RetryableError(absl::string_view message, absl::string_view reason = "",
+                               std::optional<absl::Duration> retry_after = std::nullopt);
+  static Result TerminalError(absl::string_view message, absl::string_view reason = "");
   // A non-OK status as an error: InvalidArgument, FailedPrecondition, OutOfRange,
   // Unimplemented and PermissionDenied are terminal (retrying the same state cannot help);
   // every other code is retryable. OK gives an empty result.
@@ -119,7 +128,8 @@ class Result {
                   PatchType type, nlohmann::json patch, absl::string_view resource_version = "");
 
   void SetRequeueAfter(absl::Duration after) { requeue_after_ = after; }
-  void SetError(ErrorKind kind, absl::string_view message);
+  void SetError(ErrorKind kind, absl::string_view message, absl::string_view reason = "",
+                std::optional<absl::Duration> retry_after = std::nullopt);
   void ClearError() { error_.reset(); }
   void SetFinalized(bool finalized = true) { finalized_ = finalized; }
 
@@ -159,9 +169,14 @@ class Result {
 // then `patch`: objects merge key by key, nulls are kept (they delete on apply).
 void ComposeMergePatch(nlohmann::json* base, const nlohmann::json& patch);
 
+// The reason of the terminal error the serving loop answers instead of a response above the
+// message limit (it would not shrink on a retry).
+inline constexpr char kResponseTooLarge[] = "ResponseTooLarge";
+
 // The answer the serving loop sends when a reconcile could not produce a valid response.
+// `reason` must be empty or CamelCase.
 pluginpb::ReconcileResponse ErrorResponse(uint64_t request_id, pluginpb::ErrorKind kind,
-                                          absl::string_view message);
+                                          absl::string_view message, absl::string_view reason = "");
 
 // Every capability the SDK can use; what it advertises in Describe.
 std::set<pluginpb::Capability> AllSdkCapabilities();

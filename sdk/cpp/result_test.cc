@@ -95,6 +95,49 @@ TEST(ResultTest, ErrorsAndFinalized) {
   EXPECT_FALSE(both.ToResponse(MakeRequest(true), 1, kAll).ok());
 }
 
+TEST(ResultTest, ErrorReasonAndRetryAfter) {
+  absl::StatusOr<pluginpb::ReconcileResponse> resp =
+      Result::RetryableError("bucket quota used up", "QuotaExceeded",
+                             absl::Seconds(30) + absl::Milliseconds(500))
+          .ToResponse(MakeRequest(), 1, kAll);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->error().kind(), pluginpb::ERROR_KIND_RETRYABLE);
+  EXPECT_EQ(resp->error().reason(), "QuotaExceeded");
+  EXPECT_EQ(resp->error().retry_after().seconds(), 30);
+  EXPECT_EQ(resp->error().retry_after().nanos(), 500'000'000);
+  resp =
+      Result::TerminalError("no such region", "UnknownRegion").ToResponse(MakeRequest(), 1, kAll);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->error().reason(), "UnknownRegion");
+  EXPECT_FALSE(resp->error().has_retry_after());
+  resp = Result::RetryableError("later").ToResponse(MakeRequest(), 1, kAll);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->error().reason(), "");
+  EXPECT_FALSE(resp->error().has_retry_after());
+
+  // Refused as the host would refuse them.
+  struct Bad {
+    Result result;
+    std::string message;
+  };
+  Result terminal_with_wait;
+  terminal_with_wait.SetError(ErrorKind::kTerminal, "x", "", absl::Seconds(1));
+  const Bad bad[] = {
+      {Result::RetryableError("x", "quota exceeded"),
+       "error reason \"quota exceeded\" must be CamelCase"},
+      {Result::TerminalError("x", std::string(129, 'A')), "at most 128 characters"},
+      {Result::RetryableError("x", "", absl::Seconds(-1)), "negative"},
+      {terminal_with_wait, "only allowed on a retryable error"},
+  };
+  for (const Bad& b : bad) {
+    absl::StatusOr<pluginpb::ReconcileResponse> refused =
+        b.result.ToResponse(MakeRequest(), 1, kAll);
+    ASSERT_FALSE(refused.ok()) << b.message;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(b.message), std::string::npos) << refused.status();
+  }
+}
+
 TEST(ResultTest, GonePrimaryAllowsOnlyEventsErrorRequeue) {
   const Request gone = MakeRequest(false, /*gone=*/true);
   Result ok;

@@ -324,9 +324,11 @@ grpc::Status Service::Reconcile(grpc::ServerContext* context, Stream* stream) {
     auto task = [server, plugin, state, call, cancelled, id, max_bytes] {
       pluginpb::ReconcileResponse response = plugin->Handle(id, *call, cancelled);
       if (response.ByteSizeLong() > max_bytes) {
-        response = ErrorResponse(id, pluginpb::ERROR_KIND_RETRYABLE,
+        // Only this request fails; terminal, since it would not shrink on a retry.
+        response = ErrorResponse(id, pluginpb::ERROR_KIND_TERMINAL,
                                  absl::StrCat("response of ", response.ByteSizeLong(),
-                                              " bytes exceeds the message limit of ", max_bytes));
+                                              " bytes exceeds the message limit of ", max_bytes),
+                                 kResponseTooLarge);
       }
       if (!cancelled->load()) state->Write(response);
       {

@@ -137,7 +137,7 @@ func findChild(req *Request, apiVersion, kind, name string) Object {
 }
 
 func failDependent(res *Result, name string, err error) {
-	res.SetError(IsTerminal(err), fmt.Sprintf("dependent %s: %v", name, err))
+	res.Err = ErrorOf(err, fmt.Sprintf("dependent %s: %v", name, err))
 }
 
 // Apply adds the desired objects of one pass to res and returns what it found; an error of a

@@ -301,7 +301,11 @@ func (c *Controller) InvokeRequest(ctx context.Context, requestID uint64, req *R
 	}()
 	res, err := c.fn(ctx, req)
 	if err != nil {
-		return errorResponse(requestID, IsTerminal(err), err.Error())
+		e := ErrorOf(err, err.Error())
+		if verr := e.validate(); verr != nil {
+			return errorResponse(requestID, false, "invalid reconcile result: "+verr.Error())
+		}
+		return &pb.ReconcileResponse{RequestId: requestID, Error: e.wire()}
 	}
 	if res == nil {
 		res = &Result{}

@@ -3,8 +3,10 @@ package ctrlhost_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	ctrlhost "ctrlhost.dev/sdk/go"
 	"ctrlhost.dev/sdk/go/ctrlhosttest"
@@ -92,7 +94,26 @@ func TestInvokeTurnsFailuresIntoErrorAnswers(t *testing.T) {
 			}
 		})
 	}
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(noop)
+	// A reason and a retry-after survive wrapping with %w and reach the answer.
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(
+		func(context.Context, *ctrlhost.Request) (*ctrlhost.Result, error) {
+			err := ctrlhost.WithReason(ctrlhost.RetryAfter(errors.New("bucket quota used up"), 45*time.Second), "QuotaExceeded")
+			return nil, fmt.Errorf("uploading: %w", err)
+		})
+	out := ctrlhosttest.Reconcile(t, c, shop)
+	if want := (ctrlhost.ResultError{Message: "uploading: bucket quota used up", Reason: "QuotaExceeded", RetryAfter: 45 * time.Second}); out.Error == nil || *out.Error != want {
+		t.Errorf("error = %+v, want %+v", out.Error, want)
+	}
+	// Validated as the host does: a terminal error cannot say when to retry.
+	c = ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(
+		func(context.Context, *ctrlhost.Request) (*ctrlhost.Result, error) {
+			return nil, ctrlhost.Terminal(ctrlhost.RetryAfter(errors.New("bad spec"), time.Second))
+		})
+	out = ctrlhosttest.Reconcile(t, c, shop)
+	if out.Error == nil || out.Error.Terminal || !strings.Contains(out.Error.Message, "invalid reconcile result: error RetryAfter is only allowed on a retryable error") {
+		t.Errorf("terminal with retry-after answered %+v", out.Error)
+	}
+	c = ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(noop)
 	resp := c.Invoke(context.Background(), 3, &pb.ReconcileCall{Object: []byte("{")}, ctrlhost.AllCapabilities())
 	if resp.GetError().GetKind() != pb.ErrorKind_ERROR_KIND_RETRYABLE || !strings.HasPrefix(resp.GetError().GetMessage(), "cannot read the request: ") || resp.RequestId != 3 {
 		t.Errorf("malformed request answered %v", resp)

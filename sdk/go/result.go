@@ -88,6 +88,93 @@ type Result struct {
 type ResultError struct {
 	Terminal bool
 	Message  string
+	// Reason is a CamelCase machine-readable reason ("QuotaExceeded"), at most 128 characters:
+	// the host's Warning event and Reconciled=False reason. Empty: the host's defaults.
+	Reason string
+	// RetryAfter (retryable errors only): the host retries no sooner than this. Zero: the
+	// host's backoff alone. Negative, or set on a terminal error: the result is invalid.
+	RetryAfter time.Duration
+}
+
+// ResponseTooLarge is the reason of the terminal error the SDK answers instead of a response
+// larger than the message limit (it would not shrink on a retry).
+const ResponseTooLarge = "ResponseTooLarge"
+
+const maxErrorReason = 128
+
+// validate checks the error as the host does.
+func (e *ResultError) validate() error {
+	if e.Reason != "" && (len(e.Reason) > maxErrorReason || !conditionReason.MatchString(e.Reason)) {
+		return fmt.Errorf("error reason %q must be CamelCase: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most %d characters", e.Reason, maxErrorReason)
+	}
+	if e.RetryAfter < 0 {
+		return errors.New("error RetryAfter is negative")
+	}
+	if e.RetryAfter > 0 && e.Terminal {
+		return errors.New("error RetryAfter is only allowed on a retryable error")
+	}
+	return nil
+}
+
+func (e *ResultError) wire() *pb.Error {
+	w := wireError(e.Terminal, e.Message)
+	w.Reason = e.Reason
+	if e.RetryAfter > 0 {
+		w.RetryAfter = durationpb.New(e.RetryAfter)
+	}
+	return w
+}
+
+// reasonError and retryAfterError carry WithReason and RetryAfter through error wrapping.
+type reasonError struct {
+	err    error
+	reason string
+}
+
+func (e reasonError) Error() string { return e.err.Error() }
+func (e reasonError) Unwrap() error { return e.err }
+
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e retryAfterError) Error() string { return e.err.Error() }
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// WithReason gives err a machine-readable CamelCase reason (ResultError.Reason), kept through
+// wrapping with %w. WithReason(nil, ...) is nil.
+func WithReason(err error, reason string) error {
+	if err == nil {
+		return nil
+	}
+	return reasonError{err, reason}
+}
+
+// RetryAfter asks the host to retry err no sooner than d (ResultError.RetryAfter); for
+// retryable errors only. Kept through wrapping with %w. RetryAfter(nil, ...) is nil.
+//
+//	return nil, ctrlhost.WithReason(ctrlhost.RetryAfter(err, 30*time.Second), "QuotaExceeded")
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return retryAfterError{err, d}
+}
+
+// ErrorOf is the ResultError an error returned by a ReconcileFunc answers: terminal when marked
+// by Terminal, with the reason of WithReason and the wait of RetryAfter.
+func ErrorOf(err error, message string) *ResultError {
+	e := &ResultError{Terminal: IsTerminal(err), Message: message}
+	var r reasonError
+	if errors.As(err, &r) {
+		e.Reason = r.reason
+	}
+	var a retryAfterError
+	if errors.As(err, &a) {
+		e.RetryAfter = a.after
+	}
+	return e
 }
 
 // Desire adds a desired object and returns it for editing.
@@ -227,6 +314,11 @@ func (r *Result) ToResponse(req *Request, requestID uint64, caps CapabilitySet) 
 	if r.Finalized && r.Err != nil {
 		return nil, errors.New("finalized together with an error")
 	}
+	if r.Err != nil {
+		if err := r.Err.validate(); err != nil {
+			return nil, err
+		}
+	}
 	if r.RequeueAfter < 0 {
 		return nil, errors.New("RequeueAfter is negative")
 	}
@@ -285,7 +377,7 @@ func (r *Result) ToResponse(req *Request, requestID uint64, caps CapabilitySet) 
 		resp.RequeueAfter = durationpb.New(r.RequeueAfter)
 	}
 	if r.Err != nil {
-		resp.Error = wireError(r.Err.Terminal, r.Err.Message)
+		resp.Error = r.Err.wire()
 	}
 	return resp, nil
 }

@@ -54,6 +54,10 @@ func TestToResponseRefusesWhatTheHostRefuses(t *testing.T) {
 		{"condition without capability", ctrlhost.Result{Conditions: []ctrlhost.Condition{{Type: "Ready", Status: ctrlhost.ConditionTrue, Reason: "R"}}}, nil, noConditions, "CAPABILITY_CONDITIONS"},
 		{"event type", ctrlhost.Result{Events: []ctrlhost.Event{{Type: "Info", Reason: "R"}}}, nil, nil, "Normal or Warning"},
 		{"event reason", ctrlhost.Result{Events: []ctrlhost.Event{{Type: ctrlhost.EventNormal}}}, nil, nil, "without reason"},
+		{"error reason", ctrlhost.Result{Err: &ctrlhost.ResultError{Reason: "quota exceeded"}}, nil, nil, `error reason "quota exceeded" must be CamelCase`},
+		{"error reason too long", ctrlhost.Result{Err: &ctrlhost.ResultError{Reason: strings.Repeat("A", 129)}}, nil, nil, "at most 128 characters"},
+		{"negative retry after", ctrlhost.Result{Err: &ctrlhost.ResultError{RetryAfter: -time.Second}}, nil, nil, "RetryAfter is negative"},
+		{"terminal retry after", ctrlhost.Result{Err: &ctrlhost.ResultError{Terminal: true, RetryAfter: time.Second}}, nil, nil, "only allowed on a retryable error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req

@@ -375,8 +375,10 @@ func (v *service) work(ctx context.Context, st *stream, id uint64, call *pb.Reco
 	resp := v.s.p.handle(ctx, id, call, caps)
 	if size := proto.Size(resp); size > v.limit {
 		// Only this request fails; the stream and every other request go on.
-		resp = errorResponse(id, false, fmt.Sprintf(
+		// Terminal: the same answer would not shrink on a retry.
+		resp = errorResponse(id, true, fmt.Sprintf(
 			"response of %d bytes exceeds the message limit of %d", size, v.limit))
+		resp.Error.Reason = ResponseTooLarge
 	}
 	if ctx.Err() != nil {
 		// Cancelled by the host or the drain, or past its deadline: the answer is discarded

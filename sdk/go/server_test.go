@@ -177,7 +177,8 @@ func TestServeIsolatesFailuresToTheirRequest(t *testing.T) {
 	if e := answers[3].GetError(); e.GetKind() != pb.ErrorKind_ERROR_KIND_RETRYABLE || !strings.Contains(e.GetMessage(), "reconcile panicked: boom at ") {
 		t.Errorf("panic answered %v", answers[3])
 	}
-	if e := answers[4].GetError(); !strings.Contains(e.GetMessage(), "exceeds the message limit of 1048576") {
+	if e := answers[4].GetError(); e.GetKind() != pb.ErrorKind_ERROR_KIND_TERMINAL || e.GetReason() != "ResponseTooLarge" ||
+		!strings.Contains(e.GetMessage(), "exceeds the message limit of 1048576") {
 		t.Errorf("oversized answer: %v", e)
 	}
 	// Cancel request 2: its ctx ends, its answer is never sent.

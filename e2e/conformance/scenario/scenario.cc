@@ -3,6 +3,9 @@
 //   ok         desire ConfigMap <name> with spec.data, status {phase: Done}
 //   requeue    status {phase: Waiting}, requeue after 30 s
 //   retryable  a retryable error
+//   retry-after  a retryable error with reason QuotaExceeded and retry_after 45 s (each SDK's
+//              idiomatic way: C++ the Result factory, Go WithReason/RetryAfter on the returned
+//              error, Python raise ReconcileError, Node throw RetryableError)
 //   terminal   a terminal error (and a Warning event)
 //   forbidden  desire a Secret: a kind the controller does not own (the host must refuse it)
 //   chain      a DependentChain of ConfigMaps <name>-a, -b, -c whose steps share a PassContext:
@@ -304,6 +307,9 @@ sdk::Result Reconcile(const sdk::Request& req) {
     result.SetRequeueAfter(absl::Seconds(30));
   } else if (outcome == "retryable") {
     return sdk::Result::RetryableError("the scenario asks for a retry");
+  } else if (outcome == "retry-after") {
+    return sdk::Result::RetryableError("the scenario's quota is used up", "QuotaExceeded",
+                                       absl::Seconds(45));
   } else if (outcome == "terminal") {
     result.Event(sdk::EventType::kWarning, "GivingUp", "the scenario asks to stop");
     result.SetError(sdk::ErrorKind::kTerminal, "the scenario asks to stop");

@@ -5,7 +5,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 const sdk = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 const {
-  DependentChain, Plugin, ResourceRouter, Result, TerminalError, newObject, UPDATE_ALLOWED,
+  DependentChain, Plugin, ResourceRouter, Result, RetryableError, TerminalError, newObject,
+  UPDATE_ALLOWED,
 } = require(path.join(__dirname, '..', '..', '..', 'sdk', 'node', 'src'));
 
 function chain(req) {
@@ -193,6 +194,9 @@ scenario
       result.requeueAfter(30000);
     } else if (outcome === 'retryable') {
       return Result.retryableError('the scenario asks for a retry');
+    } else if (outcome === 'retry-after') {
+      throw new RetryableError("the scenario's quota is used up",
+        { reason: 'QuotaExceeded', retryAfterMs: 45000 });
     } else if (outcome === 'terminal') {
       result.event('Warning', 'GivingUp', 'the scenario asks to stop');
       result.setError('terminal', 'the scenario asks to stop');

@@ -232,6 +232,9 @@ def reconcile(req):
         result.requeue_after = 30
     elif outcome == "retryable":
         return Result.retryable_error("the scenario asks for a retry")
+    elif outcome == "retry-after":
+        raise ReconcileError("the scenario's quota is used up", reason="QuotaExceeded",
+                             retry_after=45)
     elif outcome == "terminal":
         result.event("Warning", "GivingUp", "the scenario asks to stop")
         result.set_error("terminal", "the scenario asks to stop")

@@ -11,6 +11,10 @@
 //   rejected    desire a ConfigMap the API server refuses (data values must be strings): a
 //               server rejection is a terminal error, never a crash
 //   terminal    answer a terminal error
+//   quota       a retryable error with reason QuotaExceeded and retry_after 1 h (issue 19)
+//   huge        an answer of about 2 x $CHAOS_MAX_MESSAGE_BYTES bytes (the plugin's message
+//               limit when set): the SDK must answer this request alone with the terminal
+//               error ResponseTooLarge while the stream serves the other keys (issue 19)
 //   steal       desire the ConfigMap spec.target (another Chaos's child, or an object with no
 //               controller): the host must refuse to take it over (issue 13, item 8)
 //   patch-other an OWNED merge patch of the ConfigMap spec.target that strips its owner
@@ -30,6 +34,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "sdk/cpp/sdk.h"
@@ -61,6 +66,15 @@ bool FirstTime(const std::string& marker) {
   if (fd < 0) return false;
   ::close(fd);
   return true;
+}
+
+int MaxMessageBytes() {
+  const char* limit = std::getenv("CHAOS_MAX_MESSAGE_BYTES");
+  int bytes = 0;
+  if (limit == nullptr || !absl::SimpleAtoi(limit, &bytes) || bytes <= 0) {
+    return sdk::kDefaultMaxMessageBytes;
+  }
+  return bytes;
 }
 
 sdk::Result Ok(const sdk::Request& req) {
@@ -111,6 +125,12 @@ sdk::Result Reconcile(const sdk::Request& req) {
     result.Status()["phase"] = "ShouldNeverBeWritten";
   } else if (mode == "terminal") {
     result = sdk::Result::TerminalError("spec.mode asks for a terminal error");
+  } else if (mode == "quota") {
+    result = sdk::Result::RetryableError("spec.mode says the quota is used up", "QuotaExceeded",
+                                         absl::Hours(1));
+  } else if (mode == "huge") {
+    result = Ok(req);
+    result.Status()["padding"] = std::string(2 * static_cast<size_t>(MaxMessageBytes()), 'x');
   } else {
     result = Ok(req);
   }
@@ -121,7 +141,9 @@ sdk::Result Reconcile(const sdk::Request& req) {
 }  // namespace
 
 int main() {
-  sdk::Plugin plugin("chaos", "1.0.0");
+  sdk::PluginOptions options;
+  options.max_message_bytes = MaxMessageBytes();
+  sdk::Plugin plugin("chaos", "1.0.0", options);
   const char* controller = std::getenv("CHAOS_CONTROLLER");
   plugin.Add(
       sdk::ControllerBuilder(controller != nullptr && *controller != '\0' ? controller : "chaos")

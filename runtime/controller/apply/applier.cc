@@ -101,7 +101,7 @@ std::optional<pluginpb::Condition> ReconciledFor(const ReconcileContext& context
   if (plan.has_error) {
     if (plan.error_kind != pluginpb::ERROR_KIND_TERMINAL) return std::nullopt;
     condition.set_status(pluginpb::CONDITION_STATUS_FALSE);
-    condition.set_reason(kReasonTerminalError);
+    condition.set_reason(plan.error_reason.empty() ? kReasonTerminalError : plan.error_reason);
     condition.set_message(plan.error_message);
     return condition;
   }
@@ -673,7 +673,10 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     run.Event(event.type() == pluginpb::EVENT_TYPE_WARNING ? "Warning" : "Normal", event.reason(),
               event.message());
   }
-  if (plan.has_error) run.Event("Warning", kReasonReconcileError, plan.error_message);
+  if (plan.has_error) {
+    run.Event("Warning", plan.error_reason.empty() ? kReasonReconcileError : plan.error_reason,
+              plan.error_message);
+  }
   if (plan.finalized) {
     if (std::optional<ApplyOutcome> failed = run.ReleaseFinalizer()) return *failed;
   }
@@ -684,6 +687,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
   } else if (plan.has_error) {
     run.outcome.kind = OutcomeKind::kRetry;
     run.outcome.status = absl::UnavailableError(plan.error_message);
+    run.outcome.retry_after = plan.error_retry_after.value_or(absl::ZeroDuration());
   } else if (plan.requeue_after.has_value()) {
     run.outcome.kind = OutcomeKind::kRequeueAfter;
     run.outcome.requeue_after = *plan.requeue_after;

@@ -202,6 +202,7 @@ TEST_F(ApplierTest, ErrorKinds) {
   ApplyOutcome outcome = applier_.Apply(Context("web"), retryable);
   EXPECT_EQ(outcome.kind, OutcomeKind::kRetry);
   EXPECT_EQ(outcome.status.message(), "database unreachable");
+  EXPECT_EQ(outcome.retry_after, absl::ZeroDuration());
   EXPECT_EQ(Live("web")["status"]["phase"], "Degraded");
   EXPECT_TRUE(client_->Get(ConfigMaps(ns_, "cfg")).ok());
   ASSERT_EQ(EventsWithReason("ReconcileError").size(), 1u);
@@ -235,6 +236,46 @@ TEST_F(ApplierTest, ErrorKinds) {
   outcome = applier_.Apply(Context("web"), pluginpb::ReconcileResponse());
   EXPECT_EQ(outcome.kind, OutcomeKind::kDone);
   EXPECT_EQ(outcome.writes, 0u);
+}
+
+// The reason names the Warning event and Reconciled=False; retry_after reaches the outcome.
+TEST_F(ApplierTest, ErrorReasonAndRetryAfter) {
+  CreateWebApp("web");
+  pluginpb::ReconcileResponse retryable;
+  retryable.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+  retryable.mutable_error()->set_message("the bucket quota is used up");
+  retryable.mutable_error()->set_reason("QuotaExceeded");
+  retryable.mutable_error()->mutable_retry_after()->set_seconds(45);
+  ApplyOutcome outcome = applier_.Apply(Context("web"), retryable);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kRetry);
+  EXPECT_EQ(outcome.retry_after, absl::Seconds(45));
+  std::vector<json> events = EventsWithReason("QuotaExceeded");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["message"], "the bucket quota is used up");
+  EXPECT_TRUE(EventsWithReason("ReconcileError").empty());
+
+  pluginpb::ReconcileResponse terminal;
+  terminal.mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
+  terminal.mutable_error()->set_message("spec.region names no region");
+  terminal.mutable_error()->set_reason("UnknownRegion");
+  outcome = applier_.Apply(Context("web"), terminal);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal);
+  json reconciled = Condition(Live("web"), "Reconciled");
+  ASSERT_FALSE(reconciled.is_null());
+  EXPECT_EQ(reconciled["status"], "False");
+  EXPECT_EQ(reconciled["reason"], "UnknownRegion");
+  EXPECT_EQ(reconciled["message"], "spec.region names no region");
+  EXPECT_EQ(EventsWithReason("UnknownRegion").size(), 1u);
+
+  // A bad reason is refused as a whole: nothing but the InvalidResponse records.
+  pluginpb::ReconcileResponse invalid;
+  invalid.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+  invalid.mutable_error()->set_reason("not camel case");
+  outcome = applier_.Apply(Context("web"), invalid);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal);
+  EXPECT_EQ(Condition(Live("web"), "Reconciled")["reason"], "InvalidResponse");
+  EXPECT_EQ(EventsWithReason("InvalidResponse").size(), 1u);
 }
 
 TEST_F(ApplierTest, RecordTerminal) {

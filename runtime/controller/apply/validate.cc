@@ -24,6 +24,10 @@ constexpr size_t kMaxConditionType = 316;
 constexpr size_t kMaxConditionReason = 1024;
 constexpr size_t kMaxConditionMessage = 32768;
 constexpr size_t kMaxEventReason = 128;
+// Error.reason becomes an event reason too, so it has the stricter of both limits.
+constexpr size_t kMaxErrorReason = kMaxEventReason;
+// google.protobuf.Duration's range: about 10000 years.
+constexpr int64_t kMaxDurationSeconds = 315'576'000'000;
 constexpr size_t kMaxJsonDepth = 1000;
 
 absl::Status Invalid(absl::string_view where, absl::string_view why) {
@@ -454,6 +458,45 @@ absl::Status ValidateEvents(const pluginpb::ReconcileResponse& response, Plan* p
   return absl::OkStatus();
 }
 
+absl::StatusOr<absl::Duration> NonNegativeDuration(absl::string_view where,
+                                                   const google::protobuf::Duration& duration) {
+  const int64_t seconds = duration.seconds();
+  const int32_t nanos = duration.nanos();
+  // google.protobuf.Duration's own range: +-10000 years, nanos of the seconds' sign.
+  if (seconds < -kMaxDurationSeconds || seconds > kMaxDurationSeconds || nanos <= -1'000'000'000 ||
+      nanos >= 1'000'000'000 || (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
+    return Invalid(where, "not a valid Duration");
+  }
+  if (seconds < 0 || nanos < 0) return Invalid(where, "negative");
+  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+}
+
+absl::Status ValidateError(const pluginpb::Error& error, Plan* plan) {
+  if (error.kind() != pluginpb::ERROR_KIND_RETRYABLE &&
+      error.kind() != pluginpb::ERROR_KIND_TERMINAL) {
+    return Invalid("error", "kind is unspecified or unknown");
+  }
+  if (!error.reason().empty() &&
+      (error.reason().size() > kMaxErrorReason || !IsConditionReason(error.reason()))) {
+    return Invalid("error", absl::StrCat("reason \"", error.reason(),
+                                         "\" must be CamelCase: ^[A-Za-z]([A-Za-z0-9_,:]*"
+                                         "[A-Za-z0-9_])?$, at most ",
+                                         kMaxErrorReason, " characters"));
+  }
+  if (error.has_retry_after()) {
+    if (error.kind() != pluginpb::ERROR_KIND_RETRYABLE) {
+      return Invalid("error", "retry_after is only allowed on a retryable error");
+    }
+    ASSIGN_OR_RETURN(plan->error_retry_after,
+                     NonNegativeDuration("error.retry_after", error.retry_after()));
+  }
+  plan->has_error = true;
+  plan->error_kind = error.kind();
+  plan->error_message = error.message();
+  plan->error_reason = error.reason();
+  return absl::OkStatus();
+}
+
 bool PrimaryIsFinalizing(const ReconcileContext& context) {
   const ControllerInfo& c = *context.controller;
   if (context.primary == nullptr || c.finalizer.empty()) return false;
@@ -511,24 +554,10 @@ absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
   RETURN_IF_ERROR(ValidateConditions(response, &plan));
   RETURN_IF_ERROR(ValidateEvents(response, &plan));
   if (response.has_requeue_after()) {
-    const int64_t seconds = response.requeue_after().seconds();
-    const int32_t nanos = response.requeue_after().nanos();
-    if (nanos <= -1'000'000'000 || nanos >= 1'000'000'000 || (seconds > 0 && nanos < 0) ||
-        (seconds < 0 && nanos > 0)) {
-      return Invalid("requeue_after", "not a valid Duration");
-    }
-    if (seconds < 0 || nanos < 0) return Invalid("requeue_after", "negative");
-    plan.requeue_after = absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+    ASSIGN_OR_RETURN(plan.requeue_after,
+                     NonNegativeDuration("requeue_after", response.requeue_after()));
   }
-  if (response.has_error()) {
-    if (response.error().kind() != pluginpb::ERROR_KIND_RETRYABLE &&
-        response.error().kind() != pluginpb::ERROR_KIND_TERMINAL) {
-      return Invalid("error", "kind is unspecified or unknown");
-    }
-    plan.has_error = true;
-    plan.error_kind = response.error().kind();
-    plan.error_message = response.error().message();
-  }
+  if (response.has_error()) RETURN_IF_ERROR(ValidateError(response.error(), &plan));
   if (response.finalized()) {
     if (plan.has_error) return Invalid("finalized", "not allowed together with an error");
     if (!PrimaryIsFinalizing(context)) {

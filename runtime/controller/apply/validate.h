@@ -23,7 +23,9 @@
 // - status: a JSON object. conditions: type (<= 316 chars), status set, reason matching
 //   ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (<= 1024), message <= 32768; no type twice.
 // - events: type set, reason non-empty (<= 128). requeue_after: a valid, non-negative
-//   Duration. error: kind set when present.
+//   Duration. error: kind set when present; reason empty or CamelCase as a condition reason
+//   (<= 128, as it is also an event reason); retry_after only on a retryable error, a valid,
+//   non-negative Duration.
 // - finalized: only when the primary is being deleted with the controller's finalizer on it,
 //   and with no error.
 // - a gone primary (context.primary null) allows only events, error and requeue_after.
@@ -77,6 +79,8 @@ struct Plan {
   bool has_error = false;
   pluginpb::ErrorKind error_kind = pluginpb::ERROR_KIND_UNSPECIFIED;
   std::string error_message;
+  std::string error_reason;                         // "" when the plugin gave none
+  std::optional<absl::Duration> error_retry_after;  // retryable errors only
   bool finalized = false;
 };
 

@@ -97,6 +97,8 @@ TEST_F(ValidateTest, RequeueErrorAndFinalized) {
   EXPECT_EQ(plan->requeue_after, absl::Seconds(5));
   EXPECT_TRUE(plan->has_error);
   EXPECT_EQ(plan->error_message, "busy");
+  EXPECT_EQ(plan->error_reason, "");
+  EXPECT_FALSE(plan->error_retry_after.has_value());
 
   // finalized is honoured only for a primary being deleted with our finalizer.
   ReconcileContext finalizing =
@@ -107,6 +109,25 @@ TEST_F(ValidateTest, RequeueErrorAndFinalized) {
   plan = ValidateResponse(finalizing, done);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->finalized);
+}
+
+TEST_F(ValidateTest, ErrorReasonAndRetryAfter) {
+  pluginpb::ReconcileResponse response;
+  response.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+  response.mutable_error()->set_reason("QuotaExceeded");
+  response.mutable_error()->mutable_retry_after()->set_seconds(30);
+  response.mutable_error()->mutable_retry_after()->set_nanos(500'000'000);
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->error_reason, "QuotaExceeded");
+  EXPECT_EQ(plan->error_retry_after, absl::Seconds(30) + absl::Milliseconds(500));
+
+  // Zero is a valid hint (no wait beyond the backoff); the reason may use the full alphabet.
+  response.mutable_error()->set_reason("Dependency:Not_Ready,2");
+  response.mutable_error()->mutable_retry_after()->Clear();
+  plan = ValidateResponse(context_, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->error_retry_after, absl::ZeroDuration());
 }
 
 TEST_F(ValidateTest, NamespacePrimaryOwnsObjectsInsideIt) {
@@ -391,6 +412,36 @@ TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
        "requeue_after: not a valid Duration"},
       {"ErrorNoKind", [](auto* r) { r->mutable_error()->set_message("x"); },
        "error: kind is unspecified"},
+      {"ErrorBadReason",
+       [](auto* r) {
+         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+         r->mutable_error()->set_reason("quota exceeded");
+       },
+       "error: reason \"quota exceeded\" must be CamelCase"},
+      {"ErrorReasonTooLong",
+       [](auto* r) {
+         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
+         r->mutable_error()->set_reason(std::string(129, 'A'));
+       },
+       "at most 128 characters"},
+      {"ErrorNegativeRetryAfter",
+       [](auto* r) {
+         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+         r->mutable_error()->mutable_retry_after()->set_nanos(-1);
+       },
+       "error.retry_after: negative"},
+      {"ErrorBadRetryAfter",
+       [](auto* r) {
+         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+         r->mutable_error()->mutable_retry_after()->set_seconds(315'576'000'001);
+       },
+       "error.retry_after: not a valid Duration"},
+      {"TerminalRetryAfter",
+       [](auto* r) {
+         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
+         r->mutable_error()->mutable_retry_after()->set_seconds(5);
+       },
+       "error: retry_after is only allowed on a retryable error"},
       {"FinalizedNotFinalizing", [](auto* r) { r->set_finalized(true); },
        "finalized: the primary is not being deleted"},
   };

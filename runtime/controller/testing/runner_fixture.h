@@ -167,12 +167,14 @@ class FakeApplier : public ResponseApplier {
     }
     outcomes_.push_back(outcome);
   }
-  // A retryable failure with `status` (e.g. the API server's 403 for a write).
-  void ScriptRetry(absl::Status status) {
+  // A retryable failure with `status` (e.g. the API server's 403 for a write) and the
+  // plugin's retry_after hint (zero: none).
+  void ScriptRetry(absl::Status status, absl::Duration retry_after = absl::ZeroDuration()) {
     common::MutexLock lock(&mu_);
     ApplyOutcome outcome;
     outcome.kind = OutcomeKind::kRetry;
     outcome.status = std::move(status);
+    outcome.retry_after = retry_after;
     outcomes_.push_back(outcome);
   }
   // The next Apply throws, as a library working on plugin data might.

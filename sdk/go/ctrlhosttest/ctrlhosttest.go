@@ -176,7 +176,8 @@ func Decode(resp *pb.ReconcileResponse) (*Outcome, error) {
 		out.RequeueAfter = r.AsDuration()
 	}
 	if e := resp.GetError(); e != nil {
-		out.Error = &ctrlhost.ResultError{Terminal: e.GetKind() == pb.ErrorKind_ERROR_KIND_TERMINAL, Message: e.GetMessage()}
+		out.Error = &ctrlhost.ResultError{Terminal: e.GetKind() == pb.ErrorKind_ERROR_KIND_TERMINAL, Message: e.GetMessage(),
+			Reason: e.GetReason(), RetryAfter: e.GetRetryAfter().AsDuration()}
 	}
 	return out, nil
 }

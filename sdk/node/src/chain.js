@@ -28,7 +28,7 @@
 // A desired function or step that throws fails the reconcile: TerminalError -> terminal, else
 // retryable.
 
-const { Result, TerminalError } = require('./result');
+const { Result, TerminalError, RetryableError, rethrowable } = require('./result');
 const { handlers } = require('./handlers');
 const { findPath, isObject } = require('./request');
 const { PassContext, freezeOnto } = require('./pass_context');
@@ -52,7 +52,13 @@ function findChild(request, apiVersion, kind, name) {
 
 function failWith(result, prefix, e) {
   const message = `${prefix}${e && e.message !== undefined ? e.message : String(e)}`;
-  result.setError(e instanceof TerminalError ? 'terminal' : 'retryable', message);
+  if (e instanceof TerminalError) {
+    result.setError('terminal', message, { reason: e.reason });
+  } else if (e instanceof RetryableError) {
+    result.setError('retryable', message, { reason: e.reason, retryAfterMs: e.retryAfterMs });
+  } else {
+    result.setError('retryable', message);
+  }
 }
 
 function notReadyMessage(state) {
@@ -306,7 +312,7 @@ class CrudResource {
           this.step(request, obj, cur, ctx);
         } catch (e) {
           const message = `${this.kind} ${k}: ${e && e.message !== undefined ? e.message : String(e)}`;
-          throw e instanceof TerminalError ? new TerminalError(message) : new Error(message);
+          throw rethrowable(e, message);
         }
         if (ctx.resourceCancelled) skip = ctx.resourceCancelReason;
       }
@@ -338,7 +344,7 @@ class CrudResource {
       fn();
     } catch (e) {
       const message = `${this.kind} ${key}: ${e && e.message !== undefined ? e.message : String(e)}`;
-      throw e instanceof TerminalError ? new TerminalError(message) : new Error(message);
+      throw rethrowable(e, message);
     }
   }
 

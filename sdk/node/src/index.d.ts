@@ -67,13 +67,32 @@ export type ErrorKind = 'retryable' | 'terminal';
 /** Thrown by Result.toResponse for a result the host would refuse. */
 export class ResultError extends Error {}
 
+/** A machine-readable reason (CamelCase) and, for retryable errors, the least wait. */
+export interface ErrorOptions {
+  reason?: string;
+  retryAfterMs?: number;
+}
+
+/** The reason of the terminal error answered instead of a response above the message limit. */
+export const RESPONSE_TOO_LARGE: 'ResponseTooLarge';
+
 /** Thrown from a reconcile (or desired) function: a terminal error answer. */
-export class TerminalError extends Error {}
+export class TerminalError extends Error {
+  constructor(message?: string, options?: { reason?: string });
+  readonly reason: string;
+}
+
+/** Thrown from a reconcile function: a retryable error with a reason and a retry-after. */
+export class RetryableError extends Error {
+  constructor(message?: string, options?: ErrorOptions);
+  readonly reason: string;
+  readonly retryAfterMs: number | null;
+}
 
 /** What a reconcile wants. See result.js for the contract. */
 export class Result {
-  static retryableError(message: string): Result;
-  static terminalError(message: string): Result;
+  static retryableError(message: string, options?: ErrorOptions): Result;
+  static terminalError(message: string, options?: { reason?: string }): Result;
   static finalized(): Result;
   static requeue(ms: number): Result;
   readonly desired: JsonObject[];
@@ -95,7 +114,7 @@ export class Result {
   patchOwned(apiVersion: string, kind: string, name: string, type: PatchType, patch: any,
     resourceVersion?: string): this;
   requeueAfter(ms: number): this;
-  setError(kind: ErrorKind, message: string): this;
+  setError(kind: ErrorKind, message: string, options?: ErrorOptions): this;
   setFinalized(): this;
   merge(other: Result): this;
   /** The ReconcileResponse in @grpc/proto-loader object form; throws ResultError. */

@@ -6,7 +6,7 @@ const { Plugin, DescribeError, parseListenAddress, PROTOCOL_VERSION, ADDRESS_ENV
 const { ControllerBuilder, Controller, Mapping, apiVersionOf } = require('./controller');
 const { Request, findPath } = require('./request');
 const {
-  Result, ResultError, TerminalError, newObject, composeMergePatch,
+  Result, ResultError, TerminalError, RetryableError, RESPONSE_TOO_LARGE, newObject, composeMergePatch,
 } = require('./result');
 const { DependentChain, CrudResource, isSubset } = require('./chain');
 const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
@@ -32,6 +32,8 @@ module.exports = {
   Result,
   ResultError,
   TerminalError,
+  RetryableError,
+  RESPONSE_TOO_LARGE,
   DependentChain,
   CrudResource,
   isSubset,

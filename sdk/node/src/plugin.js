@@ -13,7 +13,7 @@
 const { ControllerBuilder } = require('./controller');
 const { Request } = require('./request');
 const {
-  Result, ResultError, TerminalError, errorResponse, ALL_SDK_CAPABILITIES,
+  Result, ResultError, TerminalError, RetryableError, errorResponse, ALL_SDK_CAPABILITIES,
 } = require('./result');
 const log = require('./log');
 const { checkPlaintextAllowed, serverTlsFromEnv } = require('./tls');
@@ -171,7 +171,10 @@ class Plugin {
       } catch (e) {
         const message = e && e.message !== undefined ? e.message : String(e);
         if (e instanceof TerminalError) {
-          response = errorResponse(requestId, 'terminal', message);
+          response = errorResponse(requestId, 'terminal', message, { reason: e.reason });
+        } else if (e instanceof RetryableError) {
+          response = errorResponse(requestId, 'retryable', message,
+            { reason: e.reason, retryAfterMs: e.retryAfterMs });
         } else {
           const what = e instanceof ResultError ? 'invalid reconcile result' : 'reconcile threw';
           response = errorResponse(requestId, 'retryable', `${what}: ${message}`);

@@ -20,11 +20,77 @@ const { isObject, findPath } = require('./request');
 /** Thrown by toResponse for a result the host would refuse. */
 class ResultError extends Error {}
 
+/** The reason of the terminal error answered instead of a response above the message limit. */
+const RESPONSE_TOO_LARGE = 'ResponseTooLarge';
+const MAX_ERROR_REASON = 128;
+
+/**
+ * Checks an error's reason and retryAfterMs as the host does; throws ResultError naming the
+ * problem. reason: '' or CamelCase (<= 128); retryAfterMs: undefined/null, or a finite number
+ * >= 0, retryable errors only.
+ */
+function checkError(kind, reason, retryAfterMs) {
+  if (reason !== undefined && reason !== '' &&
+      !(typeof reason === 'string' && reason.length <= MAX_ERROR_REASON &&
+        /^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/.test(reason))) {
+    throw new ResultError(`error reason "${reason}" must be CamelCase: ` +
+      `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most ${MAX_ERROR_REASON} characters`);
+  }
+  if (retryAfterMs === undefined || retryAfterMs === null) return;
+  if (kind === 'terminal') throw new ResultError('retryAfterMs is only allowed on a retryable error');
+  if (typeof retryAfterMs !== 'number' || !Number.isFinite(retryAfterMs) || retryAfterMs < 0) {
+    throw new ResultError(`retryAfterMs must be a finite number >= 0, not ${retryAfterMs}`);
+  }
+}
+
+/** The wire Error; the caller checked the values. */
+function wireError(kind, message, reason, retryAfterMs) {
+  const error = {
+    message: String(message),
+    kind: kind === 'terminal' ? 'ERROR_KIND_TERMINAL' : 'ERROR_KIND_RETRYABLE',
+  };
+  if (reason) error.reason = reason;
+  if (retryAfterMs !== undefined && retryAfterMs !== null) {
+    error.retry_after = msToDuration(retryAfterMs);
+  }
+  return error;
+}
+
 /**
  * Throw it from a reconcile function (or a chain's desired function) for a terminal error answer:
  * retrying cannot help until the object changes. Any other exception is a retryable error.
+ * options.reason: a CamelCase machine-readable reason (the host's event and condition reason).
  */
-class TerminalError extends Error {}
+class TerminalError extends Error {
+  constructor(message, options = {}) {
+    super(message);
+    checkError('terminal', options.reason, options.retryAfterMs);
+    this.reason = options.reason || '';
+  }
+}
+
+/**
+ * Throw it for a retryable error that says why and when to retry:
+ *   throw new RetryableError('bucket quota used up', { reason: 'QuotaExceeded', retryAfterMs: 30000 });
+ * The host retries no sooner than retryAfterMs (capped at its maximum backoff).
+ */
+class RetryableError extends Error {
+  constructor(message, options = {}) {
+    super(message);
+    checkError('retryable', options.reason, options.retryAfterMs);
+    this.reason = options.reason || '';
+    this.retryAfterMs = options.retryAfterMs === undefined ? null : options.retryAfterMs;
+  }
+}
+
+/** The same kind, reason and retry-after as `e` (a thrown error) with another message. */
+function rethrowable(e, message) {
+  if (e instanceof TerminalError) return new TerminalError(message, { reason: e.reason });
+  if (e instanceof RetryableError) {
+    return new RetryableError(message, { reason: e.reason, retryAfterMs: e.retryAfterMs });
+  }
+  return new Error(message);
+}
 
 /** { apiVersion, kind, metadata: { name } } (name omitted when empty). */
 function newObject(apiVersion, kind, name = '') {
@@ -84,8 +150,12 @@ class Result {
     this.isFinalized = false;
   }
 
-  static retryableError(message) { return new Result().setError('retryable', message); }
-  static terminalError(message) { return new Result().setError('terminal', message); }
+  static retryableError(message, options) {
+    return new Result().setError('retryable', message, options);
+  }
+  static terminalError(message, options) {
+    return new Result().setError('terminal', message, options);
+  }
   static finalized() { return new Result().setFinalized(); }
   static requeue(ms) { return new Result().requeueAfter(ms); }
 
@@ -152,9 +222,18 @@ class Result {
   get requeueAfterMs() { return this._requeueAfterMs; }
   get statusPatch() { return this._status; }
 
-  /** kind: 'retryable' or 'terminal'. */
-  setError(kind, message) {
+  /**
+   * kind: 'retryable' or 'terminal'. options: { reason (CamelCase), retryAfterMs (retryable
+   * only) }; invalid values throw ResultError.
+   */
+  setError(kind, message, options = {}) {
+    checkError(kind, options.reason, options.retryAfterMs);
     this.error = { kind, message: String(message) };
+    // Only when given, so that error stays { kind, message } for errors without them.
+    if (options.reason) this.error.reason = options.reason;
+    if (options.retryAfterMs !== undefined && options.retryAfterMs !== null) {
+      this.error.retryAfterMs = options.retryAfterMs;
+    }
     return this;
   }
 
@@ -274,23 +353,23 @@ class Result {
       if (this.error.kind !== 'retryable' && this.error.kind !== 'terminal') {
         fail(`error kind "${this.error.kind}" is not 'retryable' or 'terminal'`);
       }
-      resp.error = {
-        message: this.error.message,
-        kind: this.error.kind === 'terminal' ? 'ERROR_KIND_TERMINAL' : 'ERROR_KIND_RETRYABLE',
-      };
+      checkError(this.error.kind, this.error.reason, this.error.retryAfterMs);
+      resp.error = wireError(this.error.kind, this.error.message, this.error.reason,
+        this.error.retryAfterMs);
     }
     return resp;
   }
 }
 
-/** A response carrying only an error. kind: 'retryable' or 'terminal'. */
-function errorResponse(requestId, kind, message) {
+/**
+ * A response carrying only an error. kind: 'retryable' or 'terminal'; options as setError
+ * (checked: throws ResultError).
+ */
+function errorResponse(requestId, kind, message, options = {}) {
+  checkError(kind, options.reason, options.retryAfterMs);
   return {
     request_id: String(requestId),
-    error: {
-      message: String(message),
-      kind: kind === 'terminal' ? 'ERROR_KIND_TERMINAL' : 'ERROR_KIND_RETRYABLE',
-    },
+    error: wireError(kind, message, options.reason, options.retryAfterMs),
   };
 }
 
@@ -306,5 +385,5 @@ const ALL_SDK_CAPABILITIES = Object.freeze([
 ]);
 
 module.exports = {
-  Result, ResultError, TerminalError, newObject, composeMergePatch, errorResponse, ALL_SDK_CAPABILITIES,
+  Result, ResultError, TerminalError, RetryableError, rethrowable, RESPONSE_TOO_LARGE, newObject, composeMergePatch, errorResponse, ALL_SDK_CAPABILITIES,
 };

@@ -13,7 +13,7 @@
 const fs = require('node:fs');
 const grpc = require('@grpc/grpc-js');
 const { loadProtocol } = require('./proto');
-const { errorResponse } = require('./result');
+const { errorResponse, RESPONSE_TOO_LARGE } = require('./result');
 const { TaskRunner } = require('./tasks');
 const log = require('./log');
 const { serverCredentials } = require('./tls');
@@ -202,8 +202,10 @@ class PluginServer {
           const limit = this.plugin.options.maxMessageBytes;
           const size = approximateSize(resp);
           if (size > limit - 4096) {
-            resp = errorResponse(id, 'retryable',
-              `response of at least ${size} bytes exceeds the message limit of ${limit}`);
+            // Only this request fails; terminal, since it would not shrink on a retry.
+            resp = errorResponse(id, 'terminal',
+              `response of at least ${size} bytes exceeds the message limit of ${limit}`,
+              { reason: RESPONSE_TOO_LARGE });
           }
         }
         pending.delete(id);

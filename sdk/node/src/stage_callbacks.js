@@ -22,7 +22,7 @@
 //   stops the step and the reconcile: "callback <name> at <stage>: <message>" (a TerminalError
 //   stays terminal), prefixed by the layer with the resource.
 
-const { TerminalError } = require('./result');
+const { rethrowable } = require('./result');
 
 const STAGES = ['pre-create', 'post-create', 'pre-update', 'post-update', 'pre-delete',
   'post-delete'];
@@ -49,7 +49,7 @@ class StageCallbacks {
         c.callback(request, stage, desired, current);
       } catch (e) {
         const message = `callback ${c.name} at ${stage}: ${e && e.message !== undefined ? e.message : String(e)}`;
-        throw e instanceof TerminalError ? new TerminalError(message) : new Error(message);
+        throw rethrowable(e, message);
       }
     }
   }

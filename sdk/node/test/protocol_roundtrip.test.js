@@ -114,6 +114,9 @@ function makeResponse(id, call) {
     error: {
       message: `retry ${id}`,
       kind: id % 2 === 0 ? 'ERROR_KIND_TERMINAL' : 'ERROR_KIND_RETRYABLE',
+      reason: `Attempt${id}`,
+      // Only a retryable error may say when to retry (null: unset, as proto-loader decodes it).
+      retry_after: id % 2 === 0 ? null : { seconds: String(id * 30), nanos: 5 },
     },
     finalized: call.finalizing,
   };

@@ -64,7 +64,8 @@ test('at most `concurrency` reconciles run at once; oversized answers become err
     await new Promise((resolve) => { onData = resolve; });
     const huge = got[5];
     assert.equal(huge.request_id, '6');
-    assert.equal(huge.error.kind, 'ERROR_KIND_RETRYABLE');
+    assert.equal(huge.error.kind, 'ERROR_KIND_TERMINAL');
+    assert.equal(huge.error.reason, 'ResponseTooLarge');
     assert.match(huge.error.message, /exceeds the message limit of 1048576/);
     stream.end();
   } finally {

@@ -149,6 +149,40 @@ test('result: validation errors', () => {
   assert.equal(Result.finalized().toResponse(fin, '3', ALL).finalized, true);
 });
 
+test('errors: reason and retry-after, validated as the host does', async () => {
+  const req = Request.fromCall(call());
+  const r = Result.retryableError('quota used up', { reason: 'QuotaExceeded', retryAfterMs: 30500 });
+  assert.deepEqual(r.toResponse(req, '1', ALL).error, { kind: 'ERROR_KIND_RETRYABLE',
+    message: 'quota used up', reason: 'QuotaExceeded', retry_after: { seconds: '30', nanos: 500000000 } });
+  assert.deepEqual(Result.terminalError('no region', { reason: 'UnknownRegion' }).toResponse(req, '1', ALL).error,
+    { kind: 'ERROR_KIND_TERMINAL', message: 'no region', reason: 'UnknownRegion' });
+  assert.deepEqual(Result.retryableError('later').toResponse(req, '1', ALL).error,
+    { kind: 'ERROR_KIND_RETRYABLE', message: 'later' });
+  assert.throws(() => Result.retryableError('x', { reason: 'quota exceeded' }),
+    /error reason "quota exceeded" must be CamelCase/);
+  assert.throws(() => Result.terminalError('x', { reason: 'A'.repeat(129) }), /at most 128 characters/);
+  assert.throws(() => Result.retryableError('x', { retryAfterMs: -1 }), /finite number >= 0/);
+  assert.throws(() => new Result().setError('terminal', 'x', { retryAfterMs: 5 }),
+    /only allowed on a retryable error/);
+  // Thrown from a reconcile: the answer carries them.
+  const p = makePlugin(() => {
+    throw new sdk.RetryableError('bucket quota used up', { reason: 'QuotaExceeded', retryAfterMs: 45000 });
+  });
+  p.describe({ protocol_versions: ['v1alpha1'], capabilities: [...ALL] });
+  assert.deepEqual((await p.handle('4', call())).error, { kind: 'ERROR_KIND_RETRYABLE',
+    message: 'bucket quota used up', reason: 'QuotaExceeded', retry_after: { seconds: '45', nanos: 0 } });
+  const t = makePlugin(() => { throw new sdk.TerminalError('bad spec', { reason: 'InvalidSpec' }); });
+  t.describe({ protocol_versions: ['v1alpha1'], capabilities: [...ALL] });
+  assert.deepEqual((await t.handle('5', call())).error,
+    { kind: 'ERROR_KIND_TERMINAL', message: 'bad spec', reason: 'InvalidSpec' });
+  // An invalid one thrown is itself a retryable error naming the problem.
+  const bad = makePlugin(() => { throw new sdk.RetryableError('x', { reason: 'not ok' }); });
+  bad.describe({ protocol_versions: ['v1alpha1'], capabilities: [...ALL] });
+  const resp = await bad.handle('6', call());
+  assert.equal(resp.error.kind, 'ERROR_KIND_RETRYABLE');
+  assert.match(resp.error.message, /invalid reconcile result: error reason "not ok" must be CamelCase/);
+});
+
 test('result.merge keeps the earliest requeue and the first error', () => {
   const a = Result.requeue(5000).setCondition('A', true, 'Ok');
   a.merge(Result.requeue(1000).setError('terminal', 'first').setCondition('A', false, 'No'));

@@ -114,8 +114,11 @@ def is_subset(desired: Any, current: Any) -> bool:
 
 
 def _fail(result: Result, name: str, e: Exception) -> None:
-    terminal = isinstance(e, ReconcileError) and e.terminal
-    result.set_error(TERMINAL if terminal else RETRYABLE, "dependent %s: %s" % (name, e))
+    if isinstance(e, ReconcileError):
+        result.set_error(TERMINAL if e.terminal else RETRYABLE, "dependent %s: %s" % (name, e),
+                         e.reason, e.retry_after)
+    else:
+        result.set_error(RETRYABLE, "dependent %s: %s" % (name, e))
 
 
 class DependentChain:

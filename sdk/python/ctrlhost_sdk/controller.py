@@ -259,7 +259,8 @@ class Controller:
         except InvalidResult as e:
             failure = "invalid reconcile result: %s" % e
         except ReconcileError as e:
-            return error_response(request_id, str(e), terminal=e.terminal)
+            return error_response(request_id, str(e), terminal=e.terminal, reason=e.reason,
+                                  retry_after=e.retry_after)
         except Exception as e:  # noqa: BLE001 - user code must never take the plugin down
             failure = "reconcile raised %s: %s" % (type(e).__name__, e)
             log.debug("reconcile traceback", controller=self.name,

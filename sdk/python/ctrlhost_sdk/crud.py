@@ -55,8 +55,9 @@ def _subset(desired: Any, current: Any) -> bool:
 
 
 def _wrap(prefix: str, e: Exception) -> ReconcileError:
-    terminal = isinstance(e, ReconcileError) and e.terminal
-    return ReconcileError("%s: %s" % (prefix, e), terminal=terminal)
+    if isinstance(e, ReconcileError):
+        return e.wrap(prefix)
+    return ReconcileError("%s: %s" % (prefix, e))
 
 
 class CrudResource:
@@ -173,7 +174,8 @@ class CrudResource:
             try:
                 plan = self.plan(request)
             except ReconcileError as e:
-                result.set_error(TERMINAL if e.terminal else RETRYABLE, str(e))
+                result.set_error(TERMINAL if e.terminal else RETRYABLE, str(e), e.reason,
+                                 e.retry_after)
                 return result
             except Exception as e:  # noqa: BLE001 - user code: a retryable error
                 result.set_error(RETRYABLE, str(e))

@@ -68,13 +68,49 @@ class InvalidResult(ValueError):
     """The result cannot be sent (the plugin answers a retryable error instead)."""
 
 
+# The reason the SDKs give an answer too large to send (terminal: it will not shrink on retry).
+RESPONSE_TOO_LARGE = "ResponseTooLarge"
+_MAX_ERROR_REASON = 128
+
+
+def check_error(terminal: bool, reason: str, retry_after: Optional[Seconds]) -> Optional[float]:
+    """Validates an error's reason and retry_after as the host does; returns retry_after in
+    seconds (None when unset). Raises ValueError naming the problem."""
+    if not isinstance(reason, str) or (reason and (
+            len(reason) > _MAX_ERROR_REASON or not _CONDITION_REASON.match(reason))):
+        raise ValueError('error reason "%s" must be CamelCase: ^[A-Za-z]([A-Za-z0-9_,:]*'
+                         '[A-Za-z0-9_])?$, at most %d characters' % (reason, _MAX_ERROR_REASON))
+    if retry_after is None:
+        return None
+    if terminal:
+        raise ValueError("retry_after is only allowed on a retryable error")
+    try:
+        seconds = _seconds(retry_after)
+    except (TypeError, ValueError):
+        raise ValueError("retry_after must be seconds or a timedelta") from None
+    if seconds < 0 or seconds != seconds or seconds > 1e11:
+        raise ValueError("retry_after must be between 0 and 1e11 seconds")
+    return seconds
+
+
 class ReconcileError(Exception):
     """Raise from a reconcile function to answer an error: terminal=True for errors that a retry
-    cannot fix. Any other exception is a retryable error."""
+    cannot fix. Any other exception is a retryable error. reason: a CamelCase machine-readable
+    reason (the host's Warning event and Reconciled=False reason); retry_after (retryable only):
+    seconds or a timedelta before which the host does not retry. Bad values raise ValueError."""
 
-    def __init__(self, message: str, terminal: bool = False) -> None:
+    def __init__(self, message: str, terminal: bool = False, reason: str = "",
+                 retry_after: Optional[Seconds] = None) -> None:
         super().__init__(message)
+        check_error(terminal, reason, retry_after)
         self.terminal = terminal
+        self.reason = reason
+        self.retry_after = retry_after
+
+    def wrap(self, prefix: str) -> "ReconcileError":
+        """The same error (kind, reason, retry_after) with `prefix: ` before its message."""
+        return ReconcileError("%s: %s" % (prefix, self), terminal=self.terminal,
+                              reason=self.reason, retry_after=self.retry_after)
 
 
 def new_object(api_version: str, kind: str, name: str = "") -> JsonObject:
@@ -136,19 +172,22 @@ class Result:
         self.patches: List[Dict[str, Any]] = []
         self.requeue_after: Optional[Seconds] = None
         self.error: Optional[Tuple[str, str]] = None  # (kind, message)
+        self.error_reason = ""  # CamelCase, "" for the host's default
+        self.error_retry_after: Optional[Seconds] = None  # retryable errors only
         self.finalized = False
 
     # Shorthands.
     @classmethod
-    def retryable_error(cls, message: str) -> Result:
+    def retryable_error(cls, message: str, reason: str = "",
+                        retry_after: Optional[Seconds] = None) -> Result:
         r = cls()
-        r.set_error(RETRYABLE, message)
+        r.set_error(RETRYABLE, message, reason, retry_after)
         return r
 
     @classmethod
-    def terminal_error(cls, message: str) -> Result:
+    def terminal_error(cls, message: str, reason: str = "") -> Result:
         r = cls()
-        r.set_error(TERMINAL, message)
+        r.set_error(TERMINAL, message, reason)
         return r
 
     @classmethod
@@ -226,11 +265,16 @@ class Result:
         self._patch(pb.PATCH_TARGET_OWNED, type_, patch, resource_version, api_version, kind, name)
 
     # Errors.
-    def set_error(self, kind: str, message: str) -> None:
-        """kind: RETRYABLE or TERMINAL."""
+    def set_error(self, kind: str, message: str, reason: str = "",
+                  retry_after: Optional[Seconds] = None) -> None:
+        """kind: RETRYABLE or TERMINAL. reason: CamelCase, "" for the host's default;
+        retry_after (RETRYABLE only): the least wait before the retry. ValueError if invalid."""
         if kind not in (RETRYABLE, TERMINAL):
             raise ValueError("error kind must be %r or %r" % (RETRYABLE, TERMINAL))
+        check_error(kind == TERMINAL, reason, retry_after)
         self.error = (kind, str(message))
+        self.error_reason = reason
+        self.error_retry_after = retry_after
 
     def merge(self, other: Result) -> None:
         """Adds another result's contents (the sooner requeue and the first error win)."""
@@ -248,6 +292,8 @@ class Result:
             self.requeue_after = other.requeue_after
         if self.error is None:
             self.error = other.error
+            self.error_reason = other.error_reason
+            self.error_retry_after = other.error_retry_after
         self.finalized = self.finalized and other.finalized
 
     # The wire form.
@@ -363,9 +409,12 @@ class Result:
             resp.requeue_after.nanos = int(round((requeue - seconds) * 1e9)) % 1000000000
         if self.error is not None:
             kind, message = self.error
-            resp.error.message = message
-            resp.error.kind = (pb.ERROR_KIND_TERMINAL if kind == TERMINAL
-                               else pb.ERROR_KIND_RETRYABLE)
+            try:
+                retry_after = check_error(kind == TERMINAL, self.error_reason,
+                                          self.error_retry_after)
+            except ValueError as e:
+                raise InvalidResult(str(e)) from None
+            _fill_error(resp.error, message, kind == TERMINAL, self.error_reason, retry_after)
         resp.finalized = bool(self.finalized)
         return resp
 
@@ -377,9 +426,21 @@ class Result:
             raise InvalidResult("%s cannot be written as JSON: %s" % (what, e)) from None
 
 
-def error_response(request_id: int, message: str, terminal: bool = False) -> pb.ReconcileResponse:
-    """A response carrying only an error."""
+def _fill_error(error: pb.Error, message: str, terminal: bool, reason: str,
+                retry_after: Optional[float]) -> None:
+    error.message = message
+    error.kind = pb.ERROR_KIND_TERMINAL if terminal else pb.ERROR_KIND_RETRYABLE
+    error.reason = reason
+    if retry_after is not None:
+        seconds = int(retry_after)
+        error.retry_after.seconds = seconds
+        error.retry_after.nanos = int(round((retry_after - seconds) * 1e9)) % 1000000000
+
+
+def error_response(request_id: int, message: str, terminal: bool = False, reason: str = "",
+                   retry_after: Optional[Seconds] = None) -> pb.ReconcileResponse:
+    """A response carrying only an error (reason and retry_after validated: ValueError)."""
     resp = pb.ReconcileResponse(request_id=request_id)
-    resp.error.message = message
-    resp.error.kind = pb.ERROR_KIND_TERMINAL if terminal else pb.ERROR_KIND_RETRYABLE
+    _fill_error(resp.error, message, terminal, reason,
+                check_error(terminal, reason, retry_after))
     return resp

@@ -24,7 +24,7 @@ import grpc
 from ctrlhost_sdk import log
 from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, pb_grpc
 from ctrlhost_sdk.protocol import SERVICE_NAME, DescribeRefused, PluginHandler
-from ctrlhost_sdk.result import error_response
+from ctrlhost_sdk.result import RESPONSE_TOO_LARGE, error_response
 from ctrlhost_sdk.tasks import TaskRunner
 from ctrlhost_sdk.tls import ServerTls, server_credentials
 
@@ -189,8 +189,10 @@ class _Service(pb_grpc.ControllerPluginServiceServicer):
             resp = self._server.plugin.handle(rid, call, flag)
             size = resp.ByteSize()
             if size > self._server.plugin.max_message_bytes:
+                # Only this request fails; terminal, since it will not shrink on a retry.
                 resp = error_response(rid, "response of %d bytes exceeds the message limit of %d"
-                                      % (size, self._server.plugin.max_message_bytes))
+                                      % (size, self._server.plugin.max_message_bytes),
+                                      terminal=True, reason=RESPONSE_TOO_LARGE)
             if not flag.is_set():
                 state.out.put(resp)
         except Exception as e:  # noqa: BLE001 - never lose an answer

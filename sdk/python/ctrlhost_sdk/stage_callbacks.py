@@ -65,8 +65,7 @@ class StageCallbacks:
             try:
                 callback(request, stage, desired, current)
             except ReconcileError as e:
-                raise ReconcileError("callback %s at %s: %s" % (name, stage, e),
-                                     terminal=e.terminal) from e
+                raise e.wrap("callback %s at %s" % (name, stage)) from e
             except Exception as e:  # noqa: BLE001 - user code: a retryable error
                 raise ReconcileError("callback %s at %s: %s" % (name, stage, e)) from e
 

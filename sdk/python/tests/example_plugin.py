@@ -2,6 +2,8 @@
 
 spec.gate: a file path; the reconcile waits until it exists (or the request is cancelled).
 spec.raise: raise an exception with this message. Otherwise: status.echo = spec.message.
+spec.pad: a number; status.pad is that many "x" (to make an answer larger than
+$MAX_MESSAGE_BYTES, the plugin's message limit when set).
 """
 
 import os
@@ -23,10 +25,13 @@ def reconcile(req):
         raise RuntimeError(str(req.spec["raise"]))
     result = Result()
     result.status["echo"] = req.spec.get("message", "")
+    if isinstance(req.spec.get("pad"), int):
+        result.status["pad"] = "x" * req.spec["pad"]
     return result
 
 
 if __name__ == "__main__":
-    plugin = Plugin("echo", "0.0.1", drain_seconds=float(os.environ.get("DRAIN_SECONDS", "30")))
+    plugin = Plugin("echo", "0.0.1", drain_seconds=float(os.environ.get("DRAIN_SECONDS", "30")),
+                    max_message_bytes=int(os.environ.get("MAX_MESSAGE_BYTES", 64 << 20)))
     plugin.add(echo)
     sys.exit(plugin.run())

@@ -135,6 +135,24 @@ class PluginProcessTest(unittest.TestCase):
         self.assertEqual(stream.close(), [])  # the cancelled 3 is never answered
         self.assertEqual(self.proc.poll(), None)  # nothing crashed
 
+    def test_an_oversized_answer_fails_only_its_request(self):
+        self.start(MAX_MESSAGE_BYTES="100000")
+        stream = Stream(self.stub)
+        stream.send(call(1, gate=self.gate("slow"), message="kept"))
+        stream.send(call(2, pad=200000))
+        huge = stream.recv()
+        self.assertEqual(huge.request_id, 2)
+        self.assertEqual(huge.error.kind, pb.ERROR_KIND_TERMINAL)
+        self.assertEqual(huge.error.reason, "ResponseTooLarge")
+        self.assertRegex(huge.error.message,
+                         r"^response of 2000\d\d bytes exceeds the message limit of 100000$")
+        # The stream goes on: the request in flight and a new one are answered.
+        stream.send(call(3, message="after"))
+        self.assertEqual(json.loads(stream.recv().status), {"echo": "after"})
+        open(self.gate("slow"), "w").close()
+        self.assertEqual(json.loads(stream.recv().status), {"echo": "kept"})
+        self.assertEqual(stream.close(), [])
+
     def test_sigterm_finishes_in_flight_work_then_exits_0(self):
         self.start()
         stream = Stream(self.stub)

@@ -198,6 +198,38 @@ class ResultTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             Result().set_error("fatal", "x")
 
+    def test_error_reason_and_retry_after(self):
+        resp = Result.retryable_error("quota used up", reason="QuotaExceeded",
+                                      retry_after=datetime.timedelta(seconds=30.5)
+                                      ).to_response(request(), 1)
+        self.assertEqual((resp.error.kind, resp.error.reason), (pb.ERROR_KIND_RETRYABLE,
+                                                                "QuotaExceeded"))
+        self.assertEqual((resp.error.retry_after.seconds, resp.error.retry_after.nanos),
+                         (30, 500000000))
+        resp = Result.terminal_error("no region", reason="UnknownRegion").to_response(request(), 1)
+        self.assertEqual(resp.error.reason, "UnknownRegion")
+        self.assertFalse(resp.error.HasField("retry_after"))
+        # Unset: no reason, no retry_after (the host's defaults).
+        resp = Result.retryable_error("later").to_response(request(), 1)
+        self.assertEqual(resp.error.reason, "")
+        self.assertFalse(resp.error.HasField("retry_after"))
+        # Validated as the host does.
+        with self.assertRaisesRegex(ValueError, 'reason "quota exceeded" must be CamelCase'):
+            Result.retryable_error("x", reason="quota exceeded")
+        with self.assertRaisesRegex(ValueError, "at most 128"):
+            Result.terminal_error("x", reason="A" * 129)
+        with self.assertRaisesRegex(ValueError, "between 0 and"):
+            Result.retryable_error("x", retry_after=-1)
+        with self.assertRaisesRegex(ValueError, "only allowed on a retryable error"):
+            Result().set_error("terminal", "x", retry_after=5)
+        with self.assertRaisesRegex(ValueError, "only allowed on a retryable error"):
+            ReconcileError("x", terminal=True, retry_after=5)
+        # Set directly on the attributes: refused when the answer is built.
+        r = Result.retryable_error("x")
+        r.error_reason = "not ok"
+        with self.assertRaisesRegex(InvalidResult, "must be CamelCase"):
+            r.to_response(request(), 1)
+
     def test_invalid_results(self):
         def with_(fn):
             r = Result()
@@ -369,6 +401,14 @@ class ControllerTest(unittest.TestCase):
 
         self.assertEqual(testing.reconcile(make_controller(fail), PRIMARY).error,
                          ("terminal", "no image"))
+
+    def test_reconcile_error_reason_and_retry_after_reach_the_answer(self):
+        def fail(req):
+            raise ReconcileError("bucket quota used up", reason="QuotaExceeded", retry_after=45)
+
+        resp = make_controller(fail).invoke_request(7, request())
+        self.assertEqual((resp.error.kind, resp.error.reason, resp.error.retry_after.seconds),
+                         (pb.ERROR_KIND_RETRYABLE, "QuotaExceeded", 45))
 
     def test_invalid_results_and_wrong_types(self):
         def bad(req):

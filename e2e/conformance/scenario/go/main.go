@@ -230,6 +230,8 @@ func reconcile(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, er
 		res.RequeueAfter = 30 * time.Second
 	case "retryable":
 		return nil, errors.New("the scenario asks for a retry")
+	case "retry-after":
+		return nil, ctrlhost.WithReason(ctrlhost.RetryAfter(errors.New("the scenario's quota is used up"), 45*time.Second), "QuotaExceeded")
 	case "terminal":
 		res.Event(ctrlhost.EventWarning, "GivingUp", "the scenario asks to stop")
 		res.SetError(true, "the scenario asks to stop")
