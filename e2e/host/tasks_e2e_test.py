@@ -131,11 +131,12 @@ class TasksTest(unittest.TestCase):
                                      "--command", self.plugin, "--env", "TASK_DIR=" + self.dir,
                                      "--env", "TASK_VERSION=v2", "--env", "TASK_MAX_CONCURRENT=2")
         self.assertEqual(swapped.returncode, 0, swapped.stdout + swapped.stderr)
-        # The host sends StopTasks before the drain; the stream then closes, which stops the
-        # tasks too. Whichever the plugin sees first, the task was stopped (cancelled and
-        # returned), not killed with its process.
-        self.host.wait_for(lambda: any(line in ("stopped: plugin swapped out",
-                                                "stopped: stream ended")
+        # The host sends StopTasks before the drain; the stream then closes, and the plugin gets
+        # SIGTERM, each of which stops the tasks too. Whichever the plugin acts on first ("plugin
+        # swapped out", "stream ended" or "plugin shutting down": the drain of an idle plugin
+        # is immediate), the task was stopped (cancelled and returned), not killed with its
+        # process.
+        self.host.wait_for(lambda: any(line.startswith("stopped: ")
                                        for line in read(os.path.join(self.dir, "v1.log"))),
                            "v1 task stopped")
         self.host.wait_for(lambda: "started" in read(os.path.join(self.dir, "v2.log")),
