@@ -234,7 +234,10 @@ func (r *Result) ToResponse(req *Request, requestID uint64, caps CapabilitySet) 
 	if len(r.Desired) > 0 && !caps.Has(pb.Capability_CAPABILITY_SERVER_SIDE_APPLY) {
 		return nil, errors.New("a desired object needs CAPABILITY_SERVER_SIDE_APPLY, which the host did not offer")
 	}
-	labels := req.Labels()
+	var labels map[string]string // copied to desired objects; read only when there are some
+	if len(r.Desired) > 0 {
+		labels = req.Labels()
+	}
 	for i, desired := range r.Desired {
 		data, err := desiredJSON(req, desired, labels)
 		if err != nil {
