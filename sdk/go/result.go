@@ -1,7 +1,6 @@
 package ctrlhost
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -253,7 +252,7 @@ func (r *Result) ToResponse(req *Request, requestID uint64, caps CapabilitySet) 
 		resp.Patches = append(resp.Patches, wire)
 	}
 	if len(r.Status) > 0 {
-		data, err := json.Marshal(r.Status)
+		data, err := marshalJSON(r.Status)
 		if err != nil {
 			return nil, fmt.Errorf("status cannot be written as JSON: %v", err)
 		}
@@ -334,7 +333,7 @@ func desiredJSON(req *Request, desired Object, labels map[string]string) ([]byte
 		}
 		meta["labels"] = copied
 	}
-	data, err := json.Marshal(obj)
+	data, err := marshalJSON(obj)
 	if err != nil {
 		return nil, fmt.Errorf("cannot be written as JSON: %v", err)
 	}
@@ -353,7 +352,7 @@ func patchToWire(p Patch) (*pb.Patch, error) {
 	default:
 		return nil, fmt.Errorf("patch target %v is not one of primary, status, owned", p.Target)
 	}
-	data, err := json.Marshal(p.Patch)
+	data, err := marshalJSON(p.Patch)
 	if err != nil {
 		return nil, fmt.Errorf("a patch cannot be written as JSON: %v", err)
 	}
