@@ -29,11 +29,16 @@ type jsonParser struct {
 	s     string // the document (one copy of the request's bytes)
 	i     int    // next byte
 	depth int
+	// elems holds the elements of the arrays being read (nested ones after their parent's);
+	// each array is copied out at its end into a slice of its exact length (one allocation
+	// instead of one per doubling of append).
+	elems []any
 }
 
 // fastParseObject is ParseObject's fast path: ok is false when encoding/json must decide.
 func fastParseObject(data []byte) (obj Object, ok bool) {
-	p := jsonParser{s: string(data)}
+	var scratch [32]any // array elements, on the stack unless a document has more
+	p := jsonParser{s: string(data), elems: scratch[:0]}
 	p.skipSpace()
 	if p.i >= len(p.s) || p.s[p.i] != '{' {
 		return nil, false
@@ -152,20 +157,20 @@ func (p *jsonParser) array() (any, bool) {
 		return nil, false
 	}
 	p.i++ // '['
-	a := make([]any, 0) // encoding/json answers [] with an empty slice, not nil
 	p.skipSpace()
 	if p.i < len(p.s) && p.s[p.i] == ']' {
 		p.i++
 		p.depth--
-		return a, true
+		return make([]any, 0), true // encoding/json answers [] with an empty slice, not nil
 	}
+	start := len(p.elems)
 	for {
 		p.skipSpace()
 		v, ok := p.value()
 		if !ok {
 			return nil, false
 		}
-		a = append(a, v)
+		p.elems = append(p.elems, v)
 		p.skipSpace()
 		if p.i >= len(p.s) {
 			return nil, false
@@ -176,6 +181,12 @@ func (p *jsonParser) array() (any, bool) {
 		case ']':
 			p.i++
 			p.depth--
+			a := make([]any, len(p.elems)-start)
+			copy(a, p.elems[start:])
+			for j := start; j < len(p.elems); j++ {
+				p.elems[j] = nil // the scratch keeps no value alive
+			}
+			p.elems = p.elems[:start]
 			return a, true
 		default:
 			return nil, false
