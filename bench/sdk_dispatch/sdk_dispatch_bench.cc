@@ -8,6 +8,9 @@
 //
 //   tools/bench sdk-dispatch            (from the repository root)
 //   bazel-bin/bench/sdk_dispatch/sdk_dispatch_bench [--json] [--seconds=2] [--only=python|node|go]
+//       [--go-compare=PATH]
+// --go-compare=PATH also measures another build of the Go no-op plugin (PATH, e.g. built from an
+// earlier commit) in the same run, as "go-compare", right before the Go SDK of this tree.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -186,9 +189,15 @@ int Main(int argc, char** argv) {
   Reporter reporter("sdk-dispatch", argc, argv);
   double seconds = 2;
   std::string only;
+  std::string go_compare;
   for (const std::string& arg : reporter.args()) {
     if (arg.rfind("--seconds=", 0) == 0) (void)absl::SimpleAtod(arg.substr(10), &seconds);
     if (arg.rfind("--only=", 0) == 0) only = arg.substr(7);
+    if (arg.rfind("--go-compare=", 0) == 0) go_compare = arg.substr(13);
+  }
+  if (!go_compare.empty() && access(go_compare.c_str(), X_OK) != 0) {
+    fprintf(stderr, "--go-compare=%s: not an executable file\n", go_compare.c_str());
+    return 2;
   }
   char dir_template[] = "/tmp/sdk-dispatch-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) return 1;
@@ -210,14 +219,15 @@ int Main(int argc, char** argv) {
     return 1;
   }
   int rc = WaitReady(cpp_address) ? 0 : 1;
-  const std::vector<Sdk> sdks = {
+  std::vector<Sdk> sdks = {
       {"python", {Find(argv[0], "bench/sdk_dispatch/noop_plugin")}, 3000},
       {"node", {"/usr/bin/node", Find(argv[0], "bench/sdk_dispatch/noop_plugin.js")}, 10000},
-      {"go", {Find(argv[0], "bench/sdk_dispatch/noop-go")}, 20000},
   };
+  if (!go_compare.empty()) sdks.push_back({"go-compare", {go_compare}, 20000});
+  sdks.push_back({"go", {Find(argv[0], "bench/sdk_dispatch/noop-go")}, 20000});
   for (const Sdk& sdk : sdks) {
     if (rc != 0) break;
-    if (!only.empty() && only != sdk.name) continue;
+    if (!only.empty() && only != sdk.name && !(only == "go" && sdk.name == "go-compare")) continue;
     if (!MeasureSdk(sdk, dir_template, cpp_address, seconds, reporter)) rc = 1;
   }
   cpp_server->reset();

@@ -97,9 +97,13 @@ func parseRaw(raws []*pb.RawObject, what string) ([]RawObject, error) {
 	return out, nil
 }
 
-// ParseObject parses one JSON object (numbers as json.Number). encoding/json bounds the nesting
-// depth; the size is bounded by the gRPC message limit.
+// ParseObject parses one JSON object (numbers as json.Number), with the result and errors of
+// encoding/json (jsonfast.go decodes plain documents in one pass and leaves the rest to it).
+// The nesting depth is bounded as in encoding/json; the size by the gRPC message limit.
 func ParseObject(data []byte) (Object, error) {
+	if obj, ok := fastParseObject(data); ok {
+		return obj, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any

@@ -1,7 +1,6 @@
 package ctrlhost
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -326,7 +325,10 @@ func (r *Result) ToResponse(req *Request, requestID uint64, caps CapabilitySet) 
 	if len(r.Desired) > 0 && !caps.Has(pb.Capability_CAPABILITY_SERVER_SIDE_APPLY) {
 		return nil, errors.New("a desired object needs CAPABILITY_SERVER_SIDE_APPLY, which the host did not offer")
 	}
-	labels := req.Labels()
+	var labels map[string]string // copied to desired objects; read only when there are some
+	if len(r.Desired) > 0 {
+		labels = req.Labels()
+	}
 	for i, desired := range r.Desired {
 		data, err := desiredJSON(req, desired, labels)
 		if err != nil {
@@ -342,7 +344,7 @@ func (r *Result) ToResponse(req *Request, requestID uint64, caps CapabilitySet) 
 		resp.Patches = append(resp.Patches, wire)
 	}
 	if len(r.Status) > 0 {
-		data, err := json.Marshal(r.Status)
+		data, err := marshalJSON(r.Status)
 		if err != nil {
 			return nil, fmt.Errorf("status cannot be written as JSON: %v", err)
 		}
@@ -423,7 +425,7 @@ func desiredJSON(req *Request, desired Object, labels map[string]string) ([]byte
 		}
 		meta["labels"] = copied
 	}
-	data, err := json.Marshal(obj)
+	data, err := marshalJSON(obj)
 	if err != nil {
 		return nil, fmt.Errorf("cannot be written as JSON: %v", err)
 	}
@@ -442,7 +444,7 @@ func patchToWire(p Patch) (*pb.Patch, error) {
 	default:
 		return nil, fmt.Errorf("patch target %v is not one of primary, status, owned", p.Target)
 	}
-	data, err := json.Marshal(p.Patch)
+	data, err := marshalJSON(p.Patch)
 	if err != nil {
 		return nil, fmt.Errorf("a patch cannot be written as JSON: %v", err)
 	}
