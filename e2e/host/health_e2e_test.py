@@ -6,9 +6,14 @@ The plugin mirrors labelled ConfigMaps into NAME-mirror children. Once they conv
 makes it report NOT_SERVING (PluginServer.set_serving) and changes objects: the host sends it
 nothing (the plugin logs the health it reported when each request arrived), says so in the dump,
 `ctrlhost plugin list` and /readyz, and keeps the requests waiting; SERVING again and every
-change converges, no key lost, the plugin never restarted."""
+change converges, no key lost, the plugin never restarted. Then the plugin process is
+SIGSTOPped (it accepts its stream but reads nothing more): the host notices through the request
+deadline and HTTP/2 keepalive, kills and restarts it, and the changes made meanwhile converge
+(the detection time is printed; only a hang guard is asserted)."""
 
 import os
+import signal
+import sys
 import tempfile
 import time
 import unittest
@@ -98,6 +103,7 @@ class HealthTest(unittest.TestCase):
         return all(self.mirror(name) == value for name in names)
 
     def test_not_serving_holds_requests_and_serving_again_converges(self):
+        restarts = self.plugin_dump()["restarts"]
         first = ["a0", "a1", "a2"]
         for name in first:
             self.apply(name, "v1")
@@ -132,7 +138,7 @@ class HealthTest(unittest.TestCase):
         self.set_health("SERVING")
         self.host.wait_for(lambda: self.converged(first + second, "v2"), "mirrors at v2")
         self.assertEqual(self.health().get("status"), "SERVING")
-        self.assertEqual(self.plugin_dump()["restarts"], 0)
+        self.assertEqual(self.plugin_dump()["restarts"], restarts)
         sent_while_not_serving = [a for a in self.arrivals()
                                   if a[1] == "NOT_SERVING" and a[0] >= observed]
         self.assertEqual(sent_while_not_serving, [])
@@ -141,6 +147,33 @@ class HealthTest(unittest.TestCase):
         self.assertIn("plugin serving again: dispatch resumes", log)
         status, text = self.host.endpoint("/readyz?verbose")
         self.assertNotIn("not serving", text)
+
+    def test_stopped_plugin_is_restarted_and_keys_converge(self):
+        names = ["s0", "s1"]
+        for name in names:
+            self.apply(name, "v1")
+        self.host.wait_for(lambda: self.converged(names, "v1"), "mirrors at v1")
+        plugin = self.plugin_dump()
+        pid, restarts = plugin["pid"], plugin["restarts"]
+        os.kill(pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            for name in names:
+                self.apply(name, "v2")
+            # Hang guard only: keepalive (10 s + 5 s) and the request deadline bound it.
+            self.host.wait_for(lambda: self.plugin_dump()["restarts"] > restarts,
+                               "the stopped plugin restarted", timeout=90)
+            noticed = time.monotonic() - stopped_at
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)  # if the host did not kill it, let it stop normally
+            except ProcessLookupError:
+                pass
+        self.host.wait_for(lambda: self.converged(names, "v2"), "mirrors at v2 after restart")
+        plugin = self.plugin_dump()
+        self.assertNotEqual(plugin["pid"], pid)
+        sys.stderr.write("figure: SIGSTOPped plugin restarted %.1f s after the stop (%s)\n" %
+                         (noticed, plugin.get("lastError", {}).get("message", "")))
 
 
 if __name__ == "__main__":
