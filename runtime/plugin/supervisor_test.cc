@@ -477,6 +477,27 @@ TEST_F(SupervisorTest, NotServingLongerThanTheRestartPeriodRestartsThePlugin) {
   StopAdvancing(absl::Seconds(10));
 }
 
+// A remote plugin still NOT_SERVING when dialled (draining, say) is retried with backoff, not
+// refused for good, and becomes READY once it serves.
+TEST_F(SupervisorTest, RemotePluginNotServingAtTheHandshakeIsRetried) {
+  std::unique_ptr<testing::TestPlugin> plugin = StartRemote("not-serving");
+  ASSERT_NE(plugin, nullptr);
+  SupervisorOptions options;
+  options.name = "remote";
+  options.source.endpoint = absl::StrCat("127.0.0.1:", plugin->port());
+  options.handshake.deadline = kWait;
+  options.clock = &clock_;
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kBackoff)) << supervisor_->status().last_error;
+  EXPECT_THAT(supervisor_->status().last_error.message(), HasSubstr("NOT_SERVING"));
+  plugin->SetServing(true);
+  clock_.Advance(absl::Seconds(1));  // the first backoff
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kServing); }, kWait))
+      << supervisor_->status().last_error;
+  supervisor_->Stop(absl::Seconds(1));
+}
+
 // A plugin that stops reading (its process is SIGSTOPped): the request's deadline fails the
 // request, HTTP/2 keepalive (session.h) breaks the connection, and the supervisor restarts the
 // plugin, which then serves. Only a hang guard is asserted; the detection time is logged.
