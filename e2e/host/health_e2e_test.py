@@ -48,6 +48,19 @@ data:
 """
 
 
+def stopped(pid):
+    """True when every thread of `pid` is in state T (stopped)."""
+    task_dir = "/proc/%d/task" % pid
+    for task in os.listdir(task_dir):
+        try:
+            with open(os.path.join(task_dir, task, "stat"), encoding="utf-8") as f:
+                if f.read().rpartition(")")[2].split()[0] != "T":
+                    return False
+        except FileNotFoundError:
+            continue  # a thread that just exited
+    return True
+
+
 class HealthTest(unittest.TestCase):
 
     @classmethod
@@ -156,6 +169,8 @@ class HealthTest(unittest.TestCase):
         plugin = self.plugin_dump()
         pid, restarts = plugin["pid"], plugin["restarts"]
         os.kill(pid, signal.SIGSTOP)
+        # kill() only queues the signal: wait until every thread of the plugin is stopped.
+        self.host.wait_for(lambda: stopped(pid), "plugin process stopped")
         stopped_at = time.monotonic()
         try:
             for name in names:

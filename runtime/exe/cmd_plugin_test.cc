@@ -170,13 +170,13 @@ TEST_F(AdminCommandsTest, ListPrintsTable) {
   Result r = Run(RunPluginListCommand, {});
   ASSERT_EQ(r.exit, kExitOk) << r.err;
   EXPECT_EQ(r.out,
-            "OPERATOR  NAME      STATE  HEALTH                   GENERATION  VERSIO"
-            "N  INFLIGHT  QUEUED  RESTARTS  CANARY              LAST-ERROR\n"
-            "web       webapp    READY  SERVING                  4           1.2.0 "
-            "   3/64      7       1         -                   -\n"
-            "db        postgres  READY  NOT_SERVING (2 waiting)  4           1.2.0 "
-            "   3/64      7       1         gen 5 10% STARTING  stream broken recon"
-            "necting\n");
+            "OPERATOR  NAME      STATE  HEALTH                   GENERATION  VERSION  "
+            "INFLIGHT  QUEUED  RESTARTS  CANARY              LAST-ERROR\n"
+            "web       webapp    READY  SERVING                  4           1.2.0    "
+            "3/64      7       1         -                   -\n"
+            "db        postgres  READY  NOT_SERVING (2 waiting)  4           1.2.0    "
+            "3/64      7       1         gen 5 10% STARTING  "
+            "stream broken reconnecting\n");
   EXPECT_EQ(service_.last_list().operator_(), "");
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -498,6 +499,28 @@ TEST_F(SupervisorTest, RemotePluginNotServingAtTheHandshakeIsRetried) {
   supervisor_->Stop(absl::Seconds(1));
 }
 
+// True once every thread of `pid` is stopped (state T in /proc/PID/task/*/stat); bounded.
+bool StoppedWithin(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  while (absl::Now() < deadline) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
+        all = false;
+      }
+    }
+    if (!ec && all) return true;
+    usleep(5000);
+  }
+  return false;
+}
+
 // A plugin that stops reading (its process is SIGSTOPped): the request's deadline fails the
 // request, HTTP/2 keepalive (session.h) breaks the connection, and the supervisor restarts the
 // plugin, which then serves. Only a hang guard is asserted; the detection time is logged.
@@ -506,6 +529,9 @@ TEST_F(SupervisorTest, StoppedPluginIsNoticedAndRestarted) {
   ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
   const pid_t first_pid = supervisor_->status().pid;
   ASSERT_EQ(kill(first_pid, SIGSTOP), 0);
+  // kill() only queues the signal: wait (bounded) until every thread is stopped, or a thread
+  // still running could answer the next request.
+  ASSERT_TRUE(StoppedWithin(first_pid, kWait));
   const absl::Time stopped_at = absl::Now();
   OneResult results;
   supervisor_->Dispatch(Call("unread"), clock_.Now() + absl::Seconds(10), results.Callback());
