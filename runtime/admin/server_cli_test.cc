@@ -24,12 +24,12 @@ TEST_F(AdminServerTest, PluginListCommand) {
   CommandResult r = Run(exe::RunPluginListCommand, {});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_EQ(r.out,
-            "OPERATOR  NAME      STATE  GENERATION  VERSION  INFLIGHT  QUEUED  RESTARTS  CANARY  "
-            "LAST-ERROR\n"
-            "web       webapp    READY  4           1.2.0    3/64      7       0         -       "
-            "-\n"
-            "db        postgres  READY  4           1.2.0    3/64      7       0         -       "
-            "-\n");
+            "OPERATOR  NAME      STATE  HEALTH  GENERATION  VERSION  INFLIGHT  QUEUED  RESTARTS  "
+            "CANARY  LAST-ERROR\n"
+            "web       webapp    READY  -       4           1.2.0    3/64      7       0         "
+            "-       -\n"
+            "db        postgres  READY  -       4           1.2.0    3/64      7       0         "
+            "-       -\n");
   r = Run(exe::RunPluginListCommand, {"--operator", "db", "-o", "yaml"});
   ASSERT_EQ(r.exit, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "name: postgres")) << r.out;

@@ -51,8 +51,8 @@ const std::vector<absl::string_view>& SpecFields() {
 }
 const std::vector<absl::string_view>& PluginFields() {
   static const auto* const v = new std::vector<absl::string_view>{
-      "name",           "exec",        "endpoint",     "startupTimeout", "shutdownGracePeriod",
-      "requestTimeout", "maxInFlight", "maxCacheBytes"};
+      "name",           "exec",        "endpoint",      "startupTimeout",   "shutdownGracePeriod",
+      "requestTimeout", "maxInFlight", "maxCacheBytes", "notServingTimeout"};
   return *v;
 }
 const std::vector<absl::string_view>& ExecFields() {
@@ -299,6 +299,8 @@ std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
       r.Duration(Get(fields, "shutdownGracePeriod"), Join(path, "shutdownGracePeriod"), true);
   plugin.request_timeout =
       r.Duration(Get(fields, "requestTimeout"), Join(path, "requestTimeout"), false);
+  plugin.not_serving_timeout =
+      r.Duration(Get(fields, "notServingTimeout"), Join(path, "notServingTimeout"), true);
   if (auto n = r.Int(Get(fields, "maxInFlight"), Join(path, "maxInFlight"), 1, kMaxCount)) {
     plugin.max_in_flight = static_cast<int>(*n);
   }

@@ -65,6 +65,7 @@ spec:
     - name: local
       endpoint: {address: "unix:///run/p.sock"}
       startupTimeout: 250ms
+      notServingTimeout: 0s
     - name: listenv
       exec:
         command: /bin/true
@@ -117,6 +118,8 @@ spec:
   EXPECT_EQ(remote.endpoint()->tls->server_name, "plugins");
   EXPECT_FALSE(remote.startup_timeout.has_value());
   EXPECT_FALSE(remote.max_in_flight.has_value());
+  EXPECT_FALSE(remote.not_serving_timeout.has_value());
+  EXPECT_EQ(op.plugins[2].not_serving_timeout, absl::ZeroDuration());  // 0s: never restart
   EXPECT_EQ(op.plugins[2].endpoint()->address, "unix:///run/p.sock");
   EXPECT_FALSE(op.plugins[2].endpoint()->tls.has_value());
   EXPECT_EQ(op.plugins[2].startup_timeout, absl::Milliseconds(250));

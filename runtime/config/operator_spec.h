@@ -90,6 +90,8 @@ struct PluginSpec {
   std::optional<absl::Duration> shutdown_grace_period;  // >= 0
   std::optional<absl::Duration> request_timeout;        // > 0
   std::optional<int> max_in_flight;                     // >= 1
+  // How long the plugin may report NOT_SERVING before the host restarts it; 0: never.
+  std::optional<absl::Duration> not_serving_timeout;  // >= 0
   // Cap on the heap of the caches this plugin's controllers read (each cache once, shared ones
   // in full); over it, the host stops the plugin's controllers (manager::Manager).
   std::optional<int64_t> max_cache_bytes;  // >= 1

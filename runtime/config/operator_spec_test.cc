@@ -76,6 +76,7 @@ TEST(DiffTest, EveryPluginFieldCounts) {
       [](PluginSpec& p) { p.shutdown_grace_period = absl::Seconds(1); },
       [](PluginSpec& p) { p.request_timeout = absl::Seconds(1); },
       [](PluginSpec& p) { p.max_in_flight = 3; },
+      [](PluginSpec& p) { p.not_serving_timeout = absl::Seconds(5); },
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     OperatorSpec after = base;

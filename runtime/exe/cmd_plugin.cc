@@ -97,16 +97,20 @@ absl::Status ValidateEndpoint(absl::string_view endpoint) {
 }  // namespace
 
 std::string FormatPluginTable(const adminpb::ListPluginsResponse& plugins) {
-  std::vector<std::vector<std::string>> rows = {{"OPERATOR", "NAME", "STATE", "GENERATION",
-                                                 "VERSION", "INFLIGHT", "QUEUED", "RESTARTS",
-                                                 "CANARY", "LAST-ERROR"}};
+  std::vector<std::vector<std::string>> rows = {{"OPERATOR", "NAME", "STATE", "HEALTH",
+                                                 "GENERATION", "VERSION", "INFLIGHT", "QUEUED",
+                                                 "RESTARTS", "CANARY", "LAST-ERROR"}};
   for (const adminpb::Plugin& p : plugins.plugins()) {
     std::string canary = "-";
     if (p.has_canary()) {
       canary = absl::StrCat("gen ", p.canary().swap_generation(), " ", p.canary().percent(), "% ",
                             StateName(p.canary().state()));
     }
-    rows.push_back({p.operator_(), p.name(), StateName(p.state()),
+    std::string health = p.health().empty() ? "-" : p.health();
+    if (!p.health().empty() && p.health() != "SERVING") {
+      absl::StrAppend(&health, " (", p.waiting_requests(), " waiting)");
+    }
+    rows.push_back({p.operator_(), p.name(), StateName(p.state()), health,
                     absl::StrCat(p.swap_generation()),
                     p.reported_version().empty() ? "-" : p.reported_version(),
                     absl::StrCat(p.work().in_flight(), "/", p.work().max_in_flight()),

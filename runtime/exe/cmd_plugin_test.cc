@@ -83,6 +83,7 @@ class FakeAdmin final : public adminpb::AdminService::Service {
     plugin->mutable_work()->set_max_in_flight(64);
     plugin->mutable_work()->set_queued(7);
     plugin->set_restarts(1);
+    plugin->set_health("SERVING");
   }
 
   void DecorateLast() {
@@ -92,6 +93,8 @@ class FakeAdmin final : public adminpb::AdminService::Service {
     plugin->mutable_canary()->set_percent(10);
     plugin->mutable_canary()->set_state(adminpb::PLUGIN_STATE_STARTING);
     plugin->mutable_last_error()->set_message("stream broken\nreconnecting");
+    plugin->set_health("NOT_SERVING");
+    plugin->set_waiting_requests(2);
   }
 
   adminpb::ListPluginsRequest last_list() {
@@ -167,12 +170,13 @@ TEST_F(AdminCommandsTest, ListPrintsTable) {
   Result r = Run(RunPluginListCommand, {});
   ASSERT_EQ(r.exit, kExitOk) << r.err;
   EXPECT_EQ(r.out,
-            "OPERATOR  NAME      STATE  GENERATION  VERSION  INFLIGHT  QUEUED  RESTARTS  "
-            "CANARY              LAST-ERROR\n"
-            "web       webapp    READY  4           1.2.0    3/64      7       1         "
-            "-                   -\n"
-            "db        postgres  READY  4           1.2.0    3/64      7       1         "
-            "gen 5 10% STARTING  stream broken reconnecting\n");
+            "OPERATOR  NAME      STATE  HEALTH                   GENERATION  VERSION  "
+            "INFLIGHT  QUEUED  RESTARTS  CANARY              LAST-ERROR\n"
+            "web       webapp    READY  SERVING                  4           1.2.0    "
+            "3/64      7       1         -                   -\n"
+            "db        postgres  READY  NOT_SERVING (2 waiting)  4           1.2.0    "
+            "3/64      7       1         gen 5 10% STARTING  "
+            "stream broken reconnecting\n");
   EXPECT_EQ(service_.last_list().operator_(), "");
 }
 

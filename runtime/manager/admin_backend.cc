@@ -167,6 +167,11 @@ adminpb::Plugin PluginToProto(const Manager::PluginReport& r) {
                       : (r.spec.endpoint() != nullptr ? r.spec.endpoint()->address : ""));
   out.set_pid(static_cast<int32_t>(r.slot.serving.pid));
   out.set_restarts(static_cast<uint32_t>(r.slot.serving.restarts));
+  if (r.slot.serving.state == plugin::PluginState::kReady) {
+    out.set_health(plugin::HealthStatusName(r.slot.serving.health));
+    SetTime(r.slot.serving.health_since, out.mutable_health_since());
+    out.set_waiting_requests(static_cast<uint32_t>(r.slot.serving.held));
+  }
   for (const ControllerStatus& c : r.controllers) AddWork(Work(c.metrics), out.mutable_work());
   std::string error = !r.slot.serving.last_error.ok()
                           ? std::string(r.slot.serving.last_error.message())

@@ -132,6 +132,15 @@ std::string RenderDump(const DumpInput& input) {
     if (!p.canary.empty()) out << YAML::Key << "canary" << YAML::Value << p.canary;
     if (!p.address.empty()) out << YAML::Key << "address" << YAML::Value << p.address;
     out << YAML::Key << "restarts" << YAML::Value << p.restarts;
+    if (!p.health.empty()) {
+      out << YAML::Key << "health" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "status" << YAML::Value << p.health;
+      if (p.health_since != absl::InfinitePast()) {
+        out << YAML::Key << "since" << YAML::Value << Time(p.health_since);
+      }
+      out << YAML::Key << "waitingRequests" << YAML::Value << p.held;
+      out << YAML::EndMap;
+    }
     out << YAML::Key << "cacheBytes" << YAML::Value << CacheBytes(p.controllers);
     if (!p.reported_name.empty()) {
       out << YAML::Key << "reported" << YAML::Value << YAML::Flow << YAML::BeginMap;

@@ -61,6 +61,11 @@ struct DumpPlugin {
   std::string canary;  // "generation 3 READY 10%" while a canary runs
   std::string address;
   uint64_t restarts = 0;
+  // grpc.health.v1 status of the READY instance (SERVING, NOT_SERVING, ...); "" when none is
+  // READY. Since when, and the requests waiting because it is not serving.
+  std::string health;
+  absl::Time health_since = absl::InfinitePast();
+  uint64_t held = 0;
   std::string reported_name;
   std::string reported_version;
   std::string last_error;

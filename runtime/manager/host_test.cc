@@ -351,6 +351,49 @@ TEST_F(HostTest, RegressionNewDescribeAfterACrashRestartReplacesTheControllers) 
   EXPECT_EQ(restarts, 1u);
 }
 
+// A plugin that reports NOT_SERVING (the test plugin does on SIGUSR1, as a draining plugin
+// would) is shown where users look: /readyz?verbose, the dump, the admin report; SERVING again
+// (SIGUSR2) clears it. Requests waiting meanwhile are the supervisor's (supervisor_test).
+TEST_F(HostTest, APluginNotServingIsReportedUntilItServesAgain) {
+  StartOperators(config::ParseOperators(
+      absl::StrCat("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+                   "spec:\n  plugins:\n  - name: echo\n    exec:\n      command: ",
+                   Runfile("runtime/plugin/testing/test_plugin_main"),
+                   "\n      env: {TSAN_OPTIONS: \"", tsan_options_, "\"}\n"),
+      "operator.yaml"));
+  if (HasFatalFailure()) return;
+  auto serving = [&] {
+    for (const Manager::PluginReport& plugin : host_->manager().Report()) {
+      if (plugin.slot.serving.state == plugin::PluginState::kReady) return plugin.slot.serving;
+    }
+    return plugin::PluginStatus();
+  };
+  ASSERT_TRUE(Eventually([&] { return serving().pid > 0; })) << host_->manager().DumpYaml();
+  const pid_t pid = serving().pid;
+  EXPECT_EQ(serving().health, plugin::HealthStatus::kServing);
+  EXPECT_TRUE(absl::StrContains(host_->manager().DumpYaml(), "health: {status: SERVING"))
+      << host_->manager().DumpYaml();
+
+  ASSERT_EQ(kill(pid, SIGUSR1), 0);
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(host_->manager().Ready().message(),
+                             "plugin shop/echo is not serving: it reports NOT_SERVING");
+  })) << host_->manager().Ready();
+  const auto [status, body] = Readyz();
+  EXPECT_EQ(status, 503);
+  EXPECT_TRUE(absl::StrContains(body, "plugin shop/echo is not serving")) << body;
+  EXPECT_TRUE(absl::StrContains(host_->manager().DumpYaml(), "health: {status: NOT_SERVING"))
+      << host_->manager().DumpYaml();
+  EXPECT_EQ(serving().health, plugin::HealthStatus::kNotServing);
+  EXPECT_EQ(serving().pid, pid);  // not restarted: the default period is 1m
+
+  ASSERT_EQ(kill(pid, SIGUSR2), 0);
+  ASSERT_TRUE(Eventually([&] { return serving().health == plugin::HealthStatus::kServing; }));
+  EXPECT_FALSE(absl::StrContains(host_->manager().Ready().message(), "not serving"))
+      << host_->manager().Ready();
+  EXPECT_EQ(serving().restarts, 0u);
+}
+
 // Leftover of issue 13: two plugins declaring the same controller name shared its metrics labels
 // and field manager; the second one's controllers are refused, naming both plugins.
 TEST_F(HostTest, RegressionControllerNamesAreUniqueInTheHost) {

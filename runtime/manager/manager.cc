@@ -107,6 +107,9 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
     so.handshake.max_in_flight = static_cast<uint32_t>(*spec.max_in_flight);
   }
   if (spec.shutdown_grace_period.has_value()) so.default_stop_grace = *spec.shutdown_grace_period;
+  if (spec.not_serving_timeout.has_value()) {
+    so.not_serving_restart_after = *spec.not_serving_timeout;
+  }
   so.clock = clock;
   return so;
 }
@@ -1017,6 +1020,13 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
       not_ready.push_back(absl::StrCat(
           "plugin ", name, " is ", StateName(status.state),
           status.last_error.ok() ? "" : absl::StrCat(": ", status.last_error.message())));
+    } else if (status.health != plugin::HealthStatus::kServing) {
+      // It drains, say: its requests wait in the host (docs/protocol.md, "Liveness").
+      not_ready.push_back(absl::StrCat(
+          "plugin ", name, " is not serving: it reports ", plugin::HealthStatusName(status.health),
+          " since ",
+          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", status.health_since, absl::UTCTimeZone()), "; ",
+          status.held, " request(s) wait for it"));
     } else if (view.group == nullptr) {
       not_ready.push_back(
           absl::StrCat("plugin ", name, ": controllers not started",
@@ -1198,6 +1208,11 @@ std::string Manager::DumpYaml() const {
                      ? (view.spec.endpoint() != nullptr ? view.spec.endpoint()->address : "")
                      : absl::StrCat("unix://", slot.serving_socket);
     dp.restarts = status.restarts;
+    if (status.state == plugin::PluginState::kReady) {
+      dp.health = plugin::HealthStatusName(status.health);
+      dp.health_since = status.health_since;
+      dp.held = status.held;
+    }
     if (status.describe != nullptr) {
       dp.reported_name = status.describe->plugin_name();
       dp.reported_version = status.describe->plugin_version();

@@ -298,7 +298,9 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
     }
     if (answer.status() == health::HealthCheckResponse::SERVING) break;
     if (absl::Now() + absl::Milliseconds(100) >= starting_until) {
-      return absl::FailedPreconditionError(
+      // Not a refusal: a plugin that is not serving now (a remote one still draining, say)
+      // may serve later; the supervisor retries with backoff.
+      return absl::UnavailableError(
           absl::StrCat(who, ": health check answered ",
                        health::HealthCheckResponse::ServingStatus_Name(answer.status()),
                        ", not SERVING (for ", absl::FormatDuration(kStartingGrace), ")"));

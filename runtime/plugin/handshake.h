@@ -7,8 +7,10 @@
 // is INVALID_ARGUMENT, each naming the controller and field); then Health/Check for
 // "ctrlhost.plugin.v1alpha1.ControllerPluginService" must answer SERVING (NOT_SERVING is asked
 // again for up to kStartingGrace, since a starting server may mark itself serving just after
-// its socket appears; then FAILED_PRECONDITION). All of it within one deadline (DEADLINE_EXCEEDED
-// when it passes; a plugin whose socket is not there yet is waited for until then).
+// its socket appears; then UNAVAILABLE, which the supervisor retries with backoff; a health
+// service that fails the call, e.g. is not implemented, is FAILED_PRECONDITION). All of it within
+// one deadline (DEADLINE_EXCEEDED when it passes; a plugin whose socket is not there yet is waited
+// for until then).
 //
 // Example:
 //   auto channel = MakeChannel("unix:///run/ctrlhost/plugins/webapp-1.sock",

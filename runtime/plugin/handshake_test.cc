@@ -120,11 +120,11 @@ TEST_F(HandshakeTest, NotServingForAMomentAtStartIsWaitedFor) {
   ASSERT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(HandshakeTest, NotServingIsFailedPrecondition) {
+TEST_F(HandshakeTest, NotServingIsUnavailableSoItIsRetried) {
   TestPluginOptions options;
   options.health = "not-serving";
   auto result = Run(options);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(result.status().message(), HasSubstr("NOT_SERVING"));
 }
 

@@ -194,13 +194,13 @@ class Session::Stream
         in_flight_.erase(it);
       }
     }
-    StartRead(&read_buffer_);
+    // Handled before the next read is started: gRPC may run the next read's reaction on
+    // another thread as soon as it is, so handling after it would reorder plugin messages and
+    // could log a dropped answer after the answer that followed it on the stream.
     if (!done && id == 0 && options_.on_plugin_message &&
         (response.has_task_enqueue() || response.has_task_status())) {
       options_.on_plugin_message(std::move(response));
-      return;
-    }
-    if (!done) {
+    } else if (!done) {
       // A plugin can send these as fast as it likes: rate limited (issue 13, item 12).
       uint64_t suppressed = 0;
       if (dropped_log_.Allow(&suppressed)) {
@@ -208,9 +208,9 @@ class Session::Stream
             "plugin response for an unknown or expired request dropped",
             {{"plugin", options_.instance_name}, {"request_id", id}, {"suppressed", suppressed}});
       }
-      return;
     }
-    done(std::move(response));
+    StartRead(&read_buffer_);
+    if (done) done(std::move(response));
   }
 
   void OnWriteDone(bool ok) override {

@@ -73,6 +73,14 @@ absl::StatusOr<std::string> MakeInstanceDir(const std::string& socket_dir,
   return dir;
 }
 
+common::LogLimiterOptions HealthLogLimits(common::Clock* clock) {
+  common::LogLimiterOptions options;
+  options.per_second = 0.2;  // a flapping plugin: 10 flips logged, then one per 5 s
+  options.burst = 10;
+  options.clock = clock;
+  return options;
+}
+
 }  // namespace
 
 const char* PluginStateName(PluginState state) {
@@ -129,6 +137,7 @@ Supervisor::Supervisor(SupervisorOptions options, std::string instance_dir, std:
       instance_name_(absl::StrCat(options_.name, "-", options_.generation)),
       instance_dir_(std::move(instance_dir)),
       socket_path_(std::move(socket_path)),
+      health_log_(HealthLogLimits(clock_)),
       stop_grace_(options_.default_stop_grace) {
   status_.instance_name = instance_name_;
 }
@@ -142,6 +151,15 @@ void Supervisor::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
   {
     common::MutexLock lock(&mu_);
     state = status_.state;
+    if (state == PluginState::kReady && session_ != nullptr &&
+        status_.health != HealthStatus::kServing) {
+      // Not serving (draining, say): the call waits for SERVING, its deadline or the end of
+      // the instance (ServeReady), and is never sent meanwhile.
+      held_.push_back(HeldCall{std::move(call), deadline, std::move(done)});
+      status_.held = held_.size();
+      cv_.SignalAll();
+      return;
+    }
     if (state == PluginState::kReady && session_ != nullptr) {
       session = session_;
       ++dispatches_;
@@ -245,6 +263,116 @@ void Supervisor::Notify() {
   cv_.SignalAll();
 }
 
+void Supervisor::HealthReported(HealthStatus health) {
+  common::MutexLock lock(&mu_);
+  if (status_.state != PluginState::kReady || status_.health == health) return;
+  status_.health = health;
+  status_.health_since = clock_->Now();
+  cv_.SignalAll();
+}
+
+void Supervisor::FailHeld(const absl::Status& why) {
+  std::vector<HeldCall> held;
+  {
+    common::MutexLock lock(&mu_);
+    held.swap(held_);
+    status_.held = 0;
+  }
+  for (HeldCall& h : held) h.done(why);
+}
+
+absl::Status Supervisor::ServeReady() {
+  HealthStatus acted = HealthStatus::kServing;  // what the handshake found
+  for (;;) {
+    std::vector<HeldCall> release;
+    std::vector<HeldCall> expired;
+    std::shared_ptr<Session> session;
+    bool flipped = false;
+    HealthStatus health;
+    absl::Duration not_serving_for;
+    absl::Status restart;
+    {
+      common::MutexLock lock(&mu_);
+      if (instance_ended_ || stopping_) return absl::OkStatus();
+      const absl::Time now = clock_->Now();
+      health = status_.health;
+      not_serving_for = now - status_.health_since;
+      flipped = health != acted;
+      acted = health;
+      if (health == HealthStatus::kServing) {
+        if (!held_.empty() && session_ != nullptr) {
+          release.swap(held_);
+          session = session_;
+          ++dispatches_;
+        }
+      } else {
+        std::vector<HeldCall> waiting;
+        for (HeldCall& h : held_) {
+          (h.deadline <= now ? expired : waiting).push_back(std::move(h));
+        }
+        held_.swap(waiting);
+        if (options_.not_serving_restart_after > absl::ZeroDuration() &&
+            not_serving_for >= options_.not_serving_restart_after) {
+          restart = absl::UnavailableError(absl::StrCat(
+              "plugin reported ", HealthStatusName(health), " for ",
+              absl::FormatDuration(not_serving_for),
+              " (not serving longer than the restart period ",
+              absl::FormatDuration(options_.not_serving_restart_after), "); restarting it"));
+        }
+      }
+      status_.held = held_.size();
+      if (!flipped && release.empty() && expired.empty() && restart.ok()) {
+        // Nothing to do: wait for a change, the first held deadline or the restart period.
+        absl::Time wake = absl::InfiniteFuture();
+        for (const HeldCall& h : held_) wake = std::min(wake, h.deadline);
+        if (health != HealthStatus::kServing &&
+            options_.not_serving_restart_after > absl::ZeroDuration()) {
+          wake = std::min(wake, status_.health_since + options_.not_serving_restart_after);
+        }
+        if (wake == absl::InfiniteFuture()) {
+          cv_.Wait(&mu_);
+        } else {
+          clock_->WaitWithDeadline(&mu_, &cv_, wake);
+        }
+        continue;
+      }
+    }
+    if (flipped) {
+      uint64_t suppressed = 0;
+      if (health_log_.Allow(&suppressed)) {
+        if (health == HealthStatus::kServing) {
+          common::LogInfo("plugin serving again: dispatch resumes", {{"plugin", instance_name_},
+                                                                     {"released", release.size()},
+                                                                     {"suppressed", suppressed}});
+        } else {
+          common::LogWarning("plugin not serving: new requests wait until it serves again",
+                             {{"plugin", instance_name_},
+                              {"health", HealthStatusName(health)},
+                              {"restart_after", options_.not_serving_restart_after},
+                              {"suppressed", suppressed}});
+        }
+      }
+      if (options_.on_state_change) options_.on_state_change(status());
+    }
+    for (HeldCall& h : release) session->Dispatch(std::move(h.call), h.deadline, std::move(h.done));
+    if (session != nullptr) {
+      session.reset();
+      common::MutexLock lock(&mu_);
+      if (--dispatches_ == 0) cv_.SignalAll();
+    }
+    for (HeldCall& h : expired) {
+      h.done(absl::DeadlineExceededError(
+          absl::StrCat("plugin ", instance_name_, " reported ", HealthStatusName(health),
+                       " until the request's deadline; it was not sent")));
+    }
+    if (!restart.ok()) {
+      common::LogError("plugin not serving for too long; restarting it",
+                       {{"plugin", instance_name_}, {"status", restart}});
+      return restart;
+    }
+  }
+}
+
 void Supervisor::Run() {
   absl::Duration backoff = options_.initial_backoff;
   bool first = true;
@@ -301,6 +429,7 @@ void Supervisor::Run() {
     grace = stop_grace_;
     session = std::move(session_);
   }
+  FailHeld(absl::UnavailableError(absl::StrCat("plugin ", instance_name_, " is stopping")));
   if (session != nullptr) {
     session->Close();     // in-flight requests fail UNAVAILABLE now, not after the grace period
     WaitForDispatches();  // a Dispatch may still hold a copy of the session
@@ -388,16 +517,37 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
     session_ = session;
     status_.describe = std::make_shared<const pluginpb::DescribeResponse>(result->describe);
     status_.capabilities = result->capabilities;
+    status_.health = HealthStatus::kServing;  // the handshake's check
+    status_.health_since = clock_->Now();
   }
   *ready_since = clock_->Now();
   SetState(PluginState::kReady);
 
+  HealthWatcherOptions watch;
+  watch.service = kPluginServiceName;
+  watch.check_interval = options_.health_check_interval;
+  watch.instance_name = instance_name_;
+  watch.on_status = [this](HealthStatus health) { HealthReported(health); };
+  std::unique_ptr<HealthWatcher> watcher = HealthWatcher::Start(*channel, std::move(watch));
+  const absl::Status unhealthy = ServeReady();
+  watcher->Stop();  // not under mu_: its callback takes it
+  watcher.reset();
+
   absl::Status why;
   {
     common::MutexLock lock(&mu_);
-    while (!instance_ended_ && !stopping_) cv_.Wait(&mu_);
+    status_.health = HealthStatus::kUnknown;
+    status_.health_since = clock_->Now();
     if (stopping_) return absl::OkStatus();  // Run stops the session and the process
     session_.reset();
+  }
+  FailHeld(absl::UnavailableError(absl::StrCat("plugin instance ", instance_name_, " ended")));
+  if (!unhealthy.ok()) {
+    session->Close();
+    WaitForDispatches();
+    session.reset();
+    StopProcess(options_.default_stop_grace);  // SIGTERM first: it may still be draining
+    return unhealthy;
   }
   if (process_ != nullptr) {
     // A crash usually shows as a broken stream first; give the exit a moment to be reaped so

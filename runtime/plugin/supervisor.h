@@ -8,6 +8,16 @@
 //             optional). Then Handshake (Describe + health) within the handshake deadline.
 //   READY     a Session serves Dispatch. The process exiting or the stream breaking ends it:
 //             every in-flight request fails UNAVAILABLE at once (the runner requeues).
+//             Meanwhile a HealthWatcher (health_watch.h) follows the plugin's grpc.health.v1
+//             status for kPluginServiceName (Watch; Check every `health_check_interval` when
+//             Watch is UNIMPLEMENTED). While the plugin reports anything but SERVING (NOT_SERVING
+//             while it drains, say), Dispatch sends nothing: each call waits in the supervisor
+//             (PluginStatus::held) until the plugin is SERVING again (then it is sent), until its
+//             deadline (DEADLINE_EXCEEDED: the runner requeues the key) or until the instance
+//             ends (UNAVAILABLE). Requests already sent are answered normally. Flips are logged
+//             (rate limited). A plugin that stays not serving for `not_serving_restart_after` is
+//             treated as a failed liveness probe: the instance is ended (SIGTERM, stop grace,
+//             SIGKILL; a remote plugin's connection is closed) and restarted after the backoff.
 //   BACKOFF   wait 1 s, doubling up to 60 s (reset after 2 min READY), on the injected clock;
 //             then STARTING again, restarts + 1. A remote plugin that ended its stream with
 //             status OK (an SDK draining on SIGTERM, e.g. in a rollout) is not a crash: logged
@@ -52,9 +62,11 @@
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/reconcile.h"
 #include "runtime/plugin/handshake.h"
+#include "runtime/plugin/health_watch.h"
 #include "runtime/plugin/process.h"
 #include "runtime/plugin/sandbox.h"
 #include "runtime/plugin/session.h"
@@ -95,7 +107,11 @@ struct SupervisorOptions {
   absl::Duration max_backoff = absl::Seconds(60);
   absl::Duration healthy_reset = absl::Minutes(2);  // READY this long resets the backoff
   absl::Duration default_stop_grace = absl::Seconds(10);
-  common::Clock* clock = nullptr;  // backoff and stop grace; null = Clock::Real()
+  // Health after the handshake (see READY above). Checks are real time; the restart period
+  // is on the clock. Zero `not_serving_restart_after`: never restart for it (wait forever).
+  absl::Duration health_check_interval = absl::Seconds(5);
+  absl::Duration not_serving_restart_after = absl::Seconds(60);
+  common::Clock* clock = nullptr;  // backoff, stop grace, health periods; null = Clock::Real()
   std::function<void(const struct PluginStatus&)> on_state_change;
   // Plugin-to-host messages of the READY instance's stream (background tasks): see
   // SessionOptions::on_plugin_message. Runs on gRPC's threads; must not block.
@@ -111,6 +127,12 @@ struct PluginStatus {
   absl::Status last_error;  // why the last instance failed; OK if none did
   std::shared_ptr<const pluginpb::DescribeResponse> describe;  // of the current/last READY instance
   std::vector<pluginpb::Capability> capabilities;              // in effect for it
+  // What the READY instance's health service reports (SERVING from the handshake on);
+  // kUnknown when no instance is READY. Since when, on the supervisor's clock.
+  HealthStatus health = HealthStatus::kUnknown;
+  absl::Time health_since = absl::InfinitePast();
+  // Dispatch calls waiting because the instance is not serving.
+  size_t held = 0;
 };
 
 class Supervisor : public controller::Dispatcher {
@@ -122,7 +144,8 @@ class Supervisor : public controller::Dispatcher {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Forwards to the READY instance's session; UNAVAILABLE at once otherwise.
+  // Forwards to the READY instance's session; UNAVAILABLE at once when no instance is READY.
+  // While the READY instance is not serving, the call waits (see READY above).
   void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                 controller::ReconcileCallback done) override;
 
@@ -157,6 +180,19 @@ class Supervisor : public controller::Dispatcher {
   // Publishes a state change (and one more restart) under one lock, then tells the listener.
   void SetState(PluginState state, absl::Status error = absl::OkStatus(), bool restart = false);
   void Notify();
+  // The watcher's report for the READY instance.
+  void HealthReported(HealthStatus health);
+  // Runs the READY instance until it ends, the supervisor stops, or it has not been serving
+  // for too long (then returns why); releases and expires held calls as health changes.
+  absl::Status ServeReady();
+  // Fails every held call with `why` (UNAVAILABLE: the instance ended).
+  void FailHeld(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+
+  struct HeldCall {
+    pluginpb::ReconcileCall call;
+    absl::Time deadline;
+    controller::ReconcileCallback done;
+  };
 
   // Constant after construction.
   const SupervisorOptions options_;
@@ -168,11 +204,14 @@ class Supervisor : public controller::Dispatcher {
   std::thread thread_;                // joined by Stop
   std::unique_ptr<Process> process_;  // only touched by the supervisor thread and Stop after it
   HandshakeCanceller canceller_;      // Stop aborts a handshake in progress
+  common::LogLimiter health_log_;     // health flips: a flapping plugin cannot flood the log
 
   mutable common::Mutex mu_;
   common::CondVar cv_;  // status changes, instance events, stop
   PluginStatus status_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Session> session_ ABSL_GUARDED_BY(mu_);  // READY instance's session
+  // Calls waiting while the READY instance is not serving, in arrival order.
+  std::vector<HeldCall> held_ ABSL_GUARDED_BY(mu_);
   // Dispatch calls that took a copy of session_ and have not returned yet; a retired session
   // is released only once this is back to 0 (WaitForDispatches; session_ is reset first, so
   // no new call can take it).

@@ -11,7 +11,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -346,6 +348,216 @@ TEST_F(SupervisorTest, RemoteEndpointOverTcp) {
   EXPECT_EQ(results.at(1).status().code(), absl::StatusCode::kUnavailable);
   ASSERT_TRUE(WaitState(PluginState::kBackoff));
   supervisor_->Stop(absl::Seconds(1));
+}
+
+// Starts a supervisor for an in-process plugin on 127.0.0.1 (whose health the test flips).
+std::unique_ptr<testing::TestPlugin> StartRemote(const std::string& health) {
+  testing::TestPluginOptions options;
+  options.health = health;
+  auto plugin = testing::TestPlugin::Start("127.0.0.1:0", options);
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  return plugin.ok() ? std::move(*plugin) : nullptr;
+}
+
+bool HealthIs(const PluginStatus& s, HealthStatus health) {
+  return s.state == PluginState::kReady && s.health == health;
+}
+
+// The plugin reports NOT_SERVING (Watch, or Check when it has no Watch): a new request waits in
+// the supervisor and is never sent; SERVING again sends it. Nothing is failed or lost.
+void HoldsWhileNotServing(const std::string& health_mode, std::unique_ptr<Supervisor>* supervisor,
+                          common::FakeClock* clock, LogCapture* logs) {
+  std::unique_ptr<testing::TestPlugin> plugin = StartRemote(health_mode);
+  ASSERT_NE(plugin, nullptr);
+  SupervisorOptions options;
+  options.name = "remote";
+  options.source.endpoint = absl::StrCat("127.0.0.1:", plugin->port());
+  options.handshake.deadline = kWait;
+  options.health_check_interval = absl::Milliseconds(100);
+  options.clock = clock;
+  auto started = Supervisor::Start(std::move(options));
+  ASSERT_TRUE(started.ok()) << started.status();
+  *supervisor = std::move(*started);
+  Supervisor* sv = supervisor->get();
+  ASSERT_TRUE(sv->WaitFor([](const PluginStatus& s) { return HealthIs(s, HealthStatus::kServing); },
+                          kWait));
+  OneResult results;
+  sv->Dispatch(Call("a"), clock->Now() + absl::Seconds(30), results.Callback());
+  ASSERT_TRUE(results.WaitFor(1));
+  ASSERT_TRUE(results.at(0).ok()) << results.at(0).status();
+
+  plugin->SetServing(false);
+  ASSERT_TRUE(sv->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kNotServing); }, kWait));
+  ASSERT_TRUE(logs->WaitFor("plugin not serving", "NOT_SERVING"));
+  sv->Dispatch(Call("b"), clock->Now() + absl::Seconds(30), results.Callback());
+  sv->Dispatch(Call("c"), clock->Now() + absl::Seconds(30), results.Callback());
+  ASSERT_TRUE(sv->WaitFor([](const PluginStatus& s) { return s.held == 2; }, kWait));
+  EXPECT_EQ(plugin->received(), 1);  // held, not sent
+  EXPECT_EQ(sv->status().state, PluginState::kReady);
+
+  plugin->SetServing(true);
+  ASSERT_TRUE(results.WaitFor(3));
+  for (size_t i = 1; i < 3; ++i) ASSERT_TRUE(results.at(i).ok()) << results.at(i).status();
+  EXPECT_EQ(results.at(1)->status(), R"({"seen":"b"})");
+  EXPECT_EQ(results.at(2)->status(), R"({"seen":"c"})");
+  EXPECT_EQ(plugin->received(), 3);
+  EXPECT_EQ(sv->status().held, 0u);
+  EXPECT_EQ(sv->status().health, HealthStatus::kServing);
+  EXPECT_EQ(sv->status().restarts, 0u);
+  EXPECT_TRUE(logs->WaitFor("plugin serving again"));
+  sv->Stop(absl::Seconds(1));
+}
+
+TEST_F(SupervisorTest, NotServingHoldsRequestsUntilServingAgainWatch) {
+  HoldsWhileNotServing("serving", &supervisor_, &clock_, &logs_);
+}
+
+TEST_F(SupervisorTest, NotServingHoldsRequestsUntilServingAgainCheckFallback) {
+  HoldsWhileNotServing("check-only", &supervisor_, &clock_, &logs_);
+  EXPECT_TRUE(logs_.Contains("does not implement grpc.health.v1.Health/Watch"));
+}
+
+TEST_F(SupervisorTest, HeldRequestFailsAtItsDeadlineWithoutBeingSent) {
+  std::unique_ptr<testing::TestPlugin> plugin = StartRemote("serving");
+  ASSERT_NE(plugin, nullptr);
+  SupervisorOptions options;
+  options.name = "remote";
+  options.source.endpoint = absl::StrCat("127.0.0.1:", plugin->port());
+  options.handshake.deadline = kWait;
+  options.clock = &clock_;
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  plugin->SetServing(false);
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kNotServing); }, kWait));
+  OneResult results;
+  supervisor_->Dispatch(Call("late"), clock_.Now() + absl::Seconds(5), results.Callback());
+  ASSERT_TRUE(supervisor_->WaitFor([](const PluginStatus& s) { return s.held == 1; }, kWait));
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(results.WaitFor(1));
+  EXPECT_EQ(results.at(0).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(results.at(0).status().message(), HasSubstr("it was not sent"));
+  EXPECT_EQ(plugin->received(), 0);
+  EXPECT_EQ(supervisor_->status().held, 0u);
+  EXPECT_EQ(supervisor_->status().state, PluginState::kReady);  // 5 s is under the restart period
+  supervisor_->Stop(absl::Seconds(1));
+}
+
+TEST_F(SupervisorTest, NotServingLongerThanTheRestartPeriodRestartsThePlugin) {
+  SupervisorOptions options = ExecOptions({});
+  options.not_serving_restart_after = absl::Seconds(30);
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  const pid_t first_pid = supervisor_->status().pid;
+  ASSERT_EQ(kill(first_pid, SIGUSR1), 0);  // the test plugin reports NOT_SERVING
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kNotServing); }, kWait));
+  OneResult results;
+  supervisor_->Dispatch(Call("waits"), clock_.Now() + absl::Seconds(120), results.Callback());
+  ASSERT_TRUE(supervisor_->WaitFor([](const PluginStatus& s) { return s.held == 1; }, kWait));
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(supervisor_->status().state, PluginState::kReady);
+  clock_.Advance(absl::Seconds(1));
+  // The held request is failed retryably when the instance ends; the runner requeues it.
+  ASSERT_TRUE(results.WaitFor(1));
+  EXPECT_EQ(results.at(0).status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(WaitState(PluginState::kBackoff));
+  EXPECT_THAT(supervisor_->status().last_error.message(),
+              HasSubstr("reported NOT_SERVING for 30s"));
+  EXPECT_TRUE(logs_.Contains("plugin not serving for too long"));
+  clock_.Advance(absl::Seconds(1));  // the first backoff
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kServing); }, kWait));
+  EXPECT_EQ(supervisor_->status().restarts, 1u);
+  EXPECT_NE(supervisor_->status().pid, first_pid);
+  EXPECT_FALSE(logs_.Contains("plugin killed"));  // it exited on SIGTERM
+  supervisor_->Dispatch(Call("again"), clock_.Now() + absl::Seconds(30), results.Callback());
+  ASSERT_TRUE(results.WaitFor(2));
+  EXPECT_TRUE(results.at(1).ok()) << results.at(1).status();
+  StopAdvancing(absl::Seconds(10));
+}
+
+// A remote plugin still NOT_SERVING when dialled (draining, say) is retried with backoff, not
+// refused for good, and becomes READY once it serves.
+TEST_F(SupervisorTest, RemotePluginNotServingAtTheHandshakeIsRetried) {
+  std::unique_ptr<testing::TestPlugin> plugin = StartRemote("not-serving");
+  ASSERT_NE(plugin, nullptr);
+  SupervisorOptions options;
+  options.name = "remote";
+  options.source.endpoint = absl::StrCat("127.0.0.1:", plugin->port());
+  options.handshake.deadline = kWait;
+  options.clock = &clock_;
+  StartSupervisor(std::move(options));
+  ASSERT_TRUE(WaitState(PluginState::kBackoff)) << supervisor_->status().last_error;
+  EXPECT_THAT(supervisor_->status().last_error.message(), HasSubstr("NOT_SERVING"));
+  plugin->SetServing(true);
+  clock_.Advance(absl::Seconds(1));  // the first backoff
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kServing); }, kWait))
+      << supervisor_->status().last_error;
+  supervisor_->Stop(absl::Seconds(1));
+}
+
+// True once every thread of `pid` is stopped (state T in /proc/PID/task/*/stat); bounded.
+bool StoppedWithin(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  while (absl::Now() < deadline) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
+        all = false;
+      }
+    }
+    if (!ec && all) return true;
+    usleep(5000);
+  }
+  return false;
+}
+
+// A plugin that stops reading (its process is SIGSTOPped): the request's deadline fails the
+// request, HTTP/2 keepalive (session.h) breaks the connection, and the supervisor restarts the
+// plugin, which then serves. Only a hang guard is asserted; the detection time is logged.
+TEST_F(SupervisorTest, StoppedPluginIsNoticedAndRestarted) {
+  StartSupervisor(ExecOptions({}));
+  ASSERT_TRUE(WaitState(PluginState::kReady)) << supervisor_->status().last_error;
+  const pid_t first_pid = supervisor_->status().pid;
+  ASSERT_EQ(kill(first_pid, SIGSTOP), 0);
+  // kill() only queues the signal: wait (bounded) until every thread is stopped, or a thread
+  // still running could answer the next request.
+  ASSERT_TRUE(StoppedWithin(first_pid, kWait));
+  const absl::Time stopped_at = absl::Now();
+  OneResult results;
+  supervisor_->Dispatch(Call("unread"), clock_.Now() + absl::Seconds(10), results.Callback());
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(results.WaitFor(1));
+  // Timed out on its deadline, or failed by the broken stream if keepalive came first.
+  EXPECT_TRUE(results.at(0).status().code() == absl::StatusCode::kDeadlineExceeded ||
+              results.at(0).status().code() == absl::StatusCode::kUnavailable)
+      << results.at(0).status();
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return s.state == PluginState::kBackoff; }, absl::Seconds(60)))
+      << "hang guard: the stopped plugin was not noticed within 60 s";
+  const absl::Duration noticed = absl::Now() - stopped_at;
+  std::fprintf(stderr, "figure: SIGSTOPped plugin noticed after %s (last error: %s)\n",
+               absl::FormatDuration(noticed).c_str(),
+               std::string(supervisor_->status().last_error.message()).c_str());
+  clock_.Advance(absl::Seconds(1));  // the first backoff
+  ASSERT_TRUE(supervisor_->WaitFor(
+      [](const PluginStatus& s) { return HealthIs(s, HealthStatus::kServing); }, kWait));
+  EXPECT_EQ(supervisor_->status().restarts, 1u);
+  EXPECT_NE(supervisor_->status().pid, first_pid);
+  EXPECT_EQ(kill(first_pid, 0), -1);  // the stopped process was killed and reaped
+  supervisor_->Dispatch(Call("unread"), clock_.Now() + absl::Seconds(30), results.Callback());
+  ASSERT_TRUE(results.WaitFor(2));
+  EXPECT_TRUE(results.at(1).ok()) << results.at(1).status();
+  StopAdvancing(absl::Seconds(10));
 }
 
 TEST_F(SupervisorTest, RemotePluginEndingItsStreamCleanlyIsNotACrash) {

@@ -19,6 +19,75 @@ namespace ctrlhost::plugin::testing {
 
 namespace health = ::grpc::health::v1;
 
+// grpc.health.v1 for "" and the plugin service: Check, and Watch unless `watch` is false
+// (UNIMPLEMENTED, as from a server that only has Check). Answers NOT_SERVING to the first
+// `not_serving_checks` checks, then SERVING (never when `serving` is false); SetServing changes
+// it at run time and every Watch stream sends the new status. Called on gRPC's threads.
+class TestPlugin::HealthService final : public health::Health::Service {
+ public:
+  HealthService(bool serving, int not_serving_checks, bool watch)
+      : not_serving_checks_(not_serving_checks), watch_(watch), serving_(serving) {}
+
+  void SetServing(bool serving) {
+    common::MutexLock lock(&mu_);
+    serving_ = serving;
+    not_serving_checks_ = 0;
+    cv_.SignalAll();
+  }
+
+  grpc::Status Check(grpc::ServerContext*, const health::HealthCheckRequest* request,
+                     health::HealthCheckResponse* response) override {
+    if (!Known(request->service())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+    }
+    common::MutexLock lock(&mu_);
+    const bool starting = not_serving_checks_ > 0;
+    if (starting) --not_serving_checks_;
+    response->set_status(serving_ && !starting ? health::HealthCheckResponse::SERVING
+                                               : health::HealthCheckResponse::NOT_SERVING);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext* context, const health::HealthCheckRequest* request,
+                     grpc::ServerWriter<health::HealthCheckResponse>* writer) override {
+    if (!watch_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no Watch here");
+    health::HealthCheckResponse answer;
+    if (!Known(request->service())) {
+      answer.set_status(health::HealthCheckResponse::SERVICE_UNKNOWN);
+      writer->Write(answer);
+      return grpc::Status::OK;
+    }
+    int sent = -1;  // the last status written
+    for (;;) {
+      int status;
+      {
+        common::MutexLock lock(&mu_);
+        status = serving_ ? health::HealthCheckResponse::SERVING
+                          : health::HealthCheckResponse::NOT_SERVING;
+        if (status == sent) {
+          cv_.WaitWithTimeout(&mu_, absl::Milliseconds(100));  // then looks at IsCancelled
+          if (context->IsCancelled()) return grpc::Status::CANCELLED;
+          continue;
+        }
+      }
+      answer.set_status(static_cast<health::HealthCheckResponse::ServingStatus>(status));
+      if (!writer->Write(answer)) return grpc::Status::CANCELLED;
+      sent = status;
+    }
+  }
+
+ private:
+  static bool Known(const std::string& service) {
+    return service.empty() || service == "ctrlhost.plugin.v1alpha1.ControllerPluginService";
+  }
+
+  common::Mutex mu_;
+  common::CondVar cv_;
+  int not_serving_checks_ ABSL_GUARDED_BY(mu_);
+  const bool watch_;
+  bool serving_ ABSL_GUARDED_BY(mu_);
+};
+
 class TestPlugin::Service final : public pluginpb::ControllerPluginService::Service {
  public:
   explicit Service(TestPluginOptions options) : options_(std::move(options)) {}
@@ -169,34 +238,6 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
   std::string last_stream_capabilities_ ABSL_GUARDED_BY(mu_);
 };
 
-namespace {
-
-class HealthService final : public health::Health::Service {
- public:
-  // Answers NOT_SERVING to the first `not_serving_checks` checks, then SERVING (never when
-  // `serving` is false). Called on gRPC's threads.
-  HealthService(bool serving, int not_serving_checks)
-      : serving_(serving), not_serving_checks_(not_serving_checks) {}
-  grpc::Status Check(grpc::ServerContext*, const health::HealthCheckRequest* request,
-                     health::HealthCheckResponse* response) override {
-    if (!request->service().empty() &&
-        request->service() != "ctrlhost.plugin.v1alpha1.ControllerPluginService") {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
-    }
-    const bool starting = checks_.fetch_add(1) < not_serving_checks_;
-    response->set_status(serving_ && !starting ? health::HealthCheckResponse::SERVING
-                                               : health::HealthCheckResponse::NOT_SERVING);
-    return grpc::Status::OK;
-  }
-
- private:
-  const bool serving_;
-  const int not_serving_checks_;
-  std::atomic<int> checks_{0};
-};
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string& address,
                                                               TestPluginOptions options) {
   std::unique_ptr<TestPlugin> plugin(new TestPlugin());
@@ -212,7 +253,8 @@ absl::StatusOr<std::unique_ptr<TestPlugin>> TestPlugin::Start(const std::string&
   builder.RegisterService(plugin->service_.get());
   if (health_mode != "none") {
     plugin->health_ = std::make_unique<HealthService>(health_mode != "not-serving",
-                                                      health_mode == "starting" ? 3 : 0);
+                                                      health_mode == "starting" ? 3 : 0,
+                                                      health_mode != "check-only");
     builder.RegisterService(plugin->health_.get());
   }
   if (configure) configure(builder);
@@ -228,6 +270,10 @@ TestPlugin::~TestPlugin() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();
   }
+}
+
+void TestPlugin::SetServing(bool serving) {
+  if (health_ != nullptr) health_->SetServing(serving);
 }
 
 std::vector<uint64_t> TestPlugin::cancelled() const { return service_->cancelled(); }

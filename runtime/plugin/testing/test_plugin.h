@@ -37,7 +37,8 @@ struct TestPluginOptions {
   // "unavailable" (Describe fails with UNAVAILABLE).
   std::string describe = "ok";
   // "serving", "not-serving", "starting" (NOT_SERVING to the first 3 checks, then SERVING),
-  // "none" (Health is not served).
+  // "check-only" (serving; Watch is UNIMPLEMENTED), "none" (Health is not served). Check and
+  // Watch answer for "" and the plugin service; SetServing flips both at run time.
   std::string health = "serving";
   // Advertise CAPABILITY_CANCELLATION.
   bool cancellation = true;
@@ -61,6 +62,8 @@ class TestPlugin {
   ~TestPlugin();
 
   int port() const { return port_; }
+  // Changes what the health service reports (Check and every open Watch); no-op without it.
+  void SetServing(bool serving);
   grpc::Server* server() { return server_.get(); }
   // Request ids the host cancelled, in arrival order.
   std::vector<uint64_t> cancelled() const;
@@ -72,11 +75,12 @@ class TestPlugin {
   std::string last_stream_capabilities() const;
 
   class Service;
+  class HealthService;
 
  private:
   TestPlugin() = default;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<grpc::Service> health_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -7,7 +7,8 @@
 // "port=N" on stdout). Modes are those of TestPluginOptions. --stdout/--stderr print TEXT (with
 // "\n" as line breaks, the last line without a newline) at start; --stdout-bytes prints one line
 // of N 'y's; --print-env prints "env NAME=VALUE", --print-cwd "cwd=DIR". SIGTERM shuts down (unless
-// --ignore-sigterm, which prints "ignoring SIGTERM").
+// --ignore-sigterm, which prints "ignoring SIGTERM"). SIGUSR1 makes the health service report
+// NOT_SERVING (as a draining plugin does), SIGUSR2 SERVING again.
 #include <signal.h>
 #include <unistd.h>
 
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto plugin = ctrlhost::plugin::testing::TestPlugin::Start(address, options);
@@ -98,6 +101,10 @@ int main(int argc, char** argv) {
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+      (*plugin)->SetServing(sig == SIGUSR2);
+      continue;
+    }
     if (sig == SIGTERM && ignore_sigterm) {
       WriteAll(1, "ignoring SIGTERM\n");
       continue;

@@ -264,6 +264,16 @@ class PluginServer:
         else:
             self.address = "%s:%d" % (listen.rpartition(":")[0], port)
 
+    def set_serving(self, serving: bool) -> None:
+        """Reports SERVING or NOT_SERVING on grpc.health.v1 (Check and every Watch), e.g. to
+        pause while a dependency is down. The host sends no new reconciles while NOT_SERVING:
+        they wait in the host, and restart it after its notServingTimeout (docs/protocol.md,
+        "Liveness"). Ignored once draining (shutdown keeps NOT_SERVING)."""
+        with self._cond:
+            if self._draining:
+                return
+        self._health.set(serving)
+
     @property
     def draining(self) -> bool:
         with self._cond:
