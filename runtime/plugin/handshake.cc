@@ -247,6 +247,16 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
             who, " did not answer Describe within ", absl::FormatDuration(options.deadline),
             connection.empty() ? "" : ": cannot connect: ", connection));
       }
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        // gRPC's answer for a service the server does not have: the plugin speaks another
+        // protocol package (docs/protocol.md §10). The host tries every package it speaks,
+        // newest first; this one speaks only v1alpha1, so there is nothing older to try.
+        return absl::FailedPreconditionError(absl::StrCat(
+            who, " does not serve ", kPluginServiceName, " (", status.error_message(),
+            "): it speaks none of the protocol packages this host speaks (tried "
+            "ctrlhost.plugin.v1alpha1); run it under a host that speaks its package, or "
+            "rebuild it with an SDK for v1alpha1"));
+      }
       return FromGrpc(status, absl::StrCat(who, ": Describe failed"));
     }
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "runtime/plugin/testing/test_plugin.h"
 
@@ -142,6 +143,26 @@ TEST_F(HandshakeTest, DescribeErrorKeepsItsCode) {
   auto result = Run(options);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(result.status().message(), HasSubstr("not today"));
+}
+
+// A plugin of another protocol package (docs/protocol.md §10): a real gRPC server that serves
+// no ctrlhost.plugin.v1alpha1 service, so gRPC itself answers Describe UNIMPLEMENTED, as it would
+// for a plugin built for ctrlhost.plugin.v1beta1. Permanent, named, and not a crash.
+TEST_F(HandshakeTest, APluginOfAnotherProtocolPackageIsFailedPrecondition) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address_, grpc::InsecureServerCredentials());
+  std::unique_ptr<grpc::Server> other = builder.BuildAndStart();
+  ASSERT_NE(other, nullptr);
+  HandshakeOptions options;
+  options.instance_name = "old-1";
+  options.deadline = absl::Seconds(20);
+  auto result = Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("plugin old-1 does not serve "
+                        "ctrlhost.plugin.v1alpha1.ControllerPluginService"));
+  EXPECT_THAT(result.status().message(), HasSubstr("tried ctrlhost.plugin.v1alpha1"));
+  other->Shutdown();
 }
 
 TEST_F(HandshakeTest, NobodyListeningIsDeadlineExceeded) {
