@@ -1,6 +1,5 @@
 """End to end: a plugin's grpc.health.v1 status after the handshake (docs/protocol.md,
-"Liveness"), with the real host and a Python SDK plugin (e2e/host/health/health_plugin.py),
-against the embedded API server.
+"Liveness"), with the real host and a Python SDK plugin (e2e/host/health/health_plugin.py).
 
 The plugin mirrors labelled ConfigMaps into NAME-mirror children. Once they converged, the test
 makes it report NOT_SERVING (PluginServer.set_serving) and changes objects: the host sends it
@@ -9,7 +8,10 @@ nothing (the plugin logs the health it reported when each request arrived), says
 change converges, no key lost, the plugin never restarted. Then the plugin process is
 SIGSTOPped (it accepts its stream but reads nothing more): the host notices through the request
 deadline and HTTP/2 keepalive, kills and restarts it, and the changes made meanwhile converge
-(the detection time is printed; only a hang guard is asserted)."""
+(the detection time is printed; only a hang guard is asserted).
+
+Runs against the server host_fixture picks (CTRLHOST_E2E_SERVER): health_e2e_test against the
+embedded one, health_kube_e2e_test against real Kubernetes."""
 
 import os
 import signal

@@ -134,6 +134,21 @@ pluginpb::ReconcileResponse Plugin::Handle(
   return response;
 }
 
+void Plugin::SetServing(bool serving) {
+  common::MutexLock lock(&mu_);
+  for (PluginServer* server : servers_) server->SetServing(serving);
+}
+
+void Plugin::Register(PluginServer* server) {
+  common::MutexLock lock(&mu_);
+  servers_.insert(server);
+}
+
+void Plugin::Unregister(PluginServer* server) {
+  common::MutexLock lock(&mu_);
+  servers_.erase(server);
+}
+
 int Plugin::WorkerCount() const {
   if (options_.workers > 0) return options_.workers;
   int sum = 0;

@@ -119,6 +119,18 @@ class Plugin {
   const PluginOptions& options() const { return options_; }
   int WorkerCount() const;
 
+  // Reports SERVING (true) or NOT_SERVING (false) on grpc.health.v1, for "" and the service
+  // name, on every server this plugin is running (Start or Run), e.g. to pause while a
+  // dependency is down: the host then sends no new reconciles (they wait in the host) until
+  // SetServing(true), and restarts the plugin if it stays NOT_SERVING longer than its
+  // notServingTimeout (docs/protocol.md, "Liveness"). Ignored by a server that is draining.
+  // Applies to running servers only; a server starts SERVING. Callable from any thread.
+  void SetServing(bool serving);
+
+  // Servers register themselves while they run (for SetServing). Internal.
+  void Register(PluginServer* server);
+  void Unregister(PluginServer* server);
+
  private:
   const std::string name_;
   const std::string version_;
@@ -128,6 +140,7 @@ class Plugin {
 
   mutable common::Mutex mu_;
   std::set<pluginpb::Capability> capabilities_ ABSL_GUARDED_BY(mu_);
+  std::set<PluginServer*> servers_ ABSL_GUARDED_BY(mu_);  // running (Register/Unregister)
 };
 
 // A running server. Thread-safe: Shutdown and Wait may be called from any thread.
@@ -141,6 +154,9 @@ class PluginServer {
   virtual void Shutdown(absl::Duration grace) = 0;
   // Reconciles running now (all streams).
   virtual int InFlight() const = 0;
+  // SERVING (true) or NOT_SERVING (false) on grpc.health.v1 for "" and the service name; see
+  // Plugin::SetServing. Ignored once draining (Shutdown keeps NOT_SERVING).
+  virtual void SetServing(bool serving) = 0;
 };
 
 // Validates a listen address: "unix:///abs/path" and "unix:/abs/path" (socket path at most 107

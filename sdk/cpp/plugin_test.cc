@@ -209,6 +209,55 @@ TEST_F(PluginTest, HealthIsServing) {
   watch->Finish();
 }
 
+// The first status a Watch on `service` reports, or -1 when the call fails.
+int FirstWatched(const std::string& address, const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  auto watch = stub->Watch(&ctx, req);
+  grpc::health::v1::HealthCheckResponse resp;
+  const int status = watch->Read(&resp) ? resp.status() : -1;
+  ctx.TryCancel();
+  while (watch->Read(&resp)) {
+  }
+  watch->Finish();
+  return status;
+}
+
+TEST_F(PluginTest, SetServingFlipsHealthForBothNames) {
+  using Resp = grpc::health::v1::HealthCheckResponse;
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("");
+  auto watch = stub->Watch(&ctx, req);
+  Resp resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), Resp::SERVING);
+
+  plugin_->SetServing(false);       // through the Plugin: every running server
+  ASSERT_TRUE(watch->Read(&resp));  // the open Watch sees the change
+  EXPECT_EQ(resp.status(), Resp::NOT_SERVING);
+  EXPECT_EQ(HealthOf(server_->address(), ""), Resp::NOT_SERVING);
+  EXPECT_EQ(HealthOf(server_->address(), kServiceName), Resp::NOT_SERVING);
+  EXPECT_EQ(FirstWatched(server_->address(), kServiceName), Resp::NOT_SERVING);
+
+  server_->SetServing(true);  // through the server
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), Resp::SERVING);
+  EXPECT_EQ(HealthOf(server_->address(), ""), Resp::SERVING);
+  EXPECT_EQ(HealthOf(server_->address(), kServiceName), Resp::SERVING);
+  ctx.TryCancel();
+  while (watch->Read(&resp)) {
+  }
+  watch->Finish();
+}
+
 TEST_F(PluginTest, DescribeAnswersTheControllers) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
@@ -334,6 +383,8 @@ TEST_F(PluginTest, GracefulShutdownFinishesInFlightAndRefusesNewWork) {
   EXPECT_TRUE(refused);
   EXPECT_EQ(HealthOf(server_->address(), kServiceName),
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  plugin_->SetServing(true);  // ignored while draining
+  EXPECT_EQ(HealthOf(server_->address(), ""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   gate_.Open();  // The in-flight request finishes and is still answered.
   pluginpb::ReconcileResponse resp;
   ASSERT_TRUE(stream->Read(&resp));

@@ -149,8 +149,13 @@ class Service final : public pluginpb::ControllerPluginService::Service {
 class ServerImpl final : public PluginServer {
  public:
   explicit ServerImpl(Plugin* plugin)
-      : plugin_(plugin), service_(this), pool_(plugin->WorkerCount()) {}
-  ~ServerImpl() override { Shutdown(absl::ZeroDuration()); }
+      : plugin_(plugin), service_(this), pool_(plugin->WorkerCount()) {
+    plugin_->Register(this);
+  }
+  ~ServerImpl() override {
+    plugin_->Unregister(this);
+    Shutdown(absl::ZeroDuration());
+  }
 
   absl::Status Start(const std::string& listen, const std::optional<ServerTls>& tls) {
     if (absl::StartsWith(listen, "unix:")) {
@@ -193,9 +198,9 @@ class ServerImpl final : public PluginServer {
       if (shut_down_) return;
       shut_down_ = true;
       draining_ = true;
+      health_.Set(false);
     }
     if (server_ == nullptr) return;
-    health_.Set(false);
     common::Clock* clock = common::Clock::Real();
     const absl::Time deadline = clock->Now() + grace;
     {
@@ -213,6 +218,13 @@ class ServerImpl final : public PluginServer {
   int InFlight() const override {
     common::MutexLock lock(&mu_);
     return in_flight_;
+  }
+
+  void SetServing(bool serving) override {
+    // Under mu_ so that a concurrent Shutdown's NOT_SERVING cannot be overwritten.
+    common::MutexLock lock(&mu_);
+    if (draining_) return;
+    health_.Set(serving);
   }
 
   Plugin* plugin() const { return plugin_; }

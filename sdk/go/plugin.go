@@ -50,8 +50,9 @@ type Plugin struct {
 	controllers map[string]*Controller
 	order       []string
 
-	mu   sync.Mutex
-	caps CapabilitySet // guarded by mu; every capability until Describe narrows them
+	mu      sync.Mutex
+	caps    CapabilitySet    // guarded by mu; every capability until Describe narrows them
+	servers map[*server]bool // guarded by mu; the servers Serve is running (for SetServing)
 }
 
 // NewPlugin is a plugin serving controllers.

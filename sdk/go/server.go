@@ -36,6 +36,8 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
 		}
 	}
 	s := newServer(p)
+	p.addServer(s)
+	defer p.removeServer(s)
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
 	p.Log.Info("plugin serving", "plugin", p.Name, "version", p.Version, "address", lis.Addr().String())
@@ -49,6 +51,35 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) error {
 	abandoned := s.drain(p.DrainTimeout)
 	p.Log.Info("plugin stopped", "plugin", p.Name, "abandoned", abandoned)
 	return nil
+}
+
+// SetServing reports SERVING (true) or NOT_SERVING (false) on grpc.health.v1, for "" and the
+// service name, on every server Serve (or Run) is running for p, e.g. to pause while a
+// dependency is down: the host then sends no new reconciles (they wait in the host) until
+// SetServing(true), and restarts the plugin if it stays NOT_SERVING longer than its
+// notServingTimeout (docs/protocol.md, "Liveness"). A server starts SERVING; a draining one
+// ignores it (it stays NOT_SERVING). Safe to call from any goroutine.
+func (p *Plugin) SetServing(serving bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for s := range p.servers {
+		s.setServing(serving)
+	}
+}
+
+func (p *Plugin) addServer(s *server) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.servers == nil {
+		p.servers = map[*server]bool{}
+	}
+	p.servers[s] = true
+}
+
+func (p *Plugin) removeServer(s *server) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.servers, s)
 }
 
 // CapabilitiesMetadata is the Reconcile stream's metadata key in which the host sends the
@@ -128,6 +159,22 @@ func (s *server) inFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.count
+}
+
+// setServing sets both health entries unless draining. grpc-go's health server also ignores
+// updates once drain has shut it down.
+func (s *server) setServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(ServiceName, st)
 }
 
 func (s *server) isDraining() bool {

@@ -134,6 +134,66 @@ func TestServeDescribeAndHealth(t *testing.T) {
 	}
 }
 
+// SetServing flips both health entries, seen by Check and by an open Watch; a draining server
+// stays NOT_SERVING.
+func TestSetServingReportsNotServingOnPurpose(t *testing.T) {
+	g := newGate()
+	g.hold("hold-drain")
+	p := testPlugin(g)
+	s := ctrlhosttest.Serve(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	health := healthpb.NewHealthClient(s.Conn)
+	watch, err := health.Watch(ctx, &healthpb.HealthCheckRequest{Service: ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := watch.Recv()
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+		return resp.Status
+	}
+	checkBoth := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		for _, service := range []string{"", ctrlhost.ServiceName} {
+			resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+			if err != nil || resp.Status != want {
+				t.Errorf("health of %q: %v %v, want %v", service, resp, err, want)
+			}
+		}
+	}
+	if got := next(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first status %v", got)
+	}
+	p.SetServing(false)
+	if got := next(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("after SetServing(false): %v", got)
+	}
+	checkBoth(healthpb.HealthCheckResponse_NOT_SERVING)
+	p.SetServing(true)
+	if got := next(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("after SetServing(true): %v", got)
+	}
+	checkBoth(healthpb.HealthCheckResponse_SERVING)
+
+	// A held reconcile keeps the drain going while the test looks at health.
+	stream := openStream(t, s)
+	if err := stream.Send(call(1, "hold-drain")); err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	stopped := make(chan struct{})
+	go func() { s.Stop(); close(stopped) }()
+	if got := next(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("draining: %v", got)
+	}
+	p.SetServing(true) // ignored: draining
+	checkBoth(healthpb.HealthCheckResponse_NOT_SERVING)
+	g.release("hold-drain")
+	<-stopped
+}
+
 // Many reconciles answered concurrently on one stream: every request gets exactly one answer,
 // intact (no answer lost, duplicated or mixed up between requests).
 func TestServeAnswersConcurrentRequestsOnce(t *testing.T) {

@@ -216,6 +216,9 @@ export class PluginServer {
   readonly address: string;
   readonly inFlight: number;
   readonly draining: boolean;
+  /** SERVING (true) or NOT_SERVING (false) on grpc.health.v1 for '' and the service name;
+   * ignored while draining. */
+  setServing(serving: boolean): void;
   shutdown(graceMs?: number): Promise<void>;
   forceShutdown(): void;
 }
@@ -250,6 +253,10 @@ export class Plugin {
   /** Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM (exit 0), with TLS from
    * $CTRLHOST_PLUGIN_TLS_CERT_FILE/_KEY_FILE/_CLIENT_CA_FILE; exits 2 on a bad setup. */
   run(): Promise<PluginServer>;
+  /** SERVING (true) or NOT_SERVING (false) on grpc.health.v1, for '' and the service name, on
+   * every server this plugin runs: the host sends no new work while NOT_SERVING
+   * (docs/protocol.md, "Liveness"). Ignored by a draining server. */
+  setServing(serving: boolean): void;
 }
 
 export interface Dependent {

@@ -76,6 +76,18 @@ class Plugin {
     this._builders = [];
     this._controllers = null;
     this.capabilities = new Set(ALL_SDK_CAPABILITIES);
+    this._servers = new Set(); // the servers start() returned that have not shut down
+  }
+
+  /**
+   * Reports SERVING (true) or NOT_SERVING (false) on grpc.health.v1, for '' and the service
+   * name, on every server this plugin runs (start or run), e.g. to pause while a dependency is
+   * down: the host then sends no new reconciles (they wait in the host) until
+   * setServing(true), and restarts the plugin if it stays so longer than its
+   * notServingTimeout (docs/protocol.md, "Liveness"). A draining server ignores it.
+   */
+  setServing(serving) {
+    for (const server of this._servers) server.setServing(serving);
   }
 
   /** Declares a controller; returns its builder (see controller.js). */
@@ -204,6 +216,8 @@ class Plugin {
     const { PluginServer } = require('./server');
     const server = new PluginServer(this);
     await server.listen(listen, tls);
+    this._servers.add(server);
+    server.onStop(() => this._servers.delete(server));
     return server;
   }
 

@@ -44,6 +44,8 @@ class PluginServer {
     this._running = 0;
     this._waiting = []; // thunks waiting for a concurrency slot
     this._draining = false;
+    this._serving = true; // setServing; NOT_SERVING regardless while draining
+    this._onStop = [];
     this._healthWatchers = new Set();
     this._streamTasks = new Set(); // the TaskRunner of each open stream
     this._idleWaiters = [];
@@ -89,7 +91,37 @@ class PluginServer {
   }
 
   _status() {
-    return this._draining ? NOT_SERVING : SERVING;
+    return this._draining || !this._serving ? NOT_SERVING : SERVING;
+  }
+
+  /**
+   * SERVING (true) or NOT_SERVING (false) for '' and the service name, on Check and every open
+   * Watch (see Plugin.setServing). Ignored while draining: shutdown keeps NOT_SERVING.
+   */
+  setServing(serving) {
+    if (this._draining) return;
+    const before = this._status();
+    this._serving = Boolean(serving);
+    const now = this._status();
+    if (now === before) return;
+    for (const w of this._healthWatchers) {
+      try {
+        w.write({ status: now });
+      } catch {
+        // the watcher went away
+      }
+    }
+  }
+
+  /** Runs `fn` once the server begins to stop (shutdown or forceShutdown). */
+  onStop(fn) {
+    this._onStop.push(fn);
+  }
+
+  _stopping() {
+    const fns = this._onStop;
+    this._onStop = [];
+    for (const fn of fns) fn();
   }
 
   _describe(call, cb) {
@@ -253,6 +285,7 @@ class PluginServer {
   async shutdown(graceMs = 8000) {
     if (this._draining) return;
     this._draining = true;
+    this._stopping();
     for (const t of this._streamTasks) t.stop('', 'plugin shutting down');
     for (const w of this._healthWatchers) {
       try {
@@ -279,6 +312,7 @@ class PluginServer {
   /** Stops at once, cancelling every stream. */
   forceShutdown() {
     this._draining = true;
+    this._stopping();
     this._server.forceShutdown();
   }
 }

@@ -96,3 +96,52 @@ test('health: Watch sees SERVING then NOT_SERVING; unknown services', async () =
     client.close();
   }
 });
+
+test('setServing: NOT_SERVING on purpose for both names, seen by Check and Watch', async () => {
+  const plugin = new Plugin('srv', '1');
+  plugin.controller('app').for('example.com', 'v1', 'App').reconcile(() => undefined);
+  const server = await plugin.start(`unix://${path.join(dir, 's.sock')}`);
+  const client = new health.Health(server.address, grpc.credentials.createInsecure());
+  const check = (service) => new Promise((resolve, reject) => client.Check({ service },
+    { deadline: DEADLINE() }, (e, r) => (e ? reject(e) : resolve(r.status))));
+  const SERVICE = 'ctrlhost.plugin.v1alpha1.ControllerPluginService';
+  try {
+    const statuses = [];
+    const waiters = [];
+    const watch = client.Watch({ service: SERVICE }, { deadline: DEADLINE() });
+    const record = (status) => {
+      statuses.push(status);
+      while (waiters.length > 0) waiters.shift()();
+    };
+    watch.on('data', (r) => record(r.status));
+    // A broken Watch (at the latest at DEADLINE) ends the waits, and the assertions then fail.
+    watch.on('error', (e) => record(`error ${e.code}`));
+    const seen = async (n) => {
+      while (statuses.length < n) await new Promise((resolve) => waiters.push(resolve));
+    };
+    await seen(1);
+
+    plugin.setServing(false); // through the plugin: every server it runs
+    await seen(2);
+    assert.equal(statuses[1], 'NOT_SERVING');
+    assert.equal(await check(''), 'NOT_SERVING');
+    assert.equal(await check(SERVICE), 'NOT_SERVING');
+    plugin.setServing(false); // no change, no Watch message
+    server.setServing(true); // through the server
+    await seen(3);
+    assert.equal(await check(''), 'SERVING');
+    assert.equal(await check(SERVICE), 'SERVING');
+    assert.deepEqual(statuses, ['SERVING', 'NOT_SERVING', 'SERVING']);
+
+    const ended = new Promise((resolve) => watch.on('end', resolve));
+    const stopping = server.shutdown(1000);
+    server.setServing(true); // ignored while draining
+    plugin.setServing(true); // the draining server has left the plugin
+    await stopping;
+    await ended;
+    // No SERVING after the drain began.
+    assert.deepEqual(statuses, ['SERVING', 'NOT_SERVING', 'SERVING', 'NOT_SERVING']);
+  } finally {
+    client.close();
+  }
+});
