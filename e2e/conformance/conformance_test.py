@@ -250,6 +250,17 @@ class ScenarioConformanceTest(unittest.TestCase):
         self.assertEqual(condition["message"],
                          "b cancelled the pass: spec.cancelPass; skipped: c; waiting for b")
 
+    def test_chain_state_after_a_failed_step_is_not_ready(self):
+        # The first dependent's step fails before anything is pending: every SDK's chain state
+        # says not ready and names the failed dependent (issue 18 follow-up).
+        answer = self.answers("chain-fail", "--children", CHAIN_CHILDREN,
+                              languages=ISSUE_18_LANGUAGES)
+        self.assertEqual(answer["error"], {"kind": "ERROR_KIND_TERMINAL",
+                                           "message": "dependent a: spec.failStep"})
+        self.assertEqual(answer["status"], {"phase": "Done", "cancelled": [], "flags": {},
+                                            "allReady": False, "failedAt": "a"})
+        self.assertNotIn("DependentsReady", [c["type"] for c in answer.get("conditions", [])])
+
     def test_builders(self):
         # Resource builders (issue 18 piece 6): every builder's output and the config hash of
         # keys whose UTF-8 order differs from JavaScript's, identical in every language.

@@ -142,6 +142,18 @@ class HostStatusTest(unittest.TestCase):
         self.assertEqual(conditions["Ready"]["status"], "False")
         self.assertEqual(conditions["Degraded"]["reason"], "TerminalError")
 
+    def test_terminal_error_reason_is_the_failure_reason(self):
+        # The plugin's Error.reason replaces the default TerminalError in the failed conditions.
+        self.create("rejected-spec", "terminal-reason")
+        result = self.host.kubectl("wait", "--for=condition=Stalled", "--timeout=30s",
+                                   "chaos/rejected-spec")
+        self.assertEqual(result.returncode, 0, result.stderr + self.host.log()[-3000:])
+        conditions = self.conditions(self.chaos("rejected-spec"))
+        for kind, status in (("Degraded", "True"), ("Stalled", "True"), ("Ready", "False")):
+            self.assertEqual((conditions[kind]["status"], conditions[kind]["reason"]),
+                             (status, "SpecRejected"), kind)
+        self.assertEqual(conditions["Degraded"]["message"], "spec.mode rejects the spec")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -218,8 +218,8 @@ function reconcile(holdFile, req, context) {
     for (const message of notes.created) result.event('Normal', 'DeploymentCreated', message);
     const failed = result.error !== null && result.error.kind === 'terminal';
     if (notes.refused) result.event('Warning', 'DowngradeRefused', notes.refused);
-    // After an error the chain stopped part way: its lists say nothing about readiness.
-    const ready = result.error === null && state.allReady;
+    // A failed step leaves the chain not ready (state.failedAt), as in every SDK.
+    const ready = state.allReady;
     let message = '';
     if (result.error !== null) message = '';
     else if (held) message = 'on hold: listed in the hold file';

@@ -227,8 +227,8 @@ def _reconcile(hold_file: str, req, context: dict) -> Result:
         failed = result.error is not None and result.error[0] == TERMINAL
         if notes["refused"]:
             result.event(WARNING, "DowngradeRefused", notes["refused"])
-        # After an error the chain stopped part way: its lists say nothing about readiness.
-        ready = result.error is None and state.all_ready
+        # A failed step leaves the chain not ready (ChainState.failed_at), as in every SDK.
+        ready = state.all_ready
         if result.error is not None:
             message = ""
         elif held:

@@ -245,8 +245,8 @@ sdk::Result Reconcile(const std::string& hold_file, const sdk::Request& req,
     if (!notes->refused.empty()) {
       result->Event(sdk::EventType::kWarning, "DowngradeRefused", notes->refused);
     }
-    // After an error the chain stopped part way: its lists say nothing about readiness.
-    const bool ready = !result->error().has_value() && state.all_ready();
+    // A failed step leaves the chain not ready (ChainState::failed_at), as in every SDK.
+    const bool ready = state.all_ready();
     std::string message;
     if (result->error().has_value()) {
       message = "";

@@ -130,6 +130,7 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
                                               unwanted_current[i]);
               !s.ok()) {
             FailDependent(d.name, s, result);
+            state.failed_at = d.name;
             return state;
           }
         }
@@ -139,10 +140,12 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
     absl::StatusOr<nlohmann::json> obj = d.desired ? d.desired(request) : nlohmann::json();
     if (!obj.ok()) {
       FailDependent(d.name, obj.status(), result);
+      state.failed_at = d.name;
       return state;
     }
     if (!obj->is_object()) {
       result->SetError(ErrorKind::kTerminal, absl::StrCat("dependent ", d.name, ": no object"));
+      state.failed_at = d.name;
       return state;
     }
     nlohmann::json& desired = *obj;
@@ -170,6 +173,7 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
       context.BeginStep();
       if (absl::Status s = d.on_pass(request, desired, current, &context); !s.ok()) {
         FailDependent(d.name, s, result);
+        state.failed_at = d.name;
         return state;
       }
       if (!was_cancelled && context.pass_cancelled()) {
@@ -190,6 +194,7 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
                                       d.api_version, d.kind, &desired, current);
       if (!s.ok()) {
         FailDependent(d.name, s, result);
+        state.failed_at = d.name;
         return state;
       }
     }
@@ -199,6 +204,7 @@ ChainState DependentChain::Reconcile(const Request& request, Result* result) con
                                       d.api_version, d.kind, &answered, current);
       if (!s.ok()) {
         FailDependent(d.name, s, result);
+        state.failed_at = d.name;
         return state;
       }
     }

@@ -109,8 +109,13 @@ struct ChainState {
   std::string pass_cancelled_by;                      // empty: the pass ran to the end
   std::string pass_cancel_reason;
   std::map<std::string, bool> flags;  // as the last step left them
+  // The dependent whose desired function, step or callback failed (empty: none). The walk
+  // stopped there and the result carries the error: the chain is not ready.
+  std::string failed_at;
+  // Nothing pending, being deleted or skipped, the pass ran to the end and no dependent failed.
   bool all_ready() const {
-    return pending.empty() && deleting.empty() && cancelled.empty() && pass_cancelled_by.empty();
+    return pending.empty() && deleting.empty() && cancelled.empty() && pass_cancelled_by.empty() &&
+           failed_at.empty();
   }
 };
 

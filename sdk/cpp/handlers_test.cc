@@ -162,6 +162,26 @@ TEST(DependentChainTest, DesiredErrorsBecomeResultErrors) {
   EXPECT_NE(out.error_message().find("dependent bad: spec.x missing"), std::string::npos);
 }
 
+// The chain state after a failed dependent says "not ready" (as in every SDK): the walk stopped.
+TEST(DependentChainTest, StateAfterAFailureIsNotReady) {
+  DependentChain chain;
+  chain.Add({"bad", "v1", "ConfigMap", [](const Request&) -> absl::StatusOr<nlohmann::json> {
+               return absl::InvalidArgumentError("spec.x missing");
+             }});
+  bool seen = false;
+  ChainState seen_state;
+  Outcome out = RunFn(chain.Build([&](const Request&, const ChainState& state, Result*) {
+    seen = true;
+    seen_state = state;
+  }),
+                      RequestBuilder::FromYaml(kPrimary)->Call());
+  EXPECT_TRUE(out.terminal());
+  ASSERT_TRUE(seen);
+  EXPECT_EQ(seen_state.failed_at, "bad");
+  EXPECT_FALSE(seen_state.all_ready());
+  EXPECT_TRUE(seen_state.pending.empty());
+}
+
 TEST(CrudResourceTest, PlansCreateUpdateDelete) {
   CrudResource copies("v1", "ConfigMap", [](const Request&) {
     std::vector<nlohmann::json> out;

@@ -37,13 +37,16 @@ type ChainState struct {
 	PassCancelReason string
 	// Flags are the per-pass flags as the last step left them (never nil).
 	Flags map[string]bool
+	// FailedAt is the dependent whose Desired, step or callback failed ("": none); the walk
+	// stopped there and the result carries the error.
+	FailedAt string
 }
 
-// AllReady is true when nothing is pending, being deleted or skipped, and the pass ran to the
-// end.
+// AllReady is true when nothing is pending, being deleted or skipped, the pass ran to the end
+// and no dependent failed.
 func (s ChainState) AllReady() bool {
 	return len(s.Pending) == 0 && len(s.Deleting) == 0 && len(s.Cancelled) == 0 &&
-		s.PassCancelledBy == ""
+		s.PassCancelledBy == "" && s.FailedAt == ""
 }
 
 // NotReadyMessage says why the chain is not ready: "<dependent> cancelled the pass: <reason>;
@@ -181,6 +184,7 @@ func (c *DependentChain) Apply(req *Request, res *Result) ChainState {
 				if presentUnwanted[i] && !pc.passCancelled { // left out: pruned
 					if err := c.callbacks.runDelete(req, d.APIVersion, d.Kind, unwantedCurrent[i]); err != nil {
 						failDependent(res, d.Name, err)
+						state.FailedAt = d.Name
 						return state
 					}
 				}
@@ -190,6 +194,7 @@ func (c *DependentChain) Apply(req *Request, res *Result) ChainState {
 		desired, err := c.desiredOf(d, req)
 		if err != nil {
 			failDependent(res, d.Name, err)
+			state.FailedAt = d.Name
 			return state
 		}
 		current := findChild(req, d.APIVersion, d.Kind, nameOf(desired, req))
@@ -215,6 +220,7 @@ func (c *DependentChain) Apply(req *Request, res *Result) ChainState {
 			pc.beginStep()
 			if err := d.OnPass(req, desired, current, pc); err != nil {
 				failDependent(res, d.Name, err)
+				state.FailedAt = d.Name
 				return state
 			}
 			if !wasCancelled && pc.passCancelled {
@@ -235,6 +241,7 @@ func (c *DependentChain) Apply(req *Request, res *Result) ChainState {
 		if current == nil || !IsSubset(desired, current) {
 			if err := c.callbacks.RunStep(req, current == nil, d.APIVersion, d.Kind, desired, current); err != nil {
 				failDependent(res, d.Name, err)
+				state.FailedAt = d.Name
 				return state
 			}
 		}

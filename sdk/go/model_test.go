@@ -125,10 +125,16 @@ func TestChainStepErrorFailsTheReconcile(t *testing.T) {
 			return nil
 		}
 	}, "a", "b")
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(nil))
+	var seen *ctrlhost.ChainState
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(
+		func(_ *ctrlhost.Request, state ctrlhost.ChainState, _ *ctrlhost.Result) { seen = &state }))
 	out := ctrlhosttest.Reconcile(t, c, shop, ctrlhosttest.Children(cm("shop-a", nil)))
 	if out.Error == nil || !out.Error.Terminal || out.Error.Message != "dependent b: bad spec" {
 		t.Fatalf("error %+v", out.Error)
+	}
+	// The state after a failure is not ready (as in every SDK), though nothing was pending.
+	if seen == nil || seen.FailedAt != "b" || seen.AllReady() || len(seen.Pending) != 0 {
+		t.Fatalf("state %+v", seen)
 	}
 }
 

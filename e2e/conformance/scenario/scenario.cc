@@ -12,7 +12,8 @@
 //              each sets the flag seen-<dependent>; a sets updateAllowed = spec.allowUpdates;
 //              the dependent named by spec.cancelPass cancels the pass, the one named by
 //              spec.cancelResource cancels itself, c cancels itself when it exists and updates
-//              are not allowed; status {phase: Done, cancelled, flags}
+//              are not allowed, the one named by spec.failStep fails (a terminal error);
+//              status {phase: Done, cancelled, flags, allReady, failedAt}
 //   callbacks  a DependentChain of ConfigMaps <name>-a, -b, -c (c unwanted) with stage callbacks
 //              on ConfigMap: "label" (pre-*: labels.stage = the stage), "record" (status.log
 //              gets "<stage>:<object name>"), "guard" (a terminal error at spec.failAt)
@@ -67,6 +68,7 @@ sdk::Result Chain(const sdk::Request& req) {
       ctx->SetFlag("seen-" + dep);
       if (dep == "a")
         ctx->SetFlag(sdk::PassContext::kUpdateAllowed, SpecIs(r, "allowUpdates", true));
+      if (SpecIs(r, "failStep", dep)) return absl::InvalidArgumentError("spec.failStep");
       if (SpecIs(r, "cancelPass", dep)) ctx->CancelPass("spec.cancelPass");
       if (SpecIs(r, "cancelResource", dep)) ctx->CancelResource("spec.cancelResource");
       if (dep == "c" && current != nullptr && !ctx->Flag(sdk::PassContext::kUpdateAllowed)) {
@@ -81,6 +83,8 @@ sdk::Result Chain(const sdk::Request& req) {
     status["phase"] = "Done";
     status["cancelled"] = state.cancelled;
     status["flags"] = state.flags;
+    status["allReady"] = state.all_ready();
+    status["failedAt"] = state.failed_at;
   })(req);
 }
 

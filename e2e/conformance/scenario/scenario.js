@@ -18,6 +18,7 @@ function chain(req) {
       onPass: (r, desired, current, ctx) => {
         ctx.setFlag(`seen-${dep}`);
         if (dep === 'a') ctx.setFlag(UPDATE_ALLOWED, r.spec.allowUpdates === true);
+        if (r.spec.failStep === dep) throw new TerminalError('spec.failStep');
         if (r.spec.cancelPass === dep) ctx.cancelPass('spec.cancelPass');
         if (r.spec.cancelResource === dep) ctx.cancelResource('spec.cancelResource');
         if (dep === 'c' && current !== undefined && !ctx.flag(UPDATE_ALLOWED)) {
@@ -27,7 +28,8 @@ function chain(req) {
     });
   }
   return deps.build((r, state, result) => {
-    Object.assign(result.status(), { phase: 'Done', cancelled: state.cancelled, flags: state.flags });
+    Object.assign(result.status(), { phase: 'Done', cancelled: state.cancelled, flags: state.flags,
+      allReady: state.allReady, failedAt: state.failedAt });
   })(req);
 }
 

@@ -23,6 +23,8 @@ def chain(req):
             ctx.set_flag("seen-" + dep)
             if dep == "a":
                 ctx.set_flag(UPDATE_ALLOWED, req.spec.get("allowUpdates") is True)
+            if req.spec.get("failStep") == dep:
+                raise ReconcileError("spec.failStep", terminal=True)
             if req.spec.get("cancelPass") == dep:
                 ctx.cancel_pass("spec.cancelPass")
             if req.spec.get("cancelResource") == dep:
@@ -40,7 +42,8 @@ def chain(req):
                  on_pass=step(dep))
 
     def then(req, state, result):
-        result.status.update(phase="Done", cancelled=state.cancelled, flags=state.flags)
+        result.status.update(phase="Done", cancelled=state.cancelled, flags=state.flags,
+                             allReady=state.all_ready, failedAt=state.failed_at)
 
     return deps.build(then)(req)
 

@@ -11,6 +11,7 @@
 //   rejected    desire a ConfigMap the API server refuses (data values must be strings): a
 //               server rejection is a terminal error, never a crash
 //   terminal    answer a terminal error
+//   terminal-reason  a terminal error with reason SpecRejected (the host-computed status uses it)
 //   quota       a retryable error with reason QuotaExceeded and retry_after 1 h (issue 19)
 //   huge        an answer of about 2 x $CHAOS_MAX_MESSAGE_BYTES bytes (the plugin's message
 //               limit when set): the SDK must answer this request alone with the terminal
@@ -125,6 +126,8 @@ sdk::Result Reconcile(const sdk::Request& req) {
     result.Status()["phase"] = "ShouldNeverBeWritten";
   } else if (mode == "terminal") {
     result = sdk::Result::TerminalError("spec.mode asks for a terminal error");
+  } else if (mode == "terminal-reason") {
+    result = sdk::Result::TerminalError("spec.mode rejects the spec", "SpecRejected");
   } else if (mode == "quota") {
     result = sdk::Result::RetryableError("spec.mode says the quota is used up", "QuotaExceeded",
                                          absl::Hours(1));

@@ -129,6 +129,7 @@ std::vector<pluginpb::Condition> HostConditions(const ReconcileContext& context,
                        ? ReconcileResult::kTerminalError
                        : ReconcileResult::kRetryableError;
     input.error_message = plan.error_message;
+    input.error_reason = plan.error_reason;
     input.consecutive_errors = static_cast<int>(context.attempt) + 1;
   }
   const std::string uid(context.primary->uid());

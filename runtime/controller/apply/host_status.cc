@@ -100,7 +100,9 @@ std::vector<pluginpb::Condition> ComputeHostConditions(
   const bool retrying = input.result == ReconcileResult::kRetryableError;
   const bool failed =
       terminal || (retrying && input.consecutive_errors >= std::max(1, input.degraded_after));
-  const std::string failure_reason = terminal ? "TerminalError" : "PersistentError";
+  const std::string failure_reason = !input.error_reason.empty() ? input.error_reason
+                                     : terminal                  ? "TerminalError"
+                                                                 : "PersistentError";
   const std::string failure_message =
       terminal ? input.error_message
                : absl::StrCat(input.consecutive_errors,

@@ -10,7 +10,9 @@
 //
 // The rules, first match wins:
 //   failed      a terminal error, or `consecutive_errors` >= `degraded_after` retryable ones:
-//               Degraded True, Stalled True, Progressing False, Reconciling False
+//               Degraded True, Stalled True, Progressing False, Reconciling False, with the
+//               reason of the plugin's error when it gave one, else "TerminalError" /
+//               "PersistentError"
 //   retrying    a retryable error below the threshold: Progressing True, Reconciling True,
 //               Degraded False, Stalled False (a transient error is never Degraded)
 //   converging  success, a child not ready: Progressing True, Reconciling True
@@ -56,7 +58,10 @@ ChildReadiness ChildReadinessOf(const nlohmann::json& child);
 
 struct HostStatusInput {
   ReconcileResult result = ReconcileResult::kSuccess;
-  std::string error_message;   // the plugin's error, for the Degraded/Progressing messages
+  std::string error_message;  // the plugin's error, for the Degraded/Progressing messages
+  // The plugin's Error.reason ("" when none): the failure reason of the failed conditions in
+  // place of "TerminalError" / "PersistentError".
+  std::string error_reason;
   int consecutive_errors = 0;  // retryable errors in a row for this key, this one included
   int degraded_after = 5;      // >= 1: from this many in a row a retryable error is persistent
   std::vector<ChildReadiness> children;

@@ -135,6 +135,40 @@ TEST(HostConditionsTest, TerminalErrorIsDegradedAtOnce) {
   EXPECT_EQ(out[2].message(), "spec.size must be positive");
 }
 
+// The plugin's Error.reason replaces the default failure reasons; the message is unchanged.
+TEST(HostConditionsTest, TheErrorsReasonIsTheFailureReason) {
+  HostStatusInput in;
+  in.result = ReconcileResult::kTerminalError;
+  in.error_message = "spec.size must be positive";
+  in.error_reason = "InvalidSize";
+  in.consecutive_errors = 1;
+  std::vector<pluginpb::Condition> out = ComputeHostConditions(in, {});
+  std::map<std::string, std::string> s = Summary(out);
+  EXPECT_EQ(s["Progressing"], "False/InvalidSize");
+  EXPECT_EQ(s["Degraded"], "True/InvalidSize");
+  EXPECT_EQ(s["Ready"], "False/InvalidSize");
+  EXPECT_EQ(s["Reconciling"], "False/InvalidSize");
+  EXPECT_EQ(s["Stalled"], "True/InvalidSize");
+  EXPECT_EQ(s["Available"], "True/AsExpected");
+  EXPECT_EQ(out[2].message(), "spec.size must be positive");
+
+  // A persistent retryable error with a reason; below the threshold it is still "Retrying".
+  in.result = ReconcileResult::kRetryableError;
+  in.error_message = "backend timeout";
+  in.error_reason = "QuotaExceeded";
+  in.consecutive_errors = 4;
+  in.degraded_after = 5;
+  s = Summary(ComputeHostConditions(in, {}));
+  EXPECT_EQ(s["Progressing"], "True/Retrying");
+  EXPECT_EQ(s["Degraded"], "False/AsExpected");
+  in.consecutive_errors = 5;
+  out = ComputeHostConditions(in, {});
+  s = Summary(out);
+  EXPECT_EQ(s["Degraded"], "True/QuotaExceeded");
+  EXPECT_EQ(s["Stalled"], "True/QuotaExceeded");
+  EXPECT_EQ(out[2].message(), "5 reconciles failed in a row: backend timeout");
+}
+
 TEST(HostConditionsTest, ThePluginsOwnTypesAreLeftAlone) {
   pluginpb::Condition mine;
   mine.set_type("Available");

@@ -100,7 +100,7 @@ class DependentChain {
   reconcile(request, result) {
     const state = {
       ready: [], pending: [], deleting: [], cancelled: [], cancelReasons: {},
-      passCancelledBy: '', passCancelReason: '', flags: {}, allReady: false,
+      passCancelledBy: '', passCancelReason: '', flags: {}, failedAt: '', allReady: false,
     };
     const deps = this.dependents;
     const wanted = deps.map(() => true);
@@ -144,6 +144,7 @@ class DependentChain {
             }
           } catch (e) {
             failWith(result, `dependent ${d.name}: `, e);
+            state.failedAt = d.name; // the walk stops: not ready
             return state;
           }
         }
@@ -154,6 +155,7 @@ class DependentChain {
         desired = desiredOf(d);
       } catch (e) {
         failWith(result, `dependent ${d.name}: `, e);
+        state.failedAt = d.name; // the walk stops: not ready
         return state;
       }
       const current = findChild(request, d.apiVersion, d.kind, nameOf(desired, request));
@@ -179,6 +181,7 @@ class DependentChain {
           d.onPass(request, desired, current, ctx);
         } catch (e) {
           failWith(result, `dependent ${d.name}: `, e);
+          state.failedAt = d.name; // the walk stops: not ready
           return state;
         }
         if (!wasCancelled && ctx.passCancelled) {
@@ -198,6 +201,7 @@ class DependentChain {
             current);
         } catch (e) {
           failWith(result, `dependent ${d.name}: `, e);
+          state.failedAt = d.name; // the walk stops: not ready
           return state;
         }
       }
@@ -206,7 +210,7 @@ class DependentChain {
     }
     state.flags = ctx.flags;
     state.allReady = state.pending.length === 0 && state.deleting.length === 0 &&
-      state.cancelled.length === 0 && state.passCancelledBy === '';
+      state.cancelled.length === 0 && state.passCancelledBy === '' && state.failedAt === '';
     return state;
   }
 

@@ -329,6 +329,10 @@ export interface ChainState {
   passCancelledBy: string;
   passCancelReason: string;
   flags: { [name: string]: boolean };
+  /** The dependent whose desired function, step or callback threw ('' when none); the walk
+   * stopped there and the result carries the error. */
+  failedAt: string;
+  /** Nothing pending, deleting or skipped, the pass ran to the end and no dependent failed. */
   allReady: boolean;
 }
 

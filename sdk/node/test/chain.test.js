@@ -65,6 +65,12 @@ test('chain: desired errors, deleting primaries', async () => {
   const flaky = new DependentChain().add({ name: 'x', apiVersion: 'v1', kind: 'ConfigMap',
     desired: () => { throw new Error('later'); } }).build();
   assert.equal((await flaky(request())).error.kind, 'retryable');
+  const seen = [];
+  await new DependentChain().add({ name: 'x', apiVersion: 'v1', kind: 'ConfigMap',
+    desired: () => { throw new TerminalError('spec.x is wrong'); } })
+    .build((req, state) => { seen.push(state); })(request());
+  // The state after a failure is not ready (as in every SDK), though nothing was pending.
+  assert.deepEqual(seen.map((s) => [s.failedAt, s.pending, s.allReady]), [['x', [], false]]);
   const deleting = await chain().build()(request([], { deletionTimestamp: 'now' }));
   assert.equal(deleting.desired.length, 0);
 });

@@ -56,11 +56,15 @@ class ChainState:
         self.pass_cancelled_by = ""  # empty: the pass ran to the end
         self.pass_cancel_reason = ""
         self.flags: Dict[str, bool] = {}
+        # The dependent whose desired function, step or callback raised ("": none); the walk
+        # stopped there and the result carries the error.
+        self.failed_at = ""
 
     @property
     def all_ready(self) -> bool:
+        """Nothing pending, deleting or skipped, the pass ran to the end, no dependent failed."""
         return (not self.pending and not self.deleting and not self.cancelled
-                and not self.pass_cancelled_by)
+                and not self.pass_cancelled_by and not self.failed_at)
 
     def not_ready_message(self) -> str:
         parts = []
@@ -187,12 +191,14 @@ class DependentChain:
                                                 unwanted_current[i])
                     except Exception as e:  # noqa: BLE001 - a callback's error
                         _fail(result, d.name, e)
+                        state.failed_at = d.name
                         return state
                 continue
             try:
                 desired = self._desired_of(d, request)
             except Exception as e:  # noqa: BLE001 - user code
                 _fail(result, d.name, e)
+                state.failed_at = d.name
                 return state
             current = _find_child(request, d.api_version, d.kind, _name_of(desired, request))
             if ctx.pass_cancelled:
@@ -215,6 +221,7 @@ class DependentChain:
                     d.on_pass(request, desired, current, ctx)
                 except Exception as e:  # noqa: BLE001 - user code
                     _fail(result, d.name, e)
+                    state.failed_at = d.name
                     return state
                 if not was_cancelled and ctx.pass_cancelled:
                     state.pass_cancelled_by = d.name
@@ -231,6 +238,7 @@ class DependentChain:
                                              desired, current)
                 except Exception as e:  # noqa: BLE001 - a callback's error
                     _fail(result, d.name, e)
+                    state.failed_at = d.name
                     return state
             result.desire(desired)
             (state.ready if is_ready else state.pending).append(d.name)

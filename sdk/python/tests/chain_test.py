@@ -72,6 +72,18 @@ class DependentChainTest(unittest.TestCase):
             Request.for_object(PRIMARY))
         self.assertEqual(result.error[0], "retryable")
 
+    def test_state_after_a_failure_is_not_ready(self):
+        def boom(req):
+            raise ReconcileError("bad spec", terminal=True)
+
+        seen = []
+        DependentChain().add("x", "v1", "ConfigMap", desired=boom).build(
+            then=lambda req, state, result: seen.append(state))(Request.for_object(PRIMARY))
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(seen[0].failed_at, "x")
+        self.assertEqual(seen[0].pending, [])
+        self.assertFalse(seen[0].all_ready)
+
     def test_gone_primary_gets_the_handlers_answer(self):
         result = chain().build()(Request.for_object(None))
         self.assertEqual(result.desired, [])

@@ -38,6 +38,9 @@ func chain(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, error)
 				if dep == "a" {
 					pc.SetFlag(ctrlhost.UpdateAllowed, specIs(r, "allowUpdates", true))
 				}
+				if specIs(r, "failStep", dep) {
+					return ctrlhost.Terminal(errors.New("spec.failStep"))
+				}
 				if specIs(r, "cancelPass", dep) {
 					pc.CancelPass("spec.cancelPass")
 				}
@@ -52,7 +55,8 @@ func chain(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, error)
 	}
 	return deps.Build(func(_ *ctrlhost.Request, state ctrlhost.ChainState, res *ctrlhost.Result) {
 		res.MergeStatus(map[string]any{"phase": "Done",
-			"cancelled": append([]string{}, state.Cancelled...), "flags": state.Flags})
+			"cancelled": append([]string{}, state.Cancelled...), "flags": state.Flags,
+			"allReady": state.AllReady(), "failedAt": state.FailedAt})
 	})(ctx, req)
 }
 
