@@ -10,7 +10,9 @@ Lease of beta held by host-b beforehand (as if host-b held it before a restart w
 beta; host-b starts, leads beta at once (the Lease is its own) and stands by for alpha. Under a
 stream of updates to both operators' objects host-a gets SIGTERM: it fences and releases
 alpha's Lease, host-b takes it within one retry period (+ jitter + 1 s) and every object
-converges. The chaos plugin logs "<key> <attempt> start|end <host> <pid>" for each reconcile,
+converges. kill -9 of host-a instead (a third test) leaves alpha's Lease unreleased: its plugins
+die with it, host-b takes alpha only once the Lease expired on its clock, within leaseDuration +
+two retry periods of the kill, and every object converges. The chaos plugin logs "<key> <attempt> start|end <host> <pid>" for each reconcile,
 appended (O_APPEND) by every plugin to one file: per operator, once a host started anything of
 it no other host starts anything of it any more, and beta's keys were only ever reconciled by
 host-b: each operator had exactly one leader at a time and no key was reconciled by two hosts.
@@ -74,6 +76,15 @@ def parse_time(text):
     whole, _, fraction = text.rstrip("Z").partition(".")
     seconds = time.mktime(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) - time.timezone
     return seconds + (float("0." + fraction) if fraction else 0.0)
+
+
+def alive(pid):
+    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 class OperatorLeaseTest(unittest.TestCase):
@@ -183,6 +194,13 @@ class OperatorLeaseTest(unittest.TestCase):
         return {item["metadata"]["name"]: item.get("data", {}).get("value")
                 for item in body.get("items", [])}
 
+    def log_lines(self):
+        path = os.path.join(self.dir, "log")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as f:
+            return [line for line in f.read().splitlines() if len(line.split(" ")) >= 5]
+
     def records(self):
         """The chaos log: [(key, what, host)] of both operators' namespaces."""
         path = os.path.join(self.dir, "log")
@@ -266,9 +284,11 @@ class OperatorLeaseTest(unittest.TestCase):
         thread.start()
         return stop, thread, last, errors
 
-    def check_converged_and_exclusive(self, names, last):
+    def check_converged_and_exclusive(self, names, last, killed_at=None):
         """Every object converged; per operator one leader at a time in the record log (alpha
         moved from host-a to host-b once, beta only on host-b); no key started twice at once.
+        `killed_at`: the number of records when host-a and its plugins were dead (kill -9), so
+        that its reconciles cut short there (a start with no end) count as ended there.
         Returns the records."""
         for namespace in self.namespaces.values():
             def unconverged(namespace=namespace):
@@ -285,7 +305,9 @@ class OperatorLeaseTest(unittest.TestCase):
         self.assertEqual({r[2] for r in records if self.operator_of(r[0]) == "beta"},
                          {"host-b"})
         running = {}
-        for key, what, host in records:
+        for index, (key, what, host) in enumerate(records):
+            if index == killed_at:
+                running = {k: h for k, h in running.items() if h != "host-a"}
             if what == "start":
                 self.assertFalse(running.get(key), "%s reconciled twice at once" % key)
                 running[key] = host
@@ -339,6 +361,50 @@ class OperatorLeaseTest(unittest.TestCase):
             thread.join(60)
         self.assertEqual(errors, [])
         self.check_converged_and_exclusive(names, last)
+        self.assertEqual(self.master_status(b, "alpha"), 1)
+        self.assertEqual(self.master_status(b, "beta"), 1)
+        self.assertEqual(b.stop(), 0, b.log()[-4000:])
+
+    def test_kill_9_the_other_host_takes_over_once_the_lease_expired(self):
+        names = ["k%03d" % i for i in range(OBJECTS)]
+        a, b = self.start_spread(names)
+        before = len(self.records())
+        stop, thread, last, errors = self.run_updates(names)
+        try:
+            self.wait(lambda: any(r[2] == "host-a" and r[1] == "start"
+                                  for r in self.records()[before:]),
+                      "host-a reconciling alpha's updates")
+            transitions = self.lease_spec("alpha").get("leaseTransitions", 0)
+            a.process.kill()
+            killed = time.monotonic()
+            self.assertEqual(a.process.wait(30), -9)
+            # Its plugins die with it (parent-death signal): none keeps reconciling alpha.
+            plugin_pids = {int(line.split(" ")[4]) for line in self.log_lines()
+                           if line.split(" ")[3:4] == ["host-a"]}
+            self.assertTrue(plugin_pids)
+            self.wait(lambda: not any(alive(pid) for pid in plugin_pids),
+                      "host-a's plugins %s gone" % sorted(plugin_pids), timeout=10)
+            killed_at = len(self.records())
+            renewed = parse_time(self.lease_spec("alpha")["renewTime"])
+            # Nobody released the Lease: host-b waits until it expired on its own clock (it
+            # may have seen host-a's last renewal up to one retry period after the kill), then
+            # takes it at its next try.
+            self.wait(lambda: self.holder("alpha") == "host-b", "host-b holds alpha's Lease",
+                      timeout=LEASE_DURATION + 2 * RETRY_PERIOD * JITTER + 0.5)
+            print("kill -9: host-b leads alpha %.2fs after the kill" %
+                  (time.monotonic() - killed))
+            spec = self.lease_spec("alpha")
+            self.assertEqual(spec.get("leaseTransitions"), transitions + 1)
+            self.assertGreaterEqual(parse_time(spec["acquireTime"]), renewed + LEASE_DURATION,
+                                    "host-b took alpha before host-a's Lease expired")
+            self.assertNotIn("leader election: Lease released", a.log())
+            time.sleep(1)
+        finally:
+            stop.set()
+            thread.join(60)
+        self.assertEqual(errors, [])
+        records = self.check_converged_and_exclusive(names, last, killed_at=killed_at)
+        self.assertEqual([r for r in records[killed_at:] if r[2] == "host-a"], [])
         self.assertEqual(self.master_status(b, "alpha"), 1)
         self.assertEqual(self.master_status(b, "beta"), 1)
         self.assertEqual(b.stop(), 0, b.log()[-4000:])

@@ -119,8 +119,11 @@ class VersionedAppTest(unittest.TestCase):
         result = apiserver_fixture.kubectl(
             host_fixture.kubectl_binary(), self.host.kubeconfig, "wait", condition, obj,
             "--timeout=%ds" % timeout, timeout=timeout + 15)
-        self.assertEqual(result.returncode, 0, "kubectl wait %s %s: %s%s\n%s" % (
-            condition, obj, result.stdout, result.stderr, self.host.log()[-3000:]))
+        if result.returncode != 0:
+            now = self.host.kubectl("get", "-n", "default", "-o", "yaml", obj)
+            self.fail("kubectl wait %s %s: %s%s\n%s%s\n%s" % (
+                condition, obj, result.stdout, result.stderr, now.stdout, now.stderr,
+                self.host.log()[-3000:]))
 
     def get(self, kind, name):
         result = self.host.kubectl("get", "-n", "default", "-o", "json", kind, name)
