@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "runtime/plugin/testing/test_plugin.h"
@@ -146,11 +147,14 @@ TEST_F(HandshakeTest, DescribeErrorKeepsItsCode) {
 }
 
 // A plugin of another protocol package (docs/protocol.md §10): a real gRPC server that serves
-// no ctrlhost.plugin.v1alpha1 service, so gRPC itself answers Describe UNIMPLEMENTED, as it would
-// for a plugin built for ctrlhost.plugin.v1beta1. Permanent, named, and not a crash.
+// only grpc.health.v1 and no ctrlhost.plugin.v1alpha1 service, so gRPC itself answers Describe
+// UNIMPLEMENTED, as it would for a plugin built for ctrlhost.plugin.v1beta1. Permanent, named,
+// and not a crash.
 TEST_F(HandshakeTest, APluginOfAnotherProtocolPackageIsFailedPrecondition) {
+  grpc::health::v1::Health::Service health;  // registered only: a server needs one service
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address_, grpc::InsecureServerCredentials());
+  builder.RegisterService(&health);
   std::unique_ptr<grpc::Server> other = builder.BuildAndStart();
   ASSERT_NE(other, nullptr);
   HandshakeOptions options;
