@@ -22,6 +22,7 @@ import select
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 
 from e2e.apiserver import apiserver_fixture
@@ -266,6 +267,38 @@ def shared_server(crd_path, group_version, timeout=60):
             raise AssertionError("/apis/%s not served after %ss" % (group_version, timeout))
         time.sleep(0.1)
     return server, kubeconfig, api
+
+
+class ChaosServerTest(unittest.TestCase):
+    """Base of the tests that run several hosts with the chaos plugin against one server
+    (leader election, sharding, per-operator Leases): shared_server() with the Chaos CRD once
+    per class, `cls.chaos` the plugin's path, and a polling wait()."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server, cls.kubeconfig, cls.api = shared_server(
+            runfile("e2e/host/chaos/crd.yaml"), "e2e.ctrlhost.dev/v1")
+        cls.chaos = runfile("e2e/host/chaos/chaos")
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop()
+
+    wait_interval = 0.05  # seconds between two polls of wait()
+
+    @classmethod
+    def wait(cls, condition, what, timeout=60):
+        """`condition()`'s first truthy value within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = condition()
+            if last:
+                return last
+            time.sleep(cls.wait_interval)
+        raise AssertionError("timed out after %ss waiting for %s (last: %r)" %
+                             (timeout, what, last))
 
 
 def start_host(operator_yaml, **kwargs):

@@ -87,28 +87,7 @@ def alive(pid):
         return False
 
 
-class OperatorLeaseTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server, cls.kubeconfig, cls.api = host_fixture.shared_server(
-            host_fixture.runfile("e2e/host/chaos/crd.yaml"), "e2e.ctrlhost.dev/v1")
-        cls.chaos = host_fixture.runfile("e2e/host/chaos/chaos")
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop()
-
-    @staticmethod
-    def wait(condition, what, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+class OperatorLeaseTest(host_fixture.ChaosServerTest):
 
     def setUp(self):
         # Each test its own namespaces (objects and Leases), so that the tests do not meet.

@@ -57,30 +57,8 @@ spec:
 """
 
 
-class ShardingTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server, cls.kubeconfig, cls.api = host_fixture.shared_server(
-            host_fixture.runfile("e2e/host/chaos/crd.yaml"), "e2e.ctrlhost.dev/v1")
-        cls.chaos = host_fixture.runfile("e2e/host/chaos/chaos")
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop()
-
-    @staticmethod
-    def wait(condition, what, timeout=60):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = condition()
-            if last:
-                return last
-            time.sleep(0.1)
-        raise AssertionError("timed out after %ss waiting for %s (last: %r)" %
-                             (timeout, what, last))
+class ShardingTest(host_fixture.ChaosServerTest):
+    wait_interval = 0.1  # each poll reads three hosts' /debug/dump
 
     def setUp(self):
         self.ring = self.id().split(".")[-1].replace("_", "-")[:40]
