@@ -10,7 +10,6 @@ lowered to 200000 bytes:
 
 import json
 import os
-import tempfile
 import unittest
 
 from e2e.host import host_fixture
@@ -35,26 +34,8 @@ spec:
 CALM = ["calm-1", "calm-2", "calm-3"]
 
 
-class ErrorModelTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="errmodel-", dir=os.environ.get("TEST_TMPDIR"))
-        cls.host = host_fixture.start_host(OPERATOR.format(
-            chaos=host_fixture.runfile("e2e/host/chaos/chaos"), dir=cls.dir))
-        cls.host.kubectl("apply", "-f", host_fixture.runfile("e2e/host/chaos/crd.yaml"),
-                         check=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.host.stop()
-        assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
-
-    def create(self, name, mode):
-        body = {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
-                "metadata": {"name": name, "namespace": "default"},
-                "spec": {"mode": mode, "data": {"k": name}}}
-        self.host.kubectl("apply", "-f", "-", input_text=json.dumps(body), check=True)
+class ErrorModelTest(host_fixture.ChaosHostTest):
+    OPERATOR = OPERATOR
 
     def chaos(self, name):
         result = self.host.kubectl("get", "-o", "json", "chaos", name)

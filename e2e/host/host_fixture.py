@@ -269,6 +269,50 @@ def shared_server(crd_path, group_version, timeout=60):
     return server, kubeconfig, api
 
 
+def chaos_records(directory, namespace=None):
+    """The chaos plugin's record log in `directory` (e2e/host/chaos: one line per step,
+    "<ns>/<name> <attempt> <what> <$CHAOS_VERSION> <pid>"): [(key, what, version)] in append
+    order, only `namespace`'s keys when given."""
+    try:
+        with open(os.path.join(directory, "log"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) >= 4 and (namespace is None or fields[0].startswith(namespace + "/")):
+            out.append((fields[0], fields[2], fields[3]))
+    return out
+
+
+class ChaosHostTest(unittest.TestCase):
+    """Base of the tests that run one host with the chaos plugin: the subclass's OPERATOR (a
+    template with {chaos} and {dir}) is started once per class against this run's server, with
+    the Chaos CRD applied; `cls.dir` is the plugin's record-log directory."""
+
+    OPERATOR = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix=cls.__name__ + "-", dir=os.environ.get("TEST_TMPDIR"))
+        cls.host = start_host(cls.OPERATOR.format(chaos=runfile("e2e/host/chaos/chaos"),
+                                                  dir=cls.dir))
+        cls.host.kubectl("apply", "-f", runfile("e2e/host/chaos/crd.yaml"), check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.host.stop()
+        assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
+
+    def create(self, name, mode):
+        """Applies Chaos default/`name` with spec.mode `mode`."""
+        body = {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"mode": mode, "data": {"k": name}}}
+        self.host.kubectl("apply", "-f", "-", input_text=json.dumps(body), check=True)
+
+
 class ChaosServerTest(unittest.TestCase):
     """Base of the tests that run several hosts with the chaos plugin against one server
     (leader election, sharding, per-operator Leases): shared_server() with the Chaos CRD once

@@ -10,8 +10,6 @@ Runs against the embedded server (host_status_e2e_test) and real Kubernetes 1.20
 (host_status_kube_e2e_test), whose server-side apply and status subresource are the reference."""
 
 import json
-import os
-import tempfile
 import time
 import unittest
 import urllib.parse
@@ -41,26 +39,8 @@ spec:
 QUIET_PERIOD_SECONDS = 4
 
 
-class HostStatusTest(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="hoststatus-", dir=os.environ.get("TEST_TMPDIR"))
-        cls.host = host_fixture.start_host(OPERATOR.format(
-            chaos=host_fixture.runfile("e2e/host/chaos/chaos"), dir=cls.dir))
-        cls.host.kubectl("apply", "-f", host_fixture.runfile("e2e/host/chaos/crd.yaml"),
-                         check=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.host.stop()
-        assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
-
-    def create(self, name, mode):
-        body = {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
-                "metadata": {"name": name, "namespace": "default"},
-                "spec": {"mode": mode, "data": {"k": name}}}
-        self.host.kubectl("apply", "-f", "-", input_text=json.dumps(body), check=True)
+class HostStatusTest(host_fixture.ChaosHostTest):
+    OPERATOR = OPERATOR
 
     def chaos(self, name):
         result = self.host.kubectl("get", "-o", "json", "chaos", name)

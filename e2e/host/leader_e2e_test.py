@@ -154,18 +154,8 @@ class LeaderElectionTest(host_fixture.ChaosServerTest):
         return body.get("data", {}).get("value") if status == 200 else None
 
     def records(self):
-        """The chaos log of this test's namespace: [(key, what, host)]."""
-        path = os.path.join(self.dir, "log")
-        if not os.path.exists(path):
-            return []
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        out = []
-        for line in lines:
-            fields = line.split(" ")
-            if len(fields) >= 4 and fields[0].startswith(self.namespace + "/"):
-                out.append((fields[0], fields[2], fields[3]))
-        return out
+        """The chaos log of this test's namespace: [(key, what, host)] in append order."""
+        return host_fixture.chaos_records(self.dir, self.namespace)
 
     def start_pair(self, leader_kubeconfig=None):
         """host-a leads, host-b stands by (both ready)."""

@@ -182,17 +182,7 @@ class OperatorLeaseTest(host_fixture.ChaosServerTest):
 
     def records(self):
         """The chaos log: [(key, what, host)] of both operators' namespaces."""
-        path = os.path.join(self.dir, "log")
-        if not os.path.exists(path):
-            return []
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        out = []
-        for line in lines:
-            fields = line.split(" ")
-            if len(fields) >= 4:
-                out.append((fields[0], fields[2], fields[3]))
-        return out
+        return host_fixture.chaos_records(self.dir)
 
     def hold_lease_for(self, operator, identity):
         """Creates the operator's Lease held by `identity` (long enough not to expire here)."""

@@ -131,17 +131,7 @@ class ShardingTest(host_fixture.ChaosServerTest):
 
     def records(self):
         """The chaos log of this test's namespace: [(key, what, host)] in append order."""
-        path = os.path.join(self.dir, "log")
-        if not os.path.exists(path):
-            return []
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        out = []
-        for line in lines:
-            fields = line.split(" ")
-            if len(fields) >= 4 and fields[0].startswith(self.namespace + "/"):
-                out.append((fields[0], fields[2], fields[3]))
-        return out
+        return host_fixture.chaos_records(self.dir, self.namespace)
 
     def check_exclusive(self, records):
         """No key started on a host while another host (or the same) was running it."""
