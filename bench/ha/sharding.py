@@ -63,22 +63,10 @@ def _put(api, namespace, name):
     assert status in (200, 201), status
 
 
-def _lines(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().splitlines()
-    except FileNotFoundError:
-        return []
-
-
-def _reconciled(path, namespace, skip=0):
-    """Distinct keys of `namespace` with an "end" record (after the first `skip` lines)."""
-    keys = set()
-    for line in _lines(path)[skip:]:
-        fields = line.split(" ")
-        if len(fields) >= 4 and fields[2] == "end" and fields[0].startswith(namespace + "/"):
-            keys.add(fields[0])
-    return keys
+def _reconciled(directory, namespace, skip=0):
+    """Distinct keys of `namespace` with an "end" record (after its first `skip` records)."""
+    return {key for key, what, _ in host_fixture.chaos_records(directory, namespace)[skip:]
+            if what == "end"}
 
 
 def _owned(host):
@@ -96,30 +84,30 @@ def _owned(host):
     return owned, (len(ring.get("members") or []), settled)
 
 
-def _quiet(path, quiet_for=1.0, limit=60.0):
-    """The record log's line count once it has not grown for `quiet_for` seconds."""
+def _quiet(directory, namespace, quiet_for=1.0, limit=60.0):
+    """How many records `namespace` has once the log has not grown for `quiet_for` seconds."""
     deadline = time.monotonic() + limit
-    count, since = len(_lines(path)), time.monotonic()
+    count, since = len(host_fixture.chaos_records(directory, namespace)), time.monotonic()
     while time.monotonic() - since < quiet_for:
         assert time.monotonic() < deadline, "the hosts never went quiet"
         time.sleep(0.1)
-        now = len(_lines(path))
+        now = len(host_fixture.chaos_records(directory, namespace))
         if now != count:
             count, since = now, time.monotonic()
     return count
 
 
-def _steady_round(api, namespace, log):
+def _steady_round(api, namespace, directory):
     """Reconciles/s when every object's child goes at once (one deletecollection of the
     ConfigMaps the objects own: one request, so the client is not what is measured), the ring
     settled and the hosts quiet. Each owner reconciles its object and applies the child again."""
-    skip = _quiet(log)
+    skip = _quiet(directory, namespace)
     start = time.monotonic()
     status, body = api.request("DELETE", "/api/v1/namespaces/%s/configmaps?labelSelector=chaos"
                                "%%3Dchild" % namespace)
     assert status == 200, (status, body)
     deadline = start + 300
-    while len(_reconciled(log, namespace, skip)) < OBJECTS:
+    while len(_reconciled(directory, namespace, skip)) < OBJECTS:
         assert time.monotonic() < deadline, "not every object was reconciled after its change"
         time.sleep(0.01)
     return OBJECTS / (time.monotonic() - start)
@@ -134,7 +122,6 @@ def run(bench, count):
     for i in range(OBJECTS):
         _put(api, namespace, "s%04d" % i)
     directory = tempfile.mkdtemp(prefix=namespace + "-", dir=os.environ["TEST_TMPDIR"])
-    log = os.path.join(directory, "log")
     hosts = [None] * count
     errors = []
 
@@ -159,7 +146,7 @@ def run(bench, count):
         deadline = time.monotonic() + 300
         while True:
             assert time.monotonic() < deadline, "not every object was reconciled"
-            done = _reconciled(log, namespace)
+            done = _reconciled(directory, namespace)
             if done and first is None:
                 first = time.monotonic()
             if len(done) >= OBJECTS:
@@ -184,7 +171,7 @@ def run(bench, count):
                 break
             assert time.monotonic() < deadline, "the ring never settled: %s" % states
             time.sleep(0.1)
-        steady = _steady_round(api, namespace, log)
+        steady = _steady_round(api, namespace, directory)
         return OBJECTS / took, steady, share
     finally:
         for t in threads:
