@@ -160,8 +160,8 @@ thread_local void* current_connection = nullptr;
 
 // One thread per connection: watches hold their connection for minutes, so a fixed pool would
 // starve. The connection table bounds how many there are. shutdown() (httplib calls it once the
-// accept loop has ended) closes every connection and waits for their threads; StopListening
-// drained them before.
+// accept loop has ended) lets the requests being served finish (bounded), closes every
+// connection and waits for their threads.
 class ConnectionServer::ThreadPerConnection : public httplib::TaskQueue {
  public:
   explicit ThreadPerConnection(ConnectionServer* server) : server_(server) {}
@@ -189,7 +189,7 @@ class ConnectionServer::ThreadPerConnection : public httplib::TaskQueue {
   }
 
   void shutdown() override {
-    server_->CloseAll();
+    server_->DrainThenCloseAll();
     common::MutexLock lock(&mu_);
     while (active_ > 0) cv_.Wait(&mu_);
   }
@@ -286,9 +286,6 @@ absl::StatusOr<int> ConnectionServer::Listen(const std::string& bind, int port, 
 }
 
 void ConnectionServer::StopListening() {
-  // Drained while the listening socket is still open: httplib ends a streamed (chunked) answer
-  // without its last chunk as soon as stop() has run, so a LIST being streamed would be cut.
-  Drain();
   stop();
   if (listener_.joinable()) listener_.join();
 }
@@ -304,7 +301,6 @@ absl::Status ConnectionServer::SetBacklog(int backlog) {
 
 bool ConnectionServer::BeginRequest(Connection* c) {
   common::MutexLock lock(&mu_);
-  if (closing_) ShutDownLocked(c);  // draining: no new request on a kept-alive connection
   if (c->shut) return false;
   c->busy = true;
   return true;
@@ -322,28 +318,32 @@ size_t ConnectionServer::BusyLocked() const {
   return busy;
 }
 
-void ConnectionServer::Drain() {
-  common::MutexLock lock(&mu_);
-  if (closing_) return;  // drained (or closed) before
-  // From now on a new connection is closed at once (Register) and so is a kept-alive one when
-  // its next request starts (BeginRequest): HTTP clients retry an idempotent request on a
-  // connection closed before any answer.
-  closing_ = true;
-  for (Connection* c : open_) {
-    if (!c->busy) ShutDownLocked(c);
+void ConnectionServer::DrainThenCloseAll() {
+  {
+    common::MutexLock lock(&mu_);
+    closing_ = true;
+    // An idle keep-alive connection has no request to finish. (A request whose first bytes
+    // arrive just now finds its connection shut in BeginRequest; the client sees the connection
+    // closed before any answer, which HTTP clients retry for idempotent requests.)
+    for (Connection* c : open_) {
+      if (!c->busy) ShutDownLocked(c);
+    }
+    cv_.SignalAll();
+    // A busy connection leaves its keep-alive loop after this request (the listener is gone),
+    // so waiting for none to be busy is waiting for the answers to be written.
+    const absl::Time deadline = absl::Now() + limits_.shutdown_grace;
+    while (BusyLocked() > 0) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    if (const size_t cut = BusyLocked(); cut > 0) {
+      // Once per stop: their clients see a connection closed mid-request.
+      common::LogWarning("stopping: requests still running after the shutdown grace are cut",
+                         {{"server", limits_.name},
+                          {"requests", cut},
+                          {"grace", absl::FormatDuration(limits_.shutdown_grace)}});
+    }
   }
-  cv_.SignalAll();
-  const absl::Time deadline = absl::Now() + limits_.shutdown_grace;
-  while (BusyLocked() > 0) {
-    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
-  }
-  if (const size_t cut = BusyLocked(); cut > 0) {
-    // Once per stop: their clients see a connection closed mid-request.
-    common::LogWarning("stopping: requests still running after the shutdown grace are cut",
-                       {{"server", limits_.name},
-                        {"requests", cut},
-                        {"grace", absl::FormatDuration(limits_.shutdown_grace)}});
-  }
+  CloseAll();
 }
 
 void ConnectionServer::CloseAll() {

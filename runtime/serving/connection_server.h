@@ -142,10 +142,9 @@ class ConnectionServer : public httplib::Server {
   // false when the server is stopping and has already closed `c` as idle.
   bool BeginRequest(Connection* c);
   void EndRequest(Connection* c);
-  // The graceful part of stopping (before stop()): refuses new connections and requests,
-  // closes idle connections, waits up to shutdown_grace for busy ones to finish their request
-  // and logs how many did not. Idempotent.
-  void Drain();
+  // The graceful part of stopping (after stop()): closes idle connections, waits up to
+  // shutdown_grace for busy ones to finish their request, then CloseAll().
+  void DrainThenCloseAll();
   // Connections in the middle of a request (and not shut down).
   size_t BusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shuts the connection's socket down (its thread sees EOF and ends).

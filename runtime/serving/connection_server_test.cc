@@ -297,36 +297,6 @@ TEST(ConnectionServerTest, StoppingLetsTheRequestBeingAnsweredFinish) {
   close(busy);
 }
 
-// The same for a streamed (chunked) answer, such as a LIST streamed in chunks: it ends with its
-// last chunk (httplib stops streaming once the listening socket is closed, so the server drains
-// before it closes it).
-TEST(ConnectionServerTest, StoppingLetsAStreamedAnswerFinish) {
-  Running running(ConnectionLimits{});
-  std::atomic<bool> entered{false};
-  running.server().Get("/chunks", [&](const httplib::Request&, httplib::Response& res) {
-    entered = true;
-    auto sent = std::make_shared<int>(0);
-    res.set_chunked_content_provider("text/plain", [sent](size_t, httplib::DataSink& sink) {
-      if (*sent == 5) {
-        sink.done();
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(60));
-      const std::string chunk = "part" + std::to_string((*sent)++);
-      return sink.write(chunk.data(), chunk.size());
-    });
-  });
-  const int fd = Connect(running.port());
-  const std::string req = "GET /chunks HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
-  ASSERT_TRUE(Eventually([&] { return entered.load(); }));
-  running.server().StopListening();
-  const std::string answer = ReadToEnd(fd);
-  EXPECT_NE(answer.find("part4"), std::string::npos) << answer;
-  EXPECT_NE(answer.find("\r\n0\r\n\r\n"), std::string::npos) << "no last chunk:\n" << answer;
-  close(fd);
-}
-
 // A request that does not finish within shutdown_grace has its connection cut: stopping is
 // bounded.
 TEST(ConnectionServerTest, StoppingCutsARequestPastTheGrace) {
