@@ -312,10 +312,11 @@ void ConnectionServer::EndRequest(Connection* c) {
   if (closing_) cv_.SignalAll();
 }
 
-size_t ConnectionServer::BusyLocked() const {
-  size_t busy = 0;
-  for (const Connection* c : open_) busy += c->busy && !c->shut ? 1 : 0;
-  return busy;
+bool ConnectionServer::AnyBusyLocked() const {
+  for (const Connection* c : open_) {
+    if (c->busy && !c->shut) return true;
+  }
+  return false;
 }
 
 void ConnectionServer::DrainThenCloseAll() {
@@ -332,15 +333,8 @@ void ConnectionServer::DrainThenCloseAll() {
     // A busy connection leaves its keep-alive loop after this request (the listener is gone),
     // so waiting for none to be busy is waiting for the answers to be written.
     const absl::Time deadline = absl::Now() + limits_.shutdown_grace;
-    while (BusyLocked() > 0) {
+    while (AnyBusyLocked()) {
       if (cv_.WaitWithDeadline(&mu_, deadline)) break;
-    }
-    if (const size_t cut = BusyLocked(); cut > 0) {
-      // Once per stop: their clients see a connection closed mid-request.
-      common::LogWarning("stopping: requests still running after the shutdown grace are cut",
-                         {{"server", limits_.name},
-                          {"requests", cut},
-                          {"grace", absl::FormatDuration(limits_.shutdown_grace)}});
     }
   }
   CloseAll();

@@ -145,8 +145,7 @@ class ConnectionServer : public httplib::Server {
   // The graceful part of stopping (after stop()): closes idle connections, waits up to
   // shutdown_grace for busy ones to finish their request, then CloseAll().
   void DrainThenCloseAll();
-  // Connections in the middle of a request (and not shut down).
-  size_t BusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyBusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shuts the connection's socket down (its thread sees EOF and ends).
   void ShutDownLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watchdog();

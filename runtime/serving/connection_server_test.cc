@@ -12,15 +12,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/common/logging.h"
 
 namespace ctrlhost::serving {
 namespace {
@@ -325,44 +322,6 @@ TEST(ConnectionServerTest, StoppingCutsARequestPastTheGrace) {
   release = true;
   stopper.join();
   close(fd);
-}
-
-// A handler still running when the grace ends: its connection is cut (stopping stays bounded,
-// httplib ends only streamed answers by itself) and the log says how many requests were cut.
-TEST(ConnectionServerTest, StoppingLogsTheRequestsItCuts) {
-  std::mutex log_mu;
-  std::string log;  // guarded by log_mu
-  common::SetLogSink([&](absl::string_view line) {
-    std::lock_guard<std::mutex> lock(log_mu);
-    absl::StrAppend(&log, line, "\n");
-  });
-  ConnectionLimits limits;
-  limits.shutdown_grace = absl::Milliseconds(200);
-  {
-    Running running(limits);
-    std::atomic<bool> entered{false};
-    std::atomic<bool> release{false};
-    running.server().Get("/busy", [&](const httplib::Request&, httplib::Response& res) {
-      entered = true;
-      for (int i = 0; i < 1000 && !release.load(); ++i) {  // at most 10 s
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      res.set_content("late", "text/plain");
-    });
-    const int fd = Connect(running.port());
-    const std::string req = "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n";
-    ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
-    ASSERT_TRUE(Eventually([&] { return entered.load(); }));
-    std::thread stopper([&] { running.server().StopListening(); });
-    EXPECT_EQ(ReadToEnd(fd), "") << "the connection is cut before any answer";
-    release = true;
-    stopper.join();
-    close(fd);
-  }
-  common::SetLogSink(nullptr);
-  std::lock_guard<std::mutex> lock(log_mu);
-  EXPECT_THAT(log, ::testing::HasSubstr("requests still running after the shutdown grace are cut"));
-  EXPECT_THAT(log, ::testing::HasSubstr("requests=1"));
 }
 
 }  // namespace
