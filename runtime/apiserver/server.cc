@@ -28,6 +28,7 @@
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/paths.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/serving/connection_server.h"
@@ -204,10 +205,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   // A database file reaching the process's file size limit (RLIMIT_FSIZE) must fail the write
   // with EFBIG, answered 429 like a full disk (storage/sqlite.cc), not kill the whole server.
   signal(SIGXFSZ, SIG_IGN);
-  if (mkdir(options.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create data directory ",
-                                                    options.data_dir, ": ", std::strerror(errno)));
-  }
+  RETURN_IF_ERROR(common::CreatePrivateDirectory(options.data_dir));
   RETURN_IF_ERROR(CheckStateMatchesCredentials(options.data_dir));
   StoreOptions so;
   so.path = options.data_dir + "/state.db";

@@ -34,7 +34,9 @@ const std::regex& FloatRegex() {
   return *r;
 }
 
-nlohmann::json TypedScalar(const std::string& s) {
+// A plain scalar typed by the core schema; InvalidArgument for an integer that no JSON number
+// holds (an octal past int64; decimals past uint64 become doubles, as JSON parsers read them).
+absl::StatusOr<nlohmann::json> TypedScalar(const std::string& s) {
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
@@ -47,7 +49,16 @@ nlohmann::json TypedScalar(const std::string& s) {
     if (absl::SimpleAtod(s, &d)) return d;
   }
   if (std::regex_match(s, OctRegex())) {
-    return static_cast<int64_t>(std::stoll(s.substr(2), nullptr, 8));
+    uint64_t value = 0;
+    for (char c : s.substr(2)) {
+      if (value > (static_cast<uint64_t>(INT64_MAX) >> 3)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the octal number ", s.size() > 40 ? s.substr(0, 40) + "..." : s,
+                         " is out of range (at most 0o777777777777777777777)"));
+      }
+      value = (value << 3) | static_cast<uint64_t>(c - '0');
+    }
+    return static_cast<int64_t>(value);
   }
   if (std::regex_match(s, HexRegex())) {
     uint64_t u;
@@ -99,7 +110,13 @@ absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth, Budget
     case YAML::NodeType::Scalar:
       // "!" marks a quoted or block scalar: always a string. "?" is a plain scalar.
       if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return node.Scalar();
-      return TypedScalar(node.Scalar());
+      if (absl::StatusOr<nlohmann::json> typed = TypedScalar(node.Scalar()); typed.ok()) {
+        return *std::move(typed);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("yaml: line ", node.Mark().line + 1,
+                                                       " column ", node.Mark().column + 1, ": ",
+                                                       typed.status().message()));
+      }
     case YAML::NodeType::Sequence: {
       nlohmann::json arr = nlohmann::json::array();
       for (const YAML::Node& item : node) {
@@ -203,7 +220,10 @@ absl::Status ParseError(const YAML::Exception& e) {
 
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
-  if (!TypedScalar(s).is_string()) return true;  // would read back as null/bool/number
+  // Would read back as null/bool/number, or not at all.
+  if (absl::StatusOr<nlohmann::json> typed = TypedScalar(s); !typed.ok() || !typed->is_string()) {
+    return true;
+  }
   static const std::regex* const plain = new std::regex("^[A-Za-z0-9_./][A-Za-z0-9_./ -]*$");
   if (!std::regex_match(s, *plain)) return true;
   return s.back() == ' ' || s.find(" #") != std::string::npos;

@@ -1,5 +1,7 @@
 #include "runtime/common/yaml_json.h"
 
+#include <cstdint>
+
 #include "gtest/gtest.h"
 
 namespace ctrlhost::common {
@@ -29,6 +31,25 @@ hex: 0x1F
   EXPECT_EQ((*j)["big"], 12345678901234);
   EXPECT_EQ((*j)["neg"], -7);
   EXPECT_EQ((*j)["hex"], 31);
+}
+
+// Regression (found by the body_yaml fuzzer): an octal past int64 threw std::out_of_range out of
+// the parser, and the API server answered 500 without a reason.
+TEST(YamlJsonTest, RegressionOutOfRangeOctalIsAnErrorNamingTheLine) {
+  auto j = YamlToJson("a: 1\nb: 0o1111100000000000000000000000001\n");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(j.status().message().find("line 2"), absl::string_view::npos) << j.status();
+  EXPECT_NE(j.status().message().find("out of range"), absl::string_view::npos) << j.status();
+  auto largest = YamlToJson("a: 0o777777777777777777777\nb: 0o17\n");
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ((*largest)["a"], INT64_MAX);
+  EXPECT_EQ((*largest)["b"], 15);
+  EXPECT_FALSE(YamlToJson("a: 0o1000000000000000000000\n").ok());
+  // A string that would read as such a number is quoted on the way out, and reads back.
+  auto back = YamlToJson(JsonToYaml({{"s", "0o1111100000000000000000000000001"}}));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)["s"], "0o1111100000000000000000000000001");
 }
 
 TEST(YamlJsonTest, NestedStructuresAndBlockScalars) {

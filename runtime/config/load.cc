@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "runtime/common/paths.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/config/internal/yaml_reader.h"
@@ -763,6 +764,25 @@ absl::StatusOr<std::vector<OperatorSpec>> Finish(std::vector<OperatorSpec> ops,
   return ops;
 }
 
+// Paths in a file are relative to the host's working directory (operator_spec.h): made absolute
+// here, once, so that a plugin's working_dir cannot change what its command names and nothing
+// downstream (sandbox, plugin environment) sees a relative path.
+void MakePathsAbsolute(std::vector<OperatorSpec>& ops) {
+  for (OperatorSpec& op : ops) {
+    for (PluginSpec& plugin : op.plugins) {
+      if (auto* exec = std::get_if<ExecSpec>(&plugin.source); exec != nullptr) {
+        exec->command = common::AbsoluteCommand(exec->command);
+        exec->working_dir = common::AbsolutePath(exec->working_dir);
+      } else if (auto* endpoint = std::get_if<EndpointSpec>(&plugin.source);
+                 endpoint != nullptr && endpoint->tls.has_value()) {
+        endpoint->tls->ca_file = common::AbsolutePath(endpoint->tls->ca_file);
+        endpoint->tls->cert_file = common::AbsolutePath(endpoint->tls->cert_file);
+        endpoint->tls->key_file = common::AbsolutePath(endpoint->tls->key_file);
+      }
+    }
+  }
+}
+
 absl::Status PathError(absl::StatusCode code, const std::string& path, absl::string_view why) {
   return absl::Status(code, absl::StrCat("\"", path, "\": ", why));
 }
@@ -840,6 +860,7 @@ absl::StatusOr<std::vector<OperatorSpec>> LoadOperators(const std::string& path)
           absl::StrCat(file, ": no Operator document (the file is empty or holds only comments)"));
     }
   }
+  MakePathsAbsolute(ops);
   return Finish(std::move(ops), std::move(errors));
 }
 

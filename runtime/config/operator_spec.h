@@ -20,9 +20,10 @@
 //
 // The field reference is docs/operator-spec.md; the JSON Schema docs/operator-spec.schema.json.
 // Values here are exactly what the document says: optional fields the document leaves out stay
-// unset (std::nullopt / empty) so that the host applies its own defaults, and paths (commands,
-// TLS files, working directories) are kept as written; relative ones are relative to the host's
-// working directory, not to the file that names them (as the README's examples assume).
+// unset (std::nullopt / empty) so that the host applies its own defaults. Paths (commands with a
+// '/', TLS files, working directories) are relative to the host's working directory, not to the
+// file that names them (as the README's examples assume): LoadOperators makes them absolute;
+// ParseOperators keeps them as written.
 //
 // Plain structs: thread-compatible.
 #ifndef CTRLHOST_RUNTIME_CONFIG_OPERATOR_SPEC_H_

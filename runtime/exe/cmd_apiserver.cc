@@ -9,6 +9,7 @@
 
 #include "runtime/apiserver/server.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/paths.h"
 #include "runtime/exe/command.h"
 
 namespace ctrlhost::exe {
@@ -71,7 +72,7 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
     return UsageError(flags.command(), "--storage-sync must be full or normal", err);
   }
   apiserver::ApiServerOptions options;
-  options.data_dir = values.data_dir;
+  options.data_dir = common::AbsolutePath(values.data_dir);
   options.bind = values.bind;
   options.port = static_cast<int>(values.port);
   options.insecure_http = values.insecure_http;

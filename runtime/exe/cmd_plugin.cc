@@ -14,6 +14,7 @@
 #include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/paths.h"
 #include "runtime/common/proto_time.h"
 #include "runtime/common/utf8.h"
 #include "runtime/common/yaml_json.h"
@@ -275,6 +276,12 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   if (!endpoint.empty()) {
     if (absl::Status s = ValidateEndpoint(endpoint); !s.ok()) return usage(s.message());
   }
+  // Paths mean what they mean in this shell: the host runs in another working directory.
+  command = common::AbsoluteCommand(command);
+  working_dir = common::AbsolutePath(working_dir);
+  ca_file = common::AbsolutePath(ca_file);
+  cert_file = common::AbsolutePath(cert_file);
+  key_file = common::AbsolutePath(key_file);
   adminpb::SwapPluginRequest request;
   adminpb::PluginSource source;
   if (!command.empty()) {

@@ -21,6 +21,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
+#include "runtime/common/paths.h"
 #include "runtime/config/load.h"
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/command.h"
@@ -101,7 +102,7 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
           fs::exists(flags.kubeconfig, error) ? "not a regular file" : "no such file or directory");
     }
     if (absl::Status s = CheckReadable("--kubeconfig", flags.kubeconfig); !s.ok()) return s;
-    plan->kubeconfigs = {flags.kubeconfig};
+    plan->kubeconfigs = {common::AbsolutePath(flags.kubeconfig)};
     plan->kubeconfig_source = "--kubeconfig";
     return absl::OkStatus();
   }
@@ -118,7 +119,7 @@ absl::Status ResolveKubeconfig(const RunFlags& flags,
     std::error_code error;
     if (!fs::is_regular_file(path, error)) continue;
     if (absl::Status s = CheckReadable("$KUBECONFIG file", path); !s.ok()) return s;
-    plan->kubeconfigs.push_back(path);
+    plan->kubeconfigs.push_back(common::AbsolutePath(path));
   }
   if (plan->kubeconfigs.empty()) {
     return absl::InvalidArgumentError(
@@ -143,10 +144,11 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
   if (absl::Status s = ValidateHostPort("--metrics-addr", flags.metrics_addr, true); !s.ok()) {
     return s;
   }
-  plan.data_dir = flags.data_dir;
-  plan.admin_socket = flags.admin_socket.empty()
-                          ? (fs::path(flags.data_dir) / "admin.sock").string()
-                          : flags.admin_socket;
+  // Every path made absolute here, once: the plugin sandbox, socket addresses and the plugins'
+  // environment never see a path relative to a working directory.
+  plan.data_dir = common::AbsolutePath(flags.data_dir);
+  plan.admin_socket = flags.admin_socket.empty() ? plan.data_dir + "/admin.sock"
+                                                 : common::AbsolutePath(flags.admin_socket);
   plan.metrics_addr = flags.metrics_addr;
   if (!flags.kube_api_qps.empty()) {
     double qps = 0;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/paths.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/config/load.h"
 #include "runtime/kube/kubeconfig.h"
@@ -49,6 +50,10 @@ std::string OperatorSet(const std::vector<config::OperatorSpec>& operators) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
+  // The data dir (admin socket, plugin state, and the embedded server's database) is created
+  // here in every mode, before anything starts, so that a missing one is never an error after
+  // the plugins ran.
+  if (!options.data_dir.empty()) RETURN_IF_ERROR(common::CreatePrivateDirectory(options.data_dir));
   std::unique_ptr<Host> host(new Host());
   host->leader_blocks_at_start_ = LeaderElectionBlocks(options.operators);
   {

@@ -16,6 +16,7 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/paths.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/counting_dispatcher.h"
@@ -33,13 +34,6 @@ namespace ctrlhost::manager {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string AbsolutePath(const std::string& path) {
-  std::error_code error;
-  fs::path absolute = fs::absolute(fs::path(path), error);
-  if (error) absolute = fs::path(path);
-  return absolute.lexically_normal().string();
-}
 
 // A new directory for this run's plugin sockets: under $XDG_RUNTIME_DIR when that is a short
 // absolute path (socket addresses hold 107 bytes), else /tmp; "ctrlhost-" and 64 random bits.
@@ -100,7 +94,7 @@ plugin::SupervisorOptions SupervisorOptionsFor(const ManagerOptions& options,
   so.sandbox.gid = options.plugin_gid;
   so.sandbox.landlock = options.plugin_landlock;
   so.sandbox.hidden_paths = options.plugin_hidden_paths;
-  so.sandbox.hidden_paths.push_back(AbsolutePath(options.data_dir));
+  so.sandbox.hidden_paths.push_back(common::AbsolutePath(options.data_dir));
   so.handshake.host_version = options.host_version;
   if (spec.startup_timeout.has_value()) so.handshake.deadline = *spec.startup_timeout;
   if (spec.max_in_flight.has_value()) {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <utility>
 
@@ -130,7 +131,17 @@ absl::StatusOr<LandlockRuleset> LandlockRuleset::Build(const SandboxSpec& spec) 
     }
     hidden.insert(Canonical(path));
   }
-  std::set<std::string> on_the_way;  // proper ancestors of hidden paths
+  // A hidden path inside another one is hidden with it: drop it, so that a hidden directory is
+  // never taken for a directory "on the way" to a path below it, whose other entries would then
+  // be allowed (the data dir holding the admin socket was readable that way).
+  for (auto it = hidden.begin(); it != hidden.end();) {
+    const std::vector<std::string> ancestors = Ancestors(*it);
+    const bool covered = std::any_of(ancestors.begin(), ancestors.end(), [&](const std::string& a) {
+      return a != *it && hidden.count(a) != 0;
+    });
+    it = covered ? hidden.erase(it) : std::next(it);
+  }
+  std::set<std::string> on_the_way;  // proper ancestors of hidden paths, none of them hidden
   for (const std::string& path : hidden) {
     for (std::string& a : Ancestors(path)) on_the_way.insert(std::move(a));
   }

@@ -85,6 +85,37 @@ TEST(SandboxTest, LandlockHidesPathsFromTheSameUser) {
   std::filesystem::remove_all(root);
 }
 
+// Regression: a hidden directory that also holds another hidden path (the data dir holding the
+// admin socket) was taken for a directory on the way to it, and its other entries were allowed.
+TEST(SandboxTest, AHiddenDirectoryStaysHiddenWhateverIsHiddenBelowIt) {
+  if (LandlockAbi() == 0) GTEST_SKIP() << "the kernel has no Landlock (or it is disabled)";
+  const std::string root = TempDir();
+  const std::string data = root + "/data";
+  const std::string own = data + "/plugins/own";
+  std::filesystem::create_directories(own);
+  std::filesystem::create_directories(data + "/sub");
+  for (const char* name : {"token", "kubeconfig", "ca.key", "server.key", "state.db"}) {
+    Write(absl::StrCat(data, "/", name), "secret\n");
+  }
+  Write(data + "/sub/nested", "secret\n");
+  SandboxSpec spec;
+  spec.hidden_paths = {data + "/admin.sock", data + "/admin.sock.token", data,
+                       data + "/sub/nested"};
+  spec.allowed_paths = {own};
+  std::string script = absl::StrCat("r=", own, "/result; ");
+  for (const char* name : {"token", "kubeconfig", "ca.key", "server.key", "state.db",
+                           "sub/nested"}) {
+    absl::StrAppend(&script, "cat ", data, "/", name, " >/dev/null 2>&1 && echo read-", name,
+                    " >>$r; ");
+  }
+  absl::StrAppend(&script, "ls ", data, " >/dev/null 2>&1 && echo list >>$r; ", "ls ", data,
+                  "/sub >/dev/null 2>&1 && echo list-sub >>$r; ", "echo x > ", own,
+                  "/mine && echo wrote-own >>$r");
+  EXPECT_EQ(RunShell(script, spec), 0);
+  EXPECT_EQ(ReadAll(own + "/result"), "wrote-own\n");
+  std::filesystem::remove_all(root);
+}
+
 TEST(SandboxTest, LandlockRulesetCountsEntriesBesideTheWay) {
   if (LandlockAbi() == 0) GTEST_SKIP() << "the kernel has no Landlock (or it is disabled)";
   SandboxSpec spec;
