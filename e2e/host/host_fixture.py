@@ -62,12 +62,14 @@ class Host(apiserver_fixture.OwnedProcess):
 
     @classmethod
     def start(cls, operator_yaml, data_dir=None, extra_args=(), env=None, kubeconfig=None,
-              wait_ready=True):
+              wait_ready=True, default_admin_socket=False):
         """Writes `operator_yaml` to a file, starts the host and waits until it is ready.
 
         With `kubeconfig`, the host works against that cluster instead of its embedded API
         server. With wait_ready=False it returns once the host printed its metrics address
-        (e.g. while the API server it needs is down)."""
+        (e.g. while the API server it needs is down). With default_admin_socket the host
+        gets no --admin-socket and uses its default, DATA_DIR/admin.sock (`data_dir` must then
+        be short: a Unix socket address holds 107 bytes)."""
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="host-", dir=apiserver_fixture.temp_root())
         operator_path = os.path.join(data_dir, "operator.yaml")
@@ -75,8 +77,13 @@ class Host(apiserver_fixture.OwnedProcess):
             f.write(operator_yaml)
         log_path = data_dir + ".log"
         # The admin socket needs a short path (a Unix socket address holds 107 bytes).
-        admin_dir = tempfile.mkdtemp(prefix="ctrlhost-admin-", dir="/tmp")
-        admin_socket = os.path.join(admin_dir, "admin.sock")
+        if default_admin_socket:
+            admin_socket = os.path.join(data_dir, "admin.sock")
+            admin_args = []
+        else:
+            admin_dir = tempfile.mkdtemp(prefix="ctrlhost-admin-", dir="/tmp")
+            admin_socket = os.path.join(admin_dir, "admin.sock")
+            admin_args = ["--admin-socket", admin_socket]
         log_file = open(log_path, "ab")
         process_env = dict(os.environ)
         process_env.pop("KUBECONFIG", None)
@@ -89,7 +96,7 @@ class Host(apiserver_fixture.OwnedProcess):
         process = subprocess.Popen(
             [apiserver_fixture.binary_path(), "run", "-f", operator_path, "--data-dir", data_dir,
              *server_args, "--metrics-addr", "127.0.0.1:0",
-             "--admin-socket", admin_socket, *extra_args],
+             *admin_args, *extra_args],
             stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=process_env)
         log_file.close()
         placeholder = cls.__new__(cls)

@@ -64,6 +64,9 @@ def attempt_connect(name, path):
         s.close()
 
 token = attempt_read("read_token", os.path.join(hints["data_dir"], "token"))
+# Every file the data dir holds (the test lists it for the attacker, who cannot list it).
+for name in hints["data_files"]:
+    attempt_read("read_data_file:" + name, os.path.join(hints["data_dir"], name))
 attempt_read("read_kubeconfig", hints["kubeconfig"])
 attempt_list("list_data_dir", hints["data_dir"])
 attempt_list("list_socket_dir", hints["socket_dir"])
@@ -165,7 +168,7 @@ SOCKETS = ["admin_socket", "other_plugin_socket"]
 
 class MaliciousPluginTest(unittest.TestCase):
 
-    def run_attack(self, plugin_user):
+    def run_attack(self, plugin_user, admin_socket_in_data_dir=False):
         # Everything the plugins run from is in a directory any uid can read (Bazel's output
         # tree is not); it exists before the host starts.
         work = tempfile.mkdtemp(prefix="attack-", dir="/tmp")
@@ -183,11 +186,19 @@ class MaliciousPluginTest(unittest.TestCase):
         os.chmod(chaos_dir, 0o777 | stat.S_ISVTX)
         hints = os.path.join(work, "hints")
         name = "evil" + plugin_user[:4]
+        extra = {}
+        if admin_socket_in_data_dir:
+            # The default layout: the admin socket (and its token) inside the data dir, so the
+            # data dir is both hidden and the way to other hidden paths. A short path for the
+            # socket address.
+            extra = {"default_admin_socket": True,
+                     "data_dir": tempfile.mkdtemp(prefix="attack-data-", dir="/tmp")}
+            self.addCleanup(shutil.rmtree, extra["data_dir"], True)
         host = host_fixture.start_host(
             OPERATOR.format(name=name, victim=victim, chaos_dir=chaos_dir, attacker=attacker,
                             hints=hints),
             extra_args=["--plugin-user", plugin_user], wait_ready=False,
-            env={"CTRLHOST_E2E_SECRET_TOKEN": HOST_SECRET})
+            env={"CTRLHOST_E2E_SECRET_TOKEN": HOST_SECRET}, **extra)
         self.addCleanup(host.stop)
         host.kubectl("apply", "-f", host_fixture.runfile("e2e/host/chaos/crd.yaml"), check=True)
         socket_dir = host.wait_for(
@@ -202,7 +213,10 @@ class MaliciousPluginTest(unittest.TestCase):
         hint_data = {"data_dir": os.path.abspath(host.data_dir), "kubeconfig": host.kubeconfig,
                      "admin_socket": host.admin_socket, "socket_dir": socket_dir,
                      "victim_socket": victim_socket, "host_pid": host.process.pid,
-                     "api_url": host.url, "host_secret": HOST_SECRET}
+                     "api_url": host.url, "host_secret": HOST_SECRET,
+                     "data_files": sorted(f for f in os.listdir(host.data_dir)
+                                          if os.path.isfile(os.path.join(host.data_dir, f)))}
+        self.data_files = hint_data["data_files"]
         with open(hints + ".tmp", "w") as f:
             json.dump(hint_data, f)
         os.chmod(hints + ".tmp", 0o644)
@@ -237,15 +251,30 @@ class MaliciousPluginTest(unittest.TestCase):
             self.skipTest("not root: the host cannot run plugins under other uids here (the "
                           "Landlock part is test_plugins_under_the_hosts_uid)")
         results = self.run_attack("auto")
-        self.assert_blocked(results, ALWAYS_BLOCKED + SOCKETS)
+        self.assert_blocked(results, ALWAYS_BLOCKED + SOCKETS + self.data_file_attacks())
 
     def test_plugins_under_the_hosts_uid(self):
         if not landlock_available():
             self.skipTest("the kernel has no Landlock: under the host's uid nothing hides files")
         results = self.run_attack("host")
-        self.assert_blocked(results, ALWAYS_BLOCKED)
+        self.assert_blocked(results, ALWAYS_BLOCKED + self.data_file_attacks())
         for attack in SOCKETS:  # reported, see the module comment
             print("same uid:", attack, results.get(attack))
+
+    def test_plugins_under_the_hosts_uid_admin_socket_in_data_dir(self):
+        """Regression: with the admin socket inside the data dir (the default), Landlock took
+        the data dir for a directory on the way to the socket and allowed every other entry of
+        it: a plugin read the token, kubeconfig, keys and database."""
+        if not landlock_available():
+            self.skipTest("the kernel has no Landlock: under the host's uid nothing hides files")
+        results = self.run_attack("host", admin_socket_in_data_dir=True)
+        attacks = self.data_file_attacks()
+        self.assertIn("read_data_file:token" if not host_fixture.real_kube()
+                      else "read_data_file:admin.sock.token", attacks)
+        self.assert_blocked(results, ALWAYS_BLOCKED + attacks)
+
+    def data_file_attacks(self):
+        return ["read_data_file:" + name for name in self.data_files]
 
 
 def landlock_available():

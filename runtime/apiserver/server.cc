@@ -262,42 +262,42 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   http.set_write_timeout(30);
   Impl* raw = impl.get();
   const size_t body_limit = options.max_body_bytes;
-  http.set_pre_routing_handler(
-      [raw, body_limit](const httplib::Request& req, httplib::Response& res) {
-        if (!raw->token.empty() && !IsPublicPath(req.path)) {
-          const std::string auth = req.get_header_value("Authorization");
-          if (auth != "Bearer " + raw->token) {
-            SendStatus(res, kube::UnauthorizedError("Unauthorized"));
-            res.set_header("Connection", "close");
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          serving::ConnectionServer::MarkAuthenticated();
-        }
-        if (!raw->AdmitInflight(req, res)) return httplib::Server::HandlerResponse::Handled;
-        // Before any byte of the body is read: httplib would try to skip a declared length past
-        // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
-        // timeout (issue 14). A length up to 64 MiB is still read and dropped by httplib, so a
-        // client that sends a body somewhat too large gets its 413 rather than a broken pipe.
-        if (req.has_header("Content-Length")) {
-          const std::string value = req.get_header_value("Content-Length");
-          uint64_t length = 0;
-          if (value.empty() || value[0] == '-' || value[0] == '+' ||
-              !absl::SimpleAtoi(value, &length)) {
-            SendStatus(res, kube::BadRequestError(absl::StrCat("invalid Content-Length "
-                                                               ", absl::CHexEscape(value), "
-                                                               "")));
-            res.set_header("Connection", "close");
-            return httplib::Server::HandlerResponse::Handled;
-          }
-          if (length > std::max<uint64_t>(body_limit, 64 << 20)) {
-            SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
-                                "the request body is larger than ", body_limit, " bytes")));
-            res.set_header("Connection", "close");
-            return httplib::Server::HandlerResponse::Handled;
-          }
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
+  http.set_pre_routing_handler([raw, body_limit](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    if (!raw->token.empty() && !IsPublicPath(req.path)) {
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth != "Bearer " + raw->token) {
+        SendStatus(res, kube::UnauthorizedError("Unauthorized"));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      serving::ConnectionServer::MarkAuthenticated();
+    }
+    if (!raw->AdmitInflight(req, res)) return httplib::Server::HandlerResponse::Handled;
+    // Before any byte of the body is read: httplib would try to skip a declared length past
+    // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
+    // timeout (issue 14). A length up to 64 MiB is still read and dropped by httplib, so a
+    // client that sends a body somewhat too large gets its 413 rather than a broken pipe.
+    if (req.has_header("Content-Length")) {
+      const std::string value = req.get_header_value("Content-Length");
+      uint64_t length = 0;
+      if (value.empty() || value[0] == '-' || value[0] == '+' ||
+          !absl::SimpleAtoi(value, &length)) {
+        SendStatus(res, kube::BadRequestError(absl::StrCat("invalid Content-Length \"",
+                                                           absl::CHexEscape(value.substr(0, 64)),
+                                                           "\": not a length in bytes")));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (length > std::max<uint64_t>(body_limit, 64 << 20)) {
+        SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
+                            "the request body is larger than ", body_limit, " bytes")));
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   auto serve = [raw](const httplib::Request& req, httplib::Response& res) {
     raw->Serve(req, req.body, res);
   };

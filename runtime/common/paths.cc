@@ -38,16 +38,16 @@ absl::Status CreatePrivateDirectory(const std::string& path) {
     const std::string prefix = pos == std::string::npos ? absolute : absolute.substr(0, pos);
     if (mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
       const int err = errno;
-      const std::string why = absl::StrCat("cannot create the directory ", prefix, ": ",
-                                           strerror(err));
+      const std::string why =
+          absl::StrCat("cannot create the directory ", prefix, ": ", strerror(err));
       return err == EACCES || err == EPERM || err == EROFS ? absl::PermissionDeniedError(why)
                                                            : absl::FailedPreconditionError(why);
     }
     struct stat st;
     if (stat(prefix.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create the directory ", absolute, ": ", prefix,
-                       " exists and is not a directory"));
+      return absl::FailedPreconditionError(absl::StrCat("cannot create the directory ", absolute,
+                                                        ": ", prefix,
+                                                        " exists and is not a directory"));
     }
     if (pos == std::string::npos) break;
   }

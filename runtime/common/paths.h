@@ -3,8 +3,9 @@
 // directory, the environment handed to plugins) ever sees a relative path whose meaning depends
 // on the working directory of whoever reads it.
 //
-//   plan.data_dir = common::AbsolutePath(flags.data_dir);        // ".ctrlhost" -> "/home/u/.ctrlhost"
-//   exec.command = common::AbsoluteCommand(exec.command);         // "webapp" stays (looked up in PATH)
+//   plan.data_dir = common::AbsolutePath(flags.data_dir);        // ".ctrlhost" ->
+//   "/home/u/.ctrlhost" exec.command = common::AbsoluteCommand(exec.command);         // "webapp"
+//   stays (looked up in PATH)
 //
 // Thread-safe: pure functions of their argument and the process's working directory.
 #ifndef CTRLHOST_RUNTIME_COMMON_PATHS_H_

@@ -52,8 +52,8 @@ const std::vector<absl::string_view>& SpecFields() {
 }
 const std::vector<absl::string_view>& PluginFields() {
   static const auto* const v = new std::vector<absl::string_view>{
-      "name",           "exec",        "endpoint",      "startupTimeout",   "shutdownGracePeriod",
-      "requestTimeout", "maxInFlight", "maxCacheBytes", "notServingTimeout"};
+      "name",           "exec",        "endpoint",      "startupTimeout",    "shutdownGracePeriod",
+      "requestTimeout", "maxInFlight", "maxCacheBytes", "notServingTimeout", "maxControllers"};
   return *v;
 }
 const std::vector<absl::string_view>& ExecFields() {
@@ -120,6 +120,7 @@ const std::vector<absl::string_view>& RateLimitFields() {
 }
 
 constexpr int64_t kMaxCount = 1 << 20;  // bound for counts (in-flight, concurrency, burst)
+constexpr int64_t kMaxControllersPerPlugin = 10000;
 constexpr int64_t kMaxCacheBytes = int64_t{1} << 50;  // 1 PiB: any real cap fits
 
 // The field of `fields` called `name`, or an undefined node.
@@ -308,6 +309,10 @@ std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
   if (auto n =
           r.Int(Get(fields, "maxCacheBytes"), Join(path, "maxCacheBytes"), 1, kMaxCacheBytes)) {
     plugin.max_cache_bytes = *n;
+  }
+  if (auto n = r.Int(Get(fields, "maxControllers"), Join(path, "maxControllers"), 1,
+                     kMaxControllersPerPlugin)) {
+    plugin.max_controllers = static_cast<int>(*n);
   }
   return plugin;
 }

@@ -26,7 +26,7 @@ bool PluginSpec::operator==(const PluginSpec& o) const {
   return name == o.name && source == o.source && startup_timeout == o.startup_timeout &&
          shutdown_grace_period == o.shutdown_grace_period && request_timeout == o.request_timeout &&
          max_in_flight == o.max_in_flight && max_cache_bytes == o.max_cache_bytes &&
-         not_serving_timeout == o.not_serving_timeout;
+         max_controllers == o.max_controllers && not_serving_timeout == o.not_serving_timeout;
 }
 
 bool ControllerSpec::operator==(const ControllerSpec& o) const {

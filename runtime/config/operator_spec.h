@@ -96,7 +96,10 @@ struct PluginSpec {
   // Cap on the heap of the caches this plugin's controllers read (each cache once, shared ones
   // in full); over it, the host stops the plugin's controllers (manager::Manager).
   std::optional<int64_t> max_cache_bytes;  // >= 1
-  SourceLocation location;                 // of the list item
+  // How many controllers the plugin's Describe may declare (plugin::DescribeLimits); unset:
+  // the host's default (100).
+  std::optional<int> max_controllers;  // 1 .. 10000
+  SourceLocation location;             // of the list item
 
   const ExecSpec* exec() const { return std::get_if<ExecSpec>(&source); }
   const EndpointSpec* endpoint() const { return std::get_if<EndpointSpec>(&source); }

@@ -1,6 +1,7 @@
 #include "runtime/controller/runner.h"
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -178,13 +179,31 @@ Runner::~Runner() {
   for (std::thread& t : workers) t.join();
 }
 
-void Runner::Start() {
+absl::Status Runner::Start() {
   common::MutexLock lock(&mu_);
-  if (started_ || shut_down_) return;
+  if (started_ || shut_down_) return absl::OkStatus();
   started_ = true;
   const int n = std::max(1, options_.max_concurrent_reconciles);
-  running_workers_ = n;
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < n; ++i) {
+    // The system may refuse a thread (RLIMIT_NPROC, memory, pid limit): that is this
+    // controller's error, never std::terminate for the whole host.
+    try {
+      workers_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error& e) {
+      if (i == 0) {
+        started_ = false;
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "controller ", info_->name, ": cannot start a reconcile worker thread: ", e.what()));
+      }
+      common::LogWarning(
+          "controller runs with fewer reconcile workers than asked: the system "
+          "refused a thread",
+          {{"controller", info_->name}, {"workers", i}, {"asked", n}, {"error", e.what()}});
+      break;
+    }
+    ++running_workers_;
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {

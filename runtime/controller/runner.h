@@ -118,6 +118,9 @@ struct RunnerOptions {
   // missing RBAC rule is usually added while the host runs, and the key should see it within
   // seconds, not after the exponential backoff has grown to minutes.
   absl::Duration access_denied_max_backoff = absl::Seconds(10);
+  // The shortest requeue_after a plugin's answer gets: a shorter one (1 ns, say) is raised to
+  // it, so that a plugin cannot make one key spin (docs/protocol.md, requeue_after).
+  absl::Duration min_requeue_after = absl::Milliseconds(100);
   common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
 };
 
@@ -163,7 +166,9 @@ class Runner {
   const std::string& name() const { return info_->name; }
 
   // Starts the workers. Events may be handled before Start: their keys wait in the queue.
-  void Start();
+  // RESOURCE_EXHAUSTED when the system refuses every worker thread (fewer than asked: a
+  // warning, and the runner works with those).
+  absl::Status Start();
   // Stops handing out keys, waits up to `timeout` for reconciles in flight and returns the keys
   // that will never be reconciled now (logged, unless the runner was never started: a warm
   // standby's runner was not expected to run them). Idempotent (a second call returns nothing).

@@ -120,7 +120,7 @@ TEST(RunnerIntegrationTest, ReconcilesFromRealReflectors) {
   secrets.Start();
   ASSERT_TRUE(configmaps.WaitForSync(absl::Seconds(30)));
   ASSERT_TRUE(secrets.WaitForSync(absl::Seconds(30)));
-  (*runner)->Start();
+  ASSERT_TRUE((*runner)->Start().ok());
 
   auto first =
       dispatcher.WaitFor([](const pluginpb::ReconcileCall& c) { return c.name() == "web"; });

@@ -25,7 +25,7 @@ using ::testing::IsEmpty;
 TEST_F(RunnerTest, FinalizerEnsuredOnceBeforeTheFirstReconcile) {
   info_.finalizer = "example.com/cleanup";
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   auto object = WebApp("web");
   AddPrimary(object);
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -58,7 +58,7 @@ TEST_F(RunnerTest, FinalizerFailureIsRetriedWithoutDispatch) {
   info_.finalizer = "example.com/cleanup";
   Build();
   applier_.SetEnsureStatus(absl::UnavailableError("api down"));
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(applier_.ensured().size(), 1u);
@@ -71,7 +71,7 @@ TEST_F(RunnerTest, FinalizerFailureIsRetriedWithoutDispatch) {
 
 TEST_F(RunnerTest, DeletedPrimaryGetsOneRequestThenIsForgotten) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   auto object = WebApp("web");
   AddPrimary(object);
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -103,7 +103,7 @@ TEST_F(RunnerTest, DeletedPrimaryGetsOneRequestThenIsForgotten) {
 TEST_F(RunnerTest, ChildEventsMapToTheOwnerAndHonourPredicates) {
   options_.predicates.set_ignore_child_status_changes(true);
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
   ASSERT_TRUE(WaitIdle());
@@ -123,7 +123,7 @@ TEST_F(RunnerTest, ChildEventsMapToTheOwnerAndHonourPredicates) {
 
 TEST_F(RunnerTest, StatusOnlyPrimaryUpdateIsFiltered) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   auto v1 = WebApp("web", "1");
   AddPrimary(v1);
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -138,7 +138,7 @@ TEST_F(RunnerTest, StatusOnlyPrimaryUpdateIsFiltered) {
 TEST_F(RunnerTest, NamespacesFilterKeys) {
   options_.namespaces = {"other"};
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(WebApp("web"));
   EXPECT_FALSE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
   EXPECT_EQ(runner_->EnqueueAll(pluginpb::REASON_RESYNC), 0u);
@@ -160,7 +160,7 @@ TEST_F(RunnerTest, ShutdownReturnsKeysThatNeverRan) {
 TEST_F(RunnerTest, ShutdownWaitsForInFlightAndReportsLostRequeues) {
   Build();
   dispatcher_.Hold(true);
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.Script(OutcomeKind::kRetry);
   AddPrimary(WebApp("a"));
   ASSERT_TRUE(dispatcher_.WaitForHeld(1));

@@ -30,7 +30,7 @@ TEST_F(RunnerTest, BuildsTheCallFromTheCache) {
     {"apiVersion":"example.com/v1","kind":"WebApp","name":"web","uid":"uid-web","controller":true}]}})"));
   children_.Upsert(Obj(R"({"metadata":{"name":"other","namespace":"ns","ownerReferences":[
     {"apiVersion":"example.com/v1","kind":"WebApp","name":"web","uid":"uid-web"}]}})"));
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
   std::vector<pluginpb::ReconcileCall> calls = dispatcher_.calls();
@@ -72,7 +72,7 @@ TEST_F(RunnerTest, RelatedObjectsFromWatchesThatIncludeThem) {
   watch.mapping.kind = "Secret";
   watch.store = &secrets;
   Build({watch});
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
   pluginpb::ReconcileCall call = dispatcher_.calls()[0];
@@ -97,7 +97,7 @@ TEST_F(RunnerTest, MetadataOnlyKindsAndStrippedFields) {
   children_.Upsert(Obj(R"({"metadata":{"name":"c","namespace":"ns","ownerReferences":[
     {"apiVersion":"example.com/v1","kind":"WebApp","name":"web","uid":"uid-web","controller":true}]},
     "data":{"big":"x"}})"));
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(Obj(R"({"metadata":{"name":"web","namespace":"ns","uid":"uid-web",
     "annotations":{"a":"b"}},"spec":{"secret":"s","keep":1}})"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -141,7 +141,7 @@ TEST_F(RunnerTest, ConcurrencyIsCapped) {
   options_.max_concurrent_reconciles = 3;
   Build();
   dispatcher_.Hold(true);
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   for (int i = 0; i < 10; ++i) AddPrimary(WebApp(absl::StrCat("w", i)));
   ASSERT_TRUE(dispatcher_.WaitForHeld(3));
   EXPECT_EQ(runner_->Metrics().active_workers, 3);
@@ -155,7 +155,7 @@ TEST_F(RunnerTest, ConcurrencyIsCapped) {
 TEST_F(RunnerTest, NeverTwoReconcilesOfOneKey) {
   options_.max_concurrent_reconciles = 4;
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   auto object = WebApp("web");
   primaries_.Upsert(object);
   for (int i = 0; i < 500; ++i) {
@@ -169,7 +169,7 @@ TEST_F(RunnerTest, NeverTwoReconcilesOfOneKey) {
 
 TEST_F(RunnerTest, RequeueAfterRunsAgainAfterTheDelay) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.Script(OutcomeKind::kRequeueAfter, absl::Minutes(5));
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -183,9 +183,27 @@ TEST_F(RunnerTest, RequeueAfterRunsAgainAfterTheDelay) {
   EXPECT_EQ(runner_->Metrics().reconciles_for(ReconcileResult::kRequeueAfter), 1u);
 }
 
+// Regression: requeue_after of 1 ns had one key reconciled ~2,300 times a second.
+TEST_F(RunnerTest, RegressionATinyRequeueAfterIsRaisedToTheFloor) {
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  applier_.Script(OutcomeKind::kRequeueAfter, absl::Nanoseconds(1));
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().queue.delayed, 1u);
+  clock_.Advance(absl::Milliseconds(99));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), 1u);
+  EXPECT_EQ(runner_->Metrics().queue.delayed, 1u);
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_REQUEUE);
+}
+
 TEST_F(RunnerTest, RetryBacksOffAndCountsAttempts) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.Script(OutcomeKind::kRetry);
   applier_.Script(OutcomeKind::kRetry);
   AddPrimary(WebApp("web"));
@@ -216,7 +234,7 @@ TEST_F(RunnerTest, ForbiddenWritesRetryWithinTheAccessDeniedCap) {
   options_.queue.base_delay = absl::Minutes(1);  // any other failure waits a minute or more
   options_.access_denied_max_backoff = absl::Seconds(10);
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   const absl::Status forbidden = absl::PermissionDeniedError(
       "apply ConfigMap ns/web-config: configmaps \"web-config\" is forbidden: User \"op\" cannot "
       "patch resource \"configmaps\" in API group \"\" in the namespace \"ns\"");
@@ -240,7 +258,7 @@ TEST_F(RunnerTest, ForbiddenWritesRetryWithinTheAccessDeniedCap) {
 // backoff still grows underneath and a success resets it.
 TEST_F(RunnerTest, RetryAfterIsWaitedOutAndTheFailureStillCounts) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.ScriptRetry(absl::UnavailableError("quota used up"), absl::Seconds(30));
   applier_.ScriptRetry(absl::UnavailableError("quota used up"), absl::Hours(2));
   AddPrimary(WebApp("web"));
@@ -266,7 +284,7 @@ TEST_F(RunnerTest, RetryAfterIsWaitedOutAndTheFailureStillCounts) {
 
 TEST_F(RunnerTest, DispatchErrorsAreRetried) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   dispatcher_.FailNext(absl::UnavailableError("no plugin instance"));
   dispatcher_.FailNext(absl::InvalidArgumentError("malformed response"));
   AddPrimary(WebApp("web"));
@@ -285,7 +303,7 @@ TEST_F(RunnerTest, DispatchErrorsAreRetried) {
 
 TEST_F(RunnerTest, RequeueNowRunsAgainAtOnce) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.Script(OutcomeKind::kRequeueNow);
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(2));
@@ -296,7 +314,7 @@ TEST_F(RunnerTest, RequeueNowRunsAgainAtOnce) {
 
 TEST_F(RunnerTest, RepeatedConflictsBackOff) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   for (int i = 0; i < kMaxImmediateConflicts; ++i) applier_.Script(OutcomeKind::kRequeueNow);
   AddPrimary(WebApp("web"));
   // The first conflicts in a row requeue at once; the last scripted one backs off, so nothing
@@ -312,7 +330,7 @@ TEST_F(RunnerTest, RepeatedConflictsBackOff) {
 
 TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.Script(OutcomeKind::kTerminal);
   auto v1 = WebApp("web", "1", R"(,"labels":{"a":"1"})");
   AddPrimary(v1);
@@ -342,7 +360,7 @@ TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
 
 TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.Script(OutcomeKind::kTerminal);
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -358,7 +376,7 @@ TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
 // Regression (issue 13, item 10): an exception from applying a plugin's answer ended the host.
 TEST_F(RunnerTest, RegressionApplierExceptionIsTerminalNotACrash) {
   Build();
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   applier_.ScriptThrow();
   AddPrimary(WebApp("web"));
   ASSERT_TRUE(applier_.WaitForApplied(1));
@@ -411,7 +429,7 @@ TEST_F(RunnerTest, KeyGateDecidesWhichKeysRunAndWhen) {
   options_.key_gate = &gate;
   Build();
   EXPECT_TRUE(runner_->sharded());
-  runner_->Start();
+  ASSERT_TRUE(runner_->Start().ok());
   AddPrimary(WebApp("other"));  // another host's: never queued
   AddPrimary(WebApp("later"));  // ours, but waits
   AddPrimary(WebApp("mine"));

@@ -346,7 +346,10 @@ void Runner::ProcessKey(const std::string& key) {
         common::MutexLock lock(&mu_);
         reasons_.try_emplace(key, pluginpb::REASON_REQUEUE);
       }
-      Requeue(key, queue_.AddAfter(key, outcome.requeue_after));
+      // Floored: a plugin asking for 1 ns would have one key reconciled thousands of times a
+      // second (RunnerOptions::min_requeue_after).
+      Requeue(key,
+              queue_.AddAfter(key, std::max(outcome.requeue_after, options_.min_requeue_after)));
       Record(ReconcileResult::kRequeueAfter, key, absl::OkStatus(), took);
       break;
     case OutcomeKind::kRetry:

@@ -1,6 +1,7 @@
 #include "runtime/controller/schedule.h"
 
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -38,18 +39,28 @@ Scheduler::Scheduler(SchedulerOptions options, Fire fire)
 
 Scheduler::~Scheduler() { Stop(); }
 
-void Scheduler::Start() {
+absl::Status Scheduler::Start() {
   common::MutexLock join_lock(&join_mu_);
   {
     common::MutexLock lock(&mu_);
-    if (started_ || stopped_) return;
-    if (options_.resync_period <= absl::ZeroDuration() && options_.schedules.empty()) return;
+    if (started_ || stopped_) return absl::OkStatus();
+    if (options_.resync_period <= absl::ZeroDuration() && options_.schedules.empty()) {
+      return absl::OkStatus();
+    }
     started_ = true;
   }
   // Read the clock here, not on the new thread, so that time moving before the thread runs
   // counts towards the first firing.
   const absl::Time start = clock_->Now();
-  thread_ = std::thread([this, start] { Loop(start); });
+  try {
+    thread_ = std::thread([this, start] { Loop(start); });
+  } catch (const std::system_error& e) {
+    common::MutexLock lock(&mu_);
+    started_ = false;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the resync/schedule thread: ", e.what()));
+  }
+  return absl::OkStatus();
 }
 
 void Scheduler::Stop() {

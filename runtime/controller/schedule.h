@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
@@ -57,8 +58,9 @@ class Scheduler {
   ~Scheduler();  // Stop()s
 
   // Starts the thread; the first resync is one period after Start. No-op when there is
-  // nothing to schedule or it was started already.
-  void Start();
+  // nothing to schedule or it was started already. RESOURCE_EXHAUSTED when the system refuses
+  // the thread.
+  absl::Status Start();
   // Stops the thread and waits for a `fire` call in progress. Idempotent.
   void Stop();
 

@@ -77,7 +77,7 @@ TEST(SchedulerTest, ResyncFiresEveryPeriodWithSpread) {
   options.resync_period = absl::Minutes(10);
   options.clock = &clock;
   Scheduler scheduler(options, [&](pluginpb::Reason r, absl::Duration s) { firings.Add(r, s); });
-  scheduler.Start();
+  ASSERT_TRUE(scheduler.Start().ok());
   clock.Advance(absl::Minutes(10));
   ASSERT_TRUE(firings.WaitFor(1));
   clock.Advance(absl::Minutes(10));
@@ -103,7 +103,7 @@ TEST(SchedulerTest, CronFiresAtItsTimes) {
   options.clock = &clock;
   Scheduler scheduler(options, [&](pluginpb::Reason r, absl::Duration s) { firings.Add(r, s); });
   EXPECT_EQ(scheduler.NextFiring(clock.Now()), clock.Now() + absl::Minutes(30));
-  scheduler.Start();
+  ASSERT_TRUE(scheduler.Start().ok());
   clock.Advance(absl::Minutes(29));
   clock.Advance(absl::Minutes(1));
   ASSERT_TRUE(firings.WaitFor(1));
@@ -118,7 +118,7 @@ TEST(SchedulerTest, NothingScheduledStartsNoThreadAndStopIsIdempotent) {
   Firings firings;
   Scheduler scheduler(SchedulerOptions{},
                       [&](pluginpb::Reason r, absl::Duration s) { firings.Add(r, s); });
-  scheduler.Start();
+  ASSERT_TRUE(scheduler.Start().ok());
   scheduler.Stop();
   scheduler.Stop();
   EXPECT_TRUE(firings.reasons().empty());

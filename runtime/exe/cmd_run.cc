@@ -488,6 +488,16 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   flags.AddBool("plugin-landlock", &values.plugin_landlock,
                 "Hide the data dir, kubeconfigs and admin socket from exec'd plugins with Landlock "
                 "where the kernel has it (default true)");
+  flags
+      .AddInt("max-controllers", &values.max_controllers, 1, 100000,
+              "Controllers all plugins together may declare; a plugin whose Describe would go "
+              "past it is refused (per plugin: spec.plugins[].maxControllers, default 100)")
+      .ValueName("INT");
+  flags
+      .AddInt("max-reconcile-workers", &values.max_reconcile_workers, 1, 1000000,
+              "Reconcile worker threads all controllers together may take (the sum of their "
+              "maxConcurrentReconciles); a plugin that would go past it is refused")
+      .ValueName("INT");
   flags.AddBool("leader-elect", &values.leader_elect,
                 "Run as one of several hosts of the same operators: only the holder of a "
                 "coordination.k8s.io/v1 Lease dispatches and writes; the others are warm standbys "
@@ -657,6 +667,8 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   options.plugin_gid = plan->plugin_gid;
   options.plugin_uid_per_plugin = plan->plugin_uid_per_plugin;
   options.plugin_landlock = values.plugin_landlock;
+  options.max_controllers = static_cast<int>(values.max_controllers);
+  options.max_reconcile_workers = static_cast<int>(values.max_reconcile_workers);
   const size_t colon = plan->metrics_addr.rfind(':');
   options.metrics_bind = plan->metrics_addr.substr(0, colon);
   options.metrics_port = std::atoi(plan->metrics_addr.c_str() + colon + 1);

@@ -54,6 +54,8 @@ struct RunFlags {
   // users (root), else "host". --plugin-landlock: Landlock on.
   std::string plugin_user;
   bool plugin_landlock = true;
+  int64_t max_controllers = 1000;
+  int64_t max_reconcile_workers = 4096;
   // Leader election (--leader-elect and --leader-elect-*); client-go's defaults.
   bool leader_elect = false;
   absl::Duration leader_elect_lease_duration = absl::Seconds(15);

@@ -47,7 +47,9 @@ TEST_F(RunCommandTest, SingleFileWithEmbeddedApiServer) {
   EXPECT_EQ(plan->operator_files, std::vector<std::string>{file});
   EXPECT_FALSE(plan->from_directory);
   EXPECT_TRUE(plan->kubeconfigs.empty());
-  EXPECT_EQ(plan->admin_socket, ".ctrlhost/admin.sock");
+  // Relative paths are made absolute once, here: nothing downstream sees a relative one.
+  EXPECT_EQ(plan->data_dir, (fs::current_path() / ".ctrlhost").string());
+  EXPECT_EQ(plan->admin_socket, (fs::current_path() / ".ctrlhost/admin.sock").string());
   EXPECT_EQ(plan->metrics_addr, "127.0.0.1:9090");
 }
 
@@ -453,6 +455,17 @@ TEST_F(RunCommandTest, AdminSocketFollowsDataDirUnlessGiven) {
   EXPECT_EQ(PlanRun(flags, std::nullopt)->admin_socket, "/var/lib/ctrlhost/admin.sock");
   flags.admin_socket = "/run/ctrlhost.sock";
   EXPECT_EQ(PlanRun(flags, std::nullopt)->admin_socket, "/run/ctrlhost.sock");
+  // Relative ones, as a newcomer types them, become absolute (the plugin sandbox refuses
+  // relative hidden paths).
+  flags.data_dir = "state/../.ctrlhost/demo/";
+  flags.admin_socket = "";
+  absl::StatusOr<RunPlan> plan = PlanRun(flags, std::nullopt);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->data_dir, (fs::current_path() / ".ctrlhost/demo").string());
+  EXPECT_EQ(plan->admin_socket, (fs::current_path() / ".ctrlhost/demo/admin.sock").string());
+  flags.admin_socket = "run/admin.sock";
+  EXPECT_EQ(PlanRun(flags, std::nullopt)->admin_socket,
+            (fs::current_path() / "run/admin.sock").string());
 }
 
 TEST_F(RunCommandTest, BadMetricsAddress) {

@@ -181,13 +181,13 @@ class RunPreviewTest(unittest.TestCase):
                           result.stdout)
 
 
-def read_lines_until(process, prefix):
+def read_lines_until(process, prefix, timeout=TIMEOUT_SECONDS):
     """Stdout lines of `process` up to and including the first starting with `prefix`.
 
     Raw reads: a buffered readline() could hold lines the selector no longer sees."""
     lines = []
     pending = b""
-    deadline = time.monotonic() + TIMEOUT_SECONDS
+    deadline = time.monotonic() + timeout
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     while time.monotonic() < deadline:
@@ -336,7 +336,8 @@ class RunAgainstAClusterTest(unittest.TestCase):
     unreachable at start exited."""
 
     def test_run_names_the_cluster_and_serves_readyz_while_it_is_unreachable(self):
-        with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
+        # Under /tmp: the admin socket's address (DATA_DIR/admin.sock) must fit 107 bytes.
+        with tempfile.TemporaryDirectory(dir="/tmp") as directory:
             operator = os.path.join(directory, "op.yaml")
             with open(operator, "w") as f:  # (an empty operator file is refused)
                 f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: r}\n"
@@ -359,6 +360,11 @@ class RunAgainstAClusterTest(unittest.TestCase):
             try:
                 lines = read_lines_until(process, "metrics: ")
                 self.assertIn("API server: %s\n" % server, lines)
+                # The data dir did not exist: created (0700) before anything started, in this
+                # mode as with the embedded server, and the admin socket is in it.
+                data_dir = os.path.join(directory, "data")
+                self.assertEqual(os.stat(data_dir).st_mode & 0o777, 0o700)
+                self.assertTrue(os.path.exists(os.path.join(data_dir, "admin.sock")))
                 self.assertIn("cluster: %s from $KUBECONFIG=%s (not the embedded API server; "
                               "unset KUBECONFIG to use it)\n" % (server, config), lines)
                 metrics = lines[-1].split()[-1]
@@ -385,6 +391,71 @@ class RunAgainstAClusterTest(unittest.TestCase):
                     process.wait()
                 process.stdout.close()
                 process.stderr.close()
+
+
+def landlock_available():
+    """Landlock's ABI version via landlock_create_ruleset(NULL, 0, VERSION) > 0."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(444, None, 0, 1) > 0
+
+
+class RelativePathsTest(unittest.TestCase):
+    """First contact: `ctrlhost run --data-dir .ctrlhost` (the README's tour) failed under
+    Landlock: the plugin sandbox got the relative admin socket path and refused every plugin.
+    Every path is made absolute where it is parsed; a relative plugin command means the host's
+    working directory, whatever the plugin's workingDir."""
+
+    def run_relative(self, landlock):
+        # Under /tmp: the admin socket's address (DATA_DIR/admin.sock) must fit 107 bytes.
+        with tempfile.TemporaryDirectory(dir="/tmp") as cwd:
+            os.mkdir(os.path.join(cwd, "bin"))
+            os.symlink(REPLICATOR, os.path.join(cwd, "bin", "replicator"))
+            with open(os.path.join(cwd, "op.yaml"), "w") as f:
+                f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: op}\n"
+                        "spec:\n  plugins:\n  - name: replicator\n"
+                        "    exec: {command: bin/replicator, workingDir: /}\n")
+            env = dict(os.environ)
+            env.pop("KUBECONFIG", None)
+            process = subprocess.Popen(
+                [BINARY, "run", "-f", "op.yaml", "--data-dir", ".ctrlhost/new/demo",
+                 "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0", "--plugin-user",
+                 "host", "--plugin-landlock=%s" % ("true" if landlock else "false")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+            try:
+                lines = read_lines_until(process, "ready", timeout=300)
+                self.assertTrue(lines and lines[-1].startswith("ready"),
+                                "not ready: stdout %r" % lines)
+                data_dir = os.path.join(cwd, ".ctrlhost", "new", "demo")
+                self.assertIn("kubeconfig: %s\n" % os.path.join(data_dir, "kubeconfig"), lines)
+                for directory in (os.path.join(cwd, ".ctrlhost"), data_dir):
+                    self.assertEqual(os.stat(directory).st_mode & 0o777, 0o700, directory)
+                self.assertTrue(os.path.exists(os.path.join(data_dir, "admin.sock")))
+                # The admin client with the same relative data dir finds the host.
+                listed = subprocess.run([BINARY, "plugin", "list", "--data-dir",
+                                         ".ctrlhost/new/demo"], capture_output=True, text=True,
+                                        timeout=TIMEOUT_SECONDS, cwd=cwd)
+                self.assertEqual(listed.returncode, 0, listed.stderr)
+                self.assertIn("replicator", listed.stdout)
+                process.send_signal(signal.SIGTERM)
+                self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0)
+                stderr = process.stderr.read().decode(errors="replace")
+                self.assertNotIn("must be absolute", stderr)
+                self.assertNotIn("plugin refused", stderr)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                process.stdout.close()
+                process.stderr.close()
+
+    def test_relative_data_dir_under_landlock(self):
+        if not landlock_available():
+            self.skipTest("the kernel has no Landlock (the other case runs without it)")
+        self.run_relative(landlock=True)
+
+    def test_relative_data_dir_without_landlock(self):
+        self.run_relative(landlock=False)
 
 
 if __name__ == "__main__":

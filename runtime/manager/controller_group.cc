@@ -277,7 +277,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
       std::move(schedule), [runner_ptr](pluginpb::Reason reason, absl::Duration spread) {
         runner_ptr->EnqueueAll(reason, spread);
       });
-  scheduler->Start();
+  RETURN_IF_ERROR(scheduler->Start());
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   subscriptions.emplace_back(handles[0].get(), handles[0]->AddHandler(runner->PrimaryHandler()));
   for (size_t i = 0; i < runner->owned_count(); ++i) {
@@ -295,7 +295,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   c.runner = std::move(runner);
   c.scheduler = std::move(scheduler);
   if (dispatching_) {
-    c.runner->Start();
+    RETURN_IF_ERROR(c.runner->Start());
     c.runner_started = true;
   }
   return absl::OkStatus();
@@ -308,7 +308,11 @@ void ControllerGroup::StartDispatching() {
   dispatching_ = true;
   for (auto& c : controllers_) {
     if (c->runner == nullptr || c->runner_started) continue;
-    c->runner->Start();
+    if (absl::Status s = c->runner->Start(); !s.ok()) {
+      // Not started: the next StartDispatching (a later leadership, a swap) tries again.
+      common::LogError("controller cannot dispatch", {{"error", s.message()}});
+      continue;
+    }
     c->runner_started = true;
   }
   if (was) return;

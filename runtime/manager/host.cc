@@ -191,6 +191,8 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.plugin_gid = options.plugin_gid;
   manager_options.plugin_uid_per_plugin = options.plugin_uid_per_plugin;
   manager_options.plugin_landlock = options.plugin_landlock;
+  manager_options.max_controllers = options.max_controllers;
+  manager_options.max_reconcile_workers = options.max_reconcile_workers;
   manager_options.plugin_hidden_paths = options.kubeconfigs;
   if (!options.admin_socket.empty()) {
     manager_options.plugin_hidden_paths.push_back(options.admin_socket);
@@ -307,11 +309,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     });
     host->ring_->Start();
   }
-  std::error_code path_error;
-  const std::string admin_path =
-      options.admin_socket.empty()
-          ? ""
-          : std::filesystem::absolute(options.admin_socket, path_error).string();
+  const std::string admin_path = common::AbsolutePath(options.admin_socket);
   if (admin_path.size() > 107) {
     // A Unix socket address holds 107 bytes: the host still does its job without the admin API.
     common::LogWarning(
@@ -321,7 +319,7 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   } else if (!admin_path.empty()) {
     host->admin_backend_ = std::make_unique<HostAdminBackend>(host.get());
     admin::AdminServerOptions admin_options;
-    admin_options.socket_path = options.admin_socket;
+    admin_options.socket_path = admin_path;
     admin_options.backend = host->admin_backend_.get();
     admin_options.require_token = true;  // plugins of the host's own user can connect()
     ASSIGN_OR_RETURN(host->admin_, admin::AdminServer::Start(admin_options));

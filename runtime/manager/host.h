@@ -95,6 +95,9 @@ struct HostOptions {
   std::optional<gid_t> plugin_gid;
   bool plugin_uid_per_plugin = false;
   bool plugin_landlock = true;
+  // Host-wide limits on what plugins may declare (ManagerOptions).
+  int max_controllers = 1000;
+  int max_reconcile_workers = 4096;
   // Discovery retries while the API server does not answer at start.
   absl::Duration discovery_backoff = absl::Milliseconds(500);
   absl::Duration discovery_max_backoff = absl::Seconds(10);

@@ -273,6 +273,49 @@ TEST_F(HostTest, ABrokenPluginIsReportedAndTheOthersRun) {
   }));
 }
 
+// Regression: a plugin declaring 10,000 controllers made the host start a thread per
+// controller until it aborted (std::system_error), taking every operator with it. It is refused
+// with the limit named, and the host goes on serving the other plugins.
+TEST_F(HostTest, APluginDeclaringTooManyControllersIsRefusedAndTheHostServes) {
+  const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
+  StartHost(absl::StrCat("  - name: greedy\n    exec: {command: ", plugin,
+                         ", args: [--describe=many:10000]}\n"
+                         "  - name: fair\n    maxControllers: 150\n    exec: {command: ",
+                         plugin, ", args: [--describe=many:120]}\n"));
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(host_->manager().DumpYaml(), "10000 controllers; the host's limit");
+  })) << host_->manager().DumpYaml();
+  const std::string dump = host_->manager().DumpYaml();
+  EXPECT_TRUE(absl::StrContains(dump, "is 100 per plugin")) << dump;
+  // maxControllers raised for the other plugin: its 120 are admitted (their kind is not
+  // served, so they wait for it; nothing refuses them).
+  EXPECT_FALSE(absl::StrContains(dump, "120 controllers")) << dump;
+  CreateFromYamlFile(Runfile("plugins/webapp/deploy/crd.yaml"), kCrds);
+  const std::string web = R"({"apiVersion":"apps.ctrlhost.dev/v1alpha1","kind":"WebApp",
+    "metadata":{"name":"a","namespace":"default"},"spec":{"image":"nginx"}})";
+  ASSERT_TRUE(host_->client().Create(WebApp(""), web).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return !Get(kube::ResourceRef{"apps", "v1", "deployments", "default", "a", ""}).is_null();
+  }));
+}
+
+// The host-wide limits count every plugin's controllers and workers together.
+TEST_F(HostTest, TheHostsControllerLimitCountsEveryPlugin) {
+  const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
+  StartOperators(config::ParseOperators(WebAppOperatorYaml(absl::StrCat(
+                                            "  - name: second\n    exec: {command: ", plugin,
+                                            ", args: [--describe=many:3]}\n")),
+                                        "operator.yaml"),
+                 [](HostOptions& options) { options.max_controllers = 3; });
+  if (HasFatalFailure()) return;
+  // webapp's one controller and second's three make four: whichever comes second is refused.
+  ASSERT_TRUE(Eventually([&] {
+    return absl::StrContains(host_->manager().DumpYaml(),
+                             "the host's limit is 3 controllers (ctrlhost run --max-controllers)");
+  })) << host_->manager().DumpYaml();
+}
+
 TEST_F(HostTest, APluginOverItsCacheCapIsStoppedAndReported) {
   // One byte: the first cached object puts the WebApp plugin's caches over it.
   StartHost("    maxCacheBytes: 1\n");

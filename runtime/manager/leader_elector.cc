@@ -127,9 +127,13 @@ void LeaderElector::WatchLoop() {
           if (!lease.is_object() || !lease.contains("spec") || !lease["spec"].is_object()) {
             return true;
           }
+          const std::string holder = StringField(lease["spec"], "holderIdentity");
           common::MutexLock lock(&mu_);
-          if (StringField(lease["spec"], "holderIdentity").empty()) {
+          if (holder.empty()) {
             released_seen_ = true;
+            cv_.SignalAll();
+          } else if (leading_ && holder != options_.identity) {
+            taken_by_ = holder;
             cv_.SignalAll();
           }
           return !stopping_;
@@ -172,7 +176,7 @@ void LeaderElector::Stop(bool release) {
 
 bool LeaderElector::WaitUntil(absl::Time deadline, bool wakeable) {
   common::MutexLock lock(&mu_);
-  while (!stopping_ && !(wakeable && released_seen_) &&
+  while (!stopping_ && !(wakeable && released_seen_) && !(leading_ && !taken_by_.empty()) &&
          !clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
   }
   released_seen_ = false;
@@ -238,6 +242,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     held_by_other = !holder.empty() && holder != options_.identity &&
                     observed_time_ + absl::Seconds(duration) > now;
     if (held_by_other) status_.last_error.clear();
+    if (held_by_other && leading_) taken_by_ = holder;
   }
   if (held_by_other) {
     if (new_holder) {
@@ -330,8 +335,14 @@ void LeaderElector::Loop() {
     valid_until = status_.last_renewal + options_.renew_deadline;
   }
   absl::Time next = clock_->Now() + options_.retry_period;
+  std::string taken_by;
   while (true) {
     if (!WaitUntil(std::min(next, valid_until))) return;
+    {
+      common::MutexLock lock(&mu_);
+      taken_by = taken_by_;
+    }
+    if (!taken_by.empty()) break;  // the watch saw another holder
     const absl::Time attempt = clock_->Now();
     if (attempt < valid_until && TryAcquireOrRenew()) {
       valid_until = attempt + options_.renew_deadline;
@@ -343,6 +354,11 @@ void LeaderElector::Loop() {
       next = attempt + options_.retry_period;
       continue;
     }
+    {
+      common::MutexLock lock(&mu_);
+      taken_by = taken_by_;
+    }
+    if (!taken_by.empty()) break;  // the attempt read another holder, unexpired
     if (clock_->Now() >= valid_until) break;
     // A failed renewal is retried sooner, still within renewDeadline.
     next = clock_->Now() + options_.retry_period / 2;
@@ -352,9 +368,13 @@ void LeaderElector::Loop() {
     common::MutexLock lock(&mu_);
     leading_ = false;
     status_.leading = false;
-    reason = absl::StrCat("the Lease was not renewed within renewDeadline (",
-                          absl::FormatDuration(options_.renew_deadline), ")",
-                          status_.last_error.empty() ? "" : ": ", status_.last_error);
+    taken_by_.clear();
+    reason = !taken_by.empty()
+                 ? absl::StrCat("the Lease is held by ", taken_by,
+                                " now; this host stopped writing as soon as it saw that")
+                 : absl::StrCat("the Lease was not renewed within renewDeadline (",
+                                absl::FormatDuration(options_.renew_deadline), ")",
+                                status_.last_error.empty() ? "" : ": ", status_.last_error);
   }
   common::LogError("leader election: leadership lost",
                    {{"lease", lease_}, {"identity", options_.identity}, {"reason", reason}});

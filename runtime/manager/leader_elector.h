@@ -126,8 +126,8 @@ class LeaderElector {
   void Loop();
   // Watches the Lease; wakes Loop when it is released.
   void WatchLoop();
-  // Waits until `deadline`, Stop or (when `wakeable`) a release seen by the watch; false when
-  // stopping.
+  // Waits until `deadline`, Stop, a takeover seen while leading, or (when `wakeable`) a release
+  // seen by the watch; false when stopping.
   bool WaitUntil(absl::Time deadline, bool wakeable = false);
 
   kube::Client* const client_;
@@ -140,6 +140,9 @@ class LeaderElector {
   common::CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool released_seen_ ABSL_GUARDED_BY(mu_) = false;  // the watch saw an empty holder
+  // While leading: the other holder that the watch or an attempt saw in the Lease. The leader
+  // steps down at once (its fence closes) rather than at renewDeadline: never two writers.
+  std::string taken_by_ ABSL_GUARDED_BY(mu_);
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
   std::string observed_spec_ ABSL_GUARDED_BY(mu_);  // the record as last seen (JSON)
   absl::Time observed_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

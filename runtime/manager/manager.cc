@@ -224,6 +224,12 @@ PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operato
     plugin::SupervisorOptions so =
         SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
     so.generation = generation;
+    if (spec.max_controllers.has_value())
+      so.handshake.limits.max_controllers = *spec.max_controllers;
+    so.handshake.admit = [this, operator_name,
+                          name = spec.name](const pluginpb::DescribeResponse& describe) {
+      return Admit(operator_name, name, describe);
+    };
     so.on_plugin_message = [tasks, generation](pluginpb::ReconcileResponse message) {
       (void)tasks->OnPluginMessage(generation, message);  // refusals are logged and answered
     };
@@ -333,6 +339,57 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   return p;
 }
 
+absl::Status Manager::Admit(const std::string& operator_name, const std::string& plugin_name,
+                            const pluginpb::DescribeResponse& describe) const {
+  std::vector<config::ControllerSpec> overrides;
+  {
+    common::MutexLock lock(&mu_);
+    for (const auto& op : operators_) {
+      if (op->spec.name == operator_name) overrides = op->spec.controllers;
+    }
+  }
+  Admitted wanted;
+  for (const pluginpb::ControllerSpec& c : describe.controllers()) {
+    int64_t workers = std::max<int64_t>(1, c.max_concurrent_reconciles());
+    for (const config::ControllerSpec& o : overrides) {
+      if (o.name == c.name() && (o.plugin.empty() || o.plugin == plugin_name) &&
+          o.max_concurrent_reconciles.has_value()) {
+        workers = *o.max_concurrent_reconciles;
+      }
+    }
+    ++wanted.controllers;
+    wanted.workers += workers;
+  }
+  const std::string key = absl::StrCat(operator_name, "/", plugin_name);
+  common::MutexLock lock(&admit_mu_);
+  Admitted others;
+  for (const auto& [other, taken] : admitted_) {
+    if (other == key) continue;
+    others.controllers += taken.controllers;
+    others.workers += taken.workers;
+  }
+  if (others.controllers + wanted.controllers > options_.max_controllers) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plugin declares ", wanted.controllers, " controllers and the host runs ",
+                     others.controllers, " of other plugins; the host's limit is ",
+                     options_.max_controllers, " controllers (ctrlhost run --max-controllers)"));
+  }
+  if (others.workers + wanted.workers > options_.max_reconcile_workers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plugin's controllers need ", wanted.workers,
+        " reconcile workers (maxConcurrentReconciles) and the host runs ", others.workers,
+        " for other plugins; the host's limit is ", options_.max_reconcile_workers,
+        " workers (ctrlhost run --max-reconcile-workers)"));
+  }
+  admitted_[key] = wanted;
+  return absl::OkStatus();
+}
+
+void Manager::ReleaseAdmission(const std::string& operator_name, const std::string& plugin_name) {
+  common::MutexLock lock(&admit_mu_);
+  admitted_.erase(absl::StrCat(operator_name, "/", plugin_name));
+}
+
 void Manager::StopPlugin(const std::shared_ptr<Plugin>& p) {
   std::shared_ptr<ControllerGroup> group;
   {
@@ -350,6 +407,7 @@ void Manager::StopPlugin(const std::shared_ptr<Plugin>& p) {
     }
   }
   p->slot->Stop();
+  ReleaseAdmission(p->operator_name, p->name);
 }
 
 absl::StatusOr<config::OperatorSetDiff> Manager::Apply(

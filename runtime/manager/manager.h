@@ -82,6 +82,12 @@ struct ManagerOptions {
   // the admin socket. data_dir and the socket directory are always hidden.
   std::vector<std::string> plugin_hidden_paths;
   bool plugin_landlock = true;
+  // What the plugins together may ask of this host, checked when each Describe arrives (a plugin
+  // that would go past a limit is refused, FAILED, with the figures): controllers, and worker
+  // threads (the sum of the controllers' maxConcurrentReconciles, operator-file overrides
+  // included). Per plugin: plugin::DescribeLimits, with spec.plugins[].maxControllers.
+  int max_controllers = 1000;
+  int max_reconcile_workers = 4096;
   std::string host_version = common::kCtrlhostVersion;
   // How often pending controllers are retried.
   absl::Duration tick = absl::Milliseconds(500);
@@ -278,6 +284,21 @@ class Manager {
   common::Mutex apply_mu_;  // serialises Apply; acquired before mu_
 
   // Per-plugin users ("operator/plugin" -> n), with plugin_uid_per_plugin. A leaf lock.
+  // Admits `describe` of plugin `operator_name`/`plugin_name` against the host-wide limits
+  // (max_controllers, max_reconcile_workers) and records what it takes; called on handshake
+  // threads. A later Describe of the same plugin (restart, swap) replaces its share.
+  absl::Status Admit(const std::string& operator_name, const std::string& plugin_name,
+                     const pluginpb::DescribeResponse& describe) const;
+  // Forgets the share of a stopped plugin.
+  void ReleaseAdmission(const std::string& operator_name, const std::string& plugin_name);
+
+  mutable common::Mutex admit_mu_;
+  struct Admitted {
+    int64_t controllers = 0;
+    int64_t workers = 0;
+  };
+  // By "operator/plugin".
+  mutable absl::flat_hash_map<std::string, Admitted> admitted_ ABSL_GUARDED_BY(admit_mu_);
   mutable common::Mutex uid_mu_;
   mutable absl::flat_hash_map<std::string, uint32_t> plugin_uids_ ABSL_GUARDED_BY(uid_mu_);
 

@@ -49,9 +49,46 @@ absl::Status NeedsCapability(bool used, pluginpb::Capability capability,
       where, " requires ", pluginpb::Capability_Name(capability), ", which is not in effect"));
 }
 
+// FAILED_PRECONDITION for a list or value past its limit: the plugin asks more than this host
+// gives, which no retry changes.
+absl::Status OverLimit(absl::string_view where, int64_t value, int64_t limit,
+                       absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(where, ": ", value, " ", what, "; the host's limit is ", limit));
+}
+
+absl::Status CheckLimits(const pluginpb::ControllerSpec& c, const std::string& at,
+                         const DescribeLimits& limits) {
+  if (c.max_concurrent_reconciles() > limits.max_concurrent_reconciles) {
+    return OverLimit(at + ".max_concurrent_reconciles", c.max_concurrent_reconciles(),
+                     limits.max_concurrent_reconciles, "concurrent reconciles");
+  }
+  const struct {
+    const char* field;
+    int size;
+    int limit;
+  } lists[] = {
+      {".owns", c.owns_size(), limits.max_kinds},
+      {".watches", c.watches_size(), limits.max_kinds},
+      {".namespaces", c.namespaces_size(), limits.max_namespaces},
+      {".schedules", c.schedules_size(), limits.max_schedules},
+      {".background_tasks", c.background_tasks_size(), limits.max_background_tasks},
+      {".request_contents.metadata_only_kinds", c.request_contents().metadata_only_kinds_size(),
+       limits.max_kinds},
+      {".request_contents.strip_fields", c.request_contents().strip_fields_size(),
+       limits.max_strip_fields},
+  };
+  for (const auto& list : lists) {
+    if (list.size > list.limit) return OverLimit(at + list.field, list.size, list.limit, "entries");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateController(const pluginpb::ControllerSpec& c, int index,
-                                const std::vector<pluginpb::Capability>& in_effect) {
+                                const std::vector<pluginpb::Capability>& in_effect,
+                                const DescribeLimits& limits) {
   const std::string at = absl::StrCat("controllers[", index, "] (\"", c.name(), "\")");
+  if (absl::Status s = CheckLimits(c, at, limits); !s.ok()) return s;
   if (!IsDnsLabel(c.name())) {
     return absl::InvalidArgumentError(absl::StrCat(
         at, ".name: must be a lowercase RFC 1123 label ([a-z0-9-], at most 63 characters)"));
@@ -191,7 +228,8 @@ std::vector<pluginpb::Capability> HostCapabilities() {
 
 absl::Status ValidateDescribeResponse(const pluginpb::DescribeRequest& request,
                                       const pluginpb::DescribeResponse& response,
-                                      const std::vector<pluginpb::Capability>& in_effect) {
+                                      const std::vector<pluginpb::Capability>& in_effect,
+                                      const DescribeLimits& limits) {
   const auto& offered = request.protocol_versions();
   if (std::find(offered.begin(), offered.end(), response.protocol_version()) == offered.end()) {
     return absl::FailedPreconditionError(
@@ -201,11 +239,21 @@ absl::Status ValidateDescribeResponse(const pluginpb::DescribeRequest& request,
   if (response.controllers_size() == 0) {
     return absl::InvalidArgumentError("DescribeResponse.controllers: at least one is required");
   }
+  if (response.controllers_size() > limits.max_controllers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DescribeResponse.controllers: ", response.controllers_size(),
+        " controllers; the host's limit is ", limits.max_controllers,
+        " per plugin (raise it with spec.plugins[].maxControllers in the operator file)"));
+  }
+  if (const size_t bytes = response.ByteSizeLong(); bytes > limits.max_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DescribeResponse: ", bytes, " bytes; the host's limit is ", limits.max_bytes, " bytes"));
+  }
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < response.controllers_size(); ++i) {
     const pluginpb::ControllerSpec& c = response.controllers(i);
-    if (absl::Status s = ValidateController(c, i, in_effect); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("DescribeResponse.", s.message()));
+    if (absl::Status s = ValidateController(c, i, in_effect, limits); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("DescribeResponse.", s.message()));
     }
     if (!names.insert(c.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat("DescribeResponse.controllers[", i,
@@ -274,9 +322,15 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
     }
   }
   std::sort(result.capabilities.begin(), result.capabilities.end());
-  if (absl::Status s = ValidateDescribeResponse(request, result.describe, result.capabilities);
+  if (absl::Status s =
+          ValidateDescribeResponse(request, result.describe, result.capabilities, options.limits);
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+  }
+  if (options.admit) {
+    if (absl::Status s = options.admit(result.describe); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+    }
   }
   result.cancellation = std::find(result.capabilities.begin(), result.capabilities.end(),
                                   pluginpb::CAPABILITY_CANCELLATION) != result.capabilities.end();

@@ -25,7 +25,9 @@
 #ifndef CTRLHOST_RUNTIME_PLUGIN_HANDSHAKE_H_
 #define CTRLHOST_RUNTIME_PLUGIN_HANDSHAKE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +68,21 @@ class HandshakeCanceller {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// What one plugin's Describe may ask of the host (docs/protocol.md, "Limits"). A Describe over
+// any of them is refused (FAILED_PRECONDITION naming the limit, the value and where to raise
+// it): each controller costs the host worker threads, watches and memory, and a plugin must
+// not be able to take the host down by declaring too many.
+struct DescribeLimits {
+  int max_controllers = 100;                 // per plugin (operator file: maxControllers)
+  uint32_t max_concurrent_reconciles = 256;  // per controller
+  int max_kinds = 64;             // owns, watches, metadata_only_kinds, each per controller
+  int max_namespaces = 256;       // per controller
+  int max_strip_fields = 256;     // per controller
+  int max_schedules = 64;         // per controller
+  int max_background_tasks = 64;  // per controller
+  size_t max_bytes = 1 << 20;     // the whole DescribeResponse, serialized
+};
+
 struct HandshakeOptions {
   // Describe and health check together must finish within this (real time).
   absl::Duration deadline = absl::Seconds(30);
@@ -76,6 +93,11 @@ struct HandshakeOptions {
   uint32_t max_in_flight = 256;
   std::string instance_name;                // "PLUGIN-GENERATION"
   HandshakeCanceller* canceller = nullptr;  // optional, borrowed for the call
+  DescribeLimits limits;
+  // Optional: called with a valid DescribeResponse before the health check; a non-OK status
+  // refuses the plugin with it (the host's own limits across all plugins, e.g. controllers and
+  // worker threads per host). Called on the handshaking thread.
+  std::function<absl::Status(const pluginpb::DescribeResponse&)> admit;
 };
 
 struct HandshakeResult {
@@ -96,7 +118,8 @@ absl::StatusOr<HandshakeResult> Handshake(const std::shared_ptr<grpc::Channel>& 
 // `in_effect` are the negotiated capabilities.
 absl::Status ValidateDescribeResponse(const pluginpb::DescribeRequest& request,
                                       const pluginpb::DescribeResponse& response,
-                                      const std::vector<pluginpb::Capability>& in_effect);
+                                      const std::vector<pluginpb::Capability>& in_effect,
+                                      const DescribeLimits& limits = DescribeLimits());
 
 }  // namespace ctrlhost::plugin
 

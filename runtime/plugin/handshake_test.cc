@@ -276,5 +276,61 @@ TEST(ValidateDescribeResponseTest, RejectsBadFields) {
   }
 }
 
+// Regression: a plugin that declared 10,000 controllers was accepted, and the host started a
+// worker thread per controller until it aborted; 200,000 strip_fields cost 105 MB.
+TEST(ValidateDescribeResponseTest, RefusesWhatGoesPastTheLimitsNamingThem) {
+  pluginpb::DescribeResponse many = ValidResponse();
+  for (int i = 1; i < 10000; ++i) {
+    pluginpb::ControllerSpec* c = many.add_controllers();
+    *c = many.controllers(0);
+    c->set_name(absl::StrCat("web-", i));
+  }
+  absl::Status s = ValidateDescribeResponse(OfferedRequest(), many, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("10000 controllers; the host's limit is 100 per plugin"));
+  EXPECT_THAT(s.message(), HasSubstr("spec.plugins[].maxControllers"));
+  DescribeLimits raised;
+  raised.max_controllers = 10000;
+  EXPECT_TRUE(ValidateDescribeResponse(OfferedRequest(), many, {}, raised).ok());
+
+  pluginpb::DescribeResponse fields = ValidResponse();
+  for (int i = 0; i < 257; ++i) {
+    fields.mutable_controllers(0)->mutable_request_contents()->add_strip_fields(
+        absl::StrCat("metadata.annotations.a", i));
+  }
+  s = ValidateDescribeResponse(OfferedRequest(), fields, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("request_contents.strip_fields: 257 entries; the host's "
+                                     "limit is 256"));
+
+  pluginpb::DescribeResponse workers = ValidResponse();
+  workers.mutable_controllers(0)->set_max_concurrent_reconciles(100000);
+  s = ValidateDescribeResponse(OfferedRequest(), workers, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("max_concurrent_reconciles: 100000"));
+
+  pluginpb::DescribeResponse big = ValidResponse();
+  big.mutable_controllers(0)->set_finalizer(std::string(2 << 20, 'x') + "/f");
+  s = ValidateDescribeResponse(OfferedRequest(), big, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("bytes; the host's limit is 1048576 bytes"));
+}
+
+// The host-wide limit: the admit hook refuses the plugin, and the handshake says so.
+TEST_F(HandshakeTest, AdmitRefusalRefusesThePlugin) {
+  auto plugin = TestPlugin::Start(address_, {});
+  ASSERT_TRUE(plugin.ok()) << plugin.status();
+  plugin_ = std::move(*plugin);
+  HandshakeOptions options;
+  options.instance_name = "web-1";
+  options.admit = [](const pluginpb::DescribeResponse& d) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(d.controllers_size(), " controllers; the host's limit is 0"));
+  };
+  auto result = Handshake(MakeChannel(address_, kDefaultMaxMessageBytes), options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(result.status().message(), HasSubstr("plugin web-1: 2 controllers; the host's"));
+}
+
 }  // namespace
 }  // namespace ctrlhost::plugin

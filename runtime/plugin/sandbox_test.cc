@@ -103,8 +103,8 @@ TEST(SandboxTest, AHiddenDirectoryStaysHiddenWhateverIsHiddenBelowIt) {
                        data + "/sub/nested"};
   spec.allowed_paths = {own};
   std::string script = absl::StrCat("r=", own, "/result; ");
-  for (const char* name : {"token", "kubeconfig", "ca.key", "server.key", "state.db",
-                           "sub/nested"}) {
+  for (const char* name :
+       {"token", "kubeconfig", "ca.key", "server.key", "state.db", "sub/nested"}) {
     absl::StrAppend(&script, "cat ", data, "/", name, " >/dev/null 2>&1 && echo read-", name,
                     " >>$r; ");
   }

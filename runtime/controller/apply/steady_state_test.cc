@@ -168,7 +168,7 @@ TEST(SteadyStateTest, ReconcilingConvergedObjectsMakesNoRequestsIssue13) {
   secrets.Start();
   ASSERT_TRUE(configmaps.WaitForSync(absl::Seconds(30)));
   ASSERT_TRUE(secrets.WaitForSync(absl::Seconds(30)));
-  (*runner)->Start();
+  ASSERT_TRUE((*runner)->Start().ok());
 
   // Convergence: rounds of reconciles of every primary until two rounds in a row write nothing
   // (the first ones add finalizers and create the Secrets; later ones may run on caches that

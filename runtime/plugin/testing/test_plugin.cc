@@ -107,6 +107,19 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
     if (options_.cancellation) response->add_capabilities(pluginpb::CAPABILITY_CANCELLATION);
     response->add_capabilities(pluginpb::CAPABILITY_CHILDREN);
     if (options_.describe == "no-controllers") return grpc::Status::OK;
+    if (absl::StartsWith(options_.describe, "many:")) {
+      // "many:N": N controllers echo-0 .. echo-(N-1) of one kind (the limits' tests).
+      int n = 0;
+      if (!absl::SimpleAtoi(options_.describe.substr(5), &n)) n = 0;
+      for (int i = 0; i < n; ++i) {
+        pluginpb::ControllerSpec* c = response->add_controllers();
+        c->set_name(absl::StrCat("echo-", i));
+        c->mutable_primary()->set_group("example.com");
+        c->mutable_primary()->set_version("v1");
+        c->mutable_primary()->set_kind("Echo");
+      }
+      return grpc::Status::OK;
+    }
     // "renamed": a later release that dropped "other" and added "third"; "distinct": names no
     // other mode uses.
     const bool distinct = options_.describe == "distinct";

@@ -34,7 +34,7 @@ namespace ctrlhost::plugin::testing {
 
 struct TestPluginOptions {
   // "ok", "bad-version", "no-controllers", "duplicate", "no-primary", "needs-capability",
-  // "unavailable" (Describe fails with UNAVAILABLE).
+  // "unavailable" (Describe fails with UNAVAILABLE), "many:N" (N controllers echo-0 ..).
   std::string describe = "ok";
   // "serving", "not-serving", "starting" (NOT_SERVING to the first 3 checks, then SERVING),
   // "check-only" (serving; Watch is UNIMPLEMENTED), "none" (Health is not served). Check and
