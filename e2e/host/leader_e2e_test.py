@@ -354,6 +354,44 @@ class LeaderElectionTest(host_fixture.ChaosServerTest):
         self.assertIn("the Lease was not renewed within renewDeadline", lost[0])
         self.assertEqual(b.stop(), 0, b.log()[-4000:])
 
+    def test_a_takeover_written_into_the_lease_stops_the_leader_at_once(self):
+        """Attack finding: when another holder appeared in the Lease (a token holder wrote
+        holderIdentity), the old leader logged "standing by" and went on dispatching and writing
+        until its renewDeadline (~8 s): two writers. It steps down as soon as it sees the new
+        holder (its Lease watch, or its next renewal): its fence closes and it exits."""
+        a = self.start("host-a")
+        self.wait(lambda: self.holder() == "host-a", "host-a holds the Lease")
+        names = ["t%03d" % i for i in range(OBJECTS)]
+        stop, thread, last, errors = self.run_updates(names)
+        try:
+            self.wait(lambda: len(self.records()) > OBJECTS, "host-a reconciling")
+            path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (self.namespace,
+                                                                             self.lease)
+            status, lease = self.api.request("GET", path)
+            self.assertEqual(status, 200, lease)
+            now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+            lease["spec"].update({"holderIdentity": "intruder", "acquireTime": now,
+                                  "renewTime": now})
+            status, body = self.api.request("PUT", path, lease)
+            self.assertEqual(status, 200, body)
+            a.process.wait(RENEW_DEADLINE + 60)
+            self.assertEqual(a.process.returncode, 1, a.log()[-4000:])
+            lost = [line for line in a.log().splitlines() if "leadership lost" in line]
+            self.assertTrue(lost, a.log()[-4000:])
+            after = len(self.records())
+            values = {name: self.child_value(name) for name in names}
+            time.sleep(2)  # the updates go on; nothing may write the children any more
+        finally:
+            stop.set()
+            thread.join(60)
+        self.assertEqual(errors, [])
+        # Stepped down on seeing the new holder, not at renewDeadline.
+        self.assertIn("the Lease is held by intruder now", lost[0])
+        self.assertNotIn("renewDeadline", lost[0])
+        self.assertEqual(len(self.records()), after)
+        self.assertEqual({name: self.child_value(name) for name in names}, values)
+        self.assertEqual(self.holder(), "intruder")
+
 
 if __name__ == "__main__":
     unittest.main()
