@@ -13,6 +13,7 @@ import os
 import unittest
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -103,4 +104,4 @@ class ErrorModelTest(host_fixture.ChaosHostTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

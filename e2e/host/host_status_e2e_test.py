@@ -15,6 +15,7 @@ import unittest
 import urllib.parse
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -136,4 +137,4 @@ class HostStatusTest(host_fixture.ChaosHostTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()
