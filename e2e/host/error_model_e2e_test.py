@@ -10,7 +10,6 @@ lowered to 200000 bytes:
 
 import json
 import os
-import unittest
 
 from e2e.host import host_fixture
 from tools.internal import bazel_unittest

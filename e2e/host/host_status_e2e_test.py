@@ -11,7 +11,6 @@ Runs against the embedded server (host_status_e2e_test) and real Kubernetes 1.20
 
 import json
 import time
-import unittest
 import urllib.parse
 
 from e2e.host import host_fixture

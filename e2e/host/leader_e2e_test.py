@@ -24,7 +24,6 @@ import re
 import tempfile
 import threading
 import time
-import unittest
 
 import yaml
 

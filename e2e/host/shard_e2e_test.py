@@ -23,7 +23,6 @@ import os
 import tempfile
 import threading
 import time
-import unittest
 
 import yaml
 

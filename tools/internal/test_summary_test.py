@@ -6,7 +6,6 @@ import contextlib
 import io
 import os
 import tempfile
-import textwrap
 import unittest
 from unittest import mock
 
