@@ -4,6 +4,8 @@ shadows it. Failed while //proto/grpc/health/v1:health_py existed and was in the
 
 import unittest
 
+from tools.internal import bazel_unittest
+
 
 class NoShadowTest(unittest.TestCase):
 
@@ -15,4 +17,4 @@ class NoShadowTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

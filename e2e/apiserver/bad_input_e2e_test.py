@@ -7,6 +7,7 @@ Uses http.client with the CA and bearer token from the kubeconfig the server wro
 import unittest
 
 from e2e.apiserver.apiserver_fixture import ApiServer, pending
+from tools.internal import bazel_unittest
 
 NS = "bad-input"
 CMS = "/api/v1/namespaces/%s/configmaps" % NS
@@ -159,4 +160,4 @@ def _quote(text):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -25,6 +25,7 @@ import apiserver_fixture
 from apiserver_fixture import ApiServer, kubectl
 from attack import (Trickler, fds_of, raise_own_open_file_limit, threads_of, vm_kib,
                     wait_until)
+from tools.internal import bazel_unittest
 
 KUBECTL = "/usr/bin/kubectl"
 
@@ -243,4 +244,4 @@ class InflightLimitTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -10,6 +10,7 @@ import time
 import unittest
 
 from e2e.apiserver.apiserver_fixture import ApiServer, pending
+from tools.internal import bazel_unittest
 
 OBJECTS = 40
 WAIT_SECONDS = 20
@@ -145,4 +146,4 @@ class KillNineTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

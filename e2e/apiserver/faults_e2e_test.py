@@ -27,6 +27,7 @@ import time
 import unittest
 
 from e2e.apiserver.apiserver_fixture import ApiServer, binary_path, temp_root
+from tools.internal import bazel_unittest
 
 ROUNDS = 20
 WRITERS = 3
@@ -299,4 +300,4 @@ class CorruptDatabaseTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -22,6 +22,7 @@ import yaml
 
 from e2e.apiserver import apiserver_fixture
 from e2e.apiserver.apiserver_fixture import ApiServer, kubectl, pending
+from tools.internal import bazel_unittest
 
 WAIT_SECONDS = 20
 
@@ -599,4 +600,4 @@ def _suite_classes():
 globals().update(_suite_classes())
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -12,6 +12,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from e2e.apiserver.apiserver_fixture import ApiServer, pending
+from tools.internal import bazel_unittest
 
 GROUP, VERSION, PLURAL = "example.com", "v1", "widgets"
 WATCH_SECONDS = 20
@@ -206,4 +207,4 @@ class PythonClientTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -31,6 +31,7 @@ import unittest
 
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 SAMPLE = host_fixture.runfile("plugins/webapp/testdata/webapp.yaml")
 INVALID = host_fixture.runfile("e2e/conformance/testdata/invalid.yaml")
@@ -666,4 +667,4 @@ class LiveConformanceTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

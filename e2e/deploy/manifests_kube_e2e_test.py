@@ -21,6 +21,7 @@ import yaml
 
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 KUSTOMIZATIONS = ["deploy/base", "deploy/overlays/sidecar", "deploy/overlays/remote-mtls"]
 # Overlays whose Secrets are generated from files a script makes first (certs/, git-ignored).
@@ -173,4 +174,4 @@ class ManifestsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

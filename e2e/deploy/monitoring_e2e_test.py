@@ -10,6 +10,7 @@ import unittest
 import yaml
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -74,4 +75,4 @@ spec: {image: nginx:1.25, replicas: 1}
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -10,9 +10,9 @@ lowered to 200000 bytes:
 
 import json
 import os
-import unittest
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -103,4 +103,4 @@ class ErrorModelTest(host_fixture.ChaosHostTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -11,10 +11,10 @@ Runs against the embedded server (host_status_e2e_test) and real Kubernetes 1.20
 
 import json
 import time
-import unittest
 import urllib.parse
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -136,4 +136,4 @@ class HostStatusTest(host_fixture.ChaosHostTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

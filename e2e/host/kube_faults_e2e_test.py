@@ -21,6 +21,7 @@ import unittest
 from e2e.host import host_fixture
 from e2e.kube import kube_fixture
 from e2e.kube import tcp_proxy
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -205,4 +206,4 @@ class KubeFaultsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

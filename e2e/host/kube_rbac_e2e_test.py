@@ -25,6 +25,7 @@ import yaml
 from e2e.apiserver import apiserver_fixture
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 NAMESPACE = "shop"
 ACCOUNT = "webapp-operator"
@@ -193,4 +194,4 @@ spec: {image: nginx:1.25, replicas: %d, config: {A: b}}
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

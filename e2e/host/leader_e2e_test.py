@@ -24,12 +24,12 @@ import re
 import tempfile
 import threading
 import time
-import unittest
 
 import yaml
 
 from e2e.host import host_fixture
 from e2e.kube import tcp_proxy
+from tools.internal import bazel_unittest
 
 OBJECTS = 60 if host_fixture.real_kube() else 200
 LEASE_DURATION = 15
@@ -394,4 +394,4 @@ class LeaderElectionTest(host_fixture.ChaosServerTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -23,6 +23,7 @@ import time
 import unittest
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 ATTACKER = r'''#!/usr/bin/python3
 import json, os, socket, ssl, sys, time, urllib.request
@@ -285,4 +286,4 @@ def landlock_available():
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -29,12 +29,12 @@ import re
 import tempfile
 import threading
 import time
-import unittest
 
 import yaml
 
 from e2e.host import host_fixture
 from e2e.kube import tcp_proxy
+from tools.internal import bazel_unittest
 
 OBJECTS = 30 if host_fixture.real_kube() else 100  # per operator
 LEASE_DURATION = 4
@@ -420,4 +420,4 @@ class OperatorLeaseTest(host_fixture.ChaosServerTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -17,6 +17,7 @@ import threading
 import unittest
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OBJECTS = 24
 
@@ -254,4 +255,4 @@ class RouteTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

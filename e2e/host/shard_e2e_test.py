@@ -23,11 +23,11 @@ import os
 import tempfile
 import threading
 import time
-import unittest
 
 import yaml
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OBJECTS = int(os.environ.get("CTRLHOST_SHARD_OBJECTS") or
               (300 if host_fixture.real_kube() else 600))
@@ -230,4 +230,4 @@ class ShardingTest(host_fixture.ChaosServerTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

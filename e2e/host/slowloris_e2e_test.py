@@ -11,6 +11,7 @@ import urllib.request
 
 from e2e.apiserver import attack
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -86,4 +87,4 @@ metadata: {name: blue, labels: {team: blue}}
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

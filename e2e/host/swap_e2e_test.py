@@ -15,6 +15,7 @@ import unittest
 
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 # Real Kubernetes (swap_kube_e2e_test) gets fewer objects: the host's client is held to the
 # default 50 requests/s there, as client-go's is.
@@ -233,4 +234,4 @@ class SwapTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

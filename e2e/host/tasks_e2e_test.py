@@ -18,6 +18,7 @@ import unittest
 import yaml  # Debian's python3-yaml, as the other e2e tests
 
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -166,4 +167,4 @@ class GoTasksTest(TasksTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -28,6 +28,7 @@ import yaml  # Debian's python3-yaml, as the other e2e tests
 
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -251,4 +252,4 @@ class VersionedAppTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -15,6 +15,7 @@ import unittest
 
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -310,4 +311,4 @@ spec:
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

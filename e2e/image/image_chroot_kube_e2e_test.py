@@ -40,6 +40,7 @@ import yaml
 
 from e2e.host import host_fixture
 from e2e.kube import kube_fixture
+from tools.internal import bazel_unittest
 
 NAMESPACE = "ctrlhost"
 ACCOUNT = "ctrlhost"
@@ -400,4 +401,4 @@ class SidecarTest(PodTest):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

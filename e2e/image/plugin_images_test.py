@@ -20,6 +20,7 @@ import time
 import unittest
 
 from e2e.apiserver import apiserver_fixture
+from tools.internal import bazel_unittest
 
 # image -> a resource its controllers' rules must name
 PLUGINS = {
@@ -148,4 +149,4 @@ class PluginImagesTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

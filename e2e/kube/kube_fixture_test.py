@@ -5,6 +5,7 @@ runs, and the API server survives kill -9 with its data (etcd keeps it)."""
 import unittest
 
 from e2e.kube import kube_fixture
+from tools.internal import bazel_unittest
 
 
 class ClusterTest(unittest.TestCase):
@@ -64,4 +65,4 @@ class ClusterTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

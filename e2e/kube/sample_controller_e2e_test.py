@@ -15,6 +15,7 @@ import unittest
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
 from e2e.kube import kube_fixture
+from tools.internal import bazel_unittest
 
 CRD = host_fixture.runfile("e2e/kube/testdata/foo-crd.yaml")
 FOO = """\
@@ -150,4 +151,4 @@ class SampleControllerTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

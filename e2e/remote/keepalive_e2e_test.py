@@ -18,6 +18,7 @@ import unittest
 from e2e.host import host_fixture
 from e2e.kube import tcp_proxy
 from e2e.remote import remote_mtls_e2e_test as remote
+from tools.internal import bazel_unittest
 
 OPERATOR = """\
 apiVersion: ctrlhost.dev/v1alpha1
@@ -92,4 +93,4 @@ class KeepaliveTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -15,6 +15,7 @@ import time
 import unittest
 
 from e2e.remote import remote_mtls_e2e_test as remote
+from tools.internal import bazel_unittest
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SETTINGS, PING, GOAWAY = 4, 6, 7
@@ -93,4 +94,4 @@ class KeepalivePingsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -24,6 +24,7 @@ import unittest
 
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
+from tools.internal import bazel_unittest
 
 WEBAPP_PLUGINS = {
     "cpp": "plugins/webapp/webapp",
@@ -236,4 +237,4 @@ spec: {image: nginx:1.25, replicas: 1}
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

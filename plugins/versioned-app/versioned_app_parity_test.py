@@ -15,6 +15,8 @@ import unittest
 
 import yaml  # Debian's python3-yaml
 
+from tools.internal import bazel_unittest
+
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost")
 CTRLHOST = os.path.join(RUNFILES, "runtime", "exe", "ctrlhost")
 PLUGINS = {
@@ -139,4 +141,4 @@ class ParityTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -9,6 +9,7 @@ import unittest
 import yaml
 
 from ctrlhost_sdk import pb, testing
+from tools.internal import bazel_unittest
 
 import webapp
 
@@ -163,4 +164,4 @@ class WebAppTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

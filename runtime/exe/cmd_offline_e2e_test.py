@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 import unittest
 
+from tools.internal import bazel_unittest
+
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost")
 BINARY = os.path.join(RUNFILES, "runtime", "exe", "ctrlhost")
 WEBAPP = os.path.join(RUNFILES, "plugins", "webapp", "webapp")
@@ -67,4 +69,4 @@ class CtrlhostTestCommandTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

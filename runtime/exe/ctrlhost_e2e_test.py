@@ -16,6 +16,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+from tools.internal import bazel_unittest
+
 BINARY = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "runtime", "exe", "ctrlhost")
 # A real plugin whose primary kind (ConfigMap) every API server serves: `run` gets ready with it.
 REPLICATOR = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost", "plugins",
@@ -459,4 +461,4 @@ class RelativePathsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

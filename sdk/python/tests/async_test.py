@@ -10,6 +10,7 @@ import grpc
 from ctrlhost_sdk import (Controller, Handlers, Plugin, ReconcileError, Request, Result,
                           new_object, pb, testing)
 from ctrlhost_sdk._proto import pb_grpc
+from tools.internal import bazel_unittest
 
 APP = {"apiVersion": "example.com/v1", "kind": "App",
        "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1"}, "spec": {"size": 2}}
@@ -146,4 +147,4 @@ class AsyncOverGrpcTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

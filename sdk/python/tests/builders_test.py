@@ -7,6 +7,7 @@ from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, Request, build_cluster_role_bi
                           build_secret, build_service, build_service_account, canonical_json,
                           common_labels, config_hash, owner_reference, policy_rule,
                           selector_labels, service_account_subject, service_port)
+from tools.internal import bazel_unittest
 
 
 class ConfigHashTest(unittest.TestCase):
@@ -81,4 +82,4 @@ class BuildersTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

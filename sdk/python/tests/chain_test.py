@@ -5,6 +5,7 @@ import unittest
 from ctrlhost_sdk import (PRE_CREATE, UPDATE_ALLOWED, UPDATE_NECESSARY, DependentChain,
                           PassContext, ReconcileError, Request, StageCallbacks, freeze_onto)
 from ctrlhost_sdk.stage_callbacks import STAGES
+from tools.internal import bazel_unittest
 
 PRIMARY = {"apiVersion": "example.com/v1", "kind": "App",
            "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1", "generation": 2},
@@ -273,4 +274,4 @@ class StageCallbacksTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -5,6 +5,7 @@ import unittest
 
 from ctrlhost_sdk import CrudResource, ReconcileError, Request, StageCallbacks
 from ctrlhost_sdk.stage_callbacks import STAGES
+from tools.internal import bazel_unittest
 
 PRIMARY = {"apiVersion": "example.com/v1", "kind": "App",
            "metadata": {"name": "web", "namespace": "team-a", "uid": "u-1", "generation": 2}}
@@ -108,4 +109,4 @@ class CrudResourceTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

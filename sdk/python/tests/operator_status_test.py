@@ -3,6 +3,7 @@
 import unittest
 
 from ctrlhost_sdk import Request, Result, set_operator_status
+from tools.internal import bazel_unittest
 
 
 def run(status=None, deleting=False, **kwargs):
@@ -64,4 +65,4 @@ class OperatorStatusTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

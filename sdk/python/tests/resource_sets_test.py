@@ -3,6 +3,7 @@
 import unittest
 
 from ctrlhost_sdk import Request, ResourceRouter, Result
+from tools.internal import bazel_unittest
 
 
 def make(labels):
@@ -61,4 +62,4 @@ class ResourceRouterTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

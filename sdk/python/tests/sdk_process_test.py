@@ -14,6 +14,7 @@ import unittest
 import grpc
 
 from ctrlhost_sdk._proto import HealthCheckRequest, HealthCheckResponse, HealthStub, pb, pb_grpc
+from tools.internal import bazel_unittest
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "ctrlhost")
 PLUGIN = os.path.join(RUNFILES, "sdk", "python", "example_plugin")
@@ -202,4 +203,4 @@ class PluginProcessTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -12,6 +12,7 @@ from ctrlhost_sdk import (Controller, Handlers, InvalidResult, Plugin, Reconcile
                           Result, new_object, parse_address, pb, testing)
 from ctrlhost_sdk.plugin import DescribeRefused
 from ctrlhost_sdk.result import ALL_CAPABILITIES
+from tools.internal import bazel_unittest
 
 PRIMARY = {
     "apiVersion": "example.com/v1", "kind": "App",
@@ -522,4 +523,4 @@ class PluginTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

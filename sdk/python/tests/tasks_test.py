@@ -7,6 +7,7 @@ import unittest
 
 from ctrlhost_sdk import Controller, Plugin, TaskContext, pb
 from ctrlhost_sdk.tasks import TaskRunner, check_key
+from tools.internal import bazel_unittest
 
 
 def wait_for(q: "queue.SimpleQueue", predicate, timeout: float = 10.0):
@@ -135,4 +136,4 @@ class TasksTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -6,6 +6,7 @@ import tempfile
 import unittest
 
 from ctrlhost_sdk import tls
+from tools.internal import bazel_unittest
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -66,4 +67,4 @@ class TlsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -15,6 +15,8 @@ import tempfile
 import textwrap
 import unittest
 
+from tools.internal import bazel_unittest
+
 
 def _root():
     """The runfiles root under Bazel (else the source tree)."""
@@ -93,4 +95,4 @@ class TypecheckTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

@@ -5,6 +5,7 @@ import unittest
 from ctrlhost.admin.v1alpha1 import admin_pb2 as pb
 from ctrlhost.admin.v1alpha1 import admin_pb2_grpc as pb_grpc
 from ctrlhost.plugin.v1alpha1 import plugin_pb2
+from tools.internal import bazel_unittest
 
 
 class AdminMessagesTest(unittest.TestCase):
@@ -39,4 +40,4 @@ class AdminMessagesTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()

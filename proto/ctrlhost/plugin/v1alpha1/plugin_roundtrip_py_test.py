@@ -18,6 +18,7 @@ from google.protobuf import duration_pb2
 
 from ctrlhost.plugin.v1alpha1 import plugin_pb2 as pb
 from ctrlhost.plugin.v1alpha1 import plugin_pb2_grpc as pb_grpc
+from tools.internal import bazel_unittest
 
 MAX_MESSAGE_BYTES = 64 << 20  # The limit the protocol documents.
 TIMEOUT_SECONDS = 20
@@ -297,4 +298,4 @@ class PluginRoundTripTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    bazel_unittest.main()
