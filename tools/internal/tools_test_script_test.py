@@ -53,6 +53,9 @@ STUBS = {
         [[ "$1" == test ]] && printf '%s' "$FAKE_GO_OUTPUT"
         exit 0
         """,
+    "tools/internal/readme_tour": """
+        echo "tools/internal/readme_tour $*" >> "$FAKE_RECORD/calls"
+        """,
     "tools/demo": """
         echo "tools/demo $*" >> "$FAKE_RECORD/calls"
         { echo "cwd=$(pwd)"; echo "CTRLHOST_DEMO_DIR=${CTRLHOST_DEMO_DIR-unset}"; } \\
@@ -134,7 +137,7 @@ class ToolsTestScriptTest(unittest.TestCase):
     def test_quick_runs_what_help_says_and_ends_with_table_and_closing_line(self):
         stages, help_text = self.help_stages()
         self.assertEqual(stages, ["setup", "unit", "asan", "tsan", "fuzz", "image", "node", "tsc",
-                                  "go", "e2e-clients", "demo"])
+                                  "go", "e2e-clients", "demo", "tour"])
         self.assertIn("tools/test --quick    the same without asan, tsan and fuzz", help_text)
         run = self.run_tools_test("--quick")
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
@@ -144,8 +147,9 @@ class ToolsTestScriptTest(unittest.TestCase):
             self.assertRegex(seconds, r"^\d+\.\d$", name)
         self.assertEqual(rows["unit"][1:], (1, 0, 1))
         self.assertEqual(rows["demo"][1:], (1, 0, 0))
-        # unit 1+1 skipped, image 1+1 skipped, node, tsc, go, e2e-clients, demo.
-        self.assertEqual(run.stdout.splitlines()[-1], "7 passed, 0 failed, 2 skipped")
+        self.assertEqual(rows["tour"][1:], (1, 0, 0))
+        # unit 1+1 skipped, image 1+1 skipped, node, tsc, go, e2e-clients, demo, tour.
+        self.assertEqual(run.stdout.splitlines()[-1], "8 passed, 0 failed, 2 skipped")
         self.assertFalse([c for c in self.calls() if "asan" in c or c.startswith("tools/fuzz")])
 
     def test_full_run_runs_every_stage_help_names(self):
