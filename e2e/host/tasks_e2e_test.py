@@ -1,5 +1,6 @@
 """End to end: background tasks (docs/protocol.md, "Background tasks") with real processes,
-against the embedded API server.
+against the embedded API server and real Kubernetes (tasks_kube_e2e_test, where both classes
+share one cluster: each works in a namespace of its own).
 
 The plugin e2e/host/tasks/task_plugin.py (Python SDK; its Go port tasks/go/main.go runs the
 same test as GoTasksTest) declares a task that polls a file the test
@@ -58,6 +59,8 @@ class TasksTest(unittest.TestCase):
         cls.plugin = host_fixture.runfile(cls.PLUGIN)
         cls.host = host_fixture.start_host(OPERATOR.format(plugin=cls.plugin, dir=cls.dir))
         cls.host.wait_for(lambda: cls.host.endpoint("/readyz")[0] == 200, "controller ready")
+        cls.ns = "tasks-" + cls.__name__.lower()
+        cls.host.kubectl("create", "namespace", cls.ns, check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -65,8 +68,8 @@ class TasksTest(unittest.TestCase):
         assert code == 0, "ctrlhost exited %s\n%s" % (code, cls.host.log()[-4000:])
 
     def configmap(self, name):
-        self.host.kubectl("create", "configmap", name, "-n", "default", check=True)
-        self.host.kubectl("label", "configmap", name, "-n", "default", "tasks-e2e=true",
+        self.host.kubectl("create", "configmap", name, "-n", self.ns, check=True)
+        self.host.kubectl("label", "configmap", name, "-n", self.ns, "tasks-e2e=true",
                           check=True)
 
     def name_in_file(self, key):
@@ -74,7 +77,7 @@ class TasksTest(unittest.TestCase):
             f.write(key + "\n")
 
     def child_version(self, name):
-        child = self.host.get("/api/v1/namespaces/default/configmaps/%s-poked" % name)
+        child = self.host.get("/api/v1/namespaces/%s/configmaps/%s-poked" % (self.ns, name))
         return (child or {}).get("data", {}).get("version")
 
     def dump_tasks(self):
@@ -89,7 +92,7 @@ class TasksTest(unittest.TestCase):
         # The task of generation 1 runs and enqueues what the file names.
         self.host.wait_for(lambda: "started" in read(os.path.join(self.dir, "v1.log")),
                            "v1 task started")
-        self.name_in_file("default/alpha")
+        self.name_in_file(self.ns + "/alpha")
         self.host.wait_for(lambda: self.child_version("alpha") == "v1", "alpha poked by v1")
         self.assertIsNone(self.child_version("beta"))  # only what the task enqueued
 
@@ -121,8 +124,8 @@ class TasksTest(unittest.TestCase):
         # A malformed key is refused by the SDK before it leaves (the task logs nothing for
         # it and the host counts nothing invalid); a well-formed key of a missing object is
         # accepted and reconciles nothing.
-        self.name_in_file("default/does-not-exist")
-        self.host.wait_for(lambda: "enqueue default/does-not-exist"
+        self.name_in_file(self.ns + "/does-not-exist")
+        self.host.wait_for(lambda: "enqueue %s/does-not-exist" % self.ns
                            in read(os.path.join(self.dir, "v1.log")), "missing key enqueued")
 
         # Swap to v2: the host stops v1's tasks before it drains, v2's start. v2 declares
@@ -143,13 +146,13 @@ class TasksTest(unittest.TestCase):
         self.host.wait_for(lambda: "started" in read(os.path.join(self.dir, "v2.log")),
                            "v2 task started")
         v1_lines = read(os.path.join(self.dir, "v1.log"))
-        self.name_in_file("default/beta")
+        self.name_in_file(self.ns + "/beta")
         self.host.wait_for(lambda: self.child_version("beta") == "v2", "beta poked by v2")
         # v2's task read the whole file again (a new process): alpha is v2's now too.
         self.host.wait_for(lambda: self.child_version("alpha") == "v2", "alpha re-poked by v2")
         # The old task did nothing after it was stopped.
         self.assertEqual(read(os.path.join(self.dir, "v1.log")), v1_lines)
-        self.assertNotIn("enqueue default/beta", v1_lines)
+        self.assertNotIn("enqueue %s/beta" % self.ns, v1_lines)
         self.assertIsNone(self.child_version("gamma"))
         self.assertIn("replacing the plugin's controllers", self.host.log())
         v2_lines = read(os.path.join(self.dir, "v2.log"))
