@@ -337,7 +337,10 @@ def run_ctrlhost(n, cluster, ctrlhost, plugin, work):
     process = subprocess.Popen(
         [ctrlhost, "run", "-f", operators, "--kubeconfig", cluster.kubeconfig,
          "--data-dir", os.path.join(directory, "data"),
-         "--metrics-addr", "127.0.0.1:%d" % metrics_port, "--log-level", "warning"],
+         "--metrics-addr", "127.0.0.1:%d" % metrics_port, "--log-level", "warning",
+         # The plugin is in Bazel's output tree, readable by its owner only: as root the host
+         # would run it under a uid of its own (docs/operations.md), which cannot execute it.
+         "--plugin-user", "host"],
         stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
     log_file.close()
     side.processes.append(process)
@@ -346,8 +349,12 @@ def run_ctrlhost(n, cluster, ctrlhost, plugin, work):
                             start + SYNC_TIMEOUT_SECONDS)
     if line is None:
         stop(side.processes)
-        raise RuntimeError("ctrlhost with %d operators did not get ready (log: %s)" %
-                           (n, os.path.join(directory, "host.log")))
+        with open(os.path.join(directory, "host.log"), errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError("ctrlhost with %d operators did not get ready (%s; log: %s):\n%s" %
+                           (n, "it exited %s" % process.returncode
+                            if process.returncode is not None else "timed out",
+                            os.path.join(directory, "host.log"), tail))
     side.sync_seconds = time.time() - start
     side.metrics_url = "http://127.0.0.1:%d/metrics" % metrics_port
     # stdout keeps flowing (nothing more is printed after ready); the pipe is not read again.

@@ -241,8 +241,11 @@ void RunOnce(Reporter& reporter, const Flags& flags, const std::string& kubeconf
   const fs::path root = fs::path(tmp != nullptr ? tmp : "/tmp") /
                         absl::StrCat("swap-", getpid(), prefix.empty() ? "" : "-real");
   fs::remove_all(root);
-  fs::create_directories(root);
-  const std::string log = (root / "reconciles.log").string();
+  // The plugin writes its record log in a directory of its own, made before the host starts:
+  // `root` holds the host's data dir, which the plugin sandbox hides, so `root` itself lies on
+  // the way to a hidden path and takes no new entries from a plugin (runtime/plugin/sandbox.h).
+  fs::create_directories(root / "out");
+  const std::string log = (root / "out" / "reconciles.log").string();
 
   auto fail = [&](const std::string& what, const absl::Status& status) {
     std::cerr << "swap: " << prefix << what << ": " << status << "\n";
