@@ -1,6 +1,8 @@
 """End to end: the VersionedApp reference plugin (plugins/versioned-app; the Python and Node
 ports when $CTRLHOST_E2E_VERSIONED_APP is py or node) under the real `ctrlhost run`, driven with
-kubectl against the embedded API server. Every piece of the controller model shows:
+kubectl against the embedded API server and real Kubernetes 1.20 (the `_kube_` targets: the
+same golden file once the real cluster's defaults are taken out, see without_server_defaults).
+Every piece of the controller model shows:
 
 - resource sets: version 1.x objects are reconciled by the set v1, 2.x by v2 (status.resourceSet,
   the ServiceAccount and metrics port only v2 adds);
@@ -58,9 +60,58 @@ SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", 
                    "selfLink")
 
 
+# What kube-apiserver's defaulting and kube-controller-manager add to the children on a real
+# cluster and the embedded server does not (it stores built-in kinds as written): removed only
+# when the value is the default, so that a plugin which set another value still differs.
+POD_DEFAULTS = {"dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
+                "schedulerName": "default-scheduler", "securityContext": {},
+                "terminationGracePeriodSeconds": 30}
+CONTAINER_DEFAULTS = {"imagePullPolicy": "IfNotPresent", "resources": {},
+                      "terminationMessagePath": "/dev/termination-log",
+                      "terminationMessagePolicy": "File"}
+DEPLOYMENT_DEFAULTS = {"progressDeadlineSeconds": 600, "revisionHistoryLimit": 10,
+                       "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+                                    "type": "RollingUpdate"}}
+
+
+def drop_defaults(mapping, defaults):
+    for key, value in defaults.items():
+        if key in mapping and mapping[key] == value:
+            del mapping[key]
+
+
+def without_server_defaults(obj):
+    """`obj` without the fields a real cluster defaults (see POD_DEFAULTS and the others)."""
+    meta = obj.get("metadata", {})
+    if obj.get("kind") == "ServiceAccount":
+        obj.pop("secrets", None)  # the token controller's
+    if obj.get("kind") == "Deployment":
+        annotations = meta.get("annotations", {})
+        annotations.pop("deployment.kubernetes.io/revision", None)
+        if not annotations:
+            meta.pop("annotations", None)
+        spec = obj.get("spec", {})
+        drop_defaults(spec, DEPLOYMENT_DEFAULTS)
+        template = spec.get("template", {})
+        if template.get("metadata", {}).get("creationTimestamp", "") is None:
+            del template["metadata"]["creationTimestamp"]
+        pod = template.get("spec", {})
+        drop_defaults(pod, POD_DEFAULTS)
+        if pod.get("serviceAccount") == pod.get("serviceAccountName"):
+            pod.pop("serviceAccount", None)  # the deprecated alias, copied by defaulting
+        for container in pod.get("containers", []):
+            drop_defaults(container, CONTAINER_DEFAULTS)
+            for port in container.get("ports", []):
+                drop_defaults(port, {"protocol": "TCP"})
+    return obj
+
+
 def normalized(obj):
-    """`obj` without what the server sets (ids, times, Service IPs, children's status)."""
+    """`obj` without what the server sets (ids, times, Service IPs, children's status, and on
+    a real cluster its defaults)."""
     obj = json.loads(json.dumps(obj))
+    if host_fixture.real_kube():
+        obj = without_server_defaults(obj)
     meta = obj.get("metadata", {})
     for key in SERVER_METADATA:
         meta.pop(key, None)
