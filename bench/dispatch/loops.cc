@@ -40,12 +40,11 @@ struct SessionLoop : std::enable_shared_from_this<SessionLoop> {
   void Send() {
     const absl::Time sent = absl::Now();
     std::shared_ptr<SessionLoop> self = shared_from_this();
-    session->Dispatch(call, sent + absl::Seconds(60),
-                      [self, sent](absl::StatusOr<pluginpb::ReconcileResponse> r) {
-                        if (self->collector.RecordAndClaim(absl::Now() - sent, r.ok())) {
-                          self->Send();
-                        }
-                      });
+    session->Dispatch(call, sent + absl::Seconds(60), [self, sent](controller::DispatchResult r) {
+      if (self->collector.RecordAndClaim(absl::Now() - sent, r.response.ok())) {
+        self->Send();
+      }
+    });
   }
   plugin::Session* const session;
   const pluginpb::ReconcileCall call = MakeCall();

@@ -52,8 +52,17 @@ TEST(BurstControllerTest, ObjectWithoutMetadataDoesNotCrash) {
   st::RequestBuilder req(json{{"apiVersion", "burst.bench.ctrlhost.dev/v1"}, {"kind", "Burst"}});
   req.Controller("burst");
   st::Outcome out = st::Reconcile(**controller, req.Call());
-  // Whatever the SDK answers for a nameless object, it is an answer, not a crash.
-  SUCCEED() << out.error_message();
+  // Reconciled like any object: a missing metadata.generation reads as 0.
+  ASSERT_TRUE(out.ok()) << out.error_message();
+  EXPECT_TRUE(out.desired.empty());
+  EXPECT_EQ(out.status, (json{{"phase", "Done"}, {"observedGeneration", 0}}));
+
+  // The same controller goes on with the next object as usual.
+  st::RequestBuilder next(Burst(5));
+  next.Controller("burst");
+  st::Outcome after = st::Reconcile(**controller, next.Call());
+  ASSERT_TRUE(after.ok()) << after.error_message();
+  EXPECT_EQ(after.status, (json{{"phase", "Done"}, {"observedGeneration", 5}}));
 }
 
 }  // namespace

@@ -56,11 +56,10 @@ struct Loop : std::enable_shared_from_this<Loop> {
     if (!collector.TryStart()) return;  // the session is only used while requests remain
     const absl::Time sent = absl::Now();
     std::shared_ptr<Loop> self = shared_from_this();
-    session->Dispatch(call, sent + absl::Seconds(60),
-                      [self, sent](absl::StatusOr<pluginpb::ReconcileResponse> r) {
-                        self->StartOne();
-                        self->collector.Record(absl::Now() - sent, r.ok() && !r->has_error());
-                      });
+    session->Dispatch(call, sent + absl::Seconds(60), [self, sent](controller::DispatchResult r) {
+      self->StartOne();
+      self->collector.Record(absl::Now() - sent, r.response.ok() && !r.response->has_error());
+    });
   }
   plugin::Session* const session;
   const pluginpb::ReconcileCall call = MakeCall();

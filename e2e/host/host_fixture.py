@@ -31,6 +31,21 @@ START_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 20
 WAIT_TIMEOUT_SECONDS = 60
 
+# Host.metric's `default` when none is given: an absent series fails.
+_NO_DEFAULT = object()
+
+
+def _existing_series(text, name):
+    """What /metrics has instead of `name`: its series if the metric exists with other labels,
+    else every metric name, for Host.metric's error."""
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    same = [line for line in samples
+            if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " ")]
+    if same:
+        return "series of %s:\n  %s" % (name, "\n  ".join(same))
+    names = sorted({re.split(r"[{ ]", line, maxsplit=1)[0] for line in samples})
+    return "no series of that name; the metrics are:\n  %s" % "\n  ".join(names)
+
 def runfile(path):
     """A file from the Bazel runfiles tree (workspace-relative path), or from the source tree."""
     root = os.environ.get("TEST_SRCDIR")
@@ -166,18 +181,34 @@ class Host(apiserver_fixture.OwnedProcess):
         with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
             return response.read().decode()
 
-    def metric(self, name, **labels):
-        """Sum of the samples of `name` whose labels include `labels` (0 when absent)."""
+    def metric(self, name, default=_NO_DEFAULT, **labels):
+        """Sum of the samples of `name` whose labels include `labels`.
+
+        No such series is an AssertionError naming the metric, the labels and the series that
+        do exist: a renamed metric or label must fail a check such as "no relist", not read as
+        0. Only a test that reads a counter before its first increment (a labelled series
+        appears at its first increment) passes `default`, which is then returned instead.
+        """
         total = 0.0
+        found = False
         pattern = re.compile(r"^%s(\{[^}]*\})? (\S+)$" % re.escape(name))
-        for line in self.metrics().splitlines():
+        text = self.metrics()
+        for line in text.splitlines():
             match = pattern.match(line)
             if not match:
                 continue
             label_text = match.group(1) or ""
             if all('%s="%s"' % (k, v) in label_text for k, v in labels.items()):
                 total += float(match.group(2))
-        return total
+                found = True
+        if found:
+            return total
+        if default is not _NO_DEFAULT:
+            return default
+        wanted = ",".join('%s="%s"' % item for item in sorted(labels.items()))
+        raise AssertionError("metric %s%s: no such series at %s\n%s" % (
+            name, "{%s}" % wanted if wanted else "", self.metrics_url,
+            _existing_series(text, name)))
 
     def endpoint(self, path):
         """GET on the metrics server (e.g. /readyz, /debug/dump): (status, text)."""

@@ -8,17 +8,20 @@
 // lets the plugin behind a controller change at run time (hot swap) without the runner noticing.
 //
 // Example (the runner's worker loop, simplified):
-//   dispatcher->Dispatch(std::move(call), deadline, [&](absl::StatusOr<pluginpb::ReconcileResponse>
-//   r) {
+//   dispatcher->Dispatch(std::move(call), deadline, [&](DispatchResult r) {
 //     ...signal the worker...
 //   });
-//   ApplyOutcome outcome = r.ok() ? applier->Apply(context, *r) : RetryOutcome(r.status());
+//   context.capabilities = r.capabilities;
+//   ApplyOutcome outcome =
+//       r.response.ok() ? applier->Apply(context, *r.response) : RetryOutcome(r.response.status());
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_RECONCILE_H_
 #define CTRLHOST_RUNTIME_CONTROLLER_RECONCILE_H_
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,6 +57,10 @@ struct ControllerInfo {
   bool host_status = false;
 };
 
+// The capabilities in effect on one plugin connection (plugin.proto's Capability: those both
+// sides listed in the handshake).
+using Capabilities = std::vector<pluginpb::Capability>;
+
 // One reconcile of one key, as the applier needs to know it.
 struct ReconcileContext {
   const ControllerInfo* controller = nullptr;  // borrowed, outlives the call
@@ -68,6 +75,10 @@ struct ReconcileContext {
   std::vector<const cache::Store*> owned_stores;
   uint32_t attempt = 0;  // 0 for the first try, then the key's number of retries
   std::string trace_id;
+  // The capabilities in effect on the plugin connection that carried the response
+  // (DispatchResult::capabilities): the applier refuses a response that uses a feature outside
+  // them. nullopt: an answer the host made itself (or a test's), which is not checked.
+  std::optional<Capabilities> capabilities;
 };
 
 // What the runner does with the key after a reconcile.
@@ -91,11 +102,36 @@ struct ApplyOutcome {
   uint32_t skipped = 0;  // applies and status writes left out because they would change nothing
 };
 
-// `done` receives the plugin's response, or an error status: UNAVAILABLE (no ready plugin
-// instance, or its stream broke with the request in flight), DEADLINE_EXCEEDED (no answer by
-// the deadline), RESOURCE_EXHAUSTED (in-flight cap reached), INVALID_ARGUMENT (malformed
-// response). Every error is retryable from the runner's point of view.
-using ReconcileCallback = std::function<void(absl::StatusOr<pluginpb::ReconcileResponse>)>;
+// What a Dispatcher answers for one call: the plugin's response, or an error status:
+// UNAVAILABLE (no ready plugin instance, or its stream broke with the request in flight),
+// DEADLINE_EXCEEDED (no answer by the deadline), RESOURCE_EXHAUSTED (in-flight cap reached),
+// INVALID_ARGUMENT (malformed response). Every error is retryable from the runner's point of
+// view.
+//
+// Capabilities belong to a connection (docs/protocol.md section 2), and the instance that
+// answers a key can change between two calls (a swap, a canary, a route, a crash restart), so
+// the session that received a response says which capabilities were in effect on its
+// connection; dispatchers in between pass the result on unchanged.
+//
+// Implicitly constructible from a response or an error status (like absl::StatusOr), so that a
+// dispatcher can answer `done(response)` or `done(absl::UnavailableError(...))`.
+struct DispatchResult {
+  DispatchResult(pluginpb::ReconcileResponse r) : response(std::move(r)) {}
+  DispatchResult(absl::Status error) : response(std::move(error)) {}  // `error` is not OK
+  DispatchResult(absl::StatusOr<pluginpb::ReconcileResponse> r,
+                 std::optional<Capabilities> c = std::nullopt)
+      : response(std::move(r)), capabilities(std::move(c)) {}
+
+  absl::StatusOr<pluginpb::ReconcileResponse> response;
+  // The capabilities in effect on the plugin connection that carried `response` (set by
+  // plugin::Session). nullopt for an answer the host made itself (e.g. RouteDispatcher's
+  // AmbiguousRoute answer) or a test's fake: the applier does not check those against
+  // capabilities.
+  std::optional<Capabilities> capabilities;
+};
+
+// Receives a Dispatcher's answer (see DispatchResult).
+using ReconcileCallback = std::function<void(DispatchResult)>;
 
 // Sends reconcile calls to whatever serves a controller now. Thread-safe. `done` is called
 // exactly once per Dispatch, from any thread (possibly inline, before Dispatch returns, for

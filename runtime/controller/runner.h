@@ -223,8 +223,7 @@ class Runner {
   void WorkerLoop();
   void ProcessKey(const std::string& key);
   // Sends `call` and waits for the answer (bounded by deadline + dispatch_grace).
-  absl::StatusOr<pluginpb::ReconcileResponse> DispatchAndWait(pluginpb::ReconcileCall call,
-                                                              absl::Time deadline);
+  DispatchResult DispatchAndWait(pluginpb::ReconcileCall call, absl::Time deadline);
   pluginpb::ReconcileCall BuildCall(const std::string& key, const cache::ObjectPtr& primary,
                                     absl::string_view uid, pluginpb::Reason reason,
                                     uint32_t attempt, absl::Time deadline) const;

@@ -60,6 +60,29 @@ TEST_F(RunnerTest, BuildsTheCallFromTheCache) {
   EXPECT_EQ(m.controller, "webapps");
 }
 
+// Capabilities belong to the connection that answered: the applier gets the set the dispatcher
+// reported with each answer, call by call (a swap or a canary can change it between two).
+TEST_F(RunnerTest, ApplierSeesTheCapabilitiesOfTheAnsweringConnection) {
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  dispatcher_.SetCapabilities(Capabilities{pluginpb::CAPABILITY_CONDITIONS});
+  AddPrimary(WebApp("a"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  dispatcher_.SetCapabilities(Capabilities{pluginpb::CAPABILITY_SERVER_SIDE_APPLY});
+  AddPrimary(WebApp("b"));
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  ASSERT_TRUE(WaitIdle());
+  dispatcher_.SetCapabilities(std::nullopt);
+  AddPrimary(WebApp("c"));
+  ASSERT_TRUE(applier_.WaitForApplied(3));
+  std::vector<std::optional<Capabilities>> seen = applier_.capabilities();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], Capabilities{pluginpb::CAPABILITY_CONDITIONS});
+  EXPECT_EQ(seen[1], Capabilities{pluginpb::CAPABILITY_SERVER_SIDE_APPLY});
+  EXPECT_FALSE(seen[2].has_value());
+}
+
 TEST_F(RunnerTest, RelatedObjectsFromWatchesThatIncludeThem) {
   options_.include_related = true;
   cache::Store secrets;

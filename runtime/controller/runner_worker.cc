@@ -94,25 +94,22 @@ void Runner::Record(ReconcileResult result, const std::string& key, const absl::
   }
 }
 
-absl::StatusOr<pluginpb::ReconcileResponse> Runner::DispatchAndWait(pluginpb::ReconcileCall call,
-                                                                    absl::Time deadline) {
+DispatchResult Runner::DispatchAndWait(pluginpb::ReconcileCall call, absl::Time deadline) {
   // Shared with the callback, which may run after this worker gave up waiting.
   struct Pending {
     common::Mutex mu;
     common::CondVar cv;
     bool done ABSL_GUARDED_BY(mu) = false;
-    absl::StatusOr<pluginpb::ReconcileResponse> result ABSL_GUARDED_BY(mu) =
-        absl::UnknownError("no answer");
+    DispatchResult result ABSL_GUARDED_BY(mu) = absl::UnknownError("no answer");
   };
   auto pending = std::make_shared<Pending>();
-  dispatcher_->Dispatch(std::move(call), deadline,
-                        [pending](absl::StatusOr<pluginpb::ReconcileResponse> result) {
-                          common::MutexLock lock(&pending->mu);
-                          if (pending->done) return;
-                          pending->result = std::move(result);
-                          pending->done = true;
-                          pending->cv.SignalAll();
-                        });
+  dispatcher_->Dispatch(std::move(call), deadline, [pending](DispatchResult result) {
+    common::MutexLock lock(&pending->mu);
+    if (pending->done) return;
+    pending->result = std::move(result);
+    pending->done = true;
+    pending->cv.SignalAll();
+  });
   common::MutexLock lock(&pending->mu);
   const absl::Time give_up = deadline + options_.dispatch_grace;
   while (!pending->done) {
@@ -293,7 +290,9 @@ void Runner::ProcessKey(const std::string& key) {
                 reason == pluginpb::REASON_UNSPECIFIED ? pluginpb::REASON_PRIMARY_CHANGED : reason,
                 attempt, deadline);
   call.set_trace_id(context.trace_id);
-  absl::StatusOr<pluginpb::ReconcileResponse> response = DispatchAndWait(std::move(call), deadline);
+  DispatchResult answer = DispatchAndWait(std::move(call), deadline);
+  const absl::StatusOr<pluginpb::ReconcileResponse>& response = answer.response;
+  context.capabilities = std::move(answer.capabilities);
 
   ApplyOutcome outcome;
   if (!response.ok()) {

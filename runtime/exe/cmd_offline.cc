@@ -223,8 +223,8 @@ kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool name
 // namespaced) and the plugin's declarations (OwnedKind.cluster_scoped) instead of discovery.
 absl::Status CheckResponse(const pluginpb::ControllerSpec& spec, const std::string& plugin_name,
                            const nlohmann::json& object, uint32_t attempt,
-                           const std::string& trace_id,
-                           const pluginpb::ReconcileResponse& response) {
+                           const std::string& trace_id, const pluginpb::ReconcileResponse& response,
+                           std::optional<controller::Capabilities> capabilities) {
   const std::string* ns = StringAt(object["metadata"], "namespace");
   controller::ControllerInfo info;
   info.plugin = plugin_name;
@@ -245,6 +245,7 @@ absl::Status CheckResponse(const pluginpb::ControllerSpec& spec, const std::stri
   context.primary = *primary;
   context.attempt = attempt - 1;  // the context counts retries, the request attempts
   context.trace_id = trace_id;
+  context.capabilities = std::move(capabilities);
   return controller::apply::ValidateResponse(context, response).status();
 }
 
@@ -253,7 +254,7 @@ absl::Status CheckResponse(const pluginpb::ControllerSpec& spec, const std::stri
 struct ResponseWaiter {
   common::Mutex mu;
   common::CondVar cv;
-  std::optional<absl::StatusOr<pluginpb::ReconcileResponse>> result ABSL_GUARDED_BY(mu);
+  std::optional<controller::DispatchResult> result ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -531,20 +532,23 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
 
   auto waiter = std::make_shared<ResponseWaiter>();
   const absl::Time deadline = absl::Now() + timeout;
-  instance.Dispatch(std::move(call), deadline,
-                    [waiter](absl::StatusOr<pluginpb::ReconcileResponse> response) {
-                      common::MutexLock lock(&waiter->mu);
-                      waiter->result = std::move(response);
-                      waiter->cv.SignalAll();
-                    });
+  instance.Dispatch(std::move(call), deadline, [waiter](controller::DispatchResult result) {
+    common::MutexLock lock(&waiter->mu);
+    waiter->result = std::move(result);
+    waiter->cv.SignalAll();
+  });
   absl::StatusOr<pluginpb::ReconcileResponse> response =
       absl::DeadlineExceededError("no answer from the plugin");
+  std::optional<controller::Capabilities> capabilities;  // in effect on the plugin's connection
   {
     common::MutexLock lock(&waiter->mu);
     while (!waiter->result.has_value()) {
       if (waiter->cv.WaitWithDeadline(&waiter->mu, deadline + kWaitSlack)) break;
     }
-    if (waiter->result.has_value()) response = *waiter->result;
+    if (waiter->result.has_value()) {
+      response = waiter->result->response;
+      capabilities = waiter->result->capabilities;
+    }
   }
   // A crash shows as a broken stream (UNAVAILABLE); the supervisor learns how the process ended
   // a moment later, when it reaps it.
@@ -575,8 +579,8 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
     if (yaml.empty() || yaml.back() != '\n') out << "\n";
   }
   if (check) {
-    if (absl::Status s =
-            CheckResponse(spec, name, object, static_cast<uint32_t>(attempt), trace_id, *response);
+    if (absl::Status s = CheckResponse(spec, name, object, static_cast<uint32_t>(attempt), trace_id,
+                                       *response, std::move(capabilities));
         !s.ok()) {
       err << "error: the host would refuse this response: " << s.message() << "\n";
       return kExitInvalidResponse;

@@ -33,18 +33,17 @@ void CountingDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadl
     common::MutexLock lock(&mu_);
     ++figures_.in_flight;
   }
-  target_->Dispatch(
-      std::move(call), deadline,
-      [this, start, done = std::move(done)](absl::StatusOr<pluginpb::ReconcileResponse> response) {
-        const absl::Duration took = clock_->Now() - start;
-        {
-          common::MutexLock lock(&mu_);
-          --figures_.in_flight;
-          ++figures_.requests_total[ResultLabel(response.status())];
-          figures_.duration.Observe(took);
-        }
-        done(std::move(response));
-      });
+  target_->Dispatch(std::move(call), deadline,
+                    [this, start, done = std::move(done)](controller::DispatchResult result) {
+                      const absl::Duration took = clock_->Now() - start;
+                      {
+                        common::MutexLock lock(&mu_);
+                        --figures_.in_flight;
+                        ++figures_.requests_total[ResultLabel(result.response.status())];
+                        figures_.duration.Observe(took);
+                      }
+                      done(std::move(result));
+                    });
 }
 
 PluginRequestFigures CountingDispatcher::Figures() const {

@@ -88,11 +88,10 @@ void FencedDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadlin
   }
   Fence* fence = fence_;
   const uint64_t id = r.id;
-  target_->Dispatch(std::move(call), deadline,
-                    [fence, id](absl::StatusOr<pluginpb::ReconcileResponse> result) {
-                      controller::ReconcileCallback done = fence->Unregister(id);
-                      if (done != nullptr) done(std::move(result));
-                    });
+  target_->Dispatch(std::move(call), deadline, [fence, id](controller::DispatchResult result) {
+    controller::ReconcileCallback done = fence->Unregister(id);
+    if (done != nullptr) done(std::move(result));
+  });
 }
 
 namespace {

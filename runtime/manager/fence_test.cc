@@ -66,11 +66,10 @@ TEST(FencedDispatcherTest, RefusesWhileClosedWithoutReachingThePlugin) {
   FencedDispatcher fenced(&plugin, &fence);
   absl::Status got = absl::OkStatus();
   int calls = 0;
-  fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
-                  [&](absl::StatusOr<pluginpb::ReconcileResponse> r) {
-                    ++calls;
-                    got = r.status();
-                  });
+  fenced.Dispatch({}, clock.Now() + absl::Seconds(1), [&](controller::DispatchResult r) {
+    ++calls;
+    got = r.response.status();
+  });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(got.code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(plugin.held.empty());
@@ -84,9 +83,8 @@ TEST(FencedDispatcherTest, TripCancelsInFlightAndDropsTheLateAnswer) {
   FencedDispatcher fenced(&plugin, &fence);
   std::vector<absl::Status> answers;
   for (int i = 0; i < 2; ++i) {
-    fenced.Dispatch(
-        {}, clock.Now() + absl::Seconds(1),
-        [&](absl::StatusOr<pluginpb::ReconcileResponse> r) { answers.push_back(r.status()); });
+    fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
+                    [&](controller::DispatchResult r) { answers.push_back(r.response.status()); });
   }
   ASSERT_EQ(plugin.held.size(), 2u);
   plugin.held[0](pluginpb::ReconcileResponse());  // answered before the fence tripped

@@ -54,8 +54,8 @@ void PluginSlot::Forward(const std::shared_ptr<Instance>& instance, pluginpb::Re
   }
   instance->supervisor->Dispatch(
       std::move(call), deadline,
-      [instance, done = std::move(done)](absl::StatusOr<pluginpb::ReconcileResponse> response) {
-        done(std::move(response));
+      [instance, done = std::move(done)](controller::DispatchResult result) {
+        done(std::move(result));
         common::MutexLock lock(&instance->mu);
         if (--instance->in_flight == 0) instance->idle_cv.SignalAll();
       });

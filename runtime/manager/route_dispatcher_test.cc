@@ -57,9 +57,8 @@ class RouteDispatcherTest : public ::testing::Test {
 
   absl::StatusOr<pluginpb::ReconcileResponse> Send(pluginpb::ReconcileCall call) {
     absl::StatusOr<pluginpb::ReconcileResponse> answer = absl::UnknownError("not answered");
-    routes_->Dispatch(
-        std::move(call), absl::InfiniteFuture(),
-        [&](absl::StatusOr<pluginpb::ReconcileResponse> r) { answer = std::move(r); });
+    routes_->Dispatch(std::move(call), absl::InfiniteFuture(),
+                      [&](controller::DispatchResult r) { answer = std::move(r.response); });
     return answer;
   }
 
@@ -110,7 +109,7 @@ TEST_F(RouteDispatcherTest, UnroutedObjectIsSkippedAndCounted) {
   absl::StatusOr<pluginpb::ReconcileResponse> answer = absl::UnknownError("not answered");
   auto send = [&](pluginpb::ReconcileCall call) {
     only_v2.Dispatch(std::move(call), absl::InfiniteFuture(),
-                     [&](absl::StatusOr<pluginpb::ReconcileResponse> r) { answer = std::move(r); });
+                     [&](controller::DispatchResult r) { answer = std::move(r.response); });
   };
   send(Call("a", "{}"));
   ASSERT_TRUE(answer.ok());

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -118,8 +120,16 @@ TEST_F(HandshakeTest, MalformedDescribeIsInvalidArgument) {
 TEST_F(HandshakeTest, NotServingForAMomentAtStartIsWaitedFor) {
   TestPluginOptions options;
   options.health = "starting";  // NOT_SERVING to the first 3 checks
+  const absl::Time start = absl::Now();
   auto result = Run(options);
+  const absl::Duration took = absl::Now() - start;
   ASSERT_TRUE(result.ok()) << result.status();
+  // It succeeded only after the plugin said SERVING: every NOT_SERVING answer was seen, then
+  // (at least) one more check, each retry 100 ms after the last (3 waits; a margin for the
+  // wall clock being adjusted meanwhile).
+  EXPECT_EQ(plugin_->health_not_serving_answers(), 3);
+  EXPECT_GE(plugin_->health_checks(), 4);
+  EXPECT_GE(took, absl::Milliseconds(250));
 }
 
 TEST_F(HandshakeTest, NotServingIsUnavailableSoItIsRetried) {

@@ -197,8 +197,19 @@ class Session::Stream
     // Handled before the next read is started: gRPC may run the next read's reaction on
     // another thread as soon as it is, so handling after it would reorder plugin messages and
     // could log a dropped answer after the answer that followed it on the stream.
-    if (!done && id == 0 && options_.on_plugin_message &&
-        (response.has_task_enqueue() || response.has_task_status())) {
+    const bool plugin_message =
+        !done && id == 0 && (response.has_task_enqueue() || response.has_task_status());
+    if (plugin_message && !background_tasks_) {
+      // Not in effect on this connection: refused here, so that nothing (not even a
+      // TaskEnqueueRefused notice) answers it on a stream that did not negotiate it.
+      uint64_t suppressed = 0;
+      if (dropped_log_.Allow(&suppressed)) {
+        common::LogWarning(
+            "plugin message dropped: task_enqueue and task_status require "
+            "CAPABILITY_BACKGROUND_TASKS, which is not in effect",
+            {{"plugin", options_.instance_name}, {"suppressed", suppressed}});
+      }
+    } else if (plugin_message && options_.on_plugin_message) {
       options_.on_plugin_message(std::move(response));
     } else if (!done) {
       // A plugin can send these as fast as it likes: rate limited (issue 13, item 12).
@@ -210,7 +221,7 @@ class Session::Stream
       }
     }
     StartRead(&read_buffer_);
-    if (done) done(std::move(response));
+    if (done) done(controller::DispatchResult(std::move(response), options_.capabilities));
   }
 
   void OnWriteDone(bool ok) override {
@@ -371,6 +382,11 @@ class Session::Stream
   // Constant after construction.
   const SessionOptions options_;
   common::Clock* const clock_;
+  // CAPABILITY_BACKGROUND_TASKS is in effect: plugin messages (task_enqueue, task_status) are
+  // accepted.
+  const bool background_tasks_ =
+      std::find(options_.capabilities.begin(), options_.capabilities.end(),
+                pluginpb::CAPABILITY_BACKGROUND_TASKS) != options_.capabilities.end();
   std::unique_ptr<pluginpb::ControllerPluginService::Stub> stub_;
   grpc::ClientContext context_;
   std::thread timer_;

@@ -12,8 +12,12 @@
 //   - RESOURCE_EXHAUSTED for every outstanding request when the plugin sent a message larger
 //     than `max_message_bytes` (gRPC ends the whole stream in that case, so the session is
 //     broken too; it cannot tell which request the oversized answer was for).
+// Each response is handed on with the capabilities in effect on this connection
+// (controller::DispatchResult::capabilities), against which the applier checks it.
 // Responses with an unknown, expired or already answered request_id are dropped and logged,
-// rate limited (10 lines, then 1 per second, each with the count of lines suppressed before it).
+// rate limited (10 lines, then 1 per second, each with the count of lines suppressed before it),
+// and so are plugin messages (task_enqueue, task_status) when CAPABILITY_BACKGROUND_TASKS is
+// not in effect.
 //
 // Example:
 //   ASSIGN_OR_RETURN(HandshakeResult hs, Handshake(channel, handshake_options));
@@ -75,8 +79,9 @@ struct SessionOptions {
   // block and must not destroy the session.
   std::function<void(const absl::Status&)> on_broken;
   // Called for each plugin-to-host message that answers no request (request_id 0 carrying
-  // task_enqueue or task_status: background tasks), on gRPC's callback thread, in stream order.
-  // Must not block. Null: such messages are dropped like unknown responses.
+  // task_enqueue or task_status: background tasks), on gRPC's callback thread, in stream order,
+  // when CAPABILITY_BACKGROUND_TASKS is in `capabilities`. Must not block. Null, or the
+  // capability not in effect: such messages are dropped (and logged) like unknown responses.
   std::function<void(pluginpb::ReconcileResponse)> on_plugin_message;
 };
 

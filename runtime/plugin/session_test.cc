@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,10 +42,11 @@ std::string MakeSocketDir() {
 class Results {
  public:
   controller::ReconcileCallback Callback(std::string tag) {
-    return [this, tag](absl::StatusOr<pluginpb::ReconcileResponse> r) {
+    return [this, tag](controller::DispatchResult r) {
       common::MutexLock lock(&mu_);
       tags_.push_back(tag);
-      results_.push_back(std::move(r));
+      results_.push_back(std::move(r.response));
+      capabilities_.push_back(std::move(r.capabilities));
       cv_.SignalAll();
     };
   }
@@ -65,6 +67,10 @@ class Results {
     common::MutexLock lock(&mu_);
     return results_.at(i);
   }
+  std::optional<controller::Capabilities> capabilities(size_t i) {
+    common::MutexLock lock(&mu_);
+    return capabilities_.at(i);
+  }
   std::vector<std::string> tags() {
     common::MutexLock lock(&mu_);
     return tags_;
@@ -75,6 +81,7 @@ class Results {
   common::CondVar cv_;
   std::vector<std::string> tags_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::StatusOr<pluginpb::ReconcileResponse>> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<controller::Capabilities>> capabilities_ ABSL_GUARDED_BY(mu_);
 };
 
 pluginpb::ReconcileCall Call(const std::string& name, std::string object = "{}") {
@@ -156,6 +163,7 @@ TEST_F(SessionTest, NoticesAndPluginMessages) {
   common::CondVar cv;
   std::vector<pluginpb::ReconcileResponse> messages;  // guarded by mu
   SessionOptions options;
+  options.capabilities = {pluginpb::CAPABILITY_BACKGROUND_TASKS};
   options.on_plugin_message = [&](pluginpb::ReconcileResponse m) {
     common::MutexLock lock(&mu);
     messages.push_back(std::move(m));
@@ -191,6 +199,56 @@ TEST_F(SessionTest, NoticesAndPluginMessages) {
             absl::StatusCode::kInvalidArgument);
   session_->Close();
   EXPECT_EQ(session_->Notify(start).code(), absl::StatusCode::kUnavailable);
+}
+
+// Without CAPABILITY_BACKGROUND_TASKS in effect, a plugin's task_enqueue (request_id 0) is
+// dropped by the session: on_plugin_message never sees it (so nothing answers it either), and
+// reconciles go on.
+TEST_F(SessionTest, PluginMessagesWithoutBackgroundTasksAreDropped) {
+  StartPlugin();
+  common::Mutex mu;
+  int messages = 0;  // guarded by mu
+  SessionOptions options;
+  options.capabilities = {pluginpb::CAPABILITY_CONDITIONS};
+  options.on_plugin_message = [&](pluginpb::ReconcileResponse) {
+    common::MutexLock lock(&mu);
+    ++messages;
+  };
+  OpenSession(std::move(options));
+  // The test plugin answers a StartTasks notice with a task_enqueue (request_id 0).
+  pluginpb::ReconcileRequest start;
+  start.mutable_start_tasks()->set_controller("echo");
+  ASSERT_TRUE(session_->Notify(start).ok());
+  // The plugin writes its message before the answers that follow on the stream, and the
+  // session handles stream messages in order: once a later answer arrived, the message was
+  // handled.
+  Results& results = results_;
+  session_->Dispatch(Call("a"), Later(), results.Callback("a"));
+  ASSERT_TRUE(results.WaitFor(1));
+  ASSERT_TRUE(results.result(0).ok()) << results.result(0).status();
+  common::MutexLock lock(&mu);
+  EXPECT_EQ(messages, 0);
+}
+
+// The applier checks each response against the capabilities in effect on the connection that
+// carried it: the session hands them on with every response (not with its errors).
+TEST_F(SessionTest, ResponsesCarryTheCapabilitiesInEffect) {
+  StartPlugin();
+  SessionOptions options;
+  options.capabilities = {pluginpb::CAPABILITY_CHILDREN, pluginpb::CAPABILITY_CONDITIONS};
+  OpenSession(options);
+  Results& results = results_;
+  session_->Dispatch(Call("a"), Later(), results.Callback("a"));
+  ASSERT_TRUE(results.WaitFor(1));
+  ASSERT_TRUE(results.result(0).ok()) << results.result(0).status();
+  ASSERT_TRUE(results.capabilities(0).has_value());
+  EXPECT_EQ(*results.capabilities(0), (controller::Capabilities{pluginpb::CAPABILITY_CHILDREN,
+                                                                pluginpb::CAPABILITY_CONDITIONS}));
+  session_->Close();
+  session_->Dispatch(Call("b"), Later(), results.Callback("b"));
+  ASSERT_TRUE(results.WaitFor(2));
+  EXPECT_FALSE(results.result(1).ok());
+  EXPECT_FALSE(results.capabilities(1).has_value());
 }
 
 // Issue 19: a remote plugin's clock may be skewed, so the request carries its budget relative

@@ -81,9 +81,9 @@ class LogCapture {
 class OneResult {
  public:
   controller::ReconcileCallback Callback() {
-    return [this](absl::StatusOr<pluginpb::ReconcileResponse> r) {
+    return [this](controller::DispatchResult r) {
       common::MutexLock lock(&mu_);
-      results_.push_back(std::move(r));
+      results_.push_back(std::move(r.response));
       cv_.SignalAll();
     };
   }

@@ -134,6 +134,69 @@ TEST_F(ApplierTest, EachValidationFailureWritesNothing) {
   EXPECT_TRUE(EventsWithReason("ShouldNotAppear").empty());
 }
 
+// docs/protocol.md section 2: a response using a feature whose capability is not in effect on
+// its connection is refused like any invalid one: nothing of it written, a terminal outcome, a
+// Warning event on the primary naming the field and the capability. With the capability, the
+// same response is applied.
+TEST_F(ApplierTest, FeatureWithoutItsCapabilityWritesNothing) {
+  CreateWebApp("web");
+  pluginpb::ReconcileResponse response;
+  response.add_desired_objects(ConfigMapJson("web-config"));
+  response.set_status(R"({"phase":"Ready"})");
+  pluginpb::Condition* condition = response.add_conditions();
+  condition->set_type("Available");
+  condition->set_status(pluginpb::CONDITION_STATUS_TRUE);
+  condition->set_reason("Serving");
+  pluginpb::Event* event = response.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_NORMAL);
+  event->set_reason("ShouldNotAppear");
+
+  ReconcileContext context = Context("web");
+  context.capabilities = Capabilities{pluginpb::CAPABILITY_CONDITIONS};  // no server-side apply
+  ApplyOutcome outcome = applier_.Apply(context, response);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(outcome.status.message(),
+            "desired_objects: requires CAPABILITY_SERVER_SIDE_APPLY, which is not in effect on "
+            "this plugin connection");
+  // Nothing of the response was written (the refusal's own records follow below).
+  EXPECT_TRUE(kube::IsNotFound(client_->Get(ConfigMaps(ns_, "web-config")).status()));
+  json live = Live("web");
+  EXPECT_FALSE(live["status"].contains("phase"));
+  EXPECT_TRUE(Condition(live, "Available").is_null());
+  EXPECT_TRUE(EventsWithReason("ShouldNotAppear").empty());
+  std::vector<json> events = EventsWithReason("InvalidResponse");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_THAT(events[0]["message"].get<std::string>(),
+              HasSubstr("desired_objects: requires CAPABILITY_SERVER_SIDE_APPLY"));
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], live["metadata"]["uid"]);
+
+  // The conditions alone, on a connection without CAPABILITY_CONDITIONS.
+  pluginpb::ReconcileResponse conditions_only;
+  *conditions_only.add_conditions() = *condition;
+  context = Context("web");
+  context.capabilities = Capabilities{pluginpb::CAPABILITY_SERVER_SIDE_APPLY};
+  outcome = applier_.Apply(context, conditions_only);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal);
+  EXPECT_THAT(std::string(outcome.status.message()),
+              HasSubstr("conditions: requires CAPABILITY_CONDITIONS"));
+  EXPECT_TRUE(Condition(Live("web"), "Available").is_null());
+  EXPECT_EQ(EventsWithReason("InvalidResponse").size(), 2u);
+
+  // Both in effect: the first response is applied whole.
+  context = Context("web");
+  context.capabilities =
+      Capabilities{pluginpb::CAPABILITY_SERVER_SIDE_APPLY, pluginpb::CAPABILITY_CONDITIONS};
+  outcome = applier_.Apply(context, response);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kDone) << outcome.status;
+  EXPECT_TRUE(client_->Get(ConfigMaps(ns_, "web-config")).ok());
+  live = Live("web");
+  EXPECT_EQ(live["status"]["phase"], "Ready");
+  EXPECT_EQ(Condition(live, "Available")["status"], "True");
+  EXPECT_EQ(EventsWithReason("ShouldNotAppear").size(), 1u);
+}
+
 TEST_F(ApplierTest, AppliesBuiltInKinds) {
   const json primary = json::parse(CreateWebApp("web"));
   pluginpb::ReconcileResponse response;

@@ -497,6 +497,34 @@ absl::Status ValidateError(const pluginpb::Error& error, Plan* plan) {
   return absl::OkStatus();
 }
 
+// INVALID_ARGUMENT naming `field` and `capability` when `used` and the capability is not in
+// effect on the connection that carried the response (plugin.proto's Capability).
+absl::Status NeedsCapability(const Capabilities& in_effect, bool used, absl::string_view field,
+                             pluginpb::Capability capability) {
+  if (!used || std::find(in_effect.begin(), in_effect.end(), capability) != in_effect.end()) {
+    return absl::OkStatus();
+  }
+  return Invalid(field, absl::StrCat("requires ", pluginpb::Capability_Name(capability),
+                                     ", which is not in effect on this plugin connection"));
+}
+
+// The features of a response that need a capability (docs/protocol.md section 2). Those of a
+// controller's declaration (children, related objects, metadata-only kinds, delete_absent,
+// schedules, background tasks) are the handshake's to check; CancelNotice and the
+// StartTasks / StopTasks notices are the host's to send only when in effect.
+absl::Status CheckCapabilities(const Capabilities& in_effect,
+                               const pluginpb::ReconcileResponse& response) {
+  RETURN_IF_ERROR(NeedsCapability(in_effect, response.desired_objects_size() > 0, "desired_objects",
+                                  pluginpb::CAPABILITY_SERVER_SIDE_APPLY));
+  RETURN_IF_ERROR(NeedsCapability(in_effect, response.conditions_size() > 0, "conditions",
+                                  pluginpb::CAPABILITY_CONDITIONS));
+  RETURN_IF_ERROR(NeedsCapability(in_effect, response.has_task_enqueue(), "task_enqueue",
+                                  pluginpb::CAPABILITY_BACKGROUND_TASKS));
+  RETURN_IF_ERROR(NeedsCapability(in_effect, response.has_task_status(), "task_status",
+                                  pluginpb::CAPABILITY_BACKGROUND_TASKS));
+  return absl::OkStatus();
+}
+
 bool PrimaryIsFinalizing(const ReconcileContext& context) {
   const ControllerInfo& c = *context.controller;
   if (context.primary == nullptr || c.finalizer.empty()) return false;
@@ -523,6 +551,16 @@ std::string ChildNamespace(const ReconcileContext& context) {
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
                                       const pluginpb::ReconcileResponse& response) {
   if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");
+  if (context.capabilities.has_value()) {
+    RETURN_IF_ERROR(CheckCapabilities(*context.capabilities, response));
+  }
+  // A TaskEnqueue or TaskStatus travels alone with request_id 0 (the session hands it to the
+  // background tasks); inside an answer to a request it would be silently lost.
+  if (response.has_task_enqueue() || response.has_task_status()) {
+    return Invalid(response.has_task_enqueue() ? "task_enqueue" : "task_status",
+                   "a background task's message is sent on its own with request_id 0, not in "
+                   "the answer to a request");
+  }
   Plan plan;
   if (context.primary == nullptr) {
     // The answer to a REASON_PRIMARY_DELETED request: nothing is left to change.

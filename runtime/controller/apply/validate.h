@@ -29,6 +29,12 @@
 // - finalized: only when the primary is being deleted with the controller's finalizer on it,
 //   and with no error.
 // - a gone primary (context.primary null) allows only events, error and requeue_after.
+// - capabilities (checked first, when context.capabilities is set: the set in effect on the
+//   plugin connection that carried the response): desired_objects needs
+//   CAPABILITY_SERVER_SIDE_APPLY, conditions CAPABILITY_CONDITIONS, task_enqueue / task_status
+//   CAPABILITY_BACKGROUND_TASKS, e.g. "conditions: requires CAPABILITY_CONDITIONS, which is not
+//   in effect on this plugin connection". task_enqueue / task_status are refused in any answer
+//   to a request even with it (they travel alone, with request_id 0).
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_VALIDATE_H_
 #define CTRLHOST_RUNTIME_CONTROLLER_APPLY_VALIDATE_H_
 

@@ -467,5 +467,143 @@ TEST_F(ValidateTest, GonePrimaryAllowsOnlyEventsErrorAndRequeue) {
   EXPECT_THAT(ValidateResponse(gone, status).status().message(), HasSubstr("the primary is gone"));
 }
 
+// Capabilities (docs/protocol.md section 2): a response that uses a feature whose capability is
+// not in effect on the connection that carried it is refused as a whole, naming the field and
+// the capability. One test per capability a response can need, then the positive cases.
+
+// Every capability this host knows, less `missing`.
+Capabilities AllBut(pluginpb::Capability missing) {
+  Capabilities in_effect;
+  for (int value = pluginpb::Capability_MIN; value <= pluginpb::Capability_MAX; ++value) {
+    if (!pluginpb::Capability_IsValid(value) || value == pluginpb::CAPABILITY_UNSPECIFIED ||
+        value == missing) {
+      continue;
+    }
+    in_effect.push_back(static_cast<pluginpb::Capability>(value));
+  }
+  return in_effect;
+}
+
+pluginpb::ReconcileResponse WithDesiredChild() {
+  pluginpb::ReconcileResponse response;
+  response.add_desired_objects(
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-config"}})");
+  return response;
+}
+
+pluginpb::ReconcileResponse WithCondition() {
+  pluginpb::ReconcileResponse response;
+  pluginpb::Condition* condition = response.add_conditions();
+  condition->set_type("Ready");
+  condition->set_status(pluginpb::CONDITION_STATUS_TRUE);
+  condition->set_reason("AllGood");
+  return response;
+}
+
+TEST_F(ValidateTest, DesiredObjectsNeedServerSideApply) {
+  context_.capabilities = AllBut(pluginpb::CAPABILITY_SERVER_SIDE_APPLY);
+  pluginpb::ReconcileResponse response = WithDesiredChild();
+  response.set_status(R"({"phase":"Ready"})");
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(plan.status().message(),
+            "desired_objects: requires CAPABILITY_SERVER_SIDE_APPLY, which is not in effect on "
+            "this plugin connection");
+  // The desired primary itself is an apply too.
+  pluginpb::ReconcileResponse self;
+  self.add_desired_objects(R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp",
+      "metadata":{"name":"web"},"spec":{"x":1}})");
+  EXPECT_THAT(ValidateResponse(context_, self).status().message(),
+              HasSubstr("CAPABILITY_SERVER_SIDE_APPLY"));
+}
+
+TEST_F(ValidateTest, ConditionsNeedConditions) {
+  context_.capabilities = AllBut(pluginpb::CAPABILITY_CONDITIONS);
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, WithCondition());
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(plan.status().message(),
+            "conditions: requires CAPABILITY_CONDITIONS, which is not in effect on this plugin "
+            "connection");
+  // Conditions written through `status` need no capability: that is the way without it.
+  pluginpb::ReconcileResponse through_status;
+  through_status.set_status(R"({"conditions":[{"type":"Ready","status":"True"}]})");
+  EXPECT_TRUE(ValidateResponse(context_, through_status).ok());
+}
+
+TEST_F(ValidateTest, TaskMessagesNeedBackgroundTasks) {
+  context_.capabilities = AllBut(pluginpb::CAPABILITY_BACKGROUND_TASKS);
+  pluginpb::ReconcileResponse enqueue;
+  enqueue.mutable_task_enqueue()->set_controller("webapp");
+  enqueue.mutable_task_enqueue()->set_name("web");
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, enqueue);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(plan.status().message(),
+            "task_enqueue: requires CAPABILITY_BACKGROUND_TASKS, which is not in effect on this "
+            "plugin connection");
+  pluginpb::ReconcileResponse status;
+  status.mutable_task_status()->set_controller("webapp");
+  status.mutable_task_status()->set_state(pluginpb::TASK_STATE_RUNNING);
+  EXPECT_EQ(ValidateResponse(context_, status).status().message(),
+            "task_status: requires CAPABILITY_BACKGROUND_TASKS, which is not in effect on this "
+            "plugin connection");
+}
+
+// With the capability in effect a background task's message is still not part of an answer:
+// it travels alone with request_id 0, and the applier would otherwise drop it unseen.
+TEST_F(ValidateTest, TaskMessagesInAnAnswerAreRefusedEvenWithBackgroundTasks) {
+  context_.capabilities = AllBut(pluginpb::CAPABILITY_UNSPECIFIED);  // every capability
+  pluginpb::ReconcileResponse enqueue;
+  enqueue.mutable_task_enqueue()->set_controller("webapp");
+  EXPECT_THAT(ValidateResponse(context_, enqueue).status().message(),
+              HasSubstr("task_enqueue: a background task's message is sent on its own"));
+}
+
+// The capability check comes first and names the first feature missing its capability, even
+// when the response has other faults too.
+TEST_F(ValidateTest, CapabilityIsCheckedBeforeTheRest) {
+  context_.capabilities = Capabilities{};
+  pluginpb::ReconcileResponse response = WithCondition();
+  response.add_desired_objects("{not json");
+  EXPECT_THAT(ValidateResponse(context_, response).status().message(),
+              HasSubstr("desired_objects: requires CAPABILITY_SERVER_SIDE_APPLY"));
+}
+
+TEST_F(ValidateTest, FeaturesAreAcceptedWithTheirCapabilities) {
+  context_.capabilities =
+      Capabilities{pluginpb::CAPABILITY_SERVER_SIDE_APPLY, pluginpb::CAPABILITY_CONDITIONS};
+  pluginpb::ReconcileResponse response = WithDesiredChild();
+  *response.add_conditions() = WithCondition().conditions(0);
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->applies.size(), 1u);
+  EXPECT_EQ(plan->conditions.size(), 1u);
+  // Without either capability, a response using neither feature is fine: patches, status,
+  // events, requeue and error need none.
+  context_.capabilities = Capabilities{};
+  pluginpb::ReconcileResponse plain;
+  pluginpb::Patch* patch = plain.add_patches();
+  patch->set_target(pluginpb::PATCH_TARGET_PRIMARY_STATUS);
+  patch->set_type(pluginpb::PATCH_TYPE_MERGE_PATCH);
+  patch->set_patch(R"({"status":{"phase":"Ready"}})");
+  plain.set_status(R"({"phase":"Ready"})");
+  plain.add_events()->set_type(pluginpb::EVENT_TYPE_NORMAL);
+  plain.mutable_events(0)->set_reason("Synced");
+  plain.mutable_requeue_after()->set_seconds(5);
+  plain.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+  EXPECT_TRUE(ValidateResponse(context_, plain).ok()) << ValidateResponse(context_, plain).status();
+}
+
+// A context without capabilities (an answer the host made itself, e.g. RouteDispatcher's
+// AmbiguousRoute with its Reconciled condition) is not checked against any.
+TEST_F(ValidateTest, UncheckedWhenTheConnectionIsUnknown) {
+  ASSERT_FALSE(context_.capabilities.has_value());
+  pluginpb::ReconcileResponse response = WithDesiredChild();
+  *response.add_conditions() = WithCondition().conditions(0);
+  EXPECT_TRUE(ValidateResponse(context_, response).ok());
+}
+
 }  // namespace
 }  // namespace ctrlhost::controller::apply

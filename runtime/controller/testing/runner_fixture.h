@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -74,7 +75,17 @@ class FakeDispatcher : public Dispatcher {
       in_flight_keys_.erase(key);
       cv_.SignalAll();
     }
-    done(std::move(result));
+    done(DispatchResult(std::move(result), capabilities()));
+  }
+
+  // The capabilities the answers say were in effect (nullopt, the default: unchecked).
+  void SetCapabilities(std::optional<Capabilities> capabilities) {
+    common::MutexLock lock(&mu_);
+    capabilities_ = std::move(capabilities);
+  }
+  std::optional<Capabilities> capabilities() const {
+    common::MutexLock lock(&mu_);
+    return capabilities_;
   }
 
   void Hold(bool hold) {
@@ -130,6 +141,7 @@ class FakeDispatcher : public Dispatcher {
   size_t max_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool overlap_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<Capabilities> capabilities_ ABSL_GUARDED_BY(mu_);
 };
 
 // Returns scripted outcomes (kDone when the script is empty) and counts calls.
@@ -139,6 +151,7 @@ class FakeApplier : public ResponseApplier {
     common::MutexLock lock(&mu_);
     applied_.push_back(cache::ObjectKey(context.namespace_, context.name));
     attempts_.push_back(context.attempt);
+    capabilities_.push_back(context.capabilities);
     cv_.SignalAll();
     if (throw_next_) {
       throw_next_ = false;
@@ -202,6 +215,11 @@ class FakeApplier : public ResponseApplier {
     common::MutexLock lock(&mu_);
     return ensured_;
   }
+  // ReconcileContext::capabilities of each Apply.
+  std::vector<std::optional<Capabilities>> capabilities() const {
+    common::MutexLock lock(&mu_);
+    return capabilities_;
+  }
 
  private:
   mutable common::Mutex mu_;
@@ -209,6 +227,7 @@ class FakeApplier : public ResponseApplier {
   std::deque<ApplyOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> applied_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> attempts_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<Capabilities>> capabilities_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> ensured_ ABSL_GUARDED_BY(mu_);
   absl::Status ensure_status_ ABSL_GUARDED_BY(mu_);
   bool throw_next_ ABSL_GUARDED_BY(mu_) = false;

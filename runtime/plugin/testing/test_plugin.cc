@@ -43,9 +43,22 @@ class TestPlugin::HealthService final : public health::Health::Service {
     common::MutexLock lock(&mu_);
     const bool starting = not_serving_checks_ > 0;
     if (starting) --not_serving_checks_;
-    response->set_status(serving_ && !starting ? health::HealthCheckResponse::SERVING
-                                               : health::HealthCheckResponse::NOT_SERVING);
+    const bool serving = serving_ && !starting;
+    ++checks_;
+    if (!serving) ++not_serving_answers_;
+    response->set_status(serving ? health::HealthCheckResponse::SERVING
+                                 : health::HealthCheckResponse::NOT_SERVING);
     return grpc::Status::OK;
+  }
+
+  // Check calls answered (SERVING or NOT_SERVING), and how many of them NOT_SERVING.
+  int checks() const {
+    common::MutexLock lock(&mu_);
+    return checks_;
+  }
+  int not_serving_answers() const {
+    common::MutexLock lock(&mu_);
+    return not_serving_answers_;
   }
 
   grpc::Status Watch(grpc::ServerContext* context, const health::HealthCheckRequest* request,
@@ -81,9 +94,11 @@ class TestPlugin::HealthService final : public health::Health::Service {
     return service.empty() || service == "ctrlhost.plugin.v1alpha1.ControllerPluginService";
   }
 
-  common::Mutex mu_;
+  mutable common::Mutex mu_;
   common::CondVar cv_;
   int not_serving_checks_ ABSL_GUARDED_BY(mu_);
+  int checks_ ABSL_GUARDED_BY(mu_) = 0;
+  int not_serving_answers_ ABSL_GUARDED_BY(mu_) = 0;
   const bool watch_;
   bool serving_ ABSL_GUARDED_BY(mu_);
 };
@@ -287,6 +302,12 @@ TestPlugin::~TestPlugin() {
 
 void TestPlugin::SetServing(bool serving) {
   if (health_ != nullptr) health_->SetServing(serving);
+}
+
+int TestPlugin::health_checks() const { return health_ != nullptr ? health_->checks() : 0; }
+
+int TestPlugin::health_not_serving_answers() const {
+  return health_ != nullptr ? health_->not_serving_answers() : 0;
 }
 
 std::vector<uint64_t> TestPlugin::cancelled() const { return service_->cancelled(); }

@@ -64,6 +64,10 @@ class TestPlugin {
   int port() const { return port_; }
   // Changes what the health service reports (Check and every open Watch); no-op without it.
   void SetServing(bool serving);
+  // grpc.health.v1 Check calls answered so far (0 without the health service), and how many of
+  // them were answered NOT_SERVING.
+  int health_checks() const;
+  int health_not_serving_answers() const;
   grpc::Server* server() { return server_.get(); }
   // Request ids the host cancelled, in arrival order.
   std::vector<uint64_t> cancelled() const;
