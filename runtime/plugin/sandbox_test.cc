@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/common/testing/as_unprivileged.h"
 #include "runtime/plugin/process.h"
 
 namespace ctrlhost::plugin {
@@ -171,16 +172,23 @@ TEST(SandboxTest, APluginLeftAsRootHasNoCapability) {
   std::filesystem::remove_all(dir);
 }
 
+// Runs as an unprivileged user (as root, uid 65534 in a child), so that it runs in CI too.
 TEST(SandboxTest, SwitchingUserWithoutThePrivilegeIsARefusal) {
-  const uid_t other = geteuid() == 0 ? 65532 : geteuid() + 1;
-  if (CanSwitchUser(other)) GTEST_SKIP() << "the host may switch users here (root)";
-  ProcessSpec process;
-  process.command = "/bin/true";
-  process.sandbox.uid = other;
-  auto p = Process::Spawn(process, "sandbox-test", nullptr);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kPermissionDenied) << p.status();
-  EXPECT_NE(p.status().message().find("plugin user"), std::string::npos) << p.status();
+  const std::string failure = common::testing::RunUnprivileged([]() -> std::string {
+    const uid_t other = geteuid() + 1;
+    if (CanSwitchUser(other)) return "CanSwitchUser is true for an unprivileged user";
+    ProcessSpec process;
+    process.command = "/bin/true";
+    process.sandbox.uid = other;
+    auto p = Process::Spawn(process, "sandbox-test", nullptr);
+    if (p.ok()) return "the plugin was started under another uid";
+    if (p.status().code() != absl::StatusCode::kPermissionDenied ||
+        p.status().message().find("plugin user") == std::string::npos) {
+      return "not a PERMISSION_DENIED naming the plugin user: " + p.status().ToString();
+    }
+    return "";
+  });
+  EXPECT_EQ(failure, "");
 }
 
 TEST(SandboxTest, TheHostsOwnUserNeedsNoSwitch) {

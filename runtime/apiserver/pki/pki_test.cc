@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/common/testing/as_unprivileged.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ctrlhost::apiserver {
@@ -274,13 +276,25 @@ TEST_F(PkiTest, LooseModesAreTightened) {
   EXPECT_EQ(Mode(dir_), 0700);
 }
 
+// Root reads any file: the check runs as an unprivileged user (as root, uid 65534 in a child),
+// so that it runs, and can fail, in CI too.
 TEST_F(PkiTest, UnreadableFileIsAnError) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
-  ASSERT_TRUE(EnsurePki(dir_, {}).ok());
-  ASSERT_EQ(::chmod(Path("ca.key").c_str(), 0), 0);
-  absl::StatusOr<Pki> pki = EnsurePki(dir_, {});
-  EXPECT_EQ(pki.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(std::string(pki.status().message()), HasSubstr("ca.key"));
+  const std::string dir = common::testing::UnprivilegedDir();
+  ASSERT_FALSE(dir.empty());
+  const std::string failure = common::testing::RunUnprivileged([&]() -> std::string {
+    if (!EnsurePki(dir, {}).ok()) return "the first EnsurePki failed";
+    if (::chmod((dir + "/ca.key").c_str(), 0) != 0) return "chmod failed";
+    absl::StatusOr<Pki> pki = EnsurePki(dir, {});
+    if (pki.status().code() != absl::StatusCode::kPermissionDenied) {
+      return "not PERMISSION_DENIED: " + pki.status().ToString();
+    }
+    if (std::string(pki.status().message()).find("ca.key") == std::string::npos) {
+      return "the message does not name ca.key: " + pki.status().ToString();
+    }
+    return "";
+  });
+  EXPECT_EQ(failure, "");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(PkiTest, BadHostsAndDirectories) {
