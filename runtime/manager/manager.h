@@ -1,14 +1,27 @@
 // The manager: the lifecycle of everything the host runs for its operators.
 //
-// For each Operator document it starts each plugin under a `plugin::Supervisor` (exec'd with a
-// socket in a host-owned 0700 directory, or dialled at its endpoint), and once a plugin passed
-// its handshake it starts the controllers the plugin declares (a `ControllerGroup` per plugin:
-// shared reflectors from one registry, a runner per controller, the plugin's supervisor as the
-// runners' dispatcher, one applier for all). A plugin that crashes is restarted by its
-// supervisor; its controllers keep their queues and caches, and the requests that were in flight
-// come back as retryable errors, so no key is lost. A background thread retries controllers
-// whose kinds are not served yet (a CRD applied after start) and starts the controllers of
-// plugins that became ready; each controller's scheduler runs its resyncs and cron schedules.
+// For each Operator document it starts each plugin in a `PluginSlot` (plugin_slot.h: one
+// `plugin::Supervisor` per generation, exec'd with a socket in a host-owned 0700 directory, or
+// dialled at its endpoint) and builds the plugin's dispatch chain once (NewPlugin): a
+// `CountingDispatcher` over the slot and, when the operator has a fence, a `FencedDispatcher`
+// over that (fence.h). Once a plugin passed its handshake it starts the controllers the plugin
+// declares (a `ControllerGroup` per plugin, wired by DepsFor: shared reflectors from one
+// registry, a runner per controller, the plugin's chain as the runners' dispatcher or a
+// `RouteDispatcher` over several plugins' chains for a routed controller, one applier for all
+// or a `FencedApplier` per operator with a Lease of its own, the shard ring as the key gate of
+// sharded controllers). A plugin that crashes is restarted by its supervisor; its controllers
+// keep their queues and caches, and the requests that were in flight come back as retryable
+// errors, so no key is lost. A background thread (Loop) retries controllers whose kinds are not
+// served yet (a CRD applied after start), starts the controllers of plugins that became ready,
+// re-enqueues every object when a plugin gets a new serving instance, enforces cache caps and
+// starts and stops background tasks; each controller's scheduler runs its resyncs and cron
+// schedules.
+//
+// Several hosts (host.h owns the electors and the ring): with a Lease the controllers are wired
+// but dispatch nothing until StartDispatching() (a host-wide Lease: `dispatching = false`) or
+// StartDispatching(operator) (an operator in `operator_fences`), which the elector's thread
+// calls on acquiring; EnqueueSharded() queues the keys this host newly owns after a shard view
+// change, on the ring's thread.
 //
 // Observability: `Collect` feeds /metrics (controllers, queues, plugins, watches), `Ready`
 // backs /readyz (every plugin ready, every controller running and synced, no watch denied by
