@@ -462,6 +462,7 @@ absl::Status ValidateEvents(const pluginpb::ReconcileResponse& response, Plan* p
     if (event.reason().size() > kMaxEventReason) {
       return Invalid(where, absl::StrCat("reason is longer than ", kMaxEventReason));
     }
+    // Field by field, so that a long message is not copied whole.
     pluginpb::Event& kept = plan->events.emplace_back();
     kept.set_type(event.type());
     kept.set_reason(event.reason());
