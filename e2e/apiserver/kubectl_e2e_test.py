@@ -365,6 +365,29 @@ class KubectlSuite:
         self.assertRegex(result.stderr, "UnsupportedMediaType|strategic-merge-patch.*not supported")
         self.assertEqual(self.get_json("-n", self.ns, "widget", "w1")["spec"]["size"], 5)
 
+    def test_duplicate_fields_warn_or_are_refused(self):
+        """Attack run, item 3: kubectl sends a merge patch body as written, duplicate members
+        included (a JSON Patch it re-encodes). Like kube-apiserver 1.27+, the server warns
+        (kubectl prints the Warning header on stderr) and the last value wins; with
+        fieldValidation=Strict it refuses the body."""
+        self.create("/api/v1/namespaces/%s/configmaps" % self.ns, {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dup"},
+            "data": {"a": "0"}})
+        result = self.kubectl("patch", "-n", self.ns, "configmap", "dup", "--type=merge",
+                              "-p", '{"data":{"a":"1","a":"2"}}')
+        self.assertIn('Warning: duplicate field "data.a"', result.stderr)
+        self.assertEqual(self.get_json("-n", self.ns, "configmap", "dup")["data"], {"a": "2"})
+        # A create body sent as is (--raw): a warning by default, refused when Strict.
+        body = ('{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup2"},'
+                '"data":{"b":"1","b":"2"}}')
+        path = "/api/v1/namespaces/%s/configmaps" % self.ns
+        result = self.kubectl("create", "--raw", path + "?fieldValidation=Strict", "-f", "-",
+                              input_text=body, ok=False)
+        self.assertIn('strict decoding error: duplicate field "data.b"', result.stderr)
+        result = self.kubectl("create", "--raw", path, "-f", "-", input_text=body)
+        self.assertIn('Warning: duplicate field "data.b"', result.stderr)
+        self.assertEqual(self.get_json("-n", self.ns, "configmap", "dup2")["data"], {"b": "2"})
+
     def test_patch_strategic_builtin(self):
         self.create("/apis/apps/v1/namespaces/%s/deployments" % self.ns, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},

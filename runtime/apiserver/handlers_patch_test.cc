@@ -123,6 +123,69 @@ TEST_F(PatchTest, PatchErrors) {
                "NotFound");
 }
 
+// The values of the response's Warning headers.
+std::vector<std::string> Warnings(const ApiResponse& r) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : r.headers) {
+    if (name == "Warning") out.push_back(value);
+  }
+  return out;
+}
+
+// Regression (attack run, item 3): a patch body with a member given twice was applied with the
+// last value and nothing said. kube-apiserver 1.27+ (handlers/patch.go: the body is decoded
+// with sigs.k8s.io/json's UnmarshalStrict for merge, strategic merge and JSON patches): with
+// fieldValidation=Warn, the default, a `Warning: 299 - "duplicate field \"x\""` header each
+// (JSON Patch: "json patch duplicate field ...") and the patch applies (last value wins); with
+// Strict, 422 Invalid `patch: Invalid value: ...: strict decoding error: duplicate field ...`
+// and nothing changes; with Ignore, nothing is said.
+TEST_F(PatchTest, RegressionDuplicateFieldsInPatchBodies) {
+  const std::string merge = R"({"data":{"k":"1","k":"2"},"metadata":{"labels":{"l":"a","l":"b"}}})";
+  ApiResponse warned = env_.Patch(cm_path_, kMerge, merge);
+  ASSERT_EQ(warned.code, 200) << warned.body;
+  EXPECT_EQ(ApiTestEnv::Json(warned)["data"]["k"], "2");
+  EXPECT_THAT(Warnings(warned),
+              ::testing::ElementsAre(R"(299 - "duplicate field \"data.k\"")",
+                                     R"(299 - "duplicate field \"metadata.labels.l\"")"));
+
+  ApiResponse strict = env_.Patch(cm_path_, kMerge, R"({"data":{"k":"3","k":"4"}})",
+                                  {{"fieldValidation", "Strict"}});
+  ExpectStatus(strict, 422, "Invalid");
+  EXPECT_THAT(ApiTestEnv::Json(strict).value("message", ""),
+              HasSubstr(R"(strict decoding error: duplicate field "data.k")"));
+  EXPECT_EQ(ApiTestEnv::Json(env_.Get(cm_path_))["data"]["k"], "2");
+
+  ApiResponse ignored = env_.Patch(cm_path_, kMerge, R"({"data":{"k":"5","k":"6"}})",
+                                   {{"fieldValidation", "Ignore"}});
+  ASSERT_EQ(ignored.code, 200) << ignored.body;
+  EXPECT_EQ(ApiTestEnv::Json(ignored)["data"]["k"], "6");
+  EXPECT_TRUE(Warnings(ignored).empty());
+
+  // JSON Patch: a member twice in an operation.
+  ApiResponse json_patch =
+      env_.Patch(cm_path_, kJson, R"([{"op":"replace","path":"/data/k","value":"7","value":"8"}])");
+  ASSERT_EQ(json_patch.code, 200) << json_patch.body;
+  EXPECT_EQ(ApiTestEnv::Json(json_patch)["data"]["k"], "8");
+  EXPECT_THAT(Warnings(json_patch),
+              ::testing::ElementsAre(R"(299 - "json patch duplicate field \"[0].value\"")"));
+  ExpectStatus(
+      env_.Patch(cm_path_, kJson, R"([{"op":"replace","op":"add","path":"/data/k","value":"9"}])",
+                 {{"fieldValidation", "Strict"}}),
+      422, "Invalid");
+
+  // Strategic merge patch (built-in kinds).
+  ApiResponse strategic =
+      env_.Patch(deploy_path_, kStrategic, R"({"spec":{"replicas":2,"replicas":3}})");
+  ASSERT_EQ(strategic.code, 200) << strategic.body;
+  EXPECT_EQ(ApiTestEnv::Json(strategic)["spec"]["replicas"], 3);
+  EXPECT_THAT(Warnings(strategic),
+              ::testing::ElementsAre(R"(299 - "duplicate field \"spec.replicas\"")"));
+  ExpectStatus(env_.Patch(deploy_path_, kStrategic, R"({"spec":{"replicas":4,"replicas":5}})",
+                          {{"fieldValidation", "Strict"}}),
+               422, "Invalid");
+  EXPECT_EQ(ApiTestEnv::Json(env_.Get(deploy_path_))["spec"]["replicas"], 3);
+}
+
 TEST_F(PatchTest, StatusSubresourcePatch) {
   ApiResponse r = env_.Patch(deploy_path_ + "/status", kMerge,
                              R"({"spec":{"replicas":5},"status":{"readyReplicas":1}})");

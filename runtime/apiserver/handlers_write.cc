@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/apiserver/body_limits.h"
 #include "runtime/apiserver/crd.h"
 #include "runtime/apiserver/handlers.h"
@@ -20,6 +21,7 @@
 #include "runtime/apiserver/patch/merge_strategy.h"
 #include "runtime/apiserver/patch/patch.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/utf8.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/validation.h"
 
@@ -53,6 +55,41 @@ absl::Status CheckDuplicateFields(const ApiRequest& req, openapi::FieldValidatio
     }
     warnings->push_back(absl::StrCat("duplicate field \"", path, "\""));
   }
+  return absl::OkStatus();
+}
+
+// Members given twice in a merge, strategic merge or JSON Patch body. kube-apiserver 1.27+
+// (endpoints/handlers/patch.go) decodes these bodies with sigs.k8s.io/json's UnmarshalStrict
+// unless fieldValidation=Ignore: with Warn (the default) each duplicate is a warning ("json
+// patch duplicate field ..." for a JSON Patch) and the patch applies with the last value (Go's
+// decoder, and ours); with Strict the patch is refused with 422 Invalid on field `patch`.
+// Apply bodies are YAML here, and the YAML parser refuses duplicate keys whatever the mode.
+absl::Status CheckPatchDuplicateFields(const ApiRequest& req, PatchType type,
+                                       openapi::FieldValidation mode,
+                                       std::vector<std::string>* warnings) {
+  if (mode == openapi::FieldValidation::kIgnore || type == PatchType::kApplyPatch) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> problems;
+  for (const std::string& path : DuplicateJsonFields(req.body)) {
+    problems.push_back(absl::StrCat(type == PatchType::kJsonPatch ? "json patch " : "",
+                                    "duplicate field \"", path, "\""));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  if (mode == openapi::FieldValidation::kStrict) {
+    // kube quotes the patched object as the invalid value; the patch itself says more (and is
+    // what the client sent), cut so that a large body does not make a large message.
+    constexpr size_t kQuotedBytes = 1024;
+    std::string value(common::Utf8Prefix(req.body, kQuotedBytes));
+    if (value.size() < req.body.size()) value += "...";
+    return kube::InvalidError(
+        "", "", "",
+        {kube::StatusCause{"FieldValueInvalid",
+                           absl::StrCat("Invalid value: ", kube::GoQuote(value),
+                                        ": strict decoding error: ", absl::StrJoin(problems, ", ")),
+                           "patch"}});
+  }
+  warnings->insert(warnings->end(), problems.begin(), problems.end());
   return absl::OkStatus();
 }
 
@@ -579,6 +616,10 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
   ASSIGN_OR_RETURN(const bool dry_run, DryRun(req));
   ASSIGN_OR_RETURN(openapi::FieldValidation mode,
                    openapi::ParseFieldValidation(Query(req, "fieldValidation")));
+  // Warnings about the body itself; those about the result (`warnings`) are made again on each
+  // try of the write.
+  std::vector<std::string> body_warnings;
+  RETURN_IF_ERROR(CheckPatchDuplicateFields(req, type, mode, &body_warnings));
   // Server-side apply drops fields outside the schema silently, as kube-apiserver does.
   if (type == PatchType::kApplyPatch) mode = openapi::FieldValidation::kIgnore;
   auto warnings = std::make_shared<std::vector<std::string>>();
@@ -691,13 +732,15 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
     ApiResponse resp;
     resp.code = created ? 201 : 200;
     resp.body = ServedBytes(r, *result);
-    return WithWarnings(std::move(resp), *warnings);
+    body_warnings.insert(body_warnings.end(), warnings->begin(), warnings->end());
+    return WithWarnings(std::move(resp), body_warnings);
   }
   if (crd_hook_ && r.group == "apiextensions.k8s.io" && written != nullptr) {
     nlohmann::json j = nlohmann::json::parse(written->value, nullptr, false);
     if (!j.is_discarded()) crd_hook_(j);
   }
-  return WithWarnings(ObjectResponse(created ? 201 : 200, r, *written), *warnings);
+  body_warnings.insert(body_warnings.end(), warnings->begin(), warnings->end());
+  return WithWarnings(ObjectResponse(created ? 201 : 200, r, *written), body_warnings);
 }
 
 absl::StatusOr<ObjectPtr> ApiHandlers::UpdateStored(

@@ -6,8 +6,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/mutex.h"
+#include "runtime/common/utf8.h"
 
 namespace ctrlhost::common {
 namespace {
@@ -39,14 +41,63 @@ const char* LevelName(LogLevel level) {
   return "INFO";
 }
 
+// Whether `v` holds a character EscapeUnprintable would escape (controls, C1, line separators,
+// bidi overrides, ill-formed bytes). Plain ASCII is decided without allocating.
+bool HasUnprintable(absl::string_view v) {
+  bool non_ascii = false;
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return true;
+    non_ascii |= u >= 0x80;
+  }
+  return non_ascii && EscapeUnprintable(v) != v;
+}
+
 bool NeedsQuoting(absl::string_view v) {
   if (v.empty()) return true;
   for (char c : v) {
-    if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
-      return true;
-    }
+    if (c == ' ' || c == '"' || c == '=' || c == '\\') return true;
   }
-  return false;
+  return HasUnprintable(v);
+}
+
+// Valid JSON text (nlohmann's dump: C0 controls already escaped, ill-formed UTF-8 replaced) with
+// DEL, C1 controls (U+0080..U+009F), U+2028/U+2029 and the bidi embeddings, overrides and
+// isolates written as \uXXXX escapes too. nlohmann leaves them raw; a terminal showing the log
+// would act on them. The meaning of the JSON is unchanged.
+std::string EscapeHiddenInJson(std::string text) {
+  std::string out;
+  size_t copied = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    uint32_t code_point = 0;
+    size_t length = 0;
+    if (c == 0x7f) {
+      code_point = 0x7f;
+      length = 1;
+    } else if (c == 0xc2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) {
+        code_point = next;
+        length = 2;
+      }
+    } else if ((c == 0xe2) && i + 2 < text.size()) {
+      const auto b1 = static_cast<unsigned char>(text[i + 1]);
+      const auto b2 = static_cast<unsigned char>(text[i + 2]);
+      if ((b1 == 0x80 && b2 >= 0xa8 && b2 <= 0xae) || (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9)) {
+        code_point = 0x2000 | ((b1 & 0x3f) << 6) | (b2 & 0x3f);
+        length = 3;
+      }
+    }
+    if (length == 0) continue;
+    out.append(text, copied, i - copied);
+    absl::StrAppendFormat(&out, "\\u%04x", code_point);
+    i += length - 1;
+    copied = i + 1;
+  }
+  if (copied == 0) return text;
+  out.append(text, copied, std::string::npos);
+  return out;
 }
 
 void AppendValue(std::string* out, absl::string_view v) {
@@ -55,8 +106,9 @@ void AppendValue(std::string* out, absl::string_view v) {
     return;
   }
   // JSON string escaping is a well-defined quoting that log tools understand.
-  out->append(nlohmann::json(std::string(v))
-                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  out->append(
+      EscapeHiddenInJson(nlohmann::json(std::string(v))
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
 }
 
 }  // namespace
@@ -97,9 +149,12 @@ std::string FormatLogLine(absl::Time when, LogLevel level, absl::string_view mes
     j["level"] = LevelName(level);
     j["msg"] = std::string(message);
     for (const LogField& f : fields) j[f.key()] = f.value();
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return EscapeHiddenInJson(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
-  std::string line = absl::StrCat(ts, " ", LevelName(level), " ", message);
+  // The message is not quoted: one with outside text in it is escaped, so it stays one line.
+  std::string line =
+      absl::StrCat(ts, " ", LevelName(level), " ",
+                   HasUnprintable(message) ? EscapeUnprintable(message) : std::string(message));
   for (const LogField& f : fields) {
     line.push_back(' ');
     line.append(f.key());

@@ -4,7 +4,11 @@
 //   // 2026-11-21T23:00:00.123456Z INFO watch started gvk=apps/v1/Deployment resourceVersion=42
 //
 // Values are formatted with absl::StrCat where possible (numbers, strings), absl::Status and
-// absl::Duration have their own forms; values with spaces, quotes or '=' are quoted. Lines
+// absl::Duration have their own forms; values with spaces, quotes, '=' or anything
+// common::EscapeUnprintable escapes are quoted as JSON strings, with C0 controls, DEL, C1
+// controls, U+2028/U+2029 and bidi overrides as \uXXXX (also in the JSON format), and a message
+// carrying such characters is escaped: outside text (a plugin's error, a server's message)
+// cannot break a record into two lines or reach a terminal as an escape sequence. Lines
 // below the process log level are dropped before they are formatted. Records go to stderr
 // unless a sink is installed (tests capture them that way).
 //

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "absl/strings/str_format.h"
+
 namespace ctrlhost::common {
 namespace {
 
@@ -88,6 +90,55 @@ std::string ValidUtf8(absl::string_view text) {
       out.append(text.data() + at, length);
       at += length;
     }
+  }
+  return out;
+}
+
+std::string EscapeUnprintable(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    if (c >= 0x20 && c < 0x7F) {
+      out.push_back(static_cast<char>(c));
+      ++at;
+      continue;
+    }
+    if (c < 0x80) {
+      if (c == '\n') {
+        out.append("\\n");
+      } else if (c == '\r') {
+        out.append("\\r");
+      } else if (c == '\t') {
+        out.append("\\t");
+      } else {
+        absl::StrAppendFormat(&out, "\\x%02x", c);
+      }
+      ++at;
+      continue;
+    }
+    size_t bad = 0;
+    const size_t length = SequenceAt(text, at, &bad);
+    if (length == 0) {
+      for (size_t i = 0; i < bad; ++i) {
+        absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(text[at + i]));
+      }
+      at += bad;
+      continue;
+    }
+    uint32_t code_point = c & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
+    for (size_t i = 1; i < length; ++i) {
+      code_point = (code_point << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3F);
+    }
+    const bool hidden = (code_point >= 0x80 && code_point <= 0x9F) || code_point == 0x2028 ||
+                        code_point == 0x2029 || (code_point >= 0x202A && code_point <= 0x202E) ||
+                        (code_point >= 0x2066 && code_point <= 0x2069);
+    if (hidden) {
+      absl::StrAppendFormat(&out, "\\u%04x", code_point);
+    } else {
+      out.append(text.data() + at, length);
+    }
+    at += length;
   }
   return out;
 }

@@ -4,6 +4,7 @@
 //
 //   condition.set_message(common::TruncateUtf8(message, 32768));   // never splits a character
 //   json["message"] = common::ValidUtf8(plugin_text);              // invalid bytes -> U+FFFD
+//   event["message"] = common::EscapeUnprintable(plugin_text);     // "a\nb" -> "a\\nb"
 //
 // Thread-safe: pure functions.
 #ifndef CTRLHOST_RUNTIME_COMMON_UTF8_H_
@@ -33,6 +34,16 @@ bool IsValidUtf8(absl::string_view text);
 // `text` with every ill-formed sequence replaced by U+FFFD (one per maximal ill-formed
 // subpart, as the Unicode standard recommends). Valid input is returned unchanged.
 std::string ValidUtf8(absl::string_view text);
+
+// `text` made safe to show where a reader sees it as text (a terminal, `kubectl describe`, a
+// log viewer): valid UTF-8 with no character that moves the cursor, starts an escape sequence,
+// breaks a line or reorders what follows. Those become visible escapes: LF, CR and tab as `\n`,
+// `\r`, `\t`; other C0 controls, DEL and each byte of an ill-formed sequence as `\xNN`; C1
+// controls (U+0080..U+009F), the line and paragraph separators U+2028/U+2029 and the
+// bidirectional embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069) as
+// `\uNNNN`. Everything else, other non-ASCII text included, is unchanged, and so is a
+// backslash: the result is for reading, not for decoding back.
+std::string EscapeUnprintable(absl::string_view text);
 
 }  // namespace ctrlhost::common
 

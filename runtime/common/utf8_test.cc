@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -83,6 +84,37 @@ TEST(Utf8Test, ValidUtf8ReplacesIllFormedSequences) {
     const std::string s = ValidUtf8(std::string(1, static_cast<char>(b)) + "\x80\xE2");
     EXPECT_TRUE(IsValidUtf8(s)) << b;
     EXPECT_NO_THROW(nlohmann::json(s).dump()) << b;
+  }
+}
+
+TEST(Utf8Test, EscapeUnprintableLeavesPrintableTextAlone) {
+  EXPECT_EQ(EscapeUnprintable(""), "");
+  EXPECT_EQ(EscapeUnprintable("plain text: 100% ok \\ \"quoted\""),
+            "plain text: 100% ok \\ \"quoted\"");
+  const std::string unicode =
+      absl::StrCat("caf\xC3\xA9 ", kEuro, " \xF0\x9F\x98\x80 \xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D");
+  EXPECT_EQ(EscapeUnprintable(unicode), unicode);
+}
+
+TEST(Utf8Test, EscapeUnprintableMakesControlsVisible) {
+  // A fake log line and a terminal escape (clear screen, red text) from a plugin.
+  EXPECT_EQ(EscapeUnprintable("failed\n2026-01-01T00:00:00Z INFO all good"),
+            "failed\\n2026-01-01T00:00:00Z INFO all good");
+  EXPECT_EQ(EscapeUnprintable("\x1b[2J\x1b[31mred"), "\\x1b[2J\\x1b[31mred");
+  EXPECT_EQ(EscapeUnprintable("a\rb\tc\x7f"), "a\\rb\\tc\\x7f");
+  EXPECT_EQ(EscapeUnprintable(std::string("nul\0byte", 8)), "nul\\x00byte");
+  // C1 CSI (U+009B), NEL (U+0085), the line separator and a right-to-left override.
+  EXPECT_EQ(EscapeUnprintable("\xC2\x9B"
+                              "2J \xC2\x85 \xE2\x80\xA8 \xE2\x80\xAE"
+                              "evil"),
+            "\\u009b2J \\u0085 \\u2028 \\u202eevil");
+  // Ill-formed bytes, one escape per byte.
+  EXPECT_EQ(EscapeUnprintable("bad\xFF\xFEname"), "bad\\xff\\xfename");
+  EXPECT_EQ(EscapeUnprintable("cut\xE2\x82"), "cut\\xe2\\x82");
+  for (int b = 0; b < 256; ++b) {
+    const std::string s = EscapeUnprintable(std::string(1, static_cast<char>(b)) + "\x80\xE2");
+    EXPECT_TRUE(IsValidUtf8(s)) << b;
+    for (char ch : s) EXPECT_FALSE(static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) << b;
   }
 }
 

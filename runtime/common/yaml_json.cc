@@ -96,9 +96,10 @@ absl::Status Spend(Budget& budget, size_t units, const YAML::Node& node) {
 }
 
 absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth, Budget& budget) {
-  if (depth > 200) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("yaml: line ", node.Mark().line + 1, ": nesting deeper than 200 levels"));
+  if (depth > kMaxYamlNestingDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("yaml: line ", node.Mark().line + 1,
+                                                   ": nesting deeper than ", kMaxYamlNestingDepth,
+                                                   " levels"));
   }
   if (auto s = Spend(budget, node.IsScalar() ? 1 + node.Scalar().size() : 1, node); !s.ok()) {
     return s;
@@ -153,9 +154,18 @@ absl::StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth, Budget
 // token where a document starts is never consumed, so it builds empty documents for ever; found
 // by tools/fuzz). This first pass drives the same parser over the events only and stops when a
 // document starts where the previous one did, so LoadAll runs only on streams that end.
+// It also stops at the first collection nested deeper than kMaxYamlNestingDepth: yaml-cpp
+// recurses once per level (its guard throws "bad file" at 2000), and the events come as the
+// parser descends, so the limit is named before it goes further.
 class StuckParserError {
  public:
   explicit StuckParserError(YAML::Mark mark) : mark(mark) {}
+  YAML::Mark mark;
+};
+
+class TooDeepError {
+ public:
+  explicit TooDeepError(YAML::Mark mark) : mark(mark) {}
   YAML::Mark mark;
 };
 
@@ -165,22 +175,32 @@ class DocumentProgress : public YAML::EventHandler {
     if (started_ && mark.pos == last_.pos) throw StuckParserError(mark);
     started_ = true;
     last_ = mark;
+    depth_ = 0;
   }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
   void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
                 const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Enter(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Enter(mark);
+  }
+  void OnMapEnd() override { --depth_; }
 
  private:
+  void Enter(const YAML::Mark& mark) {
+    if (++depth_ > kMaxYamlNestingDepth) throw TooDeepError(mark);
+  }
+
   bool started_ = false;
   YAML::Mark last_;
+  int depth_ = 0;
 };
 
 // YAML 1.2 allows no C0 control character but tab, LF and CR (go-yaml, kube-apiserver's
@@ -209,6 +229,10 @@ absl::Status CheckStreamEnds(const std::string& yaml) {
     return absl::InvalidArgumentError(absl::StrCat("yaml: line ", e.mark.line + 1, " column ",
                                                    e.mark.column + 1,
                                                    ": did not find expected node content"));
+  } catch (const TooDeepError& e) {
+    return absl::InvalidArgumentError(absl::StrCat("yaml: line ", e.mark.line + 1, " column ",
+                                                   e.mark.column + 1, ": nesting deeper than ",
+                                                   kMaxYamlNestingDepth, " levels"));
   }
   return absl::OkStatus();
 }

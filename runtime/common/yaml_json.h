@@ -9,7 +9,9 @@
 //
 // Errors name the line and column (1-based) of the problem.
 //
-// Limits (untrusted input): nesting deeper than 200 levels is an error, and so is a document
+// Limits (untrusted input): nesting deeper than kMaxYamlNestingDepth (200) levels is an error
+// ("yaml: line L column C: nesting deeper than 200 levels", found before yaml-cpp builds the
+// tree, whose own recursion guard would only say "bad file" at 2000), and so is a document
 // whose aliases expand it past twice its text plus 64 KiB (nodes + scalar bytes), so that a
 // "billion laughs" body of a few hundred bytes cannot build gigabytes of JSON.
 #ifndef CTRLHOST_RUNTIME_COMMON_YAML_JSON_H_
@@ -25,6 +27,9 @@
 
 namespace ctrlhost::common {
 
+// Deepest nesting of sequences and mappings accepted in a YAML document.
+inline constexpr int kMaxYamlNestingDepth = 200;
+
 // One YAML document to JSON. An empty document is null. Several documents are an error.
 absl::StatusOr<nlohmann::json> YamlToJson(absl::string_view yaml);
 
@@ -33,8 +38,9 @@ absl::StatusOr<std::vector<nlohmann::json>> YamlDocumentsToJson(absl::string_vie
 
 // The checks a YAML stream of untrusted text must pass before yaml-cpp's LoadAll, for parsers
 // that load it themselves (the two functions above make them): no control characters but tab,
-// LF and CR, and a stream on which LoadAll returns (yaml-cpp 0.7 loops for ever, allocating, on
-// some short inputs such as `"x",`). InvalidArgument "yaml: line L[ column C]: ..." otherwise.
+// LF and CR, no nesting deeper than kMaxYamlNestingDepth, and a stream on which LoadAll returns
+// (yaml-cpp 0.7 loops for ever, allocating, on some short inputs such as `"x",`).
+// InvalidArgument "yaml: line L[ column C]: ..." otherwise.
 // A syntax error passes: LoadAll throws it (YAML::Exception, with its position) and ends.
 absl::Status CheckYamlStream(absl::string_view yaml);
 

@@ -1,11 +1,17 @@
 #include "runtime/common/yaml_json.h"
 
 #include <cstdint>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ctrlhost::common {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(YamlJsonTest, PlainScalarsAreTypedQuotedStayStrings) {
   auto j = YamlToJson(R"(
@@ -127,6 +133,29 @@ TEST(YamlJsonTest, DeepFlowNestingIsAnErrorNotACrash) {
     return s;
   }()) + "x");
   EXPECT_FALSE(out.ok());
+}
+
+// Regression (attack run, item 4): past yaml-cpp's own recursion guard (2000) the error was
+// its "bad file". The limit is named, for every nesting style, before yaml-cpp builds a tree.
+TEST(YamlJsonTest, RegressionDeepNestingNamesTheLimit) {
+  std::string block;
+  for (int i = 0; i < 100000; ++i) block += "- ";
+  std::string mapping;
+  for (int i = 0; i < 100000; ++i) mapping += "a: {";
+  for (const std::string& text :
+       {std::string(100000, '['), absl::StrCat(std::string(100000, '['), std::string(100000, ']')),
+        mapping, block + "x", std::string(201, '[') + std::string(201, ']')}) {
+    absl::Status checked = CheckYamlStream(text);
+    EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument) << text.substr(0, 20);
+    EXPECT_THAT(std::string(checked.message()), HasSubstr("nesting deeper than 200 levels"));
+    auto out = YamlDocumentsToJson(text);
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(std::string(out.status().message()), HasSubstr("nesting deeper than 200 levels"));
+    EXPECT_THAT(std::string(out.status().message()), Not(HasSubstr("bad file")));
+  }
+  EXPECT_TRUE(CheckYamlStream(std::string(200, '[') + std::string(200, ']')).ok());
+  EXPECT_TRUE(CheckYamlStream("a: [1]\n---\n" + std::string(200, '[') + std::string(200, ']'))
+                  .ok());  // the depth is per document
 }
 
 // Found by tools/fuzz (body_yaml, patch): yaml-cpp's LoadAll looped for ever, allocating,

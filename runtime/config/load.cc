@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "runtime/common/paths.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/utf8.h"
 #include "runtime/common/yaml_json.h"
 #include "runtime/config/internal/yaml_reader.h"
 #include "runtime/kube/selector.h"
@@ -731,14 +732,17 @@ void CheckUniqueNames(const std::vector<OperatorSpec>& ops, std::vector<std::str
 
 // Parses every document of `text`, appending specs and errors (duplicate names unchecked).
 // Returns the number of documents that were not empty.
-size_t ParseInto(absl::string_view text, absl::string_view source_name,
+size_t ParseInto(absl::string_view text, absl::string_view raw_source_name,
                  std::vector<OperatorSpec>& ops, std::vector<std::string>& errors) {
-  YamlReader r{std::string(source_name)};
+  // The name goes into every message and location: a file name is any bytes but '/' and NUL
+  // (invalid UTF-8, a newline that would forge a line of the error list, terminal escapes).
+  const std::string source_name = common::EscapeUnprintable(raw_source_name);
+  YamlReader r{source_name};
   size_t documents = 0;
   // Streams yaml-cpp's LoadAll would never return from, and control characters, are refused
   // first (found by tools/fuzz, operator_file).
   if (absl::Status s = common::CheckYamlStream(text); !s.ok()) {
-    r.Error(SourceLocation{std::string(source_name), 0, 0}, "",
+    r.Error(SourceLocation{source_name, 0, 0}, "",
             absl::StrCat("invalid YAML: ", absl::StripPrefix(s.message(), "yaml: ")));
     text = absl::string_view();  // parse nothing: only the error is reported
   }
@@ -750,12 +754,11 @@ size_t ParseInto(absl::string_view text, absl::string_view source_name,
       if (std::optional<OperatorSpec> op = ParseDocument(r, doc)) ops.push_back(std::move(*op));
     }
   } catch (const YAML::Exception& e) {
-    SourceLocation at{std::string(source_name), 0, 0};
-    if (!e.mark.is_null()) at = {std::string(source_name), e.mark.line + 1, e.mark.column + 1};
+    SourceLocation at{source_name, 0, 0};
+    if (!e.mark.is_null()) at = {source_name, e.mark.line + 1, e.mark.column + 1};
     r.Error(at, "", absl::StrCat("invalid YAML: ", e.msg));
   } catch (const std::exception& e) {
-    r.Error(SourceLocation{std::string(source_name), 0, 0}, "",
-            absl::StrCat("invalid YAML: ", e.what()));
+    r.Error(SourceLocation{source_name, 0, 0}, "", absl::StrCat("invalid YAML: ", e.what()));
   }
   const bool failed = !r.errors().empty();
   for (std::string& e : r.errors()) errors.push_back(std::move(e));
@@ -789,7 +792,7 @@ void MakePathsAbsolute(std::vector<OperatorSpec>& ops) {
 }
 
 absl::Status PathError(absl::StatusCode code, const std::string& path, absl::string_view why) {
-  return absl::Status(code, absl::StrCat("\"", path, "\": ", why));
+  return absl::Status(code, absl::StrCat("\"", common::EscapeUnprintable(path), "\": ", why));
 }
 
 void AddPaths(const std::string& prefix, const std::vector<absl::string_view>& fields,
@@ -861,8 +864,9 @@ absl::StatusOr<std::vector<OperatorSpec>> LoadOperators(const std::string& path)
     // A file is read to run operators: one with none (empty, or only comments) is a mistake,
     // or an editor half-way through writing it. Refused, so the running set stays as it was.
     if (ParseInto(text.str(), file, ops, errors) == 0) {
-      errors.push_back(
-          absl::StrCat(file, ": no Operator document (the file is empty or holds only comments)"));
+      errors.push_back(absl::StrCat(common::EscapeUnprintable(file),
+                                    ": no Operator document (the file is empty or holds only "
+                                    "comments)"));
     }
   }
   MakePathsAbsolute(ops);

@@ -16,10 +16,12 @@
 namespace ctrlhost::config {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::Pair;
+using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 
 // The error lines of a refused parse (empty when it was accepted).
@@ -523,6 +525,46 @@ TEST(ParseOperatorsTest, HostileInputBecomesErrors) {
                   .ok());
 }
 
+// Regression (attack run, item 4): a 100,000-deep YAML file said "invalid YAML: bad file"
+// (yaml-cpp's own recursion guard). The message names the limit, whatever the nesting style,
+// and nothing crashes.
+TEST(ParseOperatorsTest, RegressionDeepNestingNamesTheDepthLimit) {
+  std::string mapping;
+  for (int i = 0; i < 100000; ++i) mapping += "a: {";
+  mapping += "a: 1";
+  mapping += std::string(100000, '}');
+  const std::string open_mapping = [] {
+    std::string text;
+    for (int i = 0; i < 100000; ++i) text += "{a: ";
+    return text;
+  }();
+  for (const std::string& text :
+       {std::string(100000, '['), absl::StrCat(std::string(100000, '['), std::string(100000, ']')),
+        mapping, open_mapping, absl::StrCat("spec: ", std::string(250, '['))}) {
+    std::vector<std::string> errors = Errors(text, "deep.yaml");
+    ASSERT_EQ(errors.size(), 1u) << text.substr(0, 40);
+    EXPECT_THAT(errors[0], HasSubstr("deep.yaml:")) << text.substr(0, 40);
+    EXPECT_THAT(errors[0], HasSubstr("invalid YAML: ")) << text.substr(0, 40);
+    EXPECT_THAT(errors[0], HasSubstr("nesting deeper than 200 levels")) << text.substr(0, 40);
+    EXPECT_THAT(errors[0], Not(HasSubstr("bad file")));
+  }
+  // Shallow nesting is not an error of its own (the document is only not an Operator).
+  EXPECT_THAT(Errors(absl::StrCat("spec: ", std::string(150, '['), std::string(150, ']'))),
+              Not(Contains(HasSubstr("nesting deeper"))));
+}
+
+// Regression (attack run, item 4): a source name with invalid UTF-8 or control characters was
+// echoed as raw bytes (a newline in it even forged a line of the error list).
+TEST(ParseOperatorsTest, RegressionSourceNameIsEscapedInMessages) {
+  std::vector<std::string> errors = Errors("kind: [\n", "bad\xff\xfe\nfake.yaml");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr("bad\\xff\\xfe\\nfake.yaml:"));
+  // The document's own keys and values in messages, too.
+  errors = Errors(absl::StrCat(kHeader, "spec:\n  \"x\\nop.yaml:1:1: forged\\e[2J\": 1\n"));
+  EXPECT_THAT(errors, Contains(HasSubstr("spec.x\\nop.yaml:1:1: forged\\x1b[2J: unknown field")));
+  EXPECT_THAT(errors, Not(Contains(StartsWith("op.yaml:1:1: forged"))));
+}
+
 // Every one-character deletion and a few insertions at every position of a valid document:
 // the parser returns (an error or specs), never crashes (run under ASan in CI).
 TEST(ParseOperatorsTest, MutatedDocumentsNeverCrash) {
@@ -807,6 +849,36 @@ TEST_F(LoadOperatorsTest, RegressionFileWithoutOperatorsIsRefused) {
   // An invalid file says why, not that it is empty.
   const std::string bad = Write("empty.yaml", "kind: [\n");
   EXPECT_THAT(LoadOperators(bad).status().message(), Not(HasSubstr("no Operator document")));
+}
+
+// Regression (attack run, item 4): an operator-file name with invalid UTF-8 was echoed as raw
+// bytes in every message that names it (errors, "no Operator document", path errors).
+TEST_F(LoadOperatorsTest, RegressionInvalidUtf8FileNameIsEscaped) {
+  const std::string escaped_dir = absl::StrCat(dir_.string(), "/caf\\xe9\\ndir");
+  std::filesystem::create_directories(dir_ / "caf\xe9\ndir");
+  const std::string bad = Write("caf\xe9\ndir/bad\xff.yaml", "kind: [\n");
+  absl::Status status = LoadOperators(bad).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat(escaped_dir, "/bad\\xff.yaml:")));
+  EXPECT_THAT(status.message(), Not(HasSubstr("\xff")));
+  EXPECT_THAT(status.message(), Not(HasSubstr("\n")));
+
+  const std::string empty = Write("caf\xe9\ndir/empty\xff.yaml", "# nothing\n");
+  EXPECT_EQ(LoadOperators(empty).status().message(),
+            absl::StrCat(escaped_dir,
+                         "/empty\\xff.yaml: no Operator document (the file is empty or holds "
+                         "only comments)"));
+
+  absl::Status missing = LoadOperators(absl::StrCat(dir_.string(), "/gone\xff.yaml")).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(),
+            absl::StrCat("\"", dir_.string(), "/gone\\xff.yaml\": no such file or directory"));
+
+  // A valid file under that name loads; its location (used in messages) is escaped too.
+  const std::string good = Write("caf\xe9\ndir/good\xff.yaml", Doc("a"));
+  absl::StatusOr<std::vector<OperatorSpec>> ops = LoadOperators(good);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ((*ops)[0].location.ToString(), absl::StrCat(escaped_dir, "/good\\xff.yaml:1:1"));
 }
 
 // Regression (issue 13, item 13): "must be an integer, not an integer" for a too large one.

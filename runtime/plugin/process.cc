@@ -40,19 +40,25 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 
 // Plugin output is rate limited per plugin (all generations of "NAME-GEN" together), so a plugin
 // that floods its output or crash-loops printing cannot flood the host's log: up to
-// kOutputBurst lines at once, kOutputLinesPerSecond sustained; dropped lines are counted and
-// reported once output is allowed again. Thread-safe (process-wide, guarded by its mutex).
+// kOutputBurst lines at once, kOutputLinesPerSecond sustained. Dropped lines are counted and
+// reported in one summary line (`plugin output dropped (rate limited) lines=N`) when dropping
+// starts, then at most once per kDroppedReportInterval while it goes on (at the next line the
+// plugin writes, whether let through or dropped), and at process exit: a sustained flood costs
+// the sustained rate plus one line per interval, never a summary per line let through.
+// Thread-safe (process-wide, guarded by its mutex).
 constexpr double kOutputLinesPerSecond = 200;
 constexpr double kOutputBurst = 2000;
+constexpr absl::Duration kDroppedReportInterval = absl::Seconds(10);
 
 class OutputLimiter {
  public:
-  // Whether one more line of `name`'s output may be logged; logs the count of dropped lines
-  // when output resumes.
+  // Whether one more line of `name`'s output may be logged; logs the summary of dropped lines
+  // when one is due.
   bool Allow(const std::string& name) {
     const std::string plugin = PluginOf(name);
     const absl::Time now = common::Clock::Real()->Now();
-    uint64_t resumed_after = 0;
+    uint64_t report = 0;
+    bool allowed = false;
     {
       common::MutexLock lock(&mu_);
       Bucket& b = buckets_[plugin];
@@ -60,16 +66,20 @@ class OutputLimiter {
       b.tokens = std::min(kOutputBurst,
                           b.tokens + absl::ToDoubleSeconds(now - b.last) * kOutputLinesPerSecond);
       b.last = now;
-      if (b.tokens < 1) {
+      allowed = b.tokens >= 1;
+      if (allowed) {
+        b.tokens -= 1;
+      } else {
         ++b.dropped;
-        return false;
       }
-      b.tokens -= 1;
-      resumed_after = b.dropped;
-      b.dropped = 0;
+      if (b.dropped > 0 && now - b.last_report >= kDroppedReportInterval) {
+        report = b.dropped;
+        b.dropped = 0;
+        b.last_report = now;
+      }
     }
-    Report(plugin, resumed_after);
-    return true;
+    Report(plugin, report);
+    return allowed;
   }
 
   // Logs the lines of `name` dropped since the last report (at process exit).
@@ -82,6 +92,7 @@ class OutputLimiter {
       if (it == buckets_.end()) return;
       dropped = it->second.dropped;
       it->second.dropped = 0;
+      if (dropped > 0) it->second.last_report = common::Clock::Real()->Now();
     }
     Report(plugin, dropped);
   }
@@ -90,7 +101,8 @@ class OutputLimiter {
   struct Bucket {
     double tokens = kOutputBurst;
     absl::Time last = absl::InfinitePast();
-    uint64_t dropped = 0;
+    uint64_t dropped = 0;                           // since the last summary
+    absl::Time last_report = absl::InfinitePast();  // of the last summary
   };
   static void Report(const std::string& plugin, uint64_t dropped) {
     if (dropped == 0) return;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
 
 namespace ctrlhost::plugin {
 namespace {
@@ -118,6 +121,61 @@ TEST_F(ProcessTest, WhatAPluginLeavesInItsGroupIsKilledWhenItExits) {
   ASSERT_GT(child, 0);
   EXPECT_TRUE(Eventually([&] { return Exited(child); }));
   kill(child, SIGKILL);
+}
+
+// Regression (attack run, item 1): under a stdout flood the limiter logged a "plugin output
+// dropped" warning before every line it let through again (200 a second, ~4 GB of log a day per
+// plugin). Now one summary line per interval (and one at exit) carries the count, and no line
+// is lost from the count: the lines logged plus the lines reported dropped are all the lines.
+TEST_F(ProcessTest, RegressionOutputFloodLogsOneDroppedSummaryPerInterval) {
+  struct Captured {
+    common::Mutex mu;
+    std::vector<std::string> lines ABSL_GUARDED_BY(mu);
+  };
+  auto captured = std::make_shared<Captured>();
+  common::SetLogSink([captured](absl::string_view line) {
+    common::MutexLock lock(&captured->mu);
+    captured->lines.emplace_back(line);
+  });
+  // Two floods with a pause between them: the bucket refills in the pause, and the old limiter
+  // then wrote a warning before each of the ~100 lines it let through in the second flood.
+  constexpr int kLines = 600000;
+  ProcessSpec spec;
+  spec.command = "/bin/sh";
+  spec.args = {"-c", "yes | head -n 300000; sleep 0.5; yes | head -n 300000"};
+  const absl::Time start = absl::Now();
+  auto process = Process::Spawn(spec, "flood-1", [](int) {});
+  ASSERT_TRUE(process.ok()) << process.status();
+  ASSERT_TRUE((*process)->WaitExited(absl::Now() + absl::Seconds(60)).has_value());
+  const absl::Duration took = absl::Now() - start;
+  common::SetLogSink(nullptr);
+
+  int logged = 0;
+  int summaries = 0;
+  uint64_t dropped = 0;
+  common::MutexLock lock(&captured->mu);
+  for (const std::string& line : captured->lines) {
+    if (line.find("plugin=flood") == std::string::npos) continue;
+    if (line.find("plugin output dropped (rate limited)") != std::string::npos) {
+      ++summaries;
+      const size_t at = line.find(" lines=");
+      ASSERT_NE(at, std::string::npos) << line;
+      uint64_t n = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 7, line.find(' ', at + 7) - at - 7), &n))
+          << line;
+      dropped += n;
+    } else if (line.find("plugin output") != std::string::npos &&
+               line.find("line=y") != std::string::npos) {
+      ++logged;
+    }
+  }
+  // The burst (2000) and what refilled meanwhile (200 a second) are logged; the rest is counted.
+  EXPECT_GE(logged, 2000);
+  EXPECT_LT(logged, kLines);
+  EXPECT_EQ(logged + dropped, static_cast<uint64_t>(kLines));
+  // One summary when dropping starts, one per 10 s interval after, one at exit.
+  EXPECT_GE(summaries, 1);
+  EXPECT_LE(summaries, 2 + static_cast<int>(took / absl::Seconds(10))) << "took " << took;
 }
 
 TEST_F(ProcessTest, ExecFailuresAreReportedBySpawn) {

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/utf8.h"
 
 namespace ctrlhost::config::internal {
 namespace {
@@ -147,8 +148,11 @@ SourceLocation YamlReader::Location(const YAML::Node& node) const {
 
 void YamlReader::Error(const SourceLocation& at, absl::string_view path,
                        absl::string_view message) {
-  errors_.push_back(Problem{at, absl::StrCat(at.ToString(), ": ", path.empty() ? "" : path,
-                                             path.empty() ? "" : ": ", message)});
+  // Paths and messages quote the document's own keys and values: a quoted "a\nb" would
+  // otherwise forge a line of the error list, "\e[2J" clear the terminal showing it.
+  errors_.push_back(Problem{
+      at, common::EscapeUnprintable(absl::StrCat(at.ToString(), ": ", path.empty() ? "" : path,
+                                                 path.empty() ? "" : ": ", message))});
 }
 
 std::vector<std::string> YamlReader::errors() const {

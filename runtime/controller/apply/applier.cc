@@ -337,8 +337,9 @@ struct Applier::Run {
     } else if (targets_primary && kube::IsNotFound(status)) {
       outcome.kind = OutcomeKind::kDone;  // the primary is gone: nothing left to do
       outcome.status = absl::OkStatus();
-    } else if (code == 400 || code == 422) {
-      // The API refuses what the plugin sent; repeating it will not help.
+    } else if (code == 400 || code == 413 || code == 422) {
+      // The API refuses what the plugin sent (413: over its request or object size limit);
+      // repeating it will not help.
       outcome.kind = OutcomeKind::kTerminal;
       outcome.status = absl::InvalidArgumentError(message);
       RecordFailure(kReasonWriteRejected, kReasonWriteRejected, message);
@@ -627,7 +628,8 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
   }
   for (size_t i = 0; i < plan.patches.size(); ++i) {
     const PlannedPatch& p = plan.patches[i];
-    std::string body = p.body;
+    const std::string* body = &p.body;
+    std::string pinned_body;
     bool has_test_op = p.has_test_op;
     if (!patch_current.empty() && patch_current[i] != nullptr && p.type == kube::PatchType::kJson &&
         p.parsed.is_array()) {
@@ -635,14 +637,16 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
       // uid) fails the `test`, a conflict (requeue and look again). A merge patch cannot be
       // pinned the same way (kube-apiserver answers a changed metadata.uid with 422, the
       // embedded server ignores it): between the check and the write it relies on the cache.
-      json pinned = p.parsed;
-      pinned.insert(pinned.begin(), json{{"op", "test"},
-                                         {"path", "/metadata/uid"},
-                                         {"value", std::string(patch_current[i]->uid())}});
+      // The `test` goes in front of the operations' text: no copy of the parsed patch.
+      const json test = {{"op", "test"},
+                         {"path", "/metadata/uid"},
+                         {"value", std::string(patch_current[i]->uid())}};
+      pinned_body = absl::StrCat("[", test.dump(), p.parsed.empty() ? "" : ",",
+                                 absl::string_view(p.body).substr(1));
       has_test_op = true;
-      body = pinned.dump();
+      body = &pinned_body;
     }
-    absl::StatusOr<std::string> patched = client_->Patch(p.ref, p.type, body);
+    absl::StatusOr<std::string> patched = client_->Patch(p.ref, p.type, *body);
     if (!patched.ok()) {
       return run.Failed(patched.status(), absl::StrCat(p.what, " (", Describe(p.ref), ")"),
                         p.targets_primary, has_test_op);

@@ -185,6 +185,19 @@ TEST_F(ScriptedServerTest, ServerAnswersMapToOutcomes) {
   }
 }
 
+// Regression (attack run, item 5): the API server's 413 (a write over its request or object
+// limit) was retried for ever, quietly: no event, no condition. The same write can only fail
+// again: terminal, recorded like a 400 or 422.
+TEST_F(ScriptedServerTest, RegressionEntityTooLargeIsTerminalAndRecorded) {
+  Script(413, "RequestEntityTooLarge");
+  ApplyOutcome outcome = applier_->Apply(context_, ApplyChild());
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal) << outcome.status;
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInvalidArgument) << outcome.status;
+  const std::vector<std::string> seen = Seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1], "POST /api/v1/namespaces/team/events");
+}
+
 TEST_F(ScriptedServerTest, PrimaryNotFoundIsDone) {
   Script(404, "NotFound");
   pluginpb::ReconcileResponse response;

@@ -127,6 +127,42 @@ TEST_F(ApplierTest, EventsAreRecordedAndAggregated) {
   EXPECT_EQ(events[0]["count"], 1);
 }
 
+// Regression (attack run, item 2): control characters in a plugin's error message, event
+// reason and message, and condition message reached Events and status.conditions verbatim:
+// `kubectl describe` then printed a forged line and ran the terminal escape. They are escaped
+// where plugin text enters them (\n, \x1b, \u009b visible), and the rest is kept as written.
+TEST_F(ApplierTest, RegressionControlCharactersInPluginTextAreEscaped) {
+  CreateWebApp("web");
+  const std::string forged =
+      "db down\nNormal  Healthy  all good\x1b[2J\xc2\x9b"
+      "31m";
+  const std::string shown = "db down\\nNormal  Healthy  all good\\x1b[2J\\u009b31m";
+  pluginpb::ReconcileResponse response;
+  pluginpb::Event* event = response.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_WARNING);
+  event->set_reason("Fail\x1b[0m\r");
+  event->set_message(forged);
+  *response.add_conditions() =
+      MakeCondition("Ready", pluginpb::CONDITION_STATUS_FALSE, "Down", forged);
+  response.mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
+  response.mutable_error()->set_reason("BackendDown");
+  response.mutable_error()->set_message(absl::StrCat("terminal: ", forged));
+  ApplyOutcome outcome = applier_.Apply(Context("web"), response);
+  ASSERT_EQ(outcome.kind, OutcomeKind::kTerminal) << outcome.status;
+
+  std::vector<json> events = EventsWithReason("Fail\\x1b[0m\\r");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["message"], shown);
+  events = EventsWithReason("BackendDown");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["message"], absl::StrCat("terminal: ", shown));
+
+  json live = Live("web");
+  EXPECT_EQ(Condition(live, "Ready")["message"], shown);
+  EXPECT_EQ(Condition(live, "Reconciled")["message"], absl::StrCat("terminal: ", shown));
+  EXPECT_EQ(Condition(live, "Reconciled")["reason"], "BackendDown");
+}
+
 TEST_F(ApplierTest, FinalizerAddAndRelease) {
   CreateWebApp("web");
   ASSERT_TRUE(applier_.EnsureFinalizer(Context("web")).ok());

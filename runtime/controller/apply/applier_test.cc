@@ -13,6 +13,7 @@
 #include "runtime/controller/apply/conditions.h"
 #include "runtime/controller/apply/testing/applier_fixture.h"
 #include "runtime/controller/apply/testing/test_controllers.h"
+#include "runtime/controller/apply/validate.h"
 #include "runtime/kube/api_status.h"
 
 namespace ctrlhost::controller::apply {
@@ -86,6 +87,45 @@ TEST_F(ApplierTest, InvalidResponseWritesNothingAndRecordsWhy) {
   ASSERT_FALSE(reconciled.is_null());
   EXPECT_EQ(reconciled["status"], "False");
   EXPECT_EQ(reconciled["reason"], "InvalidResponse");
+}
+
+// Regression (attack run, item 5): one answer just under the 64 MiB message limit took the
+// host from 33 MB to 300-650 MB (parsed JSON, copies of it, the write sent anyway) and left no
+// event: the API server answered 413, which was retried quietly. Sizes are checked before
+// anything is parsed: a write over kMaxWriteBytes (the request body kube-apiserver takes) or
+// writes over kMaxResponseWriteBytes in all refuse the answer, terminally, with an
+// InvalidResponse event and Reconciled=False saying which limit.
+TEST_F(ApplierTest, RegressionOversizedAnswerIsRefusedWithAnEvent) {
+  CreateWebApp("web");
+  pluginpb::ReconcileResponse one;
+  one.add_desired_objects(ConfigMapJson("huge", std::string(kMaxWriteBytes, 'x')));
+  ApplyOutcome outcome = applier_.Apply(Context("web"), one);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal) << outcome.status;
+  EXPECT_THAT(std::string(outcome.status.message()),
+              HasSubstr(absl::StrCat("desired_objects[0]: ", kMaxWriteBytes + 81,
+                                     " bytes, more than the 3145728 bytes")));
+  EXPECT_TRUE(kube::IsNotFound(client_->Get(ConfigMaps(ns_, "huge")).status()));
+  std::vector<json> events = EventsWithReason("InvalidResponse");
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_THAT(events[0]["message"].get<std::string>(),
+              HasSubstr("desired_objects[0]: 3145809 bytes, more than the 3145728 bytes one "
+                        "write may carry"));
+  EXPECT_EQ(Condition(Live("web"), "Reconciled")["reason"], "InvalidResponse");
+
+  // Each write under the limit, all of them together over it.
+  pluginpb::ReconcileResponse many;
+  const size_t each = kMaxWriteBytes - 1024;
+  for (size_t i = 0; i * each <= kMaxResponseWriteBytes; ++i) {
+    many.add_desired_objects(ConfigMapJson(absl::StrCat("part-", i), std::string(each - 100, 'x')));
+  }
+  outcome = applier_.Apply(Context("web"), many);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kTerminal) << outcome.status;
+  EXPECT_THAT(std::string(outcome.status.message()),
+              HasSubstr("more than the 16777216 bytes one response may write"));
+  EXPECT_TRUE(kube::IsNotFound(client_->Get(ConfigMaps(ns_, "part-0")).status()));
+  events = EventsWithReason("InvalidResponse");
+  ASSERT_EQ(events.size(), 2u);
 }
 
 // Every kind of invalid item refuses the whole response: the valid parts before it are not

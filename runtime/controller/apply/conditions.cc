@@ -2,6 +2,7 @@
 
 #include "absl/time/clock.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
+#include "runtime/common/utf8.h"
 
 namespace ctrlhost::controller::apply {
 
@@ -48,10 +49,12 @@ json MergeConditions(const json& existing, const std::vector<pluginpb::Condition
         transition = old_time->get<std::string>();
       }
     }
+    // Reason and message are shown to people (`kubectl describe`): plugin text with control
+    // characters is escaped here, where every condition the host writes passes.
     json condition = {{"type", update.type()},
                       {"status", status},
-                      {"reason", update.reason()},
-                      {"message", update.message()},
+                      {"reason", common::EscapeUnprintable(update.reason())},
+                      {"message", common::EscapeUnprintable(update.message())},
                       {"lastTransitionTime", transition},
                       {"observedGeneration", observed_generation}};
     if (slot != nullptr) {

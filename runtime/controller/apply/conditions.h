@@ -8,7 +8,9 @@
 // Guarantees: entries of other types are kept as they are, in order (also malformed entries:
 // they are not ours to repair); an updated entry keeps its position; new types are appended.
 // lastTransitionTime is kept when the status value is unchanged and set to `now` when it
-// changes or the type is new. Thread-compatible pure functions.
+// changes or the type is new. Reasons and messages are written with control characters and
+// invalid UTF-8 escaped (common::EscapeUnprintable: "\\n", "\\x1b"), as the text of plugins
+// they often are. Thread-compatible pure functions.
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_CONDITIONS_H_
 #define CTRLHOST_RUNTIME_CONTROLLER_APPLY_CONDITIONS_H_
 

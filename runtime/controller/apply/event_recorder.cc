@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/utf8.h"
 #include "runtime/controller/apply/conditions.h"
 #include "runtime/kube/api_status.h"
 
@@ -12,14 +13,6 @@ namespace ctrlhost::controller::apply {
 namespace {
 
 using nlohmann::json;
-
-// `text` cut to at most `max` bytes without splitting a UTF-8 sequence.
-std::string Truncate(absl::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return std::string(text.substr(0, end));
-}
 
 kube::ResourceRef Events(const std::string& ns, const std::string& name = "") {
   kube::ResourceRef ref;
@@ -37,7 +30,14 @@ EventRecorder::EventRecorder(kube::Client* client, EventRecorderOptions options)
 
 absl::Status EventRecorder::Record(const InvolvedObject& object, absl::string_view type,
                                    absl::string_view reason, absl::string_view message) {
-  const std::string text = Truncate(message, options_.max_message_bytes);
+  // Reasons and messages carry plugin and server text: escaped before they are stored (and
+  // compared for aggregation), cut after (the cut never splits a character or goes past the
+  // limit, which applies to what is stored).
+  const std::string escaped_reason = common::EscapeUnprintable(reason);
+  reason = escaped_reason;
+  const std::string text = common::TruncateUtf8(
+      common::EscapeUnprintable(common::Utf8Prefix(message, 4 * options_.max_message_bytes)),
+      options_.max_message_bytes);
   const std::string key =
       absl::StrCat(object.namespace_, "\x1f", object.kind, "\x1f", object.name, "\x1f", object.uid,
                    "\x1f", type, "\x1f", reason, "\x1f", text);

@@ -14,7 +14,10 @@
 // older than the window are dropped, then all of them.
 //
 // Events go to the involved object's namespace ("default" for cluster-scoped objects, as
-// client-go does); names are "<object name>.<hex>" and unique per recorder.
+// client-go does); names are "<object name>.<hex>" and unique per recorder. Reasons and messages
+// (plugin and server text) are stored with control characters and invalid UTF-8 escaped
+// (common::EscapeUnprintable: a newline as "\\n", ESC as "\\x1b"), messages then cut to
+// `max_message_bytes`.
 //
 // Thread-safe: the aggregation table is guarded by mu_; API calls are made without it held.
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_APPLY_EVENT_RECORDER_H_

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/utf8.h"
 #include "runtime/kube/validation.h"
 
 namespace ctrlhost::controller::apply {
@@ -24,6 +25,11 @@ constexpr size_t kMaxConditionType = 316;
 constexpr size_t kMaxConditionReason = 1024;
 constexpr size_t kMaxConditionMessage = 32768;
 constexpr size_t kMaxEventReason = 128;
+// Event messages are kept up to this long (the recorder stores at most 1024 bytes of them,
+// escaped); error messages too (they become a condition message, an event, the key's last
+// error): a plugin's text is not copied whole whatever its size.
+constexpr size_t kMaxEventMessage = kMaxConditionMessage;
+constexpr size_t kMaxErrorMessage = kMaxConditionMessage;
 // Error.reason becomes an event reason too, so it has the stricter of both limits.
 constexpr size_t kMaxErrorReason = kMaxEventReason;
 // google.protobuf.Duration's range: about 10000 years.
@@ -393,7 +399,10 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pluginpb::Patc
                    "controller reference; desired objects get it)");
   }
   planned.body = body.dump();
-  planned.parsed = std::move(body);
+  // Only an OWNED JSON Patch needs the parsed form later (the applier pins its target by uid).
+  if (patch.target() == pluginpb::PATCH_TARGET_OWNED && planned.type == kube::PatchType::kJson) {
+    planned.parsed = std::move(body);
+  }
   plan->patches.push_back(std::move(planned));
   return absl::OkStatus();
 }
@@ -453,7 +462,11 @@ absl::Status ValidateEvents(const pluginpb::ReconcileResponse& response, Plan* p
     if (event.reason().size() > kMaxEventReason) {
       return Invalid(where, absl::StrCat("reason is longer than ", kMaxEventReason));
     }
-    plan->events.push_back(event);
+    // Field by field, so that a long message is not copied whole.
+    pluginpb::Event& kept = plan->events.emplace_back();
+    kept.set_type(event.type());
+    kept.set_reason(event.reason());
+    kept.set_message(std::string(common::Utf8Prefix(event.message(), kMaxEventMessage)));
   }
   return absl::OkStatus();
 }
@@ -492,8 +505,48 @@ absl::Status ValidateError(const pluginpb::Error& error, Plan* plan) {
   }
   plan->has_error = true;
   plan->error_kind = error.kind();
-  plan->error_message = error.message();
+  plan->error_message = std::string(common::Utf8Prefix(error.message(), kMaxErrorMessage));
+  if (plan->error_message.size() < error.message().size()) {
+    absl::StrAppend(&plan->error_message, "... (", error.message().size(), " bytes, cut)");
+  }
   plan->error_reason = error.reason();
+  return absl::OkStatus();
+}
+
+absl::Status TooLarge(absl::string_view where, size_t bytes) {
+  return Invalid(where, absl::StrCat(bytes, " bytes, more than the ", kMaxWriteBytes,
+                                     " bytes one write may carry (the API server's request "
+                                     "limit)"));
+}
+
+// The size limits of validate.h, on the raw text: nothing is parsed or copied before they pass.
+absl::Status CheckSizes(const pluginpb::ReconcileResponse& response) {
+  size_t total = 0;
+  for (int i = 0; i < response.desired_objects_size(); ++i) {
+    const size_t bytes = response.desired_objects(i).size();
+    if (bytes > kMaxWriteBytes) return TooLarge(absl::StrCat("desired_objects[", i, "]"), bytes);
+    total += bytes;
+  }
+  for (int i = 0; i < response.patches_size(); ++i) {
+    const size_t bytes = response.patches(i).patch().size();
+    if (bytes > kMaxWriteBytes) return TooLarge(absl::StrCat("patches[", i, "]"), bytes);
+    total += bytes;
+  }
+  size_t status_bytes = response.status().size();
+  for (const pluginpb::Condition& condition : response.conditions()) {
+    status_bytes +=
+        condition.type().size() + condition.reason().size() + condition.message().size();
+  }
+  if (status_bytes > kMaxWriteBytes) return TooLarge("status and conditions", status_bytes);
+  total += status_bytes;
+  for (const pluginpb::Event& event : response.events()) {
+    total += event.reason().size() + std::min(event.message().size(), kMaxEventMessage);
+  }
+  if (total > kMaxResponseWriteBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the desired objects, patches, status, conditions and events total ", total,
+        " bytes, more than the ", kMaxResponseWriteBytes, " bytes one response may write"));
+  }
   return absl::OkStatus();
 }
 
@@ -551,6 +604,7 @@ std::string ChildNamespace(const ReconcileContext& context) {
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
                                       const pluginpb::ReconcileResponse& response) {
   if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");
+  RETURN_IF_ERROR(CheckSizes(response));
   if (context.capabilities.has_value()) {
     RETURN_IF_ERROR(CheckCapabilities(*context.capabilities, response));
   }

@@ -29,7 +29,10 @@
 // - finalized: only when the primary is being deleted with the controller's finalizer on it,
 //   and with no error.
 // - a gone primary (context.primary null) allows only events, error and requeue_after.
-// - capabilities (checked first, when context.capabilities is set: the set in effect on the
+// - sizes (kMaxWriteBytes, kMaxResponseWriteBytes below), checked first, on the raw text. The
+//   plan keeps event messages and the error message up to 32 KiB (a longer error message is
+//   cut and says how long it was).
+// - capabilities (checked next, when context.capabilities is set: the set in effect on the
 //   plugin connection that carried the response): desired_objects needs
 //   CAPABILITY_SERVER_SIDE_APPLY, conditions CAPABILITY_CONDITIONS, task_enqueue / task_status
 //   CAPABILITY_BACKGROUND_TASKS, e.g. "conditions: requires CAPABILITY_CONDITIONS, which is not
@@ -51,6 +54,17 @@
 
 namespace ctrlhost::controller::apply {
 
+// Size limits on what one response may ask the host to write (docs/protocol.md section 9),
+// checked on the raw text before anything in the response is parsed:
+// - each desired object, each patch, and the status write (`status` plus the `conditions`):
+//   at most kMaxWriteBytes, the request body kube-apiserver accepts (3 MiB; the embedded server
+//   has the same limit): a larger write could only be refused by the server;
+// - all of them together, with the events: at most kMaxResponseWriteBytes. This bounds what
+//   validating and applying one answer costs the host: parsed JSON takes several times its text
+//   (up to ~10x for objects of many small fields).
+inline constexpr size_t kMaxWriteBytes = 3u << 20;
+inline constexpr size_t kMaxResponseWriteBytes = 16u << 20;
+
 // One server-side apply of a desired object. `object` already carries the controller owner
 // reference (unless it is the primary) and its namespace.
 struct PlannedApply {
@@ -71,7 +85,8 @@ struct PlannedPatch {
   bool has_test_op = false;      // a failing JSON Patch `test` is a conflict, not invalid
   std::string what;              // "patches[1]" for messages
   int owned_index = -1;          // OWNED: into controller->owns (and context.owned_stores)
-  nlohmann::json parsed;         // `body` parsed (the applier pins OWNED targets by uid)
+  nlohmann::json parsed;  // `body` parsed, for an OWNED JSON Patch only (the applier pins its
+                          // target by uid); null otherwise
 };
 
 // A validated response, ready to write. Borrow-free: it owns copies of everything it needs.

@@ -1,5 +1,6 @@
 #include "runtime/controller/apply/validate.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,65 @@ TEST_F(ValidateTest, PatchPreconditionsAndStatusTargets) {
   EXPECT_EQ(plan->patches[1].ref.subresource, "status");
   EXPECT_TRUE(plan->patches[1].targets_primary);
   EXPECT_EQ(json::parse(plan->patches[1].body)["metadata"]["resourceVersion"], "43");
+}
+
+// Attack run, item 5: sizes are checked on the raw text before anything is parsed; each write
+// up to kMaxWriteBytes, all writes (and events) up to kMaxResponseWriteBytes. Event and error
+// messages are kept up to 32 KiB, not copied whole.
+TEST_F(ValidateTest, SizeLimitsNameTheItemAndTheLimit) {
+  // A desired object exactly at the limit passes the size check (and is then validated).
+  const std::string head = R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},)"
+                           R"("data":{"v":")";
+  const std::string at_limit = head + std::string(kMaxWriteBytes - head.size() - 3, 'x') + "\"}}";
+  ASSERT_EQ(at_limit.size(), kMaxWriteBytes);
+  pluginpb::ReconcileResponse ok;
+  ok.add_desired_objects(at_limit);
+  ASSERT_TRUE(ValidateResponse(context_, ok).ok());
+
+  struct Case {
+    std::function<void(pluginpb::ReconcileResponse*)> make;
+    std::string message;
+  };
+  const std::string over(kMaxWriteBytes + 1, ' ');
+  const std::vector<Case> cases = {
+      {[&](auto* r) { r->add_desired_objects(over); },
+       "desired_objects[0]: 3145729 bytes, more than the 3145728 bytes one write may carry"},
+      {[&](auto* r) {
+         r->add_patches()->set_patch("{}");
+         r->add_patches()->set_patch(over);
+       },
+       "patches[1]: 3145729 bytes"},
+      {[&](auto* r) {
+         r->set_status(std::string(kMaxWriteBytes - 10, ' '));
+         r->add_conditions()->set_message(std::string(32, 'm'));
+       },
+       "status and conditions: 3145750 bytes"},
+      {[&](auto* r) {
+         for (int i = 0; i < 6; ++i) r->add_desired_objects(std::string(kMaxWriteBytes, ' '));
+       },
+       "the desired objects, patches, status, conditions and events total 18874368 bytes, more "
+       "than the 16777216 bytes one response may write"},
+  };
+  for (const Case& c : cases) {
+    pluginpb::ReconcileResponse response;
+    c.make(&response);
+    absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+    ASSERT_FALSE(plan.ok()) << c.message;
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(c.message));
+  }
+
+  pluginpb::ReconcileResponse long_texts;
+  pluginpb::Event* event = long_texts.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_WARNING);
+  event->set_reason("Long");
+  event->set_message(std::string(1 << 20, 'e'));
+  long_texts.mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+  long_texts.mutable_error()->set_message(std::string(1 << 20, 'r'));
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, long_texts);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->events[0].message().size(), 32768u);
+  EXPECT_EQ(plan->error_message, std::string(32768, 'r') + "... (1048576 bytes, cut)");
 }
 
 TEST_F(ValidateTest, RequeueErrorAndFinalized) {
