@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -12,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/common/logging.h"
 #include "runtime/kube/api_status.h"
+#include "runtime/manager/lease.h"
 
 namespace ctrlhost::manager {
 
@@ -19,28 +19,9 @@ namespace {
 
 using nlohmann::json;
 
-kube::ResourceRef LeaseRef(const LeaderElectionOptions& options, bool named) {
-  kube::ResourceRef ref;
-  ref.group = "coordination.k8s.io";
-  ref.version = "v1";
-  ref.resource = "leases";
-  ref.namespace_name = options.lease_namespace;
-  if (named) ref.name = options.lease_name;
-  return ref;
-}
-
-int64_t LeaseSeconds(absl::Duration d) {
-  return static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d)));
-}
-
-std::string StringField(const json& spec, const char* key) {
-  auto it = spec.find(key);
-  return it != spec.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-int64_t IntField(const json& spec, const char* key, int64_t fallback) {
-  auto it = spec.find(key);
-  return it != spec.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+// The elected Lease, or its collection (to create it) when not `named`.
+kube::ResourceRef ElectionLease(const LeaderElectionOptions& options, bool named) {
+  return LeaseRef(options.lease_namespace, named ? options.lease_name : "");
 }
 
 }  // namespace
@@ -76,10 +57,6 @@ std::string DefaultIdentity() {
   if (base.empty()) base = "ctrlhost";
   absl::BitGen gen;
   return absl::StrFormat("%s_%08x", base, absl::Uniform<uint32_t>(gen));
-}
-
-std::string FormatMicroTime(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
 }
 
 absl::StatusOr<std::unique_ptr<LeaderElector>> LeaderElector::Create(kube::Client* client,
@@ -120,7 +97,7 @@ void LeaderElector::WatchLoop() {
     watch.timeout_seconds = 300;
     watch.allow_bookmarks = false;
     absl::Status ended = client_->Watch(
-        LeaseRef(options_, true), watch,
+        ElectionLease(options_, true), watch,
         [this](kube::WatchEvent event) {
           if (event.type != "ADDED" && event.type != "MODIFIED") return true;
           json lease = json::parse(event.object, nullptr, /*allow_exceptions=*/false);
@@ -195,14 +172,15 @@ bool LeaderElector::TryAcquireOrRenew() {
                {"acquireTime", FormatMicroTime(now)},
                {"renewTime", FormatMicroTime(now)},
                {"leaseTransitions", 0}};
-  absl::StatusOr<std::string> got = client_->Get(LeaseRef(options_, true));
+  absl::StatusOr<json> got = GetLease(client_, ElectionLease(options_, true));
   if (!got.ok() && kube::IsNotFound(got.status())) {
     json lease = {
         {"apiVersion", "coordination.k8s.io/v1"},
         {"kind", "Lease"},
         {"metadata", {{"name", options_.lease_name}, {"namespace", options_.lease_namespace}}},
         {"spec", spec}};
-    absl::StatusOr<std::string> created = client_->Create(LeaseRef(options_, false), lease.dump());
+    absl::StatusOr<std::string> created =
+        CreateLease(client_, ElectionLease(options_, false), lease);
     if (!created.ok()) return fail("create Lease", created.status());
     common::MutexLock lock(&mu_);
     observed_spec_ = spec.dump();
@@ -215,10 +193,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     return true;
   }
   if (!got.ok()) return fail("read Lease", got.status());
-  json lease = json::parse(*got, nullptr, /*allow_exceptions=*/false);
-  if (!lease.is_object()) {
-    return fail("read Lease", absl::DataLossError("the API server answered no JSON object"));
-  }
+  json& lease = *got;
   const json old =
       lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
   const std::string holder = StringField(old, "holderIdentity");
@@ -259,7 +234,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   }
   lease["spec"] = spec;
   // The read resourceVersion stays in metadata: the update is conditional on it.
-  absl::StatusOr<std::string> updated = client_->Update(LeaseRef(options_, true), lease.dump());
+  absl::StatusOr<std::string> updated = UpdateLease(client_, ElectionLease(options_, true), lease);
   if (!updated.ok()) return fail("update Lease", updated.status());
   common::MutexLock lock(&mu_);
   observed_spec_ = spec.dump();
@@ -274,10 +249,10 @@ bool LeaderElector::TryAcquireOrRenew() {
 }
 
 absl::Status LeaderElector::Release() {
-  absl::StatusOr<std::string> got = client_->Get(LeaseRef(options_, true));
+  absl::StatusOr<json> got = GetLease(client_, ElectionLease(options_, true));
   if (!got.ok()) return got.status();
-  json lease = json::parse(*got, nullptr, /*allow_exceptions=*/false);
-  if (!lease.is_object() || !lease.contains("spec") || !lease["spec"].is_object()) {
+  json& lease = *got;
+  if (!lease.contains("spec") || !lease["spec"].is_object()) {
     return absl::DataLossError("the Lease has no spec");
   }
   if (StringField(lease["spec"], "holderIdentity") != options_.identity) {
@@ -289,7 +264,7 @@ absl::Status LeaderElector::Release() {
   spec["leaseDurationSeconds"] = 1;
   spec["acquireTime"] = FormatMicroTime(now);
   spec["renewTime"] = FormatMicroTime(now);
-  absl::StatusOr<std::string> updated = client_->Update(LeaseRef(options_, true), lease.dump());
+  absl::StatusOr<std::string> updated = UpdateLease(client_, ElectionLease(options_, true), lease);
   if (!updated.ok()) return updated.status();
   common::MutexLock lock(&mu_);
   leading_ = false;

@@ -73,10 +73,6 @@ absl::Status ValidateLeaderElection(const LeaderElectionOptions& options);
 // candidate, never mistaken for the holder it replaces).
 std::string DefaultIdentity();
 
-// RFC 3339 with microseconds in UTC, as Kubernetes writes MicroTime
-// ("2026-11-25T17:01:02.123456Z").
-std::string FormatMicroTime(absl::Time t);
-
 struct LeaderCallbacks {
   std::function<void(absl::Time valid_until)> on_started_leading;
   std::function<void(absl::Time valid_until)> on_renewed;

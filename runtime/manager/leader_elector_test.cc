@@ -13,6 +13,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/testing/embedded_apiserver.h"
+#include "runtime/manager/lease.h"
 
 namespace ctrlhost::manager {
 namespace {

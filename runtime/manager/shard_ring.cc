@@ -1,7 +1,6 @@
 #include "runtime/manager/shard_ring.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -14,31 +13,13 @@
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/validation.h"
 #include "runtime/manager/leader_elector.h"
+#include "runtime/manager/lease.h"
 
 namespace ctrlhost::manager {
 
 namespace {
 
 using nlohmann::json;
-
-kube::ResourceRef LeaseRef(const std::string& ns, const std::string& name) {
-  kube::ResourceRef ref;
-  ref.group = "coordination.k8s.io";
-  ref.version = "v1";
-  ref.resource = "leases";
-  ref.namespace_name = ns;
-  ref.name = name;
-  return ref;
-}
-
-int64_t LeaseSeconds(absl::Duration d) {
-  return static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d)));
-}
-
-std::string StringAt(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 std::vector<std::string> SplitView(absl::string_view text) {
   std::vector<std::string> view = absl::StrSplit(text, ',', absl::SkipEmpty());
@@ -184,7 +165,7 @@ void ShardRing::Stop(bool leave, absl::Duration drain_timeout) {
   kube::DeleteOptions del;
   json lease = json::parse(lease_json_, nullptr, /*allow_exceptions=*/false);
   if (lease.is_object() && lease.contains("metadata") && lease["metadata"].is_object()) {
-    del.precondition_resource_version = StringAt(lease["metadata"], "resourceVersion");
+    del.precondition_resource_version = StringField(lease["metadata"], "resourceVersion");
   }
   absl::StatusOr<std::string> deleted =
       client_->Delete(LeaseRef(options_.lease_namespace, lease_name_), del);
@@ -221,7 +202,7 @@ absl::Status ShardRing::WriteLease(const std::vector<std::string>& adopted, uint
     metadata["annotations"][kShardViewAnnotation] = absl::StrJoin(adopted, ",");
     metadata["annotations"][kShardGenerationAnnotation] = absl::StrCat(generation);
     json& spec = lease["spec"];
-    if (StringAt(spec, "holderIdentity") != options_.identity) {
+    if (StringField(spec, "holderIdentity") != options_.identity) {
       spec["acquireTime"] = FormatMicroTime(now);
     }
     spec["holderIdentity"] = options_.identity;
@@ -233,22 +214,18 @@ absl::Status ShardRing::WriteLease(const std::vector<std::string>& adopted, uint
   if (lease_json_.empty()) {
     json lease = json::object();
     fill(lease);
-    kube::ResourceRef create = ref;
-    create.name.clear();
-    written = client_->Create(create, lease.dump());
+    written = CreateLease(client_, ref, lease);
     if (!written.ok() && kube::IsAlreadyExists(written.status())) {
       // Ours from a write whose answer was lost: take it as it is now.
-      absl::StatusOr<std::string> got = client_->Get(ref);
-      if (!got.ok()) return got.status();
-      json current = json::parse(*got, nullptr, /*allow_exceptions=*/false);
-      if (!current.is_object()) return absl::DataLossError("the Lease is no JSON object");
-      fill(current);
-      written = client_->Update(ref, current.dump());
+      absl::StatusOr<json> current = GetLease(client_, ref);
+      if (!current.ok()) return current.status();
+      fill(*current);
+      written = UpdateLease(client_, ref, *current);
     }
   } else {
     json lease = json::parse(lease_json_, nullptr, /*allow_exceptions=*/false);
     fill(lease);
-    written = client_->Update(ref, lease.dump());
+    written = UpdateLease(client_, ref, lease);
   }
   if (!written.ok()) {
     // A conflict or a deleted Lease: start again from what the server holds.
@@ -283,7 +260,7 @@ absl::Status ShardRing::ReadPeers() {
       continue;
     }
     const json& metadata = lease["metadata"];
-    const std::string name = StringAt(metadata, "name");
+    const std::string name = StringField(metadata, "name");
     if (name.empty() || name == lease_name_) continue;
     const json spec =
         lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
@@ -291,22 +268,19 @@ absl::Status ShardRing::ReadPeers() {
                                  ? metadata["annotations"]
                                  : json::object();
     ShardPeer peer;
-    peer.identity = StringAt(spec, "holderIdentity");
+    peer.identity = StringField(spec, "holderIdentity");
     peer.lease = name;
-    peer.adopted = SplitView(StringAt(annotations, kShardViewAnnotation));
-    peer.generation = StringAt(annotations, kShardGenerationAnnotation);
+    peer.adopted = SplitView(StringField(annotations, kShardViewAnnotation));
+    peer.generation = StringField(annotations, kShardGenerationAnnotation);
     Observed seen;
-    seen.record = absl::StrCat(spec.dump(), "|", StringAt(annotations, kShardViewAnnotation));
-    seen.resource_version = StringAt(metadata, "resourceVersion");
+    seen.record = absl::StrCat(spec.dump(), "|", StringField(annotations, kShardViewAnnotation));
+    seen.resource_version = StringField(metadata, "resourceVersion");
     seen.since = now;
     if (auto it = observed_.find(name); it != observed_.end() && it->second.record == seen.record) {
       seen.since = it->second.since;
     }
-    int64_t seconds = LeaseSeconds(options_.lease_duration);
-    if (auto it = spec.find("leaseDurationSeconds");
-        it != spec.end() && it->is_number_integer() && it->get<int64_t>() > 0) {
-      seconds = it->get<int64_t>();
-    }
+    int64_t seconds = IntField(spec, "leaseDurationSeconds", 0);
+    if (seconds <= 0) seconds = LeaseSeconds(options_.lease_duration);
     peer.live = !peer.identity.empty() && peer.identity != options_.identity &&
                 seen.since + absl::Seconds(seconds) > now;
     if (!peer.live && seen.since + 4 * absl::Seconds(seconds) <= now) {
