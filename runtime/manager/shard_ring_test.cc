@@ -1,6 +1,5 @@
 #include "runtime/manager/shard_ring.h"
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -11,12 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/server.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/kubeconfig.h"
-#include "runtime/kube/rest_client.h"
+#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::manager {
 namespace {
@@ -68,25 +65,14 @@ TEST(ShardRingOptionsTest, Validation) {
 class ShardRingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    apiserver::ApiServerOptions options;
-    options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/shard_apiserver");
-    options.port = 0;
-    options.sync_full = false;
-    auto server = apiserver::ApiServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = server->release();
-    auto config = kube::LoadKubeconfigFile(server_->kubeconfig_path());
-    ASSERT_TRUE(config.ok()) << config.status();
-    auto rest = kube::RestClient::Create(*config);
-    ASSERT_TRUE(rest.ok()) << rest.status();
-    rest_ = rest->release();
-    client_ = new kube::Client(rest_);
+    auto api = kube::testing::EmbeddedApiServer::Start("shard_apiserver");
+    ASSERT_TRUE(api.ok()) << api.status();
+    api_ = api->release();
+    client_ = &api_->client();
   }
   static void TearDownTestSuite() {
-    delete client_;
-    delete rest_;
-    delete server_;
+    client_ = nullptr;
+    delete api_;
   }
 
   // A member of this test's own ring, on the shared fake clock (the loop is not started: the
@@ -115,15 +101,13 @@ class ShardRingTest : public ::testing::Test {
     }
   }
 
-  static apiserver::ApiServer* server_;
-  static kube::RestClient* rest_;
+  static kube::testing::EmbeddedApiServer* api_;
   static kube::Client* client_;
   common::FakeClock clock_;
   std::map<std::string, std::vector<std::vector<std::string>>> views_;
 };
 
-apiserver::ApiServer* ShardRingTest::server_ = nullptr;
-kube::RestClient* ShardRingTest::rest_ = nullptr;
+kube::testing::EmbeddedApiServer* ShardRingTest::api_ = nullptr;
 kube::Client* ShardRingTest::client_ = nullptr;
 
 TEST_F(ShardRingTest, AKeyMovesOnlyOnceItsOldOwnerDrained) {
