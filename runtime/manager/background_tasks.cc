@@ -6,25 +6,10 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/object.h"
 #include "runtime/common/logging.h"
+#include "runtime/kube/validation.h"
 
 namespace ctrlhost::manager {
 namespace {
-
-bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-// RFC 1123 subdomain (object names): [a-z0-9]([-a-z0-9]*[a-z0-9])? labels joined by '.', at
-// most `max` characters.
-bool IsDnsName(absl::string_view s, size_t max, bool allow_dots) {
-  if (s.empty() || s.size() > max) return false;
-  if (!IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (IsAlnum(c) || c == '-') continue;
-    if (c == '.' && allow_dots && IsAlnum(s[i - 1]) && IsAlnum(s[i + 1])) continue;
-    return false;
-  }
-  return true;
-}
 
 // Quotes untrusted text for an error message, bounded.
 std::string Quote(absl::string_view s) {
@@ -55,7 +40,7 @@ BackgroundTasks::BackgroundTasks(BackgroundTasksOptions options)
 
 absl::StatusOr<std::string> BackgroundTasks::KeyFor(absl::string_view namespace_,
                                                     absl::string_view name, bool namespaced) {
-  if (!IsDnsName(name, 253, /*allow_dots=*/true)) {
+  if (!kube::IsDns1123Subdomain(name).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("name ", Quote(name),
                      " is not a valid object name (RFC 1123 subdomain: [a-z0-9.-], at most 253 "
@@ -72,7 +57,7 @@ absl::StatusOr<std::string> BackgroundTasks::KeyFor(absl::string_view namespace_
   if (namespace_.empty()) {
     return absl::InvalidArgumentError("namespace missing: the primary kind is namespaced");
   }
-  if (!IsDnsName(namespace_, 63, /*allow_dots=*/false)) {
+  if (!kube::IsDns1123Label(namespace_).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("namespace ", Quote(namespace_),
                      " is not a valid namespace (RFC 1123 label: [a-z0-9-], at most 63 "

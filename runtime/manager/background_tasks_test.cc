@@ -181,6 +181,23 @@ TEST(BackgroundTasksTest, MalformedKeysAreInvalidArgument) {
   EXPECT_EQ(report[1].refused_invalid, 8u);
 }
 
+// The key check is kube's (runtime/kube/validation.h): what the API server would refuse as a
+// name or namespace is refused here, and nothing else.
+TEST(BackgroundTasksTest, KeyForFollowsKubeNameRules) {
+  EXPECT_EQ(*BackgroundTasks::KeyFor("default", "a.b-c.d", true), "default/a.b-c.d");
+  EXPECT_EQ(*BackgroundTasks::KeyFor("", std::string(253, 'a'), false), std::string(253, 'a'));
+  EXPECT_TRUE(BackgroundTasks::KeyFor(std::string(63, 'n'), "a", true).ok());
+  for (const char* name : {"a..b", "a.-b", "a-.b", ".a", "a.", "a_b", "A"}) {
+    EXPECT_EQ(BackgroundTasks::KeyFor("default", name, true).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+  }
+  EXPECT_EQ(BackgroundTasks::KeyFor(std::string(64, 'n'), "a", true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BackgroundTasks::KeyFor("a-", "a", true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BackgroundTasksTest, TokenBucketRefusesTheExcessAndRefills) {
   common::FakeClock clock;
   Recorder r;
