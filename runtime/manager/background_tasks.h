@@ -29,7 +29,7 @@
 // Example (the manager's wiring):
 //   BackgroundTasks tasks({.operator_name = "shop", .plugin = "webapp", .send = send,
 //                          .enqueue = enqueue});
-//   supervisor_options.on_plugin_message = [&](pb::ReconcileResponse m) {
+//   supervisor_options.on_plugin_message = [&](pluginpb::ReconcileResponse m) {
 //     tasks.OnPluginMessage(generation, m);
 //   };
 //   tasks.Sync({generation, restarts}, {{"webapp", true, {"poller"}}}, "controller stopped");
@@ -54,6 +54,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
+#include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
@@ -70,7 +71,7 @@ struct BackgroundTasksOptions {
   int enqueue_burst = 50;
   common::Clock* clock = nullptr;  // null: Clock::Real()
   // Sends a notice on the serving instance's stream (PluginSlot::SendNotice). Must not block.
-  std::function<absl::Status(plugin::v1alpha1::ReconcileRequest)> send;
+  std::function<absl::Status(pluginpb::ReconcileRequest)> send;
   // Queues `key` ("namespace/name" or "name") on `controller`'s runner with
   // REASON_BACKGROUND_TASK; false when the controller does not run (the key is then refused).
   std::function<bool(const std::string& controller, const std::string& key)> enqueue;
@@ -127,8 +128,7 @@ class BackgroundTasks {
 
   // A plugin-to-host message of instance `generation` (task_enqueue or task_status). Returns
   // OK or why the enqueue was refused (already counted, logged and answered to the plugin).
-  absl::Status OnPluginMessage(uint64_t generation,
-                               const plugin::v1alpha1::ReconcileResponse& message);
+  absl::Status OnPluginMessage(uint64_t generation, const pluginpb::ReconcileResponse& message);
 
   std::vector<TaskControllerReport> Report() const;
 
@@ -146,7 +146,7 @@ class BackgroundTasks {
     TaskControllerReport report;
     std::map<std::string, TaskReport> tasks;
   };
-  absl::Status Refuse(const plugin::v1alpha1::TaskEnqueue& enqueue, absl::Status why);
+  absl::Status Refuse(const pluginpb::TaskEnqueue& enqueue, absl::Status why);
 
   // Constant after construction.
   const BackgroundTasksOptions options_;
