@@ -17,6 +17,7 @@
 #include "runtime/common/utf8.h"
 #include "runtime/controller/apply/conditions.h"
 #include "runtime/controller/apply/host_status.h"
+#include "runtime/controller/apply/json_member.h"
 #include "runtime/controller/apply/noop.h"
 #include "runtime/controller/apply/validate.h"
 #include "runtime/kube/api_status.h"
@@ -30,16 +31,6 @@ json ParseOrNull(absl::string_view text) {
   return json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
 }
 
-// Exception-free access to what the server sent (nlohmann's value() throws on a type mismatch).
-const json* Member(const json& object, const char* key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
-std::string StringMember(const json& object, const char* key) {
-  const json* member = Member(object, key);
-  return member != nullptr && member->is_string() ? member->get<std::string>() : "";
-}
 const json& Metadata(const json& object) {
   static const json* const kEmpty = new json(json::object());
   const json* meta = Member(object, "metadata");

@@ -6,21 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
+#include "runtime/controller/apply/json_member.h"
 
 namespace ctrlhost::controller::apply {
 namespace {
 
 using nlohmann::json;
 
-const json* Member(const json& object, const char* key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
-std::string StringMember(const json& object, const char* key) {
-  const json* member = Member(object, key);
-  return member != nullptr && member->is_string() ? member->get<std::string>() : "";
-}
 // An integer member, `fallback` when absent; false when present but not an integer.
 bool IntMember(const json& object, const char* key, int64_t fallback, int64_t* out) {
   const json* member = Member(object, key);
