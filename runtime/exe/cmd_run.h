@@ -26,7 +26,7 @@
 #include "runtime/config/operator_spec.h"
 #include "runtime/manager/leader_elector.h"
 #include "runtime/manager/shard_ring.h"
-#include "runtime/manager/watch_health.h"
+#include "runtime/manager/watch_readiness.h"
 
 namespace ctrlhost::exe {
 

@@ -52,7 +52,7 @@
 #include "runtime/manager/leader_elector.h"
 #include "runtime/manager/manager.h"
 #include "runtime/manager/shard_ring.h"
-#include "runtime/manager/watch_health.h"
+#include "runtime/manager/watch_readiness.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/observe/server.h"
 

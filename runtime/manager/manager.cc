@@ -23,7 +23,7 @@
 #include "runtime/manager/dump.h"
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/manager/route_dispatcher.h"
-#include "runtime/manager/watch_health.h"
+#include "runtime/manager/watch_readiness.h"
 #include "runtime/observe/adapters.h"
 #include "runtime/plugin/sandbox.h"
 #include "runtime/plugin/supervisor.h"

@@ -69,7 +69,7 @@
 #include "runtime/manager/fence.h"
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/manager/route_dispatcher.h"
-#include "runtime/manager/watch_health.h"
+#include "runtime/manager/watch_readiness.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
 
@@ -107,7 +107,7 @@ struct ManagerOptions {
   // Given to runners to finish in-flight reconciles at Stop.
   absl::Duration shutdown_timeout = absl::Seconds(10);
   // Readiness fails when a watch a controller reads has been failing this long (its cache is
-  // stale); a watch denied by RBAC (401/403) fails readiness at once. See watch_health.h.
+  // stale); a watch denied by RBAC (401/403) fails readiness at once. See watch_readiness.h.
   absl::Duration watch_stale_after = kDefaultWatchStaleAfter;
   common::Clock* clock = nullptr;  // nullptr: Clock::Real()
   // False while the API server is known not to answer (the host's discovery retrier says

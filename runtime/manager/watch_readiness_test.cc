@@ -1,4 +1,4 @@
-#include "runtime/manager/watch_health.h"
+#include "runtime/manager/watch_readiness.h"
 
 #include "gtest/gtest.h"
 

@@ -11,8 +11,8 @@
 //   // "watch v1 ConfigMap ns=x forbidden (403) for 2s: configmaps is forbidden: User ..."
 //
 // Thread-safety: a pure function.
-#ifndef CTRLHOST_RUNTIME_MANAGER_WATCH_HEALTH_H_
-#define CTRLHOST_RUNTIME_MANAGER_WATCH_HEALTH_H_
+#ifndef CTRLHOST_RUNTIME_MANAGER_WATCH_READINESS_H_
+#define CTRLHOST_RUNTIME_MANAGER_WATCH_READINESS_H_
 
 #include <string>
 
@@ -36,4 +36,4 @@ std::string WatchReadinessProblem(const watch::ReflectorMetrics& metrics, absl::
 
 }  // namespace ctrlhost::manager
 
-#endif  // CTRLHOST_RUNTIME_MANAGER_WATCH_HEALTH_H_
+#endif  // CTRLHOST_RUNTIME_MANAGER_WATCH_READINESS_H_
