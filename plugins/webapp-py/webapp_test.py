@@ -65,7 +65,7 @@ class WebAppTest(unittest.TestCase):
         self.assertEqual(dep["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"],
                          "shop")
         svc = self.desired(out, "Service", "shop")
-        # `protocol` is required by kube 1.20 server-side apply (issue 13, item 6).
+        # `protocol` is required by kube 1.20 server-side apply (the ports list-map key).
         self.assertEqual(svc["spec"]["ports"][0], {"name": "http", "port": 8080,
                                                     "protocol": "TCP", "targetPort": "http"})
         self.assertEqual(out.status, {"observedGeneration": 3, "replicas": 2, "readyReplicas": 0,

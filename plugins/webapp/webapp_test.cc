@@ -64,7 +64,7 @@ TEST_F(WebAppTest, CreatesChildrenAndReportsProgress) {
   const nlohmann::json* svc = out.Desired("Service", "shop");
   ASSERT_NE(svc, nullptr);
   EXPECT_EQ((*svc)["spec"]["ports"][0]["port"], 8080);
-  // Kube 1.20 server-side apply refuses a Service port without its list-map key (issue 13).
+  // Kube 1.20 server-side apply refuses a Service port without its list-map key (protocol).
   EXPECT_EQ((*svc)["spec"]["ports"][0]["protocol"], "TCP");
 
   EXPECT_EQ(out.status["observedGeneration"], 3);

@@ -79,7 +79,7 @@ TEST_F(GcTest, DependentWithAnotherLiveOwnerSurvives) {
   EXPECT_TRUE(Exists("dep2"));
 }
 
-// Leftover of issue 13: a dependent whose owners are all absent while the server runs (written
+// Regression: a dependent whose owners are all absent while the server runs (written
 // after the owner's deletion, or naming an owner that never existed) was collected only at the
 // next start.
 TEST_F(GcTest, RegressionDependentOfAnAbsentOwnerIsCollectedWhileRunning) {

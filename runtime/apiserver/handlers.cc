@@ -319,7 +319,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
     return resp;
   }
   // The body is streamed item by item rather than built whole: eight concurrent LISTs of a
-  // 205 MB namespace held eight copies of it (1.9 GB RSS, issue 14). The items are the store's
+  // 205 MB namespace held eight copies of it (1.9 GB RSS). The items are the store's
   // shared immutable objects, so the list still reflects one revision.
   std::string head =
       absl::StrCat("{\"kind\":", Dump(t.r->list_kind), ",\"apiVersion\":", Dump(t.r->ApiVersion()),

@@ -1,4 +1,4 @@
-// Regression tests of issue 14 (hostile input from a token holder), driven through
+// Regression tests for hostile input from a token holder, driven through
 // ApiHandlers::Handle(): every bad body is a 4xx Status, never a crash or an unbounded
 // allocation, and nothing is persisted.
 #include <sqlite3.h>

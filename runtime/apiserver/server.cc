@@ -183,7 +183,7 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
     auto stream = std::move(resp.stream);
     res.set_chunked_content_provider(resp.content_type, [stream](size_t, httplib::DataSink& sink) {
       // A watch waiting for events writes nothing, so a client that went away would otherwise
-      // hold its socket (in CLOSE-WAIT) and this thread until the watch times out (issue 14).
+      // hold its socket (in CLOSE-WAIT) and this thread until the watch times out.
       if (serving::ConnectionServer::PeerClosed()) return false;
       bool alive = true;
       const bool more = stream([&](absl::string_view chunk) {
@@ -276,7 +276,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
     if (!raw->AdmitInflight(req, res)) return httplib::Server::HandlerResponse::Handled;
     // Before any byte of the body is read: httplib would try to skip a declared length past
     // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
-    // timeout (issue 14). A length up to 64 MiB is still read and dropped by httplib, so a
+    // timeout. A length up to 64 MiB is still read and dropped by httplib, so a
     // client that sends a body somewhat too large gets its 413 rather than a broken pipe.
     if (req.has_header("Content-Length")) {
       const std::string value = req.get_header_value("Content-Length");
@@ -304,7 +304,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   const size_t max_body = options.max_body_bytes;
   // Bodies are read here rather than by httplib, which applies its payload limit to
   // Content-Length only: a `Transfer-Encoding: chunked` body would otherwise be read whole,
-  // whatever its size (issue 14).
+  // whatever its size.
   auto serve_with_body = [raw, max_body](const httplib::Request& req, httplib::Response& res,
                                          const httplib::ContentReader& reader) {
     std::string body;

@@ -43,8 +43,7 @@ TEST(Utf8PrefixTest, InvalidInputStillCutsAtTheLimit) {
   EXPECT_EQ(Utf8Prefix(continuations, 5).size(), 5u);
 }
 
-// Regression: a plugin's 12,000 "€" cut with substr(0, 32768) made nlohmann's dump() throw
-// (issue 13, item 10).
+// Regression: a plugin's 12,000 "€" cut with substr(0, 32768) made nlohmann's dump() throw.
 TEST(Utf8PrefixTest, RegressionCutEuroNameDumpsAsJson) {
   const std::string message = "owned patch named " + Repeat(kEuro, 12000);
   const std::string cut = TruncateUtf8(message, 32768);

@@ -59,7 +59,7 @@ spec:
       shutdownGracePeriod: 0
       requestTimeout: 1m30s
       maxInFlight: 64
-      # watchBinary was removed (issue 13): it is an unknown field now
+      # no watchBinary: it is an unknown field now (it promised a swap on a changed binary)
     - name: remote
       endpoint:
         address: plugins.example.com:8443
@@ -832,7 +832,7 @@ TEST_F(LoadOperatorsTest, PathErrors) {
   }
 }
 
-// Regression (issue 13, item 13): an empty operator file was accepted (and ran nothing).
+// Regression: an empty operator file was accepted (and ran nothing).
 TEST_F(LoadOperatorsTest, RegressionFileWithoutOperatorsIsRefused) {
   for (const char* text : {"", "\n", "# only a comment\n", "---\n---\n"}) {
     const std::string path = Write("empty.yaml", text);
@@ -881,7 +881,7 @@ TEST_F(LoadOperatorsTest, RegressionInvalidUtf8FileNameIsEscaped) {
   EXPECT_EQ((*ops)[0].location.ToString(), absl::StrCat(escaped_dir, "/good\\xff.yaml:1:1"));
 }
 
-// Regression (issue 13, item 13): "must be an integer, not an integer" for a too large one.
+// Regression: "must be an integer, not an integer" for a too large one.
 TEST(ParseOperatorsTest, RegressionIntegerPast64BitsIsOutOfRange) {
   const auto in_flight = [](absl::string_view value) {
     return Errors(absl::StrCat(kHeader,

@@ -15,7 +15,7 @@
 //   as a bare resourceVersion bump). kube-apiserver 1.20 answers a server-side apply that
 //   changes nothing but the managedFields timestamps with a new resourceVersion (e.g. a
 //   ConfigMap applied with `data: {}`, which it drops); reacting to that event would turn the
-//   host's own no-op writes into an endless reconcile loop (issue 13, item 3).
+//   host's own no-op writes into an endless reconcile loop.
 // - Resyncs, schedules, requeues and retries are never filtered (they do not pass here).
 //
 // Malformed JSON never crashes a predicate: when a comparison needs the JSON and it does not

@@ -157,7 +157,7 @@ class ResponseApplier {
   // it before the first reconcile of an object that is not being deleted). Returns the primary
   // as the server answered the write (parsed like a cached object), so that the request and
   // the status write that follow carry its new resourceVersion instead of the cached one that
-  // predates the finalizer (issue 13, item 2: that made every first status write a 409);
+  // predates the finalizer (that would make every first status write a 409 Conflict);
   // null when nothing was written (no finalizer declared, already present, being deleted).
   // NotFound when the primary is gone.
   virtual absl::StatusOr<cache::ObjectPtr> EnsureFinalizer(const ReconcileContext& context) = 0;

@@ -396,7 +396,7 @@ TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
   EXPECT_EQ(runner_->Metrics().terminal_keys, 0u);
 }
 
-// Regression (issue 13, item 10): an exception from applying a plugin's answer ended the host.
+// Regression: an exception from applying a plugin's answer ended the host.
 TEST_F(RunnerTest, RegressionApplierExceptionIsTerminalNotACrash) {
   Build();
   ASSERT_TRUE(runner_->Start().ok());

@@ -501,7 +501,7 @@ TEST_F(RunCommandTest, CommandPrintsPreview) {
   EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec /bin/sh -v\n")) << out.str();
 }
 
-// Regression (issue 13, item 13): a missing command passed --preview.
+// Regression: a missing command passed --preview.
 TEST_F(RunCommandTest, PreviewRefusesCommandsThatCannotStart) {
   const std::string file = Touch("op.yaml");
   const std::string not_executable = Touch("plugin.txt");

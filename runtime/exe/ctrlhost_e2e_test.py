@@ -142,7 +142,7 @@ class AdminClientTest(unittest.TestCase):
 class RunPreviewTest(unittest.TestCase):
 
     def test_empty_operator_file_is_refused(self):
-        # Regression (issue 13, item 13): an empty file was accepted and ran nothing.
+        # Regression: an empty file was accepted and ran nothing.
         with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_TMPDIR")) as directory:
             operator = os.path.join(directory, "op.yaml")
             open(operator, "w").close()

@@ -16,8 +16,8 @@
 //   - 500 without Retry-After is never retried: kube-apiserver answers InternalError for
 //     failures that repeat with the same request (an admission webhook, server-side apply
 //     refusing the object, e.g. kube 1.20's Service `ports` without `protocol`). Repeating it
-//     inside one call only multiplied the requests (issue 13, item 2: 5 PATCHes per reconcile);
-//     the caller's backoff (the work queue's, per key) retries the whole reconcile instead.
+//     inside one call only multiplied the requests (5 PATCHes per reconcile); the caller's
+//     backoff (the work queue's, per key) retries the whole reconcile instead.
 //   - connection failures before anything was sent: retried for every method.
 //   - never past the call's deadline: when the next wait would cross it, the last error is
 //     returned (kDeadlineExceeded when the deadline itself ran out).

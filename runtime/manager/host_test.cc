@@ -351,8 +351,8 @@ TEST_F(HostTest, APluginOverItsCacheCapIsStoppedAndReported) {
   host_->Stop();
 }
 
-// Leftover of issue 13: a plugin whose Describe changes across a crash restart (not a swap)
-// gets the new instance's controllers, as a swap does; it kept the first ones before.
+// Regression: a plugin whose Describe changes across a crash restart (not a swap) gets the new
+// instance's controllers, as a swap does; it kept the first ones before.
 TEST_F(HostTest, RegressionNewDescribeAfterACrashRestartReplacesTheControllers) {
   const std::string script = (dir_ / "plugin.sh").string();
   // The mark lives in a directory of its own: dir_ is on the way to the data dir, which
@@ -437,8 +437,8 @@ TEST_F(HostTest, APluginNotServingIsReportedUntilItServesAgain) {
   EXPECT_EQ(serving().restarts, 0u);
 }
 
-// Leftover of issue 13: two plugins declaring the same controller name shared its metrics labels
-// and field manager; the second one's controllers are refused, naming both plugins.
+// Regression: two plugins declaring the same controller name shared its metrics labels and
+// field manager; the second one's controllers are refused, naming both plugins.
 TEST_F(HostTest, RegressionControllerNamesAreUniqueInTheHost) {
   const std::string plugin = Runfile("runtime/plugin/testing/test_plugin_main");
   StartOperators(config::ParseOperators(
@@ -546,7 +546,7 @@ TEST_F(HostTest, SwapKeepsCachesAndRefusesBrokenReleases) {
   ASSERT_TRUE(swapped.status.ok()) << swapped.status;
   EXPECT_EQ(swapped.serving_generation, 2u);
   EXPECT_EQ(swapped.drained_generation, 1u);
-  // Regression (issue 13, item 1): the new instance reconciles the existing object although
+  // Regression: the new instance reconciles the existing object although
   // nothing about it changed (REASON_PLUGIN_STARTED), so a fix shipped by swap reaches it.
   EXPECT_TRUE(Eventually([&] { return Reconciles() > before_swap; }))
       << before_swap << " reconciles before the swap, " << Reconciles() << " after";

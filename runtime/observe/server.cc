@@ -115,7 +115,7 @@ absl::StatusOr<std::unique_ptr<ObserveServer>> ObserveServer::Start(
   Impl* raw = impl.get();
   // A thread per connection with bounds, not httplib's fixed pool of 8 threads: 8 idle
   // connections delayed /healthz by the read timeout, 64 made it time out, and a kubelet
-  // liveness probe (1 s) would restart a healthy host (issue 14 item 8).
+  // liveness probe (1 s) would restart a healthy host.
   serving::ConnectionLimits limits;
   limits.name = "observe";
   limits.max_connections = 1024;

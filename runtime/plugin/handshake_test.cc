@@ -72,7 +72,7 @@ TEST_F(HandshakeTest, Succeeds) {
   EXPECT_EQ(result->session_options.instance_name, "test-1");
 }
 
-// Regression (issue 19): the handshake said host_version "0.1.0" while `ctrlhost version` said
+// Regression: the handshake said host_version "0.1.0" while `ctrlhost version` said
 // "0.1.0-dev"; both now come from common::kCtrlhostVersion.
 TEST_F(HandshakeTest, SendsTheCtrlhostVersion) {
   auto result = Run({});

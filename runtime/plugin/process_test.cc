@@ -69,7 +69,7 @@ class ProcessTest : public ::testing::Test {
   std::string dir_;
 };
 
-// Regression (issue 13, item 11): plugins outlived a host killed with SIGKILL (6 orphans after
+// Regression: plugins outlived a host killed with SIGKILL (6 orphans after
 // 3 rounds) and a restarted host started a second set.
 TEST_F(ProcessTest, RegressionPluginDiesWithAKilledHost) {
   const std::string pid_file = dir_ + "/plugin.pid";

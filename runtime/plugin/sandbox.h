@@ -1,4 +1,5 @@
-// Sandbox: what keeps an exec'd plugin away from the host's credentials (issue 13, item 9).
+// Sandbox: what keeps an exec'd plugin away from the host's credentials, state and other
+// plugins' sockets.
 //
 // A plugin is a pure function of its requests: it needs no API credentials, no host state and no
 // other plugin's socket. Three layers, each used where the host can:

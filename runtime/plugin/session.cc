@@ -212,7 +212,8 @@ class Session::Stream
     } else if (plugin_message && options_.on_plugin_message) {
       options_.on_plugin_message(std::move(response));
     } else if (!done) {
-      // A plugin can send these as fast as it likes: rate limited (issue 13, item 12).
+      // A plugin can send these as fast as it likes: rate limited, so that a flooding plugin
+      // cannot fill the host's log (one line per answer to a request never sent).
       uint64_t suppressed = 0;
       if (dropped_log_.Allow(&suppressed)) {
         common::LogWarning(

@@ -365,8 +365,8 @@ TEST_F(SessionTest, ResponseForUnknownIdIsDropped) {
   EXPECT_TRUE(session_->health().ok());
 }
 
-// Regression (issue 13, item 12): a plugin flooding answers to requests never sent wrote one
-// warning each (226,115 lines in 30 s).
+// Regression: a plugin flooding answers to requests never sent wrote one warning each
+// (226,115 lines in 30 s).
 TEST_F(SessionTest, RegressionGarbageFloodIsLoggedRateLimited) {
   common::Mutex log_mu;
   int dropped_lines = 0;

@@ -39,8 +39,9 @@
 //   ...
 //   supervisor->Stop(absl::Seconds(10));
 //
-// Hot swap (issue 6) runs a second Supervisor with generation + 1 next to the first and moves
-// dispatch over; sockets and logs carry the generation so they are never ambiguous.
+// Hot swap (a new plugin binary or config without dropping a request) runs a second Supervisor
+// with generation + 1 next to the first and moves dispatch over (manager/plugin_slot.h);
+// sockets and logs carry the generation so they are never ambiguous.
 //
 // Thread-safe. `on_state_change` runs on the supervisor's thread, without locks held; it must
 // not block for long and must not call Stop() or destroy the supervisor.

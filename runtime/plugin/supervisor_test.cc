@@ -675,9 +675,9 @@ TEST_F(SupervisorTest, CommandNotFoundFails) {
   EXPECT_EQ(supervisor_->status().last_error.code(), absl::StatusCode::kNotFound);
 }
 
-// Regression (issue 13, items 9 and 11): every instance gets its own directory with an
-// unguessable name, so a plugin cannot derive another's socket path, and a restarted host never
-// meets a socket an earlier host (or a plugin that outlived it) left.
+// Regression: every instance gets its own directory with an unguessable name, so a plugin
+// cannot derive another's socket path, and a restarted host never meets a socket an earlier
+// host (or a plugin that outlived it) left.
 TEST_F(SupervisorTest, RegressionEachInstanceHasItsOwnUnguessableDirectory) {
   StartSupervisor(ExecOptions({}));
   SupervisorOptions second_options = ExecOptions({});
@@ -696,8 +696,8 @@ TEST_F(SupervisorTest, RegressionEachInstanceHasItsOwnUnguessableDirectory) {
   StopAdvancing(absl::Seconds(5));
 }
 
-// Regression (issue 13, item 13): a command that cannot be executed fails the plugin with the
-// reason at once instead of being retried forever.
+// Regression: a command that cannot be executed fails the plugin with the reason at once
+// instead of being retried forever.
 TEST_F(SupervisorTest, RegressionNonExecutableCommandFails) {
   const std::string not_executable = root_ + "/plugin.txt";
   const std::string no_interpreter = root_ + "/plugin.bin";

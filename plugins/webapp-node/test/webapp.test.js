@@ -73,7 +73,7 @@ test('children, status and conditions; the record is written', async () => {
   assert.equal(byKind.Deployment.spec.template.metadata.annotations['apps.ctrlhost.dev/config-hash'],
     '56d5bfdb2ff2a622');
   assert.equal(byKind.Service.spec.ports[0].port, 8080);
-  // Kube 1.20 server-side apply refuses a Service port without its list-map key (issue 13).
+  // Kube 1.20 server-side apply refuses a Service port without its list-map key (protocol).
   assert.equal(byKind.Service.spec.ports[0].protocol, 'TCP');
   assert.deepEqual(status, { observedGeneration: 3, replicas: 2, readyReplicas: 0,
     url: 'http://shop.default.svc:8080' });

@@ -147,7 +147,7 @@ TEST_F(ScriptedServerTest, ServerAnswersMapToOutcomes) {
   };
   const std::vector<Case> cases = {
       // Refusals that persist are recorded on the object (event + condition) even when they
-      // are retried (issue 13 item 4: a 403 or a kube 500 was silent); the server's "come back
+      // are retried (a 403 or a kube 500 was silent before); the server's "come back
       // later" answers and conflicts are retried quietly.
       {500, "InternalError", OutcomeKind::kRetry, absl::StatusCode::kInternal, true},
       {503, "ServiceUnavailable", OutcomeKind::kRetry, absl::StatusCode::kUnavailable, false},
@@ -261,7 +261,7 @@ TEST_F(ScriptedServerTest, UnreachableServerIsRetry) {
   EXPECT_EQ(applier.EnsureFinalizer(context_).status().code(), outcome.status.code());
 }
 
-// Regression (issue 13, item 10): an OWNED patch named with 12,000 "€" makes an error message
+// Regression: an OWNED patch named with 12,000 "€" makes an error message
 // over the condition's 32 KiB; cutting it mid-character made nlohmann's dump() throw and the
 // host abort. The message is cut on a character boundary and the condition is written.
 TEST_F(ScriptedServerTest, RegressionOwnedPatchWithLongMultibyteNameIsTerminalNotACrash) {

@@ -1,4 +1,4 @@
-// Controller ownership against the embedded API server (issue 13, item 8; docs/protocol.md §6):
+// Controller ownership against the embedded API server (docs/protocol.md §6):
 // a desired object or an OWNED patch may only touch objects whose controller is the primary.
 // An existing object with another controller, or with none, is refused (no adoption), with a
 // terminal error, a Warning event and Reconciled=False, and nothing of the response written.

@@ -1,8 +1,8 @@
 // No-op detection: whether a write the applier is about to make would change nothing, judged
 // against the object the host's cache holds. The applier skips such writes so that a steady
-// state makes zero API writes (issue 13, item 3: kube-apiserver 1.20 answers a server-side
-// apply that changes nothing but managedFields timestamps with a new resourceVersion, whose
-// watch event would otherwise reconcile the owner again, forever).
+// state makes zero API writes (kube-apiserver 1.20 answers a server-side apply that changes
+// nothing but managedFields timestamps with a new resourceVersion, whose watch event would
+// otherwise reconcile the owner again, forever).
 //
 //   if (ApplyIsCovered(current_json, desired)) { /* skip the apply */ }
 //   if (MergePatchIsNoop(live_status, status_patch)) { /* skip the status write */ }

@@ -1,8 +1,8 @@
 // The host's write path end to end against the embedded API server: real reflectors and
 // caches, the runner, the real Applier, and a dispatcher that answers like a plugin (two
 // Secrets per primary, one with `data: {}`, and a finalizer). After convergence, reconciling
-// the same objects again makes no API request at all (issue 13, item 3: a steady state must
-// not turn the host's own no-op writes into work).
+// the same objects again makes no API request at all (a steady state must not turn the host's
+// own no-op writes into work).
 #include <cstdlib>
 #include <memory>
 #include <string>
