@@ -44,17 +44,19 @@ APISERVER = [
     "runtime/apiserver/patch/internal/errors.cc", "runtime/apiserver/patch/merge_strategy.cc",
     "runtime/apiserver/patch/apply.cc", "runtime/apiserver/patch/managed_fields.cc",
     "runtime/apiserver/patch/field_set.cc",
-    "runtime/common/yaml_json.cc", "runtime/common/logging.cc",
+    "runtime/common/yaml_json.cc", "runtime/common/logging.cc", "runtime/common/utf8.cc",
     "runtime/kube/api_status.cc", "runtime/kube/selector.cc", "runtime/kube/field_selector.cc",
     "runtime/kube/validation.cc", "runtime/kube/field_error.cc",
 ] + ["gen:runtime/apiserver/kubeproto/%s.pb.cc" % p for p in KUBEPROTO]
 KUBECONFIG = [
     "runtime/kube/kubeconfig.cc", "runtime/common/yaml_json.cc", "runtime/common/logging.cc",
+    "runtime/common/utf8.cc",
 ]
 OPERATOR_FILE = [
     "runtime/config/load.cc", "runtime/config/operator_spec.cc",
     "runtime/config/internal/yaml_reader.cc", "runtime/common/yaml_json.cc",
-    "runtime/kube/selector.cc",
+    "runtime/common/paths.cc", "runtime/common/utf8.cc", "runtime/kube/selector.cc",
+    "runtime/kube/field_selector.cc",
     "runtime/kube/validation.cc", "runtime/kube/api_status.cc", "runtime/kube/field_error.cc",
 ]
 PLUGIN_RESPONSE = [
