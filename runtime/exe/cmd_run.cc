@@ -28,6 +28,7 @@
 #include "runtime/exe/flags.h"
 #include "runtime/kube/validation.h"
 #include "runtime/manager/host.h"
+#include "runtime/plugin/process.h"
 #include "runtime/plugin/sandbox.h"
 
 namespace ctrlhost::exe {
@@ -77,6 +78,27 @@ absl::Status CheckCommand(const config::ExecSpec& exec) {
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("command \"", exec.command, "\": ", why));
+}
+
+// The user the `index`-th plugin (in start order) runs as, as the manager assigns it (see
+// ManagerOptions::plugin_uid_per_plugin); unset: the host's.
+std::optional<uid_t> PluginUid(const RunPlan& plan, uint32_t index) {
+  if (!plan.plugin_uid.has_value()) return std::nullopt;
+  return plan.plugin_uid_per_plugin ? *plan.plugin_uid + index : *plan.plugin_uid;
+}
+
+// What Process::Spawn would get for `exec` under `plan`, for plugin::CheckExecutable.
+plugin::ProcessSpec PreviewProcessSpec(const RunPlan& plan, const config::ExecSpec& exec,
+                                       const std::optional<uid_t>& uid) {
+  plugin::ProcessSpec spec;
+  spec.command = exec.command;
+  spec.args = exec.args;
+  spec.working_dir = exec.working_dir;
+  spec.sandbox.uid = uid;
+  if (uid.has_value()) {
+    spec.sandbox.gid = plan.plugin_uid_per_plugin ? *uid : plan.plugin_gid.value_or(*uid);
+  }
+  return spec;
 }
 
 // The operator files (runtime/config's rules, shared with LoadOperators).
@@ -571,12 +593,21 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   }
 
   if (values.preview) {
-    // What the host would refuse at start is refused here too.
+    // What the host would refuse at start is refused here too: the command as the host sees it,
+    // then as the user the plugin would run as (Bazel's output tree under a 0700 /root, say, is
+    // out of reach of uid 200000).
     std::vector<std::string> problems;
+    std::map<std::string, std::string> users;  // "operator/plugin" -> "uid N" for the preview
+    uint32_t plugin_index = 0;  // the manager's start order: operators, then their plugins
     for (const config::OperatorSpec& op : *operators) {
       for (const config::PluginSpec& plugin : op.plugins) {
+        const std::optional<uid_t> uid = PluginUid(*plan, plugin_index++);
         if (plugin.exec() == nullptr) continue;
-        if (absl::Status s = CheckCommand(*plugin.exec()); !s.ok()) {
+        users[absl::StrCat(op.name, "/", plugin.name)] =
+            uid.has_value() ? absl::StrCat("uid ", *uid) : "the host's user";
+        absl::Status s = CheckCommand(*plugin.exec());
+        if (s.ok()) s = plugin::CheckExecutable(PreviewProcessSpec(*plan, *plugin.exec(), uid));
+        if (!s.ok()) {
           problems.push_back(absl::StrCat(op.location.ToString(), ": operator ", op.name,
                                           ", plugin ", plugin.name, ": ", s.message()));
         }
@@ -603,6 +634,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                                                         absl::StrJoin(plugin.exec()->args, " "))
                                          : absl::StrCat("endpoint ", plugin.endpoint()->address))
             << "\n";
+        if (auto it = users.find(absl::StrCat(op.name, "/", plugin.name)); it != users.end()) {
+          out << "    runs as " << it->second << "\n";
+        }
       }
     }
     std::error_code error;
