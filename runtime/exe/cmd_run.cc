@@ -744,14 +744,20 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
 
   // "ready" once every plugin passed its handshake and every controller whose kinds are served
   // runs with synced caches (scripts and tests wait for this line; controllers waiting for a
-  // CRD are named in it); the host keeps running either way.
+  // CRD are named in it); the host keeps running either way. Unless every plugin was refused
+  // before that (FAILED, never restarted: a command that cannot be executed, a handshake
+  // refused): then nothing could ever run, and the host stops and fails instead of leaving a
+  // script that waits for "ready" waiting for ever.
   common::Mutex ready_mu;
   common::CondVar ready_cv;
   bool stopping = false;
+  std::vector<std::string> refused;  // guarded by ready_mu
   std::thread ready_thread([&] {
     manager::Manager& manager = (*host)->manager();
     common::MutexLock lock(&ready_mu);
     while (!stopping) {
+      refused = manager.AllPluginsRefused();
+      if (!refused.empty()) return;
       std::vector<std::string> pending;
       // Not before the API server answered discovery (its controllers would all be pending).
       if ((*host)->ApiServerCheck().ok() && manager.Started(&pending).ok()) {
@@ -777,8 +783,18 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     }
     lost = (*host)->leadership_lost();
     if (!lost.empty()) break;
+    common::MutexLock lock(&ready_mu);
+    if (!refused.empty()) break;
   }
-  if (!lost.empty()) {
+  std::vector<std::string> failed_plugins;
+  {
+    common::MutexLock lock(&ready_mu);
+    failed_plugins = refused;
+  }
+  if (!failed_plugins.empty()) {
+    common::LogError("every plugin was refused; stopping",
+                     {{"plugins", absl::StrJoin(failed_plugins, "; ")}});
+  } else if (!lost.empty()) {
     common::LogError("leadership lost: stopping (restart the host to stand by again)",
                      {{"reason", lost}});
   } else {
@@ -791,6 +807,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   }
   ready_thread.join();
   (*host)->Stop();
+  if (!failed_plugins.empty()) {
+    err << "error: every plugin was refused and none is restarted, so nothing can run:\n";
+    for (const std::string& why : failed_plugins) err << "  " << why << "\n";
+    err << "fix the plugins (ctrlhost run --preview checks their commands) and run again"
+        << std::endl;
+    return kExitFailure;
+  }
   if (!lost.empty()) {
     err << "error: leadership lost: " << lost << std::endl;
     return kExitFailure;
