@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -207,6 +208,36 @@ void MakeFinalizing(const pluginpb::ControllerSpec& spec, nlohmann::json* object
   }
 }
 
+// Whether a kind serves a status subresource, as discovery would say without an API server:
+// built-in kinds operators touch that have none (they have no status at all) are listed; every
+// other kind, custom ones included, is taken to have one (a CRD without subresources.status
+// cannot be told apart offline).
+bool HasStatusSubresource(const std::string& group, const std::string& kind) {
+  static const auto* const kWithout = new std::set<std::pair<std::string, std::string>>{
+      {"", "ConfigMap"},
+      {"", "Secret"},
+      {"", "ServiceAccount"},
+      {"", "Endpoints"},
+      {"", "Event"},
+      {"", "LimitRange"},
+      {"", "PodTemplate"},
+      {"events.k8s.io", "Event"},
+      {"coordination.k8s.io", "Lease"},
+      {"discovery.k8s.io", "EndpointSlice"},
+      {"rbac.authorization.k8s.io", "Role"},
+      {"rbac.authorization.k8s.io", "RoleBinding"},
+      {"rbac.authorization.k8s.io", "ClusterRole"},
+      {"rbac.authorization.k8s.io", "ClusterRoleBinding"},
+      {"storage.k8s.io", "StorageClass"},
+      {"scheduling.k8s.io", "PriorityClass"},
+      {"node.k8s.io", "RuntimeClass"},
+      {"networking.k8s.io", "IngressClass"},
+      {"admissionregistration.k8s.io", "ValidatingWebhookConfiguration"},
+      {"admissionregistration.k8s.io", "MutatingWebhookConfiguration"},
+  };
+  return kWithout->count({group, kind}) == 0;
+}
+
 kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool namespaced) {
   kube::ResourceMapping mapping;
   mapping.group = gvk.group();
@@ -215,7 +246,8 @@ kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool name
   // Only used to build request paths, which --check never sends.
   mapping.resource = absl::StrCat(absl::AsciiStrToLower(gvk.kind()), "s");
   mapping.namespaced = namespaced;
-  mapping.has_status = true;
+  // The applier refuses status and conditions for a primary without one, as against a cluster.
+  mapping.has_status = HasStatusSubresource(gvk.group(), gvk.kind());
   return mapping;
 }
 

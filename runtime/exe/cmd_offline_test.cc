@@ -174,6 +174,31 @@ TEST_F(TestCommandTest, CheckRefusesChildrenWithoutANamespace) {
   EXPECT_THAT(r.out, HasSubstr("desired_objects:")) << "the response is still printed";
 }
 
+// First contact (a Go plugin's author): a condition on a ConfigMap, which has no status, passed
+// --check while the host's applier now refuses it (as a real cluster would drop it).
+TEST_F(TestCommandTest, RegressionCheckRefusesStatusOnAKindWithoutAStatusSubresource) {
+  const std::string seen = Write("seen.yaml",
+                                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greet, "
+                                 "namespace: default, labels: {hello: \"true\"}}\n");
+  Result r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", seen,
+                  "--check"});
+  EXPECT_EQ(r.code, kExitInvalidResponse) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("error: the host would refuse this response: status: kind v1 "
+                               "ConfigMap has no status subresource, so it has no status to "
+                               "write; record the outcome with an event instead"));
+  // A child and an event instead: accepted.
+  const std::string desire =
+      Write("desire.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-greet-copy, "
+            "namespace: default, uid: u-1, labels: {hello: \"true\"}}\n");
+  r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", desire, "--check"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  // The same status on a custom kind (status subresource assumed) passes.
+  EXPECT_EQ(Run({"--plugin", TestPlugin(), "--object", Sample(), "--controller", "echo", "--check"})
+                .code,
+            kExitOk);
+}
+
 TEST_F(TestCommandTest, FinalizingRequestIsAnsweredFinalized) {
   Result r = Run({"--plugin", Webapp(), "--object", Sample(), "--finalizing", "--check"});
   ASSERT_EQ(r.code, kExitOk) << r.err;

@@ -20,6 +20,9 @@
 //   replace metadata or the whole object): ownership is the host's to set; a JSON Patch is an
 //   array of well-formed RFC 6902 operations, a merge patch an object. (That an OWNED target
 //   is controlled by this primary needs the current object: the applier checks it.)
+// - status, conditions and PRIMARY_STATUS patches only for a primary kind with a status
+//   subresource ("status: kind v1 ConfigMap has no status subresource, so it has no status to
+//   write; record the outcome with an event instead").
 // - status: a JSON object. conditions: type (<= 316 chars), status set, reason matching
 //   ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (<= 1024), message <= 32768; no type twice.
 // - events: type set, reason non-empty (<= 128). requeue_after: a valid, non-negative

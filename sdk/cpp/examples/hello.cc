@@ -1,5 +1,6 @@
 // The minimal plugin of sdk/cpp/README.md: copies every ConfigMap labelled hello=true to
-// "<name>-hello" in the same namespace and reports Ready.
+// "<name>-hello" in the same namespace and records an event (a ConfigMap has no status, so no
+// condition: the host would refuse one).
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
@@ -12,7 +13,7 @@ sdk::Result Reconcile(const sdk::Request& req) {
   // primary too.
   copy["metadata"]["labels"] = {{"hello-copy", "true"}};
   copy["data"] = req.object().value("data", nlohmann::json::object());
-  result.SetCondition("Ready", true, "Copied", "copy is up to date");
+  result.Event(sdk::EventType::kNormal, "Copied", "copy is up to date");
   return result;
 }
 

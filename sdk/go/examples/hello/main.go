@@ -1,5 +1,6 @@
 // The minimal plugin of sdk/go/README.md: copies every ConfigMap labelled hello=true to
-// "<name>-hello" in the same namespace and reports Ready.
+// "<name>-hello" in the same namespace and records an event (a ConfigMap has no status, so no
+// condition: the host would refuse one).
 package main
 
 import (
@@ -17,7 +18,7 @@ func reconcile(_ context.Context, req *ctrlhost.Request) (*ctrlhost.Result, erro
 	// Explicit labels: the default (the primary's, hello=true) would make the copy a primary.
 	cp["metadata"].(map[string]any)["labels"] = map[string]any{"hello-copy": "true"}
 	cp["data"] = ctrlhost.Map(req.Object, "data")
-	res.SetCondition("Ready", ctrlhost.ConditionTrue, "Copied", "copy is up to date")
+	res.Event(ctrlhost.EventNormal, "Copied", "copy is up to date")
 	return res, nil
 }
 
