@@ -9,8 +9,8 @@ sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();  // nothing to do for the gone
   sdk::Result result;
   nlohmann::json& copy = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name() + "-hello"));
-  // Explicit labels: the default (the primary's labels, hello=true) would make the copy a
-  // primary too.
+  // Labels of its own: a ConfigMap child of a ConfigMap gets none of the primary's by default
+  // (with hello=true the copy would be a primary too); these say what it is.
   copy["metadata"]["labels"] = {{"hello-copy", "true"}};
   copy["data"] = req.object().value("data", nlohmann::json::object());
   result.Event(sdk::EventType::kNormal, "Copied", "copy is up to date");

@@ -15,7 +15,8 @@ func reconcile(_ context.Context, req *ctrlhost.Request) (*ctrlhost.Result, erro
 	}
 	res := &ctrlhost.Result{}
 	cp := res.Desire(ctrlhost.NewObject("v1", "ConfigMap", req.Name+"-hello"))
-	// Explicit labels: the default (the primary's, hello=true) would make the copy a primary.
+	// Labels of its own: a ConfigMap child of a ConfigMap gets none of the primary's by default
+	// (with hello=true the copy would be a primary too); these say what it is.
 	cp["metadata"].(map[string]any)["labels"] = map[string]any{"hello-copy": "true"}
 	cp["data"] = ctrlhost.Map(req.Object, "data")
 	res.Event(ctrlhost.EventNormal, "Copied", "copy is up to date")
