@@ -288,14 +288,7 @@ struct Applier::Run {
       }
       // The runner reconciles the primary again when this object is deleted.
       outcome.blocked_by.push_back({a.owned_index, a.ref.namespace_name, a.ref.name});
-      return refuse(absl::StrCat(
-          "desired_objects[", i, "]: ", a.kind, " ", Describe(a.ref), " exists and ",
-          controller.empty()
-              ? "has no controller"
-              : absl::StrCat("is controlled by another object (uid ", controller, ")"),
-          "; ", DescribeForUser(context),
-          " does not adopt it (the protocol has no adoption): delete it (", DescribeForUser(context),
-          " is reconciled again when it is gone) or rename the child"));
+      return refuse(NotControlledMessage(context, i, a, controller));
     }
     for (size_t i = 0; i < plan.patches.size(); ++i) {
       const PlannedPatch& p = plan.patches[i];

@@ -607,6 +607,24 @@ std::string ChildNamespace(const ReconcileContext& context) {
   return "";
 }
 
+std::string NotControlledMessage(const ReconcileContext& context, size_t index,
+                                 const PlannedApply& apply, absl::string_view controller_uid) {
+  const kube::ResourceRef& ref = apply.ref;
+  const std::string primary =
+      absl::StrCat(context.controller->primary.kind, " ", context.namespace_,
+                   context.namespace_.empty() ? "" : "/", context.name);
+  return absl::StrCat(
+      "desired_objects[", index, "]: ", apply.kind, " ", ref.resource,
+      ref.group.empty() ? "" : ".", ref.group, " ",
+      ref.namespace_name.empty() ? "" : absl::StrCat(ref.namespace_name, "/"), ref.name,
+      " exists and ",
+      controller_uid.empty()
+          ? "has no controller"
+          : absl::StrCat("is controlled by another object (uid ", controller_uid, ")"),
+      "; ", primary, " does not adopt it (the protocol has no adoption): delete it (", primary,
+      " is reconciled again when it is gone) or rename the child");
+}
+
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
                                       const pluginpb::ReconcileResponse& response) {
   if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");

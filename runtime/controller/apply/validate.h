@@ -115,6 +115,15 @@ std::string ApiVersionOf(const kube::ResourceMapping& mapping);
 // Namespace primary its own name; "" for other cluster-scoped primaries (children must name one).
 std::string ChildNamespace(const ReconcileContext& context);
 
+// The message of the NotControlled refusal of desired_objects[`index`] (`apply`), whose target
+// exists with `controller_uid` as its controller ("" when it has none): the applier's, and
+// `ctrlhost test --check`'s for a fixture the primary does not control. E.g.
+// "desired_objects[0]: ConfigMap configmaps team/web exists and has no controller; WebApp
+// team/web does not adopt it (the protocol has no adoption): delete it (WebApp team/web is
+// reconciled again when it is gone) or rename the child".
+std::string NotControlledMessage(const ReconcileContext& context, size_t index,
+                                 const PlannedApply& apply, absl::string_view controller_uid);
+
 // kInvalidArgument with a message naming the offending item; the Plan otherwise.
 // `context.controller` must be set.
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
