@@ -369,9 +369,8 @@ TEST_F(WriteTest, RegressionBuiltinKindWithoutStatusKeepsNone) {
   nlohmann::json created = ApiTestEnv::Json(env_.Post(kCms, cm));
   EXPECT_FALSE(created.contains("status")) << created;
   const std::string path = std::string(kCms) + "/hello";
-  nlohmann::json patched = ApiTestEnv::Json(
-      env_.Patch(path, "application/merge-patch+json",
-                 R"({"status":{"phase":"Copied"},"data":{"a":"1"}})"));
+  nlohmann::json patched = ApiTestEnv::Json(env_.Patch(
+      path, "application/merge-patch+json", R"({"status":{"phase":"Copied"},"data":{"a":"1"}})"));
   EXPECT_FALSE(patched.contains("status")) << patched;
   EXPECT_EQ(patched["data"]["a"], "1");
   nlohmann::json put = patched;

@@ -104,7 +104,7 @@ struct ApplyOutcome {
   // For kRetry: the plugin's Error.retry_after, the least wait before the retry (the runner
   // waits at least this long, capped at the queue's maximum backoff). Zero: the backoff alone.
   absl::Duration retry_after = absl::ZeroDuration();
-  absl::Status status;              // why, for kRetry/kRequeueNow/kTerminal
+  absl::Status status;  // why, for kRetry/kRequeueNow/kTerminal
   // The machine-readable reason of a failure, as the Warning event and Reconciled=False carry
   // it (NotControlled, InvalidResponse, WriteRejected, Forbidden, the plugin's error reason,
   // TerminalError, ReconcileError); "" when none applies.

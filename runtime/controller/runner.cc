@@ -345,13 +345,12 @@ void Runner::OnOwnedDeleted(size_t index, const cache::Object& object) {
     for (const std::string& key : unblocked) ForgetBlockedLocked(key);
   }
   for (const std::string& key : unblocked) {
-    common::LogInfo("object in the way deleted; reconciling its primary again",
-                    {{"controller", info_->name},
-                     {"key", key},
-                     {"deleted", absl::StrCat(info_->owns[index].mapping.kind, " ",
-                                              object.namespace_(),
-                                              object.namespace_().empty() ? "" : "/",
-                                              object.name())}});
+    common::LogInfo(
+        "object in the way deleted; reconciling its primary again",
+        {{"controller", info_->name},
+         {"key", key},
+         {"deleted", absl::StrCat(info_->owns[index].mapping.kind, " ", object.namespace_(),
+                                  object.namespace_().empty() ? "" : "/", object.name())}});
     EnqueueFromEvent(key, pluginpb::REASON_CHILD_CHANGED);
   }
 }

@@ -145,7 +145,7 @@ struct RunnerMetrics {
   size_t terminal_keys = 0;  // keys parked after a terminal outcome
   // Of those, the keys refused as NotControlled that wait for an object in the way to go.
   size_t blocked_keys = 0;
-  std::string last_error;    // the last failed reconcile's status, "" when none yet
+  std::string last_error;  // the last failed reconcile's status, "" when none yet
   // Its machine-readable reason (ApplyOutcome::reason: NotControlled, InvalidResponse, the
   // plugin's error reason, ...), "" when it had none.
   std::string last_error_reason;
@@ -280,8 +280,7 @@ class Runner {
   // blocks, and back. A key leaves both when it is reconciled again or its primary goes.
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> blocked_by_object_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<std::string>> blocking_objects_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<std::string>> blocking_objects_ ABSL_GUARDED_BY(mu_);
   // Consecutive kRequeueNow outcomes per key (see kMaxImmediateConflicts).
   absl::flat_hash_map<std::string, int> conflicts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> deleted_uids_ ABSL_GUARDED_BY(mu_);

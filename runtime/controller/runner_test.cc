@@ -388,7 +388,8 @@ TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
 TEST_F(RunnerTest, RegressionDeletingTheObjectInTheWayReconcilesAgain) {
   Build();
   ASSERT_TRUE(runner_->Start().ok());
-  cache::ObjectPtr stray = Obj(R"({"metadata":{"name":"web-cm","namespace":"ns","uid":"u-stray"}})");
+  cache::ObjectPtr stray =
+      Obj(R"({"metadata":{"name":"web-cm","namespace":"ns","uid":"u-stray"}})");
   cache::ObjectPtr other = Obj(R"({"metadata":{"name":"other","namespace":"ns","uid":"u-other"}})");
   children_.Upsert(stray);
   children_.Upsert(other);

@@ -329,10 +329,9 @@ absl::Status CheckSelected(const pluginpb::ControllerSpec& spec, const nlohmann:
   if (ns != nullptr && !ns->empty() && spec.namespaces_size() > 0 &&
       std::find(spec.namespaces().begin(), spec.namespaces().end(), *ns) ==
           spec.namespaces().end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("namespace \"", *ns, "\" is not one of controller ", spec.name(),
-                     "'s namespaces (", absl::StrJoin(spec.namespaces(), ", "),
-                     "): the host would never reconcile the object"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "namespace \"", *ns, "\" is not one of controller ", spec.name(), "'s namespaces (",
+        absl::StrJoin(spec.namespaces(), ", "), "): the host would never reconcile the object"));
   }
   return absl::OkStatus();
 }

@@ -180,8 +180,8 @@ TEST_F(TestCommandTest, RegressionCheckRefusesStatusOnAKindWithoutAStatusSubreso
   const std::string seen = Write("seen.yaml",
                                  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greet, "
                                  "namespace: default, labels: {hello: \"true\"}}\n");
-  Result r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", seen,
-                  "--check"});
+  Result r =
+      Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", seen, "--check"});
   EXPECT_EQ(r.code, kExitInvalidResponse) << r.err;
   EXPECT_THAT(r.err, HasSubstr("error: the host would refuse this response: status: kind v1 "
                                "ConfigMap has no status subresource, so it has no status to "
@@ -194,17 +194,18 @@ TEST_F(TestCommandTest, RegressionCheckRefusesStatusOnAKindWithoutAStatusSubreso
   r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", desire, "--check"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   // The same status on a custom kind (status subresource assumed) passes.
-  EXPECT_EQ(Run({"--plugin", TestPlugin(), "--object", Sample(), "--controller", "echo", "--check"})
-                .code,
-            kExitOk);
+  EXPECT_EQ(
+      Run({"--plugin", TestPlugin(), "--object", Sample(), "--controller", "echo", "--check"}).code,
+      kExitOk);
 }
 
 // First contact (a Go plugin's author): `ctrlhost test` reconciled a primary outside the
 // controller's label selector, which the host never does.
 TEST_F(TestCommandTest, RegressionAPrimaryOutsideTheLabelSelectorIsRefused) {
-  const std::string unlabelled = Write(
-      "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-copy, namespace: "
-                 "default, labels: {hello: \"no\"}}\n");
+  const std::string unlabelled =
+      Write("cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-copy, namespace: "
+            "default, labels: {hello: \"no\"}}\n");
   Result r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", unlabelled});
   EXPECT_EQ(r.code, kExitFailure) << r.err;
   EXPECT_EQ(r.out, "");
@@ -219,9 +220,10 @@ TEST_F(TestCommandTest, RegressionAPrimaryOutsideTheLabelSelectorIsRefused) {
 // (NotControlled). Fixtures without ownerReferences now get the reference; others are not
 // children, and --check refuses desiring them with the host's message.
 TEST_F(TestCommandTest, RegressionChildrenAreJudgedAsTheHostJudgesThem) {
-  const std::string primary = Write(
-      "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-copy, namespace: "
-                 "default, uid: u-primary, labels: {hello: \"true\"}}\n");
+  const std::string primary =
+      Write("cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-copy, namespace: "
+            "default, uid: u-primary, labels: {hello: \"true\"}}\n");
   const std::string children = (root_ / "children").string();
   Write("children/mine.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, namespace: default}\n");

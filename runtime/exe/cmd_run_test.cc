@@ -559,8 +559,9 @@ TEST_F(RunCommandTest, PreviewChecksThePluginAsTheUserItRunsAs) {
                           out, err),
             kExitOk)
       << err.str();
-  EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec " + plugin + " \n    runs as the "
-                                           "host's user\n"))
+  EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec " + plugin +
+                                               " \n    runs as the "
+                                               "host's user\n"))
       << out.str();
   if (!plugin::CanSwitchUser(kAutoPluginUidBase + 1)) {
     GTEST_SKIP() << "cannot switch users here (Bazel's sandbox maps only root)";
@@ -582,8 +583,9 @@ TEST_F(RunCommandTest, PreviewChecksThePluginAsTheUserItRunsAs) {
   std::ostringstream ok_out, ok_err;
   EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, ok_out, ok_err), kExitOk)
       << ok_err.str();
-  EXPECT_TRUE(absl::StrContains(ok_out.str(), "  plugin first: exec /bin/true \n    runs as uid "
-                                              "200000\n"))
+  EXPECT_TRUE(absl::StrContains(ok_out.str(),
+                                "  plugin first: exec /bin/true \n    runs as uid "
+                                "200000\n"))
       << ok_out.str();
   EXPECT_TRUE(absl::StrContains(ok_out.str(), "    runs as uid 200001\n")) << ok_out.str();
 }

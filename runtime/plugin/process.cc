@@ -205,8 +205,8 @@ const char* ChildStageName(int stage) {
 std::string PermissionHint(const std::optional<uid_t>& uid, bool dropped_root_capabilities) {
   if (uid.has_value() && *uid != 0) {
     return absl::StrCat(
-        " (the plugin runs as uid ", *uid,
-        ", not as the host's user: put the plugin where uid ", *uid,
+        " (the plugin runs as uid ", *uid, ", not as the host's user: put the plugin where uid ",
+        *uid,
         " can read and execute it, every directory on the way searchable by it, e.g. under "
         "/opt or /usr/local rather than a 0700 home directory such as /root or Bazel's output "
         "tree there; or run the host with --plugin-user host)");
@@ -427,8 +427,7 @@ absl::Status CheckExecutable(const ProcessSpec& spec) {
   if (got <= 0) return absl::OkStatus();
   const bool files = failure[0] == kStageExec || failure[0] == kStageWorkingDir;
   return ExecStatus(failure[1], ChildStageName(failure[0]), spec.command,
-                    files ? credentials.uid : std::nullopt,
-                    files && credentials.drop_capabilities);
+                    files ? credentials.uid : std::nullopt, files && credentials.drop_capabilities);
 }
 
 std::string DescribeExit(int wait_status) {

@@ -323,8 +323,8 @@ sdk::Result Reconcile(const sdk::Request& req) {
   } else if (outcome == "labels") {
     // Default labels: a child of another kind gets the primary's, one of its own kind none.
     result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()))["data"] = {{"k", "v"}};
-    result.Desire(sdk::NewObject("e2e.ctrlhost.dev/v1", "Scenario", req.name() + "-child"))
-        ["spec"] = {{"outcome", "ok"}};
+    result.Desire(sdk::NewObject("e2e.ctrlhost.dev/v1", "Scenario",
+                                 req.name() + "-child"))["spec"] = {{"outcome", "ok"}};
   } else {
     nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
     cm["data"] = req.spec().value("data", nlohmann::json::object());

@@ -85,7 +85,8 @@ TEST_F(OwnershipTest, ExistingObjectWithoutControllerIsNotAdoptedIssue13) {
   EXPECT_FALSE(cm["metadata"].contains("ownerReferences"));
   // What to do, and what the runner needs to reconcile again once the object is deleted.
   EXPECT_THAT(std::string(outcome.status.message()),
-              HasSubstr("delete it (WebApp " + ns_ + "/b is reconciled again when it is gone) or "
+              HasSubstr("delete it (WebApp " + ns_ +
+                        "/b is reconciled again when it is gone) or "
                         "rename the child"));
   EXPECT_EQ(outcome.reason, kReasonNotControlled);
   ASSERT_EQ(outcome.blocked_by.size(), 1u);

@@ -614,10 +614,9 @@ std::string NotControlledMessage(const ReconcileContext& context, size_t index,
       absl::StrCat(context.controller->primary.kind, " ", context.namespace_,
                    context.namespace_.empty() ? "" : "/", context.name);
   return absl::StrCat(
-      "desired_objects[", index, "]: ", apply.kind, " ", ref.resource,
-      ref.group.empty() ? "" : ".", ref.group, " ",
-      ref.namespace_name.empty() ? "" : absl::StrCat(ref.namespace_name, "/"), ref.name,
-      " exists and ",
+      "desired_objects[", index, "]: ", apply.kind, " ", ref.resource, ref.group.empty() ? "" : ".",
+      ref.group, " ", ref.namespace_name.empty() ? "" : absl::StrCat(ref.namespace_name, "/"),
+      ref.name, " exists and ",
       controller_uid.empty()
           ? "has no controller"
           : absl::StrCat("is controlled by another object (uid ", controller_uid, ")"),

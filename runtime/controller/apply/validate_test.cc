@@ -99,8 +99,8 @@ TEST_F(ValidateTest, RegressionStatusOnAKindWithoutStatusSubresourceIsRefused) {
   hello.primary.resource = "configmaps";
   hello.primary.kind = "ConfigMap";
   hello.primary.has_status = false;
-  const ReconcileContext context = ContextFor(
-      &hello, CachedObject(R"({"apiVersion":"v1","kind":"ConfigMap",
+  const ReconcileContext context =
+      ContextFor(&hello, CachedObject(R"({"apiVersion":"v1","kind":"ConfigMap",
           "metadata":{"name":"hi","namespace":"team","uid":"u-hi","resourceVersion":"4"}})"));
   pluginpb::ReconcileResponse conditions;
   pluginpb::Condition* ready = conditions.add_conditions();

@@ -207,9 +207,9 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
       } else if (absl::StartsWith(name, "desire-")) {
         // Desires the ConfigMap named by the rest of the name; an event lists the children the
         // request carried as "name:uid of its controller" (none: "name:").
-        response.add_desired_objects(absl::StrCat(
-            R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name.substr(7),
-            R"("},"data":{"from":")", name, R"("}})"));
+        response.add_desired_objects(
+            absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")",
+                         name.substr(7), R"("},"data":{"from":")", name, R"("}})"));
         std::vector<std::string> children;
         for (const pluginpb::RawObject& child : r.reconcile().children()) {
           const auto object = nlohmann::json::parse(child.object(), nullptr, false);

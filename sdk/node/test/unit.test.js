@@ -95,7 +95,7 @@ test('request accessors', () => {
 test('result: children of the primary\'s kind get no default labels (regression)', () => {
   const cm = { apiVersion: 'v1', kind: 'ConfigMap',
     metadata: { name: 'cm', namespace: 'ns', labels: { hello: 'true' } } };
-  const req = Request.fromCall({ ...call(cm), name: 'cm' });
+  const req = Request.fromCall({ ...call(/** @type {any} */ (cm)), name: 'cm' });
   const res = new Result();
   res.desire(newObject('v1', 'ConfigMap', 'cm-hello'));
   res.desire(newObject('v1', 'Secret', 'cm-secret'));
