@@ -232,6 +232,17 @@ class ScenarioConformanceTest(unittest.TestCase):
         answer = self.answers("forbidden", expected_exit=3)
         self.assertEqual(answer["desired_objects"][0]["kind"], "Secret")
 
+    def test_default_labels_skip_children_of_the_primarys_kind(self):
+        # First contact (a Go plugin's author): a child of the primary's own kind that got the
+        # primary's labels by default matched the controller's label selector and became a
+        # primary itself. Every SDK copies them to children of other kinds only.
+        answer = self.answers("labels")
+        desired = {o["kind"]: o for o in answer["desired_objects"]}
+        self.assertEqual(desired["ConfigMap"]["metadata"]["labels"],
+                         {"team": "a", "selected": "yes"})
+        self.assertEqual(desired["Scenario"]["metadata"],
+                         {"name": "s-labels-child", "namespace": "default"})
+
     # Context flags in a DependentChain (issue 18 piece 2): steps cancel the pass or their own
     # resource, flags set by earlier steps are read by later ones, skipped resources that exist
     # are kept as they are, and the condition says what was skipped.

@@ -6,6 +6,8 @@ lowered to 200000 bytes:
   the other keys reconcile on the same stream and the plugin is never restarted.
 - A retryable error with a reason and retry_after: the Warning event carries the reason, and the
   key is not retried within the hour it asked for (a plain retry backs off from 5 ms).
+- A NotControlled refusal (a ConfigMap made by hand where the child goes) shows its reason in
+  /debug/dump, and deleting that ConfigMap is enough for the child to be created.
 """
 
 import json
@@ -83,6 +85,43 @@ class ErrorModelTest(host_fixture.ChaosHostTest):
         # One plugin process served everything: the stream was never broken by the answer.
         pids = {line[3] for name in ["big"] + CALM for line in self.log_lines(name)}
         self.assertEqual(len(pids), 1, pids)
+
+    def test_deleting_the_object_in_the_way_reconciles_again(self):
+        # First contact (a Go plugin's author): NotControlled says "delete it or rename the
+        # child"; after the deletion the key stayed parked until the primary was edited, and
+        # /debug/dump showed FAILED_PRECONDITION without the reason.
+        configmap = {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "blocked", "namespace": "default"},
+                     "data": {"made": "by hand"}}
+        self.host.kubectl("apply", "-f", "-", input_text=json.dumps(configmap), check=True)
+        self.create("blocked", "ok")
+        condition = self.host.wait_for(
+            lambda: (self.reconciled("blocked") or {}).get("reason") == "NotControlled"
+            and self.reconciled("blocked"), "Reconciled=False NotControlled on chaos/blocked")
+        self.assertIn("has no controller", condition["message"])
+        self.assertIn("delete it (Chaos default/blocked is reconciled again when it is gone)",
+                      condition["message"])
+        dump = self.host.wait_for(
+            lambda: (lambda text: "reason: NotControlled" in text and text)(
+                self.host.endpoint("/debug/dump")[1]),
+            "the NotControlled reason in /debug/dump")
+        self.assertIn("blockedKeys: 1", dump)
+        # Deleting it is enough: the child is created, the primary untouched.
+        self.host.kubectl("delete", "configmap", "blocked", "-n", "default", check=True)
+
+        def child():
+            result = self.host.kubectl("get", "-o", "json", "configmap", "blocked")
+            if result.returncode != 0:
+                return None
+            obj = json.loads(result.stdout)
+            owners = obj["metadata"].get("ownerReferences", [])
+            return obj if owners and owners[0]["name"] == "blocked" else None
+        self.assertEqual(self.host.wait_for(child, "configmap/blocked owned by chaos/blocked")
+                         ["data"], {"k": "blocked"})
+        self.host.wait_for(
+            lambda: (self.reconciled("blocked") or {}).get("status") == "True",
+            "Reconciled=True on chaos/blocked")
+        self.assertEqual(self.chaos("blocked")["metadata"]["generation"], 1)
 
     def test_retry_after_and_reason(self):
         self.create("quota", "quota")

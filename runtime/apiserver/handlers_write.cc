@@ -289,7 +289,10 @@ void PrepareCreate(const ResourceInfo& r, nlohmann::json& obj, absl::Time now) {
   } else {
     meta.erase("generation");
   }
-  if (r.has_status) obj.erase("status");
+  // A kind with a status subresource takes none on create; a built-in kind without one
+  // (ConfigMap, Secret, ServiceAccount, Event, Lease) has no status field at all, which
+  // kube-apiserver drops as an unknown field.
+  if (r.has_status || !r.custom) obj.erase("status");
   if (r.group.empty() && r.resource == "namespaces") {
     obj["spec"]["finalizers"] = {"kubernetes"};
     obj["status"] = {{"phase", "Active"}};
@@ -350,6 +353,8 @@ absl::StatusOr<Mutation> FinishUpdateAt(const ResourceInfo& r, const nlohmann::j
     } else {
       updated.erase("status");
     }
+  } else if (!r.custom) {
+    updated.erase("status");  // no such field (see PrepareCreate)
   }
   if ((r.tracks_generation || r.custom) && subresource != "status" &&
       NewGeneration(r, old, updated)) {

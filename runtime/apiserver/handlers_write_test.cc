@@ -361,6 +361,24 @@ TEST_F(WriteTest, StatusSubresourceChangesOnlyStatus) {
   ExpectStatus(env_.Put(path + "/status", stale), 409, "Conflict");
 }
 
+// First contact (a Go plugin's author): a condition written on a ConfigMap was kept here, where
+// kube-apiserver drops `status` of a built-in kind that has none as an unknown field.
+TEST_F(WriteTest, RegressionBuiltinKindWithoutStatusKeepsNone) {
+  nlohmann::json cm = ConfigMap("hello");
+  cm["status"] = {{"conditions", nlohmann::json::array({{{"type", "Ready"}}})}};
+  nlohmann::json created = ApiTestEnv::Json(env_.Post(kCms, cm));
+  EXPECT_FALSE(created.contains("status")) << created;
+  const std::string path = std::string(kCms) + "/hello";
+  nlohmann::json patched = ApiTestEnv::Json(env_.Patch(
+      path, "application/merge-patch+json", R"({"status":{"phase":"Copied"},"data":{"a":"1"}})"));
+  EXPECT_FALSE(patched.contains("status")) << patched;
+  EXPECT_EQ(patched["data"]["a"], "1");
+  nlohmann::json put = patched;
+  put["status"] = {{"phase", "Copied"}};
+  EXPECT_FALSE(ApiTestEnv::Json(env_.Put(path, put)).contains("status"));
+  EXPECT_FALSE(ApiTestEnv::Json(env_.Get(path)).contains("status"));
+}
+
 TEST_F(WriteTest, DeploymentDefaultsReplicas) {
   nlohmann::json in = Deployment("web");
   in["spec"].erase("replicas");

@@ -90,13 +90,27 @@ enum class OutcomeKind {
   kTerminal,      // terminal failure: no retry until the object changes
 };
 
+// An existing object that a response wanted to apply and may not (NotControlled): the key is
+// reconciled again when it is deleted (its owned kind's delete event).
+struct BlockingObject {
+  int owned_index = -1;  // into ControllerInfo::owns (and the runner's owned stores)
+  std::string namespace_;
+  std::string name;
+};
+
 struct ApplyOutcome {
   OutcomeKind kind = OutcomeKind::kDone;
   absl::Duration requeue_after = absl::ZeroDuration();  // for kRequeueAfter
   // For kRetry: the plugin's Error.retry_after, the least wait before the retry (the runner
   // waits at least this long, capped at the queue's maximum backoff). Zero: the backoff alone.
   absl::Duration retry_after = absl::ZeroDuration();
-  absl::Status status;              // why, for kRetry/kRequeueNow/kTerminal
+  absl::Status status;  // why, for kRetry/kRequeueNow/kTerminal
+  // The machine-readable reason of a failure, as the Warning event and Reconciled=False carry
+  // it (NotControlled, InvalidResponse, WriteRejected, Forbidden, the plugin's error reason,
+  // TerminalError, ReconcileError); "" when none applies.
+  std::string reason;
+  // For a NotControlled refusal: the objects in the way.
+  std::vector<BlockingObject> blocked_by;
   bool finalizer_released = false;  // the controller's finalizer was removed
   uint32_t writes = 0;              // API writes made (for metrics and logs)
   uint32_t skipped = 0;  // applies and status writes left out because they would change nothing

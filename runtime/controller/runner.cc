@@ -33,8 +33,9 @@ absl::string_view ReconcileResultLabel(ReconcileResult result) {
 class Runner::Handler : public watch::EventHandler {
  public:
   enum class Role { kPrimary, kOwned, kWatched };
-  Handler(Runner* runner, Role role, const Mapper* mapper)
-      : runner_(runner), role_(role), mapper_(mapper) {}
+  // `index`: the owned kind's index for kOwned (unused otherwise).
+  Handler(Runner* runner, Role role, const Mapper* mapper, size_t index = 0)
+      : runner_(runner), role_(role), mapper_(mapper), index_(index) {}
 
   void OnAdd(const cache::ObjectPtr& object, bool /*initial*/) override {
     if (role_ == Role::kPrimary) runner_->ObservePrimary(nullptr, object);
@@ -62,6 +63,7 @@ class Runner::Handler : public watch::EventHandler {
       runner_->OnPrimaryDeleted(*object);
       return;
     }
+    if (role_ == Role::kOwned) runner_->OnOwnedDeleted(index_, *object);
     Enqueue(mapper_->MapEvent(nullptr, object));
   }
 
@@ -76,7 +78,16 @@ class Runner::Handler : public watch::EventHandler {
   Runner* const runner_;
   const Role role_;
   const Mapper* const mapper_;
+  const size_t index_;
 };
+
+namespace {
+
+std::string BlockKey(size_t owned_index, absl::string_view ns, absl::string_view name) {
+  return absl::StrCat(owned_index, "/", ns, "/", name);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Runner>> Runner::Create(const ControllerInfo* info,
                                                        RunnerSources sources,
@@ -165,7 +176,7 @@ Runner::Runner(const ControllerInfo* info, RunnerSources sources, Dispatcher* di
   primary_handler_ = std::make_shared<Handler>(this, Handler::Role::kPrimary, self_mapper_.get());
   for (size_t i = 0; i < info_->owns.size(); ++i) {
     owned_handlers_.push_back(
-        std::make_shared<Handler>(this, Handler::Role::kOwned, owner_mapper_.get()));
+        std::make_shared<Handler>(this, Handler::Role::kOwned, owner_mapper_.get(), i));
   }
 }
 
@@ -323,12 +334,76 @@ void Runner::ObservePrimary(const cache::ObjectPtr& old_primary,
   for (const auto& mapper : watch_mappers_) mapper->ObservePrimary(old_primary, new_primary);
 }
 
+void Runner::OnOwnedDeleted(size_t index, const cache::Object& object) {
+  std::vector<std::string> unblocked;
+  {
+    common::MutexLock lock(&mu_);
+    if (blocked_by_object_.empty()) return;
+    auto it = blocked_by_object_.find(BlockKey(index, object.namespace_(), object.name()));
+    if (it == blocked_by_object_.end()) return;
+    unblocked.assign(it->second.begin(), it->second.end());
+    for (const std::string& key : unblocked) ForgetBlockedLocked(key);
+  }
+  for (const std::string& key : unblocked) {
+    common::LogInfo(
+        "object in the way deleted; reconciling its primary again",
+        {{"controller", info_->name},
+         {"key", key},
+         {"deleted", absl::StrCat(info_->owns[index].mapping.kind, " ", object.namespace_(),
+                                  object.namespace_().empty() ? "" : "/", object.name())}});
+    EnqueueFromEvent(key, pluginpb::REASON_CHILD_CHANGED);
+  }
+}
+
+void Runner::RecordBlocked(const std::string& key, const std::vector<BlockingObject>& blocked_by) {
+  bool gone = false;
+  {
+    common::MutexLock lock(&mu_);
+    ForgetBlockedLocked(key);
+    std::vector<std::string>& objects = blocking_objects_[key];
+    for (const BlockingObject& b : blocked_by) {
+      if (b.owned_index < 0 || static_cast<size_t>(b.owned_index) >= sources_.owned.size()) {
+        continue;
+      }
+      const std::string object = BlockKey(b.owned_index, b.namespace_, b.name);
+      blocked_by_object_[object].insert(key);
+      objects.push_back(object);
+    }
+    if (objects.empty()) blocking_objects_.erase(key);
+  }
+  // Its delete event may have come between the applier's check and this record.
+  for (const BlockingObject& b : blocked_by) {
+    if (b.owned_index < 0 || static_cast<size_t>(b.owned_index) >= sources_.owned.size()) continue;
+    if (sources_.owned[b.owned_index]->Get(b.namespace_, b.name) == nullptr) gone = true;
+  }
+  if (gone) {
+    {
+      common::MutexLock lock(&mu_);
+      ForgetBlockedLocked(key);
+    }
+    EnqueueFromEvent(key, pluginpb::REASON_CHILD_CHANGED);
+  }
+}
+
+void Runner::ForgetBlockedLocked(const std::string& key) {
+  auto it = blocking_objects_.find(key);
+  if (it == blocking_objects_.end()) return;
+  for (const std::string& object : it->second) {
+    auto blocked = blocked_by_object_.find(object);
+    if (blocked == blocked_by_object_.end()) continue;
+    blocked->second.erase(key);
+    if (blocked->second.empty()) blocked_by_object_.erase(blocked);
+  }
+  blocking_objects_.erase(it);
+}
+
 void Runner::OnPrimaryDeleted(const cache::Object& object) {
   const std::string key(object.key());
   if (!InNamespaces(key)) return;
   {
     common::MutexLock lock(&mu_);
     terminal_.erase(key);
+    ForgetBlockedLocked(key);
     finalizer_ensured_.erase(object.uid());
     deleted_uids_[key] = std::string(object.uid());
     reasons_[key] = pluginpb::REASON_PRIMARY_DELETED;
@@ -346,7 +421,9 @@ RunnerMetrics Runner::Metrics() const {
   m.reconcile_time = reconcile_time_;
   m.active_workers = active_workers_;
   m.terminal_keys = terminal_.size();
+  m.blocked_keys = blocking_objects_.size();
   m.last_error = last_error_;
+  m.last_error_reason = last_error_reason_;
   m.last_error_key = last_error_key_;
   m.last_error_time = last_error_time_;
   return m;

@@ -15,7 +15,10 @@
 // to the `ResponseApplier` and acts on the `ApplyOutcome`:
 //   kDone -> Forget; kRequeueAfter -> Forget + AddAfter; kRetry and every dispatch error ->
 //   AddRateLimited; kRequeueNow -> Add; kTerminal -> Forget, and the key is not reconciled again
-//   (not even by resync or schedules) until an event maps to it.
+//   (not even by resync or schedules) until an event maps to it. A terminal NotControlled
+//   refusal (ApplyOutcome::blocked_by: an existing object the primary does not control was in
+//   the way of a desired one) is also lifted by that object's delete event: its owner reference
+//   does not map it to the primary, so the runner remembers what blocked which key.
 //
 // Guarantees:
 // - Before the first reconcile of a live primary that lacks the controller's finalizer, the
@@ -140,7 +143,12 @@ struct RunnerMetrics {
   int active_workers = 0;                                // workers inside a reconcile now
   int max_workers = 0;
   size_t terminal_keys = 0;  // keys parked after a terminal outcome
-  std::string last_error;    // the last failed reconcile's status, "" when none yet
+  // Of those, the keys refused as NotControlled that wait for an object in the way to go.
+  size_t blocked_keys = 0;
+  std::string last_error;  // the last failed reconcile's status, "" when none yet
+  // Its machine-readable reason (ApplyOutcome::reason: NotControlled, InvalidResponse, the
+  // plugin's error reason, ...), "" when it had none.
+  std::string last_error_reason;
   std::string last_error_key;
   absl::Time last_error_time = absl::InfinitePast();
   queue::QueueMetrics queue;
@@ -212,6 +220,12 @@ class Runner {
   // From the event adapters: clears the key's terminal state and queues it.
   void EnqueueFromEvent(const std::string& key, pluginpb::Reason reason);
   void OnPrimaryDeleted(const cache::Object& object);
+  // An object of owned kind `index` was deleted: the keys it blocked (NotControlled) are queued.
+  void OnOwnedDeleted(size_t index, const cache::Object& object);
+  // Records that `key` was refused because of `blocked_by`; queues it at once when one of them
+  // is already gone from the cache (its delete event may have come before this record).
+  void RecordBlocked(const std::string& key, const std::vector<BlockingObject>& blocked_by);
+  void ForgetBlockedLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObservePrimary(const cache::ObjectPtr& old_primary, const cache::ObjectPtr& new_primary);
   // In the namespaces and, with a key gate, this host's.
   bool InNamespaces(absl::string_view key) const;
@@ -234,7 +248,7 @@ class Runner {
   bool AddAfterFailure(const std::string& key, const absl::Status& cause,
                        absl::Duration retry_after = absl::ZeroDuration());
   void Record(ReconcileResult result, const std::string& key, const absl::Status& status,
-              absl::Duration took);
+              absl::Duration took, const std::string& reason = "");
 
   // Constant after construction.
   const ControllerInfo* const info_;
@@ -262,6 +276,11 @@ class Runner {
   // State below is protected by mu_.
   absl::flat_hash_map<std::string, pluginpb::Reason> reasons_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> terminal_ ABSL_GUARDED_BY(mu_);
+  // NotControlled refusals: "owned index/namespace/name" of an object in the way -> the keys it
+  // blocks, and back. A key leaves both when it is reconciled again or its primary goes.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> blocked_by_object_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<std::string>> blocking_objects_ ABSL_GUARDED_BY(mu_);
   // Consecutive kRequeueNow outcomes per key (see kMaxImmediateConflicts).
   absl::flat_hash_map<std::string, int> conflicts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::string> deleted_uids_ ABSL_GUARDED_BY(mu_);
@@ -273,6 +292,7 @@ class Runner {
   int active_workers_ ABSL_GUARDED_BY(mu_) = 0;
   int running_workers_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_reason_ ABSL_GUARDED_BY(mu_);
   std::string last_error_key_ ABSL_GUARDED_BY(mu_);
   absl::Time last_error_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -381,6 +381,66 @@ TEST_F(RunnerTest, TerminalUntilTheObjectChanges) {
   EXPECT_TRUE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
 }
 
+// First contact (a Go plugin's author): the NotControlled refusal says "delete it or rename the
+// child", but after deleting the object in the way the key stayed parked until the primary was
+// edited (the object's owner reference does not map it to the primary). Its delete event now
+// queues the key; an unrelated delete does not, and the reason shows in the metrics.
+TEST_F(RunnerTest, RegressionDeletingTheObjectInTheWayReconcilesAgain) {
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  cache::ObjectPtr stray =
+      Obj(R"({"metadata":{"name":"web-cm","namespace":"ns","uid":"u-stray"}})");
+  cache::ObjectPtr other = Obj(R"({"metadata":{"name":"other","namespace":"ns","uid":"u-other"}})");
+  children_.Upsert(stray);
+  children_.Upsert(other);
+  ApplyOutcome refused;
+  refused.kind = OutcomeKind::kTerminal;
+  refused.status = absl::FailedPreconditionError("desired_objects[0]: ... has no controller");
+  refused.reason = "NotControlled";
+  refused.blocked_by.push_back({0, "ns", "web-cm"});
+  applier_.ScriptOutcome(refused);
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  RunnerMetrics m = runner_->Metrics();
+  EXPECT_EQ(m.terminal_keys, 1u);
+  EXPECT_EQ(m.blocked_keys, 1u);
+  EXPECT_EQ(m.last_error_reason, "NotControlled");
+  EXPECT_EQ(m.last_error_key, "ns/web");
+  // Another object of the kind goes: still parked.
+  children_.Delete("ns/other");
+  runner_->OwnedHandler(0)->OnDelete(other);
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), 1u);
+  // The one in the way goes: reconciled again, as a child change.
+  children_.Delete("ns/web-cm");
+  runner_->OwnedHandler(0)->OnDelete(stray);
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_CHILD_CHANGED);
+  m = runner_->Metrics();
+  EXPECT_EQ(m.terminal_keys, 0u);
+  EXPECT_EQ(m.blocked_keys, 0u);
+}
+
+// The object in the way may be deleted between the applier's check and the runner's record of
+// the refusal: then the key is queued at once instead of waiting for an event that came already.
+TEST_F(RunnerTest, ObjectInTheWayGoneBeforeTheRefusalWasRecorded) {
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  ApplyOutcome refused;
+  refused.kind = OutcomeKind::kTerminal;
+  refused.status = absl::FailedPreconditionError("not controlled");
+  refused.reason = "NotControlled";
+  refused.blocked_by.push_back({0, "ns", "gone-already"});  // not in the owned store
+  applier_.ScriptOutcome(refused);
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().blocked_keys, 0u);
+  EXPECT_EQ(runner_->Metrics().terminal_keys, 0u);
+}
+
 TEST_F(RunnerTest, PluginStartUnparksTerminalKeys) {
   Build();
   ASSERT_TRUE(runner_->Start().ok());

@@ -81,14 +81,18 @@ bool Runner::AddAfterFailure(const std::string& key, const absl::Status& cause,
 }
 
 void Runner::Record(ReconcileResult result, const std::string& key, const absl::Status& status,
-                    absl::Duration took) {
+                    absl::Duration took, const std::string& reason) {
   common::MutexLock lock(&mu_);
   ++reconciles_[static_cast<int>(result)];
   // Any other result means the key ran again since a terminal outcome (an event re-queued it).
-  if (result != ReconcileResult::kTerminal) terminal_.erase(key);
+  if (result != ReconcileResult::kTerminal) {
+    terminal_.erase(key);
+    ForgetBlockedLocked(key);
+  }
   reconcile_time_.Observe(took);
   if (!status.ok()) {
     last_error_ = status.ToString();
+    last_error_reason_ = reason;
     last_error_key_ = key;
     last_error_time_ = clock_->Now();
   }
@@ -306,14 +310,14 @@ void Runner::ProcessKey(const std::string& key) {
   if (primary == nullptr) {
     // The plugin was told; only a failure to tell it is retried.
     if (outcome.kind == OutcomeKind::kRetry) {
-      Record(ReconcileResult::kError, key, outcome.status, took);
+      Record(ReconcileResult::kError, key, outcome.status, took, outcome.reason);
       Requeue(key, AddAfterFailure(key, outcome.status, outcome.retry_after));
       return;
     }
     queue_.Forget(key);
     Record(outcome.kind == OutcomeKind::kTerminal ? ReconcileResult::kTerminal
                                                   : ReconcileResult::kSuccess,
-           key, outcome.status, took);
+           key, outcome.status, took, outcome.reason);
     common::MutexLock lock(&mu_);
     // A re-creation meanwhile replaced the record's meaning: keep it only if it changed.
     if (auto it = deleted_uids_.find(key); it != deleted_uids_.end() && it->second == deleted_uid) {
@@ -353,7 +357,7 @@ void Runner::ProcessKey(const std::string& key) {
       break;
     case OutcomeKind::kRetry:
       Requeue(key, AddAfterFailure(key, outcome.status, outcome.retry_after));
-      Record(ReconcileResult::kError, key, outcome.status, took);
+      Record(ReconcileResult::kError, key, outcome.status, took, outcome.reason);
       common::LogDebug("reconcile failed, retrying",
                        {{"controller", info_->name}, {"key", key}, {"status", outcome.status}});
       break;
@@ -363,9 +367,12 @@ void Runner::ProcessKey(const std::string& key) {
       break;
     case OutcomeKind::kTerminal: {
       queue_.Forget(key);
-      Record(ReconcileResult::kTerminal, key, outcome.status, took);
-      common::MutexLock lock(&mu_);
-      terminal_.insert(key);
+      Record(ReconcileResult::kTerminal, key, outcome.status, took, outcome.reason);
+      {
+        common::MutexLock lock(&mu_);
+        terminal_.insert(key);
+      }
+      if (!outcome.blocked_by.empty()) RecordBlocked(key, outcome.blocked_by);
       break;
     }
   }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -35,6 +36,7 @@
 #include "runtime/controller/reconcile.h"
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
+#include "runtime/kube/selector.h"
 #include "runtime/plugin/supervisor.h"
 
 namespace ctrlhost::exe {
@@ -207,6 +209,36 @@ void MakeFinalizing(const pluginpb::ControllerSpec& spec, nlohmann::json* object
   }
 }
 
+// Whether a kind serves a status subresource, as discovery would say without an API server:
+// built-in kinds operators touch that have none (they have no status at all) are listed; every
+// other kind, custom ones included, is taken to have one (a CRD without subresources.status
+// cannot be told apart offline).
+bool HasStatusSubresource(const std::string& group, const std::string& kind) {
+  static const auto* const kWithout = new std::set<std::pair<std::string, std::string>>{
+      {"", "ConfigMap"},
+      {"", "Secret"},
+      {"", "ServiceAccount"},
+      {"", "Endpoints"},
+      {"", "Event"},
+      {"", "LimitRange"},
+      {"", "PodTemplate"},
+      {"events.k8s.io", "Event"},
+      {"coordination.k8s.io", "Lease"},
+      {"discovery.k8s.io", "EndpointSlice"},
+      {"rbac.authorization.k8s.io", "Role"},
+      {"rbac.authorization.k8s.io", "RoleBinding"},
+      {"rbac.authorization.k8s.io", "ClusterRole"},
+      {"rbac.authorization.k8s.io", "ClusterRoleBinding"},
+      {"storage.k8s.io", "StorageClass"},
+      {"scheduling.k8s.io", "PriorityClass"},
+      {"node.k8s.io", "RuntimeClass"},
+      {"networking.k8s.io", "IngressClass"},
+      {"admissionregistration.k8s.io", "ValidatingWebhookConfiguration"},
+      {"admissionregistration.k8s.io", "MutatingWebhookConfiguration"},
+  };
+  return kWithout->count({group, kind}) == 0;
+}
+
 kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool namespaced) {
   kube::ResourceMapping mapping;
   mapping.group = gvk.group();
@@ -215,16 +247,104 @@ kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool name
   // Only used to build request paths, which --check never sends.
   mapping.resource = absl::StrCat(absl::AsciiStrToLower(gvk.kind()), "s");
   mapping.namespaced = namespaced;
-  mapping.has_status = true;
+  // The applier refuses status and conditions for a primary without one, as against a cluster.
+  mapping.has_status = HasStatusSubresource(gvk.group(), gvk.kind());
   return mapping;
 }
 
+// The controller owner reference of a fixture object, or null.
+const nlohmann::json* ControllerRef(const nlohmann::json& object) {
+  auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object()) return nullptr;
+  auto refs = meta->find("ownerReferences");
+  if (refs == meta->end() || !refs->is_array()) return nullptr;
+  for (const nlohmann::json& ref : *refs) {
+    auto controller = ref.find("controller");
+    if (ref.is_object() && controller != ref.end() && *controller == true) return &ref;
+  }
+  return nullptr;
+}
+
+// How a child fixture relates to the primary, as the host's owner-uid index would see it.
+enum class Control { kNoOwnerReferences, kPrimary, kOther };
+Control ControlOf(const nlohmann::json& child, const pluginpb::ControllerSpec& spec,
+                  const nlohmann::json& primary) {
+  auto meta = child.find("metadata");
+  if (meta == child.end() || !meta->is_object() || !meta->contains("ownerReferences")) {
+    return Control::kNoOwnerReferences;
+  }
+  const nlohmann::json* ref = ControllerRef(child);
+  if (ref == nullptr) return Control::kOther;
+  const std::string* uid = StringAt(primary["metadata"], "uid");
+  if (uid != nullptr && !uid->empty()) {
+    const std::string* ref_uid = StringAt(*ref, "uid");
+    return ref_uid != nullptr && *ref_uid == *uid ? Control::kPrimary : Control::kOther;
+  }
+  // A fixture primary without a uid: its kind and name identify it.
+  const std::string* api_version = StringAt(*ref, "apiVersion");
+  const std::string* kind = StringAt(*ref, "kind");
+  const std::string* name = StringAt(*ref, "name");
+  return api_version != nullptr && kind != nullptr && name != nullptr &&
+                 GroupOf(*api_version) == spec.primary().group() &&
+                 *kind == spec.primary().kind() && *name == *StringAt(primary["metadata"], "name")
+             ? Control::kPrimary
+             : Control::kOther;
+}
+
+// `child` with the controller owner reference to the primary that the host sets when it applies
+// a child (the host passes only children the primary controls).
+void AddControllerReference(const pluginpb::ControllerSpec& spec, const nlohmann::json& primary,
+                            nlohmann::json* child) {
+  nlohmann::json ref = {{"apiVersion", ApiVersion(spec.primary())},
+                        {"kind", spec.primary().kind()},
+                        {"name", *StringAt(primary["metadata"], "name")},
+                        {"controller", true},
+                        {"blockOwnerDeletion", true}};
+  if (const std::string* uid = StringAt(primary["metadata"], "uid")) ref["uid"] = *uid;
+  (*child)["metadata"]["ownerReferences"] = nlohmann::json::array({std::move(ref)});
+}
+
+// Why the host would never reconcile `object` with controller `spec` (its watch filters the
+// primary kind by the label selector, the runner by the namespaces), or OK.
+absl::Status CheckSelected(const pluginpb::ControllerSpec& spec, const nlohmann::json& object) {
+  if (!spec.label_selector().empty()) {
+    absl::StatusOr<kube::LabelSelector> selector =
+        kube::LabelSelector::Parse(spec.label_selector());
+    if (!selector.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("controller ", spec.name(),
+                                                     ": label selector \"", spec.label_selector(),
+                                                     "\": ", selector.status().message()));
+    }
+    const kube::Labels labels = kube::LabelsOf(object);
+    if (!selector->Matches(labels)) {
+      std::vector<std::string> pairs;
+      for (const auto& [key, value] : labels) pairs.push_back(absl::StrCat(key, "=", value));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the object's labels {", absl::StrJoin(pairs, ","), "} do not match controller ",
+          spec.name(), "'s label selector \"", spec.label_selector(),
+          "\": the host would never reconcile it (give the fixture the labels)"));
+    }
+  }
+  const std::string* ns = StringAt(object["metadata"], "namespace");
+  if (ns != nullptr && !ns->empty() && spec.namespaces_size() > 0 &&
+      std::find(spec.namespaces().begin(), spec.namespaces().end(), *ns) ==
+          spec.namespaces().end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "namespace \"", *ns, "\" is not one of controller ", spec.name(), "'s namespaces (",
+        absl::StrJoin(spec.namespaces(), ", "), "): the host would never reconcile the object"));
+  }
+  return absl::OkStatus();
+}
+
 // The applier's validation, with scopes taken from the fixture (a primary with a namespace is
-// namespaced) and the plugin's declarations (OwnedKind.cluster_scoped) instead of discovery.
+// namespaced) and the plugin's declarations (OwnedKind.cluster_scoped) instead of discovery;
+// then its ownership check against `not_controlled`, the child fixtures the primary does not
+// control (they exist in the "cluster" the fixtures describe).
 absl::Status CheckResponse(const pluginpb::ControllerSpec& spec, const std::string& plugin_name,
                            const nlohmann::json& object, uint32_t attempt,
                            const std::string& trace_id, const pluginpb::ReconcileResponse& response,
-                           std::optional<controller::Capabilities> capabilities) {
+                           std::optional<controller::Capabilities> capabilities,
+                           const std::vector<FixtureDocument>& not_controlled) {
   const std::string* ns = StringAt(object["metadata"], "namespace");
   controller::ControllerInfo info;
   info.plugin = plugin_name;
@@ -246,7 +366,27 @@ absl::Status CheckResponse(const pluginpb::ControllerSpec& spec, const std::stri
   context.attempt = attempt - 1;  // the context counts retries, the request attempts
   context.trace_id = trace_id;
   context.capabilities = std::move(capabilities);
-  return controller::apply::ValidateResponse(context, response).status();
+  absl::StatusOr<controller::apply::Plan> plan =
+      controller::apply::ValidateResponse(context, response);
+  if (!plan.ok()) return plan.status();
+  for (size_t i = 0; i < plan->applies.size(); ++i) {
+    const controller::apply::PlannedApply& a = plan->applies[i];
+    if (a.is_primary) continue;
+    for (const FixtureDocument& doc : not_controlled) {
+      const std::string* ns = StringAt(doc.object["metadata"], "namespace");
+      const std::string* name = StringAt(doc.object["metadata"], "name");
+      if (GroupOf(*StringAt(doc.object, "apiVersion")) != a.group ||
+          *StringAt(doc.object, "kind") != a.kind || name == nullptr || *name != a.ref.name ||
+          (ns != nullptr && !ns->empty() ? *ns : a.ref.namespace_name) != a.ref.namespace_name) {
+        continue;
+      }
+      const nlohmann::json* ref = ControllerRef(doc.object);
+      const std::string* uid = ref == nullptr ? nullptr : StringAt(*ref, "uid");
+      return absl::FailedPreconditionError(
+          controller::apply::NotControlledMessage(context, i, a, uid != nullptr ? *uid : ""));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Waits for the one callback of a Dispatch. Thread-safe: the callback runs on a gRPC or session
@@ -503,6 +643,10 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
     return Failure(picked.status().message(), err);
   }
   const pluginpb::ControllerSpec& spec = **picked;
+  if (absl::Status s = CheckSelected(spec, object); !s.ok()) {
+    instance.Stop(kStopGrace);
+    return Failure(s.message(), err);
+  }
   if (finalizing) MakeFinalizing(spec, &object);
 
   pluginpb::ReconcileCall call;
@@ -513,14 +657,37 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   if (const std::string* uid = StringAt(meta, "uid")) call.set_uid(*uid);
   call.set_reason(pluginpb::REASON_PRIMARY_CHANGED);
   call.set_object(object.dump());
+  // As the host's children: objects of owned kinds that the primary controls. A fixture without
+  // ownerReferences is taken as the child the host applied, with the controller reference it
+  // set; one whose references do not make the primary its controller is not a child (the host
+  // would not pass it, and --check refuses a response that desires it: NotControlled).
+  std::vector<FixtureDocument> not_controlled;
   for (const FixtureDocument& doc : children) {
-    const pluginpb::RawObject raw = ToRawObject(doc);
+    pluginpb::RawObject raw = ToRawObject(doc);
     if (!Owns(spec, raw.api_version(), raw.kind())) {
       common::LogWarning("fixture skipped: its kind is not owned by the controller",
                          {{"file", doc.origin},
                           {"kind", absl::StrCat(raw.api_version(), " ", raw.kind())},
                           {"controller", spec.name()}});
       continue;
+    }
+    switch (ControlOf(doc.object, spec, object)) {
+      case Control::kNoOwnerReferences: {
+        nlohmann::json child = doc.object;
+        AddControllerReference(spec, object, &child);
+        raw.set_object(child.dump());
+        break;
+      }
+      case Control::kPrimary:
+        break;
+      case Control::kOther:
+        common::LogWarning(
+            "fixture not passed as a child: the primary is not its controller (the host passes "
+            "only children the primary controls, and refuses to apply over this object: "
+            "NotControlled)",
+            {{"file", doc.origin}, {"controller", spec.name()}});
+        not_controlled.push_back(doc);
+        continue;
     }
     *call.add_children() = raw;
   }
@@ -580,7 +747,7 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   }
   if (check) {
     if (absl::Status s = CheckResponse(spec, name, object, static_cast<uint32_t>(attempt), trace_id,
-                                       *response, std::move(capabilities));
+                                       *response, std::move(capabilities), not_controlled);
         !s.ok()) {
       err << "error: the host would refuse this response: " << s.message() << "\n";
       return kExitInvalidResponse;

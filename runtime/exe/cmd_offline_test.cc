@@ -174,6 +174,102 @@ TEST_F(TestCommandTest, CheckRefusesChildrenWithoutANamespace) {
   EXPECT_THAT(r.out, HasSubstr("desired_objects:")) << "the response is still printed";
 }
 
+// First contact (a Go plugin's author): a condition on a ConfigMap, which has no status, passed
+// --check while the host's applier now refuses it (as a real cluster would drop it).
+TEST_F(TestCommandTest, RegressionCheckRefusesStatusOnAKindWithoutAStatusSubresource) {
+  const std::string seen = Write("seen.yaml",
+                                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greet, "
+                                 "namespace: default, labels: {hello: \"true\"}}\n");
+  Result r =
+      Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", seen, "--check"});
+  EXPECT_EQ(r.code, kExitInvalidResponse) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("error: the host would refuse this response: status: kind v1 "
+                               "ConfigMap has no status subresource, so it has no status to "
+                               "write; record the outcome with an event instead"));
+  // A child and an event instead: accepted.
+  const std::string desire =
+      Write("desire.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-greet-copy, "
+            "namespace: default, uid: u-1, labels: {hello: \"true\"}}\n");
+  r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", desire, "--check"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  // The same status on a custom kind (status subresource assumed) passes.
+  EXPECT_EQ(
+      Run({"--plugin", TestPlugin(), "--object", Sample(), "--controller", "echo", "--check"}).code,
+      kExitOk);
+}
+
+// First contact (a Go plugin's author): `ctrlhost test` reconciled a primary outside the
+// controller's label selector, which the host never does.
+TEST_F(TestCommandTest, RegressionAPrimaryOutsideTheLabelSelectorIsRefused) {
+  const std::string unlabelled =
+      Write("cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-copy, namespace: "
+            "default, labels: {hello: \"no\"}}\n");
+  Result r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", unlabelled});
+  EXPECT_EQ(r.code, kExitFailure) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("error: the object's labels {hello=no} do not match controller "
+                               "hello's label selector \"hello=true\": the host would never "
+                               "reconcile it"));
+}
+
+// First contact (a Go plugin's author): a child fixture without an owner reference was handed
+// to the plugin as is (the host's children always carry the controller reference), and one
+// the primary does not control was a child too, while the host refuses to apply over it
+// (NotControlled). Fixtures without ownerReferences now get the reference; others are not
+// children, and --check refuses desiring them with the host's message.
+TEST_F(TestCommandTest, RegressionChildrenAreJudgedAsTheHostJudgesThem) {
+  const std::string primary =
+      Write("cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desire-copy, namespace: "
+            "default, uid: u-primary, labels: {hello: \"true\"}}\n");
+  const std::string children = (root_ / "children").string();
+  Write("children/mine.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, namespace: default}\n");
+  Result r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", primary,
+                  "--children", children, "-o", "json", "--check"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["events"][0]["message"], "mine:u-primary") << r.out;
+
+  // The ConfigMap the plugin desires exists, made by hand: not a child, and not adopted.
+  Write("children/copy.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: copy, namespace: default, "
+        "ownerReferences: []}\n");
+  r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", primary,
+           "--children", children, "-o", "json", "--check"});
+  EXPECT_EQ(r.code, kExitInvalidResponse) << r.err;
+  json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["events"][0]["message"], "mine:u-primary") << r.out;  // copy was not passed
+  EXPECT_THAT(r.err, HasSubstr("error: the host would refuse this response: desired_objects[0]: "
+                               "ConfigMap configmaps default/copy exists and has no controller; "
+                               "ConfigMap default/desire-copy does not adopt it (the protocol "
+                               "has no adoption): delete it (ConfigMap default/desire-copy is "
+                               "reconciled again when it is gone) or rename the child"));
+
+  // Controlled by another object: the same, naming its uid.
+  Write("children/copy.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: copy, namespace: default, "
+        "ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: other, uid: u-other, "
+        "controller: true}]}\n");
+  r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", primary,
+           "--children", children, "--check"});
+  EXPECT_EQ(r.code, kExitInvalidResponse) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("exists and is controlled by another object (uid u-other)"));
+
+  // Controlled by the primary: a child, and applying over it is fine.
+  Write("children/copy.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: copy, namespace: default, "
+        "ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: desire-copy, uid: u-primary, "
+        "controller: true}]}\n");
+  r = Run({"--plugin", TestPlugin(), "--arg=--describe=configmap", "--object", primary,
+           "--children", children, "-o", "json", "--check"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["events"][0]["message"], "copy:u-primary,mine:u-primary") << r.out;
+}
+
 TEST_F(TestCommandTest, FinalizingRequestIsAnsweredFinalized) {
   Result r = Run({"--plugin", Webapp(), "--object", Sample(), "--finalizing", "--check"});
   ASSERT_EQ(r.code, kExitOk) << r.err;

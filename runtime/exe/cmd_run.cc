@@ -28,6 +28,7 @@
 #include "runtime/exe/flags.h"
 #include "runtime/kube/validation.h"
 #include "runtime/manager/host.h"
+#include "runtime/plugin/process.h"
 #include "runtime/plugin/sandbox.h"
 
 namespace ctrlhost::exe {
@@ -77,6 +78,27 @@ absl::Status CheckCommand(const config::ExecSpec& exec) {
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat("command \"", exec.command, "\": ", why));
+}
+
+// The user the `index`-th plugin (in start order) runs as, as the manager assigns it (see
+// ManagerOptions::plugin_uid_per_plugin); unset: the host's.
+std::optional<uid_t> PluginUid(const RunPlan& plan, uint32_t index) {
+  if (!plan.plugin_uid.has_value()) return std::nullopt;
+  return plan.plugin_uid_per_plugin ? *plan.plugin_uid + index : *plan.plugin_uid;
+}
+
+// What Process::Spawn would get for `exec` under `plan`, for plugin::CheckExecutable.
+plugin::ProcessSpec PreviewProcessSpec(const RunPlan& plan, const config::ExecSpec& exec,
+                                       const std::optional<uid_t>& uid) {
+  plugin::ProcessSpec spec;
+  spec.command = exec.command;
+  spec.args = exec.args;
+  spec.working_dir = exec.working_dir;
+  spec.sandbox.uid = uid;
+  if (uid.has_value()) {
+    spec.sandbox.gid = plan.plugin_uid_per_plugin ? *uid : plan.plugin_gid.value_or(*uid);
+  }
+  return spec;
 }
 
 // The operator files (runtime/config's rules, shared with LoadOperators).
@@ -571,12 +593,21 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   }
 
   if (values.preview) {
-    // What the host would refuse at start is refused here too.
+    // What the host would refuse at start is refused here too: the command as the host sees it,
+    // then as the user the plugin would run as (Bazel's output tree under a 0700 /root, say, is
+    // out of reach of uid 200000).
     std::vector<std::string> problems;
+    std::map<std::string, std::string> users;  // "operator/plugin" -> "uid N" for the preview
+    uint32_t plugin_index = 0;  // the manager's start order: operators, then their plugins
     for (const config::OperatorSpec& op : *operators) {
       for (const config::PluginSpec& plugin : op.plugins) {
+        const std::optional<uid_t> uid = PluginUid(*plan, plugin_index++);
         if (plugin.exec() == nullptr) continue;
-        if (absl::Status s = CheckCommand(*plugin.exec()); !s.ok()) {
+        users[absl::StrCat(op.name, "/", plugin.name)] =
+            uid.has_value() ? absl::StrCat("uid ", *uid) : "the host's user";
+        absl::Status s = CheckCommand(*plugin.exec());
+        if (s.ok()) s = plugin::CheckExecutable(PreviewProcessSpec(*plan, *plugin.exec(), uid));
+        if (!s.ok()) {
           problems.push_back(absl::StrCat(op.location.ToString(), ": operator ", op.name,
                                           ", plugin ", plugin.name, ": ", s.message()));
         }
@@ -603,6 +634,9 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                                                         absl::StrJoin(plugin.exec()->args, " "))
                                          : absl::StrCat("endpoint ", plugin.endpoint()->address))
             << "\n";
+        if (auto it = users.find(absl::StrCat(op.name, "/", plugin.name)); it != users.end()) {
+          out << "    runs as " << it->second << "\n";
+        }
       }
     }
     std::error_code error;
@@ -710,14 +744,20 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
 
   // "ready" once every plugin passed its handshake and every controller whose kinds are served
   // runs with synced caches (scripts and tests wait for this line; controllers waiting for a
-  // CRD are named in it); the host keeps running either way.
+  // CRD are named in it); the host keeps running either way. Unless every plugin was refused
+  // before that (FAILED, never restarted: a command that cannot be executed, a handshake
+  // refused): then nothing could ever run, and the host stops and fails instead of leaving a
+  // script that waits for "ready" waiting for ever.
   common::Mutex ready_mu;
   common::CondVar ready_cv;
   bool stopping = false;
+  std::vector<std::string> refused;  // guarded by ready_mu
   std::thread ready_thread([&] {
     manager::Manager& manager = (*host)->manager();
     common::MutexLock lock(&ready_mu);
     while (!stopping) {
+      refused = manager.AllPluginsRefused();
+      if (!refused.empty()) return;
       std::vector<std::string> pending;
       // Not before the API server answered discovery (its controllers would all be pending).
       if ((*host)->ApiServerCheck().ok() && manager.Started(&pending).ok()) {
@@ -743,8 +783,18 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
     }
     lost = (*host)->leadership_lost();
     if (!lost.empty()) break;
+    common::MutexLock lock(&ready_mu);
+    if (!refused.empty()) break;
   }
-  if (!lost.empty()) {
+  std::vector<std::string> failed_plugins;
+  {
+    common::MutexLock lock(&ready_mu);
+    failed_plugins = refused;
+  }
+  if (!failed_plugins.empty()) {
+    common::LogError("every plugin was refused; stopping",
+                     {{"plugins", absl::StrJoin(failed_plugins, "; ")}});
+  } else if (!lost.empty()) {
     common::LogError("leadership lost: stopping (restart the host to stand by again)",
                      {{"reason", lost}});
   } else {
@@ -757,6 +807,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   }
   ready_thread.join();
   (*host)->Stop();
+  if (!failed_plugins.empty()) {
+    err << "error: every plugin was refused and none is restarted, so nothing can run:\n";
+    for (const std::string& why : failed_plugins) err << "  " << why << "\n";
+    err << "fix the plugins (ctrlhost run --preview checks their commands) and run again"
+        << std::endl;
+    return kExitFailure;
+  }
   if (!lost.empty()) {
     err << "error: leadership lost: " << lost << std::endl;
     return kExitFailure;

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "runtime/exe/flags.h"
+#include "runtime/plugin/sandbox.h"
 
 namespace ctrlhost::exe {
 namespace {
@@ -529,6 +530,64 @@ TEST_F(RunCommandTest, PreviewRefusesCommandsThatCannotStart) {
                                 "plugin text: command \"" + not_executable + "\": not executable"))
       << err.str();
   EXPECT_FALSE(absl::StrContains(err.str(), "plugin fine")) << err.str();
+}
+
+// First contact (a Go plugin's author): as root, --preview passed a plugin in Bazel's output
+// tree under /root that uid 200000 (--plugin-user auto) cannot execute, and the host then
+// refused it. The preview checks as the plugin's user and says what to do. Switching users needs
+// root outside Bazel's sandbox; there the host's-user half runs alone.
+TEST_F(RunCommandTest, PreviewChecksThePluginAsTheUserItRunsAs) {
+  const fs::path private_dir = root_ / "private";
+  fs::create_directories(private_dir);
+  fs::permissions(private_dir, fs::perms::owner_all);  // 0700, like /root
+  fs::permissions(root_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+  const std::string plugin = (private_dir / "plugin").string();
+  std::ofstream(plugin) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(plugin, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  const std::string file = Touch("op.yaml");
+  {
+    std::ofstream f(file);
+    f << "apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: shop}\n"
+         "spec:\n  plugins:\n  - {name: first, exec: {command: /bin/true}}\n"
+         "  - {name: web, exec: {command: "
+      << plugin << "}}\n";
+  }
+  std::ostringstream out, err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview", "--plugin-user", "host"},
+                          out, err),
+            kExitOk)
+      << err.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "  plugin web: exec " + plugin +
+                                               " \n    runs as the "
+                                               "host's user\n"))
+      << out.str();
+  if (!plugin::CanSwitchUser(kAutoPluginUidBase + 1)) {
+    GTEST_SKIP() << "cannot switch users here (Bazel's sandbox maps only root)";
+  }
+  std::ostringstream auto_out, auto_err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, auto_out, auto_err),
+            kExitFailure);
+  EXPECT_EQ(auto_out.str(), "");
+  // The second plugin in start order runs as 200001.
+  for (const std::string& part :
+       {"operator shop, plugin web: cannot execute plugin command \"" + plugin +
+            "\": Permission denied",
+        std::string("the plugin runs as uid 200001"), std::string("--plugin-user host")}) {
+    EXPECT_TRUE(absl::StrContains(auto_err.str(), part)) << part << "\n" << auto_err.str();
+  }
+  EXPECT_FALSE(absl::StrContains(auto_err.str(), "plugin first")) << auto_err.str();
+  // Once uid 200001 can reach it, the preview passes and says who runs what.
+  fs::permissions(private_dir, fs::perms::owner_all | fs::perms::others_exec);
+  std::ostringstream ok_out, ok_err;
+  EXPECT_EQ(RunRunCommand({"-f", file, "--data-dir", "/d", "--preview"}, ok_out, ok_err), kExitOk)
+      << ok_err.str();
+  EXPECT_TRUE(absl::StrContains(ok_out.str(),
+                                "  plugin first: exec /bin/true \n    runs as uid "
+                                "200000\n"))
+      << ok_out.str();
+  EXPECT_TRUE(absl::StrContains(ok_out.str(), "    runs as uid 200001\n")) << ok_out.str();
 }
 
 // Issue 13 item 2: the API client's 50 QPS could not be changed from the CLI or the file.

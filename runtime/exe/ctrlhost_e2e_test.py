@@ -327,6 +327,80 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
                 process.stderr.close()
 
 
+class RunWithEveryPluginRefusedTest(unittest.TestCase):
+    """First contact (a Go plugin's author): a plugin the host refused (here: a command that does
+    not exist) left `ctrlhost run` waiting for ever without printing "ready", and a script that
+    waited for that line hung. When every plugin is refused the host stops and fails, naming
+    each plugin and why."""
+
+    def test_run_fails_when_every_plugin_is_refused(self):
+        # Under /tmp: the admin socket's address (DATA_DIR/admin.sock) must fit 107 bytes.
+        with tempfile.TemporaryDirectory(dir="/tmp") as directory:
+            operator = os.path.join(directory, "op.yaml")
+            with open(operator, "w") as f:
+                f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: op}\n"
+                        "spec:\n  plugins:\n"
+                        "  - {name: gone, exec: {command: /nonexistent/plugin}}\n"
+                        "  - {name: lost, exec: {command: no-such-plugin-command}}\n")
+            env = dict(os.environ)
+            env.pop("KUBECONFIG", None)
+            started = time.monotonic()
+            result = subprocess.run(
+                [BINARY, "run", "-f", operator, "--data-dir", os.path.join(directory, "data"),
+                 "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0"],
+                capture_output=True, text=True, timeout=TIMEOUT_SECONDS, env=env)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertLess(time.monotonic() - started, TIMEOUT_SECONDS)
+            self.assertNotIn("ready", result.stdout.splitlines())
+            self.assertIn("error: every plugin was refused and none is restarted, so nothing "
+                          "can run:\n", result.stderr)
+            self.assertIn('  operator op, plugin gone: cannot execute plugin command '
+                          '"/nonexistent/plugin": No such file or directory\n', result.stderr)
+            self.assertIn('  operator op, plugin lost: cannot start plugin command '
+                          '"no-such-plugin-command": not found in PATH\n', result.stderr)
+
+    def test_one_refused_plugin_among_working_ones_does_not_stop_the_host(self):
+        with tempfile.TemporaryDirectory(dir="/tmp") as directory:
+            operator = os.path.join(directory, "op.yaml")
+            with open(operator, "w") as f:
+                f.write("apiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\nmetadata: {name: op}\n"
+                        "spec:\n  plugins:\n"
+                        "  - {name: gone, exec: {command: /nonexistent/plugin}}\n"
+                        "  - {name: replicator, exec: {command: %s}}\n" % REPLICATOR)
+            env = dict(os.environ)
+            env.pop("KUBECONFIG", None)
+            data_dir = os.path.join(directory, "data")
+            process = subprocess.Popen(
+                [BINARY, "run", "-f", operator, "--data-dir", data_dir,
+                 "--apiserver-port", "0", "--metrics-addr", "127.0.0.1:0"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            try:
+                lines = read_lines_until(process, "metrics: ")
+                self.assertTrue(lines and lines[-1].startswith("metrics: "), lines)
+                # Until the host has seen both: one refused, the other serving.
+                deadline = time.monotonic() + TIMEOUT_SECONDS
+                listed = ""
+                while time.monotonic() < deadline:
+                    listed = ctrlhost("plugin", "list", "--data-dir", data_dir).stdout
+                    rows = [l.split() for l in listed.splitlines()]
+                    if ["op", "gone", "FAILED"] in [r[:3] for r in rows] and \
+                            ["op", "replicator", "READY"] in [r[:3] for r in rows]:
+                        break
+                    time.sleep(0.1)
+                self.assertIn("FAILED", listed)
+                self.assertIsNone(process.poll())
+                process.send_signal(signal.SIGTERM)
+                self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0)
+                self.assertNotIn("every plugin was refused",
+                                 process.stderr.read().decode(errors="replace"))
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                process.stdout.close()
+                process.stderr.close()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -42,6 +42,7 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
   out << YAML::Key << "longestRunningSeconds" << YAML::Value << Seconds(m.queue.longest_running);
   out << YAML::EndMap;
   out << YAML::Key << "terminalKeys" << YAML::Value << m.terminal_keys;
+  if (m.blocked_keys > 0) out << YAML::Key << "blockedKeys" << YAML::Value << m.blocked_keys;
   out << YAML::Key << "reconciles" << YAML::Value << YAML::Flow << YAML::BeginMap;
   for (int r = 0; r < controller::kReconcileResults; ++r) {
     out << YAML::Key
@@ -53,6 +54,11 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
   if (!m.last_error.empty()) {
     out << YAML::Key << "lastError" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "message" << YAML::Value << m.last_error;
+    // The reason the Warning event and Reconciled=False carry (NotControlled, the plugin's own,
+    // ...): the message's code alone (FAILED_PRECONDITION) does not say why.
+    if (!m.last_error_reason.empty()) {
+      out << YAML::Key << "reason" << YAML::Value << m.last_error_reason;
+    }
     out << YAML::Key << "key" << YAML::Value << m.last_error_key;
     out << YAML::Key << "time" << YAML::Value << Time(m.last_error_time);
     out << YAML::EndMap;

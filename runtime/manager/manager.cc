@@ -1115,6 +1115,17 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
   return absl::UnavailableError(absl::StrJoin(not_ready, "; "));
 }
 
+std::vector<std::string> Manager::AllPluginsRefused() const {
+  std::vector<std::string> refused;
+  for (const PluginView& view : AllPlugins()) {
+    const plugin::PluginStatus status = view.plugin->slot->status();
+    if (status.state != plugin::PluginState::kFailed) return {};
+    refused.push_back(absl::StrCat("operator ", view.plugin->operator_name, ", plugin ",
+                                   view.plugin->name, ": ", status.last_error.message()));
+  }
+  return refused;
+}
+
 absl::Status Manager::WaitReady(absl::Duration timeout) const {
   // Real time: this is a bounded wait for callers (the CLI, tests), not host logic.
   common::Clock* real = common::Clock::Real();

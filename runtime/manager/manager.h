@@ -163,6 +163,13 @@ class Manager {
   // REASON_RESYNC. Returns how many.
   size_t EnqueueSharded(const std::function<bool(absl::string_view key)>& filter);
 
+  // The plugins that were refused (FAILED: not restarted until a swap or a configuration
+  // change), as "operator OP, plugin NAME: <why>", when every plugin of every operator was
+  // refused, so that nothing can ever run without an edit; empty when any plugin is not
+  // FAILED (starting, ready, backing off) or there is none. `ctrlhost run` fails with these
+  // before it would print "ready".
+  std::vector<std::string> AllPluginsRefused() const;
+
   // Waits (bounded) until Ready() is OK; returns its last answer.
   absl::Status WaitReady(absl::Duration timeout) const;
 

@@ -199,12 +199,36 @@ const char* ChildStageName(int stage) {
   }
 }
 
+// What to do about a permission refused to the plugin's user (`uid`: the user the child
+// switched to, unset when it kept the host's), as the end of the message; "" when nothing
+// better than the error itself can be said.
+std::string PermissionHint(const std::optional<uid_t>& uid, bool dropped_root_capabilities) {
+  if (uid.has_value() && *uid != 0) {
+    return absl::StrCat(
+        " (the plugin runs as uid ", *uid, ", not as the host's user: put the plugin where uid ",
+        *uid,
+        " can read and execute it, every directory on the way searchable by it, e.g. under "
+        "/opt or /usr/local rather than a 0700 home directory such as /root or Bazel's output "
+        "tree there; or run the host with --plugin-user host)");
+  }
+  if (dropped_root_capabilities) {
+    return " (the plugin runs as root without capabilities, so file modes apply to it as to any "
+           "user: the command needs an execute bit that applies to root, a script a read bit "
+           "too, and every directory on the way must be searchable)";
+  }
+  return "";
+}
+
 // An exec failure is the configuration's fault (a missing or non-executable file, a script
 // without an interpreter, a bad working directory): FAILED_PRECONDITION, so the supervisor
-// fails the plugin with this reason instead of retrying.
-absl::Status ExecStatus(int err, absl::string_view what, absl::string_view command) {
-  const std::string message =
-      absl::StrCat(what, " plugin command \"", command, "\": ", strerror(err));
+// fails the plugin with this reason instead of retrying. `uid`: the user the child switched to.
+absl::Status ExecStatus(int err, absl::string_view what, absl::string_view command,
+                        const std::optional<uid_t>& uid = std::nullopt,
+                        bool dropped_root_capabilities = false) {
+  std::string message = absl::StrCat(what, " plugin command \"", command, "\": ", strerror(err));
+  if (err == EACCES || err == EPERM) {
+    absl::StrAppend(&message, PermissionHint(uid, dropped_root_capabilities));
+  }
   switch (err) {
     case ENOENT:
       return absl::NotFoundError(message);
@@ -250,6 +274,49 @@ std::string ResolveCommand(const std::string& command) {
   return first_found;
 }
 
+// In a forked child (async-signal-safe): switches to `uid`/`gid` (no supplementary groups) and,
+// with `drop_capabilities`, gives up every capability. 0, or -1 with errno set.
+int BecomePluginUser(const std::optional<uid_t>& uid, const std::optional<gid_t>& gid,
+                     bool drop_capabilities) {
+  if (gid.has_value()) {
+    const gid_t groups[1] = {*gid};
+    if (setgroups(1, groups) != 0 || setgid(*gid) != 0) return -1;
+  }
+  if (uid.has_value() && setuid(*uid) != 0) return -1;
+  if (drop_capabilities) {
+    // A plugin left as root keeps no capability (none survives exec with an empty bounding
+    // set): no CAP_SYS_PTRACE into the host, no CAP_DAC_OVERRIDE around file modes.
+    for (int cap = 0; cap < 64; ++cap)
+      prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);  // EINVAL past the last
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &header, data) != 0) return -1;
+  }
+  return 0;
+}
+
+// The user and capabilities a plugin of `spec` gets, as Spawn resolves them: gid defaults to
+// uid, and switching to the host's own user is no switch.
+struct PluginCredentials {
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  bool drop_capabilities = false;
+};
+PluginCredentials CredentialsOf(const SandboxSpec& spec) {
+  PluginCredentials c;
+  c.uid = spec.uid;
+  c.gid = spec.gid;
+  if (c.uid.has_value() && !c.gid.has_value()) c.gid = *c.uid;
+  if (c.uid == geteuid() && c.gid == getegid()) {
+    c.uid.reset();  // already that user: nothing to switch (and no privilege needed)
+    c.gid.reset();
+  }
+  c.drop_capabilities = spec.drop_root_capabilities && c.uid.value_or(geteuid()) == 0;
+  return c;
+}
+
 // The forked child: its own process group; SIGKILL when the host dies (PR_SET_PDEATHSIG: the
 // signal comes when the thread that forked exits, so the supervisor's thread spawns and
 // outlives its process); default signal dispositions, an empty mask, stdin from /dev/null,
@@ -267,22 +334,7 @@ std::string ResolveCommand(const std::string& command) {
   };
   setpgid(0, 0);
   // Another user first: a credential change clears the parent-death signal.
-  if (gid.has_value()) {
-    const gid_t groups[1] = {*gid};
-    if (setgroups(1, groups) != 0 || setgid(*gid) != 0) fail(kStageUser);
-  }
-  if (uid.has_value() && setuid(*uid) != 0) fail(kStageUser);
-  if (drop_capabilities) {
-    // A plugin left as root keeps no capability (none survives exec with an empty bounding
-    // set): no CAP_SYS_PTRACE into the host, no CAP_DAC_OVERRIDE around file modes.
-    for (int cap = 0; cap < 64; ++cap)
-      prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);  // EINVAL past the last
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-    __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2];
-    memset(data, 0, sizeof(data));
-    if (syscall(SYS_capset, &header, data) != 0) fail(kStageUser);
-  }
+  if (BecomePluginUser(uid, gid, drop_capabilities) != 0) fail(kStageUser);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(kStageSetup);
   // The host may have died between fork and prctl: then no signal will come.
   if (getppid() != parent) _exit(127);
@@ -317,6 +369,65 @@ bool IsHostSecret(absl::string_view name) {
     if (absl::StrContains(upper, word)) return true;
   }
   return false;
+}
+
+absl::Status CheckExecutable(const ProcessSpec& spec) {
+  if (spec.command.empty()) return absl::InvalidArgumentError("plugin command is empty");
+  const std::string path = ResolveCommand(spec.command);
+  if (path.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot start plugin command \"", spec.command, "\": not found in PATH"));
+  }
+  // A script is read by its interpreter, as the plugin's user: it needs read permission too.
+  // Whether it is one is read here, as the host (the plugin's user may not be able to tell).
+  bool script = false;
+  if (const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    char magic[2] = {0, 0};
+    script = read(fd, magic, 2) == 2 && magic[0] == '#' && magic[1] == '!';
+    close(fd);
+  }
+  const PluginCredentials credentials = CredentialsOf(spec.sandbox);
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  const char* const working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Async-signal-safe calls only (the host may have threads): the same steps as ExecChild up
+    // to execve, which access(2) and open(2) stand in for (real ids = effective ids here).
+    auto fail = [&report](int stage, int err) {
+      const int failure[2] = {stage, err};
+      ssize_t ignored = write(report[1], failure, sizeof(failure));
+      (void)ignored;
+      _exit(1);
+    };
+    if (BecomePluginUser(credentials.uid, credentials.gid, credentials.drop_capabilities) != 0) {
+      fail(kStageUser, errno);
+    }
+    if (working_dir != nullptr && chdir(working_dir) != 0) fail(kStageWorkingDir, errno);
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) fail(kStageExec, errno);
+    if (!S_ISREG(st.st_mode)) fail(kStageExec, EACCES);  // what execve says of a directory
+    if (access(path.c_str(), X_OK) != 0) fail(kStageExec, errno);
+    if (script && access(path.c_str(), R_OK) != 0) fail(kStageExec, errno);
+    _exit(0);
+  }
+  close(report[1]);
+  if (pid < 0) {
+    const int e = errno;
+    close(report[0]);
+    return ErrnoStatus(e, "fork");
+  }
+  int failure[2] = {0, 0};
+  ssize_t got;
+  while ((got = read(report[0], failure, sizeof(failure))) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (got <= 0) return absl::OkStatus();
+  const bool files = failure[0] == kStageExec || failure[0] == kStageWorkingDir;
+  return ExecStatus(failure[1], ChildStageName(failure[0]), spec.command,
+                    files ? credentials.uid : std::nullopt, files && credentials.drop_capabilities);
 }
 
 std::string DescribeExit(int wait_status) {
@@ -378,12 +489,10 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
     return ErrnoStatus(e, "pipe");
   }
   // The sandbox is prepared here: the child of a multi-threaded process may only apply it.
+  const PluginCredentials credentials = CredentialsOf(spec.sandbox);
   SandboxSpec sandbox = spec.sandbox;
-  if (sandbox.uid.has_value() && !sandbox.gid.has_value()) sandbox.gid = *sandbox.uid;
-  if (sandbox.uid == geteuid() && sandbox.gid == getegid()) {
-    sandbox.uid.reset();  // already that user: nothing to switch (and no privilege needed)
-    sandbox.gid.reset();
-  }
+  sandbox.uid = credentials.uid;
+  sandbox.gid = credentials.gid;
   absl::StatusOr<LandlockRuleset> ruleset = LandlockRuleset::Build(sandbox);
   if (!ruleset.ok()) {
     close(report[0]);
@@ -391,8 +500,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
     close_all();
     return ruleset.status();
   }
-  const bool drop_capabilities =
-      sandbox.drop_root_capabilities && sandbox.uid.value_or(geteuid()) == 0;
+  const bool drop_capabilities = credentials.drop_capabilities;
   const pid_t parent = getpid();
   const char* const working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
   const pid_t pid = fork();
@@ -418,7 +526,11 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
     while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
     close_all();
-    return ExecStatus(failure[1], ChildStageName(failure[0]), spec.command);
+    // The hint about the plugin's user concerns the files it could not reach, not the switch.
+    const bool files = failure[0] == kStageExec || failure[0] == kStageWorkingDir;
+    return ExecStatus(failure[1], ChildStageName(failure[0]), spec.command,
+                      files ? credentials.uid : std::nullopt,
+                      files && credentials.drop_capabilities);
   }
   close(out[1]);
   close(err[1]);

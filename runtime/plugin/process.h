@@ -62,6 +62,16 @@ struct ProcessSpec {
 // SECRET, PASSWORD or CREDENTIAL (any case).
 bool IsHostSecret(absl::string_view name);
 
+// Why Spawn could not execute `spec`'s command as the user `spec.sandbox` makes it run as, or
+// OK, without running it (`ctrlhost run --preview`): a child process switches to that user
+// (giving up capabilities where Spawn does), enters the working directory and asks for execute
+// permission on the command (and read permission when it is a `#!` script, which its
+// interpreter reads). Landlock is not applied. The errors are Spawn's, e.g. PERMISSION_DENIED
+// "cannot execute plugin command "/root/p": Permission denied (the plugin runs as uid 200000,
+// ...: put the plugin where uid 200000 can read and execute it, ...; or run the host with
+// --plugin-user host)". Switching users needs the privilege Spawn needs (see CanSwitchUser).
+absl::Status CheckExecutable(const ProcessSpec& spec);
+
 // Describes a wait status ("exited with code 3", "killed by signal 9").
 std::string DescribeExit(int wait_status);
 

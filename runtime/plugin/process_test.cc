@@ -208,5 +208,79 @@ TEST_F(ProcessTest, ExecFailuresAreReportedBySpawn) {
   }
 }
 
+// --preview's check (ctrlhost run) answers as Spawn would, without running anything.
+TEST_F(ProcessTest, CheckExecutableAnswersAsSpawnDoes) {
+  const std::string not_executable = dir_ + "/plugin.txt";
+  const std::string script = dir_ + "/plugin.sh";
+  std::ofstream(not_executable) << "#!/bin/sh\nexit 0\n";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  chmod(not_executable.c_str(), 0644);
+  chmod(script.c_str(), 0755);
+  struct Case {
+    std::string command;
+    std::string working_dir;
+    absl::StatusCode code;
+  };
+  const std::vector<Case> cases = {
+      {dir_ + "/missing", "", absl::StatusCode::kNotFound},
+      {"no-such-command-in-path", "", absl::StatusCode::kNotFound},
+      {not_executable, "", absl::StatusCode::kPermissionDenied},
+      {dir_, "", absl::StatusCode::kPermissionDenied},  // a directory
+      {"/bin/true", dir_ + "/missing-dir", absl::StatusCode::kNotFound},
+      {"/bin/true", "", absl::StatusCode::kOk},
+      {"true", "", absl::StatusCode::kOk},
+      {script, dir_, absl::StatusCode::kOk},
+  };
+  for (const Case& c : cases) {
+    ProcessSpec spec;
+    spec.command = c.command;
+    spec.working_dir = c.working_dir;
+    const absl::Status checked = CheckExecutable(spec);
+    EXPECT_EQ(checked.code(), c.code) << c.command << ": " << checked;
+    if (checked.ok()) continue;
+    EXPECT_NE(checked.message().find(c.command), std::string::npos) << checked;
+    auto process = Process::Spawn(spec, "bad-1", [](int) {});
+    ASSERT_FALSE(process.ok()) << c.command;
+    EXPECT_EQ(process.status(), checked);
+  }
+}
+
+// First contact (a Go plugin's author): as root with the default --plugin-user auto, a plugin
+// under /root (Bazel's output tree) failed with a bare "Permission denied". Spawn and the
+// preview's check both say which user could not reach it and what to do. Needs the privilege to
+// switch users (root outside Bazel's sandbox, which maps only root); skipped otherwise.
+TEST_F(ProcessTest, RegressionUnreachableForThePluginUserSaysWhatToDo) {
+  constexpr uid_t kUid = 200123;
+  if (!CanSwitchUser(kUid)) GTEST_SKIP() << "cannot switch to uid " << kUid << " here";
+  const std::string private_dir = dir_ + "/private";
+  ASSERT_EQ(mkdir(private_dir.c_str(), 0700), 0);
+  const std::string plugin = private_dir + "/plugin";
+  std::ofstream(plugin) << "#!/bin/sh\nexit 0\n";
+  chmod(plugin.c_str(), 0755);
+  chmod(dir_.c_str(), 0755);  // only `private` is out of reach
+  ProcessSpec spec;
+  spec.command = plugin;
+  spec.sandbox.uid = kUid;
+  spec.sandbox.landlock = false;
+  const absl::Status checked = CheckExecutable(spec);
+  EXPECT_EQ(checked.code(), absl::StatusCode::kPermissionDenied) << checked;
+  for (const std::string& part :
+       {absl::StrCat("cannot execute plugin command \"", plugin, "\": Permission denied"),
+        std::string("the plugin runs as uid 200123"),
+        std::string("put the plugin where uid 200123 can read and execute it"),
+        std::string("--plugin-user host")}) {
+    EXPECT_NE(checked.message().find(part), std::string::npos) << part << "\n" << checked;
+  }
+  auto process = Process::Spawn(spec, "private-1", [](int) {});
+  ASSERT_FALSE(process.ok());
+  EXPECT_EQ(process.status(), checked);
+  // Readable and executable by others: both accept it.
+  chmod(private_dir.c_str(), 0755);
+  EXPECT_TRUE(CheckExecutable(spec).ok()) << CheckExecutable(spec);
+  // A script its user may execute but not read fails in its interpreter: refused ahead.
+  chmod(plugin.c_str(), 0711);
+  EXPECT_EQ(CheckExecutable(spec).code(), absl::StatusCode::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace ctrlhost::plugin

@@ -53,13 +53,20 @@ pluginpb::ConditionStatus ToProto(ConditionStatus s) {
   return pluginpb::CONDITION_STATUS_UNKNOWN;
 }
 
-bool IsPrimary(const Request& request, const nlohmann::json& obj) {
+// The API group of an apiVersion ("" for "v1").
+std::string GroupOf(const std::string& api_version) {
+  const size_t slash = api_version.find('/');
+  return slash == std::string::npos ? "" : api_version.substr(0, slash);
+}
+
+// Whether `obj` is of the primary's kind (group and kind; any version): the primary itself, or
+// a child that the controller's own watch (and label selector) would see as a primary too.
+bool IsOfPrimaryKind(const Request& request, const nlohmann::json& obj) {
   auto str = [&](const nlohmann::json* v) {
     return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
   };
   return str(FindPath(obj, "kind")) == request.kind() &&
-         str(FindPath(obj, "apiVersion")) == request.api_version() &&
-         str(FindPath(obj, "metadata.name")) == request.name();
+         GroupOf(str(FindPath(obj, "apiVersion"))) == GroupOf(request.api_version());
 }
 
 }  // namespace
@@ -264,7 +271,10 @@ absl::StatusOr<pluginpb::ReconcileResponse> Result::ToResponse(
     if (!meta.contains("namespace") && !request.namespace_().empty()) {
       meta["namespace"] = request.namespace_();
     }
-    if (!meta.contains("labels") && !IsPrimary(request, obj)) {
+    // The primary's labels by default, except on objects of the primary's own kind: a child
+    // with them would match the label selector that selected the primary and be reconciled as
+    // a primary itself (and so on, one generation per reconcile). The same in every SDK.
+    if (!meta.contains("labels") && !IsOfPrimaryKind(request, obj)) {
       const std::map<std::string, std::string> labels = request.labels();
       if (!labels.empty()) meta["labels"] = labels;
     }

@@ -103,7 +103,9 @@ class Result {
   // Adds an object the controller wants to exist and returns it for further edits (the reference
   // stays valid until the next Desire). Defaults filled in by ToResponse when absent:
   // metadata.name = the primary's name, metadata.namespace = the primary's namespace (when the
-  // primary is namespaced), metadata.labels = the primary's labels.
+  // primary is namespaced), metadata.labels = the primary's labels, except on an object of the
+  // primary's own kind (group and kind): such a child would match the controller's label selector
+  // and be reconciled as a primary too.
   nlohmann::json& Desire(nlohmann::json object);
 
   // The status merge patch, built in place: r.Status()["phase"] = "Ready".

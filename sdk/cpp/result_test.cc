@@ -21,6 +21,34 @@ Request MakeRequest(bool finalizing = false, bool gone = false) {
 
 const std::set<pluginpb::Capability> kAll = AllSdkCapabilities();
 
+// First contact (a Go plugin's author): a label-selected ConfigMap controller that owns
+// ConfigMaps gave its children the primary's labels by default, so each child matched the
+// selector and became a primary itself. Objects of the primary's own kind (any version) get no
+// default labels; other kinds still do. The same in every SDK (e2e/conformance checks it).
+TEST(ResultTest, RegressionChildrenOfThePrimarysKindGetNoDefaultLabels) {
+  pluginpb::ReconcileCall call;
+  call.set_controller("hello");
+  call.set_namespace_("team-a");
+  call.set_name("cm");
+  call.set_object(R"({"apiVersion":"v1","kind":"ConfigMap",
+      "metadata":{"name":"cm","namespace":"team-a","labels":{"hello":"true"}}})");
+  Result r;
+  r.Desire(NewObject("v1", "ConfigMap", "cm-hello"));
+  r.Desire(NewObject("v1", "Secret", "cm-secret"));
+  r.Desire(NewObject("v1", "ConfigMap", "cm-explicit"))["metadata"]["labels"] = {
+      {"hello-copy", "true"}};
+  absl::StatusOr<pluginpb::ReconcileResponse> resp =
+      r.ToResponse(*Request::FromCall(call), 1, kAll);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(resp->desired_objects_size(), 3);
+  EXPECT_EQ(nlohmann::json::parse(resp->desired_objects(0))["metadata"],
+            (nlohmann::json{{"name", "cm-hello"}, {"namespace", "team-a"}}));
+  EXPECT_EQ(nlohmann::json::parse(resp->desired_objects(1))["metadata"]["labels"],
+            (nlohmann::json{{"hello", "true"}}));
+  EXPECT_EQ(nlohmann::json::parse(resp->desired_objects(2))["metadata"]["labels"],
+            (nlohmann::json{{"hello-copy", "true"}}));
+}
+
 TEST(ResultTest, FullResponse) {
   Result r;
   nlohmann::json& dep = r.Desire(NewObject("apps/v1", "Deployment"));

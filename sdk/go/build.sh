@@ -8,7 +8,12 @@
 #   sdk/go/build.sh test [go test flags]     go test (e.g. -race -count=1) on them
 #   sdk/go/build.sh build IMPORT_PATH OUT    builds one command, e.g.
 #                                            ctrlhost.dev/plugins/webapp-go bazel-bin/webapp-go
-#   sdk/go/build.sh env                      prints the environment (eval it to run go yourself)
+#   sdk/go/build.sh build DIR OUT            builds the main package in DIR (an existing
+#                                            directory: ., ~/src/greeter), e.g. a plugin outside
+#                                            this repository, against this checkout's SDK
+#   sdk/go/build.sh env                      puts the sources and generated code in place, then
+#                                            prints the environment: eval it to run go yourself
+#                                            (run it again after changing the SDK's sources)
 #
 # The generated protocol code is never committed: each run copies the Go sources into a GOPATH
 # under $CTRLHOST_GO_WORK (default ~/.cache/ctrlhost-go/<hash of this checkout>) and generates
@@ -77,6 +82,8 @@ cmd="${1:-}"
 shift || true
 case "$cmd" in
   env)
+    # The GOPATH it prints must hold the sources: on a fresh machine nothing else put them there.
+    sync_sources
     echo "export GOPATH='$GOPATH' GOCACHE='$GOCACHE' GO111MODULE=off GOFLAGS= GOPROXY=off PATH='$(dirname "$GO"):'\"\$PATH\""
     echo "# sources and generated code: $src"
     ;;
@@ -88,17 +95,26 @@ case "$cmd" in
   test)
     sync_sources
     cd "$src"
-    "$GO" test "$@" $(packages)
+    # buildscript_test.go runs this script from a fresh work directory, as a new user would.
+    CTRLHOST_REPO_ROOT="$root" "$GO" test "$@" $(packages)
     ;;
   build)
-    [[ $# -eq 2 ]] || { echo "usage: build.sh build IMPORT_PATH OUT" >&2; exit 2; }
-    sync_sources
+    [[ $# -eq 2 ]] || { echo "usage: build.sh build IMPORT_PATH|DIR OUT" >&2; exit 2; }
     out="$2"
     [[ "$out" = /* ]] || out="$PWD/$out"
-    (cd "$src" && "$GO" build -o "$out" "$1")
+    if [[ "$1" != ctrlhost.dev/* && -d "$1" ]]; then
+      # A directory of your own (GOPATH mode builds a main package in any directory; its
+      # imports come from the GOPATH above).
+      dir="$(cd "$1" && pwd)"
+      sync_sources
+      (cd "$dir" && "$GO" build -o "$out" .)
+    else
+      sync_sources
+      (cd "$src" && "$GO" build -o "$out" "$1")
+    fi
     ;;
   *)
-    sed -n '2,11p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,16p' "${BASH_SOURCE[0]}" >&2
     exit 2
     ;;
 esac

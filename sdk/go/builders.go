@@ -48,7 +48,8 @@ func OwnerReference(req *Request) Object {
 }
 
 // Meta is the metadata of a built object. An empty Name or Namespace is left out (the SDK
-// defaults them to the primary's); nil Labels leave the primary's labels as the default.
+// defaults them to the primary's); nil Labels leave the primary's labels as the default (not on
+// an object of the primary's own kind: see Result.Desired).
 type Meta struct {
 	Name        string
 	Namespace   string

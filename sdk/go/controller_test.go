@@ -170,7 +170,7 @@ func TestDependentChainCreatesInOrderAndDeletesInReverse(t *testing.T) {
 			},
 			When: func(*ctrlhost.Request) bool { return wantCache }}).
 		Add(ctrlhost.Dependent{Name: "web", APIVersion: "apps/v1", Kind: "Deployment"})
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(nil))
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Owns("apps", "v1", "StatefulSet").Owns("apps", "v1", "Deployment").Reconcile(chain.Build(nil))
 
 	out := ctrlhosttest.Reconcile(t, c, shop)
 	if len(out.Desired) != 1 || out.Conditions["DependentsReady"].Message != "waiting for db, cache, web" {

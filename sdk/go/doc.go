@@ -36,8 +36,9 @@
 // Serving (Plugin.Serve) follows docs/protocol.md: Describe negotiates protocol v1alpha1 and
 // capabilities, grpc.health.v1 answers SERVING for "" and the plugin service (NOT_SERVING while
 // draining), messages up to 64 MiB are accepted and sent, answers go out in completion order
-// with Send serialized, an answer over the limit becomes a retryable error for that request only,
-// and SIGTERM drains (new work refused with the retryable error "plugin shutting down",
+// with Send serialized, an answer over the limit is not sent and that request alone gets the
+// terminal error ResponseTooLarge instead (not retried until the object changes: the same state
+// would give the same answer), and SIGTERM drains (new work refused with the retryable error "plugin shutting down",
 // in-flight work given Plugin.DrainTimeout).
 //
 // Package ctrlhosttest runs a controller in process on fixture objects, through the same path.

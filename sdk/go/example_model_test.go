@@ -35,7 +35,7 @@ func ExamplePassContext() {
 				}
 				return nil
 			}})
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(nil))
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Owns("", "v1", "ConfigMap").Owns("apps", "v1", "Deployment").Reconcile(chain.Build(nil))
 	out := must(ctrlhosttest.Run(c, example, ctrlhosttest.Children(web)))
 	fmt.Println(out.DesiredOfKind("Deployment")[0]["spec"])
 	fmt.Println(out.Conditions["DependentsReady"].Reason+":", out.Conditions["DependentsReady"].Message)
@@ -83,7 +83,7 @@ func ExampleStageCallbacks() {
 			Desired: func(req *ctrlhost.Request) (ctrlhost.Object, error) {
 				return ctrlhost.NewObject("v1", "ConfigMap", req.Name+"-config"), nil
 			}})
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(nil))
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Owns("", "v1", "ConfigMap").Reconcile(chain.Build(nil))
 	out := must(ctrlhosttest.Run(c, example))
 	fmt.Println(ctrlhost.Lookup(out.Desired[0], "metadata.labels"))
 	// Output:

@@ -98,7 +98,7 @@ func TestChainStepCancelsItselfAndFlagsReachLaterSteps(t *testing.T) {
 			return nil
 		}
 	}, "a", "b", "c", "d")
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(nil))
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Owns("", "v1", "ConfigMap").Reconcile(chain.Build(nil))
 	out := ctrlhosttest.Reconcile(t, c, shop, ctrlhosttest.Children(
 		cm("shop-a", nil), cm("shop-c", map[string]any{"v": "old"}), cm("shop-d", nil)))
 	if got := desiredNames(out); !reflect.DeepEqual(got, []string{"shop-a", "shop-c", "shop-d"}) {
@@ -126,7 +126,7 @@ func TestChainStepErrorFailsTheReconcile(t *testing.T) {
 		}
 	}, "a", "b")
 	var seen *ctrlhost.ChainState
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Owns("", "v1", "ConfigMap").Reconcile(chain.Build(
 		func(_ *ctrlhost.Request, state ctrlhost.ChainState, _ *ctrlhost.Result) { seen = &state }))
 	out := ctrlhosttest.Reconcile(t, c, shop, ctrlhosttest.Children(cm("shop-a", nil)))
 	if out.Error == nil || !out.Error.Terminal || out.Error.Message != "dependent b: bad spec" {
@@ -185,7 +185,7 @@ func TestStageCallbacksRunInOrderAndNameTheFailure(t *testing.T) {
 		}
 		chain.Add(d)
 	}
-	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Reconcile(chain.Build(nil))
+	c := ctrlhost.NewController("shop").For("example.com", "v1", "Shop").Owns("", "v1", "ConfigMap").Reconcile(chain.Build(nil))
 	children := ctrlhosttest.Children(cm("shop-a", map[string]any{"v": "old"}), cm("shop-c", nil))
 	out := ctrlhosttest.Reconcile(t, c, shop, children)
 	want := []string{"r pre-update:shop-a", "r post-update:shop-a", "1 pre-create:shop-b",

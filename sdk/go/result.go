@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	pb "ctrlhost.dev/sdk/go/gen/ctrlhost/plugin/v1alpha1"
@@ -66,7 +67,9 @@ type Patch struct {
 // The zero value answers "nothing to do".
 type Result struct {
 	// Desired objects are applied with server-side apply. metadata.name defaults to the
-	// primary's, metadata.namespace to the primary's, metadata.labels to the primary's labels.
+	// primary's, metadata.namespace to the primary's, metadata.labels to the primary's labels
+	// except on an object of the primary's own kind (group and kind), which with them would
+	// match the controller's label selector and be reconciled as a primary too.
 	Desired []Object
 	// Status is a merge patch of the primary's status subresource (nil: none).
 	Status     map[string]any
@@ -417,8 +420,11 @@ func desiredJSON(req *Request, desired Object, labels map[string]string) ([]byte
 	if _, ok := meta["namespace"]; !ok && req.Namespace != "" {
 		meta["namespace"] = req.Namespace
 	}
-	isPrimary := kind == req.Kind() && apiVersion == req.APIVersion() && meta["name"] == req.Name
-	if _, ok := meta["labels"]; !ok && !isPrimary && len(labels) > 0 {
+	// The primary's labels by default, except on objects of the primary's own kind (group and
+	// kind): a child with them would match the label selector that selected the primary and be
+	// reconciled as a primary itself. The same in every SDK.
+	ofPrimaryKind := kind == req.Kind() && groupOf(apiVersion) == groupOf(req.APIVersion())
+	if _, ok := meta["labels"]; !ok && !ofPrimaryKind && len(labels) > 0 {
 		copied := make(map[string]any, len(labels))
 		for k, v := range labels {
 			copied[k] = v
@@ -498,4 +504,12 @@ func wireError(terminal bool, message string) *pb.Error {
 // errorResponse is a response carrying only an error.
 func errorResponse(requestID uint64, terminal bool, message string) *pb.ReconcileResponse {
 	return &pb.ReconcileResponse{RequestId: requestID, Error: wireError(terminal, message)}
+}
+
+// groupOf is the API group of an apiVersion ("" for "v1").
+func groupOf(apiVersion string) string {
+	if i := strings.IndexByte(apiVersion, '/'); i >= 0 {
+		return apiVersion[:i]
+	}
+	return ""
 }

@@ -76,6 +76,40 @@ func TestToResponseRefusesWhatTheHostRefuses(t *testing.T) {
 	}
 }
 
+// First contact (a Go plugin's author): a label-selected ConfigMap controller that owns
+// ConfigMaps gave its children the primary's labels by default, so each child matched the
+// selector and became a primary with a child of its own. Objects of the primary's own kind (any
+// version) get no default labels; other kinds still do. The same in every SDK (conformance).
+func TestRegressionChildrenOfThePrimarysKindGetNoDefaultLabels(t *testing.T) {
+	req, err := ctrlhost.ParseCall(&pb.ReconcileCall{Controller: "hello", Namespace: "prod", Name: "cm",
+		Object: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"prod","labels":{"hello":"true"}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &ctrlhost.Result{}
+	res.Desire(ctrlhost.NewObject("v1", "ConfigMap", "cm-hello"))
+	res.Desire(ctrlhost.NewObject("v1", "Secret", "cm-secret"))
+	explicit := res.Desire(ctrlhost.NewObject("v1", "ConfigMap", "cm-explicit"))
+	explicit["metadata"].(map[string]any)["labels"] = map[string]any{"hello-copy": "true"}
+	resp, err := res.ToResponse(req, 1, ctrlhost.AllCapabilities())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child, secret, kept map[string]any
+	json.Unmarshal(resp.DesiredObjects[0], &child)
+	json.Unmarshal(resp.DesiredObjects[1], &secret)
+	json.Unmarshal(resp.DesiredObjects[2], &kept)
+	if got, _ := json.Marshal(child["metadata"]); string(got) != `{"name":"cm-hello","namespace":"prod"}` {
+		t.Errorf("a ConfigMap child of a ConfigMap: %s", got)
+	}
+	if got, _ := json.Marshal(secret["metadata"]); string(got) != `{"labels":{"hello":"true"},"name":"cm-secret","namespace":"prod"}` {
+		t.Errorf("a Secret child of a ConfigMap: %s", got)
+	}
+	if got, _ := json.Marshal(kept["metadata"]); string(got) != `{"labels":{"hello-copy":"true"},"name":"cm-explicit","namespace":"prod"}` {
+		t.Errorf("explicit labels: %s", got)
+	}
+}
+
 func TestToResponseDefaultsDesiredObjectsFromThePrimary(t *testing.T) {
 	res := &ctrlhost.Result{RequeueAfter: 1500 * time.Millisecond}
 	res.Desire(ctrlhost.NewObject("v1", "ConfigMap", ""))

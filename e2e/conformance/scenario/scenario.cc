@@ -320,6 +320,11 @@ sdk::Result Reconcile(const sdk::Request& req) {
   } else if (outcome == "forbidden") {
     nlohmann::json& secret = result.Desire(sdk::NewObject("v1", "Secret", req.name()));
     secret["stringData"] = {{"token", "x"}};
+  } else if (outcome == "labels") {
+    // Default labels: a child of another kind gets the primary's, one of its own kind none.
+    result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()))["data"] = {{"k", "v"}};
+    result.Desire(sdk::NewObject("e2e.ctrlhost.dev/v1", "Scenario",
+                                 req.name() + "-child"))["spec"] = {{"outcome", "ok"}};
   } else {
     nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
     cm["data"] = req.spec().value("data", nlohmann::json::object());
@@ -333,6 +338,7 @@ int main() {
   sdk::ControllerBuilder scenario("scenario");
   scenario.For("e2e.ctrlhost.dev", "v1", "Scenario")
       .Owns("", "v1", "ConfigMap")
+      .Owns("e2e.ctrlhost.dev", "v1", "Scenario")
       .Reconcile(Reconcile);
   if (!TaskFile().empty()) scenario.BackgroundTask("poke", Poke);
   plugin.Add(scenario);

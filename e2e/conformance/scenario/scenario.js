@@ -181,6 +181,7 @@ if (TASK_FILE) scenario.backgroundTask('poke', poke);
 scenario
   .for('e2e.ctrlhost.dev', 'v1', 'Scenario')
   .owns('', 'v1', 'ConfigMap')
+  .owns('e2e.ctrlhost.dev', 'v1', 'Scenario')
   .reconcile(async (req) => {
     if (!req.exists || req.deleting) return new Result();
     const outcome = typeof req.spec.outcome === 'string' ? req.spec.outcome : 'ok';
@@ -204,6 +205,11 @@ scenario
       result.setError('terminal', 'the scenario asks to stop');
     } else if (outcome === 'forbidden') {
       result.desire(newObject('v1', 'Secret', req.name)).stringData = { token: 'x' };
+    } else if (outcome === 'labels') {
+      // Default labels: a child of another kind gets the primary's, one of its own kind none.
+      result.desire(newObject('v1', 'ConfigMap', req.name)).data = { k: 'v' };
+      result.desire(newObject('e2e.ctrlhost.dev/v1', 'Scenario', `${req.name}-child`)).spec =
+        { outcome: 'ok' };
     } else {
       const data = req.spec.data;
       result.desire(newObject('v1', 'ConfigMap', req.name)).data =

@@ -14,7 +14,8 @@ from ctrlhost_sdk import (CONFIG_HASH_ANNOTATION, StageCallbacks, find_path, set
 
 scenario = (Controller("scenario")
             .for_("e2e.ctrlhost.dev", "v1", "Scenario")
-            .owns("", "v1", "ConfigMap"))
+            .owns("", "v1", "ConfigMap")
+            .owns("e2e.ctrlhost.dev", "v1", "Scenario"))
 
 
 def chain(req):
@@ -243,6 +244,11 @@ def reconcile(req):
         result.set_error("terminal", "the scenario asks to stop")
     elif outcome == "forbidden":
         result.desire(new_object("v1", "Secret", req.name))["stringData"] = {"token": "x"}
+    elif outcome == "labels":
+        # Default labels: a child of another kind gets the primary's, one of its own kind none.
+        result.desire(new_object("v1", "ConfigMap", req.name))["data"] = {"k": "v"}
+        result.desire(new_object("e2e.ctrlhost.dev/v1", "Scenario", req.name + "-child"))[
+            "spec"] = {"outcome": "ok"}
     else:
         data = req.spec.get("data")
         result.desire(new_object("v1", "ConfigMap", req.name))["data"] = (

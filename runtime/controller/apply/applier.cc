@@ -250,6 +250,7 @@ struct Applier::Run {
       RecordFailure(kReasonNotControlled, kReasonNotControlled, message);
       outcome.kind = OutcomeKind::kTerminal;
       outcome.status = absl::FailedPreconditionError(message);
+      outcome.reason = kReasonNotControlled;
       return outcome;
     };
     for (size_t i = 0; i < plan.applies.size(); ++i) {
@@ -276,13 +277,9 @@ struct Applier::Run {
                           controller, "), not deleted yet by the garbage collector")),
                       absl::StrCat("applying ", Describe(a.ref)), false, false);
       }
-      return refuse(absl::StrCat(
-          "desired_objects[", i, "]: ", a.kind, " ", Describe(a.ref), " exists and ",
-          controller.empty()
-              ? "has no controller"
-              : absl::StrCat("is controlled by another object (uid ", controller, ")"),
-          "; ", DescribeForUser(context),
-          " does not adopt it (the protocol has no adoption): delete it or rename the child"));
+      // The runner reconciles the primary again when this object is deleted.
+      outcome.blocked_by.push_back({a.owned_index, a.ref.namespace_name, a.ref.name});
+      return refuse(NotControlledMessage(context, i, a, controller));
     }
     for (size_t i = 0; i < plan.patches.size(); ++i) {
       const PlannedPatch& p = plan.patches[i];
@@ -333,6 +330,7 @@ struct Applier::Run {
       // repeating it will not help.
       outcome.kind = OutcomeKind::kTerminal;
       outcome.status = absl::InvalidArgumentError(message);
+      outcome.reason = kReasonWriteRejected;
       RecordFailure(kReasonWriteRejected, kReasonWriteRejected, message);
     } else {
       outcome.kind = OutcomeKind::kRetry;
@@ -346,6 +344,7 @@ struct Applier::Run {
       const bool denied = code == 401 || code == 403;
       if (denied || (code >= 500 && code != 503 && code != 504)) {
         const char* reason = denied ? kReasonForbidden : kReasonWriteFailed;
+        outcome.reason = reason;
         RecordFailure(reason, reason, message);
         uint64_t suppressed = 0;
         if (self->refused_log_.Allow(&suppressed)) {
@@ -571,6 +570,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
                      context.controller == nullptr ? "" : context.controller->name, ": ", message));
     run.outcome.kind = OutcomeKind::kTerminal;
     run.outcome.status = validated.status();
+    run.outcome.reason = kReasonInvalidResponse;
     return run.outcome;
   }
   const Plan& plan = *validated;
@@ -680,9 +680,11 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
   if (plan.has_error && plan.error_kind == pluginpb::ERROR_KIND_TERMINAL) {
     run.outcome.kind = OutcomeKind::kTerminal;
     run.outcome.status = absl::FailedPreconditionError(plan.error_message);
+    run.outcome.reason = plan.error_reason.empty() ? kReasonTerminalError : plan.error_reason;
   } else if (plan.has_error) {
     run.outcome.kind = OutcomeKind::kRetry;
     run.outcome.status = absl::UnavailableError(plan.error_message);
+    run.outcome.reason = plan.error_reason.empty() ? kReasonReconcileError : plan.error_reason;
     run.outcome.retry_after = plan.error_retry_after.value_or(absl::ZeroDuration());
   } else if (plan.requeue_after.has_value()) {
     run.outcome.kind = OutcomeKind::kRequeueAfter;

@@ -78,10 +78,21 @@ TEST_F(OwnershipTest, ExistingObjectWithoutControllerIsNotAdoptedIssue13) {
   ASSERT_TRUE(client_->Create(ConfigMaps(ns_), ConfigMapJson("loose", "mine")).ok());
   pluginpb::ReconcileResponse response;
   response.add_desired_objects(ConfigMapJson("loose", "ours"));
-  ExpectRefused(applier_.Apply(CachedContext("b"), response), "has no controller");
+  const ApplyOutcome outcome = applier_.Apply(CachedContext("b"), response);
+  ExpectRefused(outcome, "has no controller");
   const json cm = Child("loose");
   EXPECT_EQ(cm["data"]["v"], "mine");
   EXPECT_FALSE(cm["metadata"].contains("ownerReferences"));
+  // What to do, and what the runner needs to reconcile again once the object is deleted.
+  EXPECT_THAT(std::string(outcome.status.message()),
+              HasSubstr("delete it (WebApp " + ns_ +
+                        "/b is reconciled again when it is gone) or "
+                        "rename the child"));
+  EXPECT_EQ(outcome.reason, kReasonNotControlled);
+  ASSERT_EQ(outcome.blocked_by.size(), 1u);
+  EXPECT_EQ(outcome.blocked_by[0].owned_index, 0);
+  EXPECT_EQ(outcome.blocked_by[0].namespace_, ns_);
+  EXPECT_EQ(outcome.blocked_by[0].name, "loose");
 }
 
 TEST_F(OwnershipTest, OwnedPatchOnAnotherPrimarysChildIsRefusedIssue13) {

@@ -333,7 +333,13 @@ absl::Status ValidatePatch(const ReconcileContext& context, const pluginpb::Patc
       planned.ref.resource = c.primary.resource;
       planned.ref.namespace_name = context.namespace_;
       planned.ref.name = context.name;
-      if (patch.target() == pluginpb::PATCH_TARGET_PRIMARY_STATUS && c.primary.has_status) {
+      if (patch.target() == pluginpb::PATCH_TARGET_PRIMARY_STATUS) {
+        if (!c.primary.has_status) {
+          return Invalid(where, absl::StrCat("a PRIMARY_STATUS patch needs a status subresource; "
+                                             "kind ",
+                                             ApiVersionOf(c.primary), " ", c.primary.kind,
+                                             " has none (a PRIMARY patch changes the object)"));
+        }
         planned.ref.subresource = "status";
       }
       planned.targets_primary = true;
@@ -601,6 +607,23 @@ std::string ChildNamespace(const ReconcileContext& context) {
   return "";
 }
 
+std::string NotControlledMessage(const ReconcileContext& context, size_t index,
+                                 const PlannedApply& apply, absl::string_view controller_uid) {
+  const kube::ResourceRef& ref = apply.ref;
+  const std::string primary =
+      absl::StrCat(context.controller->primary.kind, " ", context.namespace_,
+                   context.namespace_.empty() ? "" : "/", context.name);
+  return absl::StrCat(
+      "desired_objects[", index, "]: ", apply.kind, " ", ref.resource, ref.group.empty() ? "" : ".",
+      ref.group, " ", ref.namespace_name.empty() ? "" : absl::StrCat(ref.namespace_name, "/"),
+      ref.name, " exists and ",
+      controller_uid.empty()
+          ? "has no controller"
+          : absl::StrCat("is controlled by another object (uid ", controller_uid, ")"),
+      "; ", primary, " does not adopt it (the protocol has no adoption): delete it (", primary,
+      " is reconciled again when it is gone) or rename the child");
+}
+
 absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
                                       const pluginpb::ReconcileResponse& response) {
   if (context.controller == nullptr) return absl::InvalidArgumentError("no controller");
@@ -627,6 +650,22 @@ absl::StatusOr<Plan> ValidateResponse(const ReconcileContext& context,
     if (forbidden != nullptr) {
       return Invalid(forbidden,
                      "the primary is gone; only events, error and requeue_after are allowed");
+    }
+  }
+  if (context.primary != nullptr && !context.controller->primary.has_status) {
+    // The host writes status and conditions through the status subresource only. A kind without
+    // one (ConfigMap, Secret, ServiceAccount, a CRD without subresources.status) would take them,
+    // if at all, as ordinary fields through the main resource: a ConfigMap has no status, and
+    // kube-apiserver drops it silently, while the embedded server would keep it. Refused alike
+    // everywhere (ctrlhost test --check too), so no cluster shows a status that never lands.
+    const char* written = !response.status().empty()       ? "status"
+                          : response.conditions_size() > 0 ? "conditions"
+                                                           : nullptr;
+    if (written != nullptr) {
+      const kube::ResourceMapping& m = context.controller->primary;
+      return Invalid(written, absl::StrCat("kind ", ApiVersionOf(m), " ", m.kind,
+                                           " has no status subresource, so it has no status to "
+                                           "write; record the outcome with an event instead"));
     }
   }
   absl::flat_hash_set<std::string> seen;

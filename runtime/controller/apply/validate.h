@@ -20,6 +20,9 @@
 //   replace metadata or the whole object): ownership is the host's to set; a JSON Patch is an
 //   array of well-formed RFC 6902 operations, a merge patch an object. (That an OWNED target
 //   is controlled by this primary needs the current object: the applier checks it.)
+// - status, conditions and PRIMARY_STATUS patches only for a primary kind with a status
+//   subresource ("status: kind v1 ConfigMap has no status subresource, so it has no status to
+//   write; record the outcome with an event instead").
 // - status: a JSON object. conditions: type (<= 316 chars), status set, reason matching
 //   ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (<= 1024), message <= 32768; no type twice.
 // - events: type set, reason non-empty (<= 128). requeue_after: a valid, non-negative
@@ -111,6 +114,15 @@ std::string ApiVersionOf(const kube::ResourceMapping& mapping);
 // The namespace namespaced children of the primary live in: the primary's namespace, or for a
 // Namespace primary its own name; "" for other cluster-scoped primaries (children must name one).
 std::string ChildNamespace(const ReconcileContext& context);
+
+// The message of the NotControlled refusal of desired_objects[`index`] (`apply`), whose target
+// exists with `controller_uid` as its controller ("" when it has none): the applier's, and
+// `ctrlhost test --check`'s for a fixture the primary does not control. E.g.
+// "desired_objects[0]: ConfigMap configmaps team/web exists and has no controller; WebApp
+// team/web does not adopt it (the protocol has no adoption): delete it (WebApp team/web is
+// reconciled again when it is gone) or rename the child".
+std::string NotControlledMessage(const ReconcileContext& context, size_t index,
+                                 const PlannedApply& apply, absl::string_view controller_uid);
 
 // kInvalidArgument with a message naming the offending item; the Plan otherwise.
 // `context.controller` must be set.

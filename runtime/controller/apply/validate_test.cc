@@ -88,6 +88,54 @@ TEST_F(ValidateTest, PatchPreconditionsAndStatusTargets) {
   EXPECT_EQ(json::parse(plan->patches[1].body)["metadata"]["resourceVersion"], "43");
 }
 
+// First contact (a Go plugin's author): the hello examples set a condition on a ConfigMap,
+// which has no status; the host wrote it with a merge patch a real API server drops, the embedded
+// server kept it, and `ctrlhost test --check` accepted it. Refused for every kind without a
+// status subresource, with what to do instead; events and the object's own fields stay allowed.
+TEST_F(ValidateTest, RegressionStatusOnAKindWithoutStatusSubresourceIsRefused) {
+  ControllerInfo hello = webapp_;
+  hello.primary.group = "";
+  hello.primary.version = "v1";
+  hello.primary.resource = "configmaps";
+  hello.primary.kind = "ConfigMap";
+  hello.primary.has_status = false;
+  const ReconcileContext context =
+      ContextFor(&hello, CachedObject(R"({"apiVersion":"v1","kind":"ConfigMap",
+          "metadata":{"name":"hi","namespace":"team","uid":"u-hi","resourceVersion":"4"}})"));
+  pluginpb::ReconcileResponse conditions;
+  pluginpb::Condition* ready = conditions.add_conditions();
+  ready->set_type("Ready");
+  ready->set_status(pluginpb::CONDITION_STATUS_TRUE);
+  ready->set_reason("Copied");
+  EXPECT_EQ(ValidateResponse(context, conditions).status().message(),
+            "conditions: kind v1 ConfigMap has no status subresource, so it has no status to "
+            "write; record the outcome with an event instead");
+  pluginpb::ReconcileResponse status;
+  status.set_status(R"({"phase":"Copied"})");
+  EXPECT_THAT(std::string(ValidateResponse(context, status).status().message()),
+              HasSubstr("status: kind v1 ConfigMap has no status subresource"));
+  pluginpb::ReconcileResponse status_patch;
+  pluginpb::Patch* patch = status_patch.add_patches();
+  patch->set_target(pluginpb::PATCH_TARGET_PRIMARY_STATUS);
+  patch->set_type(pluginpb::PATCH_TYPE_MERGE_PATCH);
+  patch->set_patch(R"({"status":{"phase":"Copied"}})");
+  EXPECT_THAT(std::string(ValidateResponse(context, status_patch).status().message()),
+              HasSubstr("patches[0]: a PRIMARY_STATUS patch needs a status subresource; kind v1 "
+                        "ConfigMap has none"));
+  pluginpb::ReconcileResponse event_and_patch;
+  pluginpb::Event* event = event_and_patch.add_events();
+  event->set_type(pluginpb::EVENT_TYPE_NORMAL);
+  event->set_reason("Copied");
+  pluginpb::Patch* own = event_and_patch.add_patches();
+  own->set_target(pluginpb::PATCH_TARGET_PRIMARY);
+  own->set_type(pluginpb::PATCH_TYPE_MERGE_PATCH);
+  own->set_patch(R"({"metadata":{"annotations":{"copied":"yes"}}})");
+  EXPECT_TRUE(ValidateResponse(context, event_and_patch).ok());
+  // The same answers pass for a kind that has one.
+  EXPECT_TRUE(ValidateResponse(context_, conditions).ok());
+  EXPECT_TRUE(ValidateResponse(context_, status).ok());
+}
+
 // Attack run, item 5: sizes are checked on the raw text before anything is parsed; each write
 // up to kMaxWriteBytes, all writes (and events) up to kMaxResponseWriteBytes. Event and error
 // messages are kept up to 32 KiB, not copied whole.

@@ -191,6 +191,11 @@ class FakeApplier : public ResponseApplier {
     outcomes_.push_back(outcome);
   }
   // The next Apply throws, as a library working on plugin data might.
+  // The next outcome exactly as given (e.g. a NotControlled refusal with blocked_by).
+  void ScriptOutcome(ApplyOutcome outcome) {
+    common::MutexLock lock(&mu_);
+    outcomes_.push_back(std::move(outcome));
+  }
   void ScriptThrow() {
     common::MutexLock lock(&mu_);
     throw_next_ = true;

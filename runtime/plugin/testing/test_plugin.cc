@@ -2,17 +2,21 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.grpc.pb.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "nlohmann/json.hpp"
 #include "runtime/common/mutex.h"
 
 namespace ctrlhost::plugin::testing {
@@ -122,6 +126,20 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
     if (options_.cancellation) response->add_capabilities(pluginpb::CAPABILITY_CANCELLATION);
     response->add_capabilities(pluginpb::CAPABILITY_CHILDREN);
     if (options_.describe == "no-controllers") return grpc::Status::OK;
+    if (options_.describe == "configmap") {
+      // The hello example's shape: ConfigMaps labelled hello=true, owning ConfigMaps.
+      response->add_capabilities(pluginpb::CAPABILITY_SERVER_SIDE_APPLY);
+      pluginpb::ControllerSpec* c = response->add_controllers();
+      c->set_name("hello");
+      c->mutable_primary()->set_version("v1");
+      c->mutable_primary()->set_kind("ConfigMap");
+      c->set_label_selector("hello=true");
+      pluginpb::OwnedKind* owned = c->add_owns();
+      owned->mutable_kind()->set_version("v1");
+      owned->mutable_kind()->set_kind("ConfigMap");
+      c->mutable_request_contents()->set_children(true);
+      return grpc::Status::OK;
+    }
     if (absl::StartsWith(options_.describe, "many:")) {
       // "many:N": N controllers echo-0 .. echo-(N-1) of one kind (the limits' tests).
       int n = 0;
@@ -186,6 +204,30 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
       }
       if (absl::StartsWith(name, "huge-") && absl::SimpleAtoi(name.substr(5), &size)) {
         response.set_status(std::string(size, 'x'));
+      } else if (absl::StartsWith(name, "desire-")) {
+        // Desires the ConfigMap named by the rest of the name; an event lists the children the
+        // request carried as "name:uid of its controller" (none: "name:").
+        response.add_desired_objects(
+            absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")",
+                         name.substr(7), R"("},"data":{"from":")", name, R"("}})"));
+        std::vector<std::string> children;
+        for (const pluginpb::RawObject& child : r.reconcile().children()) {
+          const auto object = nlohmann::json::parse(child.object(), nullptr, false);
+          std::string entry = object.is_object() ? object["metadata"].value("name", "") : "";
+          absl::StrAppend(&entry, ":");
+          if (object.is_object() && object["metadata"].contains("ownerReferences")) {
+            for (const auto& ref : object["metadata"]["ownerReferences"]) {
+              if (ref.is_object() && ref.value("controller", false)) {
+                absl::StrAppend(&entry, ref.value("uid", ""));
+              }
+            }
+          }
+          children.push_back(std::move(entry));
+        }
+        pluginpb::Event* event = response.add_events();
+        event->set_type(pluginpb::EVENT_TYPE_NORMAL);
+        event->set_reason("Children");
+        event->set_message(absl::StrJoin(children, ","));
       } else {
         if (name == "wrong-id") response.set_request_id(r.request_id() + 1000000);
         response.set_status(absl::StrCat(R"({"seen":")", name, R"("})"));

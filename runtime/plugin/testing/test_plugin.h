@@ -4,6 +4,8 @@
 //   name "hold"         answered only after a "release" request, in reverse order of arrival
 //   name "release"      answered at once, then every held request (last held first)
 //   name "huge-N"       answered with a status of N bytes
+//   name "desire-X"     answered with a desired ConfigMap X and a Normal event "Children" whose
+//                       message lists the request's children as "name:controller-uid,..."
 //   name "wrong-id"     answered with request_id + 1000000 (an id the host never sent)
 //   name "budget"       answered with status {"timeout_ms": N}: the relative timeout it got
 //   name "end-stream"   not answered: the handler returns OK, ending the stream cleanly (as an
@@ -34,7 +36,9 @@ namespace ctrlhost::plugin::testing {
 
 struct TestPluginOptions {
   // "ok", "bad-version", "no-controllers", "duplicate", "no-primary", "needs-capability",
-  // "unavailable" (Describe fails with UNAVAILABLE), "many:N" (N controllers echo-0 ..).
+  // "unavailable" (Describe fails with UNAVAILABLE), "many:N" (N controllers echo-0 ..),
+  // "configmap" (one controller "hello" of v1 ConfigMaps labelled hello=true, owning
+  // ConfigMaps, with CAPABILITY_SERVER_SIDE_APPLY).
   std::string describe = "ok";
   // "serving", "not-serving", "starting" (NOT_SERVING to the first 3 checks, then SERVING),
   // "check-only" (serving; Watch is UNIMPLEMENTED), "none" (Health is not served). Check and

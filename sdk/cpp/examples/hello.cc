@@ -1,5 +1,6 @@
 // The minimal plugin of sdk/cpp/README.md: copies every ConfigMap labelled hello=true to
-// "<name>-hello" in the same namespace and reports Ready.
+// "<name>-hello" in the same namespace and records an event (a ConfigMap has no status, so no
+// condition: the host would refuse one).
 #include "sdk/cpp/sdk.h"
 
 namespace sdk = ctrlhost::sdk;
@@ -8,11 +9,11 @@ sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();  // nothing to do for the gone
   sdk::Result result;
   nlohmann::json& copy = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name() + "-hello"));
-  // Explicit labels: the default (the primary's labels, hello=true) would make the copy a
-  // primary too.
+  // Labels of its own: a ConfigMap child of a ConfigMap gets none of the primary's by default
+  // (with hello=true the copy would be a primary too); these say what it is.
   copy["metadata"]["labels"] = {{"hello-copy", "true"}};
   copy["data"] = req.object().value("data", nlohmann::json::object());
-  result.SetCondition("Ready", true, "Copied", "copy is up to date");
+  result.Event(sdk::EventType::kNormal, "Copied", "copy is up to date");
   return result;
 }
 

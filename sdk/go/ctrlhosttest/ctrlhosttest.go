@@ -7,7 +7,13 @@
 //
 // Reconcile goes through the production path (the request serialized to a ReconcileCall,
 // parsed, the controller invoked with panic recovery, the result validated), so validation and
-// error handling are exercised too.
+// error handling are exercised too. It also judges the reconcile as the live host would
+// (judge.go): a request the host would never send (the primary outside the controller's label
+// selector or namespaces, a child of a kind it does not own or controlled by another object) is
+// an error, and an answer the host would refuse (a desired object of a kind the controller does
+// not own, status on a ConfigMap, an Existing object the primary does not control, ...) is
+// Outcome.Refused, which fails a test run by Reconcile. Children given without
+// ownerReferences get the controller reference to the primary, as the host's always carry it.
 package ctrlhosttest
 
 import (
@@ -29,14 +35,26 @@ import (
 type Option func(*options)
 
 type options struct {
-	call *pb.ReconcileCall
-	caps ctrlhost.CapabilitySet
-	ctx  context.Context
+	call     *pb.ReconcileCall
+	children []ctrlhost.Object
+	existing []ctrlhost.Object
+	caps     ctrlhost.CapabilitySet
+	ctx      context.Context
 }
 
-// Children adds owned children to the request.
+// Children adds owned children to the request. A child without ownerReferences gets the
+// controller reference to the primary (the host passes only children the primary controls); one
+// with ownerReferences is passed as written, and Reconcile / Run refuse it when its controller
+// is not the primary (use Existing for such an object).
 func Children(objs ...ctrlhost.Object) Option {
-	return func(o *options) { o.call.Children = append(o.call.Children, raw(objs)...) }
+	return func(o *options) { o.children = append(o.children, objs...) }
+}
+
+// Existing declares objects that exist in the cluster but are not the primary's children (no
+// controller, or another one). They are not in the request; an answer that desires one of them
+// is Refused as the host refuses it (NotControlled).
+func Existing(objs ...ctrlhost.Object) Option {
+	return func(o *options) { o.existing = append(o.existing, objs...) }
 }
 
 // Related adds related objects to the request.
@@ -72,13 +90,15 @@ func raw(objs []ctrlhost.Object) []*pb.RawObject {
 	return out
 }
 
-// Call is the ReconcileCall the host would send for obj (nil: the primary is gone).
+// Call is the ReconcileCall the host would send for obj (nil: the primary is gone). Children are
+// passed as given (Run adds owner references, knowing the controller).
 func Call(controller string, obj ctrlhost.Object, opts ...Option) *pb.ReconcileCall {
-	o := buildOptions(controller, obj, opts)
+	o := buildOptions(controller, obj, opts, nil)
 	return o.call
 }
 
-func buildOptions(controller string, obj ctrlhost.Object, opts []Option) *options {
+// buildOptions: with spec, children without ownerReferences get the primary as controller.
+func buildOptions(controller string, obj ctrlhost.Object, opts []Option, spec *pb.ControllerSpec) *options {
 	call := &pb.ReconcileCall{Controller: controller, Reason: pb.Reason_REASON_PRIMARY_CHANGED, Attempt: 1}
 	if obj != nil {
 		call.Namespace, _ = ctrlhost.String(obj, "metadata.namespace")
@@ -94,6 +114,14 @@ func buildOptions(controller string, obj ctrlhost.Object, opts []Option) *option
 	for _, opt := range opts {
 		opt(o)
 	}
+	children := o.children
+	if spec != nil {
+		children = make([]ctrlhost.Object, len(o.children))
+		for i, c := range o.children {
+			children[i] = withOwnerReference(c, spec, call)
+		}
+	}
+	call.Children = append(call.Children, raw(children)...)
 	return o
 }
 
@@ -109,6 +137,10 @@ type Outcome struct {
 	Finalized    bool
 	// Error is nil on success.
 	Error *ctrlhost.ResultError
+	// Refused says why the live host would refuse this answer (the host's message, e.g.
+	// "desired_objects[0]: kind v1 Secret is not owned by controller greeter"); nil when it
+	// would apply it. Set by Run and Reconcile (which also fails the test), not by Decode.
+	Refused error
 }
 
 // DesiredOfKind lists the desired objects of a kind.
@@ -123,20 +155,40 @@ func (o *Outcome) DesiredOfKind(kind string) []ctrlhost.Object {
 }
 
 // Reconcile runs c once on obj (nil: the deletion notice of a gone primary) and decodes the
-// answer; a response that cannot be decoded fails the test.
+// answer. A request the host would never send, or a response that cannot be decoded, fails the
+// test at once; an answer the host would refuse (Outcome.Refused) fails it too (t.Errorf, so
+// the test's own checks still run). To test a refusal itself, use Run.
 func Reconcile(t testing.TB, c *ctrlhost.Controller, obj ctrlhost.Object, opts ...Option) *Outcome {
 	t.Helper()
 	out, err := Run(c, obj, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if out.Refused != nil {
+		t.Errorf("the host would refuse this answer: %v", out.Refused)
+	}
 	return out
 }
 
-// Run is Reconcile outside a test.
+// Run is Reconcile outside a test: an error for a request the host would never send (or a
+// controller without a valid spec, or an undecodable answer); Outcome.Refused for an answer it
+// would refuse.
 func Run(c *ctrlhost.Controller, obj ctrlhost.Object, opts ...Option) (*Outcome, error) {
-	o := buildOptions(c.Name(), obj, opts)
-	return Decode(c.Invoke(o.ctx, 1, o.call, o.caps))
+	spec, err := c.Spec()
+	if err != nil {
+		return nil, err
+	}
+	o := buildOptions(c.Name(), obj, opts, spec)
+	if err := judgeRequest(spec, o.call, obj); err != nil {
+		return nil, fmt.Errorf("the host would not send this request: %v", err)
+	}
+	resp := c.Invoke(o.ctx, 1, o.call, o.caps)
+	out, err := Decode(resp)
+	if err != nil {
+		return nil, err
+	}
+	out.Refused = judgeResponse(spec, o.call, o.existing, resp)
+	return out, nil
 }
 
 // Decode turns a response into an Outcome; an error when its JSON is malformed.

@@ -102,7 +102,8 @@ export class Result {
   readonly isFinalized: boolean;
   readonly requeueAfterMs: number | null;
   readonly statusPatch: JsonObject | null;
-  /** Returns `object` to fill in; name, namespace and labels default from the primary. */
+  /** Returns `object` to fill in; name, namespace and labels default from the primary (labels not
+   * on an object of the primary's own kind). */
   desire<T extends JsonObject>(object: T): T;
   /** The status merge patch, created on first use. */
   status(): JsonObject;

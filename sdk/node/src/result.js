@@ -133,9 +133,17 @@ function encode(json) {
   return Buffer.from(JSON.stringify(json), 'utf8');
 }
 
-function isPrimary(request, obj) {
-  return obj.kind === request.kind && obj.apiVersion === request.apiVersion &&
-    findPath(obj, 'metadata.name') === request.name;
+// The API group of an apiVersion ('' for 'v1').
+function groupOf(apiVersion) {
+  if (typeof apiVersion !== 'string') return '';
+  const slash = apiVersion.indexOf('/');
+  return slash < 0 ? '' : apiVersion.slice(0, slash);
+}
+
+// Whether obj is of the primary's kind (group and kind; any version): the primary itself, or a
+// child that the controller's own watch (and label selector) would see as a primary too.
+function isOfPrimaryKind(request, obj) {
+  return obj.kind === request.kind && groupOf(obj.apiVersion) === groupOf(request.apiVersion);
 }
 
 class Result {
@@ -162,7 +170,9 @@ class Result {
   /**
    * Wants `object` to exist (apply semantics). Returns the object to fill in. Defaults added by
    * toResponse: metadata.name (the primary's), metadata.namespace (the primary's) and, for a
-   * child, the primary's labels when the object has none.
+   * child of another kind than the primary's, the primary's labels when the object has none (a
+   * child of the primary's own kind with them would match the controller's label selector and
+   * be reconciled as a primary too).
    */
   desire(object) {
     this.desired.push(object);
@@ -304,7 +314,10 @@ class Result {
       if (!('name' in meta)) meta.name = request.name;
       if (typeof meta.name !== 'string' || !meta.name) fail(`desired object ${i} has no name`);
       if (!('namespace' in meta) && request.namespace) meta.namespace = request.namespace;
-      if (!('labels' in meta) && !isPrimary(request, obj)) {
+      // The primary's labels by default, except on objects of the primary's own kind: a child
+      // with them would match the label selector that selected the primary and be reconciled
+      // as a primary itself. The same in every SDK.
+      if (!('labels' in meta) && !isOfPrimaryKind(request, obj)) {
         const labels = request.labels;
         if (Object.keys(labels).length > 0) meta.labels = labels;
       }

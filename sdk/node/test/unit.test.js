@@ -89,6 +89,23 @@ test('request accessors', () => {
     children: [{ api_version: 'v1', kind: 'X', object: Buffer.from('x') }] })), /child v1\/X/);
 });
 
+// First contact (a Go plugin's author): a label-selected ConfigMap controller that owns
+// ConfigMaps gave its children the primary's labels, so each child became a primary itself.
+// Objects of the primary's own kind get no default labels; other kinds still do (every SDK).
+test('result: children of the primary\'s kind get no default labels (regression)', () => {
+  const cm = { apiVersion: 'v1', kind: 'ConfigMap',
+    metadata: { name: 'cm', namespace: 'ns', labels: { hello: 'true' } } };
+  const req = Request.fromCall({ ...call(/** @type {any} */ (cm)), name: 'cm' });
+  const res = new Result();
+  res.desire(newObject('v1', 'ConfigMap', 'cm-hello'));
+  res.desire(newObject('v1', 'Secret', 'cm-secret'));
+  res.desire(newObject('v1', 'ConfigMap', 'cm-explicit')).metadata.labels = { 'hello-copy': 'true' };
+  const desired = res.toResponse(req, '1', ALL).desired_objects.map((b) => JSON.parse(b));
+  assert.deepEqual(desired[0].metadata, { name: 'cm-hello', namespace: 'ns' });
+  assert.deepEqual(desired[1].metadata.labels, { hello: 'true' });
+  assert.deepEqual(desired[2].metadata.labels, { 'hello-copy': 'true' });
+});
+
 test('result: desired defaults, status, conditions, events, requeue', () => {
   const req = Request.fromCall(call());
   const res = new Result();

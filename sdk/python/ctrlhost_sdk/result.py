@@ -15,7 +15,7 @@
 Raising an exception from a reconcile function is the same as a retryable error.
 `to_response` validates the result the same way as the C++ SDK (sdk/cpp/result.h): desired
 objects need apiVersion and kind and get metadata.name / namespace / labels defaulted from the
-primary; patches, conditions and events are checked; features need the negotiated capability.
+primary (labels not on objects of the primary's own kind); patches, conditions and events are checked; features need the negotiated capability.
 
 Thread-safety: a Result belongs to one reconcile; it is not shared.
 """
@@ -147,6 +147,13 @@ def _seconds(value: Seconds) -> float:
     return float(value)
 
 
+def _group_of(api_version: Any) -> str:
+    """The API group of an apiVersion ("" for "v1")."""
+    if not isinstance(api_version, str) or "/" not in api_version:
+        return ""
+    return api_version.split("/", 1)[0]
+
+
 def _is_nonempty_str(obj: JsonObject, key: str) -> bool:
     return isinstance(obj.get(key), str) and obj.get(key) != ""
 
@@ -206,7 +213,8 @@ class Result:
     def desire(self, obj: JsonObject) -> JsonObject:
         """Adds a desired object (applied with server-side apply) and returns it for editing.
         metadata.name defaults to the primary's, namespace to the primary's, labels to the
-        primary's labels."""
+        primary's labels except on an object of the primary's own kind (group and kind), which
+        with them would match the controller's label selector and become a primary too."""
         self.desired.append(obj)
         return obj
 
@@ -349,12 +357,12 @@ class Result:
                 raise InvalidResult("desired object %d has no name" % i)
             if "namespace" not in meta and request.namespace:
                 meta["namespace"] = request.namespace
-            is_primary = (
-                obj.get("kind") == request.kind
-                and obj.get("apiVersion") == request.api_version
-                and meta.get("name") == request.name
-            )
-            if "labels" not in meta and not is_primary and labels:
+            # The primary's labels by default, except on objects of the primary's own kind
+            # (group and kind): a child with them would match the label selector that selected
+            # the primary and be reconciled as a primary itself. The same in every SDK.
+            of_primary_kind = obj.get("kind") == request.kind and _group_of(
+                obj.get("apiVersion")) == _group_of(request.api_version)
+            if "labels" not in meta and not of_primary_kind and labels:
                 meta["labels"] = dict(labels)
             resp.desired_objects.append(self._dump_checked(obj, "desired object %d" % i))
         for p in self.patches:

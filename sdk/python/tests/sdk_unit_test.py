@@ -140,6 +140,23 @@ class ResultTest(unittest.TestCase):
         self.assertEqual(secret["metadata"], {"name": "s", "namespace": "other", "labels": {}})
         self.assertNotIn("labels", primary["metadata"])  # the primary keeps its own labels
 
+    def test_regression_children_of_the_primarys_kind_get_no_default_labels(self):
+        # First contact (a Go plugin's author): a label-selected ConfigMap controller that owns
+        # ConfigMaps gave its children the primary's labels, so each became a primary itself.
+        # Objects of the primary's own kind get no default labels; other kinds still do.
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "cm", "namespace": "team-a", "labels": {"hello": "true"}}}
+        result = Result()
+        result.desire(new_object("v1", "ConfigMap", "cm-hello"))
+        result.desire(new_object("v1", "Secret", "cm-secret"))
+        result.desire(new_object("v1", "ConfigMap", "cm-explicit"))["metadata"]["labels"] = {
+            "hello-copy": "true"}
+        child, secret, explicit = [json.loads(d) for d in
+                                   result.to_response(request(cm), 1).desired_objects]
+        self.assertEqual(child["metadata"], {"name": "cm-hello", "namespace": "team-a"})
+        self.assertEqual(secret["metadata"]["labels"], {"hello": "true"})
+        self.assertEqual(explicit["metadata"]["labels"], {"hello-copy": "true"})
+
     def test_desired_object_errors(self):
         cases = [("not a dict", "is not an object"),
                  ({"kind": "X"}, "needs apiVersion and kind"),

@@ -241,6 +241,10 @@ func reconcile(ctx context.Context, req *ctrlhost.Request) (*ctrlhost.Result, er
 		res.SetError(true, "the scenario asks to stop")
 	case "forbidden":
 		res.Desire(ctrlhost.NewObject("v1", "Secret", req.Name))["stringData"] = map[string]any{"token": "x"}
+	case "labels":
+		// Default labels: a child of another kind gets the primary's, one of its own kind none.
+		res.Desire(ctrlhost.NewObject("v1", "ConfigMap", req.Name))["data"] = map[string]any{"k": "v"}
+		res.Desire(ctrlhost.NewObject("e2e.ctrlhost.dev/v1", "Scenario", req.Name+"-child"))["spec"] = map[string]any{"outcome": "ok"}
 	default:
 		data, ok := ctrlhost.Lookup(req.Object, "spec.data").(map[string]any)
 		if !ok {
@@ -318,7 +322,7 @@ func poke(ctx context.Context, t *ctrlhost.Task) error {
 
 func main() {
 	scenario := ctrlhost.NewController("scenario").For("e2e.ctrlhost.dev", "v1", "Scenario").
-		Owns("", "v1", "ConfigMap").Reconcile(reconcile)
+		Owns("", "v1", "ConfigMap").Owns("e2e.ctrlhost.dev", "v1", "Scenario").Reconcile(reconcile)
 	if taskFile != "" {
 		scenario.BackgroundTask("poke", poke)
 	}

@@ -1,5 +1,6 @@
 // The minimal plugin of sdk/go/README.md: copies every ConfigMap labelled hello=true to
-// "<name>-hello" in the same namespace and reports Ready.
+// "<name>-hello" in the same namespace and records an event (a ConfigMap has no status, so no
+// condition: the host would refuse one).
 package main
 
 import (
@@ -14,10 +15,11 @@ func reconcile(_ context.Context, req *ctrlhost.Request) (*ctrlhost.Result, erro
 	}
 	res := &ctrlhost.Result{}
 	cp := res.Desire(ctrlhost.NewObject("v1", "ConfigMap", req.Name+"-hello"))
-	// Explicit labels: the default (the primary's, hello=true) would make the copy a primary.
+	// Labels of its own: a ConfigMap child of a ConfigMap gets none of the primary's by default
+	// (with hello=true the copy would be a primary too); these say what it is.
 	cp["metadata"].(map[string]any)["labels"] = map[string]any{"hello-copy": "true"}
 	cp["data"] = ctrlhost.Map(req.Object, "data")
-	res.SetCondition("Ready", ctrlhost.ConditionTrue, "Copied", "copy is up to date")
+	res.Event(ctrlhost.EventNormal, "Copied", "copy is up to date")
 	return res, nil
 }
 
