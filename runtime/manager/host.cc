@@ -356,6 +356,8 @@ void Host::CollectConnections(observe::Figures& figures) const {
     c.refused_total = stats.refused;
     c.evicted_total = stats.evicted;
     c.timed_out_total = stats.timed_out;
+    c.evicted_idle_total = stats.evicted_idle;
+    c.write_stalled_total = stats.write_stalled;
     figures.connections.push_back(std::move(c));
   };
   if (apiserver_ != nullptr) add("apiserver", apiserver_->connection_stats());
