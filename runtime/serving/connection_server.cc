@@ -70,6 +70,8 @@ struct ConnectionServer::Connection {
   std::list<Connection*>::iterator idle_position;
   ConnectionServer* server = nullptr;
   std::vector<std::shared_ptr<void>> held;
+  // Close with a reset (the connection's thread only): set after a write stall.
+  bool abort = false;
 };
 
 namespace {
@@ -330,7 +332,15 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
     case Admission::kRefused:
       break;
   }
-  ::shutdown(sock, SHUT_RDWR);
+  if (c.abort) {
+    // A reset, not a FIN: the FIN would wait behind the unread answer in the send queue (for
+    // ever towards a zero window), and the kernel would keep that memory for an orphaned
+    // socket; the client, which reads nothing, learns at once that the answer is gone.
+    linger abort{1, 0};
+    setsockopt(sock, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  } else {
+    ::shutdown(sock, SHUT_RDWR);
+  }
   ::close(sock);
   return true;
 }
@@ -376,6 +386,7 @@ void ConnectionServer::Serve(Connection& c) {
     c.held.clear();
     EndRequest(&c);
     if (stream.stalled()) {
+      c.abort = true;
       uint64_t suppressed = 0;
       {
         common::MutexLock lock(&mu_);

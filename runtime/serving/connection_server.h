@@ -21,8 +21,9 @@
 //   request authenticated (`authentication_deadline`): a client that trickles bytes never
 //   trips a per-read timeout, but it trips this one;
 // - `write_stall_timeout`: a response write to a peer that accepts no byte for that long ends
-//   the connection (and so frees what its request held, such as an in-flight slot), counted
-//   and logged. It replaces httplib's write timeout (set_write_timeout has no effect).
+//   the connection with a reset (and so frees what its request held, such as an in-flight
+//   slot, and the kernel's buffer of unsent answer), counted and logged. It replaces httplib's
+//   write timeout (set_write_timeout has no effect).
 // A handler marks its connection authenticated with MarkAuthenticated() (the API server does it
 // once the bearer token is checked). A server without authentication
 // (`authentication_required = false`) counts a connection as authenticated once the headers of
