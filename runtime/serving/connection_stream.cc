@@ -110,16 +110,17 @@ ssize_t ConnectionStream::read(char* ptr, size_t size) {
   return static_cast<ssize_t>(n);
 }
 
-// Returns as soon as some bytes are written (httplib writes the rest in further calls), so the
-// stall timeout measures time without progress, not the time a large buffer takes. The socket's
-// SO_SNDTIMEO (set to the stall timeout by the server) bounds each blocking send.
+// Writes everything (httplib ignores a short count in places: the response headers), and
+// fails only when no byte could be written for the stall timeout: each byte of progress
+// restarts it, so it measures time without progress, not the time a large buffer takes. The
+// socket's SO_SNDTIMEO (set to the stall timeout by the server) bounds each blocking send; a
+// TLS write returns after each record (SSL_MODE_ENABLE_PARTIAL_WRITE).
 ssize_t ConnectionStream::write(const char* ptr, size_t size) {
-  if (size == 0) return 0;
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::milliseconds(write_stall_timeout_ms_);
-  const size_t chunk = std::min<size_t>(size, INT_MAX);
-  for (;;) {
+  const auto stall = std::chrono::milliseconds(write_stall_timeout_ms_);
+  Clock::time_point deadline = Clock::now() + stall;
+  size_t written = 0;
+  while (written < size) {
     const auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     const Ready ready =
@@ -129,10 +130,16 @@ ssize_t ConnectionStream::write(const char* ptr, size_t size) {
       return -1;
     }
     if (ready == Ready::kError) return -1;
+    const char* data = ptr + written;
+    const size_t length = std::min<size_t>(size - written, INT_MAX);
     if (ssl_ != nullptr) {
-      // Retried with the same buffer and length, as OpenSSL requires after WANT_WRITE.
-      const int n = SSL_write(ssl_, ptr, static_cast<int>(chunk));
-      if (n > 0) return n;
+      // After WANT_WRITE, retried with the same buffer and length, as OpenSSL requires.
+      const int n = SSL_write(ssl_, data, static_cast<int>(length));
+      if (n > 0) {
+        written += static_cast<size_t>(n);
+        deadline = Clock::now() + stall;
+        continue;
+      }
       const int error = SSL_get_error(ssl_, n);
       ERR_clear_error();
       if (error != SSL_ERROR_WANT_WRITE) return -1;
@@ -140,11 +147,16 @@ ssize_t ConnectionStream::write(const char* ptr, size_t size) {
     }
     ssize_t n;
     do {
-      n = ::send(fd_, ptr, chunk, MSG_NOSIGNAL);
+      n = ::send(fd_, data, length, MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
-    if (n >= 0) return n;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+      deadline = Clock::now() + stall;
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
   }
+  return static_cast<ssize_t>(written);
 }
 
 void ConnectionStream::get_remote_ip_and_port(std::string& ip, int& port) const {

@@ -2,10 +2,10 @@
 // httplib::Stream that ConnectionServer hands to httplib's request parser. Internal to
 // runtime/serving.
 //
-// Reads wait at most `read_timeout_ms` for a byte. Writes end the response when the peer
-// accepts no byte for `write_stall_timeout_ms` (a client that asked for a large answer and reads
-// nothing): stalled() then says so, so that the server can count and log it. A write that makes
-// progress, however slowly, never stalls.
+// Reads wait at most `read_timeout_ms` for a byte. A write writes everything or fails; it fails
+// when the peer accepts no byte for `write_stall_timeout_ms` (a client that asked for a large
+// answer and reads nothing): stalled() then says so, so that the server can count and log it. A
+// write that makes progress, however slowly, never stalls.
 //
 //   ConnectionStream stream(fd, ssl, /*read_timeout_ms=*/30000, /*write_stall_timeout_ms=*/10000);
 //   server.process_request(stream, ...);
