@@ -1,15 +1,22 @@
 """Connection attacks for end-to-end tests and tools/measure-connections: trickling TLS
-connections (slowloris), idle connections, and /proc readings of the attacked process.
+connections (slowloris), idle connections, LISTs that are never read, and /proc readings of
+the attacked process.
 
     trickler = attack.Trickler(host, port, 5000, refill=200)  # held until stop()
     ...
     trickler.stop()
+
+    attack.fill_namespace(api, "big", attack.unreadable_list_bytes())
+    stuck = attack.StuckLists(api, "/api/v1/namespaces/big/configmaps", 400)
+    ...
+    stuck.stop()
 
 Every wait is bounded; the caller stops what it starts.
 """
 
 import os
 import resource
+import select
 import socket
 import ssl
 import threading
@@ -185,3 +192,103 @@ def vm_kib(pid, field):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def unreadable_list_bytes():
+    """Bytes of a LIST answer that a client reading nothing cannot take whole: more than the
+    largest send buffer the kernel gives a socket (net.ipv4.tcp_wmem, autotuned up to it even
+    towards a peer that reads nothing) plus 4 MiB."""
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        largest = int(f.read().split()[2])
+    return max(largest, 4 << 20) + (4 << 20)
+
+
+def fill_namespace(api, namespace, total_bytes, item_bytes=100 * 1024):
+    """Creates `namespace` and ConfigMaps of `item_bytes` in it until `total_bytes`; returns how
+    many."""
+    api.ensure_namespace(namespace)
+    value = "x" * item_bytes
+    count = 0
+    while count * item_bytes < total_bytes:
+        status, body = api.request("POST", "/api/v1/namespaces/%s/configmaps" % namespace, {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-%05d" % count},
+            "data": {"v": value}})
+        if status not in (201, 409):
+            raise AssertionError("creating ConfigMap %d: %s %s" % (count, status, body))
+        count += 1
+    return count
+
+
+class StuckLists:
+    """`count` TLS clients that each send a GET of `path` (a large LIST) with the API token and
+    read nothing, with a 4 KiB receive buffer: once the server's socket buffer is full, its
+    writes block. With `refill`, a connection the server closes is replaced (an attacker that
+    keeps `count` LISTs stuck); `replaced` counts those."""
+
+    def __init__(self, api, path, count, refill=True, interval=0.2):
+        self.api, self.path, self.refill, self.interval = api, path, refill, interval
+        self.replaced = 0
+        self.closed = 0
+        self.lock = threading.Lock()
+        self.sockets = [self._open() for _ in range(count)]
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _open(self):
+        raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        raw.settimeout(20)
+        raw.connect((self.api.host, self.api.port))
+        tls = self.api.context.wrap_socket(raw, server_hostname=self.api.host)
+        tls.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n"
+                     "Authorization: Bearer %s\r\n\r\n" % (self.path, self.api.token)).encode())
+        return tls
+
+    def closed_by_server(self):
+        with self.lock:
+            return self.closed
+
+    def _run(self):
+        # The server's FIN shows as POLLRDHUP although unread answer bytes are still queued.
+        events = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+        while not self.stopped.is_set():
+            poller = select.poll()
+            by_fd = {}
+            for i, s in enumerate(self.sockets):
+                if s is not None:
+                    poller.register(s.fileno(), events)
+                    by_fd[s.fileno()] = i
+            for fd, _ in poller.poll(0):
+                i = by_fd[fd]
+                close_all([self.sockets[i]])
+                self.sockets[i] = None
+                with self.lock:
+                    self.closed += 1
+                if self.refill and not self.stopped.is_set():
+                    try:
+                        self.sockets[i] = self._open()
+                        self.replaced += 1
+                    except OSError:
+                        pass
+            self.stopped.wait(self.interval)
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(10)
+        close_all([s for s in self.sockets if s is not None])
+
+
+def timed_requests(api, path, count, interval=0.1):
+    """`count` GETs of `path`, each on a new TLS connection (what a new kubectl does), paced by
+    `interval`; returns [(status, seconds)] (status -1: no answer)."""
+    results = []
+    for _ in range(count):
+        start = time.monotonic()
+        try:
+            status, _, _ = api.raw_request("GET", path)
+        except (OSError, ssl.SSLError, ConnectionError):
+            status = -1
+        results.append((status, time.monotonic() - start))
+        time.sleep(interval)
+    return results

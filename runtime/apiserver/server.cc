@@ -1,5 +1,8 @@
 #include "runtime/apiserver/server.h"
 
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -23,7 +26,9 @@
 #include "runtime/apiserver/handlers.h"
 #include "runtime/apiserver/object_util.h"
 #include "runtime/apiserver/pki/pki.h"
+#include "runtime/apiserver/request_info.h"
 #include "runtime/apiserver/resource_registry.h"
+#include "runtime/apiserver/seats.h"
 #include "runtime/apiserver/storage/store.h"
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/logging.h"
@@ -95,6 +100,27 @@ absl::Status CheckStateMatchesCredentials(const std::string& data_dir) {
   return absl::OkStatus();
 }
 
+// A token for the in-process host's own client: 32 random bytes, hex, held in memory only.
+absl::StatusOr<std::string> NewSystemToken() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    ERR_clear_error();
+    return absl::InternalError("RAND_bytes failed while generating the system token");
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+// `authorization` is "Bearer <token>"; compared in constant time.
+bool BearerMatches(const std::string& authorization, const std::string& token) {
+  static constexpr absl::string_view kBearer = "Bearer ";
+  if (token.empty() || authorization.size() != kBearer.size() + token.size() ||
+      !absl::StartsWith(authorization, kBearer)) {
+    return false;
+  }
+  return CRYPTO_memcmp(authorization.data() + kBearer.size(), token.data(), token.size()) == 0;
+}
+
 bool IsPublicPath(const std::string& path) {
   return path == "/healthz" || path == "/livez" || path == "/readyz" || path == "/version" ||
          absl::StartsWith(path, "/healthz/") || absl::StartsWith(path, "/livez/") ||
@@ -111,10 +137,11 @@ struct ApiServer::Impl {
   std::unique_ptr<Controllers> controllers;
   std::unique_ptr<serving::ConnectionServer> http;
   // Requests being served, not counting watches (see ApiServerOptions).
-  std::atomic<int> inflight_reads{0};
-  std::atomic<int> inflight_writes{0};
+  std::unique_ptr<RequestSeats> seats;
   common::LogLimiter throttled_log{{.per_second = 0.2, .burst = 3}};
   std::string token;
+  // The host's own client's (system_token()); never written anywhere.
+  std::string system_token;
   std::string scheme;
   std::string kubeconfig;
   int port = 0;
@@ -124,9 +151,10 @@ struct ApiServer::Impl {
   bool done ABSL_GUARDED_BY(mu) = false;
 
   void Serve(const httplib::Request& req, std::string body, httplib::Response& res);
-  // Counts the request against --max-requests-inflight or --max-mutating-requests-inflight
-  // until its response is written; false (with a 429 in `res`) when that limit is reached.
-  bool AdmitInflight(const httplib::Request& req, httplib::Response& res);
+  // Takes a seat of `level` for the request (see RequestSeats) until its response is written;
+  // false (with a 429 in `res`) when that level has none left for its kind.
+  bool AdmitInflight(const httplib::Request& req, RequestSeats::Level level,
+                     httplib::Response& res);
 };
 
 namespace {
@@ -140,30 +168,48 @@ bool IsLongRunningOrProbe(const httplib::Request& req) {
   return it != req.params.end() && (it->second == "true" || it->second == "1");
 }
 
+// A read whose answer grows with the data (a collection LIST, the OpenAPI documents) takes a
+// list seat; any other read a plain read seat.
+RequestSeats::Kind KindOf(const httplib::Request& req) {
+  if (req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS") {
+    return RequestSeats::kWrite;
+  }
+  if (absl::StartsWith(req.path, "/openapi/")) return RequestSeats::kList;
+  auto watch = req.params.find("watch");
+  absl::StatusOr<RequestInfo> info = ParseRequestInfo(
+      req.method, req.path, watch == req.params.end() ? "" : absl::string_view(watch->second));
+  if (info.ok() && info->is_resource_request && info->verb == "list") return RequestSeats::kList;
+  return RequestSeats::kRead;
+}
+
 }  // namespace
 
-bool ApiServer::Impl::AdmitInflight(const httplib::Request& req, httplib::Response& res) {
+bool ApiServer::Impl::AdmitInflight(const httplib::Request& req, RequestSeats::Level level,
+                                    httplib::Response& res) {
   if (IsLongRunningOrProbe(req)) return true;
-  const bool read = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
-  std::atomic<int>& counter = read ? inflight_reads : inflight_writes;
-  const int limit = read ? options.max_requests_inflight : options.max_mutating_requests_inflight;
-  if (limit <= 0) return true;
-  if (counter.fetch_add(1) >= limit) {
-    counter.fetch_sub(1);
+  const RequestSeats::Kind kind = KindOf(req);
+  std::shared_ptr<void> seat = seats->Admit(level, kind);
+  if (seat == nullptr) {
     uint64_t suppressed = 0;
     if (throttled_log.Allow(&suppressed)) {
-      common::LogWarning(read ? "request refused: --max-requests-inflight reached"
-                              : "request refused: --max-mutating-requests-inflight reached",
-                         {{"limit", limit}, {"suppressed", suppressed}});
+      const SeatLimits& limits = seats->limits(level);
+      const char* message =
+          kind == RequestSeats::kWrite ? "request refused: --max-mutating-requests-inflight reached"
+          : kind == RequestSeats::kList
+              ? "request refused: --max-requests-inflight reached, or its share for LISTs"
+              : "request refused: --max-requests-inflight reached";
+      common::LogWarning(message,
+                         {{"level", level == RequestSeats::kSystem ? "system" : "user"},
+                          {"limit", kind == RequestSeats::kWrite ? limits.writes : limits.reads},
+                          {"list_limit", limits.list_reads},
+                          {"suppressed", suppressed}});
     }
     // kube-apiserver's answer (client-go waits Retry-After seconds and retries).
     SendStatus(res, kube::TooManyRequestsError("Too many requests, please try again later.", 1));
     res.set_header("Retry-After", "1");
     return false;
   }
-  std::atomic<int>* slot = &counter;
-  serving::ConnectionServer::HoldUntilResponseWritten(
-      std::shared_ptr<void>(nullptr, [slot](void*) { slot->fetch_sub(1); }));
+  serving::ConnectionServer::HoldUntilResponseWritten(std::move(seat));
   return true;
 }
 
@@ -202,6 +248,16 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
 absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  ASSIGN_OR_RETURN(impl->system_token, NewSystemToken());
+  // The host's level gets as many seats as users get, apart from theirs, and no list share:
+  // its informers list everything they watch when they start.
+  SeatLimits system_seats;
+  system_seats.reads = std::max(options.max_requests_inflight, 0);
+  system_seats.writes = std::max(options.max_mutating_requests_inflight, 0);
+  impl->seats = std::make_unique<RequestSeats>(
+      RequestSeats::UserLimits(options.max_requests_inflight,
+                               options.max_mutating_requests_inflight),
+      system_seats);
   // A database file reaching the process's file size limit (RLIMIT_FSIZE) must fail the write
   // with EFBIG, answered 429 like a full disk (storage/sqlite.cc), not kill the whole server.
   signal(SIGXFSZ, SIG_IGN);
@@ -233,6 +289,14 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   limits.max_unauthenticated = options.max_unauthenticated_connections;
   limits.authentication_deadline = options.authentication_deadline;
   limits.authentication_required = !options.insecure_http;
+  limits.write_stall_timeout = options.write_stall_timeout;
+  // What kube-apiserver answers when it is too busy: client-go waits Retry-After and retries.
+  limits.refusal_content_type = "application/json";
+  limits.refusal_body = kube::ToHttpResponse(kube::TooManyRequestsError(
+                                                 "Too many open connections (--max-connections), "
+                                                 "please try again later.",
+                                                 1))
+                            .second;
   if (options.insecure_http) {
     ASSIGN_OR_RETURN(impl->http, serving::ConnectionServer::Create(limits, "", ""));
     impl->scheme = "http";
@@ -259,21 +323,24 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   http.set_keep_alive_max_count(1000000);
   http.set_keep_alive_timeout(30);
   http.set_read_timeout(30);
-  http.set_write_timeout(30);
+  // Writes are bounded by limits.write_stall_timeout (ConnectionServer), not a write timeout.
   Impl* raw = impl.get();
   const size_t body_limit = options.max_body_bytes;
   http.set_pre_routing_handler([raw, body_limit](const httplib::Request& req,
                                                  httplib::Response& res) {
+    const std::string auth = req.get_header_value("Authorization");
+    // The host's own client (also over plain HTTP, where nothing else is checked).
+    const RequestSeats::Level level =
+        BearerMatches(auth, raw->system_token) ? RequestSeats::kSystem : RequestSeats::kUser;
     if (!raw->token.empty() && !IsPublicPath(req.path)) {
-      const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + raw->token) {
+      if (level != RequestSeats::kSystem && !BearerMatches(auth, raw->token)) {
         SendStatus(res, kube::UnauthorizedError("Unauthorized"));
         res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       }
       serving::ConnectionServer::MarkAuthenticated();
     }
-    if (!raw->AdmitInflight(req, res)) return httplib::Server::HandlerResponse::Handled;
+    if (!raw->AdmitInflight(req, level, res)) return httplib::Server::HandlerResponse::Handled;
     // Before any byte of the body is read: httplib would try to skip a declared length past
     // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
     // timeout. A length up to 64 MiB is still read and dropped by httplib, so a
@@ -386,6 +453,8 @@ std::string ApiServer::url() const {
 }
 
 std::string ApiServer::kubeconfig_path() const { return impl_->kubeconfig; }
+
+const std::string& ApiServer::system_token() const { return impl_->system_token; }
 
 serving::ConnectionServer::Stats ApiServer::connection_stats() const {
   return impl_->http->GetStats();

@@ -40,10 +40,17 @@ struct ApiServerOptions {
   // An unauthenticated connection is closed when its TLS handshake and first authenticated
   // request take longer (slowloris).
   absl::Duration authentication_deadline = absl::Seconds(10);
-  // Requests served at once besides watches (kube-apiserver's --max-requests-inflight and
-  // --max-mutating-requests-inflight); more get 429 with Retry-After. 0: no limit.
+  // Requests served at once besides watches and health probes (kube-apiserver's
+  // --max-requests-inflight and --max-mutating-requests-inflight), per priority level
+  // (RequestSeats, seats.h): users (the kubeconfig's token) have these many; collection LISTs
+  // and OpenAPI documents may take 3/4 of the read seats, the rest stays for single-object
+  // GETs and discovery. The in-process host (system_token()) has as many again of its own.
+  // More get 429 with Retry-After. 0: no limit.
   int max_requests_inflight = 400;
   int max_mutating_requests_inflight = 200;
+  // A response write to a client that accepts no byte for this long ends its connection, and
+  // its request's seat is freed (--write-stall-timeout).
+  absl::Duration write_stall_timeout = absl::Seconds(10);
   // Extra names/IPs for the serving certificate.
   std::vector<std::string> hosts;
 };
@@ -60,6 +67,11 @@ class ApiServer {
   std::string url() const;
   // Path of the kubeconfig written for this server.
   std::string kubeconfig_path() const;
+  // The bearer token of the in-process host's own client: generated at each start, held in
+  // memory only (never in the data directory or a kubeconfig), accepted wherever the
+  // kubeconfig's token is, with seats of its own (ApiServerOptions::max_requests_inflight).
+  // Give it to no process and no plugin.
+  const std::string& system_token() const;
   // Connections of the HTTP listener (open, unauthenticated, closed by the limits).
   serving::ConnectionServer::Stats connection_stats() const;
   // Blocks until Stop() is called from another thread (or a signal handler thread).

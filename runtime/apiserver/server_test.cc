@@ -8,7 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,6 +25,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/testing/api_test_env.h"
+#include "runtime/apiserver/testing/raw_tls_client.h"
 
 namespace ctrlhost::apiserver {
 namespace {
@@ -356,6 +360,219 @@ TEST(RestartTest, DataSurvivesRestartWithSameToken) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(Json(r)["metadata"]["uid"], uid);
+}
+
+// A TLS server on a free port with `customize` applied to its options.
+class LimitedServer {
+ public:
+  explicit LimitedServer(const std::function<void(ApiServerOptions&)>& customize) {
+    options_.data_dir = testing::NewTempDir() + "/data";
+    options_.port = 0;
+    options_.compaction_interval = absl::ZeroDuration();
+    options_.sync_full = false;
+    customize(options_);
+    auto s = ApiServer::Start(options_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) server_ = *std::move(s);
+    token_ = std::string(absl::StripAsciiWhitespace(ReadFile(options_.data_dir + "/token")));
+  }
+  bool ok() const { return server_ != nullptr; }
+  ApiServer& server() { return *server_; }
+  const ApiServerOptions& options() const { return options_; }
+  const std::string& token() const { return token_; }
+  std::unique_ptr<httplib::Client> Client(const std::string& token) {
+    auto c = std::make_unique<httplib::Client>(server_->url());
+    c->set_ca_cert_path(options_.data_dir + "/ca.crt");
+    c->enable_server_certificate_verification(true);
+    c->set_connection_timeout(10);
+    c->set_read_timeout(20);
+    c->set_bearer_token_auth(token);
+    return c;
+  }
+  // Holds a write (and its seat, and its connection busy) until the test ends: its declared
+  // body never arrives.
+  void HoldWrite(const std::string& path, const std::string& token) {
+    held_.push_back(std::make_unique<testing::RawTlsClient>(server_->port()));
+    ASSERT_TRUE(held_.back()->ok());
+    ASSERT_TRUE(held_.back()->Send(testing::RequestWithPendingBody("POST", path, token)));
+  }
+  // Fills `ns` with ConfigMaps of 100 KiB, more in all than the largest socket send buffer the
+  // kernel gives the server (net.ipv4.tcp_wmem) plus 4 MiB: more than a client that reads
+  // nothing lets the server write.
+  void FillNamespace(const std::string& ns) {
+    std::istringstream wmem(ReadFile("/proc/sys/net/ipv4/tcp_wmem"));
+    int64_t min = 0, initial = 0, max = 0;
+    wmem >> min >> initial >> max;
+    const int64_t bytes = std::max<int64_t>(max, 4 << 20) + (4 << 20);
+    auto c = Client(token_);
+    auto r = c->Post(
+        "/api/v1/namespaces",
+        absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")", ns, R"("}})"),
+        "application/json");
+    ASSERT_TRUE(r);
+    const std::string value(100 * 1024, 'x');
+    for (int64_t i = 0; i * static_cast<int64_t>(value.size()) < bytes; ++i) {
+      r = c->Post(absl::StrCat("/api/v1/namespaces/", ns, "/configmaps"),
+                  absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-)",
+                               i, R"("},"data":{"v":")", value, R"("}})"),
+                  "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 201) << r->body;
+    }
+  }
+  // A LIST of `ns` that reads nothing of its answer: the server's write blocks, and the LIST
+  // holds its seat until the write stall timeout (or the test's end).
+  void HoldList(const std::string& ns, const std::string& token) {
+    held_.push_back(std::make_unique<testing::RawTlsClient>(server_->port(), 4096));
+    ASSERT_TRUE(held_.back()->ok());
+    ASSERT_TRUE(held_.back()->Send(absl::StrCat("GET /api/v1/namespaces/", ns,
+                                                "/configmaps HTTP/1.1\r\nHost: x\r\n"
+                                                "Authorization: Bearer ",
+                                                token, "\r\n\r\n")));
+  }
+  // Until `path` is answered `status` (the held requests take their seats asynchronously):
+  // bounded, 20 s.
+  bool EventuallyAnswered(const std::string& path, int status) {
+    auto c = Client(token_);
+    for (int i = 0; i < 200; ++i) {
+      auto r = c->Get(path);
+      if (r && r->status == status) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  }
+
+ private:
+  ApiServerOptions options_;
+  std::unique_ptr<ApiServer> server_;
+  std::string token_;
+  std::vector<std::unique_ptr<testing::RawTlsClient>> held_;
+};
+
+// Issue 25: clients holding LISTs (large ones they did not read) took every read seat of
+// --max-requests-inflight, and a plain GET got 429. LISTs take at most 3/4 of them.
+TEST(ServerLimitsTest, RegressionListsLeaveSeatsForSingleObjectGets) {
+  LimitedServer s([](ApiServerOptions& o) {
+    o.max_requests_inflight = 4;
+    o.write_stall_timeout = absl::Hours(1);  // the stuck LISTs hold their seats until the end
+  });
+  ASSERT_TRUE(s.ok());
+  ASSERT_NO_FATAL_FAILURE(s.FillNamespace("big"));
+  for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(s.HoldList("big", s.token()));
+  // The list share is taken (by three of them; the fourth got 429)...
+  EXPECT_TRUE(s.EventuallyAnswered("/api/v1/namespaces", 429));
+  auto c = s.Client(s.token());
+  auto r = c->Get("/api/v1/namespaces");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(Json(r)["reason"], "TooManyRequests");
+  // ...while a single-object GET and discovery are served.
+  r = c->Get("/api/v1/namespaces/default");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = c->Get("/api");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// Issue 25: the host's own client shared the users' seats; with them taken it got 429 too.
+TEST(ServerLimitsTest, RegressionTheSystemTokenHasSeatsOfItsOwn) {
+  LimitedServer s([](ApiServerOptions& o) {
+    o.max_requests_inflight = 1;
+    o.max_mutating_requests_inflight = 1;
+    o.write_stall_timeout = absl::Hours(1);
+  });
+  ASSERT_TRUE(s.ok());
+  const std::string system_token = s.server().system_token();
+  ASSERT_EQ(system_token.size(), 64u);
+  EXPECT_NE(system_token, s.token());
+  ASSERT_NO_FATAL_FAILURE(s.FillNamespace("big"));
+  ASSERT_NO_FATAL_FAILURE(s.HoldList("big", s.token()));
+  ASSERT_NO_FATAL_FAILURE(s.HoldWrite("/api/v1/namespaces/default/configmaps", s.token()));
+  ASSERT_TRUE(s.EventuallyAnswered("/api/v1/namespaces/default", 429));
+  const std::string create =
+      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"x-"}})";
+  auto user = s.Client(s.token());
+  auto r = user->Post("/api/v1/namespaces/default/configmaps", create, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  auto host = s.Client(system_token);
+  r = host->Get("/api/v1/namespaces/big/configmaps");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = host->Post("/api/v1/namespaces/default/configmaps", create, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201) << r->body;
+  // A wrong token is still refused.
+  auto wrong = s.Client(std::string(64, '0'));
+  r = wrong->Get("/api/v1/namespaces/default");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+}
+
+// Issue 25: a LIST whose client reads nothing held its seat until the 30 s write timeout; the
+// write stall timeout ends it and frees the seat.
+TEST(ServerLimitsTest, RegressionAStalledListFreesItsSeat) {
+  LimitedServer s([](ApiServerOptions& o) {
+    o.max_requests_inflight = 1;
+    o.write_stall_timeout = absl::Milliseconds(500);
+  });
+  ASSERT_TRUE(s.ok());
+  ASSERT_NO_FATAL_FAILURE(s.FillNamespace("big"));
+  ASSERT_NO_FATAL_FAILURE(s.HoldList("big", s.token()));
+  // Held (429), then freed (200): bounded by EventuallyAnswered's 20 s, 40 times the timeout.
+  EXPECT_TRUE(s.EventuallyAnswered("/api/v1/namespaces/default", 429));
+  EXPECT_TRUE(s.EventuallyAnswered("/api/v1/namespaces/default", 200));
+  EXPECT_GE(s.server().connection_stats().write_stalled, 1u);
+}
+
+// The system token lives in memory only: no file of the data directory (the kubeconfig users
+// and plugins may read included) holds it, and every start has a new one.
+TEST(ServerLimitsTest, TheSystemTokenIsNeverWritten) {
+  std::string data_dir;
+  std::string first;
+  {
+    LimitedServer s([](ApiServerOptions&) {});
+    ASSERT_TRUE(s.ok());
+    data_dir = s.options().data_dir;
+    first = s.server().system_token();
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(data_dir)) {
+      if (!entry.is_regular_file()) continue;
+      EXPECT_THAT(ReadFile(entry.path().string()), ::testing::Not(HasSubstr(first)))
+          << entry.path();
+    }
+  }
+  LimitedServer again([&](ApiServerOptions& o) { o.data_dir = data_dir; });
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again.server().system_token(), first);
+}
+
+// Issue 25: a client refused at --max-connections saw a TLS connection closed without an
+// answer; it gets kube-apiserver's 429 with Retry-After and a Status.
+TEST(ServerLimitsTest, RegressionARefusedConnectionIsAnswered429) {
+  LimitedServer s([](ApiServerOptions& o) { o.max_connections = 2; });
+  ASSERT_TRUE(s.ok());
+  // Two authenticated connections, each busy with a request.
+  ASSERT_NO_FATAL_FAILURE(s.HoldWrite("/api/v1/namespaces/default/configmaps", s.token()));
+  ASSERT_NO_FATAL_FAILURE(s.HoldWrite("/api/v1/namespaces/default/configmaps", s.token()));
+  // Until both hold their connection (bounded: 20 s).
+  int status = 0;
+  std::string retry_after;
+  nlohmann::json body;
+  for (int i = 0; i < 200 && status != 429; ++i) {
+    auto r = s.Client(s.token())->Get("/api/v1/namespaces/default");
+    status = r ? r->status : -1;
+    if (r) retry_after = r->get_header_value("Retry-After");
+    body = Json(r);
+    if (status != 429) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(status, 429);
+  EXPECT_EQ(retry_after, "1");
+  EXPECT_EQ(body["kind"], "Status");
+  EXPECT_EQ(body["reason"], "TooManyRequests");
+  EXPECT_EQ(body["details"]["retryAfterSeconds"], 1);
+  EXPECT_GE(s.server().connection_stats().refused, 1u);
 }
 
 }  // namespace

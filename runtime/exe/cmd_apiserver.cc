@@ -38,19 +38,29 @@ void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values) {
       .MinDuration(absl::Milliseconds(10));
   flags
       .AddInt("max-connections", &values->max_connections, 1, 1000000,
-              "Open connections at most (lowered at start to fit the open-file limit); "
-              "unauthenticated ones beyond 256 are closed oldest first")
+              "Open connections at most (lowered at start to fit the open-file limit). At "
+              "the limit a new one closes an unauthenticated one, else the keep-alive "
+              "connection idle the longest; when every connection is busy it is answered 429 "
+              "with Retry-After. Unauthenticated ones beyond 256 are closed, silent ones first")
       .ValueName("INT");
   flags
       .AddInt("max-requests-inflight", &values->max_requests_inflight, 0, 1000000,
               "Read requests served at once, not counting watches; more get 429 "
-              "TooManyRequests with Retry-After (0: no limit)")
+              "TooManyRequests with Retry-After (0: no limit). Collection LISTs and OpenAPI "
+              "documents may take 3/4 of them, the rest stays for single-object GETs and "
+              "discovery. Counted per level: the kubeconfig's token (users) has these, the "
+              "in-process host's own client as many again")
       .ValueName("INT");
   flags
       .AddInt("max-mutating-requests-inflight", &values->max_mutating_requests_inflight, 0, 1000000,
               "Write requests served at once; more get 429 TooManyRequests with Retry-After "
-              "(0: no limit)")
+              "(0: no limit). Counted per level, as --max-requests-inflight")
       .ValueName("INT");
+  flags
+      .AddDuration("write-stall-timeout", &values->write_stall_timeout,
+                   "A response write to a client that accepts no byte for this long ends its "
+                   "connection and frees its request's seat (at least 100ms)")
+      .MinDuration(absl::Milliseconds(100));
   flags.AddBool("print-kubeconfig-path", &values->print_kubeconfig_path,
                 "Print the path of the kubeconfig written for kubectl on stdout once serving");
 }
@@ -82,6 +92,7 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.max_connections = static_cast<size_t>(values.max_connections);
   options.max_requests_inflight = static_cast<int>(values.max_requests_inflight);
   options.max_mutating_requests_inflight = static_cast<int>(values.max_mutating_requests_inflight);
+  options.write_stall_timeout = values.write_stall_timeout;
   return ServeApiServerUntilSignal(options, values.print_kubeconfig_path, out, err);
 }
 

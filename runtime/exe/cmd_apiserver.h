@@ -43,6 +43,8 @@ struct ApiServerFlags {
   // Requests served at once besides watches; more get 429 (0: no limit).
   int64_t max_requests_inflight = 400;
   int64_t max_mutating_requests_inflight = 200;
+  // A response write that makes no progress this long ends its connection.
+  absl::Duration write_stall_timeout = absl::Seconds(10);
 };
 
 // Declares the apiserver flags in `flags`, bound to `values`.

@@ -23,18 +23,21 @@ TEST(ApiServerFlagsTest, Defaults) {
   EXPECT_EQ(values.max_connections, 8192);
   EXPECT_EQ(values.max_requests_inflight, 400);
   EXPECT_EQ(values.max_mutating_requests_inflight, 200);
+  EXPECT_EQ(values.write_stall_timeout, absl::Seconds(10));
 }
 
 TEST(ApiServerFlagsTest, ParsesEveryFlag) {
   FlagSet flags("ctrlhost apiserver", "");
   ApiServerFlags values;
   AddApiServerFlags(flags, &values);
-  ASSERT_TRUE(flags
-                  .Parse({"--data-dir=/d", "--bind", "0.0.0.0", "--port", "0", "--insecure-http",
-                          "--storage-sync", "normal", "--compaction-retain-revisions=5",
-                          "--print-kubeconfig-path", "--max-connections=100",
-                          "--max-requests-inflight=7", "--max-mutating-requests-inflight=0"})
-                  .ok());
+  ASSERT_TRUE(
+      flags
+          .Parse({"--data-dir=/d", "--bind", "0.0.0.0", "--port", "0", "--insecure-http",
+                  "--storage-sync", "normal", "--compaction-retain-revisions=5",
+                  "--print-kubeconfig-path", "--max-connections=100", "--max-requests-inflight=7",
+                  "--max-mutating-requests-inflight=0", "--write-stall-timeout=3s"})
+          .ok());
+  EXPECT_EQ(values.write_stall_timeout, absl::Seconds(3));
   EXPECT_EQ(values.max_connections, 100);
   EXPECT_EQ(values.max_requests_inflight, 7);
   EXPECT_EQ(values.max_mutating_requests_inflight, 0);
@@ -63,6 +66,8 @@ TEST(ApiServerFlagsTest, RejectsBadValues) {
   EXPECT_EQ(flags.Parse({"--max-requests-inflight=-1"}).status().message(),
             "--max-requests-inflight must be between 0 and 1000000, got -1");
   EXPECT_EQ(flags.Parse({"--max-mutating-requests-inflight=x"}).status().message().empty(), false);
+  EXPECT_EQ(flags.Parse({"--write-stall-timeout=10ms"}).status().message(),
+            "--write-stall-timeout must be at least 100ms, got 10ms");
 }
 
 TEST(ApiServerCommandTest, UsageErrorExitsTwo) {

@@ -70,6 +70,11 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     ASSIGN_OR_RETURN(host->apiserver_, apiserver::ApiServer::Start(server_options));
     host->api_url_ = host->apiserver_->url();
     ASSIGN_OR_RETURN(rest_config, kube::LoadKubeconfigFile(host->apiserver_->kubeconfig_path()));
+    // The host's own token (memory only, never in the kubeconfig users and plugins may read):
+    // its requests take seats of their own, so users cannot starve the host's informers,
+    // leader election or writes (docs/apiserver.md, "Priority levels and seats").
+    rest_config.bearer_token = host->apiserver_->system_token();
+    rest_config.token_file.reset();
   } else {
     ASSIGN_OR_RETURN(rest_config, kube::LoadKubeconfigFiles(options.kubeconfigs, options.context));
     host->api_url_ = rest_config.host;
@@ -356,6 +361,8 @@ void Host::CollectConnections(observe::Figures& figures) const {
     c.refused_total = stats.refused;
     c.evicted_total = stats.evicted;
     c.timed_out_total = stats.timed_out;
+    c.evicted_idle_total = stats.evicted_idle;
+    c.write_stalled_total = stats.write_stalled;
     figures.connections.push_back(std::move(c));
   };
   if (apiserver_ != nullptr) add("apiserver", apiserver_->connection_stats());

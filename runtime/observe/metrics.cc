@@ -235,8 +235,10 @@ std::vector<MetricFamily> Build(const Figures& f) {
              MetricType::Gauge);
   MetricFamily closed = Family("ctrlhost_http_connections_closed_total",
                                "Connections the listener closed to protect itself, by reason: "
-                               "refused (limit reached), evicted (oldest unauthenticated), "
-                               "timed_out (not authenticated in time)",
+                               "refused (limit reached, every connection busy), evicted "
+                               "(unauthenticated, for a newer one), evicted_idle (idle "
+                               "keep-alive, for a newer one), timed_out (not authenticated in "
+                               "time), write_stalled (the client read nothing of its response)",
                                MetricType::Counter);
   for (const ConnectionFigures& c : f.connections) {
     AddGauge(open_connections, {{"server", c.server}}, c.open);
@@ -247,6 +249,10 @@ std::vector<MetricFamily> Build(const Figures& f) {
                static_cast<double>(c.evicted_total));
     AddCounter(closed, {{"server", c.server}, {"reason", "timed_out"}},
                static_cast<double>(c.timed_out_total));
+    AddCounter(closed, {{"server", c.server}, {"reason", "evicted_idle"}},
+               static_cast<double>(c.evicted_idle_total));
+    AddCounter(closed, {{"server", c.server}, {"reason", "write_stalled"}},
+               static_cast<double>(c.write_stalled_total));
   }
 
   std::vector<MetricFamily> out;

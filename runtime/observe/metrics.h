@@ -134,9 +134,12 @@ struct ConnectionFigures {
   std::string server;
   double open = 0;
   double unauthenticated = 0;
-  uint64_t refused_total = 0;    // closed at once: the connection limit was reached
-  uint64_t evicted_total = 0;    // unauthenticated, closed for a newer connection
-  uint64_t timed_out_total = 0;  // not authenticated within the deadline (slowloris)
+  uint64_t refused_total = 0;       // closed at once: the connection limit was reached
+  uint64_t evicted_total = 0;       // unauthenticated, closed for a newer connection
+  uint64_t timed_out_total = 0;     // not authenticated within the deadline (slowloris)
+  uint64_t evicted_idle_total = 0;  // authenticated, idle between requests, closed for a newer one
+  uint64_t write_stalled_total =
+      0;  // the client read nothing of its response for the stall timeout
 };
 
 // What providers fill in; one scrape merges every provider's figures.

@@ -117,6 +117,8 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
     conn.refused_total = 1;
     conn.evicted_total = 4000;
     conn.timed_out_total = 50;
+    conn.evicted_idle_total = 7;
+    conn.write_stalled_total = 3;
     f.connections.push_back(conn);
   });
   const std::string text = metrics.ScrapeText();
@@ -170,6 +172,8 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="refused"})", 1},
       {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="evicted"})", 4000},
       {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="timed_out"})", 50},
+      {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="evicted_idle"})", 7},
+      {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="write_stalled"})", 3},
   };
   for (const auto& [sample, value] : expected) {
     auto it = s.samples.find(sample);

@@ -1,8 +1,5 @@
 #include "runtime/serving/connection_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -24,134 +21,57 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/logging.h"
+#include "runtime/serving/connection_stream.h"
 
 namespace ctrlhost::serving {
 namespace {
+
+using internal::ConnectionStream;
+using internal::PeerState;
 
 int ToMillis(time_t sec, time_t usec) {
   const int64_t ms = static_cast<int64_t>(sec) * 1000 + usec / 1000;
   return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
 }
 
-bool Poll(int fd, short events, int timeout_ms) {
-  pollfd p{fd, events, 0};
-  int r;
-  do {
-    r = ::poll(&p, 1, timeout_ms);
-  } while (r < 0 && errno == EINTR);
-  return r > 0 && (p.revents & events) != 0;
+int ToMillis(absl::Duration d) {
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, INT_MAX));
 }
 
-void AddressOf(int fd, bool peer, std::string& ip, int& port) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  const int r = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
-                     : getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (r != 0) return;
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (addr.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
-    port = ntohs(a->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
-    port = ntohs(a->sin6_port);
-  }
-  ip = buf;
+void SetTimeout(int fd, int option, int ms) {
+  timeval tv{};
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
 }
 
-// One connection's bytes, over TLS or plain TCP, with httplib's read and write timeouts. The
-// socket is blocking with SO_RCVTIMEO/SO_SNDTIMEO set (httplib sets them on accept), so a read
-// inside a TLS record that never completes still returns.
-class ConnectionStream : public httplib::Stream {
- public:
-  ConnectionStream(int fd, SSL* ssl, int read_timeout_ms, int write_timeout_ms)
-      : fd_(fd),
-        ssl_(ssl),
-        read_timeout_ms_(read_timeout_ms),
-        write_timeout_ms_(write_timeout_ms) {}
-
-  // Waits up to `timeout_ms` for bytes of a next request.
-  bool WaitReadable(int timeout_ms) const {
-    if (Buffered()) return true;
-    return Poll(fd_, POLLIN, timeout_ms);
-  }
-
-  bool is_readable() const override { return WaitReadable(read_timeout_ms_); }
-  bool is_writable() const override { return Poll(fd_, POLLOUT, write_timeout_ms_); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (size == 0) return 0;
-    if (ssl_ != nullptr) {
-      if (SSL_pending(ssl_) <= 0 && !Poll(fd_, POLLIN, read_timeout_ms_)) return -1;
-      const int n = SSL_read(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT_MAX)));
-      return n > 0 ? n : -1;
-    }
-    // httplib reads request lines a byte at a time: buffer, or each byte is a recv().
-    if (begin_ == end_) {
-      if (!Poll(fd_, POLLIN, read_timeout_ms_)) return -1;
-      ssize_t n;
-      do {
-        n = ::recv(fd_, buffer_, sizeof(buffer_), 0);
-      } while (n < 0 && errno == EINTR);
-      if (n <= 0) return -1;
-      begin_ = 0;
-      end_ = static_cast<size_t>(n);
-    }
-    const size_t n = std::min(size, end_ - begin_);
-    std::memcpy(ptr, buffer_ + begin_, n);
-    begin_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    if (!Poll(fd_, POLLOUT, write_timeout_ms_)) return -1;
-    if (ssl_ != nullptr) {
-      const int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT_MAX)));
-      return n > 0 ? n : -1;
-    }
-    ssize_t n;
-    do {
-      n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    AddressOf(fd_, true, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    AddressOf(fd_, false, ip, port);
-  }
-  socket_t socket() const override { return fd_; }
-
- private:
-  bool Buffered() const { return ssl_ != nullptr ? SSL_pending(ssl_) > 0 : begin_ != end_; }
-
-  const int fd_;
-  SSL* const ssl_;
-  const int read_timeout_ms_;
-  const int write_timeout_ms_;
-  char buffer_[4096];
-  size_t begin_ = 0;
-  size_t end_ = 0;
+// How much a connection has shown, in the order in which unauthenticated ones are evicted.
+enum class Progress {
+  kSilent,      // no byte yet
+  kSentBytes,   // a TLS ClientHello or the start of a request
+  kHandshaken,  // its TLS handshake is complete (TLS servers only)
 };
 
 }  // namespace
 
-// State of one open connection. `deadline`, `authenticated`, `shut`, `busy` and the list
-// position are guarded by the server's mu_; `held` belongs to the connection's thread.
+// State of one connection. Every field but `fd`, `server` and `held` is guarded by the
+// server's mu_; `held` belongs to the connection's thread.
 struct ConnectionServer::Connection {
   int fd = -1;
   absl::Time deadline;
   bool authenticated = false;
   bool shut = false;
   bool busy = false;  // a request is being read, handled or answered
-  bool in_unauthenticated = false;
+  Progress progress = Progress::kSilent;
+  // unauthenticated_ or refusing_ (with the position in it), or null.
+  std::list<Connection*>* list = nullptr;
   std::list<Connection*>::iterator position;
+  bool in_idle = false;
+  std::list<Connection*>::iterator idle_position;
   ConnectionServer* server = nullptr;
   std::vector<std::shared_ptr<void>> held;
+  // Close with a reset (the connection's thread only): set after a write stall.
+  bool abort = false;
 };
 
 namespace {
@@ -213,6 +133,9 @@ absl::StatusOr<std::unique_ptr<ConnectionServer>> ConnectionServer::Create(
     if (ctx == nullptr) return absl::InternalError("cannot create a TLS context");
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+    // SSL_write returns once a record is written: a slow reader that takes a record now and
+    // then is making progress, not stalled (ConnectionStream::write).
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
     if (SSL_CTX_use_certificate_chain_file(ctx, cert_path.c_str()) != 1 ||
         SSL_CTX_use_PrivateKey_file(ctx, key_path.c_str(), SSL_FILETYPE_PEM) != 1 ||
         SSL_CTX_check_private_key(ctx) != 1) {
@@ -246,7 +169,8 @@ ConnectionServer::ConnectionServer(ConnectionLimits limits, SSL_CTX* ctx)
     : limits_(std::move(limits)),
       ssl_ctx_(ctx),
       refused_log_({.per_second = 0.2, .burst = 3}),
-      evicted_log_({.per_second = 0.2, .burst = 3}) {
+      evicted_log_({.per_second = 0.2, .burst = 3}),
+      stalled_log_({.per_second = 0.2, .burst = 3}) {
   new_task_queue = [this] { return new ThreadPerConnection(this); };
   watchdog_ = std::thread([this] { Watchdog(); });
 }
@@ -303,13 +227,25 @@ bool ConnectionServer::BeginRequest(Connection* c) {
   common::MutexLock lock(&mu_);
   if (c->shut) return false;
   c->busy = true;
+  LeaveIdleLocked(c);
   return true;
 }
 
 void ConnectionServer::EndRequest(Connection* c) {
   common::MutexLock lock(&mu_);
   c->busy = false;
+  if (c->authenticated && !c->shut && !closing_ && !c->in_idle) {
+    idle_.push_back(c);
+    c->idle_position = std::prev(idle_.end());
+    c->in_idle = true;
+  }
   if (closing_) cv_.SignalAll();
+}
+
+void ConnectionServer::LeaveIdleLocked(Connection* c) {
+  if (!c->in_idle) return;
+  idle_.erase(c->idle_position);
+  c->in_idle = false;
 }
 
 bool ConnectionServer::AnyBusyLocked() const {
@@ -345,6 +281,7 @@ void ConnectionServer::CloseAll() {
     common::MutexLock lock(&mu_);
     closing_ = true;
     for (Connection* c : open_) ShutDownLocked(c);
+    while (!refusing_.empty()) ShutDownLocked(refusing_.front());
     cv_.SignalAll();
   }
   if (watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) {
@@ -359,10 +296,7 @@ void ConnectionServer::MarkAuthenticated() {
 
 bool ConnectionServer::PeerClosed() {
   auto* c = static_cast<Connection*>(current_connection);
-  if (c == nullptr) return false;
-  pollfd p{c->fd, POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+  return c != nullptr && internal::Peek(c->fd) == PeerState::kClosed;
 }
 
 void ConnectionServer::HoldUntilResponseWritten(std::shared_ptr<void> resource) {
@@ -375,6 +309,7 @@ ConnectionServer::Stats ConnectionServer::GetStats() const {
   Stats s = stats_;
   s.open = open_.size();
   s.unauthenticated = unauthenticated_.size();
+  s.idle = idle_.size();
   return s;
 }
 
@@ -382,21 +317,44 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
   Connection c;
   c.fd = sock;
   c.server = this;
-  if (Register(&c)) {
-    current_connection = &c;
-    Serve(c);
-    c.held.clear();
-    current_connection = nullptr;
-    Unregister(&c);
+  switch (Register(&c)) {
+    case Admission::kAccepted:
+      current_connection = &c;
+      Serve(c);
+      c.held.clear();
+      current_connection = nullptr;
+      Unregister(&c);
+      break;
+    case Admission::kAnswerRefusal:
+      AnswerRefusal(c);
+      Unregister(&c);
+      break;
+    case Admission::kRefused:
+      break;
   }
-  ::shutdown(sock, SHUT_RDWR);
+  if (c.abort) {
+    // A reset, not a FIN: the FIN would wait behind the unread answer in the send queue (for
+    // ever towards a zero window), and the kernel would keep that memory for an orphaned
+    // socket; the client, which reads nothing, learns at once that the answer is gone.
+    linger abort{1, 0};
+    setsockopt(sock, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  } else {
+    ::shutdown(sock, SHUT_RDWR);
+  }
   ::close(sock);
   return true;
 }
 
 void ConnectionServer::Serve(Connection& c) {
+  const int read_ms = ToMillis(read_timeout_sec_, read_timeout_usec_);
+  const int stall_ms = ToMillis(limits_.write_stall_timeout);
+  // Bounds each blocking send (httplib set SO_SNDTIMEO to its own write timeout on accept).
+  SetTimeout(c.fd, SO_SNDTIMEO, stall_ms);
   SSL* ssl = nullptr;
   if (ssl_ctx_ != nullptr) {
+    // The first byte (its ClientHello) moves the connection out of the first rank to evict.
+    if (!internal::Poll(c.fd, POLLIN, read_ms)) return;
+    MadeProgress(&c, /*handshaken=*/false);
     ssl = SSL_new(ssl_ctx_);
     if (ssl == nullptr) return;
     SSL_set_fd(ssl, c.fd);
@@ -407,23 +365,42 @@ void ConnectionServer::Serve(Connection& c) {
       SSL_free(ssl);
       return;
     }
+    MadeProgress(&c, /*handshaken=*/true);
   }
-  ConnectionStream stream(c.fd, ssl, ToMillis(read_timeout_sec_, read_timeout_usec_),
-                          ToMillis(write_timeout_sec_, write_timeout_usec_));
+  ConnectionStream stream(c.fd, ssl, read_ms, stall_ms);
   const int keep_alive_ms = ToMillis(keep_alive_timeout_sec_, 0);
   const std::function<void(httplib::Request&)> setup = [this, &c](httplib::Request&) {
     if (!limits_.authentication_required) Authenticated(&c);
   };
   size_t remaining = keep_alive_max_count_;
   bool clean = true;
+  bool first = true;
   while (remaining > 0 && svr_sock_ != INVALID_SOCKET) {
     if (!stream.WaitReadable(keep_alive_ms)) break;
+    if (first && ssl == nullptr) MadeProgress(&c, /*handshaken=*/false);
+    first = false;
     if (!BeginRequest(&c)) break;
     bool connection_closed = false;
     const bool ok =
         process_request(stream, /*close_connection=*/remaining == 1, connection_closed, setup);
     c.held.clear();
     EndRequest(&c);
+    if (stream.stalled()) {
+      c.abort = true;
+      uint64_t suppressed = 0;
+      {
+        common::MutexLock lock(&mu_);
+        ++stats_.write_stalled;
+      }
+      if (stalled_log_.Allow(&suppressed)) {
+        common::LogWarning(
+            "connection closed: the client read nothing of its response for the write stall "
+            "timeout (what its request held is released)",
+            {{"server", limits_.name},
+             {"write_stall_timeout", absl::FormatDuration(limits_.write_stall_timeout)},
+             {"suppressed", suppressed}});
+      }
+    }
     if (!ok) clean = false;
     if (!ok || connection_closed) break;
     --remaining;
@@ -435,84 +412,214 @@ void ConnectionServer::Serve(Connection& c) {
   }
 }
 
-bool ConnectionServer::Register(Connection* c) {
-  bool refused = false;
-  bool evicted = false;
+void ConnectionServer::AnswerRefusal(Connection& c) {
+  // Every step below is bounded by the watchdog, which shuts the socket down at c.deadline.
+  const absl::Time read_until = absl::Now() + limits_.refusal_deadline / 2;
+  const int deadline_ms = ToMillis(limits_.refusal_deadline);
+  SetTimeout(c.fd, SO_RCVTIMEO, deadline_ms);
+  SetTimeout(c.fd, SO_SNDTIMEO, deadline_ms);
+  SSL* ssl = nullptr;
+  if (ssl_ctx_ != nullptr) {
+    ssl = SSL_new(ssl_ctx_);
+    if (ssl == nullptr) return;
+    SSL_set_fd(ssl, c.fd);
+    if (SSL_accept(ssl) != 1) {
+      ERR_clear_error();
+      SSL_free(ssl);
+      return;
+    }
+  }
+  ConnectionStream stream(c.fd, ssl, deadline_ms, deadline_ms);
+  // The request's headers first: an HTTP client reads an answer to a request it has sent (Go's
+  // transport drops an answer that arrives before its request). A client that sends nothing
+  // in time is answered anyway.
+  std::string request;
+  char buf[4096];
+  while (request.size() < 16384 && request.find("\r\n\r\n") == std::string::npos) {
+    const int wait_ms = ToMillis(read_until - absl::Now());
+    if (wait_ms <= 0 || !stream.WaitReadable(wait_ms)) break;
+    const ssize_t n = stream.read(buf, sizeof(buf));
+    if (n <= 0) break;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  const std::string answer =
+      absl::StrCat("HTTP/1.1 429 Too Many Requests\r\nContent-Type: ", limits_.refusal_content_type,
+                   "\r\nContent-Length: ", limits_.refusal_body.size(),
+                   "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", limits_.refusal_body);
+  size_t written = 0;
+  while (written < answer.size()) {
+    const ssize_t n = stream.write(answer.data() + written, answer.size() - written);
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  if (ssl != nullptr) {
+    SSL_shutdown(ssl);
+    ERR_clear_error();
+  }
+  // A lingering close: the rest of the request (a body) is read and dropped until the client
+  // closes, since closing with unread bytes sends a reset that can destroy the answer before
+  // the client reads it.
+  ::shutdown(c.fd, SHUT_WR);
+  const absl::Time linger_until = read_until + limits_.refusal_deadline / 2;
+  for (;;) {
+    const int wait_ms = ToMillis(linger_until - absl::Now());
+    if (wait_ms <= 0 || !internal::Poll(c.fd, POLLIN, wait_ms)) break;
+    if (::recv(c.fd, buf, sizeof(buf), 0) <= 0) break;
+  }
+  if (ssl != nullptr) SSL_free(ssl);
+}
+
+ConnectionServer::Admission ConnectionServer::Register(Connection* c) {
+  Admission admission = Admission::kAccepted;
+  uint64_t evicted = 0;
+  uint64_t evicted_idle = 0;
   size_t open = 0;
   {
     common::MutexLock lock(&mu_);
-    if (closing_) return false;
-    auto evict_oldest = [&] {
-      Connection* oldest = unauthenticated_.front();
-      ShutDownLocked(oldest);
-      ++stats_.evicted;
-      evicted = true;
-    };
-    if (unauthenticated_.size() >= limits_.max_unauthenticated) evict_oldest();
-    if (limits_.max_connections > 0 && open_.size() >= limits_.max_connections) {
-      // Authenticated connections are never evicted for a new one that might not be.
-      if (!unauthenticated_.empty()) {
-        evict_oldest();
-      } else {
-        ++stats_.refused;
-        refused = true;
+    if (closing_) return Admission::kRefused;
+    size_t counted = open_.size();
+    if (unauthenticated_.size() >= limits_.max_unauthenticated) {
+      if (Connection* victim = UnauthenticatedVictimLocked()) {
+        ShutDownLocked(victim);
+        ++evicted;
+        --counted;  // the room for the new one
       }
     }
-    if (!refused) {
+    if (limits_.max_connections > 0 && counted >= limits_.max_connections) {
+      // An authenticated connection is closed for a new one only when it is idle between
+      // requests, never in the middle of one.
+      if (Connection* victim = UnauthenticatedVictimLocked()) {
+        ShutDownLocked(victim);
+        ++evicted;
+      } else if (Connection* idle = IdleVictimLocked()) {
+        ShutDownLocked(idle);
+        ++evicted_idle;
+      } else {
+        ++stats_.refused;
+        admission = refusing_.size() < limits_.max_refusals_answered ? Admission::kAnswerRefusal
+                                                                     : Admission::kRefused;
+      }
+    }
+    stats_.evicted += evicted;
+    stats_.evicted_idle += evicted_idle;
+    std::list<Connection*>* list = nullptr;
+    if (admission == Admission::kAccepted) {
       c->deadline = absl::Now() + limits_.authentication_deadline;
       open_.insert(c);
-      unauthenticated_.push_back(c);
-      c->position = std::prev(unauthenticated_.end());
-      c->in_unauthenticated = true;
-      if (unauthenticated_.size() == 1) cv_.SignalAll();  // the watchdog may be idle
+      list = &unauthenticated_;
+    } else if (admission == Admission::kAnswerRefusal) {
+      c->deadline = absl::Now() + limits_.refusal_deadline;
+      list = &refusing_;
+    }
+    if (list != nullptr) {
+      list->push_back(c);
+      c->list = list;
+      c->position = std::prev(list->end());
+      if (list->size() == 1) cv_.SignalAll();  // the watchdog may be idle
     }
     open = open_.size();
   }
   uint64_t suppressed = 0;
-  if (refused && refused_log_.Allow(&suppressed)) {
-    common::LogWarning("connection refused: --max-connections reached (all of them authenticated)",
-                       {{"server", limits_.name},
-                        {"max_connections", limits_.max_connections},
-                        {"suppressed", suppressed}});
-  }
-  if (evicted && evicted_log_.Allow(&suppressed)) {
+  if (admission != Admission::kAccepted && refused_log_.Allow(&suppressed)) {
     common::LogWarning(
-        "unauthenticated connection closed for a newer one (too many idle or slow "
-        "connections)",
+        admission == Admission::kAnswerRefusal
+            ? "connection refused with 429: --max-connections reached, every connection busy"
+            : "connection closed unanswered: --max-connections reached, every connection busy, "
+              "and too many refusals being answered",
+        {{"server", limits_.name},
+         {"max_connections", limits_.max_connections},
+         {"suppressed", suppressed}});
+  }
+  if ((evicted > 0 || evicted_idle > 0) && evicted_log_.Allow(&suppressed)) {
+    common::LogWarning(
+        evicted > 0 ? "unauthenticated connection closed for a newer one (too many idle or slow "
+                      "connections)"
+                    : "idle keep-alive connection closed for a newer one: --max-connections "
+                      "reached",
         {{"server", limits_.name},
          {"max_unauthenticated", limits_.max_unauthenticated},
+         {"max_connections", limits_.max_connections},
          {"open", open},
          {"suppressed", suppressed}});
   }
-  return !refused;
+  return admission;
+}
+
+ConnectionServer::Connection* ConnectionServer::UnauthenticatedVictimLocked() {
+  // One poll(2) for every connection that has shown nothing yet: its client may have sent bytes
+  // its thread has not read, or closed it.
+  std::vector<pollfd> silent;
+  std::vector<Connection*> silent_connections;
+  for (Connection* c : unauthenticated_) {
+    if (c->progress != Progress::kSilent) continue;
+    silent.push_back(pollfd{c->fd, POLLIN | POLLRDHUP, 0});
+    silent_connections.push_back(c);
+  }
+  Connection* first_silent = nullptr;
+  if (!silent.empty() && ::poll(silent.data(), silent.size(), 0) >= 0) {
+    for (size_t i = 0; i < silent.size(); ++i) {
+      const short revents = silent[i].revents;
+      if ((revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) {
+        return silent_connections[i];  // its client is gone
+      }
+      if ((revents & POLLIN) != 0) {
+        silent_connections[i]->progress = Progress::kSentBytes;
+      } else if (first_silent == nullptr) {
+        first_silent = silent_connections[i];
+      }
+    }
+  }
+  if (first_silent != nullptr) return first_silent;
+  for (Connection* c : unauthenticated_) {
+    if (c->progress == Progress::kSentBytes) return c;
+  }
+  return unauthenticated_.empty() ? nullptr : unauthenticated_.front();
+}
+
+ConnectionServer::Connection* ConnectionServer::IdleVictimLocked() {
+  // Bounded: a connection whose next request is arriving is skipped (it is about to be busy;
+  // closing it would drop that request), and so are at most this many of them.
+  int skipped = 0;
+  for (Connection* c : idle_) {
+    if (internal::Peek(c->fd) != PeerState::kReadable) return c;
+    if (++skipped == 16) break;
+  }
+  return nullptr;
 }
 
 void ConnectionServer::Unregister(Connection* c) {
   common::MutexLock lock(&mu_);
   if (closing_) cv_.SignalAll();
-  if (c->in_unauthenticated) {
-    unauthenticated_.erase(c->position);
-    c->in_unauthenticated = false;
+  if (c->list != nullptr) {
+    c->list->erase(c->position);
+    c->list = nullptr;
   }
+  LeaveIdleLocked(c);
   open_.erase(c);
 }
 
 void ConnectionServer::Authenticated(Connection* c) {
   common::MutexLock lock(&mu_);
   c->authenticated = true;
-  if (c->in_unauthenticated) {
+  if (c->list == &unauthenticated_) {
     unauthenticated_.erase(c->position);
-    c->in_unauthenticated = false;
+    c->list = nullptr;
   }
+}
+
+void ConnectionServer::MadeProgress(Connection* c, bool handshaken) {
+  common::MutexLock lock(&mu_);
+  c->progress = std::max(c->progress, handshaken ? Progress::kHandshaken : Progress::kSentBytes);
 }
 
 void ConnectionServer::ShutDownLocked(Connection* c) {
   if (!c->shut) ::shutdown(c->fd, SHUT_RDWR);
   c->shut = true;
-  if (c->in_unauthenticated) {
-    unauthenticated_.erase(c->position);
-    c->in_unauthenticated = false;
+  if (c->list != nullptr) {
+    c->list->erase(c->position);
+    c->list = nullptr;
   }
+  LeaveIdleLocked(c);
 }
 
 void ConnectionServer::Watchdog() {
@@ -524,6 +631,10 @@ void ConnectionServer::Watchdog() {
       ShutDownLocked(unauthenticated_.front());
       ++stats_.timed_out;
       ++timed_out;
+    }
+    // A refused connection not answered within its deadline (a trickled TLS handshake).
+    while (!refusing_.empty() && refusing_.front()->deadline <= now) {
+      ShutDownLocked(refusing_.front());
     }
     if (timed_out > 0) {
       uint64_t suppressed = 0;
@@ -537,8 +648,9 @@ void ConnectionServer::Watchdog() {
         timed_out = 0;
       }
     }
-    const absl::Time next =
-        unauthenticated_.empty() ? absl::InfiniteFuture() : unauthenticated_.front()->deadline;
+    absl::Time next = absl::InfiniteFuture();
+    if (!unauthenticated_.empty()) next = unauthenticated_.front()->deadline;
+    if (!refusing_.empty()) next = std::min(next, refusing_.front()->deadline);
     // Also wakes at least once a second, so that a held back log line is eventually written.
     cv_.WaitWithDeadline(&mu_, std::min(next, now + absl::Seconds(1)));
   }

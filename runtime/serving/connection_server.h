@@ -1,17 +1,29 @@
 // ConnectionServer: an httplib::Server that owns the life of every connection, so that a flood
-// of idle or trickling connections (slowloris) cannot lock real clients out.
+// of idle, trickling or non-reading connections (slowloris) cannot lock real clients out.
 //
 // httplib serves each accepted socket with `process_and_close_socket`, a virtual this class
 // overrides: it does the TLS handshake itself (when a certificate is given) and runs the
 // keep-alive loop with httplib's request parser, while a connection table and a watchdog thread
 // enforce:
-// - at most `max_connections` open connections; more are closed at once (logged, rate-limited);
 // - at most `max_unauthenticated` connections that have not yet been authenticated: a new one
-//   beyond that evicts the oldest unauthenticated one, so idle connections cannot fill the
-//   table and keep out a client that would authenticate (kubectl, the host's informers);
+//   beyond that evicts one of them, the one that has shown the least: first one whose client
+//   closed it or has sent no byte yet, then one mid-TLS-handshake or mid-request-line, then one
+//   past its handshake; the oldest first within each. So a flood of idle connections evicts
+//   itself, not a client that has begun talking (kubectl, the host's informers);
+// - at most `max_connections` open connections. A new one beyond evicts an unauthenticated one
+//   (in the order above), else the authenticated connection idle between requests for the
+//   longest (a keep-alive connection; one whose next request is arriving is spared); when every
+//   connection is busy, the new one is refused with an HTTP answer it can act on: 429 Too Many
+//   Requests, `Retry-After: 1` and `refusal_body`, after its TLS handshake and request headers,
+//   all within `refusal_deadline` (at most `max_refusals_answered` at once; beyond, closed
+//   without a word). All logged, rate-limited;
 // - a deadline for an unauthenticated connection to complete its TLS handshake and have its
 //   request authenticated (`authentication_deadline`): a client that trickles bytes never
-//   trips a per-read timeout, but it trips this one.
+//   trips a per-read timeout, but it trips this one;
+// - `write_stall_timeout`: a response write to a peer that accepts no byte for that long ends
+//   the connection with a reset (and so frees what its request held, such as an in-flight
+//   slot, and the kernel's buffer of unsent answer), counted and logged. It replaces httplib's
+//   write timeout (set_write_timeout has no effect).
 // A handler marks its connection authenticated with MarkAuthenticated() (the API server does it
 // once the bearer token is checked). A server without authentication
 // (`authentication_required = false`) counts a connection as authenticated once the headers of
@@ -63,6 +75,19 @@ struct ConnectionLimits {
   absl::Duration authentication_deadline = absl::Seconds(10);
   // False: a connection is authenticated once its first request's headers are read.
   bool authentication_required = false;
+  // A response write that makes no progress for this long (the peer reads nothing) ends the
+  // connection. Long enough for a client busy for a moment; short enough that requests stuck
+  // on non-reading clients do not hold their resources (in-flight slots) for long.
+  absl::Duration write_stall_timeout = absl::Seconds(10);
+  // A connection refused at max_connections is answered 429 with this body and content type.
+  std::string refusal_content_type = "text/plain; charset=utf-8";
+  std::string refusal_body = "Too many open connections, please try again later.\n";
+  // Longest a refused connection is kept to answer it (TLS handshake, its request headers up
+  // to half of it, the answer, a lingering close); past it the connection is closed.
+  absl::Duration refusal_deadline = absl::Seconds(2);
+  // Refused connections being answered at once at most (each has a thread); beyond, refused
+  // connections are closed without an answer.
+  size_t max_refusals_answered = 64;
   // Names the server in log lines ("apiserver", "observe").
   std::string name = "http";
   // When the server stops: how long a request being served (its body being read, its handler
@@ -117,9 +142,12 @@ class ConnectionServer : public httplib::Server {
   struct Stats {
     size_t open = 0;
     size_t unauthenticated = 0;
-    uint64_t refused = 0;    // closed at once: max_connections reached
-    uint64_t evicted = 0;    // unauthenticated, closed for a newer one
-    uint64_t timed_out = 0;  // unauthenticated past the deadline
+    size_t idle = 0;             // authenticated, between requests (keep-alive)
+    uint64_t refused = 0;        // max_connections reached, every connection busy: 429 or closed
+    uint64_t evicted = 0;        // unauthenticated, closed for a newer one
+    uint64_t evicted_idle = 0;   // authenticated and idle, closed for a newer one
+    uint64_t timed_out = 0;      // unauthenticated past the deadline
+    uint64_t write_stalled = 0;  // a response write made no progress for write_stall_timeout
   };
   Stats GetStats() const;
 
@@ -129,25 +157,36 @@ class ConnectionServer : public httplib::Server {
  private:
   struct Connection;
   class ThreadPerConnection;
+  enum class Admission { kAccepted, kAnswerRefusal, kRefused };
 
   ConnectionServer(ConnectionLimits limits, SSL_CTX* ctx);
 
   bool process_and_close_socket(socket_t sock) override;
   void Serve(Connection& c);
-  // False when the connection must be closed at once (limit reached, server stopping).
-  bool Register(Connection* c);
+  // Answers a refused connection 429 (see the class comment); bounded by refusal_deadline.
+  void AnswerRefusal(Connection& c);
+  // Registers a new connection, making room for it or refusing it. kAnswerRefusal and
+  // kRefused leave it unregistered.
+  Admission Register(Connection* c);
   void Unregister(Connection* c);
   void Authenticated(Connection* c);
+  // The connection has shown bytes (`handshaken` false) or completed its TLS handshake.
+  void MadeProgress(Connection* c, bool handshaken);
   // Around one request on `c`, from its first byte to its last response byte. BeginRequest is
   // false when the server is stopping and has already closed `c` as idle.
   bool BeginRequest(Connection* c);
   void EndRequest(Connection* c);
+  // The unauthenticated connection that has shown the least (see the class comment), or null.
+  Connection* UnauthenticatedVictimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The authenticated connection idle the longest whose next request is not arriving, or null.
+  Connection* IdleVictimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The graceful part of stopping (after stop()): closes idle connections, waits up to
   // shutdown_grace for busy ones to finish their request, then CloseAll().
   void DrainThenCloseAll();
   bool AnyBusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shuts the connection's socket down (its thread sees EOF and ends).
   void ShutDownLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaveIdleLocked(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watchdog();
 
   // Constant after construction.
@@ -155,6 +194,7 @@ class ConnectionServer : public httplib::Server {
   SSL_CTX* const ssl_ctx_;  // owned; null for plain HTTP
   common::LogLimiter refused_log_;
   common::LogLimiter evicted_log_;
+  common::LogLimiter stalled_log_;
 
   mutable common::Mutex mu_;
   common::CondVar cv_;
@@ -162,6 +202,10 @@ class ConnectionServer : public httplib::Server {
   absl::flat_hash_set<Connection*> open_ ABSL_GUARDED_BY(mu_);
   // Oldest first; the deadlines are in the same order.
   std::list<Connection*> unauthenticated_ ABSL_GUARDED_BY(mu_);
+  // Authenticated connections between requests, idle the longest first.
+  std::list<Connection*> idle_ ABSL_GUARDED_BY(mu_);
+  // Refused connections being answered (not in open_), oldest first, deadlines in that order.
+  std::list<Connection*> refusing_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
   // Started by Listen(), joined by StopListening(): the owner's thread only.

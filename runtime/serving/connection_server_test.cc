@@ -70,10 +70,8 @@ bool ClosedByServer(int fd) {
   return false;
 }
 
-// Sends a keep-alive GET and reads its response headers (and the 2-byte body).
-std::string Request(int fd, const std::string& path) {
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
-  EXPECT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+// Reads a response whose body is "ok" (plain or chunked), bounded: 20 s without a byte.
+std::string ReadOk(int fd) {
   std::string out;
   char buf[4096];
   while (out.find("\r\n\r\nok") == std::string::npos &&
@@ -85,6 +83,13 @@ std::string Request(int fd, const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+// Sends a keep-alive GET and reads its response headers (and the 2-byte body).
+std::string Request(int fd, const std::string& path) {
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  EXPECT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  return ReadOk(fd);
 }
 
 template <typename F>
@@ -190,19 +195,36 @@ TEST(ConnectionServerTest, TricklingConnectionIsClosedAtTheDeadline) {
   close(fd);
 }
 
+// Every connection authenticated and busy with a request (an idle one would make room: see
+// RegressionAtTheLimitTheLongestIdleConnectionMakesRoom).
 TEST(ConnectionServerTest, FullOfAuthenticatedConnectionsRefusesANewOne) {
   ConnectionLimits limits;
   limits.max_connections = 2;
   limits.authentication_deadline = absl::Hours(1);
   limits.authentication_required = true;
   Running running(limits);
+  std::atomic<int> entered{0};
+  std::atomic<bool> release{false};
+  running.server().Get("/hold", [&](const httplib::Request&, httplib::Response& res) {
+    entered.fetch_add(1);
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    res.set_content("ok", "text/plain");
+  });
   const int a = Connect(running.port());
   const int b = Connect(running.port());
   ASSERT_NE(Request(a, "/auth").find("200 OK"), std::string::npos);
   ASSERT_NE(Request(b, "/auth").find("200 OK"), std::string::npos);
+  const std::string hold = "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (int fd : {a, b}) {
+    ASSERT_EQ(send(fd, hold.data(), hold.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hold.size()));
+  }
+  ASSERT_TRUE(Eventually([&] { return entered.load() == 2; }));
   const int c = Connect(running.port());
   EXPECT_TRUE(ClosedByServer(c));
   EXPECT_EQ(running.server().GetStats().refused, 1u);
+  release = true;
+  ASSERT_NE(ReadOk(a).find("200 OK"), std::string::npos);
+  ASSERT_NE(ReadOk(b).find("200 OK"), std::string::npos);
   // The authenticated ones were not touched.
   EXPECT_NE(Request(a, "/auth").find("200 OK"), std::string::npos);
   close(a);
@@ -322,6 +344,195 @@ TEST(ConnectionServerTest, StoppingCutsARequestPastTheGrace) {
   release = true;
   stopper.join();
   close(fd);
+}
+
+// A client socket that reads nothing, with a small receive buffer: a response larger than the
+// socket buffers blocks the server's writes.
+int ConnectNotReading(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int size = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+void Send(int fd, const std::string& bytes) {
+  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// Issue 25: a client that asks for a large answer and reads nothing held its request's
+// resources (an in-flight slot) until httplib's write timeout (30 s in the API server). A write
+// that makes no progress for write_stall_timeout ends the connection, whatever that timeout.
+TEST(ConnectionServerTest, RegressionAStalledResponseWriteEndsTheConnection) {
+  ConnectionLimits limits;
+  limits.write_stall_timeout = absl::Milliseconds(300);
+  Running running(limits);
+  running.server().set_write_timeout(600);  // httplib's: not what bounds a stalled write
+  std::atomic<bool> released{false};
+  running.server().Get("/endless", [&](const httplib::Request&, httplib::Response& res) {
+    ConnectionServer::HoldUntilResponseWritten(
+        std::shared_ptr<void>(nullptr, [&](void*) { released = true; }));
+    res.set_chunked_content_provider("text/plain", [](size_t, httplib::DataSink& sink) {
+      static const std::string chunk(64 * 1024, 'x');
+      return sink.write(chunk.data(), chunk.size());
+    });
+  });
+  const int stuck = ConnectNotReading(running.port());
+  Send(stuck, "GET /endless HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(Eventually([&] { return released.load(); })) << "still writing after 20 s";
+  EXPECT_TRUE(Eventually([&] { return running.server().GetStats().write_stalled == 1; }));
+  EXPECT_TRUE(Eventually([&] { return running.server().GetStats().open == 0; }));
+  // Others are served meanwhile and after.
+  const int other = Connect(running.port());
+  EXPECT_NE(Request(other, "/auth").find("200 OK"), std::string::npos);
+  close(other);
+  close(stuck);
+}
+
+// Issue 25: a flood of connections that send nothing evicted clients that had sent bytes (a
+// TLS handshake, the start of a request) but took a moment before their request: a silent
+// connection is evicted first.
+TEST(ConnectionServerTest, RegressionASilentConnectionIsEvictedBeforeOneThatSentBytes) {
+  ConnectionLimits limits;
+  limits.max_unauthenticated = 4;
+  limits.authentication_deadline = absl::Hours(1);
+  limits.authentication_required = true;
+  Running running(limits);
+  const int talking = Connect(running.port());
+  Send(talking, "GET /auth HTTP/1.1\r\n");  // the rest comes later
+  ASSERT_TRUE(Eventually([&] { return running.server().GetStats().unauthenticated == 1; }));
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) {
+    silent.push_back(Connect(running.port()));
+    ASSERT_TRUE(Eventually(
+        [&] { return running.server().GetStats().unauthenticated == static_cast<size_t>(i) + 2; }));
+  }
+  const int fifth = Connect(running.port());
+  EXPECT_TRUE(ClosedByServer(silent[0]));
+  EXPECT_EQ(running.server().GetStats().evicted, 1u);
+  // The one that had sent bytes (the oldest) is still there and is served.
+  Send(talking, "Host: x\r\n\r\n");
+  const std::string answer = ReadOk(talking);
+  EXPECT_NE(answer.find("200 OK"), std::string::npos) << answer;
+  for (int fd : silent) close(fd);
+  close(talking);
+  close(fifth);
+}
+
+// Issue 25: idle keep-alive connections that had authenticated filled max_connections until
+// their keep-alive timeout, and every new client was refused. The one idle the longest makes
+// room.
+TEST(ConnectionServerTest, RegressionAtTheLimitTheLongestIdleConnectionMakesRoom) {
+  ConnectionLimits limits;
+  limits.max_connections = 2;
+  limits.authentication_deadline = absl::Hours(1);
+  limits.authentication_required = true;
+  Running running(limits);
+  const int a = Connect(running.port());
+  ASSERT_NE(Request(a, "/auth").find("200 OK"), std::string::npos);
+  const int b = Connect(running.port());
+  ASSERT_NE(Request(b, "/auth").find("200 OK"), std::string::npos);
+  ASSERT_TRUE(Eventually([&] { return running.server().GetStats().idle == 2; }));
+  const int c = Connect(running.port());
+  EXPECT_NE(Request(c, "/auth").find("200 OK"), std::string::npos);
+  EXPECT_TRUE(ClosedByServer(a));
+  EXPECT_EQ(running.server().GetStats().evicted_idle, 1u);
+  EXPECT_EQ(running.server().GetStats().refused, 0u);
+  EXPECT_NE(Request(b, "/auth").find("200 OK"), std::string::npos);
+  close(a);
+  close(b);
+  close(c);
+}
+
+// Holds `count` connections busy on /hold until Release(); each is authenticated first.
+class BusyConnections {
+ public:
+  explicit BusyConnections(Running& running) : running_(running) {
+    running.server().Get("/hold", [this](const httplib::Request&, httplib::Response& res) {
+      common_entered_.fetch_add(1);
+      while (!release_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      res.set_content("ok", "text/plain");
+    });
+  }
+  ~BusyConnections() { Release(); }
+  void Hold(int count) {
+    for (int i = 0; i < count; ++i) {
+      const int fd = Connect(running_.port());
+      ASSERT_NE(Request(fd, "/auth").find("200 OK"), std::string::npos);
+      Send(fd, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+      fds_.push_back(fd);
+    }
+    ASSERT_TRUE(
+        Eventually([&] { return common_entered_.load() == static_cast<int>(fds_.size()); }));
+  }
+  void Release() {
+    release_ = true;
+    for (int fd : fds_) close(fd);
+    fds_.clear();
+  }
+  const std::vector<int>& fds() const { return fds_; }
+
+ private:
+  Running& running_;
+  std::atomic<int> common_entered_{0};
+  std::atomic<bool> release_{false};
+  std::vector<int> fds_;
+};
+
+// Issue 25: a client refused at max_connections saw its TLS connection closed without a word;
+// kube-apiserver answers 429 with Retry-After, which clients act on.
+TEST(ConnectionServerTest, RegressionARefusedConnectionIsAnsweredTooManyRequests) {
+  ConnectionLimits limits;
+  limits.max_connections = 1;
+  limits.authentication_deadline = absl::Hours(1);
+  limits.authentication_required = true;
+  limits.refusal_content_type = "application/json";
+  limits.refusal_body = R"({"kind":"Status","code":429})";
+  Running running(limits);
+  BusyConnections busy(running);
+  ASSERT_NO_FATAL_FAILURE(busy.Hold(1));
+  const int refused = Connect(running.port());
+  Send(refused, "GET /auth HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string answer = ReadToEnd(refused);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 429 Too Many Requests\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("\r\nRetry-After: 1\r\n"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("\r\nConnection: close\r\n"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("\r\n\r\n{\"kind\":\"Status\",\"code\":429}"), std::string::npos) << answer;
+  EXPECT_EQ(running.server().GetStats().refused, 1u);
+  close(refused);
+  // A client that sends nothing is answered too, once the short deadline has passed.
+  const int quiet = Connect(running.port());
+  EXPECT_EQ(ReadToEnd(quiet).rfind("HTTP/1.1 429 ", 0), 0u);
+  close(quiet);
+  busy.Release();
+}
+
+// Answering refused connections is bounded: beyond max_refusals_answered at once, a refused
+// connection is closed without an answer.
+TEST(ConnectionServerTest, RefusalsAnsweredAtOnceAreBounded) {
+  ConnectionLimits limits;
+  limits.max_connections = 1;
+  limits.authentication_deadline = absl::Hours(1);
+  limits.authentication_required = true;
+  limits.max_refusals_answered = 1;
+  limits.refusal_deadline = absl::Hours(1);  // the first one waits for its request
+  Running running(limits);
+  BusyConnections busy(running);
+  ASSERT_NO_FATAL_FAILURE(busy.Hold(1));
+  const int waiting = Connect(running.port());  // sends nothing: its answer waits
+  ASSERT_TRUE(Eventually([&] { return running.server().GetStats().refused == 1; }));
+  const int second = Connect(running.port());
+  EXPECT_EQ(ReadToEnd(second), "");
+  EXPECT_EQ(running.server().GetStats().refused, 2u);
+  Send(waiting, "GET /auth HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(ReadToEnd(waiting).rfind("HTTP/1.1 429 ", 0), 0u);
+  close(waiting);
+  close(second);
+  busy.Release();
 }
 
 }  // namespace
