@@ -183,6 +183,16 @@ class RunPreviewTest(unittest.TestCase):
                           result.stdout)
 
 
+def end(process):
+    """Kills `process` if it still runs (a test that failed half-way) and closes its pipes."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
 def read_lines_until(process, prefix, timeout=TIMEOUT_SECONDS):
     """Stdout lines of `process` up to and including the first starting with `prefix`.
 
@@ -269,10 +279,7 @@ class ApiServerOutputTest(unittest.TestCase):
                 process.send_signal(signal.SIGTERM)
                 self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0)
             finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                process.stdout.close()
+                end(process)
             return lines, os.path.join(data_dir, "kubeconfig")
 
     def test_kubeconfig_line_only_with_the_flag(self):
@@ -320,11 +327,7 @@ class RunEmbeddedApiServerTest(unittest.TestCase):
                 self.assertEqual(process.wait(timeout=TIMEOUT_SECONDS), 0,
                                  process.stderr.read().decode(errors="replace"))
             finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                process.stdout.close()
-                process.stderr.close()
+                end(process)
 
 
 class RunWithEveryPluginRefusedTest(unittest.TestCase):
@@ -394,11 +397,7 @@ class RunWithEveryPluginRefusedTest(unittest.TestCase):
                 self.assertNotIn("every plugin was refused",
                                  process.stderr.read().decode(errors="replace"))
             finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                process.stdout.close()
-                process.stderr.close()
+                end(process)
 
 
 def free_port():
@@ -462,11 +461,7 @@ class RunAgainstAClusterTest(unittest.TestCase):
                 self.assertIn("working against a cluster", stderr)
                 self.assertIn("API server unreachable at start", stderr)
             finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                process.stdout.close()
-                process.stderr.close()
+                end(process)
 
 
 def landlock_available():
@@ -519,11 +514,7 @@ class RelativePathsTest(unittest.TestCase):
                 self.assertNotIn("must be absolute", stderr)
                 self.assertNotIn("plugin refused", stderr)
             finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                process.stdout.close()
-                process.stderr.close()
+                end(process)
 
     def test_relative_data_dir_under_landlock(self):
         if not landlock_available():
