@@ -38,6 +38,48 @@ int ToMillis(absl::Duration d) {
   return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, INT_MAX));
 }
 
+// cpp-httplib is a shared library that ThreadSanitizer does not instrument. Its chunked-response
+// path keeps function-local static strings (the last-chunk marker), initialized by the first
+// connection thread that ends a chunked answer; TSan sees that initialization (through its memcpy
+// interceptor) but not the guard that orders it before the next thread's read, and reports a race
+// on a global of httplib's. Running one chunked answer on the thread that starts the first server,
+// before any connection thread exists, initializes them where thread creation orders it before
+// every later read. A plain answer through a socket pair; nothing leaves the process.
+class HttplibStaticsWarmer : public httplib::Server {
+ public:
+  void Run() {
+    Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("text/plain", [](size_t, httplib::DataSink& sink) {
+        sink.write("x", 1);
+        sink.done();
+        return true;
+      });
+    });
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
+    static constexpr char kRequest[] =
+        "GET / HTTP/1.1\r\nHost: ctrlhost\r\nConnection: close\r\n\r\n";
+    constexpr size_t kRequestSize = sizeof(kRequest) - 1;
+    // The request and the answer (well under 1 KiB) both fit the socket pair's buffers.
+    if (::write(fds[1], kRequest, kRequestSize) == static_cast<ssize_t>(kRequestSize)) {
+      ConnectionStream stream(fds[0], /*ssl=*/nullptr, /*read_timeout_ms=*/1000,
+                              /*write_stall_timeout_ms=*/1000);
+      bool closed = false;
+      process_request(stream, /*close_connection=*/true, closed, [](httplib::Request&) {});
+    }
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+};
+
+void WarmHttplibStatics() {
+  static const bool warmed = [] {
+    HttplibStaticsWarmer().Run();
+    return true;
+  }();
+  (void)warmed;
+}
+
 void SetTimeout(int fd, int option, int ms) {
   timeval tv{};
   tv.tv_sec = ms / 1000;
@@ -191,6 +233,7 @@ absl::StatusOr<int> ConnectionServer::Listen(const std::string& bind, int port, 
         absl::StrCat("cannot listen on ", bind, ":", port, " (in use, or no permission)"));
   }
   if (absl::Status s = SetBacklog(backlog); !s.ok()) return s;
+  WarmHttplibStatics();
   auto listener_done = std::make_shared<std::atomic<bool>>(false);
   listener_ = std::thread([this, listener_done] {
     listen_after_bind();

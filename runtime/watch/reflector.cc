@@ -446,6 +446,12 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
       absl::StatusOr<cache::ObjectPtr> object = parser_.Parse(event.object);
       if (!object.ok()) return malformed(object.status());
       {
+        // Counted before the store and the handlers see the event, so whoever observes its
+        // effect also observes it counted.
+        common::MutexLock lock(&mu_);
+        CountEvent();
+      }
+      {
         common::MutexLock dispatch(&dispatch_mu_);
         store_.SetResourceVersion(std::string((*object)->resource_version()));
         if (event.type == EventType::kDeleted) {
@@ -469,8 +475,6 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
           }
         }
       }
-      common::MutexLock lock(&mu_);
-      CountEvent();
       return WatchEnd::kContinue;
     }
     case EventType::kBookmark: {

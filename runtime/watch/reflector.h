@@ -98,7 +98,7 @@ struct ReflectorMetrics {
   size_t objects = 0;
   size_t bytes = 0;              // JSON bytes held (after stripping)
   size_t memory_bytes = 0;       // approximate heap bytes of the cached objects
-  uint64_t events_total = 0;     // watch events applied (bookmarks excluded)
+  uint64_t events_total = 0;     // watch events received and parsed (bookmarks excluded)
   double events_per_second = 0;  // over the last completed 10 s window
   uint64_t bookmarks_total = 0;
   uint64_t relists_total = 0;  // lists after the first
