@@ -11,11 +11,11 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/rest_client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/watch/kube_lister_watcher.h"
 #include "runtime/watch/reflector.h"
 
@@ -73,7 +73,7 @@ kube::ResourceRef Ref(const std::string& resource, const std::string& name = "")
 }
 
 TEST(RunnerIntegrationTest, ReconcilesFromRealReflectors) {
-  auto api = kube::testing::EmbeddedApiServer::Start("runner_integration");
+  auto api = apiserver::testing::EmbeddedApiServer::Start("runner_integration");
   ASSERT_TRUE(api.ok()) << api.status();
   kube::Client& client = (*api)->client();
 

@@ -12,8 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/kube/api_status.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/kube/testing/scripted_http_server.h"
 
 namespace ctrlhost::kube {
@@ -37,7 +37,7 @@ TEST(ResourcePathTest, Paths) {
 class ClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto api = testing::EmbeddedApiServer::Start("client_apiserver");
+    auto api = apiserver::testing::EmbeddedApiServer::Start("client_apiserver");
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
     rest_ = &api_->rest();
@@ -53,12 +53,12 @@ class ClientTest : public ::testing::Test {
     return json::parse(*body);
   }
 
-  static testing::EmbeddedApiServer* api_;
+  static apiserver::testing::EmbeddedApiServer* api_;
   static RestClient* rest_;
   Client client_{rest_};
 };
 
-testing::EmbeddedApiServer* ClientTest::api_ = nullptr;
+apiserver::testing::EmbeddedApiServer* ClientTest::api_ = nullptr;
 RestClient* ClientTest::rest_ = nullptr;
 
 ResourceRef ConfigMap(absl::string_view name = "") {

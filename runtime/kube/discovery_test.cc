@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::kube {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 class DiscoveryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto api = testing::EmbeddedApiServer::Start("discovery_apiserver");
+    auto api = apiserver::testing::EmbeddedApiServer::Start("discovery_apiserver");
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
   }
@@ -28,10 +28,10 @@ class DiscoveryTest : public ::testing::Test {
     return std::move(*rest);
   }
 
-  static testing::EmbeddedApiServer* api_;
+  static apiserver::testing::EmbeddedApiServer* api_;
 };
 
-testing::EmbeddedApiServer* DiscoveryTest::api_ = nullptr;
+apiserver::testing::EmbeddedApiServer* DiscoveryTest::api_ = nullptr;
 
 TEST_F(DiscoveryTest, BuiltInKinds) {
   auto rest = Rest(common::Clock::Real());

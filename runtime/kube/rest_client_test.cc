@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/kube/api_status.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/kube/testing/scripted_http_server.h"
 
 namespace ctrlhost::kube {
@@ -387,7 +387,7 @@ TEST(RestClientConfigTest, BadInputsAreErrors) {
 // Against the embedded API server over real HTTPS with the kubeconfig it writes.
 TEST(EmbeddedApiServerTest, HttpsWithKubeconfig) {
   // The fixture's client is built from the kubeconfig the server wrote.
-  auto api = testing::EmbeddedApiServer::Start("rest_apiserver");
+  auto api = apiserver::testing::EmbeddedApiServer::Start("rest_apiserver");
   ASSERT_TRUE(api.ok()) << api.status();
   RestClient* client = &(*api)->rest();
   const RestConfig* config = &(*api)->config();

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/rest_client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/manager/fence.h"
 
 namespace ctrlhost::manager {
@@ -25,7 +25,7 @@ std::string ConfigMap(absl::string_view name) {
 }
 
 TEST(FenceApiServerTest, WritesFollowTheCallingThreadsFence) {
-  auto api = kube::testing::EmbeddedApiServer::Start("fence_apiserver");
+  auto api = apiserver::testing::EmbeddedApiServer::Start("fence_apiserver");
   ASSERT_TRUE(api.ok()) << api.status();
   kube::RestClientOptions options;
   options.write_fence = [] { return CurrentWriteDeadline(); };  // as Host sets it

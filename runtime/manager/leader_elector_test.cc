@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/manager/lease.h"
 
 namespace ctrlhost::manager {
@@ -34,7 +34,7 @@ bool Eventually(const std::function<bool()>& condition) {
 class LeaderElectorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto api = kube::testing::EmbeddedApiServer::Start("leader_apiserver");
+    auto api = apiserver::testing::EmbeddedApiServer::Start("leader_apiserver");
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
     client_ = &api_->client();
@@ -68,12 +68,12 @@ class LeaderElectorTest : public ::testing::Test {
     return got.ok() ? json::parse(*got) : json();
   }
 
-  static kube::testing::EmbeddedApiServer* api_;
+  static apiserver::testing::EmbeddedApiServer* api_;
   static kube::Client* client_;
   common::FakeClock clock_;
 };
 
-kube::testing::EmbeddedApiServer* LeaderElectorTest::api_ = nullptr;
+apiserver::testing::EmbeddedApiServer* LeaderElectorTest::api_ = nullptr;
 kube::Client* LeaderElectorTest::client_ = nullptr;
 
 TEST(LeaderElectionOptionsTest, ClientGoRules) {

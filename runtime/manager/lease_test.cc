@@ -6,9 +6,9 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::manager {
 namespace {
@@ -55,14 +55,14 @@ TEST(FieldTest, WrongTypesReadAsAbsent) {
 class LeaseApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto api = kube::testing::EmbeddedApiServer::Start("lease_apiserver");
+    auto api = apiserver::testing::EmbeddedApiServer::Start("lease_apiserver");
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
   }
   static void TearDownTestSuite() { delete api_; }
   kube::Client* client() { return &api_->client(); }
 
-  inline static kube::testing::EmbeddedApiServer* api_ = nullptr;
+  inline static apiserver::testing::EmbeddedApiServer* api_ = nullptr;
 };
 
 TEST_F(LeaseApiTest, GetCreateAndConditionalUpdate) {

@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::manager {
 namespace {
@@ -65,7 +65,7 @@ TEST(ShardRingOptionsTest, Validation) {
 class ShardRingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto api = kube::testing::EmbeddedApiServer::Start("shard_apiserver");
+    auto api = apiserver::testing::EmbeddedApiServer::Start("shard_apiserver");
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
     client_ = &api_->client();
@@ -101,13 +101,13 @@ class ShardRingTest : public ::testing::Test {
     }
   }
 
-  static kube::testing::EmbeddedApiServer* api_;
+  static apiserver::testing::EmbeddedApiServer* api_;
   static kube::Client* client_;
   common::FakeClock clock_;
   std::map<std::string, std::vector<std::vector<std::string>>> views_;
 };
 
-kube::testing::EmbeddedApiServer* ShardRingTest::api_ = nullptr;
+apiserver::testing::EmbeddedApiServer* ShardRingTest::api_ = nullptr;
 kube::Client* ShardRingTest::client_ = nullptr;
 
 TEST_F(ShardRingTest, AKeyMovesOnlyOnceItsOldOwnerDrained) {

@@ -34,20 +34,34 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KUBEPROTO = ["options", "runtime", "intstr", "resource", "meta_v1", "core_v1", "core_v1_volume",
              "core_v1_pod", "apps_v1", "coordination_v1", "events_v1"]
 
-# Library sources per group (as in the Bazel targets they come from). "gen:" names generated code.
-APISERVER = [
-    "runtime/apiserver/body_limits.cc", "runtime/apiserver/object_util.cc",
-    "runtime/apiserver/resource_registry.cc", "runtime/apiserver/builtin_resources.cc",
-    "runtime/apiserver/jsonpath.cc", "runtime/apiserver/list_tokens.cc",
-    "runtime/apiserver/kubeproto/kubeproto.cc",
+KUBEPROTO_GEN = ["gen:runtime/apiserver/kubeproto/%s.pb.cc" % p for p in KUBEPROTO]
+
+# The project sources each fuzzer links besides tools/fuzzers/<target>_fuzzer.cc: the .cc files
+# of the Bazel closure of //tools/fuzzers:<target>_fuzzer (tools/fuzzers/BUILD.bazel), and for
+# each .proto there its generated code ("gen:"), less NOT_LINKED. build_test.py fails when they
+# drift apart. To change what a fuzzer links, change its deps in BUILD.bazel (or the runtime
+# targets), then copy the closure here:
+#   bazel query --noimplicit_deps "kind('source file', deps(//tools/fuzzers:patch_fuzzer))"
+KUBEPROTO_LIB = [
+    "runtime/apiserver/kubeproto/kubeproto.cc", "runtime/apiserver/body_limits.cc",
+    "runtime/kube/api_status.cc", "runtime/kube/field_error.cc",
+] + KUBEPROTO_GEN
+OBJECT_UTIL = KUBEPROTO_LIB + [
+    "runtime/apiserver/object_util.cc", "runtime/apiserver/resource_registry.cc",
+    "runtime/apiserver/builtin_resources.cc", "runtime/apiserver/crd.cc",
+    "runtime/common/yaml_json.cc", "runtime/kube/validation.cc",
+]
+PATCH = OBJECT_UTIL + [
     "runtime/apiserver/patch/patch.cc", "runtime/apiserver/patch/strategic_merge.cc",
     "runtime/apiserver/patch/internal/errors.cc", "runtime/apiserver/patch/merge_strategy.cc",
     "runtime/apiserver/patch/apply.cc", "runtime/apiserver/patch/managed_fields.cc",
-    "runtime/apiserver/patch/field_set.cc",
-    "runtime/common/yaml_json.cc", "runtime/common/logging.cc", "runtime/common/utf8.cc",
-    "runtime/kube/api_status.cc", "runtime/kube/selector.cc", "runtime/kube/field_selector.cc",
-    "runtime/kube/validation.cc", "runtime/kube/field_error.cc",
-] + ["gen:runtime/apiserver/kubeproto/%s.pb.cc" % p for p in KUBEPROTO]
+    "runtime/apiserver/patch/field_set.cc", "runtime/common/logging.cc",
+    "runtime/common/utf8.cc",
+]
+SELECTOR = [
+    "runtime/kube/selector.cc", "runtime/kube/field_selector.cc", "runtime/kube/validation.cc",
+    "runtime/kube/api_status.cc", "runtime/kube/field_error.cc",
+]
 KUBECONFIG = [
     "runtime/kube/kubeconfig.cc", "runtime/common/yaml_json.cc", "runtime/common/logging.cc",
     "runtime/common/utf8.cc",
@@ -55,10 +69,8 @@ KUBECONFIG = [
 OPERATOR_FILE = [
     "runtime/config/load.cc", "runtime/config/operator_spec.cc",
     "runtime/config/internal/yaml_reader.cc", "runtime/common/yaml_json.cc",
-    "runtime/common/paths.cc", "runtime/common/utf8.cc", "runtime/kube/selector.cc",
-    "runtime/kube/field_selector.cc",
-    "runtime/kube/validation.cc", "runtime/kube/api_status.cc", "runtime/kube/field_error.cc",
-]
+    "runtime/common/paths.cc", "runtime/common/utf8.cc",
+] + SELECTOR
 PLUGIN_RESPONSE = [
     "runtime/controller/apply/validate.cc", "runtime/kube/validation.cc",
     "runtime/kube/api_status.cc", "runtime/kube/field_error.cc", "runtime/cache/object.cc",
@@ -68,17 +80,49 @@ PLUGIN_RESPONSE = [
 
 # target -> library sources; the fuzzer itself is tools/fuzzers/<target>_fuzzer.cc.
 TARGETS = {
-    "body_json": APISERVER,
-    "body_yaml": APISERVER,
-    "body_kubeproto": APISERVER,
-    "patch": APISERVER,
-    "selector": APISERVER,
-    "jsonpath": APISERVER,
-    "list_tokens": APISERVER,
+    "body_json": OBJECT_UTIL,
+    "body_yaml": OBJECT_UTIL,
+    "body_kubeproto": KUBEPROTO_LIB,
+    "patch": PATCH,
+    "selector": SELECTOR,
+    "jsonpath": ["runtime/apiserver/jsonpath.cc"],
+    "list_tokens": [
+        "runtime/apiserver/list_tokens.cc", "runtime/kube/api_status.cc",
+        "runtime/kube/field_error.cc",
+    ],
     "kubeconfig": KUBECONFIG,
     "operator_file": OPERATOR_FILE,
     "plugin_response": PLUGIN_RESPONSE,
 }
+
+# Sources of a fuzzer's Bazel closure it does not link, and why. plugin_response: the controller
+# seams (controller:reconcile) and apply:validate bring in the cache store and the API client;
+# ValidateResponse calls neither, and rest_client.cc needs cpp-httplib and OpenSSL, which this
+# build does not link.
+NOT_LINKED = {
+    "plugin_response": [
+        "runtime/cache/store.cc", "runtime/common/clock.cc", "runtime/common/logging.cc",
+        "runtime/common/yaml_json.cc", "runtime/kube/client.cc", "runtime/kube/discovery.cc",
+        "runtime/kube/kubeconfig.cc", "runtime/kube/rest_client.cc",
+    ],
+}
+
+# Where protoc finds each generated file's .proto (_generate): kubeproto from the repository
+# root, the plugin protocol from proto/.
+PROTO_ROOTS = {"runtime/": "", "ctrlhost/": "proto/"}
+
+
+def bazel_source(source):
+    """The repository file a source list entry comes from: itself, or a generated file's .proto
+    (what Bazel's closure names)."""
+    if not source.startswith("gen:"):
+        return source
+    proto = source[len("gen:"):-len(".pb.cc")] + ".proto"
+    for prefix, root in PROTO_ROOTS.items():
+        if proto.startswith(prefix):
+            return root + proto
+    raise ValueError("no proto root for %s" % source)
+
 
 MODULES = ["absl_base", "absl_flat_hash_map", "absl_flat_hash_set", "absl_node_hash_map",
            "absl_btree", "absl_inlined_vector", "absl_random_random", "absl_status",

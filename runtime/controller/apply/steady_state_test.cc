@@ -12,12 +12,12 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/rest_client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 #include "runtime/watch/kube_lister_watcher.h"
 #include "runtime/watch/reflector.h"
 
@@ -109,7 +109,7 @@ kube::ResourceRef Ref(const std::string& resource, const std::string& name = "")
 }
 
 TEST(SteadyStateTest, ReconcilingConvergedObjectsMakesNoRequestsIssue13) {
-  auto api = kube::testing::EmbeddedApiServer::Start("steady_state");
+  auto api = apiserver::testing::EmbeddedApiServer::Start("steady_state");
   ASSERT_TRUE(api.ok()) << api.status();
   // The host's own transport (its requests are counted) and the fixture's for the test's setup.
   auto host_rest = (*api)->NewRestClient();

@@ -14,12 +14,12 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/cache/store.h"
 #include "runtime/common/clock.h"
 #include "runtime/controller/apply/applier.h"
 #include "runtime/controller/apply/testing/test_controllers.h"
 #include "runtime/kube/client.h"
-#include "runtime/kube/testing/embedded_apiserver.h"
 
 namespace ctrlhost::controller::apply::testing {
 
@@ -46,7 +46,7 @@ inline kube::ResourceRef ConfigMaps(const std::string& ns, const std::string& na
 class ApplierTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto api = kube::testing::EmbeddedApiServer::Start("applier_apiserver");
+    auto api = apiserver::testing::EmbeddedApiServer::Start("applier_apiserver");
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
     rest_ = &api_->rest();
@@ -143,7 +143,7 @@ class ApplierTest : public ::testing::Test {
     return json();
   }
 
-  inline static kube::testing::EmbeddedApiServer* api_ = nullptr;
+  inline static apiserver::testing::EmbeddedApiServer* api_ = nullptr;
   inline static kube::RestClient* rest_ = nullptr;  // the transport of client_ (counts requests)
   inline static kube::Client* client_ = nullptr;
   std::string ns_;
