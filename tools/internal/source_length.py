@@ -168,10 +168,23 @@ def _is_digit_separator(text, i):
     return j < i and text[j].isdigit()
 
 
-# What follows the closing parenthesis of a function's parameters before its body.
-_AFTER_PARAMS = re.compile(
-    r"^\)(\s*(const|volatile|noexcept(\s*\([^()]*\))?|override|final|mutable|&&|&|"
-    r"constexpr|->\s*[^{;=]+?|[A-Z][A-Z0-9_]*(\s*\([^()]*\))?))*\s*$")
+# What may follow the closing parenthesis of a function's parameters before its body, one
+# qualifier at a time (a single regex with nested repetition backtracks exponentially).
+_QUALIFIER = re.compile(r"\s*(const|volatile|noexcept(\s*\([^()]*\))?|override|final|mutable|&&|&|"
+                        r"constexpr|->\s*[^{;=]+$|[A-Z][A-Z0-9_]*(\s*\([^()]*\))?)")
+
+
+def _only_qualifiers(after):
+    """Whether `after` (starting at the parameters' ')') holds only qualifiers."""
+    rest = after[1:]
+    while rest.strip():
+        m = _QUALIFIER.match(rest)
+        if not m or m.end() == 0:
+            return False
+        rest = rest[m.end():]
+    return True
+
+
 _CONTAINER = re.compile(r"^(inline\s+)?(namespace\b|extern\b)")
 _CLASS = re.compile(r"^(template\s*<.*>\s*)?(class|struct|union)\b")
 _ENUM = re.compile(r"^(typedef\s+)?enum\b")
@@ -238,7 +251,7 @@ def _function_head(head):
     if close is None:
         return False
     after = rest[close:]
-    if _AFTER_PARAMS.match(after):
+    if _only_qualifiers(after):
         return True
     # A constructor with an initializer list: `) : a_(x), b_{y}` ends with ')' or '}'.
     return re.match(r"^\)\s*(noexcept\s*)?:[^:]", after) is not None and after.rstrip()[-1] in ")}"
