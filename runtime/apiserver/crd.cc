@@ -26,6 +26,74 @@ std::vector<std::string> Strings(const nlohmann::json& j, const char* key) {
   return out;
 }
 
+// As kube-apiserver (KEP 1111): the groups of the Kubernetes project need an approval link in
+// an annotation of the CRD.
+void CheckApprovalOfProtectedGroup(const nlohmann::json& crd, const std::string& group,
+                                   std::vector<kube::StatusCause>& causes) {
+  const bool protected_group = group == "k8s.io" || group == "kubernetes.io" ||
+                               absl::EndsWith(group, ".k8s.io") ||
+                               absl::EndsWith(group, ".kubernetes.io");
+  if (protected_group) {
+    constexpr char kApproval[] = "api-approved.kubernetes.io";
+    const std::string field = absl::StrCat("metadata.annotations[", kApproval, "]");
+    const nlohmann::json* annotations = nullptr;
+    if (crd.contains("metadata") && crd["metadata"].is_object() &&
+        crd["metadata"].contains("annotations") && crd["metadata"]["annotations"].is_object()) {
+      annotations = &crd["metadata"]["annotations"];
+    }
+    if (annotations == nullptr || !annotations->contains(kApproval)) {
+      causes.push_back(
+          {"FieldValueRequired",
+           absl::StrCat("Required value: protected groups must have approval "
+                        "annotation \"",
+                        kApproval, "\", see https://github.com/kubernetes/enhancements/pull/1111"),
+           field});
+    } else {
+      const nlohmann::json& value = (*annotations)[kApproval];
+      const std::string text = value.is_string() ? value.get<std::string>() : "";
+      if (!absl::StartsWith(text, "unapproved") && !absl::StartsWith(text, "https://") &&
+          !absl::StartsWith(text, "http://")) {
+        causes.push_back(
+            {"FieldValueInvalid",
+             absl::StrCat("Invalid value: \"", text,
+                          "\": protected groups must have approval annotation \"", kApproval,
+                          "\" with either a URL or a reason starting with "
+                          "\"unapproved\", see "
+                          "https://github.com/kubernetes/enhancements/pull/1111"),
+             field});
+      }
+    }
+  }
+}
+
+// The resource of one served version `v` of a CRD that passed validation.
+ResourceInfo ServedVersion(const nlohmann::json& v, const std::string& group,
+                           const nlohmann::json& names, const std::string& scope,
+                           const std::string& singular, const std::string& list_kind) {
+  ResourceInfo r;
+  r.group = group;
+  r.version = Str(v, "name");
+  r.resource = Str(names, "plural");
+  r.singular = singular;
+  r.kind = Str(names, "kind");
+  r.list_kind = list_kind;
+  r.namespaced = scope != "Cluster";
+  r.short_names = Strings(names, "shortNames");
+  r.categories = Strings(names, "categories");
+  r.custom = true;
+  r.tracks_generation = true;
+  r.return_deleted_object = true;
+  r.has_status = v.contains("subresources") && v["subresources"].is_object() &&
+                 v["subresources"].contains("status");
+  if (v.contains("additionalPrinterColumns") && v["additionalPrinterColumns"].is_array()) {
+    r.printer_columns = v["additionalPrinterColumns"];
+  }
+  if (v.contains("schema") && v["schema"].is_object() && v["schema"].contains("openAPIV3Schema")) {
+    r.schema = std::make_shared<const nlohmann::json>(v["schema"]["openAPIV3Schema"]);
+  }
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd) {
@@ -53,36 +121,7 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
     bad("spec.group",
         absl::StrCat("Invalid value: \"", group, "\": should be a domain with at least one dot"));
   }
-  // As kube-apiserver (KEP 1111): the groups of the Kubernetes project need an approval link.
-  const bool protected_group = group == "k8s.io" || group == "kubernetes.io" ||
-                               absl::EndsWith(group, ".k8s.io") ||
-                               absl::EndsWith(group, ".kubernetes.io");
-  if (protected_group) {
-    constexpr char kApproval[] = "api-approved.kubernetes.io";
-    const std::string field = absl::StrCat("metadata.annotations[", kApproval, "]");
-    const nlohmann::json* annotations = nullptr;
-    if (crd.contains("metadata") && crd["metadata"].is_object() &&
-        crd["metadata"].contains("annotations") && crd["metadata"]["annotations"].is_object()) {
-      annotations = &crd["metadata"]["annotations"];
-    }
-    if (annotations == nullptr || !annotations->contains(kApproval)) {
-      bad(field,
-          absl::StrCat("Required value: protected groups must have approval annotation \"",
-                       kApproval, "\", see https://github.com/kubernetes/enhancements/pull/1111"),
-          "FieldValueRequired");
-    } else {
-      const nlohmann::json& value = (*annotations)[kApproval];
-      const std::string text = value.is_string() ? value.get<std::string>() : "";
-      if (!absl::StartsWith(text, "unapproved") && !absl::StartsWith(text, "https://") &&
-          !absl::StartsWith(text, "http://")) {
-        bad(field, absl::StrCat("Invalid value: \"", text,
-                                "\": protected groups must have approval annotation \"", kApproval,
-                                "\" with either a URL or a reason starting with "
-                                "\"unapproved\", see "
-                                "https://github.com/kubernetes/enhancements/pull/1111"));
-      }
-    }
-  }
+  CheckApprovalOfProtectedGroup(crd, group, causes);
   if (plural.empty()) bad("spec.names.plural", "Required value", "FieldValueRequired");
   if (!plural.empty() && !kube::IsDns1123Label(plural).empty()) {
     bad("spec.names.plural",
@@ -121,29 +160,7 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
       storage_version = vname;
     }
     if (!v.value("served", false)) continue;
-    ResourceInfo r;
-    r.group = group;
-    r.version = vname;
-    r.resource = plural;
-    r.singular = singular;
-    r.kind = kind;
-    r.list_kind = list_kind;
-    r.namespaced = scope != "Cluster";
-    r.short_names = Strings(names, "shortNames");
-    r.categories = Strings(names, "categories");
-    r.custom = true;
-    r.tracks_generation = true;
-    r.return_deleted_object = true;
-    r.has_status = v.contains("subresources") && v["subresources"].is_object() &&
-                   v["subresources"].contains("status");
-    if (v.contains("additionalPrinterColumns") && v["additionalPrinterColumns"].is_array()) {
-      r.printer_columns = v["additionalPrinterColumns"];
-    }
-    if (v.contains("schema") && v["schema"].is_object() &&
-        v["schema"].contains("openAPIV3Schema")) {
-      r.schema = std::make_shared<const nlohmann::json>(v["schema"]["openAPIV3Schema"]);
-    }
-    out.push_back(std::move(r));
+    out.push_back(ServedVersion(v, group, names, scope, singular, list_kind));
   }
   if (versions.is_array() && !versions.empty() && storage != 1) {
     bad("spec.versions", "Invalid value: must have exactly one version marked as storage version");

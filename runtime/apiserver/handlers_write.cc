@@ -483,6 +483,40 @@ absl::StatusOr<ObjectPtr> WriteComputed(Store* store, const std::string& key, bo
       });
 }
 
+// `served` with a patch of `type` applied (`apply_config` and `apply_opts`: a server-side apply).
+absl::StatusOr<nlohmann::json> PatchOfType(PatchType type, const nlohmann::json& served,
+                                           const std::string& body, const MergeStrategy* strategy,
+                                           const nlohmann::json* apply_config,
+                                           const ApplyOptions& apply_opts) {
+  switch (type) {
+    case PatchType::kJsonPatch:
+      return ApplyJsonPatch(served, body);
+    case PatchType::kMergePatch:
+      return ApplyMergePatch(served, body);
+    case PatchType::kStrategicMergePatch:
+      return ApplyStrategicMergePatch(served, body, strategy);
+    case PatchType::kApplyPatch:
+      return ServerSideApply(&served, *apply_config, apply_opts, strategy);
+  }
+  return kube::InternalError("unknown patch type");
+}
+
+// The options of a server-side apply to object `name` (in `ns`) or its `subresource`.
+ApplyOptions ApplyOptionsFor(const ResourceInfo& r, const std::string& ns, const std::string& name,
+                             const std::string& subresource, const ApiRequest& req) {
+  ApplyOptions apply_opts;
+  apply_opts.manager = Query(req, "fieldManager");
+  const std::string force = Query(req, "force");
+  apply_opts.force = ParseQueryBool(force);
+  apply_opts.subresource = subresource;
+  apply_opts.api_version = r.ApiVersion();
+  apply_opts.kind = r.kind;
+  apply_opts.name = name;
+  apply_opts.namespace_name = ns;
+  apply_opts.ignore_status = r.has_status && subresource.empty();
+  return apply_opts;
+}
+
 }  // namespace
 
 absl::Status ApiHandlers::CheckNamespaceWritable(const ResourceInfo& r,
@@ -636,15 +670,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
     RETURN_IF_ERROR(CheckKind(r, cfg));
     RETURN_IF_ERROR(CheckNamespaceAndName(r, cfg, t.ns, t.name));
     apply_config = std::make_shared<nlohmann::json>(std::move(cfg));
-    apply_opts.manager = Query(req, "fieldManager");
-    const std::string force = Query(req, "force");
-    apply_opts.force = ParseQueryBool(force);
-    apply_opts.subresource = t.subresource;
-    apply_opts.api_version = r.ApiVersion();
-    apply_opts.kind = r.kind;
-    apply_opts.name = t.name;
-    apply_opts.namespace_name = t.ns;
-    apply_opts.ignore_status = r.has_status && t.subresource.empty();
+    apply_opts = ApplyOptionsFor(r, t.ns, t.name, t.subresource, req);
   } else if (req.body.size() > 0 && type != PatchType::kJsonPatch) {
     // Validated again when applied; this gives a clear 400 before taking the write slot.
     RETURN_IF_ERROR(ParseJsonBody(req.body).status());
@@ -690,26 +716,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::Patch(const Target& t, const ApiRequest
             nlohmann::json old = nlohmann::json::parse(current->value, nullptr, false);
             if (old.is_discarded()) return kube::InternalError("stored object is not JSON");
             nlohmann::json served = ToServed(r, old);
-            nlohmann::json patched;
-            switch (type) {
-              case PatchType::kJsonPatch: {
-                ASSIGN_OR_RETURN(patched, ApplyJsonPatch(served, req.body));
-                break;
-              }
-              case PatchType::kMergePatch: {
-                ASSIGN_OR_RETURN(patched, ApplyMergePatch(served, req.body));
-                break;
-              }
-              case PatchType::kStrategicMergePatch: {
-                ASSIGN_OR_RETURN(patched, ApplyStrategicMergePatch(served, req.body, strategy));
-                break;
-              }
-              case PatchType::kApplyPatch: {
-                ASSIGN_OR_RETURN(patched,
-                                 ServerSideApply(&served, *apply_config, apply_opts, strategy));
-                break;
-              }
-            }
+            ASSIGN_OR_RETURN(nlohmann::json patched, PatchOfType(type, served, req.body, strategy,
+                                                                 apply_config.get(), apply_opts));
             RETURN_IF_ERROR(CheckKind(r, patched));
             RETURN_IF_ERROR(CheckNamespaceAndName(r, patched, t.ns, t.name));
             const std::string want_rv = MetaString(patched, "resourceVersion");

@@ -155,6 +155,19 @@ struct ApiServer::Impl {
   // false (with a 429 in `res`) when that level has none left for its kind.
   bool AdmitInflight(const httplib::Request& req, RequestSeats::Level level,
                      httplib::Response& res);
+
+  // Start's steps, in order. Opens the database, then the handlers and controllers over it.
+  absl::Status OpenState();
+  // The HTTP (or, with the PKI it ensures, HTTPS) listener with its connection limits; not yet
+  // listening.
+  absl::Status CreateHttp();
+  // Socket options and timeouts of `http`, and every route through PreRoute and Serve.
+  void InstallRoutes();
+  // Before a request is routed: authentication, an inflight seat, the declared body length.
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res);
+  // Reads a request's body (at most options.max_body_bytes, chunked or not), then serves it.
+  void ServeWithBody(const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& reader);
 };
 
 namespace {
@@ -245,42 +258,27 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
   res.set_content(resp.body, resp.content_type);
 }
 
-absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->options = options;
-  ASSIGN_OR_RETURN(impl->system_token, NewSystemToken());
-  // The host's level gets as many seats as users get, apart from theirs, and no list share:
-  // its informers list everything they watch when they start.
-  SeatLimits system_seats;
-  system_seats.reads = std::max(options.max_requests_inflight, 0);
-  system_seats.writes = std::max(options.max_mutating_requests_inflight, 0);
-  impl->seats = std::make_unique<RequestSeats>(
-      RequestSeats::UserLimits(options.max_requests_inflight,
-                               options.max_mutating_requests_inflight),
-      system_seats);
-  // A database file reaching the process's file size limit (RLIMIT_FSIZE) must fail the write
-  // with EFBIG, answered 429 like a full disk (storage/sqlite.cc), not kill the whole server.
-  signal(SIGXFSZ, SIG_IGN);
-  RETURN_IF_ERROR(common::CreatePrivateDirectory(options.data_dir));
-  RETURN_IF_ERROR(CheckStateMatchesCredentials(options.data_dir));
+absl::Status ApiServer::Impl::OpenState() {
   StoreOptions so;
   so.path = options.data_dir + "/state.db";
   so.sync_full = options.sync_full;
   so.retained_revisions = options.retained_revisions;
   so.compaction_interval = options.compaction_interval;
   so.extract_labels = [](absl::string_view json) { return ExtractLabels(json); };
-  ASSIGN_OR_RETURN(impl->store, Store::Open(std::move(so)));
-  impl->registry = std::make_unique<ResourceRegistry>();
-  impl->handlers = std::make_unique<ApiHandlers>(impl->store.get(), impl->registry.get(),
-                                                 common::Clock::Real(), HandlerOptions{});
-  impl->controllers = std::make_unique<Controllers>(impl->store.get(), impl->registry.get(),
-                                                    impl->handlers.get(), common::Clock::Real());
-  RETURN_IF_ERROR(impl->controllers->Start());
-  RETURN_IF_ERROR(EnsureSystemNamespaces(*impl->handlers));
-  Controllers* controllers = impl->controllers.get();
-  impl->handlers->SetCrdHook(
-      [controllers](const nlohmann::json& crd) { controllers->SyncCrd(crd); });
+  ASSIGN_OR_RETURN(store, Store::Open(std::move(so)));
+  registry = std::make_unique<ResourceRegistry>();
+  handlers = std::make_unique<ApiHandlers>(store.get(), registry.get(), common::Clock::Real(),
+                                           HandlerOptions{});
+  controllers = std::make_unique<Controllers>(store.get(), registry.get(), handlers.get(),
+                                              common::Clock::Real());
+  RETURN_IF_ERROR(controllers->Start());
+  RETURN_IF_ERROR(EnsureSystemNamespaces(*handlers));
+  Controllers* running = controllers.get();
+  handlers->SetCrdHook([running](const nlohmann::json& crd) { running->SyncCrd(crd); });
+  return absl::OkStatus();
+}
 
+absl::Status ApiServer::Impl::CreateHttp() {
   std::vector<std::string> hosts = options.hosts;
   if (options.bind != "0.0.0.0" && options.bind != "::") hosts.push_back(options.bind);
   serving::ConnectionLimits limits;
@@ -298,16 +296,89 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
                                                  1))
                             .second;
   if (options.insecure_http) {
-    ASSIGN_OR_RETURN(impl->http, serving::ConnectionServer::Create(limits, "", ""));
-    impl->scheme = "http";
+    ASSIGN_OR_RETURN(http, serving::ConnectionServer::Create(limits, "", ""));
+    scheme = "http";
   } else {
     ASSIGN_OR_RETURN(Pki pki, EnsurePki(options.data_dir, hosts));
-    impl->token = pki.token;
-    ASSIGN_OR_RETURN(impl->http, serving::ConnectionServer::Create(limits, pki.server_cert_path,
-                                                                   pki.server_key_path));
-    impl->scheme = "https";
+    token = pki.token;
+    ASSIGN_OR_RETURN(
+        http, serving::ConnectionServer::Create(limits, pki.server_cert_path, pki.server_key_path));
+    scheme = "https";
   }
-  serving::ConnectionServer& http = *impl->http;
+  return absl::OkStatus();
+}
+
+httplib::Server::HandlerResponse ApiServer::Impl::PreRoute(const httplib::Request& req,
+                                                           httplib::Response& res) {
+  const std::string auth = req.get_header_value("Authorization");
+  // The host's own client (also over plain HTTP, where nothing else is checked).
+  const RequestSeats::Level level =
+      BearerMatches(auth, system_token) ? RequestSeats::kSystem : RequestSeats::kUser;
+  if (!token.empty() && !IsPublicPath(req.path)) {
+    if (level != RequestSeats::kSystem && !BearerMatches(auth, token)) {
+      SendStatus(res, kube::UnauthorizedError("Unauthorized"));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    serving::ConnectionServer::MarkAuthenticated();
+  }
+  if (!AdmitInflight(req, level, res)) return httplib::Server::HandlerResponse::Handled;
+  // Before any byte of the body is read: httplib would try to skip a declared length past
+  // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
+  // timeout. A length up to 64 MiB is still read and dropped by httplib, so a
+  // client that sends a body somewhat too large gets its 413 rather than a broken pipe.
+  if (req.has_header("Content-Length")) {
+    const std::string value = req.get_header_value("Content-Length");
+    uint64_t length = 0;
+    if (value.empty() || value[0] == '-' || value[0] == '+' || !absl::SimpleAtoi(value, &length)) {
+      SendStatus(res, kube::BadRequestError(absl::StrCat("invalid Content-Length \"",
+                                                         absl::CHexEscape(value.substr(0, 64)),
+                                                         "\": not a length in bytes")));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (length > std::max<uint64_t>(options.max_body_bytes, 64 << 20)) {
+      SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
+                          "the request body is larger than ", options.max_body_bytes, " bytes")));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+// Bodies are read here rather than by httplib, which applies its payload limit to
+// Content-Length only: a `Transfer-Encoding: chunked` body would otherwise be read whole,
+// whatever its size.
+void ApiServer::Impl::ServeWithBody(const httplib::Request& req, httplib::Response& res,
+                                    const httplib::ContentReader& reader) {
+  std::string body;
+  bool too_large = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    if (n > options.max_body_bytes - body.size()) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (too_large || res.status == 413) {
+    SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
+                        "the request body is larger than ", options.max_body_bytes, " bytes")));
+    // The rest of the body is still on the connection: do not read it as a next request.
+    res.set_header("Connection", "close");
+    return;
+  }
+  if (!read) {
+    SendStatus(res, kube::BadRequestError("the request body could not be read"));
+    res.set_header("Connection", "close");
+    return;
+  }
+  Serve(req, std::move(body), res);
+}
+
+void ApiServer::Impl::InstallRoutes() {
+  serving::ConnectionServer& http = *this->http;
   http.set_payload_max_length(options.max_body_bytes);
   // Without TCP_NODELAY a response body waits for the client's delayed ACK of the headers
   // (~40 ms per request); httplib also closes a keep-alive connection after 5 requests by
@@ -324,80 +395,16 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   http.set_keep_alive_timeout(30);
   http.set_read_timeout(30);
   // Writes are bounded by limits.write_stall_timeout (ConnectionServer), not a write timeout.
-  Impl* raw = impl.get();
-  const size_t body_limit = options.max_body_bytes;
-  http.set_pre_routing_handler([raw, body_limit](const httplib::Request& req,
-                                                 httplib::Response& res) {
-    const std::string auth = req.get_header_value("Authorization");
-    // The host's own client (also over plain HTTP, where nothing else is checked).
-    const RequestSeats::Level level =
-        BearerMatches(auth, raw->system_token) ? RequestSeats::kSystem : RequestSeats::kUser;
-    if (!raw->token.empty() && !IsPublicPath(req.path)) {
-      if (level != RequestSeats::kSystem && !BearerMatches(auth, raw->token)) {
-        SendStatus(res, kube::UnauthorizedError("Unauthorized"));
-        res.set_header("Connection", "close");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      serving::ConnectionServer::MarkAuthenticated();
-    }
-    if (!raw->AdmitInflight(req, level, res)) return httplib::Server::HandlerResponse::Handled;
-    // Before any byte of the body is read: httplib would try to skip a declared length past
-    // the limit (`Content-Length: -1` is 2^64 - 1 to it) and answer only after its read
-    // timeout. A length up to 64 MiB is still read and dropped by httplib, so a
-    // client that sends a body somewhat too large gets its 413 rather than a broken pipe.
-    if (req.has_header("Content-Length")) {
-      const std::string value = req.get_header_value("Content-Length");
-      uint64_t length = 0;
-      if (value.empty() || value[0] == '-' || value[0] == '+' ||
-          !absl::SimpleAtoi(value, &length)) {
-        SendStatus(res, kube::BadRequestError(absl::StrCat("invalid Content-Length \"",
-                                                           absl::CHexEscape(value.substr(0, 64)),
-                                                           "\": not a length in bytes")));
-        res.set_header("Connection", "close");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      if (length > std::max<uint64_t>(body_limit, 64 << 20)) {
-        SendStatus(res, kube::RequestEntityTooLargeError(absl::StrCat(
-                            "the request body is larger than ", body_limit, " bytes")));
-        res.set_header("Connection", "close");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  auto serve = [raw](const httplib::Request& req, httplib::Response& res) {
-    raw->Serve(req, req.body, res);
+  http.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+  auto serve = [this](const httplib::Request& req, httplib::Response& res) {
+    Serve(req, req.body, res);
+  };
+  auto serve_with_body = [this](const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& reader) {
+    ServeWithBody(req, res, reader);
   };
   const size_t max_body = options.max_body_bytes;
-  // Bodies are read here rather than by httplib, which applies its payload limit to
-  // Content-Length only: a `Transfer-Encoding: chunked` body would otherwise be read whole,
-  // whatever its size.
-  auto serve_with_body = [raw, max_body](const httplib::Request& req, httplib::Response& res,
-                                         const httplib::ContentReader& reader) {
-    std::string body;
-    bool too_large = false;
-    const bool read = reader([&](const char* data, size_t n) {
-      if (n > max_body - body.size()) {
-        too_large = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
-    });
-    if (too_large || res.status == 413) {
-      SendStatus(res, kube::RequestEntityTooLargeError(
-                          absl::StrCat("the request body is larger than ", max_body, " bytes")));
-      // The rest of the body is still on the connection: do not read it as a next request.
-      res.set_header("Connection", "close");
-      return;
-    }
-    if (!read) {
-      SendStatus(res, kube::BadRequestError("the request body could not be read"));
-      res.set_header("Connection", "close");
-      return;
-    }
-    raw->Serve(req, std::move(body), res);
-  };
   http.Get(".*", serve);
   http.Post(".*", serve_with_body);
   http.Put(".*", serve_with_body);
@@ -419,9 +426,32 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
       SendStatus(res, kube::ApiError(res.status, "", absl::StrCat("HTTP ", res.status)));
     }
   });
+}
+
+absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  ASSIGN_OR_RETURN(impl->system_token, NewSystemToken());
+  // The host's level gets as many seats as users get, apart from theirs, and no list share:
+  // its informers list everything they watch when they start.
+  SeatLimits system_seats;
+  system_seats.reads = std::max(options.max_requests_inflight, 0);
+  system_seats.writes = std::max(options.max_mutating_requests_inflight, 0);
+  impl->seats = std::make_unique<RequestSeats>(
+      RequestSeats::UserLimits(options.max_requests_inflight,
+                               options.max_mutating_requests_inflight),
+      system_seats);
+  // A database file reaching the process's file size limit (RLIMIT_FSIZE) must fail the write
+  // with EFBIG, answered 429 like a full disk (storage/sqlite.cc), not kill the whole server.
+  signal(SIGXFSZ, SIG_IGN);
+  RETURN_IF_ERROR(common::CreatePrivateDirectory(options.data_dir));
+  RETURN_IF_ERROR(CheckStateMatchesCredentials(options.data_dir));
+  RETURN_IF_ERROR(impl->OpenState());
+  RETURN_IF_ERROR(impl->CreateHttp());
+  impl->InstallRoutes();
   // httplib listens with a backlog of 5: a burst of connections (clients starting together, a
   // flood) would have SYNs dropped and retried after 1 s. The kernel caps it at somaxconn.
-  ASSIGN_OR_RETURN(impl->port, http.Listen(options.bind, options.port, /*backlog=*/4096));
+  ASSIGN_OR_RETURN(impl->port, impl->http->Listen(options.bind, options.port, /*backlog=*/4096));
 
   // From here on the server owns the running threads: an error below stops them on return.
   Impl* running = impl.get();

@@ -236,6 +236,20 @@ class Runner {
 
   void WorkerLoop();
   void ProcessKey(const std::string& key);
+  // ProcessKey's steps. Whether this host may process `key` now (options_.key_gate); when not,
+  // the key was forgotten or requeued as the gate said.
+  bool PassKeyGate(const std::string& key);
+  // Adds the controller's finalizer to a live primary that lacks it, before the request; then
+  // `primary` and `context.primary` are the object with it. False when the key is done for now
+  // (the primary is gone, or the write failed and the key was requeued).
+  bool EnsureFinalizerBeforeRequest(const std::string& key, absl::Time start,
+                                    cache::ObjectPtr& primary, ReconcileContext& context);
+  // Acts on the outcome for a deleted primary (`deleted_uid`): only a failure to tell the plugin
+  // is retried.
+  void FinishDeleted(const std::string& key, const ApplyOutcome& outcome, absl::Duration took,
+                     const std::string& deleted_uid);
+  // Acts on the outcome for a live primary: forgets, requeues or parks the key.
+  void Finish(const std::string& key, const ApplyOutcome& outcome, absl::Duration took);
   // Sends `call` and waits for the answer (bounded by deadline + dispatch_grace).
   DispatchResult DispatchAndWait(pluginpb::ReconcileCall call, absl::Time deadline);
   pluginpb::ReconcileCall BuildCall(const std::string& key, const cache::ObjectPtr& primary,

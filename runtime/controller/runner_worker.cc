@@ -177,32 +177,70 @@ pluginpb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::O
   return call;
 }
 
-void Runner::ProcessKey(const std::string& key) {
+bool Runner::PassKeyGate(const std::string& key) {
   KeyGate* const gate = options_.key_gate;
-  if (gate != nullptr) {
-    switch (gate->Begin(key)) {
-      case KeyGate::kRun:
-        break;
-      case KeyGate::kNotMine: {
-        // Moved to another host, which queued it when its ring changed.
-        queue_.Forget(key);
-        common::MutexLock lock(&mu_);
-        reasons_.erase(key);
-        return;
-      }
-      case KeyGate::kWait:
-        // Ours, but its previous owner has not drained yet: keep the key (and its reason).
-        Requeue(key, queue_.AddAfter(key, gate->retry_after()));
-        return;
+  if (gate == nullptr) return true;
+  switch (gate->Begin(key)) {
+    case KeyGate::kRun:
+      return true;
+    case KeyGate::kNotMine: {
+      // Moved to another host, which queued it when its ring changed.
+      queue_.Forget(key);
+      common::MutexLock lock(&mu_);
+      reasons_.erase(key);
+      return false;
     }
+    case KeyGate::kWait:
+      // Ours, but its previous owner has not drained yet: keep the key (and its reason).
+      Requeue(key, queue_.AddAfter(key, gate->retry_after()));
+      return false;
   }
+  return false;
+}
+
+bool Runner::EnsureFinalizerBeforeRequest(const std::string& key, absl::Time start,
+                                          cache::ObjectPtr& primary, ReconcileContext& context) {
+  if (info_->finalizer.empty() || !primary->deletion_timestamp().empty() ||
+      HasFinalizer(*primary, info_->finalizer)) {
+    return true;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    auto it = finalizer_ensured_.find(primary->uid());
+    if (it != finalizer_ensured_.end() && it->second == primary->resource_version()) return true;
+  }
+  absl::StatusOr<cache::ObjectPtr> ensured_primary = applier_->EnsureFinalizer(context);
+  if (absl::IsNotFound(ensured_primary.status())) {
+    queue_.Forget(key);  // its delete event follows
+    return false;
+  }
+  if (!ensured_primary.ok()) {
+    Record(ReconcileResult::kError, key, ensured_primary.status(), clock_->Now() - start);
+    Requeue(key, AddAfterFailure(key, ensured_primary.status()));
+    return false;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    finalizer_ensured_[std::string(primary->uid())] = std::string(primary->resource_version());
+  }
+  // The request and the applier's status write see the object with the finalizer and its new
+  // resourceVersion (the cache has not caught up yet).
+  if (*ensured_primary != nullptr && (*ensured_primary)->uid() == primary->uid()) {
+    primary = *std::move(ensured_primary);
+    context.primary = primary;
+  }
+  return true;
+}
+
+void Runner::ProcessKey(const std::string& key) {
+  if (!PassKeyGate(key)) return;
   struct GateGuard {
     KeyGate* gate;
     const std::string& key;
     ~GateGuard() {
       if (gate != nullptr) gate->End(key);
     }
-  } gate_guard{gate, key};
+  } gate_guard{options_.key_gate, key};
   const absl::Time start = clock_->Now();
   pluginpb::Reason reason = pluginpb::REASON_UNSPECIFIED;
   std::string deleted_uid;
@@ -253,38 +291,7 @@ void Runner::ProcessKey(const std::string& key) {
       common::MutexLock lock(&mu_);
       deleted_uids_.erase(key);  // re-created since
     }
-    if (!info_->finalizer.empty() && primary->deletion_timestamp().empty() &&
-        !HasFinalizer(*primary, info_->finalizer)) {
-      bool ensured = false;
-      {
-        common::MutexLock lock(&mu_);
-        auto it = finalizer_ensured_.find(primary->uid());
-        ensured = it != finalizer_ensured_.end() && it->second == primary->resource_version();
-      }
-      if (!ensured) {
-        absl::StatusOr<cache::ObjectPtr> ensured_primary = applier_->EnsureFinalizer(context);
-        if (absl::IsNotFound(ensured_primary.status())) {
-          queue_.Forget(key);  // its delete event follows
-          return;
-        }
-        if (!ensured_primary.ok()) {
-          Record(ReconcileResult::kError, key, ensured_primary.status(), clock_->Now() - start);
-          Requeue(key, AddAfterFailure(key, ensured_primary.status()));
-          return;
-        }
-        {
-          common::MutexLock lock(&mu_);
-          finalizer_ensured_[std::string(primary->uid())] =
-              std::string(primary->resource_version());
-        }
-        // The request and the applier's status write see the object with the finalizer and
-        // its new resourceVersion (the cache has not caught up yet).
-        if (*ensured_primary != nullptr && (*ensured_primary)->uid() == primary->uid()) {
-          primary = *std::move(ensured_primary);
-          context.primary = primary;
-        }
-      }
-    }
+    if (!EnsureFinalizerBeforeRequest(key, start, primary, context)) return;
   }
 
   const absl::Time deadline = clock_->Now() + info_->request_timeout;
@@ -308,24 +315,32 @@ void Runner::ProcessKey(const std::string& key) {
   const absl::Duration took = clock_->Now() - start;
 
   if (primary == nullptr) {
-    // The plugin was told; only a failure to tell it is retried.
-    if (outcome.kind == OutcomeKind::kRetry) {
-      Record(ReconcileResult::kError, key, outcome.status, took, outcome.reason);
-      Requeue(key, AddAfterFailure(key, outcome.status, outcome.retry_after));
-      return;
-    }
-    queue_.Forget(key);
-    Record(outcome.kind == OutcomeKind::kTerminal ? ReconcileResult::kTerminal
-                                                  : ReconcileResult::kSuccess,
-           key, outcome.status, took, outcome.reason);
-    common::MutexLock lock(&mu_);
-    // A re-creation meanwhile replaced the record's meaning: keep it only if it changed.
-    if (auto it = deleted_uids_.find(key); it != deleted_uids_.end() && it->second == deleted_uid) {
-      deleted_uids_.erase(it);
-    }
+    FinishDeleted(key, outcome, took, deleted_uid);
+  } else {
+    Finish(key, outcome, took);
+  }
+}
+
+void Runner::FinishDeleted(const std::string& key, const ApplyOutcome& outcome, absl::Duration took,
+                           const std::string& deleted_uid) {
+  // The plugin was told; only a failure to tell it is retried.
+  if (outcome.kind == OutcomeKind::kRetry) {
+    Record(ReconcileResult::kError, key, outcome.status, took, outcome.reason);
+    Requeue(key, AddAfterFailure(key, outcome.status, outcome.retry_after));
     return;
   }
+  queue_.Forget(key);
+  Record(outcome.kind == OutcomeKind::kTerminal ? ReconcileResult::kTerminal
+                                                : ReconcileResult::kSuccess,
+         key, outcome.status, took, outcome.reason);
+  common::MutexLock lock(&mu_);
+  // A re-creation meanwhile replaced the record's meaning: keep it only if it changed.
+  if (auto it = deleted_uids_.find(key); it != deleted_uids_.end() && it->second == deleted_uid) {
+    deleted_uids_.erase(it);
+  }
+}
 
+void Runner::Finish(const std::string& key, const ApplyOutcome& outcome, absl::Duration took) {
   // Conflicts (409) requeue at once to read fresh state, but a plugin that keeps writing with a
   // stale resourceVersion (or a `test` that never holds) would spin: from the
   // kMaxImmediateConflicts-th conflict in a row on, the key backs off like any retry.

@@ -53,22 +53,6 @@ constexpr absl::Duration kStopGrace = absl::Seconds(5);
 // enforce --timeout themselves, this only bounds the wait if they did not.
 constexpr absl::Duration kWaitSlack = absl::Seconds(10);
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  if (fs::is_directory(st)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot be read"));
-  }
-  return text.str();
-}
-
 std::string GroupOf(absl::string_view api_version) {
   const size_t slash = api_version.find('/');
   return slash == absl::string_view::npos ? "" : std::string(api_version.substr(0, slash));
@@ -399,66 +383,6 @@ struct ResponseWaiter {
 
 }  // namespace
 
-absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  absl::StatusOr<std::vector<nlohmann::json>> docs = common::YamlDocumentsToJson(*text);
-  if (!docs.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", docs.status().message()));
-  }
-  std::vector<FixtureDocument> result;
-  cache::ObjectParser parser;
-  for (size_t i = 0; i < docs->size(); ++i) {
-    nlohmann::json& object = (*docs)[i];
-    if (object.is_null()) continue;
-    const std::string origin =
-        docs->size() == 1 ? path : absl::StrCat(path, " (document ", i + 1, ")");
-    if (!object.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(origin, ": expected a Kubernetes object, got a ", object.type_name()));
-    }
-    for (const char* field : {"apiVersion", "kind"}) {
-      const std::string* value = StringAt(object, field);
-      if (value == nullptr || value->empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(origin, ": ", field, " is missing or not a non-empty string"));
-      }
-    }
-    // The host's cache accepts only objects with well-formed metadata; so does the fixture.
-    if (absl::StatusOr<std::shared_ptr<const cache::Object>> parsed = parser.Parse(object.dump());
-        !parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(origin, ": ", parsed.status().message()));
-    }
-    result.push_back({origin, std::move(object)});
-  }
-  return result;
-}
-
-absl::StatusOr<std::vector<FixtureDocument>> LoadFixtureDir(const std::string& dir) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir, ec);
-  if (!fs::exists(st)) return absl::NotFoundError(absl::StrCat(dir, ": no such directory"));
-  if (!fs::is_directory(st)) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, ": not a directory"));
-  }
-  std::vector<std::string> files;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string ext = it->path().extension().string();
-    if (it->is_regular_file(ec) && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
-      files.push_back(it->path().string());
-    }
-  }
-  if (ec) return absl::PermissionDeniedError(absl::StrCat(dir, ": ", ec.message()));
-  std::sort(files.begin(), files.end());
-  std::vector<FixtureDocument> result;
-  for (const std::string& file : files) {
-    absl::StatusOr<std::vector<FixtureDocument>> docs = LoadFixtureFile(file);
-    if (!docs.ok()) return docs.status();
-    for (FixtureDocument& doc : *docs) result.push_back(std::move(doc));
-  }
-  return result;
-}
-
 absl::StatusOr<const pluginpb::ControllerSpec*> PickController(
     const pluginpb::DescribeResponse& describe, absl::string_view name,
     absl::string_view api_version, absl::string_view kind) {
@@ -512,16 +436,10 @@ absl::StatusOr<nlohmann::json> ResponseToJson(const pluginpb::ReconcileResponse&
   return json;
 }
 
-int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  FlagSet flags(
-      "ctrlhost test",
-      "Runs one reconcile of a plugin against fixture files, without any API server, and prints "
-      "the plugin's ReconcileResponse (desired objects, patches, status, conditions, events, "
-      "requeue, error). The plugin is started as the host starts it, over a Unix socket in a "
-      "fresh private directory, and stopped with SIGTERM afterwards. The controller is "
-      "--controller "
-      "or the one whose primary kind is the object's. Exit codes: 0 the plugin answered, 1 a "
-      "fixture or the plugin failed, 2 usage error, 3 --check found the response invalid.");
+namespace {
+
+// The flags of `ctrlhost test`.
+struct TestFlags {
   std::string plugin_command, object_path, children_dir, related_dir, controller_name;
   std::string output = "yaml";
   std::vector<std::string> plugin_args, env;
@@ -529,94 +447,86 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   int64_t attempt = 1;
   absl::Duration timeout = absl::Seconds(30);
   absl::Duration ready_timeout = absl::Seconds(30);
-  flags.AddString("plugin", &plugin_command, "Plugin executable (path, or name in PATH)")
+};
+
+void AddTestFlags(FlagSet& flags, TestFlags& f) {
+  flags.AddString("plugin", &f.plugin_command, "Plugin executable (path, or name in PATH)")
       .ValueName("CMD")
       .Required();
-  flags.AddStrings("arg", &plugin_args, "Argument for --plugin, in order").ValueName("ARG");
-  flags.AddStrings("env", &env, "Environment variable for --plugin").ValueName("KEY=VALUE");
-  flags.AddString("object", &object_path, "The primary object: one YAML or JSON document")
+  flags.AddStrings("arg", &f.plugin_args, "Argument for --plugin, in order").ValueName("ARG");
+  flags.AddStrings("env", &f.env, "Environment variable for --plugin").ValueName("KEY=VALUE");
+  flags.AddString("object", &f.object_path, "The primary object: one YAML or JSON document")
       .ValueName("FILE")
       .Required();
   flags
-      .AddString("children", &children_dir,
+      .AddString("children", &f.children_dir,
                  "Directory of *.yaml, *.yml, *.json documents: those of the controller's owned "
                  "kinds are the request's children")
       .ValueName("DIR");
   flags
-      .AddString("related", &related_dir,
+      .AddString("related", &f.related_dir,
                  "Directory of *.yaml, *.yml, *.json documents sent as related objects")
       .ValueName("DIR");
   flags
-      .AddString("controller", &controller_name,
+      .AddString("controller", &f.controller_name,
                  "Controller to call (default: the one whose primary kind is the object's)")
       .ValueName("NAME");
-  flags.AddBool("finalizing", &finalizing,
+  flags.AddBool("finalizing", &f.finalizing,
                 "Send a finalizing request (the object gets a deletionTimestamp and the "
                 "controller's finalizer if it lacks them)");
   flags
-      .AddInt("attempt", &attempt, 1, std::numeric_limits<uint32_t>::max(),
+      .AddInt("attempt", &f.attempt, 1, std::numeric_limits<uint32_t>::max(),
               "Attempt number of the request (1: first try)")
       .ValueName("N");
-  flags.AddDuration("timeout", &timeout, "Deadline for the plugin's answer")
+  flags.AddDuration("timeout", &f.timeout, "Deadline for the plugin's answer")
       .MinDuration(absl::Milliseconds(1));
   flags
-      .AddDuration("ready-timeout", &ready_timeout,
+      .AddDuration("ready-timeout", &f.ready_timeout,
                    "Deadline for the plugin to start and answer Describe and health")
       .MinDuration(absl::Milliseconds(1));
-  flags.AddEnum("output", &output, {"yaml", "json"}, "Output format").Short('o');
-  flags.AddBool("check", &check,
+  flags.AddEnum("output", &f.output, {"yaml", "json"}, "Output format").Short('o');
+  flags.AddBool("check", &f.check,
                 "Also validate the response as the host's applier does before writing; exit 3 "
                 "when it would be refused");
-  CommonFlags common;
-  AddCommonFlags(flags, &common);
-  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
-  auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
-  if (plugin_command.empty()) return usage("--plugin must not be empty");
-  if (object_path.empty()) return usage("--object must not be empty");
-  if (flags.IsSet("children") && children_dir.empty()) return usage("--children must not be empty");
-  if (flags.IsSet("related") && related_dir.empty()) return usage("--related must not be empty");
-  plugin::SupervisorOptions options;
-  for (const std::string& pair : env) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
-    if (kv.first.empty() || pair.find('=') == std::string::npos) {
-      return usage(absl::StrCat("invalid value \"", pair, "\" for --env: expected KEY=VALUE"));
-    }
-    options.source.exec.env.push_back(std::move(kv));
-  }
+}
 
-  // Fixtures first: a typo in a file should not cost a plugin start.
-  absl::StatusOr<std::vector<FixtureDocument>> objects = LoadFixtureFile(object_path);
-  if (!objects.ok()) return Failure(objects.status().message(), err);
-  if (objects->size() != 1) {
-    return Failure(absl::StrCat(object_path, ": expected exactly one object, found ",
-                                objects->size(), " documents"),
-                   err);
-  }
-  nlohmann::json object = std::move((*objects)[0].object);
+// The fixtures of a run: the primary object, the children and the related objects.
+struct Fixtures {
+  nlohmann::json object;
   std::vector<FixtureDocument> children, related;
-  for (auto [dir, docs] :
-       {std::make_pair(&children_dir, &children), std::make_pair(&related_dir, &related)}) {
+};
+
+// Fixtures first: a typo in a file should not cost a plugin start.
+absl::StatusOr<Fixtures> LoadFixtures(const TestFlags& f) {
+  absl::StatusOr<std::vector<FixtureDocument>> objects = LoadFixtureFile(f.object_path);
+  if (!objects.ok()) return objects.status();
+  if (objects->size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.object_path, ": expected exactly one object, found ", objects->size(), " documents"));
+  }
+  Fixtures fixtures;
+  fixtures.object = std::move((*objects)[0].object);
+  for (auto [dir, docs] : {std::make_pair(&f.children_dir, &fixtures.children),
+                           std::make_pair(&f.related_dir, &fixtures.related)}) {
     if (dir->empty()) continue;
     absl::StatusOr<std::vector<FixtureDocument>> loaded = LoadFixtureDir(*dir);
-    if (!loaded.ok()) return Failure(loaded.status().message(), err);
+    if (!loaded.ok()) return loaded.status();
     *docs = std::move(*loaded);
   }
+  return fixtures;
+}
 
-  absl::StatusOr<std::unique_ptr<TempDir>> socket_dir = TempDir::Create();
-  if (!socket_dir.ok()) return Failure(socket_dir.status().message(), err);
-  const std::string name = PluginName(plugin_command);
-  options.name = name;
-  options.source.exec.command = plugin_command;
-  options.source.exec.args = plugin_args;
-  options.socket_dir = (*socket_dir)->path();
-  options.handshake.deadline = ready_timeout;
-  options.default_stop_grace = kStopGrace;
+// The plugin started as the host starts it, once READY; stopped again when it did not become
+// ready (an error naming why).
+absl::StatusOr<std::unique_ptr<plugin::Supervisor>> StartReadyPlugin(
+    plugin::SupervisorOptions options, const std::string& plugin_command,
+    absl::Duration ready_timeout) {
   absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
       plugin::Supervisor::Start(std::move(options));
   if (!supervisor.ok()) {
-    return Failure(
-        absl::StrCat("cannot start plugin ", plugin_command, ": ", supervisor.status().message()),
-        err);
+    return absl::Status(
+        supervisor.status().code(),
+        absl::StrCat("cannot start plugin ", plugin_command, ": ", supervisor.status().message()));
   }
   plugin::Supervisor& instance = **supervisor;
   // The first instance either becomes READY or fails (FAILED, or BACKOFF after a crash or a
@@ -631,32 +541,18 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
         status.state == plugin::PluginState::kStarting
             ? absl::StrCat("not ready after ", absl::FormatDuration(ready_timeout))
             : std::string(status.last_error.message());
-    return Failure(absl::StrCat("plugin ", plugin_command, " did not become ready: ", why), err);
+    return absl::UnavailableError(
+        absl::StrCat("plugin ", plugin_command, " did not become ready: ", why));
   }
+  return supervisor;
+}
 
-  const std::string api_version = *StringAt(object, "apiVersion");
-  const std::string kind = *StringAt(object, "kind");
-  absl::StatusOr<const pluginpb::ControllerSpec*> picked =
-      PickController(*status.describe, controller_name, api_version, kind);
-  if (!picked.ok()) {
-    instance.Stop(kStopGrace);
-    return Failure(picked.status().message(), err);
-  }
-  const pluginpb::ControllerSpec& spec = **picked;
-  if (absl::Status s = CheckSelected(spec, object); !s.ok()) {
-    instance.Stop(kStopGrace);
-    return Failure(s.message(), err);
-  }
-  if (finalizing) MakeFinalizing(spec, &object);
-
-  pluginpb::ReconcileCall call;
-  call.set_controller(spec.name());
-  const nlohmann::json& meta = object["metadata"];
-  if (const std::string* ns = StringAt(meta, "namespace")) call.set_namespace_(*ns);
-  call.set_name(*StringAt(meta, "name"));
-  if (const std::string* uid = StringAt(meta, "uid")) call.set_uid(*uid);
-  call.set_reason(pluginpb::REASON_PRIMARY_CHANGED);
-  call.set_object(object.dump());
+// Adds the children fixtures to `call` as the host would pass them; returns the fixtures that
+// are not passed because the primary does not control them.
+std::vector<FixtureDocument> AddChildren(const pluginpb::ControllerSpec& spec,
+                                         const nlohmann::json& object,
+                                         const std::vector<FixtureDocument>& children,
+                                         pluginpb::ReconcileCall& call) {
   // As the host's children: objects of owned kinds that the primary controls. A fixture without
   // ownerReferences is taken as the child the host applied, with the controller reference it
   // set; one whose references do not make the primary its controller is not a child (the host
@@ -691,12 +587,18 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
     }
     *call.add_children() = raw;
   }
-  for (const FixtureDocument& doc : related) *call.add_related_objects() = ToRawObject(doc);
-  call.set_finalizing(finalizing);
-  call.set_attempt(static_cast<uint32_t>(attempt));
-  call.set_trace_id(NewTraceId());
-  const std::string trace_id = call.trace_id();
+  return not_controlled;
+}
 
+// The plugin's answer to one dispatched call, with the capabilities in effect on its connection.
+struct Answer {
+  absl::StatusOr<pluginpb::ReconcileResponse> response =
+      absl::DeadlineExceededError("no answer from the plugin");
+  std::optional<controller::Capabilities> capabilities;
+};
+
+Answer Dispatch(plugin::Supervisor& instance, pluginpb::ReconcileCall call,
+                absl::Duration timeout) {
   auto waiter = std::make_shared<ResponseWaiter>();
   const absl::Time deadline = absl::Now() + timeout;
   instance.Dispatch(std::move(call), deadline, [waiter](controller::DispatchResult result) {
@@ -704,19 +606,119 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
     waiter->result = std::move(result);
     waiter->cv.SignalAll();
   });
-  absl::StatusOr<pluginpb::ReconcileResponse> response =
-      absl::DeadlineExceededError("no answer from the plugin");
-  std::optional<controller::Capabilities> capabilities;  // in effect on the plugin's connection
-  {
-    common::MutexLock lock(&waiter->mu);
-    while (!waiter->result.has_value()) {
-      if (waiter->cv.WaitWithDeadline(&waiter->mu, deadline + kWaitSlack)) break;
-    }
-    if (waiter->result.has_value()) {
-      response = waiter->result->response;
-      capabilities = waiter->result->capabilities;
-    }
+  Answer answer;
+  common::MutexLock lock(&waiter->mu);
+  while (!waiter->result.has_value()) {
+    if (waiter->cv.WaitWithDeadline(&waiter->mu, deadline + kWaitSlack)) break;
   }
+  if (waiter->result.has_value()) {
+    answer.response = waiter->result->response;
+    answer.capabilities = waiter->result->capabilities;
+  }
+  return answer;
+}
+
+// Prints the response as YAML or JSON (`output`).
+absl::Status PrintResponse(const pluginpb::ReconcileResponse& response, const std::string& output,
+                           std::ostream& out) {
+  absl::StatusOr<nlohmann::json> json = ResponseToJson(response);
+  if (!json.ok()) return json.status();
+  if (output == "json") {
+    out << json->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    const std::string yaml = common::JsonToYaml(*json);
+    out << yaml;
+    if (yaml.empty() || yaml.back() != '\n') out << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  FlagSet flags(
+      "ctrlhost test",
+      "Runs one reconcile of a plugin against fixture files, without any API server, and prints "
+      "the plugin's ReconcileResponse (desired objects, patches, status, conditions, events, "
+      "requeue, error). The plugin is started as the host starts it, over a Unix socket in a "
+      "fresh private directory, and stopped with SIGTERM afterwards. The controller is "
+      "--controller "
+      "or the one whose primary kind is the object's. Exit codes: 0 the plugin answered, 1 a "
+      "fixture or the plugin failed, 2 usage error, 3 --check found the response invalid.");
+  TestFlags f;
+  AddTestFlags(flags, f);
+  CommonFlags common;
+  AddCommonFlags(flags, &common);
+  if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
+  auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
+  if (f.plugin_command.empty()) return usage("--plugin must not be empty");
+  if (f.object_path.empty()) return usage("--object must not be empty");
+  if (flags.IsSet("children") && f.children_dir.empty())
+    return usage("--children must not be empty");
+  if (flags.IsSet("related") && f.related_dir.empty()) return usage("--related must not be empty");
+  plugin::SupervisorOptions options;
+  for (const std::string& pair : f.env) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || pair.find('=') == std::string::npos) {
+      return usage(absl::StrCat("invalid value \"", pair, "\" for --env: expected KEY=VALUE"));
+    }
+    options.source.exec.env.push_back(std::move(kv));
+  }
+
+  absl::StatusOr<Fixtures> fixtures = LoadFixtures(f);
+  if (!fixtures.ok()) return Failure(fixtures.status().message(), err);
+  nlohmann::json& object = fixtures->object;
+
+  absl::StatusOr<std::unique_ptr<TempDir>> socket_dir = TempDir::Create();
+  if (!socket_dir.ok()) return Failure(socket_dir.status().message(), err);
+  const std::string name = PluginName(f.plugin_command);
+  options.name = name;
+  options.source.exec.command = f.plugin_command;
+  options.source.exec.args = f.plugin_args;
+  options.socket_dir = (*socket_dir)->path();
+  options.handshake.deadline = f.ready_timeout;
+  options.default_stop_grace = kStopGrace;
+  absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
+      StartReadyPlugin(std::move(options), f.plugin_command, f.ready_timeout);
+  if (!supervisor.ok()) return Failure(supervisor.status().message(), err);
+  plugin::Supervisor& instance = **supervisor;
+  plugin::PluginStatus status = instance.status();
+
+  const std::string api_version = *StringAt(object, "apiVersion");
+  const std::string kind = *StringAt(object, "kind");
+  absl::StatusOr<const pluginpb::ControllerSpec*> picked =
+      PickController(*status.describe, f.controller_name, api_version, kind);
+  if (!picked.ok()) {
+    instance.Stop(kStopGrace);
+    return Failure(picked.status().message(), err);
+  }
+  const pluginpb::ControllerSpec& spec = **picked;
+  if (absl::Status s = CheckSelected(spec, object); !s.ok()) {
+    instance.Stop(kStopGrace);
+    return Failure(s.message(), err);
+  }
+  if (f.finalizing) MakeFinalizing(spec, &object);
+
+  pluginpb::ReconcileCall call;
+  call.set_controller(spec.name());
+  const nlohmann::json& meta = object["metadata"];
+  if (const std::string* ns = StringAt(meta, "namespace")) call.set_namespace_(*ns);
+  call.set_name(*StringAt(meta, "name"));
+  if (const std::string* uid = StringAt(meta, "uid")) call.set_uid(*uid);
+  call.set_reason(pluginpb::REASON_PRIMARY_CHANGED);
+  call.set_object(object.dump());
+  const std::vector<FixtureDocument> not_controlled =
+      AddChildren(spec, object, fixtures->children, call);
+  for (const FixtureDocument& doc : fixtures->related) {
+    *call.add_related_objects() = ToRawObject(doc);
+  }
+  call.set_finalizing(f.finalizing);
+  call.set_attempt(static_cast<uint32_t>(f.attempt));
+  call.set_trace_id(NewTraceId());
+  const std::string trace_id = call.trace_id();
+
+  Answer answer = Dispatch(instance, std::move(call), f.timeout);
+  const absl::StatusOr<pluginpb::ReconcileResponse>& response = answer.response;
   // A crash shows as a broken stream (UNAVAILABLE); the supervisor learns how the process ended
   // a moment later, when it reaps it.
   if (!response.ok() && absl::IsUnavailable(response.status())) {
@@ -727,27 +729,22 @@ int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std:
   const absl::Status ended = instance.status().last_error;
   instance.Stop(kStopGrace);
   if (!response.ok()) {
-    std::string message = absl::StrCat("plugin ", plugin_command, " failed the reconcile of ", kind,
-                                       " ", meta.value("name", ""), " (controller ", spec.name(),
-                                       "): ", response.status().message());
+    std::string message = absl::StrCat("plugin ", f.plugin_command, " failed the reconcile of ",
+                                       kind, " ", meta.value("name", ""), " (controller ",
+                                       spec.name(), "): ", response.status().message());
     if (!ended.ok() && ended.message() != response.status().message()) {
       absl::StrAppend(&message, " (", ended.message(), ")");
     }
     return Failure(message, err);
   }
 
-  absl::StatusOr<nlohmann::json> json = ResponseToJson(*response);
-  if (!json.ok()) return Failure(json.status().message(), err);
-  if (output == "json") {
-    out << json->dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  } else {
-    const std::string yaml = common::JsonToYaml(*json);
-    out << yaml;
-    if (yaml.empty() || yaml.back() != '\n') out << "\n";
+  if (absl::Status s = PrintResponse(*response, f.output, out); !s.ok()) {
+    return Failure(s.message(), err);
   }
-  if (check) {
-    if (absl::Status s = CheckResponse(spec, name, object, static_cast<uint32_t>(attempt), trace_id,
-                                       *response, std::move(capabilities), not_controlled);
+  if (f.check) {
+    if (absl::Status s =
+            CheckResponse(spec, name, object, static_cast<uint32_t>(f.attempt), trace_id, *response,
+                          std::move(answer.capabilities), not_controlled);
         !s.ok()) {
       err << "error: the host would refuse this response: " << s.message() << "\n";
       return kExitInvalidResponse;

@@ -188,6 +188,167 @@ int RunPluginListCommand(const std::vector<std::string>& args, std::ostream& out
   return kExitOk;
 }
 
+namespace {
+
+// The flags of `ctrlhost plugin swap`.
+struct SwapFlags {
+  std::string op, command, working_dir, endpoint, ca_file, cert_file, key_file, server_name;
+  std::vector<std::string> command_args, env;
+  int64_t canary = 0;
+  int64_t expected_generation = 0;
+  bool promote = false, abort_canary = false;
+  absl::Duration ready_timeout = absl::ZeroDuration();
+};
+
+void AddSwapFlags(FlagSet& flags, SwapFlags& f) {
+  flags.AddString("operator", &f.op, "Operator of the plugin, instead of OPERATOR/ in NAME")
+      .ValueName("NAME");
+  flags.AddString("command", &f.command, "Executable of the new instance (path, or name in PATH)")
+      .ValueName("CMD");
+  flags.AddStrings("arg", &f.command_args, "Argument for --command, in order").ValueName("ARG");
+  flags.AddStrings("env", &f.env, "Environment variable for --command").ValueName("KEY=VALUE");
+  flags.AddString("working-dir", &f.working_dir, "Working directory for --command")
+      .ValueName("DIR");
+  flags
+      .AddString("endpoint", &f.endpoint,
+                 "Address of a plugin running elsewhere, instead of --command")
+      .ValueName("HOST:PORT");
+  flags.AddString("ca-file", &f.ca_file, "CA bundle (PEM) that verifies --endpoint's certificate")
+      .ValueName("PATH");
+  flags
+      .AddString("cert-file", &f.cert_file, "Client certificate (PEM) for mutual TLS to --endpoint")
+      .ValueName("PATH");
+  flags.AddString("key-file", &f.key_file, "Client key (PEM) for mutual TLS to --endpoint")
+      .ValueName("PATH");
+  flags
+      .AddString("server-name", &f.server_name,
+                 "Name expected in --endpoint's certificate (default: its host)")
+      .ValueName("NAME");
+  flags
+      .AddInt("canary", &f.canary, 1, 99, "Start the new instance as a canary for PCT% of the keys")
+      .ValueName("PCT");
+  flags.AddBool("promote-canary", &f.promote, "Make the running canary the serving instance");
+  flags.AddBool("abort-canary", &f.abort_canary, "Stop the running canary");
+  flags
+      .AddInt("expected-generation", &f.expected_generation, 0, std::numeric_limits<int64_t>::max(),
+              "Swap only if the serving instance has this generation; 0 means any")
+      .ValueName("GEN");
+  flags
+      .AddDuration("ready-timeout", &f.ready_timeout,
+                   "How long the new instance may take to become ready (0: the plugin's startup "
+                   "deadline from the configuration)")
+      .MinDuration(absl::ZeroDuration());
+}
+
+// What is wrong with the combination of flags (a usage error), or nullopt.
+std::optional<std::string> SwapUsageProblem(const FlagSet& flags, const SwapFlags& f) {
+  // Exactly one action.
+  std::vector<std::string> actions;
+  if (flags.IsSet("command")) actions.push_back("--command");
+  if (flags.IsSet("endpoint")) actions.push_back("--endpoint");
+  if (f.promote) actions.push_back("--promote-canary");
+  if (f.abort_canary) actions.push_back("--abort-canary");
+  if (actions.empty()) {
+    return "one of --command, --endpoint, --promote-canary or --abort-canary is required";
+  }
+  if (actions.size() > 1) {
+    return absl::StrCat(absl::StrJoin(actions, " and "), " are mutually exclusive");
+  }
+  if (f.command.empty() && flags.IsSet("command")) return "--command must not be empty";
+  if (f.endpoint.empty() && flags.IsSet("endpoint")) return "--endpoint must not be empty";
+  for (const char* name : {"arg", "env", "working-dir"}) {
+    if (flags.IsSet(name) && f.command.empty()) {
+      return absl::StrCat("--", name, " needs --command");
+    }
+  }
+  for (const char* name : {"ca-file", "cert-file", "key-file", "server-name"}) {
+    if (flags.IsSet(name) && f.endpoint.empty()) {
+      return absl::StrCat("--", name, " needs --endpoint");
+    }
+  }
+  if (f.cert_file.empty() != f.key_file.empty()) {
+    return "--cert-file and --key-file go together";
+  }
+  if (flags.IsSet("canary") && f.command.empty() && f.endpoint.empty()) {
+    return "--canary needs --command or --endpoint";
+  }
+  if (!f.endpoint.empty()) {
+    if (absl::Status s = ValidateEndpoint(f.endpoint); !s.ok()) return std::string(s.message());
+  }
+  return std::nullopt;
+}
+
+// The new instance's source from --command or --endpoint (empty for the canary actions);
+// InvalidArgument for a malformed --env.
+absl::StatusOr<adminpb::PluginSource> SwapSource(const SwapFlags& f) {
+  adminpb::PluginSource source;
+  if (!f.command.empty()) {
+    adminpb::ExecSource* exec = source.mutable_exec();
+    exec->set_command(f.command);
+    for (const std::string& arg : f.command_args) exec->add_args(arg);
+    exec->set_working_dir(f.working_dir);
+    for (const std::string& pair : f.env) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      if (kv.first.empty() || pair.find('=') == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("invalid value \"", pair, "\" for --env: expected KEY=VALUE"));
+      }
+      (*exec->mutable_env())[kv.first] = kv.second;
+    }
+  } else if (!f.endpoint.empty()) {
+    adminpb::EndpointSource* remote = source.mutable_endpoint();
+    remote->set_address(f.endpoint);
+    if (!f.ca_file.empty() || !f.cert_file.empty() || !f.server_name.empty()) {
+      remote->mutable_tls()->set_ca_file(f.ca_file);
+      remote->mutable_tls()->set_cert_file(f.cert_file);
+      remote->mutable_tls()->set_key_file(f.key_file);
+      remote->mutable_tls()->set_server_name(f.server_name);
+    }
+  }
+  return source;
+}
+
+// Prints the outcome of a swap the host answered; the exit code.
+int ReportSwap(const adminpb::SwapPluginRequest& request,
+               const adminpb::SwapPluginResponse& response, const SwapFlags& f,
+               const std::string& label, std::ostream& out, std::ostream& err) {
+  if (response.has_failed()) {
+    const adminpb::SwapFailed& failed = response.failed();
+    const std::string reason(absl::StripPrefix(adminpb::SwapFailureReason_Name(failed.reason()),
+                                               "SWAP_FAILURE_REASON_"));
+    err << "error: swap of plugin " << label << " failed (" << reason << "): " << failed.message()
+        << "\n"
+        << "generation " << failed.attempted_generation() << " was not started; generation "
+        << failed.serving_generation() << " still serves\n";
+    if (!failed.output_tail().empty()) {
+      err << "last output of the failed instance:\n";
+      for (const std::string& line : failed.output_tail()) err << "  " << line << "\n";
+    }
+    return kExitFailure;
+  }
+  if (!response.has_succeeded()) {
+    return Failure(absl::StrCat("swap of plugin ", label, ": the host gave no result"), err);
+  }
+  const adminpb::SwapSucceeded& succeeded = response.succeeded();
+  if (request.has_start_canary()) {
+    out << "plugin " << label << ": canary generation " << succeeded.swap_generation()
+        << " is ready and serves " << f.canary << "% of the keys\n";
+  } else {
+    out << "plugin " << label << ": "
+        << (f.promote        ? "canary promoted, "
+            : f.abort_canary ? "canary aborted, "
+                             : "swapped, ")
+        << "generation " << succeeded.swap_generation() << " serves";
+    if (succeeded.draining_generation() != 0) {
+      out << ", generation " << succeeded.draining_generation() << " is draining";
+    }
+    out << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out,
                          std::ostream& err) {
   FlagSet flags(
@@ -200,127 +361,36 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
       "command exits 1.");
   std::vector<std::string> positionals;
   flags.SetPositionals("NAME", 1, 1, &positionals);
-  std::string op, command, working_dir, endpoint, ca_file, cert_file, key_file, server_name;
-  std::vector<std::string> command_args, env;
-  int64_t canary = 0;
-  int64_t expected_generation = 0;
-  bool promote = false, abort_canary = false;
-  absl::Duration ready_timeout = absl::ZeroDuration();
-  flags.AddString("operator", &op, "Operator of the plugin, instead of OPERATOR/ in NAME")
-      .ValueName("NAME");
-  flags.AddString("command", &command, "Executable of the new instance (path, or name in PATH)")
-      .ValueName("CMD");
-  flags.AddStrings("arg", &command_args, "Argument for --command, in order").ValueName("ARG");
-  flags.AddStrings("env", &env, "Environment variable for --command").ValueName("KEY=VALUE");
-  flags.AddString("working-dir", &working_dir, "Working directory for --command").ValueName("DIR");
-  flags
-      .AddString("endpoint", &endpoint,
-                 "Address of a plugin running elsewhere, instead of --command")
-      .ValueName("HOST:PORT");
-  flags.AddString("ca-file", &ca_file, "CA bundle (PEM) that verifies --endpoint's certificate")
-      .ValueName("PATH");
-  flags.AddString("cert-file", &cert_file, "Client certificate (PEM) for mutual TLS to --endpoint")
-      .ValueName("PATH");
-  flags.AddString("key-file", &key_file, "Client key (PEM) for mutual TLS to --endpoint")
-      .ValueName("PATH");
-  flags
-      .AddString("server-name", &server_name,
-                 "Name expected in --endpoint's certificate (default: its host)")
-      .ValueName("NAME");
-  flags.AddInt("canary", &canary, 1, 99, "Start the new instance as a canary for PCT% of the keys")
-      .ValueName("PCT");
-  flags.AddBool("promote-canary", &promote, "Make the running canary the serving instance");
-  flags.AddBool("abort-canary", &abort_canary, "Stop the running canary");
-  flags
-      .AddInt("expected-generation", &expected_generation, 0, std::numeric_limits<int64_t>::max(),
-              "Swap only if the serving instance has this generation; 0 means any")
-      .ValueName("GEN");
-  flags
-      .AddDuration("ready-timeout", &ready_timeout,
-                   "How long the new instance may take to become ready (0: the plugin's startup "
-                   "deadline from the configuration)")
-      .MinDuration(absl::ZeroDuration());
+  SwapFlags f;
+  AddSwapFlags(flags, f);
   AdminCommand command_line(flags);
   if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
   auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
-
-  // Exactly one action.
-  std::vector<std::string> actions;
-  if (flags.IsSet("command")) actions.push_back("--command");
-  if (flags.IsSet("endpoint")) actions.push_back("--endpoint");
-  if (promote) actions.push_back("--promote-canary");
-  if (abort_canary) actions.push_back("--abort-canary");
-  if (actions.empty()) {
-    return usage("one of --command, --endpoint, --promote-canary or --abort-canary is required");
-  }
-  if (actions.size() > 1) {
-    return usage(absl::StrCat(absl::StrJoin(actions, " and "), " are mutually exclusive"));
-  }
-  if (command.empty() && flags.IsSet("command")) return usage("--command must not be empty");
-  if (endpoint.empty() && flags.IsSet("endpoint")) return usage("--endpoint must not be empty");
-  for (const char* name : {"arg", "env", "working-dir"}) {
-    if (flags.IsSet(name) && command.empty())
-      return usage(absl::StrCat("--", name, " needs --command"));
-  }
-  for (const char* name : {"ca-file", "cert-file", "key-file", "server-name"}) {
-    if (flags.IsSet(name) && endpoint.empty()) {
-      return usage(absl::StrCat("--", name, " needs --endpoint"));
-    }
-  }
-  if (cert_file.empty() != key_file.empty()) {
-    return usage("--cert-file and --key-file go together");
-  }
-  if (flags.IsSet("canary") && command.empty() && endpoint.empty()) {
-    return usage("--canary needs --command or --endpoint");
-  }
-  if (!endpoint.empty()) {
-    if (absl::Status s = ValidateEndpoint(endpoint); !s.ok()) return usage(s.message());
-  }
+  if (std::optional<std::string> problem = SwapUsageProblem(flags, f)) return usage(*problem);
   // Paths mean what they mean in this shell: the host runs in another working directory.
-  command = common::AbsoluteCommand(command);
-  working_dir = common::AbsolutePath(working_dir);
-  ca_file = common::AbsolutePath(ca_file);
-  cert_file = common::AbsolutePath(cert_file);
-  key_file = common::AbsolutePath(key_file);
+  f.command = common::AbsoluteCommand(f.command);
+  f.working_dir = common::AbsolutePath(f.working_dir);
+  f.ca_file = common::AbsolutePath(f.ca_file);
+  f.cert_file = common::AbsolutePath(f.cert_file);
+  f.key_file = common::AbsolutePath(f.key_file);
   adminpb::SwapPluginRequest request;
-  adminpb::PluginSource source;
-  if (!command.empty()) {
-    adminpb::ExecSource* exec = source.mutable_exec();
-    exec->set_command(command);
-    for (const std::string& arg : command_args) exec->add_args(arg);
-    exec->set_working_dir(working_dir);
-    for (const std::string& pair : env) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
-      if (kv.first.empty() || pair.find('=') == std::string::npos) {
-        return usage(absl::StrCat("invalid value \"", pair, "\" for --env: expected KEY=VALUE"));
-      }
-      (*exec->mutable_env())[kv.first] = kv.second;
-    }
-  } else if (!endpoint.empty()) {
-    adminpb::EndpointSource* remote = source.mutable_endpoint();
-    remote->set_address(endpoint);
-    if (!ca_file.empty() || !cert_file.empty() || !server_name.empty()) {
-      remote->mutable_tls()->set_ca_file(ca_file);
-      remote->mutable_tls()->set_cert_file(cert_file);
-      remote->mutable_tls()->set_key_file(key_file);
-      remote->mutable_tls()->set_server_name(server_name);
-    }
-  }
-  if (promote) {
+  absl::StatusOr<adminpb::PluginSource> source = SwapSource(f);
+  if (!source.ok()) return usage(source.status().message());
+  if (f.promote) {
     request.mutable_promote_canary();
-  } else if (abort_canary) {
+  } else if (f.abort_canary) {
     request.mutable_abort_canary();
-  } else if (canary > 0) {
-    *request.mutable_start_canary()->mutable_source() = source;
-    request.mutable_start_canary()->set_percent(static_cast<uint32_t>(canary));
+  } else if (f.canary > 0) {
+    *request.mutable_start_canary()->mutable_source() = *source;
+    request.mutable_start_canary()->set_percent(static_cast<uint32_t>(f.canary));
   } else {
-    *request.mutable_replace() = source;
+    *request.mutable_replace() = *source;
   }
-  absl::StatusOr<PluginName> name = ParsePluginName(positionals[0], op);
+  absl::StatusOr<PluginName> name = ParsePluginName(positionals[0], f.op);
   if (!name.ok()) return usage(name.status().message());
-  request.set_expected_generation(static_cast<uint64_t>(expected_generation));
-  if (ready_timeout > absl::ZeroDuration()) {
-    *request.mutable_ready_timeout() = common::ToProtoDuration(ready_timeout);
+  request.set_expected_generation(static_cast<uint64_t>(f.expected_generation));
+  if (f.ready_timeout > absl::ZeroDuration()) {
+    *request.mutable_ready_timeout() = common::ToProtoDuration(f.ready_timeout);
   }
 
   absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
@@ -334,46 +404,14 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   // usual timeout. Without --ready-timeout the configured startup deadline applies, which the
   // CLI does not know; a minute covers sane configurations.
   const absl::Duration deadline =
-      (ready_timeout > absl::ZeroDuration() ? ready_timeout : absl::Minutes(1)) +
+      (f.ready_timeout > absl::ZeroDuration() ? f.ready_timeout : absl::Minutes(1)) +
       command_line.where().timeout;
   absl::StatusOr<adminpb::SwapPluginResponse> response = (*client)->SwapPlugin(request, deadline);
   if (!response.ok()) {
     return Failure(
         absl::StrCat("swap of plugin ", label, " refused: ", response.status().message()), err);
   }
-  if (response->has_failed()) {
-    const adminpb::SwapFailed& failed = response->failed();
-    const std::string reason(absl::StripPrefix(adminpb::SwapFailureReason_Name(failed.reason()),
-                                               "SWAP_FAILURE_REASON_"));
-    err << "error: swap of plugin " << label << " failed (" << reason << "): " << failed.message()
-        << "\n"
-        << "generation " << failed.attempted_generation() << " was not started; generation "
-        << failed.serving_generation() << " still serves\n";
-    if (!failed.output_tail().empty()) {
-      err << "last output of the failed instance:\n";
-      for (const std::string& line : failed.output_tail()) err << "  " << line << "\n";
-    }
-    return kExitFailure;
-  }
-  if (!response->has_succeeded()) {
-    return Failure(absl::StrCat("swap of plugin ", label, ": the host gave no result"), err);
-  }
-  const adminpb::SwapSucceeded& succeeded = response->succeeded();
-  if (request.has_start_canary()) {
-    out << "plugin " << label << ": canary generation " << succeeded.swap_generation()
-        << " is ready and serves " << canary << "% of the keys\n";
-  } else {
-    out << "plugin " << label << ": "
-        << (promote        ? "canary promoted, "
-            : abort_canary ? "canary aborted, "
-                           : "swapped, ")
-        << "generation " << succeeded.swap_generation() << " serves";
-    if (succeeded.draining_generation() != 0) {
-      out << ", generation " << succeeded.draining_generation() << " is draining";
-    }
-    out << "\n";
-  }
-  return kExitOk;
+  return ReportSwap(request, *response, f, label, out, err);
 }
 
 int RunPluginCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

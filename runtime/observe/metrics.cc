@@ -60,8 +60,9 @@ bool IsDecimal(const std::string& s) {
   return true;
 }
 
-// The families built from providers' figures, in a fixed order; empty ones are dropped.
-std::vector<MetricFamily> Build(const Figures& f) {
+// controller-runtime's per-controller families.
+void AddControllerFamilies(const std::vector<ControllerFigures>& controllers,
+                           std::vector<MetricFamily>& out) {
   MetricFamily reconcile_total =
       Family("controller_runtime_reconcile_total", "Total number of reconciliations per controller",
              MetricType::Counter);
@@ -77,14 +78,8 @@ std::vector<MetricFamily> Build(const Figures& f) {
   MetricFamily active_workers =
       Family("controller_runtime_active_workers", "Number of currently used workers per controller",
              MetricType::Gauge);
-  MetricFamily shard_keys_owned = Family(
-      "ctrlhost_shard_keys_owned",
-      "Primary keys of a sharded controller this host owns in the shard ring", MetricType::Gauge);
-  for (const ControllerFigures& c : f.controllers) {
+  for (const ControllerFigures& c : controllers) {
     const Labels labels = {{"controller", c.controller}};
-    if (c.shard_keys_owned >= 0) {
-      AddGauge(shard_keys_owned, labels, static_cast<double>(c.shard_keys_owned));
-    }
     for (const auto& [result, n] : c.reconcile_total) {
       AddCounter(reconcile_total, {{"controller", c.controller}, {"result", result}},
                  static_cast<double>(n));
@@ -94,7 +89,14 @@ std::vector<MetricFamily> Build(const Figures& f) {
     AddGauge(max_concurrent, labels, static_cast<double>(c.max_concurrent_reconciles));
     AddGauge(active_workers, labels, static_cast<double>(c.active_workers));
   }
+  for (MetricFamily* family :
+       {&reconcile_total, &reconcile_errors, &reconcile_time, &max_concurrent, &active_workers}) {
+    out.push_back(std::move(*family));
+  }
+}
 
+// client-go's workqueue families, per queue.
+void AddQueueFamilies(const std::vector<QueueFigures>& queues, std::vector<MetricFamily>& out) {
   MetricFamily depth = Family("workqueue_depth", "Current depth of workqueue", MetricType::Gauge);
   MetricFamily adds = Family("workqueue_adds_total", "Total number of adds handled by workqueue",
                              MetricType::Counter);
@@ -117,7 +119,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
       Family("workqueue_longest_running_processor_seconds",
              "How many seconds has the longest running processor for workqueue been running",
              MetricType::Gauge);
-  for (const QueueFigures& q : f.queues) {
+  for (const QueueFigures& q : queues) {
     const Labels labels = {{"name", q.name}};
     AddGauge(depth, labels, q.depth);
     AddCounter(adds, labels, static_cast<double>(q.adds_total));
@@ -127,7 +129,14 @@ std::vector<MetricFamily> Build(const Figures& f) {
     AddGauge(unfinished, labels, q.unfinished_work_seconds);
     AddGauge(longest, labels, q.longest_running_processor_seconds);
   }
+  for (MetricFamily* family :
+       {&depth, &adds, &queue_duration, &work_duration, &retries, &unfinished, &longest}) {
+    out.push_back(std::move(*family));
+  }
+}
 
+// The per-plugin families.
+void AddPluginFamilies(const std::vector<PluginFigures>& plugins, std::vector<MetricFamily>& out) {
   MetricFamily up =
       Family("ctrlhost_plugin_up", "1 when the plugin's session is established", MetricType::Gauge);
   MetricFamily restarts = Family("ctrlhost_plugin_restarts_total", "Times the plugin was restarted",
@@ -151,7 +160,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
              "Hot swaps and canary starts of the plugin, by result: success (the new instance "
              "serves) or failure (it was refused or did not come up; the old one kept serving)",
              MetricType::Counter);
-  for (const PluginFigures& p : f.plugins) {
+  for (const PluginFigures& p : plugins) {
     const Labels labels = {{"operator", p.operator_name}, {"plugin", p.plugin}};
     AddGauge(up, labels, p.up ? 1 : 0);
     AddCounter(restarts, labels, static_cast<double>(p.restarts_total));
@@ -169,7 +178,15 @@ std::vector<MetricFamily> Build(const Figures& f) {
     AddHistogram(request_duration, labels, p.request_duration);
     AddGauge(cache_bytes, labels, p.cache_bytes);
   }
+  for (MetricFamily* family :
+       {&up, &restarts, &swaps, &in_flight, &requests, &request_duration, &cache_bytes}) {
+    out.push_back(std::move(*family));
+  }
+}
 
+// The families of background tasks' enqueues, per controller.
+void AddTaskFamilies(const std::vector<TaskEnqueueFigures>& figures,
+                     std::vector<MetricFamily>& out) {
   MetricFamily task_enqueues =
       Family("ctrlhost_task_enqueues_total",
              "Keys the controller's background tasks enqueued (TaskEnqueue accepted)",
@@ -180,7 +197,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
              "reason: rate_limited (over spec.controllers[].backgroundTasks), invalid (malformed "
              "namespace/name), not_running (the tasks were not started or were stopped)",
              MetricType::Counter);
-  for (const TaskEnqueueFigures& t : f.task_enqueues) {
+  for (const TaskEnqueueFigures& t : figures) {
     AddCounter(task_enqueues,
                {{"operator", t.operator_name}, {"plugin", t.plugin}, {"controller", t.controller}},
                static_cast<double>(t.accepted_total));
@@ -197,7 +214,13 @@ std::vector<MetricFamily> Build(const Figures& f) {
                  static_cast<double>(n));
     }
   }
+  for (MetricFamily* family : {&task_enqueues, &task_refused}) {
+    out.push_back(std::move(*family));
+  }
+}
 
+// The per-watch cache families.
+void AddWatchFamilies(const std::vector<WatchFigures>& watches, std::vector<MetricFamily>& out) {
   MetricFamily objects =
       Family("ctrlhost_watch_objects", "Objects in the watch's cache", MetricType::Gauge);
   MetricFamily bytes =
@@ -215,7 +238,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
   MetricFamily last_rv =
       Family("ctrlhost_watch_last_resource_version",
              "The resourceVersion the cache is at, when it is numeric", MetricType::Gauge);
-  for (const WatchFigures& w : f.watches) {
+  for (const WatchFigures& w : watches) {
     const Labels labels = {{"watch", w.watch}};
     AddGauge(objects, labels, w.objects);
     AddGauge(bytes, labels, w.bytes);
@@ -227,7 +250,14 @@ std::vector<MetricFamily> Build(const Figures& f) {
       AddGauge(last_rv, labels, rv);
     }
   }
+  for (MetricFamily* family : {&objects, &bytes, &memory_bytes, &events, &relists, &last_rv}) {
+    out.push_back(std::move(*family));
+  }
+}
 
+// The families of the HTTP listeners' connection limits.
+void AddConnectionFamilies(const std::vector<ConnectionFigures>& connections,
+                           std::vector<MetricFamily>& out) {
   MetricFamily open_connections = Family("ctrlhost_http_open_connections",
                                          "Open connections of the listener", MetricType::Gauge);
   MetricFamily unauthenticated =
@@ -240,7 +270,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
                                "keep-alive, for a newer one), timed_out (not authenticated in "
                                "time), write_stalled (the client read nothing of its response)",
                                MetricType::Counter);
-  for (const ConnectionFigures& c : f.connections) {
+  for (const ConnectionFigures& c : connections) {
     AddGauge(open_connections, {{"server", c.server}}, c.open);
     AddGauge(unauthenticated, {{"server", c.server}}, c.unauthenticated);
     AddCounter(closed, {{"server", c.server}, {"reason", "refused"}},
@@ -254,41 +284,33 @@ std::vector<MetricFamily> Build(const Figures& f) {
     AddCounter(closed, {{"server", c.server}, {"reason", "write_stalled"}},
                static_cast<double>(c.write_stalled_total));
   }
-
-  std::vector<MetricFamily> out;
-  for (MetricFamily* family : {&reconcile_total,
-                               &reconcile_errors,
-                               &reconcile_time,
-                               &max_concurrent,
-                               &active_workers,
-                               &depth,
-                               &adds,
-                               &queue_duration,
-                               &work_duration,
-                               &retries,
-                               &unfinished,
-                               &longest,
-                               &up,
-                               &restarts,
-                               &swaps,
-                               &in_flight,
-                               &requests,
-                               &request_duration,
-                               &cache_bytes,
-                               &task_enqueues,
-                               &task_refused,
-                               &objects,
-                               &bytes,
-                               &memory_bytes,
-                               &events,
-                               &relists,
-                               &last_rv,
-                               &open_connections,
-                               &unauthenticated,
-                               &closed}) {
-    if (!family->metric.empty()) out.push_back(std::move(*family));
+  for (MetricFamily* family : {&open_connections, &unauthenticated, &closed}) {
+    out.push_back(std::move(*family));
   }
-  if (!shard_keys_owned.metric.empty()) out.push_back(std::move(shard_keys_owned));
+}
+
+// The families built from providers' figures, in a fixed order; empty ones are dropped.
+std::vector<MetricFamily> Build(const Figures& f) {
+  std::vector<MetricFamily> families;
+  AddControllerFamilies(f.controllers, families);
+  AddQueueFamilies(f.queues, families);
+  AddPluginFamilies(f.plugins, families);
+  AddTaskFamilies(f.task_enqueues, families);
+  AddWatchFamilies(f.watches, families);
+  AddConnectionFamilies(f.connections, families);
+  MetricFamily& shard_keys_owned = families.emplace_back(Family(
+      "ctrlhost_shard_keys_owned",
+      "Primary keys of a sharded controller this host owns in the shard ring", MetricType::Gauge));
+  for (const ControllerFigures& c : f.controllers) {
+    if (c.shard_keys_owned >= 0) {
+      AddGauge(shard_keys_owned, {{"controller", c.controller}},
+               static_cast<double>(c.shard_keys_owned));
+    }
+  }
+  std::vector<MetricFamily> out;
+  for (MetricFamily& family : families) {
+    if (!family.metric.empty()) out.push_back(std::move(family));
+  }
   return out;
 }
 

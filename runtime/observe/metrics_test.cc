@@ -57,70 +57,74 @@ HistogramFigures TwoBuckets() {
   return h;
 }
 
+// One figure of every kind: a controller, its queue, a plugin, its background tasks, two watches
+// (one with a numeric resourceVersion), an HTTP listener.
+void OneOfEachFigure(Figures& f) {
+  ControllerFigures c;
+  c.controller = "web/deployments";
+  c.reconcile_total = {{"success", 7}, {"error", 2}};
+  c.reconcile_errors_total = 2;
+  c.reconcile_time = TwoBuckets();
+  c.max_concurrent_reconciles = 4;
+  c.active_workers = 1;
+  f.controllers.push_back(c);
+  QueueFigures q;
+  q.name = "web/deployments";
+  q.depth = 5;
+  q.adds_total = 11;
+  q.retries_total = 3;
+  q.queue_duration = TwoBuckets();
+  q.work_duration = TwoBuckets();
+  q.unfinished_work_seconds = 1.5;
+  q.longest_running_processor_seconds = 0.75;
+  f.queues.push_back(q);
+  PluginFigures p;
+  p.operator_name = "web";
+  p.plugin = "webapp";
+  p.up = true;
+  p.restarts_total = 1;
+  p.swaps_total = 3;
+  p.swap_failures_total = 2;
+  p.in_flight = 2;
+  p.requests_total = {{"ok", 9}};
+  p.request_duration = TwoBuckets();
+  p.cache_bytes = 8192;
+  f.plugins.push_back(p);
+  TaskEnqueueFigures t;
+  t.operator_name = "web";
+  t.plugin = "webapp";
+  t.controller = "deployments";
+  t.accepted_total = 12;
+  t.refused_rate_limited_total = 5;
+  t.refused_invalid_total = 1;
+  f.task_enqueues.push_back(t);
+  WatchFigures w;
+  w.watch = "apps/v1 Deployment";
+  w.objects = 10;
+  w.bytes = 2048;
+  w.memory_bytes = 3072;
+  w.events_total = 40;
+  w.relists_total = 1;
+  w.resource_version = "12345";
+  f.watches.push_back(w);
+  w.watch = "v1 Pod";
+  w.resource_version = "opaque-rv";  // not numeric: no last_resource_version sample
+  f.watches.push_back(w);
+  ConnectionFigures conn;
+  conn.server = "apiserver";
+  conn.open = 300;
+  conn.unauthenticated = 256;
+  conn.refused_total = 1;
+  conn.evicted_total = 4000;
+  conn.timed_out_total = 50;
+  conn.evicted_idle_total = 7;
+  conn.write_stalled_total = 3;
+  f.connections.push_back(conn);
+}
+
 TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
   MetricsRegistry metrics;
-  metrics.AddProvider([](Figures& f) {
-    ControllerFigures c;
-    c.controller = "web/deployments";
-    c.reconcile_total = {{"success", 7}, {"error", 2}};
-    c.reconcile_errors_total = 2;
-    c.reconcile_time = TwoBuckets();
-    c.max_concurrent_reconciles = 4;
-    c.active_workers = 1;
-    f.controllers.push_back(c);
-    QueueFigures q;
-    q.name = "web/deployments";
-    q.depth = 5;
-    q.adds_total = 11;
-    q.retries_total = 3;
-    q.queue_duration = TwoBuckets();
-    q.work_duration = TwoBuckets();
-    q.unfinished_work_seconds = 1.5;
-    q.longest_running_processor_seconds = 0.75;
-    f.queues.push_back(q);
-    PluginFigures p;
-    p.operator_name = "web";
-    p.plugin = "webapp";
-    p.up = true;
-    p.restarts_total = 1;
-    p.swaps_total = 3;
-    p.swap_failures_total = 2;
-    p.in_flight = 2;
-    p.requests_total = {{"ok", 9}};
-    p.request_duration = TwoBuckets();
-    p.cache_bytes = 8192;
-    f.plugins.push_back(p);
-    TaskEnqueueFigures t;
-    t.operator_name = "web";
-    t.plugin = "webapp";
-    t.controller = "deployments";
-    t.accepted_total = 12;
-    t.refused_rate_limited_total = 5;
-    t.refused_invalid_total = 1;
-    f.task_enqueues.push_back(t);
-    WatchFigures w;
-    w.watch = "apps/v1 Deployment";
-    w.objects = 10;
-    w.bytes = 2048;
-    w.memory_bytes = 3072;
-    w.events_total = 40;
-    w.relists_total = 1;
-    w.resource_version = "12345";
-    f.watches.push_back(w);
-    w.watch = "v1 Pod";
-    w.resource_version = "opaque-rv";  // not numeric: no last_resource_version sample
-    f.watches.push_back(w);
-    ConnectionFigures conn;
-    conn.server = "apiserver";
-    conn.open = 300;
-    conn.unauthenticated = 256;
-    conn.refused_total = 1;
-    conn.evicted_total = 4000;
-    conn.timed_out_total = 50;
-    conn.evicted_idle_total = 7;
-    conn.write_stalled_total = 3;
-    f.connections.push_back(conn);
-  });
+  metrics.AddProvider(OneOfEachFigure);
   const std::string text = metrics.ScrapeText();
   const Scrape s = Parse(text);
   const std::map<std::string, double> expected = {

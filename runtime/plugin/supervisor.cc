@@ -448,6 +448,40 @@ void Supervisor::Run() {
   SetState(PluginState::kStopped);
 }
 
+absl::Status Supervisor::SpawnAndAwaitSocket(absl::Time deadline) {
+  unlink(socket_path_.c_str());  // a stale socket of a previous instance
+  ProcessSpec spec = options_.source.exec;
+  spec.env.emplace_back("CTRLHOST_PLUGIN_ADDRESS", absl::StrCat("unix://", socket_path_));
+  spec.env.emplace_back("TMPDIR", instance_dir_);
+  // The other instances' directories, and what the host hid, are out of reach (sandbox.h).
+  spec.sandbox = options_.sandbox;
+  spec.sandbox.hidden_paths.push_back(options_.socket_dir);
+  spec.sandbox.allowed_paths.push_back(instance_dir_);
+  auto process = Process::Spawn(spec, instance_name_, [this](int) { Notify(); });
+  if (!process.ok()) return process.status();
+  process_ = std::move(*process);
+  {
+    common::MutexLock lock(&mu_);
+    status_.pid = process_->pid();
+  }
+  if (!WaitSocket(deadline)) {
+    absl::Status why;
+    if (auto exit = process_->exit_status(); exit.has_value()) {
+      why = absl::UnavailableError(
+          absl::StrCat("plugin exited before listening: ", DescribeExit(*exit)));
+    } else {
+      common::MutexLock lock(&mu_);
+      why = stopping_ ? absl::CancelledError("stopping")
+                      : absl::DeadlineExceededError(
+                            absl::StrCat("plugin did not listen on ", socket_path_, " within ",
+                                         absl::FormatDuration(options_.handshake.deadline)));
+    }
+    StopProcess(absl::ZeroDuration());
+    return why;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   {
     common::MutexLock lock(&mu_);
@@ -456,36 +490,7 @@ absl::Status Supervisor::RunInstance(absl::Time* ready_since) {
   }
   const absl::Time deadline = absl::Now() + options_.handshake.deadline;
   if (!socket_path_.empty()) {
-    unlink(socket_path_.c_str());  // a stale socket of a previous instance
-    ProcessSpec spec = options_.source.exec;
-    spec.env.emplace_back("CTRLHOST_PLUGIN_ADDRESS", absl::StrCat("unix://", socket_path_));
-    spec.env.emplace_back("TMPDIR", instance_dir_);
-    // The other instances' directories, and what the host hid, are out of reach (sandbox.h).
-    spec.sandbox = options_.sandbox;
-    spec.sandbox.hidden_paths.push_back(options_.socket_dir);
-    spec.sandbox.allowed_paths.push_back(instance_dir_);
-    auto process = Process::Spawn(spec, instance_name_, [this](int) { Notify(); });
-    if (!process.ok()) return process.status();
-    process_ = std::move(*process);
-    {
-      common::MutexLock lock(&mu_);
-      status_.pid = process_->pid();
-    }
-    if (!WaitSocket(deadline)) {
-      absl::Status why;
-      if (auto exit = process_->exit_status(); exit.has_value()) {
-        why = absl::UnavailableError(
-            absl::StrCat("plugin exited before listening: ", DescribeExit(*exit)));
-      } else {
-        common::MutexLock lock(&mu_);
-        why = stopping_ ? absl::CancelledError("stopping")
-                        : absl::DeadlineExceededError(
-                              absl::StrCat("plugin did not listen on ", socket_path_, " within ",
-                                           absl::FormatDuration(options_.handshake.deadline)));
-      }
-      StopProcess(absl::ZeroDuration());
-      return why;
-    }
+    if (absl::Status s = SpawnAndAwaitSocket(deadline); !s.ok()) return s;
   }
   auto channel = Dial();
   if (!channel.ok()) return channel.status();

@@ -173,6 +173,10 @@ class Supervisor : public controller::Dispatcher {
   void Run();
   // One instance from start to end; returns why it ended.
   absl::Status RunInstance(absl::Time* ready_since);
+  // RunInstance's first step for a spawned plugin: starts the process (as process_) and waits
+  // until it listens on socket_path_; stops it again and says why when it does not by
+  // `deadline` (or exits, or Stop is called).
+  absl::Status SpawnAndAwaitSocket(absl::Time deadline);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Dial();
   bool WaitSocket(absl::Time deadline);
   void StopProcess(absl::Duration grace);

@@ -143,44 +143,8 @@ void AddVolumes(core::PodSpec* spec) {
   tok->set_audience("api");
 }
 
-TEST(KubeProtoDeploymentTest, PodTemplateFieldsOperatorsSet) {
-  kp::apps::v1::Deployment d;
-  d.mutable_metadata()->set_name("web");
-  d.mutable_metadata()->set_namespace_("prod");
-  d.mutable_metadata()->mutable_creationtimestamp();  // zero time: Go always sends it
-  kp::apps::v1::DeploymentSpec* spec = d.mutable_spec();
-  spec->set_replicas(0);  // pointer: an explicit 0 must not become the default 1
-  (*spec->mutable_selector()->mutable_matchlabels())["app"] = "web";
-  kp::meta::v1::LabelSelectorRequirement* req = spec->mutable_selector()->add_matchexpressions();
-  req->set_key("tier");
-  req->set_operator_("In");
-  req->add_values("front");
-  spec->mutable_strategy()->set_type("RollingUpdate");
-  spec->mutable_strategy()->mutable_rollingupdate()->mutable_maxsurge()->set_type(1);
-  spec->mutable_strategy()->mutable_rollingupdate()->mutable_maxsurge()->set_strval("25%");
-  spec->mutable_strategy()->mutable_rollingupdate()->mutable_maxunavailable()->set_intval(0);
-  spec->set_minreadyseconds(0);
-  spec->set_revisionhistorylimit(0);
-  spec->set_progressdeadlineseconds(600);
-  core::PodTemplateSpec* tpl = spec->mutable_template_();
-  (*tpl->mutable_metadata()->mutable_labels())["app"] = "web";
-  (*tpl->mutable_metadata()->mutable_annotations())["checksum/config"] = "abc";
-  core::PodSpec* pod = tpl->mutable_spec();
-  AddVolumes(pod);
-  core::Container* init = pod->add_initcontainers();
-  init->set_name("migrate");
-  init->set_image("app:1.2");
-  init->add_args("migrate");
-  AddContainer(pod);
-  pod->set_restartpolicy("Always");
-  pod->set_terminationgraceperiodseconds(30);
-  pod->set_dnspolicy("ClusterFirst");
-  (*pod->mutable_nodeselector())["kubernetes.io/os"] = "linux";
-  pod->set_serviceaccountname("web");
-  pod->set_automountserviceaccounttoken(false);
-  pod->mutable_securitycontext()->set_runasnonroot(true);
-  pod->mutable_securitycontext()->set_fsgroup(2000);
-  pod->add_imagepullsecrets()->set_name("reg");
+// Node affinity, pod anti-affinity and a toleration, with the zero values Go sends.
+void AddScheduling(core::PodSpec* pod) {
   core::NodeSelectorRequirement* nsr =
       pod->mutable_affinity()
           ->mutable_nodeaffinity()
@@ -201,20 +165,10 @@ TEST(KubeProtoDeploymentTest, PodTemplateFieldsOperatorsSet) {
   t->set_value("web");
   t->set_effect("NoExecute");
   t->set_tolerationseconds(0);
-  kp::apps::v1::DeploymentStatus* st = d.mutable_status();
-  st->set_observedgeneration(4);
-  st->set_replicas(2);
-  st->set_readyreplicas(2);
-  kp::apps::v1::DeploymentCondition* c = st->add_conditions();
-  c->set_type("Available");
-  c->set_status("True");
-  c->mutable_lastupdatetime()->set_seconds(1704164645);
-  c->mutable_lasttransitiontime()->set_seconds(1704164645);
-  c->set_reason("MinimumReplicasAvailable");
+}
 
-  absl::StatusOr<Json> got = DecodeKubeProtobuf(Wrap(d));
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(*got, Json::parse(R"json({
+// The JSON that PodTemplateFieldsOperatorsSet's Deployment decodes to.
+constexpr char kPodTemplateDeploymentJson[] = R"json({
   "apiVersion": "apps/v1", "kind": "Deployment",
   "metadata": {"name": "web", "namespace": "prod"},
   "spec": {
@@ -294,7 +248,61 @@ TEST(KubeProtoDeploymentTest, PodTemplateFieldsOperatorsSet) {
                     "lastTransitionTime": "2024-01-02T03:04:05Z",
                     "reason": "MinimumReplicasAvailable"}]
   }
-  })json"));
+  })json";
+
+TEST(KubeProtoDeploymentTest, PodTemplateFieldsOperatorsSet) {
+  kp::apps::v1::Deployment d;
+  d.mutable_metadata()->set_name("web");
+  d.mutable_metadata()->set_namespace_("prod");
+  d.mutable_metadata()->mutable_creationtimestamp();  // zero time: Go always sends it
+  kp::apps::v1::DeploymentSpec* spec = d.mutable_spec();
+  spec->set_replicas(0);  // pointer: an explicit 0 must not become the default 1
+  (*spec->mutable_selector()->mutable_matchlabels())["app"] = "web";
+  kp::meta::v1::LabelSelectorRequirement* req = spec->mutable_selector()->add_matchexpressions();
+  req->set_key("tier");
+  req->set_operator_("In");
+  req->add_values("front");
+  spec->mutable_strategy()->set_type("RollingUpdate");
+  spec->mutable_strategy()->mutable_rollingupdate()->mutable_maxsurge()->set_type(1);
+  spec->mutable_strategy()->mutable_rollingupdate()->mutable_maxsurge()->set_strval("25%");
+  spec->mutable_strategy()->mutable_rollingupdate()->mutable_maxunavailable()->set_intval(0);
+  spec->set_minreadyseconds(0);
+  spec->set_revisionhistorylimit(0);
+  spec->set_progressdeadlineseconds(600);
+  core::PodTemplateSpec* tpl = spec->mutable_template_();
+  (*tpl->mutable_metadata()->mutable_labels())["app"] = "web";
+  (*tpl->mutable_metadata()->mutable_annotations())["checksum/config"] = "abc";
+  core::PodSpec* pod = tpl->mutable_spec();
+  AddVolumes(pod);
+  core::Container* init = pod->add_initcontainers();
+  init->set_name("migrate");
+  init->set_image("app:1.2");
+  init->add_args("migrate");
+  AddContainer(pod);
+  pod->set_restartpolicy("Always");
+  pod->set_terminationgraceperiodseconds(30);
+  pod->set_dnspolicy("ClusterFirst");
+  (*pod->mutable_nodeselector())["kubernetes.io/os"] = "linux";
+  pod->set_serviceaccountname("web");
+  pod->set_automountserviceaccounttoken(false);
+  pod->mutable_securitycontext()->set_runasnonroot(true);
+  pod->mutable_securitycontext()->set_fsgroup(2000);
+  pod->add_imagepullsecrets()->set_name("reg");
+  AddScheduling(pod);
+  kp::apps::v1::DeploymentStatus* st = d.mutable_status();
+  st->set_observedgeneration(4);
+  st->set_replicas(2);
+  st->set_readyreplicas(2);
+  kp::apps::v1::DeploymentCondition* c = st->add_conditions();
+  c->set_type("Available");
+  c->set_status("True");
+  c->mutable_lastupdatetime()->set_seconds(1704164645);
+  c->mutable_lasttransitiontime()->set_seconds(1704164645);
+  c->set_reason("MinimumReplicasAvailable");
+
+  absl::StatusOr<Json> got = DecodeKubeProtobuf(Wrap(d));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, Json::parse(kPodTemplateDeploymentJson));
 }
 
 }  // namespace

@@ -87,177 +87,213 @@ std::string GroupId(absl::string_view group) {
   return out;
 }
 
-std::vector<PathItem> ResourcePaths(const ResourceInfo& r) {
-  const std::string prefix = r.group.empty() ? absl::StrCat("/api/", r.version)
-                                             : absl::StrCat("/apis/", r.group, "/", r.version);
+// What the paths of one resource share: URL prefix, operation id parts, schemas, parameters.
+struct ResourceNaming {
+  std::string prefix;   // "/api/v1", "/apis/GROUP/VERSION"
+  std::string ns_path;  // "/namespaces/{namespace}" for a namespaced resource, else ""
+  std::string gv;       // "AppsV1": the group-version part of operation ids
+  std::string scope;    // "Namespaced" or ""
+  std::string kind_schema, list_schema, delete_schema;
+  std::vector<Param> scope_params, item_params;
+  std::vector<Param> list_params, write_params, patch_params, delete_params,
+      deletecollection_params;
+};
+
+std::vector<Param> With(std::vector<Param> base, std::initializer_list<Param> more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+ResourceNaming NamingOf(const ResourceInfo& r) {
+  ResourceNaming n;
+  n.prefix = r.group.empty() ? absl::StrCat("/api/", r.version)
+                             : absl::StrCat("/apis/", r.group, "/", r.version);
   std::string version_id = r.version;
   if (!version_id.empty()) version_id[0] = absl::ascii_toupper(version_id[0]);
-  const std::string gv = GroupId(r.group) + version_id;
-  const std::string scope = r.namespaced ? "Namespaced" : "";
-  const std::string kind_schema = SchemaName(r);
-  const std::string list_schema = ListSchemaName(r);
-  const std::string ns_path = r.namespaced ? "/namespaces/{namespace}" : "";
-  std::vector<Param> scope_params;
-  if (r.namespaced) scope_params.push_back(kNamespace);
+  n.gv = GroupId(r.group) + version_id;
+  n.scope = r.namespaced ? "Namespaced" : "";
+  n.kind_schema = SchemaName(r);
+  n.list_schema = ListSchemaName(r);
+  n.ns_path = r.namespaced ? "/namespaces/{namespace}" : "";
+  if (r.namespaced) n.scope_params.push_back(kNamespace);
+  n.item_params = With(n.scope_params, {kName, kPretty});
 
-  auto with = [](std::vector<Param> base, std::initializer_list<Param> more) {
-    base.insert(base.end(), more.begin(), more.end());
-    return base;
-  };
-  std::vector<Param> list_params(std::begin(kListParams), std::end(kListParams));
-  std::vector<Param> write_params = {kDryRun, kFieldManager, kFieldValidation};
-  std::vector<Param> patch_params = {kDryRun, kFieldManager, kFieldValidation, kForce};
-  std::vector<Param> delete_params(std::begin(kDeleteParams), std::end(kDeleteParams));
-  std::vector<Param> deletecollection_params = delete_params;
+  n.list_params.assign(std::begin(kListParams), std::end(kListParams));
+  n.write_params = {kDryRun, kFieldManager, kFieldValidation};
+  n.patch_params = {kDryRun, kFieldManager, kFieldValidation, kForce};
+  n.delete_params.assign(std::begin(kDeleteParams), std::end(kDeleteParams));
+  n.deletecollection_params = n.delete_params;
   for (const Param& p : kListParams) {
     if (std::string(p.name) != "watch" && std::string(p.name) != "allowWatchBookmarks") {
-      deletecollection_params.push_back(p);
+      n.deletecollection_params.push_back(p);
     }
   }
-  const std::string delete_schema = r.return_deleted_object ? kind_schema : kStatusName;
+  n.delete_schema = r.return_deleted_object ? n.kind_schema : kStatusName;
+  return n;
+}
 
-  std::vector<PathItem> paths;
-  // The collection.
-  PathItem collection{prefix + ns_path + "/" + r.resource, with(scope_params, {kPretty}), {}};
+// The collection: list (and watch), create, delete a collection.
+PathItem CollectionPath(const ResourceInfo& r, const ResourceNaming& n) {
+  PathItem collection{n.prefix + n.ns_path + "/" + r.resource, With(n.scope_params, {kPretty}), {}};
   collection.ops.push_back({"get",
-                            absl::StrCat("list", gv, scope, r.kind),
+                            absl::StrCat("list", n.gv, n.scope, r.kind),
                             "list",
                             r.kind,
                             absl::StrCat("list or watch objects of kind ", r.kind),
-                            list_params,
+                            n.list_params,
                             Body::kNone,
                             {200},
-                            list_schema});
+                            n.list_schema});
   collection.ops.push_back({"post",
-                            absl::StrCat("create", gv, scope, r.kind),
+                            absl::StrCat("create", n.gv, n.scope, r.kind),
                             "post",
                             r.kind,
                             absl::StrCat("create a ", r.kind),
-                            write_params,
+                            n.write_params,
                             Body::kObject,
                             {200, 201, 202},
-                            kind_schema});
+                            n.kind_schema});
   collection.ops.push_back({"delete",
-                            absl::StrCat("delete", gv, "Collection", scope, r.kind),
+                            absl::StrCat("delete", n.gv, "Collection", n.scope, r.kind),
                             "deletecollection",
                             r.kind,
                             absl::StrCat("delete collection of ", r.kind),
-                            deletecollection_params,
+                            n.deletecollection_params,
                             Body::kDeleteOptions,
                             {200},
                             kStatusName});
-  paths.push_back(std::move(collection));
-  // One object.
-  std::vector<Param> item_params = with(scope_params, {kName, kPretty});
-  PathItem item{prefix + ns_path + "/" + r.resource + "/{name}", item_params, {}};
+  return collection;
+}
+
+// One object: read, replace, patch, delete.
+PathItem ItemPath(const ResourceInfo& r, const ResourceNaming& n) {
+  PathItem item{n.prefix + n.ns_path + "/" + r.resource + "/{name}", n.item_params, {}};
   item.ops.push_back({"get",
-                      absl::StrCat("read", gv, scope, r.kind),
+                      absl::StrCat("read", n.gv, n.scope, r.kind),
                       "get",
                       r.kind,
                       absl::StrCat("read the specified ", r.kind),
                       {},
                       Body::kNone,
                       {200},
-                      kind_schema});
+                      n.kind_schema});
   item.ops.push_back({"put",
-                      absl::StrCat("replace", gv, scope, r.kind),
+                      absl::StrCat("replace", n.gv, n.scope, r.kind),
                       "put",
                       r.kind,
                       absl::StrCat("replace the specified ", r.kind),
-                      write_params,
+                      n.write_params,
                       Body::kObject,
                       {200, 201},
-                      kind_schema});
+                      n.kind_schema});
   item.ops.push_back({"patch",
-                      absl::StrCat("patch", gv, scope, r.kind),
+                      absl::StrCat("patch", n.gv, n.scope, r.kind),
                       "patch",
                       r.kind,
                       absl::StrCat("partially update the specified ", r.kind),
-                      patch_params,
+                      n.patch_params,
                       Body::kPatch,
                       {200, 201},
-                      kind_schema});
+                      n.kind_schema});
   item.ops.push_back({"delete",
-                      absl::StrCat("delete", gv, scope, r.kind),
+                      absl::StrCat("delete", n.gv, n.scope, r.kind),
                       "delete",
                       r.kind,
                       absl::StrCat("delete a ", r.kind),
-                      delete_params,
+                      n.delete_params,
                       Body::kDeleteOptions,
                       {200, 202},
-                      delete_schema});
-  paths.push_back(std::move(item));
-  if (r.has_status) {
-    PathItem status{prefix + ns_path + "/" + r.resource + "/{name}/status", item_params, {}};
-    status.ops.push_back({"get",
-                          absl::StrCat("read", gv, scope, r.kind, "Status"),
-                          "get",
-                          r.kind,
-                          absl::StrCat("read status of the specified ", r.kind),
-                          {},
-                          Body::kNone,
-                          {200},
-                          kind_schema});
-    status.ops.push_back({"put",
-                          absl::StrCat("replace", gv, scope, r.kind, "Status"),
-                          "put",
-                          r.kind,
-                          absl::StrCat("replace status of the specified ", r.kind),
-                          write_params,
-                          Body::kObject,
-                          {200, 201},
-                          kind_schema});
-    status.ops.push_back({"patch",
-                          absl::StrCat("patch", gv, scope, r.kind, "Status"),
-                          "patch",
-                          r.kind,
-                          absl::StrCat("partially update status of the specified ", r.kind),
-                          patch_params,
-                          Body::kPatch,
-                          {200, 201},
-                          kind_schema});
-    paths.push_back(std::move(status));
-  }
-  if (r.namespaced) {
-    PathItem all{prefix + "/" + r.resource, {kPretty}, {}};
-    all.ops.push_back({"get",
-                       absl::StrCat("list", gv, r.kind, "ForAllNamespaces"),
-                       "list",
-                       r.kind,
-                       absl::StrCat("list or watch objects of kind ", r.kind),
-                       list_params,
-                       Body::kNone,
-                       {200},
-                       list_schema});
-    paths.push_back(std::move(all));
-  }
-  // The deprecated watch paths (the watch=true query parameter is the current way).
+                      n.delete_schema});
+  return item;
+}
+
+// The status subresource: read, replace, patch.
+PathItem StatusPath(const ResourceInfo& r, const ResourceNaming& n) {
+  PathItem status{n.prefix + n.ns_path + "/" + r.resource + "/{name}/status", n.item_params, {}};
+  status.ops.push_back({"get",
+                        absl::StrCat("read", n.gv, n.scope, r.kind, "Status"),
+                        "get",
+                        r.kind,
+                        absl::StrCat("read status of the specified ", r.kind),
+                        {},
+                        Body::kNone,
+                        {200},
+                        n.kind_schema});
+  status.ops.push_back({"put",
+                        absl::StrCat("replace", n.gv, n.scope, r.kind, "Status"),
+                        "put",
+                        r.kind,
+                        absl::StrCat("replace status of the specified ", r.kind),
+                        n.write_params,
+                        Body::kObject,
+                        {200, 201},
+                        n.kind_schema});
+  status.ops.push_back({"patch",
+                        absl::StrCat("patch", n.gv, n.scope, r.kind, "Status"),
+                        "patch",
+                        r.kind,
+                        absl::StrCat("partially update status of the specified ", r.kind),
+                        n.patch_params,
+                        Body::kPatch,
+                        {200, 201},
+                        n.kind_schema});
+  return status;
+}
+
+// A namespaced resource's list across all namespaces.
+PathItem AllNamespacesPath(const ResourceInfo& r, const ResourceNaming& n) {
+  PathItem all{n.prefix + "/" + r.resource, {kPretty}, {}};
+  all.ops.push_back({"get",
+                     absl::StrCat("list", n.gv, r.kind, "ForAllNamespaces"),
+                     "list",
+                     r.kind,
+                     absl::StrCat("list or watch objects of kind ", r.kind),
+                     n.list_params,
+                     Body::kNone,
+                     {200},
+                     n.list_schema});
+  return all;
+}
+
+// The deprecated watch paths (the watch=true query parameter is the current way).
+void AddWatchPaths(const ResourceInfo& r, const ResourceNaming& n, std::vector<PathItem>& paths) {
   Operation watch_list{"get",
-                       absl::StrCat("watch", gv, scope, r.kind, "List"),
+                       absl::StrCat("watch", n.gv, n.scope, r.kind, "List"),
                        "watchlist",
                        r.kind,
                        absl::StrCat("watch individual changes to a list of ", r.kind,
                                     "; deprecated: use the 'watch' parameter with a list"),
-                       list_params,
+                       n.list_params,
                        Body::kNone,
                        {200},
                        kWatchEventName,
                        true};
-  paths.push_back(PathItem{
-      prefix + "/watch" + ns_path + "/" + r.resource, with(scope_params, {kPretty}), {watch_list}});
+  paths.push_back(PathItem{n.prefix + "/watch" + n.ns_path + "/" + r.resource,
+                           With(n.scope_params, {kPretty}),
+                           {watch_list}});
   Operation watch_one = watch_list;
-  watch_one.id = absl::StrCat("watch", gv, scope, r.kind);
+  watch_one.id = absl::StrCat("watch", n.gv, n.scope, r.kind);
   watch_one.action = "watch";
   watch_one.description = absl::StrCat(
       "watch changes to an object of kind ", r.kind,
       "; deprecated: use the 'watch' parameter with a list filtered by 'fieldSelector'");
   paths.push_back(PathItem{
-      prefix + "/watch" + ns_path + "/" + r.resource + "/{name}", item_params, {watch_one}});
+      n.prefix + "/watch" + n.ns_path + "/" + r.resource + "/{name}", n.item_params, {watch_one}});
   if (r.namespaced) {
     Operation watch_all = watch_list;
-    watch_all.id = absl::StrCat("watch", gv, r.kind, "ListForAllNamespaces");
-    paths.push_back(PathItem{prefix + "/watch/" + r.resource, {kPretty}, {watch_all}});
+    watch_all.id = absl::StrCat("watch", n.gv, r.kind, "ListForAllNamespaces");
+    paths.push_back(PathItem{n.prefix + "/watch/" + r.resource, {kPretty}, {watch_all}});
   }
+}
+
+std::vector<PathItem> ResourcePaths(const ResourceInfo& r) {
+  const ResourceNaming n = NamingOf(r);
+  std::vector<PathItem> paths;
+  paths.push_back(CollectionPath(r, n));
+  paths.push_back(ItemPath(r, n));
+  if (r.has_status) paths.push_back(StatusPath(r, n));
+  if (r.namespaced) paths.push_back(AllNamespacesPath(r, n));
+  AddWatchPaths(r, n, paths);
   return paths;
 }
 

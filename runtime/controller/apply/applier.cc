@@ -184,6 +184,48 @@ std::string DescribeForUser(const ReconcileContext& context) {
                       context.namespace_.empty() ? "" : "/", context.name);
 }
 
+// The conditions the status write sets: the plugin's, the host's Reconciled condition unless
+// the plugin gave its own, and the host's status conditions when the controller asks for them.
+std::vector<pluginpb::Condition> StatusConditions(const ReconcileContext& context,
+                                                  const Plan& plan) {
+  const ControllerInfo& c = *context.controller;
+  std::vector<pluginpb::Condition> conditions = plan.conditions;
+  if (std::optional<pluginpb::Condition> reconciled = ReconciledFor(context, plan);
+      reconciled.has_value() && c.primary.has_status) {
+    bool given = false;  // the plugin's own Reconciled condition wins
+    for (const pluginpb::Condition& condition : conditions) {
+      given |= condition.type() == kReconciledCondition;
+    }
+    if (!given) conditions.push_back(*reconciled);
+  }
+  if (c.host_status && c.primary.has_status && context.primary != nullptr) {
+    for (pluginpb::Condition& condition : HostConditions(context, plan)) {
+      conditions.push_back(std::move(condition));
+    }
+  }
+  return conditions;
+}
+
+// The kind, status and reason of a response whose writes all succeeded: the plugin's error
+// (terminal or retried), its requeue_after, or done.
+void SetResult(const Plan& plan, ApplyOutcome& outcome) {
+  if (plan.has_error && plan.error_kind == pluginpb::ERROR_KIND_TERMINAL) {
+    outcome.kind = OutcomeKind::kTerminal;
+    outcome.status = absl::FailedPreconditionError(plan.error_message);
+    outcome.reason = plan.error_reason.empty() ? kReasonTerminalError : plan.error_reason;
+  } else if (plan.has_error) {
+    outcome.kind = OutcomeKind::kRetry;
+    outcome.status = absl::UnavailableError(plan.error_message);
+    outcome.reason = plan.error_reason.empty() ? kReasonReconcileError : plan.error_reason;
+    outcome.retry_after = plan.error_retry_after.value_or(absl::ZeroDuration());
+  } else if (plan.requeue_after.has_value()) {
+    outcome.kind = OutcomeKind::kRequeueAfter;
+    outcome.requeue_after = *plan.requeue_after;
+  } else {
+    outcome.kind = OutcomeKind::kDone;
+  }
+}
+
 }  // namespace
 
 bool Applier::AppliedBefore(const std::string& key, absl::string_view uid, size_t hash) {
@@ -645,19 +687,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     ++run.outcome.writes;
     if (p.targets_primary) run.primary_json = std::move(*patched);
   }
-  std::vector<pluginpb::Condition> conditions = plan.conditions;
-  if (std::optional<pluginpb::Condition> reconciled = ReconciledFor(context, plan);
-      reconciled.has_value() && c.primary.has_status) {
-    bool given = false;  // the plugin's own Reconciled condition wins
-    for (const pluginpb::Condition& condition : conditions)
-      given |= condition.type() == kReconciledCondition;
-    if (!given) conditions.push_back(*reconciled);
-  }
-  if (c.host_status && c.primary.has_status && context.primary != nullptr) {
-    for (pluginpb::Condition& condition : HostConditions(context, plan)) {
-      conditions.push_back(std::move(condition));
-    }
-  }
+  const std::vector<pluginpb::Condition> conditions = StatusConditions(context, plan);
   if (plan.status.has_value() || !conditions.empty()) {
     absl::Status written = run.WriteStatus(plan.status, conditions);
     if (!written.ok()) return run.Failed(written, "writing the status", true, false);
@@ -677,21 +707,7 @@ ApplyOutcome Applier::Apply(const ReconcileContext& context,
     if (std::optional<ApplyOutcome> failed = run.ReleaseFinalizer()) return *failed;
   }
 
-  if (plan.has_error && plan.error_kind == pluginpb::ERROR_KIND_TERMINAL) {
-    run.outcome.kind = OutcomeKind::kTerminal;
-    run.outcome.status = absl::FailedPreconditionError(plan.error_message);
-    run.outcome.reason = plan.error_reason.empty() ? kReasonTerminalError : plan.error_reason;
-  } else if (plan.has_error) {
-    run.outcome.kind = OutcomeKind::kRetry;
-    run.outcome.status = absl::UnavailableError(plan.error_message);
-    run.outcome.reason = plan.error_reason.empty() ? kReasonReconcileError : plan.error_reason;
-    run.outcome.retry_after = plan.error_retry_after.value_or(absl::ZeroDuration());
-  } else if (plan.requeue_after.has_value()) {
-    run.outcome.kind = OutcomeKind::kRequeueAfter;
-    run.outcome.requeue_after = *plan.requeue_after;
-  } else {
-    run.outcome.kind = OutcomeKind::kDone;
-  }
+  SetResult(plan, run.outcome);
   return run.outcome;
 }
 

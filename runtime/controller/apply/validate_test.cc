@@ -258,10 +258,11 @@ TEST_F(ValidateTest, NamespacePrimaryOwnsObjectsInsideIt) {
   EXPECT_THAT(plan.status().message(), HasSubstr("outside the primary's \"acme\""));
 }
 
+// A response the validation refuses: `build` fills it in, `message` is a substring of the error.
 struct InvalidCase {
-  std::string name;
-  std::function<void(pluginpb::ReconcileResponse*)> build;
-  std::string message;  // expected substring
+  const char* name;
+  void (*build)(pluginpb::ReconcileResponse*);
+  const char* message;
 };
 
 pluginpb::Patch* AddPatch(pluginpb::ReconcileResponse* r, pluginpb::PatchTarget target,
@@ -273,295 +274,296 @@ pluginpb::Patch* AddPatch(pluginpb::ReconcileResponse* r, pluginpb::PatchTarget 
   return p;
 }
 
-TEST_F(ValidateTest, InvalidResponsesNameTheOffendingItem) {
-  const std::vector<InvalidCase> cases = {
-      {"NotJson", [](auto* r) { r->add_desired_objects("{nope"); },
-       "desired_objects[0]: not valid JSON"},
-      {"TooDeep",
-       [](auto* r) { r->add_desired_objects(std::string(100000, '[') + std::string(100000, ']')); },
-       "desired_objects[0]: nested deeper than 1000 levels"},
-      {"DeepPatch",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH,
-                  R"({"a":)" + std::string(5000, '[') + std::string(5000, ']') + "}");
-       },
-       "patches[0]: nested deeper"},
-      {"VersionPathTraversal",
-       [](auto* r) {
-         r->add_desired_objects(R"({"apiVersion":"apps/v1/../../../api/v1","kind":"Deployment",
+const InvalidCase kInvalidCases[] = {
+    {"NotJson", [](auto* r) { r->add_desired_objects("{nope"); },
+     "desired_objects[0]: not valid JSON"},
+    {"TooDeep",
+     [](auto* r) { r->add_desired_objects(std::string(100000, '[') + std::string(100000, ']')); },
+     "desired_objects[0]: nested deeper than 1000 levels"},
+    {"DeepPatch",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH,
+                R"({"a":)" + std::string(5000, '[') + std::string(5000, ']') + "}");
+     },
+     "patches[0]: nested deeper"},
+    {"VersionPathTraversal",
+     [](auto* r) {
+       r->add_desired_objects(R"({"apiVersion":"apps/v1/../../../api/v1","kind":"Deployment",
              "metadata":{"name":"a"}})");
-       },
-       "apiVersion \"apps/v1/../../../api/v1\" is not group/version"},
-      {"NamePathTraversal",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":".."}})");
-       },
-       "metadata.name \"..\""},
-      {"NameWithSlash",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a/status"}})");
-       },
-       "metadata.name \"a/status\""},
-      {"BadNamespace",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"../x"}})");
-       },
-       "metadata.namespace \"../x\" is not a valid name"},
-      {"OwnedPatchBadName",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
-         p->set_api_version("v1");
-         p->set_kind("ConfigMap");
-         p->set_name("%2e%2e");
-       },
-       "patches[0]: name \"%2e%2e\""},
-      {"OwnedPatchBadVersion",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
-         p->set_api_version("v1/../../apis");
-         p->set_kind("ConfigMap");
-         p->set_name("c");
-       },
-       "needs api_version (group/version)"},
-      {"NotObject", [](auto* r) { r->add_desired_objects("[1]"); },
-       "desired_objects[0]: not a JSON object"},
-      {"NoApiVersion",
-       [](auto* r) { r->add_desired_objects(R"({"kind":"ConfigMap","metadata":{"name":"a"}})"); },
-       "apiVersion missing"},
-      {"NoKind",
-       [](auto* r) { r->add_desired_objects(R"({"apiVersion":"v1","metadata":{"name":"a"}})"); },
-       "kind missing"},
-      {"NoName",
-       [](auto* r) { r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap"})"); },
-       "metadata missing"},
-      {"EmptyName",
-       [](auto* r) {
-         r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{}})");
-       },
-       "metadata.name missing"},
-      {"NotOwned",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}})");
-         r->add_desired_objects(
-             R"({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"a"}})");
-       },
-       "desired_objects[2]: kind apps/v1 StatefulSet is not owned by controller webapp"},
-      {"OtherPrimary",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp","metadata":{"name":"other"}})");
-       },
-       "kind ctrlhost.dev/v1 WebApp is not owned"},
-      {"OtherNamespace",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"x"}})");
-       },
-       "namespace \"x\" is outside the primary's \"team\""},
-      {"Duplicate",
-       [](auto* r) {
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
-         r->add_desired_objects(
-             R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
-       },
-       "desired_objects[1]: duplicate"},
-      {"ForeignController",
-       [](auto* r) {
-         r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",
+     },
+     "apiVersion \"apps/v1/../../../api/v1\" is not group/version"},
+    {"NamePathTraversal",
+     [](auto* r) {
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":".."}})");
+     },
+     "metadata.name \"..\""},
+    {"NameWithSlash",
+     [](auto* r) {
+       r->add_desired_objects(
+           R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a/status"}})");
+     },
+     "metadata.name \"a/status\""},
+    {"BadNamespace",
+     [](auto* r) {
+       r->add_desired_objects(
+           R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"../x"}})");
+     },
+     "metadata.namespace \"../x\" is not a valid name"},
+    {"OwnedPatchBadName",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
+       p->set_api_version("v1");
+       p->set_kind("ConfigMap");
+       p->set_name("%2e%2e");
+     },
+     "patches[0]: name \"%2e%2e\""},
+    {"OwnedPatchBadVersion",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
+       p->set_api_version("v1/../../apis");
+       p->set_kind("ConfigMap");
+       p->set_name("c");
+     },
+     "needs api_version (group/version)"},
+    {"NotObject", [](auto* r) { r->add_desired_objects("[1]"); },
+     "desired_objects[0]: not a JSON object"},
+    {"NoApiVersion",
+     [](auto* r) { r->add_desired_objects(R"({"kind":"ConfigMap","metadata":{"name":"a"}})"); },
+     "apiVersion missing"},
+    {"NoKind",
+     [](auto* r) { r->add_desired_objects(R"({"apiVersion":"v1","metadata":{"name":"a"}})"); },
+     "kind missing"},
+    {"NoName", [](auto* r) { r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap"})"); },
+     "metadata missing"},
+    {"EmptyName",
+     [](auto* r) {
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{}})");
+     },
+     "metadata.name missing"},
+    {"NotOwned",
+     [](auto* r) {
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b"}})");
+       r->add_desired_objects(
+           R"({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"a"}})");
+     },
+     "desired_objects[2]: kind apps/v1 StatefulSet is not owned by controller webapp"},
+    {"OtherPrimary",
+     [](auto* r) {
+       r->add_desired_objects(
+           R"({"apiVersion":"ctrlhost.dev/v1","kind":"WebApp","metadata":{"name":"other"}})");
+     },
+     "kind ctrlhost.dev/v1 WebApp is not owned"},
+    {"OtherNamespace",
+     [](auto* r) {
+       r->add_desired_objects(
+           R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"x"}})");
+     },
+     "namespace \"x\" is outside the primary's \"team\""},
+    {"Duplicate",
+     [](auto* r) {
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}})");
+     },
+     "desired_objects[1]: duplicate"},
+    {"ForeignController",
+     [](auto* r) {
+       r->add_desired_objects(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a",
              "ownerReferences":[{"uid":"x","controller":true}]}})");
-       },
-       "another controller"},
-      {"PatchNoTarget",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_UNSPECIFIED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
-       },
-       "patches[0]: target is unspecified"},
-      {"PatchNoType",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_UNSPECIFIED, "{}");
-       },
-       "patches[0]: type is unspecified"},
-      {"PrimaryPatchNamesOther",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY_STATUS, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}")
-             ->set_name("other");
-       },
-       "must not name another object"},
-      {"OwnedPatchNotOwned",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
-         p->set_api_version("v1");
-         p->set_kind("Secret");
-         p->set_name("s");
-       },
-       "kind v1 Secret is not owned by controller webapp"},
-      {"OwnedPatchNoName",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
-         p->set_api_version("v1");
-         p->set_kind("ConfigMap");
-       },
-       "needs a name"},
-      // Issue 13 item 8: an OWNED patch stripped the ownerReferences of another's child.
-      {"OwnedMergePatchStripsOwnerReferencesIssue13",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH,
-                      R"({"metadata":{"ownerReferences":null}})");
-         p->set_api_version("v1");
-         p->set_kind("ConfigMap");
-         p->set_name("c");
-       },
-       "patches[0]: an OWNED patch must not change metadata.ownerReferences"},
-      {"OwnedJsonPatchRemovesOwnerReferenceIssue13",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
-                      R"([{"op":"remove","path":"/metadata/ownerReferences/0"}])");
-         p->set_api_version("v1");
-         p->set_kind("ConfigMap");
-         p->set_name("c");
-       },
-       "must not change metadata.ownerReferences"},
-      {"OwnedJsonPatchReplacesMetadata",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
-                      R"([{"op":"replace","path":"/metadata","value":{}}])");
-         p->set_api_version("v1");
-         p->set_kind("ConfigMap");
-         p->set_name("c");
-       },
-       "must not change metadata.ownerReferences"},
-      {"OwnedJsonPatchMovesOwnerReferences",
-       [](auto* r) {
-         pluginpb::Patch* p =
-             AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
-                      R"([{"op":"move","from":"/metadata/ownerReferences",
+     },
+     "another controller"},
+    {"PatchNoTarget",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_UNSPECIFIED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
+     },
+     "patches[0]: target is unspecified"},
+    {"PatchNoType",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_UNSPECIFIED, "{}");
+     },
+     "patches[0]: type is unspecified"},
+    {"PrimaryPatchNamesOther",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY_STATUS, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}")
+           ->set_name("other");
+     },
+     "must not name another object"},
+    {"OwnedPatchNotOwned",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
+       p->set_api_version("v1");
+       p->set_kind("Secret");
+       p->set_name("s");
+     },
+     "kind v1 Secret is not owned by controller webapp"},
+    {"OwnedPatchNoName",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH, "{}");
+       p->set_api_version("v1");
+       p->set_kind("ConfigMap");
+     },
+     "needs a name"},
+    // Issue 13 item 8: an OWNED patch stripped the ownerReferences of another's child.
+    {"OwnedMergePatchStripsOwnerReferencesIssue13",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_MERGE_PATCH,
+                    R"({"metadata":{"ownerReferences":null}})");
+       p->set_api_version("v1");
+       p->set_kind("ConfigMap");
+       p->set_name("c");
+     },
+     "patches[0]: an OWNED patch must not change metadata.ownerReferences"},
+    {"OwnedJsonPatchRemovesOwnerReferenceIssue13",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
+                    R"([{"op":"remove","path":"/metadata/ownerReferences/0"}])");
+       p->set_api_version("v1");
+       p->set_kind("ConfigMap");
+       p->set_name("c");
+     },
+     "must not change metadata.ownerReferences"},
+    {"OwnedJsonPatchReplacesMetadata",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
+                    R"([{"op":"replace","path":"/metadata","value":{}}])");
+       p->set_api_version("v1");
+       p->set_kind("ConfigMap");
+       p->set_name("c");
+     },
+     "must not change metadata.ownerReferences"},
+    {"OwnedJsonPatchMovesOwnerReferences",
+     [](auto* r) {
+       pluginpb::Patch* p =
+           AddPatch(r, pluginpb::PATCH_TARGET_OWNED, pluginpb::PATCH_TYPE_JSON_PATCH,
+                    R"([{"op":"move","from":"/metadata/ownerReferences",
                                       "path":"/data/x"}])");
-         p->set_api_version("v1");
-         p->set_kind("ConfigMap");
-         p->set_name("c");
-       },
-       "must not change metadata.ownerReferences"},
-      {"JsonPatchNotArray",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH, "{}");
-       },
-       "must be an array"},
-      {"JsonPatchBadOp",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
-                  R"([{"op":"frobnicate","path":"/a"}])");
-       },
-       "patches[0].patch[0]: unknown op \"frobnicate\""},
-      {"JsonPatchNoValue",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
-                  R"([{"op":"add","path":"/a"}])");
-       },
-       "\"value\" missing"},
-      {"JsonPatchBadPath",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
-                  R"([{"op":"remove","path":"a"}])");
-       },
-       "not a JSON pointer"},
-      {"MergePatchNotObject",
-       [](auto* r) {
-         AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH, "[]");
-       },
-       "a merge patch must be a JSON object"},
-      {"StatusNotObject", [](auto* r) { r->set_status("\"Ready\""); }, "status: not a JSON object"},
-      {"ConditionNoType",
-       [](auto* r) {
-         pluginpb::Condition* c = r->add_conditions();
-         c->set_status(pluginpb::CONDITION_STATUS_TRUE);
-         c->set_reason("Ok");
-       },
-       "conditions[0]: type is empty"},
-      {"ConditionNoStatus",
-       [](auto* r) {
-         pluginpb::Condition* c = r->add_conditions();
-         c->set_type("Ready");
-         c->set_reason("Ok");
-       },
-       "conditions[0]: status is unspecified"},
-      {"ConditionBadReason",
-       [](auto* r) {
-         pluginpb::Condition* c = r->add_conditions();
-         c->set_type("Ready");
-         c->set_status(pluginpb::CONDITION_STATUS_TRUE);
-         c->set_reason("not ok!");
-       },
-       "must be CamelCase"},
-      {"EventNoType", [](auto* r) { r->add_events()->set_reason("Scaled"); },
-       "events[0]: type is unspecified"},
-      {"EventNoReason", [](auto* r) { r->add_events()->set_type(pluginpb::EVENT_TYPE_NORMAL); },
-       "events[0]: reason is empty"},
-      {"NegativeRequeue", [](auto* r) { r->mutable_requeue_after()->set_seconds(-1); },
-       "requeue_after: negative"},
-      {"BadDuration",
-       [](auto* r) {
-         r->mutable_requeue_after()->set_seconds(1);
-         r->mutable_requeue_after()->set_nanos(-5);
-       },
-       "requeue_after: not a valid Duration"},
-      {"ErrorNoKind", [](auto* r) { r->mutable_error()->set_message("x"); },
-       "error: kind is unspecified"},
-      {"ErrorBadReason",
-       [](auto* r) {
-         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
-         r->mutable_error()->set_reason("quota exceeded");
-       },
-       "error: reason \"quota exceeded\" must be CamelCase"},
-      {"ErrorReasonTooLong",
-       [](auto* r) {
-         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
-         r->mutable_error()->set_reason(std::string(129, 'A'));
-       },
-       "at most 128 characters"},
-      {"ErrorNegativeRetryAfter",
-       [](auto* r) {
-         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
-         r->mutable_error()->mutable_retry_after()->set_nanos(-1);
-       },
-       "error.retry_after: negative"},
-      {"ErrorBadRetryAfter",
-       [](auto* r) {
-         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
-         r->mutable_error()->mutable_retry_after()->set_seconds(315'576'000'001);
-       },
-       "error.retry_after: not a valid Duration"},
-      {"TerminalRetryAfter",
-       [](auto* r) {
-         r->mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
-         r->mutable_error()->mutable_retry_after()->set_seconds(5);
-       },
-       "error: retry_after is only allowed on a retryable error"},
-      {"FinalizedNotFinalizing", [](auto* r) { r->set_finalized(true); },
-       "finalized: the primary is not being deleted"},
-  };
-  for (const InvalidCase& c : cases) {
-    pluginpb::ReconcileResponse response;
-    c.build(&response);
-    absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
-    ASSERT_FALSE(plan.ok()) << c.name;
-    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
-    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(c.message)) << c.name;
-  }
+       p->set_api_version("v1");
+       p->set_kind("ConfigMap");
+       p->set_name("c");
+     },
+     "must not change metadata.ownerReferences"},
+    {"JsonPatchNotArray",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH, "{}");
+     },
+     "must be an array"},
+    {"JsonPatchBadOp",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
+                R"([{"op":"frobnicate","path":"/a"}])");
+     },
+     "patches[0].patch[0]: unknown op \"frobnicate\""},
+    {"JsonPatchNoValue",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
+                R"([{"op":"add","path":"/a"}])");
+     },
+     "\"value\" missing"},
+    {"JsonPatchBadPath",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_JSON_PATCH,
+                R"([{"op":"remove","path":"a"}])");
+     },
+     "not a JSON pointer"},
+    {"MergePatchNotObject",
+     [](auto* r) {
+       AddPatch(r, pluginpb::PATCH_TARGET_PRIMARY, pluginpb::PATCH_TYPE_MERGE_PATCH, "[]");
+     },
+     "a merge patch must be a JSON object"},
+    {"StatusNotObject", [](auto* r) { r->set_status("\"Ready\""); }, "status: not a JSON object"},
+    {"ConditionNoType",
+     [](auto* r) {
+       pluginpb::Condition* c = r->add_conditions();
+       c->set_status(pluginpb::CONDITION_STATUS_TRUE);
+       c->set_reason("Ok");
+     },
+     "conditions[0]: type is empty"},
+    {"ConditionNoStatus",
+     [](auto* r) {
+       pluginpb::Condition* c = r->add_conditions();
+       c->set_type("Ready");
+       c->set_reason("Ok");
+     },
+     "conditions[0]: status is unspecified"},
+    {"ConditionBadReason",
+     [](auto* r) {
+       pluginpb::Condition* c = r->add_conditions();
+       c->set_type("Ready");
+       c->set_status(pluginpb::CONDITION_STATUS_TRUE);
+       c->set_reason("not ok!");
+     },
+     "must be CamelCase"},
+    {"EventNoType", [](auto* r) { r->add_events()->set_reason("Scaled"); },
+     "events[0]: type is unspecified"},
+    {"EventNoReason", [](auto* r) { r->add_events()->set_type(pluginpb::EVENT_TYPE_NORMAL); },
+     "events[0]: reason is empty"},
+    {"NegativeRequeue", [](auto* r) { r->mutable_requeue_after()->set_seconds(-1); },
+     "requeue_after: negative"},
+    {"BadDuration",
+     [](auto* r) {
+       r->mutable_requeue_after()->set_seconds(1);
+       r->mutable_requeue_after()->set_nanos(-5);
+     },
+     "requeue_after: not a valid Duration"},
+    {"ErrorNoKind", [](auto* r) { r->mutable_error()->set_message("x"); },
+     "error: kind is unspecified"},
+    {"ErrorBadReason",
+     [](auto* r) {
+       r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+       r->mutable_error()->set_reason("quota exceeded");
+     },
+     "error: reason \"quota exceeded\" must be CamelCase"},
+    {"ErrorReasonTooLong",
+     [](auto* r) {
+       r->mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
+       r->mutable_error()->set_reason(std::string(129, 'A'));
+     },
+     "at most 128 characters"},
+    {"ErrorNegativeRetryAfter",
+     [](auto* r) {
+       r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+       r->mutable_error()->mutable_retry_after()->set_nanos(-1);
+     },
+     "error.retry_after: negative"},
+    {"ErrorBadRetryAfter",
+     [](auto* r) {
+       r->mutable_error()->set_kind(pluginpb::ERROR_KIND_RETRYABLE);
+       r->mutable_error()->mutable_retry_after()->set_seconds(315'576'000'001);
+     },
+     "error.retry_after: not a valid Duration"},
+    {"TerminalRetryAfter",
+     [](auto* r) {
+       r->mutable_error()->set_kind(pluginpb::ERROR_KIND_TERMINAL);
+       r->mutable_error()->mutable_retry_after()->set_seconds(5);
+     },
+     "error: retry_after is only allowed on a retryable error"},
+    {"FinalizedNotFinalizing", [](auto* r) { r->set_finalized(true); },
+     "finalized: the primary is not being deleted"},
+};
+
+class InvalidResponseTest : public ValidateTest,
+                            public ::testing::WithParamInterface<InvalidCase> {};
+
+TEST_P(InvalidResponseTest, NamesTheOffendingItem) {
+  pluginpb::ReconcileResponse response;
+  GetParam().build(&response);
+  absl::StatusOr<Plan> plan = ValidateResponse(context_, response);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr(GetParam().message));
 }
+
+INSTANTIATE_TEST_SUITE_P(ValidateTest, InvalidResponseTest, ::testing::ValuesIn(kInvalidCases),
+                         [](const ::testing::TestParamInfo<InvalidCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST_F(ValidateTest, GonePrimaryAllowsOnlyEventsErrorAndRequeue) {
   ReconcileContext gone = ContextFor(&webapp_, nullptr, "team", "web");

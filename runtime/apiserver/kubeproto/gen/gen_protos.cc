@@ -69,7 +69,8 @@ std::string HEADER(const std::string& pkg, const std::string& fname) {
        "silently).\n\n";
   return h;
 }
-int main(int argc, char** argv) {
+// The FileDescriptorProtos in the files named on the command line, without their gogo imports.
+std::map<std::string, FileDescriptorProto> ReadDescriptors(int argc, char** argv) {
   std::map<std::string, FileDescriptorProto> protos;
   for (int i = 1; i < argc; ++i) {
     std::ifstream in(argv[i], std::ios::binary);
@@ -83,7 +84,11 @@ int main(int argc, char** argv) {
       if (d.find("gogo") == std::string::npos) q.add_dependency(d);
     protos[p.name()] = q;
   }
-  DescriptorPool pool;
+  return protos;
+}
+
+// Builds every file of `protos` into `pool`, dependencies first.
+void BuildPool(const std::map<std::string, FileDescriptorProto>& protos, DescriptorPool& pool) {
   std::function<void(const std::string&)> build = [&](const std::string& n) {
     if (pool.FindFileByName(n)) return;
     auto it = protos.find(n);
@@ -92,22 +97,25 @@ int main(int argc, char** argv) {
     pool.BuildFile(it->second);
   };
   for (auto& [n, p] : protos) build(n);
-  std::vector<std::string> roots = {"k8s.io.apimachinery.pkg.runtime.Unknown",
-                                    "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-                                    "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector",
-                                    "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
-                                    "k8s.io.api.core.v1.Namespace",
-                                    "k8s.io.api.core.v1.ConfigMap",
-                                    "k8s.io.api.core.v1.Secret",
-                                    "k8s.io.api.core.v1.ServiceAccount",
-                                    "k8s.io.api.core.v1.Service",
-                                    "k8s.io.api.core.v1.Event",
-                                    "k8s.io.api.core.v1.ObjectReference",
-                                    "k8s.io.api.events.v1.Event",
-                                    "k8s.io.api.coordination.v1.Lease",
-                                    "k8s.io.api.apps.v1.Deployment"};
-  std::map<std::string, std::map<std::string, const Descriptor*>> byfile;  // pkg -> name -> d
-  std::set<const Descriptor*> seen;
+}
+
+// Adds to `seen` every message reachable from the roots ctrlhost decodes; false (naming it)
+// when a root is missing from the pool.
+bool CollectReachable(const DescriptorPool& pool, std::set<const Descriptor*>& seen) {
+  const std::vector<std::string> roots = {"k8s.io.apimachinery.pkg.runtime.Unknown",
+                                          "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+                                          "k8s.io.apimachinery.pkg.apis.meta.v1.LabelSelector",
+                                          "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
+                                          "k8s.io.api.core.v1.Namespace",
+                                          "k8s.io.api.core.v1.ConfigMap",
+                                          "k8s.io.api.core.v1.Secret",
+                                          "k8s.io.api.core.v1.ServiceAccount",
+                                          "k8s.io.api.core.v1.Service",
+                                          "k8s.io.api.core.v1.Event",
+                                          "k8s.io.api.core.v1.ObjectReference",
+                                          "k8s.io.api.events.v1.Event",
+                                          "k8s.io.api.coordination.v1.Lease",
+                                          "k8s.io.api.apps.v1.Deployment"};
   std::function<void(const Descriptor*)> visit = [&](const Descriptor* d) {
     if (d->options().map_entry()) {
       for (int i = 0; i < d->field_count(); ++i)
@@ -115,7 +123,6 @@ int main(int argc, char** argv) {
       return;
     }
     if (!seen.insert(d).second) return;
-    byfile[d->file()->package()][d->name()] = d;
     for (int i = 0; i < d->field_count(); ++i)
       if (d->field(i)->message_type()) visit(d->field(i)->message_type());
   };
@@ -123,76 +130,101 @@ int main(int argc, char** argv) {
     auto* d = pool.FindMessageTypeByName(r);
     if (!d) {
       std::cerr << "no " << r << "\n";
-      return 1;
+      return false;
     }
     visit(d);
   }
-  // Split core/v1 in three layers (base <- volume <- pod) so no file imports in a cycle.
+  return true;
+}
+
+// Splits core/v1 in three layers (base <- volume <- pod) so no file imports in a cycle: the
+// file of each core/v1 message of `seen`.
+std::map<const Descriptor*, std::string> CoreLayers(const DescriptorPool& pool,
+                                                    const std::set<const Descriptor*>& seen) {
   std::map<const Descriptor*, std::string> layer;
-  {
-    std::set<const Descriptor*> base, vol;
-    std::function<void(const Descriptor*, std::set<const Descriptor*>&)> clo =
-        [&](const Descriptor* d, std::set<const Descriptor*>& s) {
-          if (!d->options().map_entry() && !s.insert(d).second) return;
-          for (int i = 0; i < d->field_count(); ++i)
-            if (d->field(i)->message_type()) clo(d->field(i)->message_type(), s);
-        };
-    for (auto* r : {"Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service", "Event",
-                    "ObjectReference"})
-      clo(pool.FindMessageTypeByName(std::string("k8s.io.api.core.v1.") + r), base);
-    clo(pool.FindMessageTypeByName("k8s.io.api.core.v1.Volume"), vol);
-    for (auto* d : seen)
-      if (d->file()->package() == "k8s.io.api.core.v1")
-        layer[d] = base.count(d) ? "core_v1" : vol.count(d) ? "core_v1_volume" : "core_v1_pod";
+  std::set<const Descriptor*> base, vol;
+  std::function<void(const Descriptor*, std::set<const Descriptor*>&)> clo =
+      [&](const Descriptor* d, std::set<const Descriptor*>& s) {
+        if (!d->options().map_entry() && !s.insert(d).second) return;
+        for (int i = 0; i < d->field_count(); ++i)
+          if (d->field(i)->message_type()) clo(d->field(i)->message_type(), s);
+      };
+  for (auto* r : {"Namespace", "ConfigMap", "Secret", "ServiceAccount", "Service", "Event",
+                  "ObjectReference"})
+    clo(pool.FindMessageTypeByName(std::string("k8s.io.api.core.v1.") + r), base);
+  clo(pool.FindMessageTypeByName("k8s.io.api.core.v1.Volume"), vol);
+  for (auto* d : seen)
+    if (d->file()->package() == "k8s.io.api.core.v1")
+      layer[d] = base.count(d) ? "core_v1" : vol.count(d) ? "core_v1_volume" : "core_v1_pod";
+  return layer;
+}
+
+// How many scalar fields got explicit_zero (keep) and how many did not (value).
+struct Counts {
+  int keep = 0, value = 0;
+};
+
+// Writes message `d` (named `name`, in file `fname` of package `pkg`) to `body`, adding the
+// files it needs to `imports`.
+void WriteMessage(const std::string& name, const Descriptor* d, const std::string& fname,
+                  const std::string& pkg,
+                  const std::function<std::string(const Descriptor*)>& FileOf,
+                  std::set<std::string>& imports, Counts& counts, std::ostream& body) {
+  body << "\nmessage " << name << " {\n";
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    std::vector<std::string> opts;
+    if (f->message_type() && !f->is_map()) {
+      if (FileOf(f->message_type()) != fname) imports.insert(FileOf(f->message_type()));
+    }
+    if (f->is_map()) {
+      auto* v = f->message_type()->FindFieldByNumber(2);
+      if (v->message_type() && FileOf(v->message_type()) != fname)
+        imports.insert(FileOf(v->message_type()));
+      body << "  map<" << f->message_type()->FindFieldByNumber(1)->type_name() << ", "
+           << TypeName(v, pkg) << "> " << f->name() << " = " << f->number() << ";\n";
+      continue;
+    }
+    if (kInline.count(f->full_name()) || f->name() == "localObjectReference")
+      opts.push_back("(ctrlhost.kubeproto.inline) = true");
+    if (!f->is_repeated() && !f->message_type()) {
+      if (Nullable(f)) {
+        opts.push_back("(ctrlhost.kubeproto.explicit_zero) = true");
+        ++counts.keep;
+      } else
+        ++counts.value;
+    }
+    body << "  " << (f->is_repeated() ? "repeated " : "optional ") << TypeName(f, pkg) << " "
+         << f->name() << " = " << f->number();
+    if (!opts.empty()) {
+      body << " [";
+      for (size_t k = 0; k < opts.size(); ++k) body << (k ? ", " : "") << opts[k];
+      body << "]";
+    }
+    body << ";\n";
   }
+  body << "}\n";
+}
+
+int main(int argc, char** argv) {
+  DescriptorPool pool;
+  BuildPool(ReadDescriptors(argc, argv), pool);
+  std::set<const Descriptor*> seen;
+  if (!CollectReachable(pool, seen)) return 1;
+  const std::map<const Descriptor*, std::string> layer = CoreLayers(pool, seen);
   auto FileOf = [&](const Descriptor* d) {
     auto it = layer.find(d);
     return it != layer.end() ? it->second : kPkgs.at(d->file()->package()).file;
   };
   std::map<std::string, std::map<std::string, const Descriptor*>> files;
   for (auto* d : seen) files[FileOf(d)][d->name()] = d;
-  int keep = 0, value = 0;
+  Counts counts;
   for (auto& [fname, msgs] : files) {
     const std::string pkg = msgs.begin()->second->file()->package();
     const Pkg& P = kPkgs.at(pkg);
     std::set<std::string> imports;
     std::ostringstream body;
-    for (auto& [name, d] : msgs) {
-      body << "\nmessage " << name << " {\n";
-      for (int i = 0; i < d->field_count(); ++i) {
-        const FieldDescriptor* f = d->field(i);
-        std::vector<std::string> opts;
-        if (f->message_type() && !f->is_map()) {
-          if (FileOf(f->message_type()) != fname) imports.insert(FileOf(f->message_type()));
-        }
-        if (f->is_map()) {
-          auto* v = f->message_type()->FindFieldByNumber(2);
-          if (v->message_type() && FileOf(v->message_type()) != fname)
-            imports.insert(FileOf(v->message_type()));
-          body << "  map<" << f->message_type()->FindFieldByNumber(1)->type_name() << ", "
-               << TypeName(v, pkg) << "> " << f->name() << " = " << f->number() << ";\n";
-          continue;
-        }
-        if (kInline.count(f->full_name()) || f->name() == "localObjectReference")
-          opts.push_back("(ctrlhost.kubeproto.inline) = true");
-        if (!f->is_repeated() && !f->message_type()) {
-          if (Nullable(f)) {
-            opts.push_back("(ctrlhost.kubeproto.explicit_zero) = true");
-            ++keep;
-          } else
-            ++value;
-        }
-        body << "  " << (f->is_repeated() ? "repeated " : "optional ") << TypeName(f, pkg) << " "
-             << f->name() << " = " << f->number();
-        if (!opts.empty()) {
-          body << " [";
-          for (size_t k = 0; k < opts.size(); ++k) body << (k ? ", " : "") << opts[k];
-          body << "]";
-        }
-        body << ";\n";
-      }
-      body << "}\n";
-    }
+    for (auto& [name, d] : msgs) WriteMessage(name, d, fname, pkg, FileOf, imports, counts, body);
     std::ofstream out("out/" + fname + ".proto");
     out << HEADER(pkg, fname) << "syntax = \"proto2\";\n\npackage " << P.mine << ";\n\n";
     out << "import \"" << kDir << "options.proto\";\n";
@@ -201,5 +233,5 @@ int main(int argc, char** argv) {
     out << body.str();
     std::cerr << fname << ": " << msgs.size() << " messages\n";
   }
-  std::cerr << "explicit_zero " << keep << " value " << value << "\n";
+  std::cerr << "explicit_zero " << counts.keep << " value " << counts.value << "\n";
 }
