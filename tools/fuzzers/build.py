@@ -68,6 +68,7 @@ KUBECONFIG = [
 ]
 OPERATOR_FILE = [
     "runtime/config/load.cc", "runtime/config/operator_spec.cc",
+    "runtime/config/internal/fields.cc", "runtime/config/internal/sections.cc",
     "runtime/config/internal/yaml_reader.cc", "runtime/common/yaml_json.cc",
     "runtime/common/paths.cc", "runtime/common/utf8.cc",
 ] + SELECTOR
