@@ -1137,6 +1137,16 @@ absl::Status Manager::WaitReady(absl::Duration timeout) const {
   const absl::Time deadline = real->Now() + timeout;
   absl::Status status = Ready();
   while (!status.ok() && real->Now() < deadline) {
+    // A refused plugin is not restarted until the operators change, so Ready() cannot pass:
+    // say so now rather than at the deadline.
+    for (const PluginView& view : AllPlugins()) {
+      const plugin::PluginStatus plugin_status = view.plugin->slot->status();
+      if (plugin_status.state == plugin::PluginState::kFailed) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("operator ", view.plugin->operator_name, ", plugin ", view.plugin->name,
+                         " was refused: ", plugin_status.last_error.message()));
+      }
+    }
     real->SleepFor(absl::Milliseconds(50));
     status = Ready();
   }

@@ -173,7 +173,8 @@ class Manager {
   // before it would print "ready".
   std::vector<std::string> AllPluginsRefused() const;
 
-  // Waits (bounded) until Ready() is OK; returns its last answer.
+  // Waits (bounded) until Ready() is OK; returns its last answer, or at once FailedPrecondition
+  // naming a plugin that was refused (FAILED: Ready() cannot pass before the operators change).
   absl::Status WaitReady(absl::Duration timeout) const;
 
   // Stops the controllers (runners drain in-flight reconciles up to shutdown_timeout; keys that
