@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -167,7 +168,7 @@ absl::Status SetUp(kube::Client& client) {
 
 // Creates kind.count objects from `clients` threads. Returns the first error, if any.
 absl::Status Load(kube::Client& client, const Kind& kind, int clients,
-                  std::string (*make)(int64_t)) {
+                  const std::function<std::string(int64_t)>& make) {
   std::atomic<int64_t> next{0};
   std::vector<absl::Status> errors(clients);
   std::vector<std::thread> threads;
@@ -528,7 +529,22 @@ absl::Status Run(const Flags& flags, Reporter& reporter) {
                   .count = flags.podlikes};
     Stopwatch load_watch;
     RETURN_IF_ERROR(Load(client, configmaps, flags.clients, &ConfigMapJson));
-    RETURN_IF_ERROR(Load(client, podlikes, flags.clients, &PodLikeJson));
+    // An object whose uid the PodLikes' controller reference carries: a PodLike whose owner
+    // does not exist is deleted by the API server's garbage collector (which goes by uid), and
+    // the list would find none. The embedded server serves no ReplicaSets, so a Deployment.
+    const kube::ResourceRef deployments{
+        .group = "apps", .version = "v1", .resource = "deployments", .namespace_name = kNamespace};
+    ASSIGN_OR_RETURN(
+        const std::string owner,
+        client.Create(deployments,
+                      absl::StrCat(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":)",
+                                   R"({"name":"web-7d9f8c6b5","namespace":")", kNamespace,
+                                   R"("},"spec":{"selector":{"matchLabels":{"app":"web"}},)",
+                                   R"("template":{"metadata":{"labels":{"app":"web"}},)",
+                                   R"("spec":{"containers":[{"name":"app","image":"app"}]}}}})")));
+    const std::string owner_uid = nlohmann::json::parse(owner)["metadata"]["uid"];
+    RETURN_IF_ERROR(Load(client, podlikes, flags.clients,
+                         [&](int64_t i) { return PodLikeJson(i, owner_uid); }));
     std::cerr << absl::StrFormat("cache_bench: loaded %d ConfigMaps and %d PodLikes in %.1f s\n",
                                  flags.configmaps, flags.podlikes, load_watch.Seconds());
     if (configmaps.count > 0) {

@@ -32,7 +32,7 @@ std::string ConfigMapJson(int64_t i) {
 
 // A ~5 KB Pod-like object: a container spec and status of ~2.5 KB and managedFields of ~2.5 KB
 // (two managers, fieldsV1 trees like a Deployment-owned Pod's).
-std::string PodLikeJson(int64_t i) {
+std::string PodLikeJson(int64_t i, const std::string& owner_uid) {
   nlohmann::json env = nlohmann::json::array();
   for (int e = 0; e < 16; ++e) {
     env.push_back({{"name", absl::StrCat("ENV_VAR_", e)}, {"value", Filler(90, i * 100 + e)}});
@@ -76,8 +76,7 @@ std::string PodLikeJson(int64_t i) {
            {{"f:labels", {{".", nlohmann::json::object()}, {"f:app", nlohmann::json::object()}}},
             {"f:ownerReferences",
              {{".", nlohmann::json::object()},
-              {"k:{\"uid\":\"5f0b1c2a-0000-4000-8000-000000000001\"}",
-               nlohmann::json::object()}}}}},
+              {absl::StrCat("k:{\"uid\":\"", owner_uid, "\"}"), nlohmann::json::object()}}}}},
           {"f:spec", spec_fields}}}},
        {{"manager", "kubelet"},
         {"operation", "Update"},
@@ -96,7 +95,7 @@ std::string PodLikeJson(int64_t i) {
                          {{{"apiVersion", "apps/v1"},
                            {"kind", "ReplicaSet"},
                            {"name", "web-7d9f8c6b5"},
-                           {"uid", "5f0b1c2a-0000-4000-8000-000000000001"},
+                           {"uid", owner_uid},
                            {"controller", true}}}},
                         {"managedFields", managed}}},
                       {"spec",

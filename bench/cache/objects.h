@@ -20,8 +20,10 @@ inline constexpr char kGroup[] = "bench.ctrlhost.dev";  // of the PodLike CRD (p
 std::string Filler(size_t n, int64_t seed);
 // ConfigMap number `i` (name cm-NNNNNN, namespace kNamespace) as JSON.
 std::string ConfigMapJson(int64_t i);
-// PodLike number `i` (name pod-NNNNNN, namespace kNamespace) as JSON.
-std::string PodLikeJson(int64_t i);
+// PodLike number `i` (name pod-NNNNNN, namespace kNamespace) as JSON, controlled by the object
+// of uid `owner_uid` (36 characters, like every uid, so the JSON's size does not depend on it):
+// it must exist, or the API server's garbage collector deletes the PodLike at once.
+std::string PodLikeJson(int64_t i, const std::string& owner_uid);
 
 }  // namespace ctrlhost::bench
 

@@ -102,10 +102,14 @@ class Workload:
             self.thread.join(60)
 
 
-def first_record(path, host, since, timeout=120):
-    """Monotonic time at which `path` first has a line of `host` at or after byte `since`."""
+def first_record(path, host, since, process, timeout=120):
+    """Monotonic time at which `path` first has a line of `host` at or after byte `since`;
+    fails at once when `host`'s `process` (a host_fixture.Host) ended, naming its exit and log."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process.process.poll() is not None:
+            raise AssertionError("%s exited %s before its first reconcile:\n%s" %
+                                 (host, process.process.returncode, process.log()[-3000:]))
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 f.seek(since)
@@ -116,7 +120,8 @@ def first_record(path, host, since, timeout=120):
         except FileNotFoundError:
             pass
         time.sleep(0.005)
-    raise AssertionError("no reconcile by %s within %ss" % (host, timeout))
+    raise AssertionError("no reconcile by %s within %ss; its log ends:\n%s" %
+                         (host, timeout, process.log()[-3000:]))
 
 
 def size(path):
@@ -179,13 +184,13 @@ class Bench:
     def restart(self, name, directory, log, hosts):
         a = self.host(directory, "host-a")
         hosts.append(a)
-        first_record(log, "host-a", 0)
+        first_record(log, "host-a", 0, a)
         mark = size(log)
         event = time.monotonic()
         a.stop()
         b = self.host(directory, "host-b")
         hosts.append(b)
-        return first_record(log, "host-b", mark) - event, None
+        return first_record(log, "host-b", mark, b) - event, None
 
     def pair(self, name, directory, hosts, leader_kubeconfig=None):
         a = self.host(directory, "host-a", lease=name, kubeconfig=leader_kubeconfig)
@@ -199,20 +204,20 @@ class Bench:
         return a, b
 
     def graceful(self, name, directory, log, hosts):
-        a, _ = self.pair(name, directory, hosts)
-        first_record(log, "host-a", 0)
+        a, b = self.pair(name, directory, hosts)
+        first_record(log, "host-a", 0, a)
         mark = size(log)
         event = time.monotonic()
         a.process.send_signal(15)
-        return first_record(log, "host-b", mark) - event, None
+        return first_record(log, "host-b", mark, b) - event, None
 
     def kill9(self, name, directory, log, hosts):
-        a, _ = self.pair(name, directory, hosts)
-        first_record(log, "host-a", 0)
+        a, b = self.pair(name, directory, hosts)
+        first_record(log, "host-a", 0, a)
         mark = size(log)
         event = time.monotonic()
         a.kill()
-        return first_record(log, "host-b", mark) - event, None
+        return first_record(log, "host-b", mark, b) - event, None
 
     def partition(self, name, directory, log, hosts):
         with open(self.kubeconfig, encoding="utf-8") as f:
@@ -221,16 +226,20 @@ class Bench:
         proxy = tcp_proxy.TcpProxy(int(server.rsplit(":", 1)[1].rstrip("/")))
         try:
             config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:%d" % proxy.port
-            proxied = os.path.join(directory, "proxied.kubeconfig")
+            # Not in `directory`: the plugin sandbox hides the host's kubeconfig, and a directory
+            # on the way to a hidden path takes no new entries from a plugin, so the chaos
+            # plugin could not create its record log there (runtime/plugin/sandbox.h).
+            proxied = os.path.join(
+                tempfile.mkdtemp(prefix="proxied-", dir=os.environ["TEST_TMPDIR"]), "kubeconfig")
             with open(proxied, "w", encoding="utf-8") as f:
                 yaml.safe_dump(config, f)
-            a, _ = self.pair(name, directory, hosts, leader_kubeconfig=proxied)
-            first_record(log, "host-a", 0)
+            a, b = self.pair(name, directory, hosts, leader_kubeconfig=proxied)
+            first_record(log, "host-a", 0, a)
             mark = size(log)
             event = time.monotonic()
             event_wall = time.time()
             proxy.blackhole()
-            took = first_record(log, "host-b", mark) - event
+            took = first_record(log, "host-b", mark, b) - event
             a.process.wait(60)
             fenced = None
             for line in a.log().splitlines():

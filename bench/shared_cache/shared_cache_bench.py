@@ -24,6 +24,7 @@ import http.client
 import json
 import os
 import random
+import select
 import signal
 import ssl
 import string
@@ -282,14 +283,28 @@ def wait_quiet(pids_of, what, limit=None):
 # --- the two sides ----------------------------------------------------------------------------
 
 def read_lines_until(process, wanted, deadline):
-    """Reads process's stdout lines until wanted(line) is true; returns the line or None."""
+    """Reads process's stdout lines until wanted(line) is true; returns the line, or None when
+    the process ended (its returncode is then set) or the deadline passed, whether or not it
+    prints anything meanwhile (raw reads polled with select: a blocking readline would wait for
+    a silent process past any deadline)."""
+    pending = b""
     while time.time() < deadline:
-        line = process.stdout.readline()
-        if not line:
+        readable, _, _ = select.select([process.stdout], [], [],
+                                       max(0.0, min(1.0, deadline - time.time())))
+        if not readable:
+            if process.poll() is not None:
+                return None
+            continue
+        chunk = os.read(process.stdout.fileno(), 65536)
+        if not chunk:
+            process.wait()
             return None
-        line = line.decode(errors="replace").strip()
-        if wanted(line):
-            return line
+        pending += chunk
+        while b"\n" in pending:
+            raw, pending = pending.split(b"\n", 1)
+            line = raw.decode(errors="replace").strip()
+            if wanted(line):
+                return line
     return None
 
 
@@ -347,14 +362,17 @@ def run_ctrlhost(n, cluster, ctrlhost, plugin, work):
     side.root_pids.append(process.pid)
     line = read_lines_until(process, lambda l: l.startswith("ready"),
                             start + SYNC_TIMEOUT_SECONDS)
-    if line is None:
+    # "ready (refused: ...)": the host runs without a plugin it refused, which is no
+    # measurement of N operators.
+    if line is None or line.startswith("ready (refused:"):
         stop(side.processes)
         with open(os.path.join(directory, "host.log"), errors="replace") as f:
             tail = f.read()[-3000:]
+        why = ("it exited %s" % process.returncode if line is None and
+               process.returncode is not None else
+               "timed out after %d s" % SYNC_TIMEOUT_SECONDS if line is None else line)
         raise RuntimeError("ctrlhost with %d operators did not get ready (%s; log: %s):\n%s" %
-                           (n, "it exited %s" % process.returncode
-                            if process.returncode is not None else "timed out",
-                            os.path.join(directory, "host.log"), tail))
+                           (n, why, os.path.join(directory, "host.log"), tail))
     side.sync_seconds = time.time() - start
     side.metrics_url = "http://127.0.0.1:%d/metrics" % metrics_port
     # stdout keeps flowing (nothing more is printed after ready); the pipe is not read again.

@@ -137,6 +137,10 @@ class Host(apiserver_fixture.OwnedProcess):
                         kubeconfig = line[len("kubeconfig: "):].strip()
                     elif line.startswith("metrics: "):
                         metrics_url = line.split()[-1]
+                    elif line.startswith("ready (refused:"):
+                        # Ready without a plugin it refused: a failure for a fixture's caller
+                        # (a test that wants a refused plugin passes wait_ready=False).
+                        break
                     elif line.startswith("ready"):
                         ready = True
                 if metrics_url and not wait_ready:

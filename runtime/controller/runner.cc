@@ -308,6 +308,17 @@ size_t Runner::CountOwned() const {
 
 size_t Runner::EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
                                const std::function<bool(absl::string_view key)>& filter) {
+  return EnqueueMatchingKeys(reason, spread, filter, /*acquired=*/false);
+}
+
+size_t Runner::EnqueueAcquired(pluginpb::Reason reason,
+                               const std::function<bool(absl::string_view key)>& filter) {
+  return EnqueueMatchingKeys(reason, absl::ZeroDuration(), filter, /*acquired=*/true);
+}
+
+size_t Runner::EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration spread,
+                                   const std::function<bool(absl::string_view key)>& filter,
+                                   bool acquired) {
   thread_local absl::InsecureBitGen gen;
   size_t queued = 0;
   for (const cache::ObjectPtr& object : sources_.primary->List()) {
@@ -316,6 +327,7 @@ size_t Runner::EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
     if (!InNamespaces(key)) continue;
     {
       common::MutexLock lock(&mu_);
+      if (acquired) terminal_.erase(key);
       if (!UnparkLocked(key, reason)) continue;
       reasons_.try_emplace(key, reason);
     }

@@ -202,6 +202,12 @@ class Runner {
   // Like EnqueueAll, but only the keys for which `filter` is true (the key gate still applies).
   size_t EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
                          const std::function<bool(absl::string_view key)>& filter);
+  // Sharding: queues the keys for which `filter` is true because this host has just acquired
+  // them (a new shard view). Unlike EnqueueMatching it unparks terminal keys: one parked here
+  // before its shard moved away and came back is retried once, as a new owner would retry it
+  // (another host may have reconciled it, and the object changed, in between).
+  size_t EnqueueAcquired(pluginpb::Reason reason,
+                         const std::function<bool(absl::string_view key)>& filter);
   // How many primaries in the store the key gate says this host owns now (all without a gate).
   size_t CountOwned() const;
   bool sharded() const { return options_.key_gate != nullptr; }
@@ -233,6 +239,10 @@ class Runner {
   // (only REASON_PLUGIN_STARTED does, and then unparks it).
   bool UnparkLocked(absl::string_view key, pluginpb::Reason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EnqueueMatching and EnqueueAcquired; `acquired`: unpark every matching key.
+  size_t EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration spread,
+                             const std::function<bool(absl::string_view key)>& filter,
+                             bool acquired);
 
   void WorkerLoop();
   void ProcessKey(const std::string& key);

@@ -535,5 +535,59 @@ TEST_F(RunnerTest, KeyGateDecidesWhichKeysRunAndWhen) {
   EXPECT_EQ(gate.counts(), std::make_pair(2, 2));  // every Begin that ran got its End
 }
 
+// A gate whose keys move away and come back, as a shard's do when the ring changes twice.
+class MovableGate : public KeyGate {
+ public:
+  bool Owns(absl::string_view) const override {
+    common::MutexLock lock(&mu_);
+    return owned_;
+  }
+  Verdict Begin(absl::string_view key) override { return Owns(key) ? kRun : kNotMine; }
+  void End(absl::string_view) override {}
+  absl::Duration retry_after() const override { return absl::Milliseconds(100); }
+  void Set(bool owned) {
+    common::MutexLock lock(&mu_);
+    owned_ = owned;
+  }
+
+ private:
+  mutable common::Mutex mu_;
+  bool owned_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+// A key parked as terminal on a shard host stayed parked after its shard moved away and came
+// back: the ring's enqueue of the keys this host newly owns skipped it, so it was never retried
+// although another host may have reconciled it, and the object may have changed, meanwhile. A
+// re-acquired key is retried once, as a new owner would; a periodic resync still skips it.
+TEST_F(RunnerTest, RegressionAParkedKeyReacquiredByTheShardIsRetried) {
+  MovableGate gate;
+  options_.key_gate = &gate;
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  applier_.Script(OutcomeKind::kTerminal);
+  AddPrimary(WebApp("web"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().terminal_keys, 1u);
+  gate.Set(false);  // the shard moves to another host ...
+  gate.Set(true);   // ... and back
+  const auto all = [](absl::string_view) { return true; };
+  EXPECT_EQ(runner_->EnqueueAcquired(pluginpb::REASON_RESYNC, all), 1u);
+  ASSERT_TRUE(applier_.WaitForApplied(2));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_RESYNC);
+  EXPECT_EQ(runner_->Metrics().terminal_keys, 0u);
+  // Parked again (the default outcome is success, so park it once more), a periodic resync of
+  // the same keys does not lift it.
+  applier_.Script(OutcomeKind::kTerminal);
+  EXPECT_TRUE(runner_->Enqueue("ns/web", pluginpb::REASON_PLUGIN_STARTED));
+  ASSERT_TRUE(applier_.WaitForApplied(3));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(runner_->Metrics().terminal_keys, 1u);
+  EXPECT_EQ(runner_->EnqueueMatching(pluginpb::REASON_RESYNC, absl::ZeroDuration(), all), 0u);
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), 3u);
+}
+
 }  // namespace
 }  // namespace ctrlhost::controller

@@ -742,12 +742,13 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
         << std::endl;
   }
 
-  // "ready" once every plugin passed its handshake and every controller whose kinds are served
-  // runs with synced caches (scripts and tests wait for this line; controllers waiting for a
-  // CRD are named in it); the host keeps running either way. Unless every plugin was refused
-  // before that (FAILED, never restarted: a command that cannot be executed, a handshake
-  // refused): then nothing could ever run, and the host stops and fails instead of leaving a
-  // script that waits for "ready" waiting for ever.
+  // "ready" once every plugin passed its handshake or was refused (FAILED, never restarted
+  // without an edit: a command that cannot be executed, a handshake refused) and every
+  // controller whose kinds are served runs with synced caches (scripts and tests wait for this
+  // line; refused plugins and controllers waiting for a CRD are named in it, and the refusals
+  // logged at error level; /readyz keeps failing while a plugin is refused); the host keeps
+  // running either way, so no script waits for ever for an operator that cannot start. Unless
+  // every plugin was refused: then nothing could ever run, and the host stops and fails.
   common::Mutex ready_mu;
   common::CondVar ready_cv;
   bool stopping = false;
@@ -759,9 +760,19 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
       refused = manager.AllPluginsRefused();
       if (!refused.empty()) return;
       std::vector<std::string> pending;
+      std::vector<std::string> some_refused;
       // Not before the API server answered discovery (its controllers would all be pending).
-      if ((*host)->ApiServerCheck().ok() && manager.Started(&pending).ok()) {
+      if ((*host)->ApiServerCheck().ok() && manager.Started(&pending, &some_refused).ok()) {
+        if (!some_refused.empty()) {
+          common::LogError(
+              "ready without the refused plugins: the other plugins and operators run; fix "
+              "these and edit the operator file (or swap the plugin) to start them",
+              {{"refused", absl::StrJoin(some_refused, "; ")}});
+        }
         out << "ready";
+        if (!some_refused.empty()) {
+          out << " (refused: " << absl::StrJoin(some_refused, "; ") << ")";
+        }
         if (!pending.empty()) out << " (waiting: " << absl::StrJoin(pending, "; ") << ")";
         out << std::endl;
         return;

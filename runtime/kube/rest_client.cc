@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cmath>
@@ -157,6 +158,18 @@ bool NothingSent(httplib::Error error) {
          error == httplib::Error::BindIPAddress || error == httplib::Error::SSLConnection;
 }
 
+// Whether the server closed an idle keep-alive connection (nothing may arrive on one between
+// requests: readable means EOF, or a TLS close_notify before it, which httplib's own check takes
+// for a live connection, so the next request on it failed with "connection closed while
+// reading"). Servers close idle connections after their keep-alive timeout: the embedded API
+// server after 30 s.
+bool ClosedByServer(const httplib::ClientImpl& client) {
+  const int fd = client.socket();
+  if (fd < 0) return false;  // not connected: send() connects
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
 // httplib's names ("Connection", "Read") say little in a log line or /readyz.
 std::string DescribeError(httplib::Error error) {
   switch (error) {
@@ -256,13 +269,15 @@ int64_t RestClient::attempts() const {
 }
 
 absl::StatusOr<std::unique_ptr<httplib::ClientImpl>> RestClient::Acquire() {
+  std::vector<std::unique_ptr<httplib::ClientImpl>> closed;  // destroyed outside mu_
   {
     common::MutexLock lock(&mu_);
     ++attempts_;
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       std::unique_ptr<httplib::ClientImpl> client = std::move(idle_.back());
       idle_.pop_back();
-      return client;
+      if (!ClosedByServer(*client)) return client;
+      closed.push_back(std::move(client));
     }
   }
   ASSIGN_OR_RETURN(HostPort hp, ParseHost(config_.host));

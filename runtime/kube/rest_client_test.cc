@@ -373,6 +373,115 @@ TEST(DroppedConnectionTest, GetRetriedPostNot) {
   EXPECT_EQ(server.accepted(), 4);
 }
 
+// Answers one request per connection with a keep-alive response; once told (CloseIdle), closes
+// the connection as a TLS server does with a connection idle past its keep-alive timeout (the
+// embedded API server after 30 s): a close_notify alert, then FIN. httplib takes a socket with
+// bytes to read for alive, so a bare FIN is not the case that failed.
+class ClosingIdleServer {
+ public:
+  ClosingIdleServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        if (stop_.load()) {
+          ::close(c);
+          return;
+        }
+        std::string request;
+        char buf[4096];
+        while (request.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::read(c, buf, sizeof(buf));
+          if (n <= 0) break;
+          request.append(buf, static_cast<size_t>(n));
+        }
+        const std::string answer =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+        (void)!::write(c, answer.data(), answer.size());
+        {
+          common::MutexLock lock(&mu_);
+          while (close_requested_ <= closed_ && !stop_.load()) cv_.Wait(&mu_);
+        }
+        // What a TLS close_notify alert record looks like on the wire.
+        const char alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x00};
+        (void)!::write(c, alert, sizeof(alert));
+        ::close(c);
+        common::MutexLock lock(&mu_);
+        ++closed_;
+        cv_.SignalAll();
+      }
+    });
+  }
+  ~ClosingIdleServer() {
+    {
+      common::MutexLock lock(&mu_);
+      stop_ = true;
+      cv_.SignalAll();
+    }
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  // Closes the connection answered last, as idle.
+  void CloseIdle() {
+    common::MutexLock lock(&mu_);
+    ++close_requested_;
+    cv_.SignalAll();
+  }
+  // Waits (bounded) until `n` connections were answered and closed.
+  bool WaitClosed(int n) {
+    const absl::Time limit = absl::Now() + absl::Seconds(30);
+    common::MutexLock lock(&mu_);
+    while (closed_ < n && absl::Now() < limit) cv_.WaitWithDeadline(&mu_, limit);
+    return closed_ >= n;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  common::Mutex mu_;
+  common::CondVar cv_;
+  int closed_ ABSL_GUARDED_BY(mu_) = 0;
+  int close_requested_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Regression: after a quiet spell longer than the server's keep-alive timeout every pooled
+// connection was closed by the server, and a request took them one by one, each attempt
+// failing with "connection closed while reading" until the attempts ran out (a benchmark's
+// list after a 3-minute pause failed so), and a create was not retried at all. A pooled
+// connection the server closed is dropped before it is used, so neither costs an attempt.
+TEST(ClosedIdleConnectionTest, IsNotReused) {
+  ClosingIdleServer server;
+  RestConfig config;
+  config.host = absl::StrCat("http://127.0.0.1:", server.port());
+  RestClientOptions options;
+  options.max_attempts = 1;
+  auto client = RestClient::Create(config, options);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Do({.method = "GET", .path = "/a"}).ok());
+  server.CloseIdle();
+  ASSERT_TRUE(server.WaitClosed(1));
+  absl::StatusOr<RestResponse> res = (*client)->Do({.method = "GET", .path = "/b"});
+  EXPECT_TRUE(res.ok()) << res.status();
+  server.CloseIdle();
+  ASSERT_TRUE(server.WaitClosed(2));
+  res = (*client)->Do({.method = "POST", .path = "/c", .body = "{}"});
+  EXPECT_TRUE(res.ok()) << res.status();
+}
+
 TEST(RestClientConfigTest, BadInputsAreErrors) {
   RestConfig config;
   config.host = "ftp://x";

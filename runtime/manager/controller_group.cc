@@ -339,7 +339,7 @@ size_t ControllerGroup::EnqueueSharded(pluginpb::Reason reason,
   common::MutexLock lock(&mu_);
   for (auto& c : controllers_) {
     if (c->state == "running" && c->runner->sharded()) {
-      queued += c->runner->EnqueueMatching(reason, absl::ZeroDuration(), filter);
+      queued += c->runner->EnqueueAcquired(reason, filter);
     }
   }
   return queued;

@@ -103,7 +103,9 @@ class ControllerGroup {
   // restarted: REASON_PLUGIN_STARTED), spread over `spread`.
   void EnqueueAll(pluginpb::Reason reason, absl::Duration spread);
   // Sharding: queues, in every running sharded controller, the keys for which `filter` is true
-  // (those this host owns under a new view and did not own before). Returns how many.
+  // (those this host owns under a new view and did not own before), keys parked as terminal
+  // included: they are retried once, as a new owner would (Runner::EnqueueAcquired). Returns
+  // how many.
   size_t EnqueueSharded(pluginpb::Reason reason,
                         const std::function<bool(absl::string_view key)>& filter);
 

@@ -1054,12 +1054,14 @@ bool Manager::dispatching() const {
 
 absl::Status Manager::Ready() const { return Check(nullptr); }
 
-absl::Status Manager::Started(std::vector<std::string>* pending) const {
+absl::Status Manager::Started(std::vector<std::string>* pending,
+                              std::vector<std::string>* refused) const {
   std::vector<std::string> ignored;
-  return Check(pending != nullptr ? pending : &ignored);
+  return Check(pending != nullptr ? pending : &ignored, refused);
 }
 
-absl::Status Manager::Check(std::vector<std::string>* pending) const {
+absl::Status Manager::Check(std::vector<std::string>* pending,
+                            std::vector<std::string>* refused) const {
   std::vector<std::string> not_ready;
   const absl::Time now = clock_->Now();
   for (const PluginView& view : AllPlugins()) {
@@ -1068,6 +1070,9 @@ absl::Status Manager::Check(std::vector<std::string>* pending) const {
     plugin::PluginStatus status = p->slot->status();
     if (!view.cache_error.empty()) {
       not_ready.push_back(absl::StrCat("plugin ", name, ": ", view.cache_error));
+    } else if (refused != nullptr && status.state == plugin::PluginState::kFailed) {
+      refused->push_back(absl::StrCat("operator ", p->operator_name, ", plugin ", p->name, ": ",
+                                      status.last_error.message()));
     } else if (status.state != plugin::PluginState::kReady) {
       not_ready.push_back(absl::StrCat(
           "plugin ", name, " is ", StateName(status.state),
@@ -1132,6 +1137,16 @@ absl::Status Manager::WaitReady(absl::Duration timeout) const {
   const absl::Time deadline = real->Now() + timeout;
   absl::Status status = Ready();
   while (!status.ok() && real->Now() < deadline) {
+    // A refused plugin is not restarted until the operators change, so Ready() cannot pass:
+    // say so now rather than at the deadline.
+    for (const PluginView& view : AllPlugins()) {
+      const plugin::PluginStatus plugin_status = view.plugin->slot->status();
+      if (plugin_status.state == plugin::PluginState::kFailed) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("operator ", view.plugin->operator_name, ", plugin ", view.plugin->name,
+                         " was refused: ", plugin_status.last_error.message()));
+      }
+    }
     real->SleepFor(absl::Milliseconds(50));
     status = Ready();
   }

@@ -146,9 +146,12 @@ class Manager {
   // naming what is not, e.g. "controller web: watch v1 ConfigMap stale: failing for 45s: ...".
   absl::Status Ready() const;
   // Like Ready(), but controllers still waiting for their kinds to be served (a CRD not applied
-  // yet) do not count: OK with their names in `pending` (may be null). This is what
-  // `ctrlhost run` waits for before it prints "ready".
-  absl::Status Started(std::vector<std::string>* pending) const;
+  // yet) do not count: OK with their names in `pending` (may be null); and, when `refused` is
+  // not null, neither do refused plugins (FAILED: never restarted without an edit), listed
+  // there as "operator OP, plugin NAME: <why>", so that the other operators' start settles.
+  // This is what `ctrlhost run` waits for before it prints "ready".
+  absl::Status Started(std::vector<std::string>* pending,
+                       std::vector<std::string>* refused = nullptr) const;
   // A standby becomes the leader: every controller group starts dispatching (its first
   // reconciles cover every object: REASON_PLUGIN_STARTED). Idempotent.
   void StartDispatching();
@@ -170,7 +173,8 @@ class Manager {
   // before it would print "ready".
   std::vector<std::string> AllPluginsRefused() const;
 
-  // Waits (bounded) until Ready() is OK; returns its last answer.
+  // Waits (bounded) until Ready() is OK; returns its last answer, or at once FailedPrecondition
+  // naming a plugin that was refused (FAILED: Ready() cannot pass before the operators change).
   absl::Status WaitReady(absl::Duration timeout) const;
 
   // Stops the controllers (runners drain in-flight reconciles up to shutdown_timeout; keys that
@@ -243,8 +247,9 @@ class Manager {
   void SyncBackgroundTasks();
   void Loop();
   void Wake();
-  // Ready() when `pending` is null; Started(pending) otherwise.
-  absl::Status Check(std::vector<std::string>* pending) const;
+  // Ready() when `pending` is null; Started(pending, refused) otherwise.
+  absl::Status Check(std::vector<std::string>* pending,
+                     std::vector<std::string>* refused = nullptr) const;
   // Starts the controllers of ready plugins, retries pending ones.
   void Tick();
   // A consistent view of one plugin for readers outside mu_.
