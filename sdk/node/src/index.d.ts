@@ -359,7 +359,7 @@ export interface CrudPlan {
   flags: { [name: string]: boolean };
 }
 
-/** Desired list of one kind vs the current children: create / update / remove (see chain.js). */
+/** Desired list of one kind vs the current children: create / update / remove (see crud.js). */
 export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
   /** A step run before each create and update. */

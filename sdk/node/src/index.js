@@ -8,7 +8,8 @@ const { Request, findPath } = require('./request');
 const {
   Result, ResultError, TerminalError, RetryableError, RESPONSE_TOO_LARGE, newObject, composeMergePatch,
 } = require('./result');
-const { DependentChain, CrudResource, isSubset } = require('./chain');
+const { DependentChain, isSubset } = require('./chain');
+const { CrudResource } = require('./crud');
 const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
 const builders = require('./builders');
