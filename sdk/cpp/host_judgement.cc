@@ -130,11 +130,10 @@ absl::StatusOr<bool> MatchesRequirement(absl::string_view req,
 
 // The applier's NotControlled refusal when an existing object has the desired identity and the
 // primary does not control it (empty: none).
-std::string NotControlled(const pluginpb::ControllerSpec& spec,
-                          const pluginpb::ReconcileCall& call, const std::vector<json>& existing,
-                          const std::string& where, const std::string& group,
-                          const std::string& kind, const std::string& name,
-                          const std::string& ns) {
+std::string NotControlled(const pluginpb::ControllerSpec& spec, const pluginpb::ReconcileCall& call,
+                          const std::vector<json>& existing, const std::string& where,
+                          const std::string& group, const std::string& kind,
+                          const std::string& name, const std::string& ns) {
   for (const json& e : existing) {
     if (GroupOf(StringAt(e, "apiVersion")) != group || StringAt(e, "kind") != kind ||
         StringAt(e, "metadata.name") != name || StringAt(e, "metadata.namespace") != ns) {
@@ -213,8 +212,7 @@ std::string JudgeRequest(const pluginpb::ControllerSpec& spec,
   const std::string kind = StringAt(obj, "kind");
   if (!IsPrimaryKind(spec, GroupOf(api_version), kind)) {
     return absl::StrCat("the object is a ", api_version, " ", kind, "; controller ", spec.name(),
-                        " reconciles ", ApiVersionOf(spec.primary()), " ",
-                        spec.primary().kind());
+                        " reconciles ", ApiVersionOf(spec.primary()), " ", spec.primary().kind());
   }
   if (!spec.label_selector().empty()) {
     const std::map<std::string, std::string> labels = LabelsOf(obj);
@@ -224,7 +222,8 @@ std::string JudgeRequest(const pluginpb::ControllerSpec& spec,
                           Quote(spec.label_selector()), ": ", ok.status().message());
     }
     if (!*ok) {
-      return absl::StrCat("the object's labels {", absl::StrJoin(labels, ",", absl::PairFormatter("=")),
+      return absl::StrCat("the object's labels {",
+                          absl::StrJoin(labels, ",", absl::PairFormatter("=")),
                           "} do not match controller ", spec.name(), "'s label selector ",
                           Quote(spec.label_selector()), ": the host would never reconcile it");
     }
@@ -260,8 +259,8 @@ std::string JudgeRequest(const pluginpb::ControllerSpec& spec,
   return "";
 }
 
-std::string JudgeResponse(const pluginpb::ControllerSpec& spec,
-                          const pluginpb::ReconcileCall& call, const std::vector<json>& existing,
+std::string JudgeResponse(const pluginpb::ControllerSpec& spec, const pluginpb::ReconcileCall& call,
+                          const std::vector<json>& existing,
                           const pluginpb::ReconcileResponse& response) {
   if (response.has_error() && response.desired_objects_size() == 0 &&
       response.patches_size() == 0 && response.status().empty() &&
@@ -309,8 +308,8 @@ std::string JudgeResponse(const pluginpb::ControllerSpec& spec,
     }
     const pluginpb::OwnedKind* owned = Owned(spec, group, kind);
     if (owned == nullptr) {
-      return absl::StrCat(where, ": kind ", api_version, " ", kind,
-                          " is not owned by controller ", spec.name());
+      return absl::StrCat(where, ": kind ", api_version, " ", kind, " is not owned by controller ",
+                          spec.name());
     }
     if (owned->cluster_scoped()) {
       if (!ns.empty()) {

@@ -24,8 +24,8 @@ using nlohmann::json;
 
 json LoadCases() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  const std::string path =
-      absl::StrCat(srcdir != nullptr ? srcdir : ".", "/ctrlhost/sdk/testdata/host_judgement_cases.json");
+  const std::string path = absl::StrCat(srcdir != nullptr ? srcdir : ".",
+                                        "/ctrlhost/sdk/testdata/host_judgement_cases.json");
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -42,7 +42,8 @@ std::shared_ptr<const Controller> CaseController(const json& c,
   for (const json& o : decl["owns"]) {
     builder.Owns(o[0].get<std::string>(), o[1].get<std::string>(), o[2].get<std::string>());
   }
-  if (decl.contains("labelSelector")) builder.LabelSelector(decl["labelSelector"].get<std::string>());
+  if (decl.contains("labelSelector"))
+    builder.LabelSelector(decl["labelSelector"].get<std::string>());
   if (decl.contains("namespaces")) {
     builder.Namespaces(decl["namespaces"].get<std::vector<std::string>>());
   }
@@ -70,8 +71,8 @@ std::shared_ptr<const Controller> CaseController(const json& c,
     }
     if (answer.contains("event")) {
       const json& e = answer["event"];
-      r.Event(e[0] == "Warning" ? EventType::kWarning : EventType::kNormal,
-              e[1].get<std::string>(), e[2].get<std::string>());
+      r.Event(e[0] == "Warning" ? EventType::kWarning : EventType::kNormal, e[1].get<std::string>(),
+              e[2].get<std::string>());
     }
     return r;
   });
