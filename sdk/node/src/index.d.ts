@@ -488,3 +488,52 @@ export class ResourceRouter {
   add(name: string, options: ResourceSetOptions): this;
   route(request: Request): Result | undefined | null | Promise<Result | undefined | null>;
 }
+
+/**
+ * The offline test harness (see testing.js): one reconcile in process, through Plugin.handle,
+ * judged as the live host judges it.
+ */
+export namespace testing {
+  interface CallOptions {
+    children?: JsonObject[];
+    related?: JsonObject[];
+    finalizing?: boolean;
+    /** A Reason enum name, e.g. 'REASON_CHILD_CHANGED' (default REASON_PRIMARY_CHANGED). */
+    reason?: string;
+    attempt?: number;
+  }
+  interface RunOptions extends CallOptions {
+    /** Objects in the cluster that are not the primary's children (NotControlled). */
+    existing?: JsonObject[];
+    /** The capabilities in effect (default: every one the SDK supports). */
+    capabilities?: Iterable<string>;
+  }
+  /** A ReconcileResponse decoded into plain values. */
+  class Outcome {
+    constructor(response: any);
+    readonly response: any;
+    desired: JsonObject[];
+    status: JsonObject | null;
+    conditions: Record<string, { status: string; reason: string; message: string }>;
+    events: { type: string; reason: string; message: string }[];
+    patches: any[];
+    finalized: boolean;
+    error: { kind: string; message: string; reason: string } | null;
+    /** Why the live host would refuse this answer; null when it would apply it. */
+    refused: string | null;
+    desiredOfKind(kind: string): JsonObject[];
+  }
+  class HostWouldNotSend extends Error {}
+  class HostWouldRefuse extends Error {
+    constructor(message: string, outcome: Outcome);
+    outcome: Outcome;
+  }
+  /** The ReconcileCall (object form) the host would send for obj (null: a gone primary). */
+  function makeCall(controller: string, obj: JsonObject | null, options?: CallOptions): any;
+  /** Rejects with HostWouldNotSend; outcome.refused says why the host would refuse the answer. */
+  function run(controller: Controller | ControllerBuilder, obj: JsonObject | null,
+    options?: RunOptions): Promise<Outcome>;
+  /** run, rejecting with HostWouldRefuse when the host would refuse the answer. */
+  function reconcile(controller: Controller | ControllerBuilder, obj: JsonObject | null,
+    options?: RunOptions): Promise<Outcome>;
+}

@@ -21,6 +21,7 @@ const { PluginServer } = require('./server');
 const log = require('./log');
 const { TaskContext, checkTaskKey } = require('./tasks');
 const tls = require('./tls');
+const testing = require('./testing');
 
 module.exports = {
   ...builders,
@@ -63,4 +64,5 @@ module.exports = {
   ADDRESS_ENV,
   TaskContext,
   checkTaskKey,
+  testing,
 };
