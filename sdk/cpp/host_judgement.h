@@ -6,8 +6,9 @@
 // not own, children outside the primary's namespace, status or conditions on a kind without a
 // status subresource, an existing object the primary does not control: NotControlled). The same
 // rules and messages as the host (runtime/controller/apply/validate.cc, the applier's ownership
-// check, `ctrlhost test --check`) and the other SDKs' harnesses (sdk/go/ctrlhosttest/judge.go);
-// the cases all of them pass are sdk/testdata/host_judgement_cases.json.
+// check, `ctrlhost test --check`) and the other SDKs' harnesses
+// (sdk/go/ctrlhosttest/host_judgement.go); the cases all of them pass are
+// sdk/testdata/host_judgement_cases.json.
 //
 // Pure functions of their arguments.
 #ifndef CTRLHOST_SDK_CPP_HOST_JUDGEMENT_H_

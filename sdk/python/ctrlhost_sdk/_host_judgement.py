@@ -6,7 +6,7 @@ kind it does not own or controlled by another object) and what it would refuse t
 own, children outside the primary's namespace, status or conditions on a kind without a status
 subresource, an existing object the primary does not control: NotControlled). The same rules
 and messages as the host (runtime/controller/apply/validate.cc, the applier's ownership check,
-`ctrlhost test --check`) and the other SDKs' harnesses (sdk/go/ctrlhosttest/judge.go); the
+`ctrlhost test --check`) and the other SDKs' harnesses (sdk/go/ctrlhosttest/host_judgement.go); the
 cases all of them pass are sdk/testdata/host_judgement_cases.json.
 
 Pure functions of their arguments.
