@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // A reconcile style as a thin layer over one reconcile function, as in the other SDKs' chain
 // files (CrudResource, crud.js, is the other one):

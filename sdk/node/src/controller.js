@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Controller declarations: what a controller reconciles (for / owns / watches), its finalizer,
 // concurrency, resync, scope and what each request must carry, as a ControllerSpec for Describe.
@@ -47,10 +48,17 @@ function validControllerName(name) {
 
 /** A built controller: its spec and its reconcile function. Immutable. */
 class Controller {
+  /**
+   * @param {any} spec the ControllerSpec (proto-loader object form)
+   * @param {(request: any) => any} reconcile
+   * @param {ReadonlyArray<readonly [string, (ctx: any) => any]>} [tasks]
+   */
   constructor(spec, reconcile, tasks = []) {
     this.spec = spec;
     this.reconcile = reconcile;
-    this.tasks = Object.freeze(tasks.map(([n, f]) => Object.freeze([n, f]))); // [[name, fn]]
+    /** @type {ReadonlyArray<readonly [string, (ctx: any) => any]>} [[name, fn]] */
+    this.tasks = Object.freeze(tasks.map(([n, f]) => Object.freeze(
+      /** @type {[string, (ctx: any) => any]} */ ([n, f]))));
     Object.freeze(this);
   }
 
@@ -87,7 +95,8 @@ class ControllerBuilder {
     this._predicates = null;
     this._request = {};
     this._reconcile = null;
-    this._tasks = []; // [[name, fn]]
+    /** @type {Array<[string, (ctx: any) => any]>} [[name, fn]] */
+    this._tasks = [];
   }
 
   /** The primary kind. */

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // CrudResource: the desired list of one kind against the current children of that kind: a plan
 // of create / update / unchanged / remove applied in that order (desired objects, plus Created /

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // The live host's judgement of a reconcile, for the offline harness (testing.js).
 //

@@ -140,6 +140,9 @@ export const Mapping: {
 };
 
 export class Controller {
+  /** Made by ControllerBuilder.build(), which validates the declaration first. */
+  constructor(spec: any, reconcile: ReconcileFn,
+    tasks?: ReadonlyArray<readonly [string, TaskFn]>);
   readonly name: string;
   /** The ControllerSpec message (proto-loader object form). */
   readonly spec: any;

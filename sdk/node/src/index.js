@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // @ctrlhost/sdk: write ctrlhost controller plugins in Node.js. See ../README.md.
 
@@ -23,7 +24,10 @@ const { TaskContext, checkTaskKey } = require('./tasks');
 const tls = require('./tls');
 const testing = require('./testing');
 
-module.exports = {
+// The exports, typed as the shipped declarations (index.d.ts): tsc (npm run typecheck) checks
+// each implementation against its declaration, so the two cannot drift apart unnoticed.
+/** @type {typeof import('./index')} */
+const api = {
   ...builders,
   Plugin,
   PluginServer,
@@ -66,3 +70,5 @@ module.exports = {
   checkTaskKey,
   testing,
 };
+
+module.exports = api;

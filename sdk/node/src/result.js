@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Result: what a reconcile wants, turned into a ReconcileResponse by toResponse(), which checks
 // it the way the host will (so a mistake is a clear error from the SDK, not a refusal later).

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // The offline test harness: run a controller once on fixture objects, in process, without a
 // host or a socket, judged as the live host judges it.
