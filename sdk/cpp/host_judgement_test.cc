@@ -124,6 +124,33 @@ TEST(HostJudgementTest, EverySharedCase) {
   }
 }
 
+TEST(HostJudgementTest, StatusOnEveryKindWithoutAStatusSubresourceIsRefused) {
+  const json cases = LoadCases();
+  ASSERT_EQ(cases["withoutStatusSubresource"].size(), 20u);
+  for (const json& gk : cases["withoutStatusSubresource"]) {
+    const std::string group = gk[0].get<std::string>();
+    const std::string kind = gk[1].get<std::string>();
+    SCOPED_TRACE(kind);
+    const std::string api_version = group.empty() ? "v1" : absl::StrCat(group, "/v1");
+    std::shared_ptr<const Controller> controller = *ControllerBuilder("statusful")
+                                                        .For(group, "v1", kind)
+                                                        .Reconcile([](const Request&) {
+                                                          Result r;
+                                                          r.MergeStatus({{"phase", "Done"}});
+                                                          return r;
+                                                        })
+                                                        .Build();
+    const json obj = {{"apiVersion", api_version},
+                      {"kind", kind},
+                      {"metadata", {{"name", "x"}, {"namespace", "prod"}, {"uid", "u-x"}}}};
+    EXPECT_EQ(
+        Reconcile(*controller, RequestBuilder(obj).Controller("statusful")).refused,
+        absl::StrCat("the host would refuse this answer: status: kind ", api_version, " ", kind,
+                     " has no status subresource, so it has no status to write; record the "
+                     "outcome with an event instead"));
+  }
+}
+
 TEST(HostJudgementTest, ThroughAPluginAndARawCall) {
   const json cases = LoadCases();
   const json& c = cases["cases"][0];  // a desired Secret the controller does not own

@@ -100,6 +100,37 @@ func caseController(c sharedCase, seen *[]string) *ctrlhost.Controller {
 	}))
 }
 
+func TestStatusOnEveryKindWithoutAStatusSubresourceIsRefused(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "host_judgement_cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Kinds [][2]string `json:"withoutStatusSubresource"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil || len(file.Kinds) != 20 {
+		t.Fatalf("%v, %d kinds", err, len(file.Kinds))
+	}
+	for _, gk := range file.Kinds {
+		apiVersion := "v1"
+		if gk[0] != "" {
+			apiVersion = gk[0] + "/v1"
+		}
+		c := ctrlhost.NewController("statusful").For(gk[0], "v1", gk[1]).
+			Reconcile(answer(func(_ *ctrlhost.Request, res *ctrlhost.Result) {
+				res.MergeStatus(map[string]any{"phase": "Done"})
+			}))
+		obj := ctrlhost.Object{"apiVersion": apiVersion, "kind": gk[1],
+			"metadata": map[string]any{"name": "x", "namespace": "prod", "uid": "u-x"}}
+		out, err := ctrlhosttest.Run(c, obj)
+		want := "status: kind " + apiVersion + " " + gk[1] + " has no status subresource, so it has no status " +
+			"to write; record the outcome with an event instead"
+		if err != nil || out.Refused == nil || out.Refused.Error() != want {
+			t.Errorf("%s: %v %v", gk[1], out, err)
+		}
+	}
+}
+
 func TestSharedHostJudgementCases(t *testing.T) {
 	cases, primaries := loadSharedCases(t)
 	if len(cases) < 20 {

@@ -90,6 +90,19 @@ test('every shared host judgement case', async (t) => {
   }
 });
 
+test('status on every kind without a status subresource is refused', async () => {
+  assert.equal(CASES.withoutStatusSubresource.length, 20);
+  for (const [group, kind] of CASES.withoutStatusSubresource) {
+    const apiVersion = group ? `${group}/v1` : 'v1';
+    const c = new ControllerBuilder('statusful').for(group, 'v1', kind)
+      .reconcile(() => new Result().mergeStatus({ phase: 'Done' }));
+    const out = await testing.run(c, { apiVersion, kind,
+      metadata: { name: 'x', namespace: 'prod', uid: 'u-x' } });
+    assert.equal(out.refused, `status: kind ${apiVersion} ${kind} has no status subresource, so ` +
+      'it has no status to write; record the outcome with an event instead');
+  }
+});
+
 test('reconcile rejects a refused answer with the outcome, and resolves an applied one', async () => {
   await assert.rejects(testing.reconcile(caseController(CASES.cases[0], []), casePrimary(CASES.cases[0])),
     (e) => {

@@ -103,6 +103,28 @@ class SharedCasesTest(unittest.TestCase):
                 self.assertEqual(children, before)  # the caller's fixtures are unchanged
 
 
+class StatusSubresourceTest(unittest.TestCase):
+    def test_status_on_every_kind_without_a_status_subresource_is_refused(self):
+        self.assertEqual(len(CASES["withoutStatusSubresource"]), 20)
+        for group, kind in CASES["withoutStatusSubresource"]:
+            with self.subTest(kind=kind, group=group):
+                api_version = group + "/v1" if group else "v1"
+                c = Controller("statusful").for_(group, "v1", kind)
+
+                @c.reconcile
+                def reconcile(req: Request) -> Result:
+                    result = Result()
+                    result.merge_status({"phase": "Done"})
+                    return result
+
+                obj = {"apiVersion": api_version, "kind": kind,
+                       "metadata": {"name": "x", "namespace": "prod", "uid": "u-x"}}
+                self.assertEqual(testing.run(c, obj).refused,
+                                 "status: kind %s %s has no status subresource, so it has no "
+                                 "status to write; record the outcome with an event instead"
+                                 % (api_version, kind))
+
+
 class ReconcileFailsTheTestTest(unittest.TestCase):
     def test_a_refused_answer_raises_an_assertion_error_with_the_outcome(self):
         case = CASES["cases"][0]
