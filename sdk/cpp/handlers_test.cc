@@ -23,8 +23,16 @@ metadata: {name: shop, namespace: team-a, generation: 2}
 spec: {cache: true, replicas: 2}
 )";
 
+// The controller owns the kinds the tests' layers manage (the harness refuses others, as the
+// host does).
 Outcome RunFn(const ReconcileFn& fn, const pluginpb::ReconcileCall& call) {
-  auto controller = *ControllerBuilder("app").For("example.com", "v1", "App").Reconcile(fn).Build();
+  auto controller = *ControllerBuilder("app")
+                         .For("example.com", "v1", "App")
+                         .Owns("", "v1", "ConfigMap")
+                         .Owns("", "v1", "Service")
+                         .Owns("apps", "v1", "Deployment")
+                         .Reconcile(fn)
+                         .Build();
   return testing::Reconcile(*controller, call);
 }
 

@@ -52,4 +52,16 @@ nlohmann::json FreezeOnto(const nlohmann::json& desired, const nlohmann::json& c
   return out;
 }
 
+bool IsSubset(const nlohmann::json& desired, const nlohmann::json& current) {
+  if (desired.is_object() && current.is_object()) {
+    for (auto it = desired.begin(); it != desired.end(); ++it) {
+      auto found = current.find(it.key());
+      if (found == current.end()) return false;
+      if (!IsSubset(*it, *found)) return false;
+    }
+    return true;
+  }
+  return desired == current;
+}
+
 }  // namespace ctrlhost::sdk

@@ -1,5 +1,5 @@
 // PassContext: what the resources of one reconcile pass tell each other (the reconciliation
-// context of a DependentChain or CrudResource, handlers.h).
+// context of a DependentChain, chain.h, or a CrudResource, crud.h).
 //
 //   chain.Add({"deployment", "apps/v1", "Deployment", DesiredDeployment, nullptr, nullptr,
 //              [](const sdk::Request&, const nlohmann::json& desired,
@@ -27,11 +27,14 @@
 #ifndef CTRLHOST_SDK_CPP_PASS_CONTEXT_H_
 #define CTRLHOST_SDK_CPP_PASS_CONTEXT_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "sdk/cpp/request.h"
 
 namespace ctrlhost::sdk {
 
@@ -67,6 +70,16 @@ class PassContext {
 // arrays and scalars whole; fields absent from `current` are left out): applying it leaves the
 // object as it is. apiVersion, kind, metadata.name and metadata.namespace come from `desired`.
 nlohmann::json FreezeOnto(const nlohmann::json& desired, const nlohmann::json& current);
+
+// A step of a pass: the resource's desired object and its current state (null: absent). It may
+// cancel the pass or its resource and set or read flags. A non-OK status fails the reconcile as
+// a desired function's error does.
+using StepFn = std::function<absl::Status(const Request&, const nlohmann::json& desired,
+                                          const nlohmann::json* current, PassContext* context)>;
+
+// True when every field of `desired` has the same value in `current` (objects compared key by
+// key, recursively; arrays and scalars compared whole). metadata.namespace defaults apply.
+bool IsSubset(const nlohmann::json& desired, const nlohmann::json& current);
 
 }  // namespace ctrlhost::sdk
 

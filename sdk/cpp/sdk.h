@@ -17,7 +17,9 @@
 #define CTRLHOST_SDK_CPP_SDK_H_
 
 #include "sdk/cpp/builders.h"         // IWYU pragma: export
+#include "sdk/cpp/chain.h"            // IWYU pragma: export
 #include "sdk/cpp/controller.h"       // IWYU pragma: export
+#include "sdk/cpp/crud.h"             // IWYU pragma: export
 #include "sdk/cpp/handlers.h"         // IWYU pragma: export
 #include "sdk/cpp/operator_status.h"  // IWYU pragma: export
 #include "sdk/cpp/plugin.h"           // IWYU pragma: export

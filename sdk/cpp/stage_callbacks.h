@@ -1,5 +1,5 @@
 // StageCallbacks: code that runs per child kind around the steps a DependentChain or
-// CrudResource (handlers.h) takes, at the stages pre-create, post-create, pre-update,
+// CrudResource (chain.h, crud.h) takes, at the stages pre-create, post-create, pre-update,
 // post-update, pre-delete and post-delete.
 //
 //   sdk::StageCallbacks callbacks;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/yaml_json.h"
+#include "sdk/cpp/host_judgement.h"
 
 namespace ctrlhost::sdk::testing {
 namespace {
@@ -37,6 +38,23 @@ Outcome Parse(pluginpb::ReconcileResponse response) {
     out.status = nlohmann::json::parse(response.status(), nullptr, false);
   }
   out.response = std::move(response);
+  return out;
+}
+
+// Judges the request, runs it through `run` when the host would send it, judges the answer.
+template <typename RunFn>
+Outcome Judged(const pluginpb::ControllerSpec& spec, pluginpb::ReconcileCall call,
+               const std::vector<nlohmann::json>& existing, RunFn run) {
+  AddControllerReferences(spec, &call);
+  std::string not_sent = JudgeRequest(spec, call);
+  if (!not_sent.empty()) {
+    Outcome out;
+    out.not_sent = absl::StrCat("the host would not send this request: ", not_sent);
+    return out;
+  }
+  Outcome out = Parse(run(call));
+  std::string refused = JudgeResponse(spec, call, existing, out.response);
+  if (!refused.empty()) out.refused = absl::StrCat("the host would refuse this answer: ", refused);
   return out;
 }
 
@@ -102,6 +120,11 @@ RequestBuilder& RequestBuilder::Child(const nlohmann::json& object) {
 
 RequestBuilder& RequestBuilder::Related(const nlohmann::json& object) {
   related_.push_back(object);
+  return *this;
+}
+
+RequestBuilder& RequestBuilder::Existing(const nlohmann::json& object) {
+  existing_.push_back(object);
   return *this;
 }
 
@@ -195,13 +218,33 @@ bool Outcome::HasEvent(absl::string_view reason) const {
   return false;
 }
 
+std::string Outcome::error_message() const {
+  if (!not_sent.empty()) return not_sent;
+  if (!refused.empty()) return refused;
+  return response.error().message();
+}
+
 Outcome Reconcile(const sdk::Controller& controller, const pluginpb::ReconcileCall& call,
                   const std::set<pluginpb::Capability>& capabilities) {
-  return Parse(Invoke(controller, /*request_id=*/1, call, capabilities));
+  return Judged(controller.spec(), call, {}, [&](const pluginpb::ReconcileCall& judged) {
+    return Invoke(controller, /*request_id=*/1, judged, capabilities);
+  });
+}
+
+Outcome Reconcile(const sdk::Controller& controller, const RequestBuilder& request,
+                  const std::set<pluginpb::Capability>& capabilities) {
+  return Judged(controller.spec(), request.Call(), request.existing(),
+                [&](const pluginpb::ReconcileCall& judged) {
+                  return Invoke(controller, /*request_id=*/1, judged, capabilities);
+                });
 }
 
 Outcome Reconcile(const sdk::Plugin& plugin, const pluginpb::ReconcileCall& call) {
-  return Parse(plugin.Handle(/*request_id=*/1, call));
+  const sdk::Controller* controller = plugin.Find(call.controller());
+  if (controller == nullptr) return Parse(plugin.Handle(/*request_id=*/1, call));
+  return Judged(controller->spec(), call, {}, [&](const pluginpb::ReconcileCall& judged) {
+    return plugin.Handle(/*request_id=*/1, judged);
+  });
 }
 
 }  // namespace ctrlhost::sdk::testing

@@ -10,6 +10,16 @@
 //   const nlohmann::json* dep = out.Desired("Deployment", "shop");
 //   EXPECT_EQ(out.Condition("Ready")->status(), pluginpb::CONDITION_STATUS_FALSE);
 //
+// The reconcile is judged as the live host judges it (host_judgement.h; the same rules and
+// messages as the host and the Go, Python and Node harnesses): children given without
+// ownerReferences get the controller reference to the primary, as the host's always carry it;
+// a request the host would never send (the primary outside the controller's label selector or
+// namespaces, a child of a kind it does not own or controlled by another object) is not run and
+// sets Outcome::not_sent; an answer the host would refuse (a desired object or OWNED patch of a
+// kind the controller does not own, a child outside the primary's namespace, status or
+// conditions on a ConfigMap, desiring an Existing object the primary does not control:
+// NotControlled) sets Outcome::refused. Either makes ok() false and is error_message().
+//
 // Converging over several rounds: `req->ChildrenFrom(out)` turns the desired objects of one
 // answer into the children of the next request (as if the host had applied them), so a test
 // can check that a controller settles.
@@ -57,6 +67,9 @@ class RequestBuilder {
   RequestBuilder& Controller(absl::string_view name);
   RequestBuilder& Child(const nlohmann::json& object);
   RequestBuilder& Related(const nlohmann::json& object);
+  // An object that exists in the cluster but is not the primary's child (no controller, or
+  // another one): not in the request; an answer desiring it is refused (NotControlled).
+  RequestBuilder& Existing(const nlohmann::json& object);
   // Sets metadata.deletionTimestamp (if absent) and finalizing = true.
   RequestBuilder& Finalizing();
   RequestBuilder& Attempt(uint32_t attempt);
@@ -67,6 +80,8 @@ class RequestBuilder {
   RequestBuilder& ChildrenFrom(const Outcome& outcome);
 
   const nlohmann::json& primary() const { return primary_; }
+  const std::vector<nlohmann::json>& existing() const { return existing_; }
+  // The call as built (children as given; Reconcile adds the host's owner references).
   pluginpb::ReconcileCall Call() const;
 
  private:
@@ -76,6 +91,7 @@ class RequestBuilder {
   pluginpb::ReconcileCall call_;  // controller, reason, attempt, finalizing; objects set by Call()
   std::vector<nlohmann::json> children_;
   std::vector<nlohmann::json> related_;
+  std::vector<nlohmann::json> existing_;
 };
 
 // A response with its JSON parsed, plus lookups.
@@ -83,15 +99,22 @@ struct Outcome {
   pluginpb::ReconcileResponse response;
   std::vector<nlohmann::json> desired;  // parsed desired_objects, in order
   nlohmann::json status;                // parsed status patch; null when none
+  // Why the live host would never send the request (then the controller did not run), or
+  // would refuse this answer (the host's message, e.g. "desired_objects[0]: kind v1 Secret is
+  // not owned by controller greeter"); empty when it would send it and apply the answer.
+  std::string not_sent;
+  std::string refused;
 
-  bool ok() const { return !response.has_error(); }
+  // No error answer, and the host would send the request and apply the answer.
+  bool ok() const { return !response.has_error() && not_sent.empty() && refused.empty(); }
   bool retryable() const {
     return response.has_error() && response.error().kind() == pluginpb::ERROR_KIND_RETRYABLE;
   }
   bool terminal() const {
     return response.has_error() && response.error().kind() == pluginpb::ERROR_KIND_TERMINAL;
   }
-  const std::string& error_message() const { return response.error().message(); }
+  // Why not ok(): the host's judgement when it has one, else the answer's error message.
+  std::string error_message() const;
   bool finalized() const { return response.finalized(); }
   const nlohmann::json* Desired(absl::string_view kind, absl::string_view name) const;
   std::vector<const nlohmann::json*> DesiredOfKind(absl::string_view kind) const;
@@ -100,10 +123,14 @@ struct Outcome {
 };
 
 // Runs `controller` on `call` as the serving loop does (sdk::Invoke), with the capabilities
-// given (default: all the SDK supports).
+// given (default: all the SDK supports), judged as the host does.
 Outcome Reconcile(const sdk::Controller& controller, const pluginpb::ReconcileCall& call,
                   const std::set<pluginpb::Capability>& capabilities = AllSdkCapabilities());
-// Routes by call.controller() through the plugin (unknown controller: terminal error).
+// The same with the builder's call and Existing objects.
+Outcome Reconcile(const sdk::Controller& controller, const RequestBuilder& request,
+                  const std::set<pluginpb::Capability>& capabilities = AllSdkCapabilities());
+// Routes by call.controller() through the plugin (unknown controller: terminal error), judged
+// as the host does.
 Outcome Reconcile(const sdk::Plugin& plugin, const pluginpb::ReconcileCall& call);
 
 }  // namespace ctrlhost::sdk::testing

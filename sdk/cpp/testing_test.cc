@@ -25,15 +25,16 @@ Result CopyOnce(const Request& req) {
 
 std::shared_ptr<const Controller> MakeController() {
   return *ControllerBuilder("copier")
-              .For("", "v1", "ConfigMap")
+              .For("example.com", "v1", "Settings")
               .Owns("", "v1", "ConfigMap")
               .Reconcile(CopyOnce)
               .Build();
 }
 
+// A kind with a status subresource: the copier writes status and conditions.
 constexpr char kPrimary[] = R"(
-apiVersion: v1
-kind: ConfigMap
+apiVersion: example.com/v1
+kind: Settings
 metadata:
   name: settings
   namespace: team-a

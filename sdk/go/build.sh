@@ -61,6 +61,10 @@ sync_sources() {
     # --delete keeps removed files from lingering; gen/ is produced below, not copied.
     rsync -a --delete --exclude=/gen/ "$root/$d/" "$src/$d/"
   done
+  # Test data the SDKs share (sdk/testdata/host_judgement_cases.json), at the same place
+  # relative to the Go packages as in the repository.
+  mkdir -p "$src/sdk/testdata"
+  rsync -a --delete "$root/sdk/testdata/" "$src/sdk/testdata/"
   local gen="$work/gen.tmp"
   rm -rf "$gen" && mkdir -p "$gen"
   protoc -I "$root/proto" --go_out="$gen" --go-grpc_out="$gen" \

@@ -5,15 +5,16 @@
 //	if out.Error != nil { t.Fatal(out.Error) }
 //	svc := out.DesiredOfKind("Service")[0]
 //
-// Reconcile goes through the production path (the request serialized to a ReconcileCall,
-// parsed, the controller invoked with panic recovery, the result validated), so validation and
-// error handling are exercised too. It also judges the reconcile as the live host would
-// (judge.go): a request the host would never send (the primary outside the controller's label
-// selector or namespaces, a child of a kind it does not own or controlled by another object) is
-// an error, and an answer the host would refuse (a desired object of a kind the controller does
+// Reconcile goes through the production path (the request serialized to a ReconcileCall, parsed,
+// the controller invoked with panic recovery, the result validated), so validation and error
+// handling are exercised too. It also judges the reconcile as the live host would
+// (host_judgement.go): a request the host would never send (the primary outside the controller's
+// label selector or namespaces, a child of a kind it does not own or controlled by another object)
+// is an error, and an answer the host would refuse (a desired object of a kind the controller does
 // not own, status on a ConfigMap, an Existing object the primary does not control, ...) is
-// Outcome.Refused, which fails a test run by Reconcile. Children given without
-// ownerReferences get the controller reference to the primary, as the host's always carry it.
+// Outcome.Refused, which fails a test run by Reconcile. Children given without ownerReferences get
+// the controller reference to the primary, as the host's always carry it. The C++, Python and Node
+// harnesses judge alike: the cases all of them pass are sdk/testdata/host_judgement_cases.json.
 package ctrlhosttest
 
 import (

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Builders for the children operators create most (as sdk/cpp's builders.h and sdk/python's
 // builders.py, with the same output: e2e/conformance checks it).
@@ -76,6 +77,10 @@ function ownerReference(req) {
     controller: true, blockOwnerDeletion: true };
 }
 
+/**
+ * @param {{name?: string, namespace?: string, labels?: Record<string, string>,
+ *          annotations?: Record<string, string>, owner?: any}} [options]
+ */
 function metadata({ name, namespace, labels, annotations, owner } = {}) {
   const meta = {};
   if (name) meta.name = name;

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Controller declarations: what a controller reconciles (for / owns / watches), its finalizer,
 // concurrency, resync, scope and what each request must carry, as a ControllerSpec for Describe.
@@ -47,10 +48,17 @@ function validControllerName(name) {
 
 /** A built controller: its spec and its reconcile function. Immutable. */
 class Controller {
+  /**
+   * @param {any} spec the ControllerSpec (proto-loader object form)
+   * @param {(request: any) => any} reconcile
+   * @param {ReadonlyArray<readonly [string, (ctx: any) => any]>} [tasks]
+   */
   constructor(spec, reconcile, tasks = []) {
     this.spec = spec;
     this.reconcile = reconcile;
-    this.tasks = Object.freeze(tasks.map(([n, f]) => Object.freeze([n, f]))); // [[name, fn]]
+    /** @type {ReadonlyArray<readonly [string, (ctx: any) => any]>} [[name, fn]] */
+    this.tasks = Object.freeze(tasks.map(([n, f]) => Object.freeze(
+      /** @type {[string, (ctx: any) => any]} */ ([n, f]))));
     Object.freeze(this);
   }
 
@@ -73,6 +81,7 @@ class Controller {
 }
 
 class ControllerBuilder {
+  /** @param {string} name */
   constructor(name) {
     this._name = name;
     this._primary = null;
@@ -87,16 +96,28 @@ class ControllerBuilder {
     this._predicates = null;
     this._request = {};
     this._reconcile = null;
-    this._tasks = []; // [[name, fn]]
+    /** @type {Array<[string, (ctx: any) => any]>} [[name, fn]] */
+    this._tasks = [];
   }
 
-  /** The primary kind. */
+  /**
+   * The primary kind.
+   * @param {string} group
+   * @param {string} version
+   * @param {string} kind
+   */
   for(group, version, kind) {
     this._primary = gvk(group, version, kind);
     return this;
   }
 
-  /** A kind of child objects: { deleteAbsent, clusterScoped } (both false by default). */
+  /**
+   * A kind of child objects: { deleteAbsent, clusterScoped } (both false by default).
+   * @param {string} group
+   * @param {string} version
+   * @param {string} kind
+   * @param {{deleteAbsent?: boolean, clusterScoped?: boolean}} [options]
+   */
   owns(group, version, kind, options = {}) {
     this._owns.push({
       kind: gvk(group, version, kind),
@@ -106,7 +127,14 @@ class ControllerBuilder {
     return this;
   }
 
-  /** Another kind whose events map to primary keys: { labelSelector, includeInRequests }. */
+  /**
+   * Another kind whose events map to primary keys: { labelSelector, includeInRequests }.
+   * @param {string} group
+   * @param {string} version
+   * @param {string} kind
+   * @param {import('./index').WatchMapping} mapping
+   * @param {{labelSelector?: string, includeInRequests?: boolean}} [options]
+   */
   watches(group, version, kind, mapping, options = {}) {
     this._watches.push({
       kind: gvk(group, version, kind),
@@ -117,38 +145,52 @@ class ControllerBuilder {
     return this;
   }
 
+  /** @param {string} name */
   finalizer(name) {
     this._finalizer = String(name);
     return this;
   }
 
+  /** @param {number} n */
   maxConcurrent(n) {
     this._maxConcurrent = n;
     return this;
   }
 
-  /** Reconcile every primary again this often (milliseconds). */
+  /**
+   * Reconcile every primary again this often (milliseconds).
+   * @param {number} ms
+   */
   resync(ms) {
     this._resyncMs = ms;
     return this;
   }
 
+  /** @param {string[]} list */
   namespaces(list) {
     this._namespaces = [...list].map(String);
     return this;
   }
 
+  /** @param {string} selector */
   labelSelector(selector) {
     this._labelSelector = String(selector);
     return this;
   }
 
+  /**
+   * @param {string} cron
+   * @param {string} [timeZone]
+   */
   schedule(cron, timeZone = '') {
     this._schedules.push({ cron: String(cron), time_zone: String(timeZone) });
     return this;
   }
 
-  /** { primaryStatusChanges, ignoreChildStatusChanges }. */
+  /**
+   * { primaryStatusChanges, ignoreChildStatusChanges }.
+   * @param {{primaryStatusChanges?: boolean, ignoreChildStatusChanges?: boolean}} options
+   */
   predicates(options) {
     this._predicates = {
       primary_status_changes: Boolean(options.primaryStatusChanges),
@@ -161,13 +203,18 @@ class ControllerBuilder {
    * What requests carry: { children, relatedObjects, metadataOnlyKinds: [[group, version, kind]],
    * stripFields }. children defaults to "owns anything", relatedObjects to "a watch is included
    * in requests".
+   * @param {{children?: boolean, relatedObjects?: boolean,
+   *          metadataOnlyKinds?: [string, string, string][], stripFields?: string[]}} options
    */
   requestContents(options) {
     this._request = { ...options };
     return this;
   }
 
-  /** fn(request) -> Result | undefined | Promise of either. */
+  /**
+   * fn(request) -> Result | undefined | Promise of either.
+   * @param {import('./index').ReconcileFn} fn
+   */
   reconcile(fn) {
     this._reconcile = fn;
     return this;
@@ -176,6 +223,8 @@ class ControllerBuilder {
   /**
    * A background task (tasks.js): async fn(ctx) that runs while the host runs this controller
    * on this plugin instance. Names: lowercase RFC 1123 labels, unique within the controller.
+   * @param {string} name
+   * @param {import('./index').TaskFn} fn
    */
   backgroundTask(name, fn) {
     this._tasks.push([String(name), fn]);

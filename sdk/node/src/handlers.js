@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Upsert/delete handlers: the style of frameworks that call "create or update" and "delete"
 // separately, as a thin layer over one reconcile function.
@@ -9,6 +10,9 @@
 
 const { Result } = require('./result');
 
+/**
+ * @param {{upsert?: (request: any) => any, delete?: (request: any) => any}} [fns]
+ */
 function handlers({ upsert, delete: del } = {}) {
   return async (request) => {
     const call = async (fn) => (fn ? (await fn(request)) || new Result() : new Result());

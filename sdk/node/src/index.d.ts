@@ -140,6 +140,9 @@ export const Mapping: {
 };
 
 export class Controller {
+  /** Made by ControllerBuilder.build(), which validates the declaration first. */
+  constructor(spec: any, reconcile: ReconcileFn,
+    tasks?: ReadonlyArray<readonly [string, TaskFn]>);
   readonly name: string;
   /** The ControllerSpec message (proto-loader object form). */
   readonly spec: any;
@@ -359,7 +362,7 @@ export interface CrudPlan {
   flags: { [name: string]: boolean };
 }
 
-/** Desired list of one kind vs the current children: create / update / remove (see chain.js). */
+/** Desired list of one kind vs the current children: create / update / remove (see crud.js). */
 export class CrudResource {
   constructor(apiVersion: string, kind: string, desired: (request: Request) => JsonObject[]);
   /** A step run before each create and update. */
@@ -487,4 +490,53 @@ export class ResourceRouter {
   readonly skipped: number;
   add(name: string, options: ResourceSetOptions): this;
   route(request: Request): Result | undefined | null | Promise<Result | undefined | null>;
+}
+
+/**
+ * The offline test harness (see testing.js): one reconcile in process, through Plugin.handle,
+ * judged as the live host judges it.
+ */
+export namespace testing {
+  interface CallOptions {
+    children?: JsonObject[];
+    related?: JsonObject[];
+    finalizing?: boolean;
+    /** A Reason enum name, e.g. 'REASON_CHILD_CHANGED' (default REASON_PRIMARY_CHANGED). */
+    reason?: string;
+    attempt?: number;
+  }
+  interface RunOptions extends CallOptions {
+    /** Objects in the cluster that are not the primary's children (NotControlled). */
+    existing?: JsonObject[];
+    /** The capabilities in effect (default: every one the SDK supports). */
+    capabilities?: Iterable<string>;
+  }
+  /** A ReconcileResponse decoded into plain values. */
+  class Outcome {
+    constructor(response: any);
+    readonly response: any;
+    desired: JsonObject[];
+    status: JsonObject | null;
+    conditions: Record<string, { status: string; reason: string; message: string }>;
+    events: { type: string; reason: string; message: string }[];
+    patches: any[];
+    finalized: boolean;
+    error: { kind: string; message: string; reason: string } | null;
+    /** Why the live host would refuse this answer; null when it would apply it. */
+    refused: string | null;
+    desiredOfKind(kind: string): JsonObject[];
+  }
+  class HostWouldNotSend extends Error {}
+  class HostWouldRefuse extends Error {
+    constructor(message: string, outcome: Outcome);
+    outcome: Outcome;
+  }
+  /** The ReconcileCall (object form) the host would send for obj (null: a gone primary). */
+  function makeCall(controller: string, obj: JsonObject | null, options?: CallOptions): any;
+  /** Rejects with HostWouldNotSend; outcome.refused says why the host would refuse the answer. */
+  function run(controller: Controller | ControllerBuilder, obj: JsonObject | null,
+    options?: RunOptions): Promise<Outcome>;
+  /** run, rejecting with HostWouldRefuse when the host would refuse the answer. */
+  function reconcile(controller: Controller | ControllerBuilder, obj: JsonObject | null,
+    options?: RunOptions): Promise<Outcome>;
 }

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // @ctrlhost/sdk: write ctrlhost controller plugins in Node.js. See ../README.md.
 
@@ -8,7 +9,8 @@ const { Request, findPath } = require('./request');
 const {
   Result, ResultError, TerminalError, RetryableError, RESPONSE_TOO_LARGE, newObject, composeMergePatch,
 } = require('./result');
-const { DependentChain, CrudResource, isSubset } = require('./chain');
+const { DependentChain, isSubset } = require('./chain');
+const { CrudResource } = require('./crud');
 const { PassContext, freezeOnto, UPDATE_ALLOWED, UPDATE_NECESSARY } = require('./pass_context');
 const { handlers } = require('./handlers');
 const builders = require('./builders');
@@ -20,8 +22,12 @@ const { PluginServer } = require('./server');
 const log = require('./log');
 const { TaskContext, checkTaskKey } = require('./tasks');
 const tls = require('./tls');
+const testing = require('./testing');
 
-module.exports = {
+// The exports, typed as the shipped declarations (index.d.ts): tsc (npm run typecheck) checks
+// each implementation against its declaration, so the two cannot drift apart unnoticed.
+/** @type {typeof import('./index')} */
+const api = {
   ...builders,
   Plugin,
   PluginServer,
@@ -62,4 +68,7 @@ module.exports = {
   ADDRESS_ENV,
   TaskContext,
   checkTaskKey,
+  testing,
 };
+
+module.exports = api;

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Structured logs to stderr, one line per entry, in the host's text format:
 //   2026-11-22T03:40:00.000000Z INFO plugin serving plugin=webapp address=unix:/tmp/w.sock

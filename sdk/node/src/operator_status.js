@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // The standard operator status (as sdk/cpp's operator_status.h and sdk/python's
 // operator_status.py): status.phase, operatorVersion, targetVersion, observedVersion,

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // PassContext: what the resources of one reconcile pass tell each other (as sdk/cpp's
 // pass_context.h and sdk/python's pass_context.py).
@@ -48,6 +49,7 @@ class PassContext {
 
   /** The flags as a plain object, keys sorted. */
   get flags() {
+    /** @type {Record<string, boolean>} */
     const out = {};
     for (const k of [...this.flagValues.keys()].sort()) out[k] = this.flagValues.get(k);
     return out;

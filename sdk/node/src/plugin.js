@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Plugin: a named set of controllers served over the plugin protocol.
 //

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Loads the protocol's .proto files with @grpc/proto-loader.
 //
@@ -67,6 +68,7 @@ function loadProtocol(protoPath) {
     ...LOADER_OPTIONS,
     includeDirs,
   });
+  /** @type {any} the packages loaded from the .proto files, untyped */
   const loaded = grpc.loadPackageDefinition(definition);
   const result = {
     plugin: loaded.ctrlhost.plugin.v1alpha1,

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Request: typed, read-only accessors over one ReconcileCall. The primary, its children and its
 // related objects are parsed from their raw JSON bytes once; a malformed object makes
@@ -40,7 +41,9 @@ function stringAt(obj, path) {
   return typeof v === 'string' ? v : '';
 }
 
+/** @returns {Record<string, string>} */
 function stringMap(obj) {
+  /** @type {Record<string, string>} */
   const out = {};
   if (!isObject(obj)) return out;
   for (const [k, v] of Object.entries(obj)) if (typeof v === 'string') out[k] = v;

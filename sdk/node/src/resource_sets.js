@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Resource sets: one controller, several ways of reconciling, chosen per object (operatorkit's
 // ResourceRouter / ResourceSet). The same semantics as sdk/cpp resource_sets.h and the Python
@@ -31,6 +32,11 @@ class ResourceRouter {
   }
 
   /** Throws TypeError for an empty or duplicate name or a missing handles/reconcile. */
+  /**
+   * @param {string} name
+   * @param {{handles?: (request: any) => boolean, reconcile?: (request: any, context: any) => any,
+   *          initContext?: (request: any) => any}} [set]
+   */
   add(name, { handles, reconcile, initContext } = {}) {
     if (!name) throw new TypeError('a resource set needs a name');
     if (typeof handles !== 'function' || typeof reconcile !== 'function') {

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Result: what a reconcile wants, turned into a ReconcileResponse by toResponse(), which checks
 // it the way the host will (so a mistake is a clear error from the SDK, not a refusal later).
@@ -158,13 +159,22 @@ class Result {
     this.isFinalized = false;
   }
 
+  /**
+   * @param {string} message
+   * @param {import('./index').ErrorOptions} [options]
+   */
   static retryableError(message, options) {
     return new Result().setError('retryable', message, options);
   }
+  /**
+   * @param {string} message
+   * @param {{reason?: string}} [options]
+   */
   static terminalError(message, options) {
     return new Result().setError('terminal', message, options);
   }
   static finalized() { return new Result().setFinalized(); }
+  /** @param {number} ms */
   static requeue(ms) { return new Result().requeueAfter(ms); }
 
   /**
@@ -173,6 +183,11 @@ class Result {
    * child of another kind than the primary's, the primary's labels when the object has none (a
    * child of the primary's own kind with them would match the controller's label selector and
    * be reconciled as a primary too).
+   */
+  /**
+   * @template {import('./index').JsonObject} T
+   * @param {T} object
+   * @returns {T}
    */
   desire(object) {
     this.desired.push(object);
@@ -185,12 +200,19 @@ class Result {
     return this._status;
   }
 
+  /** @param {import('./index').JsonObject} patch */
   mergeStatus(patch) {
     this._status = composeMergePatch(this.status(), patch);
     return this;
   }
 
   /** status: true / false / 'True' / 'False' / 'Unknown'. One condition per type (last wins). */
+  /**
+   * @param {string} type
+   * @param {import('./index').ConditionStatus} status
+   * @param {string} reason
+   * @param {string} [message]
+   */
   setCondition(type, status, reason, message = '') {
     const c = { type, status, reason, message };
     const i = this.conditions.findIndex((e) => e.type === type);
@@ -200,20 +222,43 @@ class Result {
   }
 
   /** type: 'Normal' or 'Warning'. */
+  /**
+   * @param {import('./index').EventType} type
+   * @param {string} reason
+   * @param {string} [message]
+   */
   event(type, reason, message = '') {
     this.events.push({ type, reason, message });
     return this;
   }
 
   /** type: 'json' (RFC 6902, an array) or 'merge' (RFC 7386, an object). */
+  /**
+   * @param {import('./index').PatchType} type
+   * @param {any} patch
+   * @param {string} [resourceVersion]
+   */
   patchPrimary(type, patch, resourceVersion = '') {
     return this._patch('PATCH_TARGET_PRIMARY', '', '', '', type, patch, resourceVersion);
   }
 
+  /**
+   * @param {import('./index').PatchType} type
+   * @param {any} patch
+   * @param {string} [resourceVersion]
+   */
   patchPrimaryStatus(type, patch, resourceVersion = '') {
     return this._patch('PATCH_TARGET_PRIMARY_STATUS', '', '', '', type, patch, resourceVersion);
   }
 
+  /**
+   * @param {string} apiVersion
+   * @param {string} kind
+   * @param {string} name
+   * @param {import('./index').PatchType} type
+   * @param {any} patch
+   * @param {string} [resourceVersion]
+   */
   patchOwned(apiVersion, kind, name, type, patch, resourceVersion = '') {
     return this._patch('PATCH_TARGET_OWNED', apiVersion, kind, name, type, patch, resourceVersion);
   }
@@ -224,6 +269,7 @@ class Result {
   }
 
   /** Reconcile again after `ms` milliseconds. */
+  /** @param {number} ms */
   requeueAfter(ms) {
     this._requeueAfterMs = ms;
     return this;
@@ -235,6 +281,11 @@ class Result {
   /**
    * kind: 'retryable' or 'terminal'. options: { reason (CamelCase), retryAfterMs (retryable
    * only) }; invalid values throw ResultError.
+   */
+  /**
+   * @param {import('./index').ErrorKind} kind
+   * @param {string} message
+   * @param {import('./index').ErrorOptions} [options]
    */
   setError(kind, message, options = {}) {
     checkError(kind, options.reason, options.retryAfterMs);
@@ -254,6 +305,7 @@ class Result {
   }
 
   /** Folds `other` in: lists append, status composes, the earliest requeue and first error win. */
+  /** @param {Result} other */
   merge(other) {
     this.desired.push(...other.desired);
     if (other._status !== null) this.mergeStatus(other._status);
@@ -272,6 +324,11 @@ class Result {
   /**
    * The ReconcileResponse (proto-loader object form) for `request`. `capabilities` is the Set of
    * capabilities in effect. Throws ResultError for a result the host would refuse.
+   */
+  /**
+   * @param {import('./index').Request} request
+   * @param {string} requestId
+   * @param {Set<string>} capabilities
    */
   toResponse(request, requestId, capabilities) {
     const fail = (msg) => { throw new ResultError(msg); };

@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // The grpc-js server behind Plugin.start: Describe, the Reconcile streams and grpc.health.v1.
 //

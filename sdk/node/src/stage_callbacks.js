@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // StageCallbacks: code that runs per child kind around the steps a DependentChain or
 // CrudResource takes (as sdk/cpp's stage_callbacks.h and sdk/python's stage_callbacks.py), at
@@ -24,6 +25,12 @@
 
 const { rethrowable } = require('./result');
 
+/**
+ * @typedef {'pre-create' | 'post-create' | 'pre-update' | 'post-update' | 'pre-delete' |
+ *   'post-delete'} Stage
+ */
+
+/** @type {Stage[]} */
 const STAGES = ['pre-create', 'post-create', 'pre-update', 'post-update', 'pre-delete',
   'post-delete'];
 

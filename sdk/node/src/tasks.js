@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // Background tasks: long-running async functions of a controller that the host starts and
 // stops (CAPABILITY_BACKGROUND_TASKS; docs/protocol.md section 13).

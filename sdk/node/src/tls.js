@@ -1,3 +1,4 @@
+// @ts-check
 'use strict';
 // TLS for a plugin served over TCP: what the host's `endpoint.tls` dials (docs/operator-spec.md).
 //
@@ -34,6 +35,13 @@ function readPem(variable, path) {
  * mode ('tls' | 'mutual')}, or null (plaintext) when none is named. Throws an Error naming the
  * variable and the file when only one of cert/key is set, a client CA comes without a
  * certificate, or a file cannot be read or is not PEM.
+ */
+/**
+ * @param {string} certFile
+ * @param {string} keyFile
+ * @param {string} [clientCaFile]
+ * @returns {{certChain: Buffer, privateKey: Buffer, clientCa: Buffer | null,
+ *            mode: 'tls' | 'mutual'} | null}
  */
 function loadServerTls(certFile, keyFile, clientCaFile) {
   if (Boolean(certFile) !== Boolean(keyFile)) {

@@ -294,6 +294,6 @@ test('log lines are single-line key=value', () => {
 
 test('index.d.ts declares exactly what index.js exports', () => {
   const dts = require('node:fs').readFileSync(require.resolve('../src/index.d.ts'), 'utf8');
-  const declared = new Set([...dts.matchAll(/^export (?:class|function|const) (\w+)/gm)].map((m) => m[1]));
+  const declared = new Set([...dts.matchAll(/^export (?:class|function|const|namespace) (\w+)/gm)].map((m) => m[1]));
   assert.deepEqual([...declared].sort(), Object.keys(sdk).sort());
 });

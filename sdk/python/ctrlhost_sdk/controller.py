@@ -15,8 +15,8 @@
     def reconcile(req):
         return Result()
 
-    @webapp.reconcile                 # or a coroutine: awaited to completion on the worker
-    async def reconcile(req):         # thread that serves this request
+    @webapp.reconcile                 # or a coroutine: run on the plugin's one event loop
+    async def reconcile(req):         # while the worker that took the request waits for it
         await some_client.get(...)
         return Result()
 
@@ -25,11 +25,13 @@ pb.ReconcileCall and always returns a response (exceptions and invalid results b
 errors).
 
 Reconcile functions may be plain functions or `async def` (anything returning an awaitable):
-the awaitable is run to completion on an event loop owned by the calling thread (one per
-worker thread, reused across reconciles, see _awaitable.py), so an async reconcile still
-occupies one worker while it runs and reconciles of different keys run concurrently as before.
-Do not call `invoke` from inside a running event loop (a test that is itself async): the nested
-loop is refused and that reconcile answers a retryable error saying so.
+the awaitable runs on the plugin's one shared event loop, in a thread of its own (see
+_awaitable.py), as Kopf users expect: loop-bound objects (asyncio.Lock, an aiohttp session)
+made in one reconcile work in any other. The worker thread that took the request waits for it,
+so an async reconcile still occupies one worker while it runs and the controller's concurrency
+limit holds; plain reconciles never touch the loop and run in parallel on the workers. Calling
+`invoke` synchronously from a coroutine on that loop is refused (it would deadlock the loop):
+that reconcile answers a retryable error saying so.
 
 Thread-safety: declare before serving; afterwards a Controller is only read and `invoke` may run
 concurrently.

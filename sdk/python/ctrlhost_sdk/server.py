@@ -22,6 +22,7 @@ from typing import Any, Dict, Iterator, Optional, Set, Union
 import grpc
 
 from ctrlhost_sdk import log
+from ctrlhost_sdk._awaitable import shared_loop
 from ctrlhost_sdk._proto import HealthCheckResponse, add_health_to_server, pb, pb_grpc
 from ctrlhost_sdk.protocol import SERVICE_NAME, DescribeRefused, PluginHandler
 from ctrlhost_sdk.result import RESPONSE_TOO_LARGE, error_response
@@ -221,6 +222,7 @@ class PluginServer:
         self._streams: Set[_StreamState] = set()
         self._health = _Health()
         self._grpc: Optional[grpc.Server] = None
+        self._holds_loop = False
         self.address: Optional[str] = None
 
     def start(self, listen: str, tls: Optional[ServerTls] = None) -> None:
@@ -259,6 +261,9 @@ class PluginServer:
         # Serving from the first answer: the host checks health as soon as the socket appears.
         self._health.set(True)
         self._grpc.start()
+        # Async reconciles share one event loop for as long as the server runs (_awaitable.py).
+        shared_loop.acquire()
+        self._holds_loop = True
         if listen.startswith("unix:"):
             self.address = listen
         else:
@@ -325,4 +330,9 @@ class PluginServer:
         if self._grpc is not None:
             self._grpc.stop(0.5).wait(5)
         self.pool.shutdown(wait=False)
+        if self._holds_loop:
+            # The last holder stops the loop: coroutines still running (abandoned reconciles)
+            # are cancelled, so their worker threads finish too.
+            self._holds_loop = False
+            shared_loop.release()
         return abandoned

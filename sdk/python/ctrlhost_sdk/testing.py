@@ -7,6 +7,19 @@
 
 The response goes through the same path as in production (Controller.invoke with the request
 serialized to a pb.ReconcileCall), so validation and exception handling are exercised too.
+
+The reconcile is also judged as the live host judges it (_host_judgement.py, the same rules and
+messages as the host and the other SDKs' harnesses):
+- children given without ownerReferences get the controller reference to the primary, as the
+  host's always carry it (the caller's dicts are not changed);
+- a request the host would never send (the primary outside the controller's label selector or
+  namespaces, a child of a kind it does not own or controlled by another object) raises
+  HostWouldNotSend;
+- an answer the host would refuse (a desired object or OWNED patch of a kind the controller does
+  not own, a child outside the primary's namespace, status or conditions on a ConfigMap, an
+  `existing` object the primary does not control: NotControlled) sets Outcome.refused, and
+  `reconcile` raises HostWouldRefuse (an AssertionError: the test fails). To test a refusal
+  itself, use `run`, which returns the Outcome either way.
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from ctrlhost_sdk import _host_judgement
 from ctrlhost_sdk._proto import pb
 from ctrlhost_sdk.controller import Controller
 from ctrlhost_sdk.request import JsonObject
@@ -44,6 +58,18 @@ def make_call(controller: str, obj: Optional[JsonObject], children: Sequence[Jso
         finalizing=finalizing, attempt=attempt)
 
 
+class HostWouldNotSend(ValueError):
+    """The live host would never send this request (the message says why)."""
+
+
+class HostWouldRefuse(AssertionError):
+    """The live host would refuse this answer (the message is the host's); `outcome` holds it."""
+
+    def __init__(self, message: str, outcome: "Outcome") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
 class Outcome:
     """A pb.ReconcileResponse decoded into Python values."""
 
@@ -67,15 +93,46 @@ class Outcome:
             (_ERROR.get(response.error.kind, response.error.kind), response.error.message)
             if response.HasField("error") else None)
         self.finalized: bool = response.finalized
+        # Why the live host would refuse this answer (the host's message, e.g.
+        # "desired_objects[0]: kind v1 Secret is not owned by controller greeter"); None when
+        # it would apply it. Set by run and reconcile.
+        self.refused: Optional[str] = None
 
     def desired_of_kind(self, kind: str) -> List[JsonObject]:
         return [d for d in self.desired if d.get("kind") == kind]
 
 
+def run(controller: Controller, obj: Optional[JsonObject],
+        children: Sequence[JsonObject] = (), related: Sequence[JsonObject] = (),
+        finalizing: bool = False, capabilities: FrozenSet[int] = ALL_CAPABILITIES,
+        request_id: int = 1, existing: Sequence[JsonObject] = (), **kwargs: Any) -> Outcome:
+    """Runs `controller` once on the fixtures, judged as the host does; returns an Outcome
+    whose `refused` says why the host would refuse the answer (None: it would apply it).
+    HostWouldNotSend for a request the host would never send. `existing`: objects in the
+    cluster that are not the primary's children (no controller, or another one); they are not
+    in the request, and an answer desiring one of them is refused (NotControlled)."""
+    spec = controller.spec()
+    call = make_call(controller.name, obj, (), related, finalizing, **kwargs)
+    call.children.extend(_raw(c) for c in
+                         _host_judgement.judged_children(spec, call, children))
+    why = _host_judgement.judge_request(spec, call, obj)
+    if why is not None:
+        raise HostWouldNotSend("the host would not send this request: " + why)
+    response = controller.invoke(request_id, call, capabilities)
+    outcome = Outcome(response)
+    outcome.refused = _host_judgement.judge_response(spec, call, existing, response)
+    return outcome
+
+
 def reconcile(controller: Controller, obj: Optional[JsonObject],
               children: Sequence[JsonObject] = (), related: Sequence[JsonObject] = (),
               finalizing: bool = False, capabilities: FrozenSet[int] = ALL_CAPABILITIES,
-              request_id: int = 1, **kwargs: Any) -> Outcome:
-    """Runs `controller` once on the fixtures; returns an Outcome."""
-    call = make_call(controller.name, obj, children, related, finalizing, **kwargs)
-    return Outcome(controller.invoke(request_id, call, capabilities))
+              request_id: int = 1, existing: Sequence[JsonObject] = (),
+              **kwargs: Any) -> Outcome:
+    """`run`, raising HostWouldRefuse (an AssertionError) when the host would refuse the
+    answer."""
+    outcome = run(controller, obj, children, related, finalizing, capabilities, request_id,
+                  existing, **kwargs)
+    if outcome.refused is not None:
+        raise HostWouldRefuse("the host would refuse this answer: " + outcome.refused, outcome)
+    return outcome

@@ -9,6 +9,7 @@ import grpc
 
 from ctrlhost_sdk import (Controller, Handlers, Plugin, ReconcileError, Request, Result,
                           new_object, pb, testing)
+from ctrlhost_sdk._awaitable import shared_loop
 from ctrlhost_sdk._proto import pb_grpc
 from tools.internal import bazel_unittest
 
@@ -61,33 +62,139 @@ class AsyncReconcileTest(unittest.TestCase):
         self.assertIsNone(outcome.error)
         self.assertEqual(outcome.desired, [])
 
-    def test_each_thread_keeps_one_loop(self):
-        loops = []
-        c = Controller("loops").for_("example.com", "v1", "App")
+    def test_reconciles_on_different_threads_share_one_loop(self):
+        # A future is bound to the loop that made it: awaiting it from another loop raises
+        # "attached to a different loop". With one loop per worker thread the second reconcile
+        # (another thread) would fail; on the plugin's shared loop it completes the first's.
+        made = {}
+        c = Controller("shared").for_("example.com", "v1", "App")
 
         @c.reconcile
         async def reconcile(req: Request) -> Result:
-            loops.append((threading.get_ident(), asyncio.get_running_loop()))
+            loop = asyncio.get_running_loop()
+            if req.name == "first":
+                made["future"] = loop.create_future()
+                made["lock"] = asyncio.Lock()
+                await made["lock"].acquire()  # held across reconciles, released by "second"
+                return Result()
+            loop.call_soon(made["future"].set_result, "set on the shared loop")
+            result = Result()
+            result.status["got"] = await made["future"]
+            made["lock"].release()
+            async with made["lock"]:
+                result.status["lock"] = "taken again"
+            return result
+
+        first = dict(APP, metadata=dict(APP["metadata"], name="first"))
+        second = dict(APP, metadata=dict(APP["metadata"], name="second"))
+        outcomes = {}
+        for key, obj in (("first", first), ("second", second)):
+            worker = threading.Thread(
+                target=lambda k=key, o=obj: outcomes.__setitem__(k, testing.reconcile(c, o)))
+            worker.start()
+            worker.join()
+        self.assertIsNone(outcomes["first"].error)
+        self.assertIsNone(outcomes["second"].error, outcomes["second"].error)
+        self.assertEqual(outcomes["second"].status,
+                         {"got": "set on the shared loop", "lock": "taken again"})
+
+    def test_a_blocking_plain_reconcile_runs_beside_async_ones(self):
+        # "waiter" (async) suspends on the shared loop until "blocker" (plain) wakes it; blocker
+        # blocks its worker thread until "runner" (async) has run on the loop. All three are in
+        # flight at once: were plain reconciles run on the loop (or async ones serialized behind
+        # them), blocker would stall the loop and runner never run.
+        waiter_started = threading.Event()
+        runner_ran = threading.Event()
+        box = {}
+        c = Controller("mixed").for_("example.com", "v1", "App")
+
+        @c.reconcile
+        def reconcile(req: Request):
+            if req.name == "blocker":
+                return blocker(req)
+            return on_loop(req)
+
+        async def on_loop(req: Request) -> Result:
+            result = Result()
+            if req.name == "waiter":
+                box["loop"] = asyncio.get_running_loop()
+                box["future"] = box["loop"].create_future()
+                waiter_started.set()
+                result.status["woken_by"] = await box["future"]
+            else:
+                runner_ran.set()
+            return result
+
+        def blocker(req: Request) -> Result:
+            # The timeouts only end a broken run; a healthy one never waits for them.
+            if not waiter_started.wait(30) or not runner_ran.wait(30):
+                raise RuntimeError("the async reconciles did not run beside this one")
+            box["loop"].call_soon_threadsafe(box["future"].set_result, "blocker")
             return Result()
 
-        testing.reconcile(c, APP)
-        testing.reconcile(c, APP)
-        worker = threading.Thread(target=testing.reconcile, args=(c, APP))
-        worker.start()
-        worker.join()
-        (t1, l1), (t2, l2), (t3, l3) = loops
-        self.assertEqual(t1, t2)
-        self.assertIs(l1, l2)  # reused on one thread
-        self.assertNotEqual(t1, t3)
-        self.assertIsNot(l1, l3)  # never shared between threads
+        plugin = Plugin("parallel", "0.0.1", workers=3)
+        plugin.add(c.max_concurrent(3))
+        server = plugin.start("127.0.0.1:0")
+        try:
+            with grpc.insecure_channel(server.address) as channel:
+                stub = pb_grpc.ControllerPluginServiceStub(channel)
+                names = ["waiter", "blocker", "runner"]
+                requests = [pb.ReconcileRequest(
+                    request_id=i + 1,
+                    reconcile=testing.make_call(
+                        "mixed", dict(APP, metadata=dict(APP["metadata"], name=name))))
+                    for i, name in enumerate(names)]
+                responses = {names[r.request_id - 1]: r
+                             for r in stub.Reconcile(iter(requests), timeout=60)}
+        finally:
+            server.shutdown(5)
+        for name in names:
+            self.assertFalse(responses[name].HasField("error"), responses[name].error.message)
+        self.assertEqual(responses["waiter"].status, b'{"woken_by":"blocker"}')
 
-    def test_inside_a_running_loop_is_a_clear_retryable_error(self):
+    def test_server_shutdown_stops_the_loop(self):
+        c = Controller("app").for_("example.com", "v1", "App")
+        loops = []
+
+        @c.reconcile
+        async def reconcile(req: Request) -> Result:
+            loops.append(asyncio.get_running_loop())
+            return Result()
+
+        plugin = Plugin("stopping", "0.0.1", workers=1)
+        plugin.add(c)
+        server = plugin.start("127.0.0.1:0")
+        try:
+            response = plugin.handle(1, testing.make_call("app", APP))
+            self.assertFalse(response.HasField("error"), response.error.message)
+        finally:
+            server.shutdown(5)
+        self.assertTrue(loops[0].is_closed())
+        self.assertIsNone(shared_loop.running_loop())
+
+    def test_from_an_async_test_it_works(self):
         async def caller():
             return testing.reconcile(async_controller(), APP)
 
         outcome = asyncio.run(caller())
-        self.assertEqual(outcome.error[0], "retryable")
-        self.assertIn("cannot run inside a running event loop", outcome.error[1])
+        self.assertIsNone(outcome.error)
+
+    def test_synchronously_on_the_plugins_loop_is_a_clear_retryable_error(self):
+        inner = async_controller("inner")
+        c = Controller("outer").for_("example.com", "v1", "App")
+
+        @c.reconcile
+        async def reconcile(req: Request) -> Result:
+            nested = testing.reconcile(inner, APP)  # blocks the loop it would need: refused
+            result = Result()
+            result.status["nested"] = list(nested.error)
+            return result
+
+        outcome = testing.reconcile(c, APP)
+        self.assertIsNone(outcome.error)
+        self.assertEqual(outcome.status["nested"][0], "retryable")
+        self.assertIn("cannot be run synchronously from a coroutine on the plugin's event loop",
+                      outcome.status["nested"][1])
 
     def test_async_handlers(self):
         seen = []
