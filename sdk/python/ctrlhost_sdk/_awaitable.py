@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import inspect
 import threading
 from typing import Awaitable, Optional, TypeVar, Union, cast
 
 T = TypeVar("T")
+
+# How often a worker waiting on a coroutine checks that the loop still runs.
+_STOPPED_LOOP_CHECK_SECONDS = 0.5
 
 
 class SharedLoop:
@@ -79,7 +83,18 @@ class SharedLoop:
             raise RuntimeError("an async reconcile cannot be run synchronously from a coroutine "
                                "on the plugin's event loop (await it instead)")
         future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), loop)
-        return future.result()
+        # A coroutine submitted in the instant the loop stops would never run: wait in steps and
+        # give up once the loop is closed, so no worker waits forever at shutdown.
+        while True:
+            try:
+                return future.result(timeout=_STOPPED_LOOP_CHECK_SECONDS)
+            except concurrent.futures.TimeoutError:
+                if future.done():
+                    raise  # the coroutine's own TimeoutError
+                if loop.is_closed():
+                    future.cancel()
+                    raise RuntimeError("the plugin's event loop stopped before this async "
+                                       "reconcile ran (the plugin is shutting down)") from None
 
     def acquire(self) -> None:
         """Holds the loop (a started plugin server) until the matching release."""

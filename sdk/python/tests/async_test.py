@@ -9,7 +9,7 @@ import grpc
 
 from ctrlhost_sdk import (Controller, Handlers, Plugin, ReconcileError, Request, Result,
                           new_object, pb, testing)
-from ctrlhost_sdk._awaitable import shared_loop
+from ctrlhost_sdk._awaitable import SharedLoop, shared_loop
 from ctrlhost_sdk._proto import pb_grpc
 from tools.internal import bazel_unittest
 
@@ -171,6 +171,20 @@ class AsyncReconcileTest(unittest.TestCase):
             server.shutdown(5)
         self.assertTrue(loops[0].is_closed())
         self.assertIsNone(shared_loop.running_loop())
+
+    def test_a_coroutine_submitted_as_the_loop_stops_is_an_error_not_a_hang(self):
+        # The instant between a worker taking the loop and submitting to it, in which the loop
+        # stops: a loop that nothing runs and that then closes. The worker must not wait forever.
+        idle = asyncio.new_event_loop()
+        loop = SharedLoop()
+        loop.loop = lambda: idle
+        closer = threading.Timer(0.2, idle.close)
+        closer.start()
+        try:
+            with self.assertRaisesRegex(RuntimeError, "stopped before this async reconcile ran"):
+                loop.run(asyncio.sleep(0))
+        finally:
+            closer.join()
 
     def test_from_an_async_test_it_works(self):
         async def caller():
