@@ -21,8 +21,8 @@ std::shared_ptr<RouteDispatcher> DispatchChain::RouteTo(std::string controller,
   for (RouteTarget& t : targets) {
     // Aliases the chain's owner: the plugin stays alive while a route can send to it.
     std::shared_ptr<controller::Dispatcher> dispatcher(t.chain, t.chain->dispatcher());
-    routes.push_back(
-        Route{std::move(t.name), std::move(t.plugin), std::move(t.selector), std::move(dispatcher)});
+    routes.push_back(Route{std::move(t.name), std::move(t.plugin), std::move(t.selector),
+                           std::move(dispatcher)});
   }
   return std::make_shared<RouteDispatcher>(std::move(controller), std::move(routes), clock);
 }

@@ -38,9 +38,8 @@ pluginpb::ReconcileCall Call(const std::string& name, const std::string& version
   call.set_controller("web");
   call.set_namespace_("default");
   call.set_name(name);
-  call.set_object(absl::StrCat(
-      R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name,
-      R"(","labels":{"version":")", version, R"("}}})"));
+  call.set_object(absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")",
+                               name, R"(","labels":{"version":")", version, R"("}}})"));
   return call;
 }
 

@@ -2,13 +2,12 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/manager/manager.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "runtime/manager/controller_group.h"
+#include "runtime/manager/manager.h"
 #include "runtime/manager/manager_internal.h"
 #include "runtime/manager/plugin_slot.h"
 
@@ -111,12 +110,13 @@ void Manager::ApplyChange(const config::OperatorChange& change, const config::Op
     const config::PluginSpec* plugin_spec = spec.FindPlugin(name);
     if (plugin_spec == nullptr) continue;
     SwapOptions swap;
-    if (plugin_spec->startup_timeout.has_value()) swap.ready_timeout = *plugin_spec->startup_timeout;
+    if (plugin_spec->startup_timeout.has_value())
+      swap.ready_timeout = *plugin_spec->startup_timeout;
     SwapResult result = SwapPlugin(change.name, name, *plugin_spec, swap);
     if (!result.status.ok()) {
-      report(absl::StrCat(plugin_spec->location.ToString(), ": plugin ", name,
-                          ": swap refused, the running instance keeps serving: ",
-                          result.status.message()));
+      report(absl::StrCat(
+          plugin_spec->location.ToString(), ": plugin ", name,
+          ": swap refused, the running instance keeps serving: ", result.status.message()));
     }
   }
   if (change.controllers_changed || change.routes_changed) ReapplyOverrides(op, spec);

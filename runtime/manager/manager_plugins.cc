@@ -4,17 +4,16 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/manager/manager.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/paths.h"
 #include "runtime/manager/controller_group.h"
+#include "runtime/manager/dispatch_chain.h"
+#include "runtime/manager/manager.h"
 #include "runtime/manager/manager_internal.h"
 #include "runtime/manager/plugin_slot.h"
-#include "runtime/common/paths.h"
-#include "runtime/manager/dispatch_chain.h"
 
 namespace ctrlhost::manager {
 

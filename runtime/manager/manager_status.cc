@@ -2,16 +2,15 @@
 // /metrics (Collect), the admin API's snapshots (Report, Operators) and /debug/dump (DumpYaml).
 #include <utility>
 
-#include "runtime/manager/manager.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "runtime/manager/controller_group.h"
+#include "runtime/manager/dump.h"
+#include "runtime/manager/manager.h"
 #include "runtime/manager/manager_internal.h"
 #include "runtime/manager/plugin_slot.h"
-#include "runtime/manager/dump.h"
 #include "runtime/manager/watch_readiness.h"
 #include "runtime/observe/adapters.h"
 
