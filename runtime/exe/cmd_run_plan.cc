@@ -1,10 +1,11 @@
 // `ctrlhost run`'s command line resolved into a RunPlan before anything starts (cmd_run.h):
 // PlanRun, ResolveLeaderElection, ResolveApiClient, ClusterOriginLine.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <system_error>
-#include <unistd.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"

@@ -84,11 +84,12 @@ absl::Status Host::SetUpShardRing(const HostOptions& options, const kube::RestCo
 
 absl::Status Host::StartLeaderElector(const HostOptions& options) {
   if (!options.leader_election.has_value()) return absl::OkStatus();
-  leader_gauge_ = &prometheus::BuildGauge()
-                       .Name("leader_election_master_status")
-                       .Help("1 while this host holds the leader-election Lease named by `name`, else 0")
-                       .Register(metrics_->registry())
-                       .Add({{"name", options.leader_election->lease_name}});
+  leader_gauge_ =
+      &prometheus::BuildGauge()
+           .Name("leader_election_master_status")
+           .Help("1 while this host holds the leader-election Lease named by `name`, else 0")
+           .Register(metrics_->registry())
+           .Add({{"name", options.leader_election->lease_name}});
   LeaderCallbacks callbacks;
   callbacks.on_started_leading = [this](absl::Time valid_until) { OnStartedLeading(valid_until); };
   Fence* fence = fence_.get();
