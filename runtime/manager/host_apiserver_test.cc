@@ -1,7 +1,6 @@
 // The whole host in-process (host_test_fixture.h) against an API server that goes away, is not
 // there yet, or is crowded: readiness, recovery, and the host's own seats.
 #include "runtime/manager/host.h"
-
 #include "runtime/manager/host_test_fixture.h"
 
 namespace ctrlhost::manager {

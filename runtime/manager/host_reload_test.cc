@@ -1,7 +1,6 @@
 // The whole host in-process (host_test_fixture.h): what changes while it runs: swaps, edits of
 // the operator files, and the operator set fixed by per-operator Leases.
 #include "runtime/manager/host.h"
-
 #include "runtime/manager/host_test_fixture.h"
 
 namespace ctrlhost::manager {

@@ -37,7 +37,6 @@ namespace ctrlhost::manager {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-
 inline std::string Runfile(const std::string& path) {
   return (fs::path(std::getenv("TEST_SRCDIR")) / "ctrlhost" / path).string();
 }
