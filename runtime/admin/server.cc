@@ -349,13 +349,13 @@ absl::StatusOr<std::unique_ptr<AdminServer>> AdminServer::Start(AdminServerOptio
   std::string token;
   if (options.require_token) {
     ASSIGN_OR_RETURN(token, NewToken());
-    RETURN_IF_ERROR(WriteTokenFile(path + ".token", token));
+    RETURN_IF_ERROR(WriteTokenFile(TokenPathFor(path), token));
   }
   auto service =
       std::make_unique<AdminServiceImpl>(options.backend, swaps.get(), queries.get(), token);
   std::unique_ptr<AdminServer> server(
       new AdminServer(path, std::move(swaps), std::move(queries), std::move(service)));
-  if (options.require_token) server->token_path_ = path + ".token";
+  if (options.require_token) server->token_path_ = TokenPathFor(path);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(server->target(), grpc::InsecureServerCredentials());

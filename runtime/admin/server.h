@@ -79,6 +79,9 @@ struct AdminServerOptions {
   bool require_token = false;
 };
 
+// Where Start writes the token of a server on `socket_path` with require_token.
+inline std::string TokenPathFor(const std::string& socket_path) { return socket_path + ".token"; }
+
 // absl::Status to grpc::Status: same code (they share the canonical numbering; an out-of-range
 // code becomes UNKNOWN), same message.
 grpc::Status ToGrpcStatus(const absl::Status& status);

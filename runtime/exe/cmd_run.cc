@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -27,6 +28,7 @@
 #include "runtime/exe/command.h"
 #include "runtime/exe/flags.h"
 #include "runtime/kube/validation.h"
+#include "runtime/manager/admin_backend.h"
 #include "runtime/manager/host.h"
 #include "runtime/plugin/process.h"
 #include "runtime/plugin/sandbox.h"
@@ -35,16 +37,6 @@ namespace ctrlhost::exe {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::Status PathError(absl::string_view what, absl::string_view path, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(what, " \"", path, "\": ", why));
-}
-
-// Why `path` cannot be used as a readable file, or OK.
-absl::Status CheckReadable(absl::string_view what, const std::string& path) {
-  if (access(path.c_str(), R_OK) != 0) return PathError(what, path, "permission denied");
-  return absl::OkStatus();
-}
 
 // Why an exec'd plugin's command could not be started, or OK: the checks the supervisor's exec
 // makes, done ahead for --preview. A relative command with a '/' is relative to the plugin's
@@ -101,346 +93,390 @@ plugin::ProcessSpec PreviewProcessSpec(const RunPlan& plan, const config::ExecSp
   return spec;
 }
 
-// The operator files (runtime/config's rules, shared with LoadOperators).
-absl::Status ResolveOperatorFiles(const std::string& file, RunPlan* plan) {
-  absl::StatusOr<std::vector<std::string>> files = config::ResolveOperatorFiles(file);
-  if (!files.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--file ", files.status().message()));
-  }
-  plan->operator_files = *std::move(files);
-  std::error_code error;
-  plan->from_directory = fs::is_directory(file, error);
-  return absl::OkStatus();
+// The flags of the host itself (cluster, data, endpoints, plugins' limits and user).
+void AddRunFlags(FlagSet& flags, RunFlags* values) {
+  flags.AddString("file", &values->file, "Operator file, or a directory of .yaml/.yml files")
+      .Short('f')
+      .Required()
+      .ValueName("PATH");
+  flags
+      .AddString("kubeconfig", &values->kubeconfig,
+                 "Cluster to work against; $KUBECONFIG when unset; without either, the embedded "
+                 "API server")
+      .ValueName("PATH");
+  flags
+      .AddString("data-dir", &values->data_dir,
+                 "Directory for the embedded API server's data and the admin socket")
+      .ValueName("DIR");
+  flags
+      .AddString("admin-socket", &values->admin_socket,
+                 "Unix socket of the admin API used by \"ctrlhost plugin\" and \"ctrlhost dump\"")
+      .ValueName("PATH")
+      .DefaultText("<data-dir>/admin.sock");
+  flags
+      .AddString("metrics-addr", &values->metrics_addr,
+                 "Address of the Prometheus metrics and health endpoints")
+      .ValueName("HOST:PORT");
+  flags
+      .AddString("apiserver-bind", &values->apiserver_bind,
+                 "Address the embedded API server listens on")
+      .ValueName("ADDRESS");
+  flags
+      .AddInt("apiserver-port", &values->apiserver_port, 0, 65535,
+              "Port of the embedded API server; 0 picks a free port")
+      .ValueName("PORT");
+  flags
+      .AddInt("apiserver-max-connections", &values->apiserver_max_connections, 1, 1000000,
+              "Open connections of the embedded API server at most (lowered at start to fit "
+              "the open-file limit; unauthenticated ones beyond 256 are closed oldest first)")
+      .ValueName("INT");
+  flags
+      .AddString("kube-api-qps", &values->kube_api_qps,
+                 "Client-side limit of requests per second to the API server (0: none); "
+                 "overrides spec.apiClient.qps")
+      .ValueName("QPS")
+      .DefaultText("50 against a cluster, none against the embedded server");
+  flags
+      .AddInt("kube-api-burst", &values->kube_api_burst, 1, 1 << 20,
+              "Burst of the client-side limit; overrides spec.apiClient.burst")
+      .ValueName("N")
+      .DefaultText("100");
+  flags
+      .AddDuration("watch-stale-after", &values->watch_stale_after,
+                   "How long a watch may fail (API server down, network) before /readyz reports "
+                   "its cache stale; a watch denied by RBAC fails /readyz at once")
+      .ValueName("DURATION");
+  flags
+      .AddString("plugin-user", &values->plugin_user,
+                 "User exec'd plugins run as: UID[:GID] for all, \"auto\" for one uid per plugin "
+                 "(from 200000), or \"host\" for the host's own user")
+      .ValueName("UID[:GID]|auto|host")
+      .DefaultText("auto when the host runs as root, else host");
+  flags.AddBool("plugin-landlock", &values->plugin_landlock,
+                "Hide the data dir, kubeconfigs and admin socket from exec'd plugins with Landlock "
+                "where the kernel has it (default true)");
+  flags
+      .AddInt("max-controllers", &values->max_controllers, 1, 100000,
+              "Controllers all plugins together may declare; a plugin whose Describe would go "
+              "past it is refused (per plugin: spec.plugins[].maxControllers, default 100)")
+      .ValueName("INT");
+  flags
+      .AddInt("max-reconcile-workers", &values->max_reconcile_workers, 1, 1000000,
+              "Reconcile worker threads all controllers together may take (the sum of their "
+              "maxConcurrentReconciles); a plugin that would go past it is refused")
+      .ValueName("INT");
 }
 
-absl::Status ResolveKubeconfig(const RunFlags& flags,
-                               const std::optional<std::string>& kubeconfig_env,
-                               const std::optional<std::string>& service_host_env, RunPlan* plan) {
-  if (!flags.kubeconfig.empty()) {
-    std::error_code error;
-    if (!fs::is_regular_file(flags.kubeconfig, error)) {
-      return PathError(
-          "--kubeconfig", flags.kubeconfig,
-          fs::exists(flags.kubeconfig, error) ? "not a regular file" : "no such file or directory");
-    }
-    if (absl::Status s = CheckReadable("--kubeconfig", flags.kubeconfig); !s.ok()) return s;
-    plan->kubeconfigs = {common::AbsolutePath(flags.kubeconfig)};
-    plan->kubeconfig_source = "--kubeconfig";
-    return absl::OkStatus();
-  }
-  if (!kubeconfig_env.has_value() || kubeconfig_env->empty()) {
-    if (service_host_env.has_value() && !service_host_env->empty()) {
-      plan->in_cluster = true;
-      plan->kubeconfig_source = "in-cluster";
-    }
-    return absl::OkStatus();
-  }
-  // kubectl semantics: a colon-separated list; files that do not exist are skipped.
-  for (absl::string_view part : absl::StrSplit(*kubeconfig_env, ':', absl::SkipEmpty())) {
-    std::string path(part);
-    std::error_code error;
-    if (!fs::is_regular_file(path, error)) continue;
-    if (absl::Status s = CheckReadable("$KUBECONFIG file", path); !s.ok()) return s;
-    plan->kubeconfigs.push_back(common::AbsolutePath(path));
-  }
-  if (plan->kubeconfigs.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("$KUBECONFIG is \"", *kubeconfig_env,
-                     "\" but none of its files exist; unset it to use the embedded API server"));
-  }
-  plan->kubeconfig_source = "$KUBECONFIG";
-  return absl::OkStatus();
+// Leader election, the shard ring, --preview.
+void AddLeaderElectionFlags(FlagSet& flags, RunFlags* values) {
+  flags.AddBool("leader-elect", &values->leader_elect,
+                "Run as one of several hosts of the same operators: only the holder of a "
+                "coordination.k8s.io/v1 Lease dispatches and writes; the others are warm standbys "
+                "(plugins started, caches synced); an operator document's spec.leaderElection "
+                "turns it on too, and each --leader-elect* flag given wins over that block. See "
+                "docs/operations.md");
+  flags
+      .AddDuration("leader-elect-lease-duration", &values->leader_elect_lease_duration,
+                   "How long standbys wait after the last renewal they saw before taking over")
+      .ValueName("DURATION");
+  flags
+      .AddDuration("leader-elect-renew-deadline", &values->leader_elect_renew_deadline,
+                   "How long the leader may fail to renew before it stops dispatching and "
+                   "writing (less than the lease duration)")
+      .ValueName("DURATION");
+  flags
+      .AddDuration("leader-elect-retry-period", &values->leader_elect_retry_period,
+                   "How often the leader renews and standbys try to acquire")
+      .ValueName("DURATION");
+  flags
+      .AddString("leader-elect-resource-name", &values->leader_elect_resource_name,
+                 "Name of the Lease")
+      .ValueName("NAME");
+  flags
+      .AddString("leader-elect-resource-namespace", &values->leader_elect_resource_namespace,
+                 "Namespace of the Lease")
+      .ValueName("NAMESPACE")
+      .DefaultText("$POD_NAMESPACE, else default");
+  flags
+      .AddString("leader-elect-identity", &values->leader_elect_identity,
+                 "This host's name in the Lease; must differ between hosts")
+      .ValueName("ID")
+      .DefaultText("$POD_NAME or the host name, + _ + 8 random hex digits");
+  flags
+      .AddString("shard-ring", &values->shard_ring,
+                 "Join this shard ring: controllers with sharding enabled reconcile only this "
+                 "host's share of their keys (one Lease per host; namespace, identity and timings "
+                 "from the --leader-elect-* flags; excludes --leader-elect). See "
+                 "docs/operations.md")
+      .ValueName("NAME");
+  flags.AddBool("preview", &values->preview, "Print what would run and exit without starting it");
 }
 
-}  // namespace
+// What --preview checks of the exec'd plugins: the problems the host would refuse them for at
+// start, and the user each runs as ("operator/plugin" -> "uid N").
+struct PreviewUsers {
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> users;
+};
 
-absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
-                                const std::optional<std::string>& kubeconfig_env,
-                                const std::optional<std::string>& service_host_env,
-                                const std::optional<std::string>& pod_namespace) {
-  RunPlan plan;
-  if (flags.data_dir.empty()) return absl::InvalidArgumentError("--data-dir must not be empty");
-  if (absl::Status s = ResolveOperatorFiles(flags.file, &plan); !s.ok()) return s;
-  if (absl::Status s = ResolveKubeconfig(flags, kubeconfig_env, service_host_env, &plan); !s.ok())
-    return s;
-  if (absl::Status s = ValidateHostPort("--metrics-addr", flags.metrics_addr, true); !s.ok()) {
-    return s;
-  }
-  // Every path made absolute here, once: the plugin sandbox, socket addresses and the plugins'
-  // environment never see a path relative to a working directory.
-  plan.data_dir = common::AbsolutePath(flags.data_dir);
-  plan.admin_socket = flags.admin_socket.empty() ? plan.data_dir + "/admin.sock"
-                                                 : common::AbsolutePath(flags.admin_socket);
-  plan.metrics_addr = flags.metrics_addr;
-  if (!flags.kube_api_qps.empty()) {
-    double qps = 0;
-    if (!absl::SimpleAtod(flags.kube_api_qps, &qps) || !(qps >= 0 && qps < 1e9)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--kube-api-qps: \"", flags.kube_api_qps,
-                       "\" is not a number of requests per second (0: no limit)"));
-    }
-    plan.api_qps = qps;
-  }
-  if (flags.kube_api_burst > 0) plan.api_burst = static_cast<int>(flags.kube_api_burst);
-  if (flags.watch_stale_after <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--watch-stale-after must be positive");
-  }
-  plan.watch_stale_after = flags.watch_stale_after;
-  const bool can_switch = plugin::CanSwitchUser(kAutoPluginUidBase);
-  if (flags.plugin_user == "auto" || (flags.plugin_user.empty() && can_switch)) {
-    if (!can_switch) {
-      return absl::InvalidArgumentError(
-          "--plugin-user auto: the host cannot switch users (it is not root and lacks "
-          "CAP_SETUID/CAP_SETGID, or the uids are not mapped in its user namespace)");
-    }
-    plan.plugin_uid = kAutoPluginUidBase;
-    plan.plugin_uid_per_plugin = true;
-  } else if (!flags.plugin_user.empty() && flags.plugin_user != "host") {
-    const std::vector<std::string> parts = absl::StrSplit(flags.plugin_user, ':');
-    uint32_t uid = 0, gid = 0;
-    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &uid) || uid >= 0xffffffffu ||
-        !absl::SimpleAtoi(parts.size() == 2 ? parts[1] : parts[0], &gid) || gid >= 0xffffffffu) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--plugin-user: \"", flags.plugin_user,
-                       "\" is not UID, UID:GID (numbers), \"auto\" or \"host\""));
-    }
-    plan.plugin_uid = uid;
-    plan.plugin_gid = gid;
-  }
-  if (absl::Status s = ResolveLeaderElection(flags, {}, pod_namespace, &plan); !s.ok()) return s;
-  if (!flags.shard_ring.empty()) {
-    manager::ShardRingOptions ring;
-    ring.ring = flags.shard_ring;
-    ring.lease_namespace = !flags.leader_elect_resource_namespace.empty()
-                               ? flags.leader_elect_resource_namespace
-                               : pod_namespace.value_or("default");
-    if (ring.lease_namespace.empty()) ring.lease_namespace = "default";
-    ring.identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
-                                                        : flags.leader_elect_identity;
-    ring.lease_duration = flags.leader_elect_lease_duration;
-    ring.renew_deadline = flags.leader_elect_renew_deadline;
-    ring.retry_period = flags.leader_elect_retry_period;
-    ring.poll_period = std::min(absl::Milliseconds(500), ring.retry_period);
-    if (absl::Status s = manager::ValidateShardRing(ring); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--shard-ring: ", s.message()));
-    }
-    plan.shard_ring = std::move(ring);
-  }
-  return plan;
-}
-
-namespace {
-
-// The per-operator half of ResolveLeaderElection (see cmd_run.h).
-absl::Status ResolveOperatorLeases(const RunFlags& flags,
-                                   const std::vector<const config::OperatorSpec*>& per_operator,
-                                   const std::vector<std::string>& without,
-                                   const std::optional<std::string>& pod_namespace, RunPlan* plan) {
-  auto given = [&flags](absl::string_view name) {
-    return flags.leader_elect_given.count(std::string(name)) > 0;
-  };
-  if (given("leader-elect") && !flags.leader_elect) return absl::OkStatus();  // all off
-  const config::OperatorSpec& first = *per_operator.front();
-  const std::string first_block =
-      absl::StrCat(first.leader_election->location.ToString(), ": operator ", first.name,
-                   ": spec.leaderElection.perOperator");
-  if (!without.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        first_block,
-        ": once an operator has a Lease of its own, every operator of the host "
-        "must (spec.leaderElection: {perOperator: true}); an operator without one would run on "
-        "every host: ",
-        absl::StrJoin(without, ", ")));
-  }
-  if (flags.leader_elect) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(first_block,
-                     " and --leader-elect exclude each other (the host-wide Lease would decide "
-                     "for operators that have their own)"));
-  }
-  if (!flags.shard_ring.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--shard-ring and ", first_block,
-                     " exclude each other: a host that does not hold an "
-                     "operator's Lease would never run its share of that operator's keys"));
-  }
-  const std::string identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
-                                                                   : flags.leader_elect_identity;
-  std::map<std::string, std::string> lease_owner;  // "ns/name" -> the block that names it
-  for (const config::OperatorSpec* op : per_operator) {
-    const config::LeaderElectionSpec& block = *op->leader_election;
-    const std::string where =
-        absl::StrCat(block.location.ToString(), ": operator ", op->name, ": spec.leaderElection");
-    manager::LeaderElectionOptions le;
-    le.lease_name =
-        !block.lease_name.empty() ? block.lease_name : absl::StrCat("ctrlhost-", op->name);
-    if (std::vector<std::string> problems = kube::IsDns1123Subdomain(le.lease_name);
-        !problems.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": the default Lease name \"", le.lease_name,
-                       "\" is invalid (set leaseName): ", absl::StrJoin(problems, "; ")));
-    }
-    if (!block.lease_namespace.empty()) {
-      le.lease_namespace = block.lease_namespace;
-    } else if (!flags.leader_elect_resource_namespace.empty()) {
-      le.lease_namespace = flags.leader_elect_resource_namespace;
-    } else {
-      le.lease_namespace = pod_namespace.value_or("default");
-    }
-    if (le.lease_namespace.empty()) le.lease_namespace = "default";
-    le.identity = identity;
-    le.lease_duration = block.lease_duration.value_or(flags.leader_elect_lease_duration);
-    le.renew_deadline = block.renew_deadline.value_or(flags.leader_elect_renew_deadline);
-    le.retry_period = block.retry_period.value_or(flags.leader_elect_retry_period);
-    if (absl::Status s = manager::ValidateLeaderElection(le); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, " merged with the --leader-elect-* flags and their defaults: ", s.message()));
-    }
-    const std::string lease = absl::StrCat(le.lease_namespace, "/", le.lease_name);
-    if (auto [it, fresh] = lease_owner.emplace(lease, where); !fresh) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": Lease ", lease,
-                                                     " is already the Lease of ", it->second,
-                                                     " (each operator needs its own)"));
-    }
-    plan->operator_leases[op->name] = std::move(le);
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status ResolveLeaderElection(const RunFlags& flags,
-                                   const std::vector<config::OperatorSpec>& operators,
-                                   const std::optional<std::string>& pod_namespace, RunPlan* plan) {
-  auto given = [&flags](absl::string_view name) {
-    return flags.leader_elect_given.count(std::string(name)) > 0;
-  };
-  // The documents' blocks merged: a field set by two documents must have one value.
-  config::LeaderElectionSpec file;
-  std::vector<std::string> blocks;  // "file:line:column" of each block
-  std::vector<std::string> conflicts;
-  std::map<std::string, std::string> origin;  // field -> the block that set it first
-  std::vector<const config::OperatorSpec*> per_operator;
-  std::vector<std::string> without;  // operators without a Lease of their own
+PreviewUsers CheckPreviewPlugins(const RunPlan& plan,
+                                 const std::vector<config::OperatorSpec>& operators) {
+  // What the host would refuse at start is refused here too: the command as the host sees it,
+  // then as the user the plugin would run as (Bazel's output tree under a 0700 /root, say, is
+  // out of reach of uid 200000).
+  PreviewUsers result;
+  uint32_t plugin_index = 0;  // the manager's start order: operators, then their plugins
   for (const config::OperatorSpec& op : operators) {
-    if (op.leader_election.has_value() && op.leader_election->per_operator) {
-      per_operator.push_back(&op);
-      continue;
-    }
-    without.push_back(absl::StrCat(op.name, " (", op.location.ToString(), ")"));
-    if (!op.leader_election.has_value()) continue;
-    const config::LeaderElectionSpec& le = *op.leader_election;
-    blocks.push_back(le.location.ToString());
-    auto merge = [&](absl::string_view field, auto& into, const auto& value, const auto& unset,
-                     auto format) {
-      if (value == unset) return;
-      if (into == unset) {
-        into = value;
-        origin[std::string(field)] = le.location.ToString();
-      } else if (into != value) {
-        conflicts.push_back(absl::StrCat(le.location.ToString(), ": spec.leaderElection.", field,
-                                         ": ", format(value), " differs from ", format(into),
-                                         " set at ", origin[std::string(field)],
-                                         " (the host has one Lease for all its operators)"));
+    for (const config::PluginSpec& plugin : op.plugins) {
+      const std::optional<uid_t> uid = PluginUid(plan, plugin_index++);
+      if (plugin.exec() == nullptr) continue;
+      result.users[absl::StrCat(op.name, "/", plugin.name)] =
+          uid.has_value() ? absl::StrCat("uid ", *uid) : "the host's user";
+      absl::Status s = CheckCommand(*plugin.exec());
+      if (s.ok()) s = plugin::CheckExecutable(PreviewProcessSpec(plan, *plugin.exec(), uid));
+      if (!s.ok()) {
+        result.problems.push_back(absl::StrCat(op.location.ToString(), ": operator ", op.name,
+                                               ", plugin ", plugin.name, ": ", s.message()));
       }
-    };
-    auto duration = [](const std::optional<absl::Duration>& d) { return absl::FormatDuration(*d); };
-    auto text = [](const std::string& v) { return absl::StrCat("\"", v, "\""); };
-    const std::optional<absl::Duration> no_duration;
-    const std::string no_text;
-    merge("leaseDuration", file.lease_duration, le.lease_duration, no_duration, duration);
-    merge("renewDeadline", file.renew_deadline, le.renew_deadline, no_duration, duration);
-    merge("retryPeriod", file.retry_period, le.retry_period, no_duration, duration);
-    merge("leaseName", file.lease_name, le.lease_name, no_text, text);
-    merge("leaseNamespace", file.lease_namespace, le.lease_namespace, no_text, text);
-  }
-  if (!conflicts.empty()) return absl::InvalidArgumentError(absl::StrJoin(conflicts, "\n"));
-
-  plan->leader_election.reset();
-  plan->operator_leases.clear();
-  if (!per_operator.empty()) {
-    return ResolveOperatorLeases(flags, per_operator, without, pod_namespace, plan);
-  }
-  const bool enabled =
-      given("leader-elect") ? flags.leader_elect : (flags.leader_elect || !blocks.empty());
-  if (!enabled) return absl::OkStatus();
-  if (!flags.shard_ring.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shard-ring and ",
-        flags.leader_elect
-            ? "--leader-elect"
-            : absl::StrCat("spec.leaderElection (", absl::StrJoin(blocks, ", "), ")"),
-        " exclude each other: with leader election only the leader dispatches, so the standbys' "
-        "shares of the keys would never run"));
-  }
-  manager::LeaderElectionOptions le;
-  le.lease_name = !given("leader-elect-resource-name") && !file.lease_name.empty()
-                      ? file.lease_name
-                      : flags.leader_elect_resource_name;
-  if (!flags.leader_elect_resource_namespace.empty() &&
-      (given("leader-elect-resource-namespace") || file.lease_namespace.empty())) {
-    le.lease_namespace = flags.leader_elect_resource_namespace;
-  } else if (!file.lease_namespace.empty()) {
-    le.lease_namespace = file.lease_namespace;
-  } else {
-    le.lease_namespace = pod_namespace.value_or("default");
-  }
-  if (le.lease_namespace.empty()) le.lease_namespace = "default";
-  le.identity = flags.leader_elect_identity.empty() ? manager::DefaultIdentity()
-                                                    : flags.leader_elect_identity;
-  auto pick = [&](absl::string_view flag, absl::Duration from_flag,
-                  const std::optional<absl::Duration>& from_file) {
-    return !given(flag) && from_file.has_value() ? *from_file : from_flag;
-  };
-  le.lease_duration =
-      pick("leader-elect-lease-duration", flags.leader_elect_lease_duration, file.lease_duration);
-  le.renew_deadline =
-      pick("leader-elect-renew-deadline", flags.leader_elect_renew_deadline, file.renew_deadline);
-  le.retry_period =
-      pick("leader-elect-retry-period", flags.leader_elect_retry_period, file.retry_period);
-  if (absl::Status s = manager::ValidateLeaderElection(le); !s.ok()) {
-    return absl::InvalidArgumentError(
-        blocks.empty() ? absl::StrCat("--leader-elect-*: ", s.message())
-                       : absl::StrCat(absl::StrJoin(blocks, ", "),
-                                      ": spec.leaderElection merged with the --leader-elect-* "
-                                      "flags and their defaults: ",
-                                      s.message()));
-  }
-  plan->leader_election = std::move(le);
-  return absl::OkStatus();
-}
-
-config::ApiClientSpec ResolveApiClient(const RunPlan& plan,
-                                       const std::vector<config::OperatorSpec>& operators) {
-  config::ApiClientSpec client;
-  for (const config::OperatorSpec& op : operators) {
-    if (!op.api_client.has_value()) continue;
-    if (std::optional<double> qps = op.api_client->qps; qps.has_value()) {
-      const bool unlimited = *qps == 0 || (client.qps.has_value() && *client.qps == 0);
-      client.qps = unlimited ? 0 : std::max(*qps, client.qps.value_or(0));
-    }
-    if (std::optional<int> burst = op.api_client->burst; burst.has_value()) {
-      client.burst = std::max(*burst, client.burst.value_or(0));
     }
   }
-  if (plan.api_qps.has_value()) client.qps = plan.api_qps;
-  if (plan.api_burst.has_value()) client.burst = plan.api_burst;
-  return client;
+  return result;
 }
 
-std::string ClusterOriginLine(const RunPlan& plan, const std::string& api_url) {
+// `ctrlhost run --preview`: what would run, or why it could not; nothing is started.
+int RunPreview(const RunFlags& values, const RunPlan& plan,
+               const std::vector<config::OperatorSpec>& operators, std::ostream& out,
+               std::ostream& err) {
+  const PreviewUsers checked = CheckPreviewPlugins(plan, operators);
+  if (!checked.problems.empty()) return Failure(absl::StrJoin(checked.problems, "\n"), err);
+  const std::map<std::string, std::string>& users = checked.users;
+  out << "ctrlhost run: preview (nothing is started)\n";
   if (plan.in_cluster) {
-    return absl::StrCat("cluster: ", api_url,
-                        " in-cluster (the Pod's service account, $KUBERNETES_SERVICE_HOST)");
+    out << "API server: in-cluster (the Pod's service account, $KUBERNETES_SERVICE_HOST)\n";
+  } else if (plan.kubeconfigs.empty()) {
+    out << "API server: embedded, data in " << plan.data_dir << "\n";
+  } else {
+    out << "API server: the cluster of kubeconfig " << absl::StrJoin(plan.kubeconfigs, ":")
+        << " (from " << plan.kubeconfig_source << ")\n";
   }
-  if (plan.kubeconfigs.empty()) return "";
-  const std::string files = absl::StrJoin(plan.kubeconfigs, ":");
-  if (plan.kubeconfig_source == "$KUBECONFIG") {
-    return absl::StrCat("cluster: ", api_url, " from $KUBECONFIG=", files,
-                        " (not the embedded API server; unset KUBECONFIG to use it)");
+  out << "operator files (" << plan.operator_files.size()
+      << (plan.from_directory ? absl::StrCat(", from directory ", values.file) : "") << "):\n";
+  for (const std::string& file : plan.operator_files) out << "  " << file << "\n";
+  for (const config::OperatorSpec& op : operators) {
+    out << "operator " << op.name << " (" << op.location.ToString() << "):\n";
+    for (const config::PluginSpec& plugin : op.plugins) {
+      out << "  plugin " << plugin.name << ": "
+          << (plugin.exec() != nullptr ? absl::StrCat("exec ", plugin.exec()->command, " ",
+                                                      absl::StrJoin(plugin.exec()->args, " "))
+                                       : absl::StrCat("endpoint ", plugin.endpoint()->address))
+          << "\n";
+      if (auto it = users.find(absl::StrCat(op.name, "/", plugin.name)); it != users.end()) {
+        out << "    runs as " << it->second << "\n";
+      }
+    }
   }
-  return absl::StrCat("cluster: ", api_url, " from ", plan.kubeconfig_source, " ", files);
+  std::error_code error;
+  const fs::path socket = fs::absolute(plan.admin_socket, error);
+  const config::ApiClientSpec api_client = ResolveApiClient(plan, operators);
+  out << "API client limit: "
+      << (api_client.qps.has_value()
+              ? (*api_client.qps == 0 ? std::string("no QPS limit")
+                                      : absl::StrCat(*api_client.qps, " QPS"))
+              : std::string("default QPS"))
+      << ", burst "
+      << (api_client.burst.has_value() ? absl::StrCat(*api_client.burst) : std::string("default"))
+      << "\n";
+  out << "admin API: unix://" << (error ? plan.admin_socket : socket.string()) << "\n"
+      << "metrics: http://" << plan.metrics_addr << "/metrics\n";
+  if (plan.leader_election.has_value()) {
+    const manager::LeaderElectionOptions& le = *plan.leader_election;
+    out << "leader election: Lease " << le.lease_namespace << "/" << le.lease_name << ", identity "
+        << le.identity << ", lease " << absl::FormatDuration(le.lease_duration)
+        << ", renew deadline " << absl::FormatDuration(le.renew_deadline) << ", retry "
+        << absl::FormatDuration(le.retry_period) << "\n";
+  }
+  for (const auto& [op, le] : plan.operator_leases) {
+    out << "leader election of operator " << op << ": Lease " << le.lease_namespace << "/"
+        << le.lease_name << ", identity " << le.identity << ", lease "
+        << absl::FormatDuration(le.lease_duration) << ", renew deadline "
+        << absl::FormatDuration(le.renew_deadline) << ", retry "
+        << absl::FormatDuration(le.retry_period) << "\n";
+  }
+  if (plan.shard_ring.has_value()) {
+    const manager::ShardRingOptions& ring = *plan.shard_ring;
+    out << "shard ring: " << ring.ring << ", Lease " << ring.lease_namespace << "/"
+        << manager::ShardLeaseName(ring.ring, ring.identity) << ", identity " << ring.identity
+        << "\n";
+  }
+  return kExitOk;
 }
+
+manager::HostOptions HostOptionsFor(const RunFlags& values, const RunPlan& plan,
+                                    std::vector<config::OperatorSpec> operators) {
+  manager::HostOptions options;
+  options.operators = std::move(operators);
+  options.operator_path = values.file;  // watched: edits are applied live
+  options.plugin_hidden_paths = manager::AdminSocketFiles(plan.admin_socket);
+  options.kubeconfigs = plan.kubeconfigs;
+  options.in_cluster = plan.in_cluster;
+  options.data_dir = plan.data_dir;
+  options.apiserver.bind = values.apiserver_bind;
+  options.apiserver.port = static_cast<int>(values.apiserver_port);
+  options.apiserver.max_connections = static_cast<size_t>(values.apiserver_max_connections);
+  options.watch_stale_after = plan.watch_stale_after;
+  options.plugin_uid = plan.plugin_uid;
+  options.plugin_gid = plan.plugin_gid;
+  options.plugin_uid_per_plugin = plan.plugin_uid_per_plugin;
+  options.plugin_landlock = values.plugin_landlock;
+  options.max_controllers = static_cast<int>(values.max_controllers);
+  options.max_reconcile_workers = static_cast<int>(values.max_reconcile_workers);
+  const size_t colon = plan.metrics_addr.rfind(':');
+  options.metrics_bind = plan.metrics_addr.substr(0, colon);
+  options.metrics_port = std::atoi(plan.metrics_addr.c_str() + colon + 1);
+  const config::ApiClientSpec api_client = ResolveApiClient(plan, options.operators);
+  options.api_qps = api_client.qps;
+  options.api_burst = api_client.burst;
+  options.leader_election = plan.leader_election;
+  options.operator_leases = plan.operator_leases;
+  options.shard_ring = plan.shard_ring;
+  return options;
+}
+
+// The lines that tell the user what started (scripts read them; see docs/cli.md).
+void PrintStarted(manager::Host& host, const RunPlan& plan, std::ostream& out) {
+  if (host.embedded()) {
+    out << "API server listening on " << host.api_url() << std::endl
+        << "kubeconfig: " << host.kubeconfig_path() << std::endl;
+  } else {
+    // Said twice (stdout and the log) so a $KUBECONFIG left set never goes unnoticed.
+    out << "API server: " << host.api_url() << std::endl
+        << ClusterOriginLine(plan, host.api_url()) << std::endl;
+    common::LogInfo("working against a cluster",
+                    {{"api_server", host.api_url()},
+                     {"kubeconfig", absl::StrJoin(plan.kubeconfigs, ":")},
+                     {"from", plan.kubeconfig_source}});
+  }
+  out << "metrics: " << host.metrics_url() << std::endl;
+  if (plan.leader_election.has_value()) {
+    out << "leader election: Lease " << plan.leader_election->lease_namespace << "/"
+        << plan.leader_election->lease_name << ", identity " << plan.leader_election->identity
+        << " (standby until it holds the Lease)" << std::endl;
+  }
+  for (const auto& [op, le] : plan.operator_leases) {
+    out << "leader election of operator " << op << ": Lease " << le.lease_namespace << "/"
+        << le.lease_name << ", identity " << le.identity
+        << " (the operator stands by until this host holds its Lease)" << std::endl;
+  }
+  if (plan.shard_ring.has_value()) {
+    out << "shard ring: " << plan.shard_ring->ring << ", identity " << plan.shard_ring->identity
+        << std::endl;
+  }
+}
+
+// The "ready" line once the host is ready (refused plugins and pending controllers named in
+// it; refusals also logged at error level), or nothing yet.
+std::optional<std::string> ReadyLine(manager::Host& host) {
+  std::vector<std::string> pending;
+  std::vector<std::string> refused;
+  // Not before the API server answered discovery (its controllers would all be pending).
+  if (!host.ApiServerCheck().ok() || !host.manager().Started(&pending, &refused).ok()) {
+    return std::nullopt;
+  }
+  std::string line = "ready";
+  if (!refused.empty()) {
+    common::LogError(
+        "ready without the refused plugins: the other plugins and operators run; fix these and "
+        "edit the operator file (or swap the plugin) to start them",
+        {{"refused", absl::StrJoin(refused, "; ")}});
+    absl::StrAppend(&line, " (refused: ", absl::StrJoin(refused, "; "), ")");
+  }
+  if (!pending.empty()) absl::StrAppend(&line, " (waiting: ", absl::StrJoin(pending, "; "), ")");
+  return line;
+}
+
+// Serves until a stop signal, the loss of a Lease, or every plugin refused; then stops the admin
+// API and the host. The exit code.
+int RunUntilStopped(manager::Host& host, std::unique_ptr<manager::HostAdmin> admin,
+                    const sigset_t& stop_signals, std::ostream& out, std::ostream& err) {
+  // "ready" once every plugin passed its handshake or was refused (FAILED, never restarted
+  // without an edit: a command that cannot be executed, a handshake refused) and every
+  // controller whose kinds are served runs with synced caches (scripts and tests wait for this
+  // line; refused plugins and controllers waiting for a CRD are named in it, and the refusals
+  // logged at error level; /readyz keeps failing while a plugin is refused); the host keeps
+  // running either way, so no script waits for ever for an operator that cannot start. Unless
+  // every plugin was refused: then nothing could ever run, and the host stops and fails.
+  common::Mutex ready_mu;
+  common::CondVar ready_cv;
+  bool stopping = false;
+  std::vector<std::string> refused;  // guarded by ready_mu
+  std::thread ready_thread([&] {
+    manager::Manager& manager = host.manager();
+    common::MutexLock lock(&ready_mu);
+    while (!stopping) {
+      refused = manager.AllPluginsRefused();
+      if (!refused.empty()) return;
+      std::optional<std::string> line = ReadyLine(host);
+      if (line.has_value()) {
+        out << *line << std::endl;
+        return;
+      }
+      common::Clock::Real()->WaitWithDeadline(&ready_mu, &ready_cv,
+                                              absl::Now() + absl::Milliseconds(100));
+    }
+  });
+  // Wait for a stop signal, or for the loss of the Lease: a leader that lost it exits (like
+  // client-go's OnStoppedLeading in controller-runtime) and is restarted as a standby.
+  int signal = 0;
+  std::string lost;
+  while (true) {
+    const timespec poll{0, 200 * 1000 * 1000};
+    const int got = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (got > 0) {
+      signal = got;
+      break;
+    }
+    lost = host.leadership_lost();
+    if (!lost.empty()) break;
+    common::MutexLock lock(&ready_mu);
+    if (!refused.empty()) break;
+  }
+  std::vector<std::string> failed_plugins;
+  {
+    common::MutexLock lock(&ready_mu);
+    failed_plugins = refused;
+  }
+  if (!failed_plugins.empty()) {
+    common::LogError("every plugin was refused; stopping",
+                     {{"plugins", absl::StrJoin(failed_plugins, "; ")}});
+  } else if (!lost.empty()) {
+    common::LogError("leadership lost: stopping (restart the host to stand by again)",
+                     {{"reason", lost}});
+  } else {
+    common::LogInfo("stopping", {{"signal", signal}});
+  }
+  {
+    common::MutexLock lock(&ready_mu);
+    stopping = true;
+    ready_cv.SignalAll();
+  }
+  ready_thread.join();
+  admin.reset();  // it borrows the host
+  host.Stop();
+  if (!failed_plugins.empty()) {
+    err << "error: every plugin was refused and none is restarted, so nothing can run:\n";
+    for (const std::string& why : failed_plugins) err << "  " << why << "\n";
+    err << "fix the plugins (ctrlhost run --preview checks their commands) and run again"
+        << std::endl;
+    return kExitFailure;
+  }
+  if (!lost.empty()) {
+    err << "error: leadership lost: " << lost << std::endl;
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagSet flags("ctrlhost run",
@@ -450,117 +486,8 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
                 "kubeconfig the embedded API server runs in-process with its data in "
                 "--data-dir; with one, the host works against that cluster.");
   RunFlags values;
-  flags.AddString("file", &values.file, "Operator file, or a directory of .yaml/.yml files")
-      .Short('f')
-      .Required()
-      .ValueName("PATH");
-  flags
-      .AddString("kubeconfig", &values.kubeconfig,
-                 "Cluster to work against; $KUBECONFIG when unset; without either, the embedded "
-                 "API server")
-      .ValueName("PATH");
-  flags
-      .AddString("data-dir", &values.data_dir,
-                 "Directory for the embedded API server's data and the admin socket")
-      .ValueName("DIR");
-  flags
-      .AddString("admin-socket", &values.admin_socket,
-                 "Unix socket of the admin API used by \"ctrlhost plugin\" and \"ctrlhost dump\"")
-      .ValueName("PATH")
-      .DefaultText("<data-dir>/admin.sock");
-  flags
-      .AddString("metrics-addr", &values.metrics_addr,
-                 "Address of the Prometheus metrics and health endpoints")
-      .ValueName("HOST:PORT");
-  flags
-      .AddString("apiserver-bind", &values.apiserver_bind,
-                 "Address the embedded API server listens on")
-      .ValueName("ADDRESS");
-  flags
-      .AddInt("apiserver-port", &values.apiserver_port, 0, 65535,
-              "Port of the embedded API server; 0 picks a free port")
-      .ValueName("PORT");
-  flags
-      .AddInt("apiserver-max-connections", &values.apiserver_max_connections, 1, 1000000,
-              "Open connections of the embedded API server at most (lowered at start to fit "
-              "the open-file limit; unauthenticated ones beyond 256 are closed oldest first)")
-      .ValueName("INT");
-  flags
-      .AddString("kube-api-qps", &values.kube_api_qps,
-                 "Client-side limit of requests per second to the API server (0: none); "
-                 "overrides spec.apiClient.qps")
-      .ValueName("QPS")
-      .DefaultText("50 against a cluster, none against the embedded server");
-  flags
-      .AddInt("kube-api-burst", &values.kube_api_burst, 1, 1 << 20,
-              "Burst of the client-side limit; overrides spec.apiClient.burst")
-      .ValueName("N")
-      .DefaultText("100");
-  flags
-      .AddDuration("watch-stale-after", &values.watch_stale_after,
-                   "How long a watch may fail (API server down, network) before /readyz reports "
-                   "its cache stale; a watch denied by RBAC fails /readyz at once")
-      .ValueName("DURATION");
-  flags
-      .AddString("plugin-user", &values.plugin_user,
-                 "User exec'd plugins run as: UID[:GID] for all, \"auto\" for one uid per plugin "
-                 "(from 200000), or \"host\" for the host's own user")
-      .ValueName("UID[:GID]|auto|host")
-      .DefaultText("auto when the host runs as root, else host");
-  flags.AddBool("plugin-landlock", &values.plugin_landlock,
-                "Hide the data dir, kubeconfigs and admin socket from exec'd plugins with Landlock "
-                "where the kernel has it (default true)");
-  flags
-      .AddInt("max-controllers", &values.max_controllers, 1, 100000,
-              "Controllers all plugins together may declare; a plugin whose Describe would go "
-              "past it is refused (per plugin: spec.plugins[].maxControllers, default 100)")
-      .ValueName("INT");
-  flags
-      .AddInt("max-reconcile-workers", &values.max_reconcile_workers, 1, 1000000,
-              "Reconcile worker threads all controllers together may take (the sum of their "
-              "maxConcurrentReconciles); a plugin that would go past it is refused")
-      .ValueName("INT");
-  flags.AddBool("leader-elect", &values.leader_elect,
-                "Run as one of several hosts of the same operators: only the holder of a "
-                "coordination.k8s.io/v1 Lease dispatches and writes; the others are warm standbys "
-                "(plugins started, caches synced); an operator document's spec.leaderElection "
-                "turns it on too, and each --leader-elect* flag given wins over that block. See "
-                "docs/operations.md");
-  flags
-      .AddDuration("leader-elect-lease-duration", &values.leader_elect_lease_duration,
-                   "How long standbys wait after the last renewal they saw before taking over")
-      .ValueName("DURATION");
-  flags
-      .AddDuration("leader-elect-renew-deadline", &values.leader_elect_renew_deadline,
-                   "How long the leader may fail to renew before it stops dispatching and "
-                   "writing (less than the lease duration)")
-      .ValueName("DURATION");
-  flags
-      .AddDuration("leader-elect-retry-period", &values.leader_elect_retry_period,
-                   "How often the leader renews and standbys try to acquire")
-      .ValueName("DURATION");
-  flags
-      .AddString("leader-elect-resource-name", &values.leader_elect_resource_name,
-                 "Name of the Lease")
-      .ValueName("NAME");
-  flags
-      .AddString("leader-elect-resource-namespace", &values.leader_elect_resource_namespace,
-                 "Namespace of the Lease")
-      .ValueName("NAMESPACE")
-      .DefaultText("$POD_NAMESPACE, else default");
-  flags
-      .AddString("leader-elect-identity", &values.leader_elect_identity,
-                 "This host's name in the Lease; must differ between hosts")
-      .ValueName("ID")
-      .DefaultText("$POD_NAME or the host name, + _ + 8 random hex digits");
-  flags
-      .AddString("shard-ring", &values.shard_ring,
-                 "Join this shard ring: controllers with sharding enabled reconcile only this "
-                 "host's share of their keys (one Lease per host; namespace, identity and timings "
-                 "from the --leader-elect-* flags; excludes --leader-elect). See "
-                 "docs/operations.md")
-      .ValueName("NAME");
-  flags.AddBool("preview", &values.preview, "Print what would run and exit without starting it");
+  AddRunFlags(flags, &values);
+  AddLeaderElectionFlags(flags, &values);
   CommonFlags common;
   AddCommonFlags(flags, &common);
   if (std::optional<int> exit = ParseCommandLine(flags, common, args, out, err)) return *exit;
@@ -591,89 +518,7 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   if (absl::Status s = ResolveLeaderElection(values, *operators, pod_namespace, &*plan); !s.ok()) {
     return Failure(std::string(s.message()), err);
   }
-
-  if (values.preview) {
-    // What the host would refuse at start is refused here too: the command as the host sees it,
-    // then as the user the plugin would run as (Bazel's output tree under a 0700 /root, say, is
-    // out of reach of uid 200000).
-    std::vector<std::string> problems;
-    std::map<std::string, std::string> users;  // "operator/plugin" -> "uid N" for the preview
-    uint32_t plugin_index = 0;  // the manager's start order: operators, then their plugins
-    for (const config::OperatorSpec& op : *operators) {
-      for (const config::PluginSpec& plugin : op.plugins) {
-        const std::optional<uid_t> uid = PluginUid(*plan, plugin_index++);
-        if (plugin.exec() == nullptr) continue;
-        users[absl::StrCat(op.name, "/", plugin.name)] =
-            uid.has_value() ? absl::StrCat("uid ", *uid) : "the host's user";
-        absl::Status s = CheckCommand(*plugin.exec());
-        if (s.ok()) s = plugin::CheckExecutable(PreviewProcessSpec(*plan, *plugin.exec(), uid));
-        if (!s.ok()) {
-          problems.push_back(absl::StrCat(op.location.ToString(), ": operator ", op.name,
-                                          ", plugin ", plugin.name, ": ", s.message()));
-        }
-      }
-    }
-    if (!problems.empty()) return Failure(absl::StrJoin(problems, "\n"), err);
-    out << "ctrlhost run: preview (nothing is started)\n";
-    if (plan->in_cluster) {
-      out << "API server: in-cluster (the Pod's service account, $KUBERNETES_SERVICE_HOST)\n";
-    } else if (plan->kubeconfigs.empty()) {
-      out << "API server: embedded, data in " << plan->data_dir << "\n";
-    } else {
-      out << "API server: the cluster of kubeconfig " << absl::StrJoin(plan->kubeconfigs, ":")
-          << " (from " << plan->kubeconfig_source << ")\n";
-    }
-    out << "operator files (" << plan->operator_files.size()
-        << (plan->from_directory ? absl::StrCat(", from directory ", values.file) : "") << "):\n";
-    for (const std::string& file : plan->operator_files) out << "  " << file << "\n";
-    for (const config::OperatorSpec& op : *operators) {
-      out << "operator " << op.name << " (" << op.location.ToString() << "):\n";
-      for (const config::PluginSpec& plugin : op.plugins) {
-        out << "  plugin " << plugin.name << ": "
-            << (plugin.exec() != nullptr ? absl::StrCat("exec ", plugin.exec()->command, " ",
-                                                        absl::StrJoin(plugin.exec()->args, " "))
-                                         : absl::StrCat("endpoint ", plugin.endpoint()->address))
-            << "\n";
-        if (auto it = users.find(absl::StrCat(op.name, "/", plugin.name)); it != users.end()) {
-          out << "    runs as " << it->second << "\n";
-        }
-      }
-    }
-    std::error_code error;
-    const fs::path socket = fs::absolute(plan->admin_socket, error);
-    const config::ApiClientSpec api_client = ResolveApiClient(*plan, *operators);
-    out << "API client limit: "
-        << (api_client.qps.has_value()
-                ? (*api_client.qps == 0 ? std::string("no QPS limit")
-                                        : absl::StrCat(*api_client.qps, " QPS"))
-                : std::string("default QPS"))
-        << ", burst "
-        << (api_client.burst.has_value() ? absl::StrCat(*api_client.burst) : std::string("default"))
-        << "\n";
-    out << "admin API: unix://" << (error ? plan->admin_socket : socket.string()) << "\n"
-        << "metrics: http://" << plan->metrics_addr << "/metrics\n";
-    if (plan->leader_election.has_value()) {
-      const manager::LeaderElectionOptions& le = *plan->leader_election;
-      out << "leader election: Lease " << le.lease_namespace << "/" << le.lease_name
-          << ", identity " << le.identity << ", lease " << absl::FormatDuration(le.lease_duration)
-          << ", renew deadline " << absl::FormatDuration(le.renew_deadline) << ", retry "
-          << absl::FormatDuration(le.retry_period) << "\n";
-    }
-    for (const auto& [op, le] : plan->operator_leases) {
-      out << "leader election of operator " << op << ": Lease " << le.lease_namespace << "/"
-          << le.lease_name << ", identity " << le.identity << ", lease "
-          << absl::FormatDuration(le.lease_duration) << ", renew deadline "
-          << absl::FormatDuration(le.renew_deadline) << ", retry "
-          << absl::FormatDuration(le.retry_period) << "\n";
-    }
-    if (plan->shard_ring.has_value()) {
-      const manager::ShardRingOptions& ring = *plan->shard_ring;
-      out << "shard ring: " << ring.ring << ", Lease " << ring.lease_namespace << "/"
-          << manager::ShardLeaseName(ring.ring, ring.identity) << ", identity " << ring.identity
-          << "\n";
-    }
-    return kExitOk;
-  }
+  if (values.preview) return RunPreview(values, *plan, *operators, out, err);
 
   // Block the stop signals before any thread starts, then wait for them on this thread.
   sigset_t stop_signals;
@@ -686,150 +531,18 @@ int RunRunCommand(const std::vector<std::string>& args, std::ostream& out, std::
   // open files through /proc (ptrace access needs CAP_SYS_PTRACE then; plugins have none).
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
-  manager::HostOptions options;
-  options.operators = *std::move(operators);
-  options.operator_path = values.file;  // watched: edits are applied live
-  options.admin_socket = plan->admin_socket;
-  options.kubeconfigs = plan->kubeconfigs;
-  options.in_cluster = plan->in_cluster;
-  options.data_dir = plan->data_dir;
-  options.apiserver.bind = values.apiserver_bind;
-  options.apiserver.port = static_cast<int>(values.apiserver_port);
-  options.apiserver.max_connections = static_cast<size_t>(values.apiserver_max_connections);
-  options.watch_stale_after = plan->watch_stale_after;
-  options.plugin_uid = plan->plugin_uid;
-  options.plugin_gid = plan->plugin_gid;
-  options.plugin_uid_per_plugin = plan->plugin_uid_per_plugin;
-  options.plugin_landlock = values.plugin_landlock;
-  options.max_controllers = static_cast<int>(values.max_controllers);
-  options.max_reconcile_workers = static_cast<int>(values.max_reconcile_workers);
-  const size_t colon = plan->metrics_addr.rfind(':');
-  options.metrics_bind = plan->metrics_addr.substr(0, colon);
-  options.metrics_port = std::atoi(plan->metrics_addr.c_str() + colon + 1);
-  const config::ApiClientSpec api_client = ResolveApiClient(*plan, options.operators);
-  options.api_qps = api_client.qps;
-  options.api_burst = api_client.burst;
-  options.leader_election = plan->leader_election;
-  options.operator_leases = plan->operator_leases;
-  options.shard_ring = plan->shard_ring;
-  absl::StatusOr<std::unique_ptr<manager::Host>> host = manager::Host::Start(std::move(options));
+  absl::StatusOr<std::unique_ptr<manager::Host>> host =
+      manager::Host::Start(HostOptionsFor(values, *plan, *std::move(operators)));
   if (!host.ok()) return Failure(host.status().ToString(), err);
-  if ((*host)->embedded()) {
-    out << "API server listening on " << (*host)->api_url() << std::endl
-        << "kubeconfig: " << (*host)->kubeconfig_path() << std::endl;
-  } else {
-    // Said twice (stdout and the log) so a $KUBECONFIG left set never goes unnoticed.
-    out << "API server: " << (*host)->api_url() << std::endl
-        << ClusterOriginLine(*plan, (*host)->api_url()) << std::endl;
-    common::LogInfo("working against a cluster",
-                    {{"api_server", (*host)->api_url()},
-                     {"kubeconfig", absl::StrJoin(plan->kubeconfigs, ":")},
-                     {"from", plan->kubeconfig_source}});
+  // The executable wires the host to its admin API (the host does not know it).
+  absl::StatusOr<std::unique_ptr<manager::HostAdmin>> admin =
+      manager::ServeHostAdmin(host->get(), plan->admin_socket);
+  if (!admin.ok()) {
+    (*host)->Stop();
+    return Failure(admin.status().ToString(), err);
   }
-  out << "metrics: " << (*host)->metrics_url() << std::endl;
-  if (plan->leader_election.has_value()) {
-    out << "leader election: Lease " << plan->leader_election->lease_namespace << "/"
-        << plan->leader_election->lease_name << ", identity " << plan->leader_election->identity
-        << " (standby until it holds the Lease)" << std::endl;
-  }
-  for (const auto& [op, le] : plan->operator_leases) {
-    out << "leader election of operator " << op << ": Lease " << le.lease_namespace << "/"
-        << le.lease_name << ", identity " << le.identity
-        << " (the operator stands by until this host holds its Lease)" << std::endl;
-  }
-  if (plan->shard_ring.has_value()) {
-    out << "shard ring: " << plan->shard_ring->ring << ", identity " << plan->shard_ring->identity
-        << std::endl;
-  }
-
-  // "ready" once every plugin passed its handshake or was refused (FAILED, never restarted
-  // without an edit: a command that cannot be executed, a handshake refused) and every
-  // controller whose kinds are served runs with synced caches (scripts and tests wait for this
-  // line; refused plugins and controllers waiting for a CRD are named in it, and the refusals
-  // logged at error level; /readyz keeps failing while a plugin is refused); the host keeps
-  // running either way, so no script waits for ever for an operator that cannot start. Unless
-  // every plugin was refused: then nothing could ever run, and the host stops and fails.
-  common::Mutex ready_mu;
-  common::CondVar ready_cv;
-  bool stopping = false;
-  std::vector<std::string> refused;  // guarded by ready_mu
-  std::thread ready_thread([&] {
-    manager::Manager& manager = (*host)->manager();
-    common::MutexLock lock(&ready_mu);
-    while (!stopping) {
-      refused = manager.AllPluginsRefused();
-      if (!refused.empty()) return;
-      std::vector<std::string> pending;
-      std::vector<std::string> some_refused;
-      // Not before the API server answered discovery (its controllers would all be pending).
-      if ((*host)->ApiServerCheck().ok() && manager.Started(&pending, &some_refused).ok()) {
-        if (!some_refused.empty()) {
-          common::LogError(
-              "ready without the refused plugins: the other plugins and operators run; fix "
-              "these and edit the operator file (or swap the plugin) to start them",
-              {{"refused", absl::StrJoin(some_refused, "; ")}});
-        }
-        out << "ready";
-        if (!some_refused.empty()) {
-          out << " (refused: " << absl::StrJoin(some_refused, "; ") << ")";
-        }
-        if (!pending.empty()) out << " (waiting: " << absl::StrJoin(pending, "; ") << ")";
-        out << std::endl;
-        return;
-      }
-      common::Clock::Real()->WaitWithDeadline(&ready_mu, &ready_cv,
-                                              absl::Now() + absl::Milliseconds(100));
-    }
-  });
-  // Wait for a stop signal, or for the loss of the Lease: a leader that lost it exits (like
-  // client-go's OnStoppedLeading in controller-runtime) and is restarted as a standby.
-  int signal = 0;
-  std::string lost;
-  while (true) {
-    const timespec poll{0, 200 * 1000 * 1000};
-    const int got = sigtimedwait(&stop_signals, nullptr, &poll);
-    if (got > 0) {
-      signal = got;
-      break;
-    }
-    lost = (*host)->leadership_lost();
-    if (!lost.empty()) break;
-    common::MutexLock lock(&ready_mu);
-    if (!refused.empty()) break;
-  }
-  std::vector<std::string> failed_plugins;
-  {
-    common::MutexLock lock(&ready_mu);
-    failed_plugins = refused;
-  }
-  if (!failed_plugins.empty()) {
-    common::LogError("every plugin was refused; stopping",
-                     {{"plugins", absl::StrJoin(failed_plugins, "; ")}});
-  } else if (!lost.empty()) {
-    common::LogError("leadership lost: stopping (restart the host to stand by again)",
-                     {{"reason", lost}});
-  } else {
-    common::LogInfo("stopping", {{"signal", signal}});
-  }
-  {
-    common::MutexLock lock(&ready_mu);
-    stopping = true;
-    ready_cv.SignalAll();
-  }
-  ready_thread.join();
-  (*host)->Stop();
-  if (!failed_plugins.empty()) {
-    err << "error: every plugin was refused and none is restarted, so nothing can run:\n";
-    for (const std::string& why : failed_plugins) err << "  " << why << "\n";
-    err << "fix the plugins (ctrlhost run --preview checks their commands) and run again"
-        << std::endl;
-    return kExitFailure;
-  }
-  if (!lost.empty()) {
-    err << "error: leadership lost: " << lost << std::endl;
-    return kExitFailure;
-  }
-  return kExitOk;
+  PrintStarted(**host, *plan, out);
+  return RunUntilStopped(**host, *std::move(admin), stop_signals, out, err);
 }
 
 }  // namespace ctrlhost::exe

@@ -7,6 +7,12 @@
 // PlanRun() turns the flags into what the host would start, validating every path first, so the
 // command line is checked before anything runs (and can be tested without running anything).
 //
+// RunRunCommand is the composition root of a running host, in steps: flag parsing, the plan
+// (PlanRun, then the operator files and ResolveLeaderElection: cmd_run_plan.cc), --preview, then
+// manager::Host::Start with the plan's HostOptions, the admin API served over the host
+// (manager::ServeHostAdmin: the host does not know the admin backend), and the run loop until a
+// stop signal, a lost Lease or every plugin refused; the admin API stops before the host.
+//
 // Thread-compatible.
 #ifndef CTRLHOST_RUNTIME_EXE_CMD_RUN_H_
 #define CTRLHOST_RUNTIME_EXE_CMD_RUN_H_

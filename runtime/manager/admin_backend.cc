@@ -9,7 +9,10 @@
 #include "absl/time/clock.h"
 #include "ctrlhost/admin/v1alpha1/adminpb.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/paths.h"
 #include "runtime/common/proto_time.h"
+#include "runtime/common/status_macros.h"
 #include "runtime/manager/host.h"
 
 namespace ctrlhost::manager {
@@ -377,6 +380,32 @@ absl::StatusOr<adminpb::DumpStateResponse> HostAdminBackend::DumpState(
   out.set_yaml(host_->manager().DumpYaml());
   SetTime(absl::Now(), out.mutable_taken_at());
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<HostAdmin>> ServeHostAdmin(Host* host,
+                                                          const std::string& socket_path) {
+  auto admin = std::make_unique<HostAdmin>(host);
+  const std::string path = common::AbsolutePath(socket_path);
+  if (path.size() > 107) {
+    // A Unix socket address holds 107 bytes: the host still does its job without the admin API.
+    common::LogWarning(
+        "admin API not served: its socket path is too long for a Unix socket (set "
+        "--admin-socket to a shorter path)",
+        {{"path", path}});
+    return admin;
+  }
+  if (path.empty()) return admin;
+  admin::AdminServerOptions options;
+  options.socket_path = path;
+  options.backend = &admin->backend;
+  options.require_token = true;  // plugins of the host's own user can connect()
+  ASSIGN_OR_RETURN(admin->server, admin::AdminServer::Start(options));
+  return admin;
+}
+
+std::vector<std::string> AdminSocketFiles(const std::string& socket_path) {
+  if (socket_path.empty()) return {};
+  return {socket_path, admin::TokenPathFor(socket_path)};
 }
 
 }  // namespace ctrlhost::manager

@@ -172,6 +172,75 @@ int ControllerGroup::RetryPending() {
   return started;
 }
 
+absl::StatusOr<ControllerGroup::RunnerPlan> ControllerGroup::PlanRunner(
+    const Controller& c, controller::ControllerInfo* info) const {
+  const pluginpb::ControllerSpec& spec = c.spec;
+  RunnerPlan plan;
+  controller::RunnerOptions& options = plan.options;
+  std::vector<std::string> namespaces(spec.namespaces().begin(), spec.namespaces().end());
+  plan.selector = spec.label_selector();
+  options.max_concurrent_reconciles =
+      spec.max_concurrent_reconciles() > 0 ? static_cast<int>(spec.max_concurrent_reconciles()) : 1;
+  if (c.override_spec.has_value()) {
+    const config::ControllerSpec& o = *c.override_spec;
+    info->host_status = o.host_status;
+    if (!o.namespaces.empty()) namespaces = o.namespaces;
+    if (!o.label_selector.empty()) plan.selector = o.label_selector;
+    if (o.max_concurrent_reconciles.has_value()) {
+      options.max_concurrent_reconciles = *o.max_concurrent_reconciles;
+    }
+    if (o.sharded) {
+      if (deps_.shard_gate == nullptr) {
+        return absl::FailedPreconditionError(
+            "sharding is enabled for this controller but the host is in no shard ring (ctrlhost "
+            "run --shard-ring)");
+      }
+      options.key_gate = deps_.shard_gate;
+    }
+    if (o.rate_limit.has_value()) {
+      const config::RateLimitSpec& r = *o.rate_limit;
+      if (r.qps.has_value()) options.queue.qps = *r.qps;
+      if (r.burst.has_value()) options.queue.burst = *r.burst;
+      if (r.base_delay.has_value()) options.queue.base_delay = *r.base_delay;
+      if (r.max_delay.has_value()) options.queue.max_delay = *r.max_delay;
+    }
+  }
+  options.predicates = spec.predicates();
+  options.include_children = spec.request_contents().children();
+  options.include_related = spec.request_contents().related_objects();
+  options.namespaces = std::move(namespaces);
+  options.clock = clock_;
+  return plan;
+}
+
+absl::StatusOr<ControllerGroup::Watches> ControllerGroup::AcquireWatches(
+    const controller::ControllerInfo& info, const pluginpb::ControllerSpec& spec,
+    const std::vector<kube::ResourceMapping>& watched, const std::string& primary_namespace,
+    const std::string& selector) {
+  Watches out;
+  std::vector<watch::ReflectorHandle>& handles = out.handles;
+  std::vector<watch::WatchKey>& keys = out.keys;
+  keys.push_back(KeyFor(info.primary, primary_namespace, selector));
+  ASSIGN_OR_RETURN(watch::ReflectorHandle primary, deps_.registry->Acquire(keys.back()));
+  handles.push_back(std::move(primary));
+  // Children live in their primary's namespace, so a controller held to one namespace watches
+  // its namespaced owned kinds there too: a namespace-scoped Role is then enough to run it.
+  for (const controller::OwnedResource& owned : info.owns) {
+    const bool primary_namespaced = info.primary.namespaced && !primary_namespace.empty();
+    keys.push_back(KeyFor(owned.mapping,
+                          primary_namespaced && owned.mapping.namespaced ? primary_namespace : "",
+                          ""));
+    ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
+    handles.push_back(std::move(h));
+  }
+  for (int i = 0; i < spec.watches_size(); ++i) {
+    keys.push_back(KeyFor(watched[i], "", spec.watches(i).label_selector()));
+    ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
+    handles.push_back(std::move(h));
+  }
+  return out;
+}
+
 absl::Status ControllerGroup::StartController(Controller& c) {
   const pluginpb::ControllerSpec& spec = c.spec;
   controller::ControllerInfo& info = c.info;
@@ -196,40 +265,9 @@ absl::Status ControllerGroup::StartController(Controller& c) {
     watched.push_back(std::move(mapping));
   }
 
-  std::vector<std::string> namespaces(spec.namespaces().begin(), spec.namespaces().end());
-  std::string selector = spec.label_selector();
-  controller::RunnerOptions options;
-  options.max_concurrent_reconciles =
-      spec.max_concurrent_reconciles() > 0 ? static_cast<int>(spec.max_concurrent_reconciles()) : 1;
-  if (c.override_spec.has_value()) {
-    const config::ControllerSpec& o = *c.override_spec;
-    info.host_status = o.host_status;
-    if (!o.namespaces.empty()) namespaces = o.namespaces;
-    if (!o.label_selector.empty()) selector = o.label_selector;
-    if (o.max_concurrent_reconciles.has_value()) {
-      options.max_concurrent_reconciles = *o.max_concurrent_reconciles;
-    }
-    if (o.sharded) {
-      if (deps_.shard_gate == nullptr) {
-        return absl::FailedPreconditionError(
-            "sharding is enabled for this controller but the host is in no shard ring (ctrlhost "
-            "run --shard-ring)");
-      }
-      options.key_gate = deps_.shard_gate;
-    }
-    if (o.rate_limit.has_value()) {
-      const config::RateLimitSpec& r = *o.rate_limit;
-      if (r.qps.has_value()) options.queue.qps = *r.qps;
-      if (r.burst.has_value()) options.queue.burst = *r.burst;
-      if (r.base_delay.has_value()) options.queue.base_delay = *r.base_delay;
-      if (r.max_delay.has_value()) options.queue.max_delay = *r.max_delay;
-    }
-  }
-  options.predicates = spec.predicates();
-  options.include_children = spec.request_contents().children();
-  options.include_related = spec.request_contents().related_objects();
-  options.namespaces = namespaces;
-  options.clock = clock_;
+  ASSIGN_OR_RETURN(RunnerPlan plan, PlanRunner(c, &info));
+  controller::RunnerOptions& options = plan.options;
+  const std::vector<std::string>& namespaces = options.namespaces;
 
   // A bad cron expression keeps the controller pending (with the parser's message).
   ASSIGN_OR_RETURN(controller::SchedulerOptions schedule,
@@ -238,26 +276,10 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   schedule.clock = clock_;
   // One namespace: watch only it; several: watch all and let the runner filter.
   std::string primary_namespace = namespaces.size() == 1 ? namespaces[0] : "";
-  std::vector<watch::ReflectorHandle> handles;
-  std::vector<watch::WatchKey> keys;
-  keys.push_back(KeyFor(info.primary, primary_namespace, selector));
-  ASSIGN_OR_RETURN(watch::ReflectorHandle primary, deps_.registry->Acquire(keys.back()));
-  handles.push_back(std::move(primary));
-  // Children live in their primary's namespace, so a controller held to one namespace watches
-  // its namespaced owned kinds there too: a namespace-scoped Role is then enough to run it.
-  for (const controller::OwnedResource& owned : info.owns) {
-    const bool primary_namespaced = info.primary.namespaced && !primary_namespace.empty();
-    keys.push_back(KeyFor(owned.mapping,
-                          primary_namespaced && owned.mapping.namespaced ? primary_namespace : "",
-                          ""));
-    ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
-    handles.push_back(std::move(h));
-  }
-  for (int i = 0; i < spec.watches_size(); ++i) {
-    keys.push_back(KeyFor(watched[i], "", spec.watches(i).label_selector()));
-    ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
-    handles.push_back(std::move(h));
-  }
+  ASSIGN_OR_RETURN(Watches acquired,
+                   AcquireWatches(info, spec, watched, primary_namespace, plan.selector));
+  std::vector<watch::ReflectorHandle>& handles = acquired.handles;
+  std::vector<watch::WatchKey>& keys = acquired.keys;
 
   controller::RunnerSources sources;
   sources.primary = &handles[0]->store();

@@ -144,6 +144,26 @@ class ControllerGroup {
   // Resolves kinds, acquires reflectors, builds and starts the runner. kNotFound while a kind
   // is not served (the controller stays pending); other errors are logged and also retried.
   absl::Status StartController(Controller& c);
+  // StartController's steps. The runner's options (the plugin's declaration, the operator
+  // file's override applied; sets info->host_status) and the primary's label selector;
+  // FailedPrecondition for a sharded controller in a host without a shard ring.
+  struct RunnerPlan {
+    controller::RunnerOptions options;
+    std::string selector;
+  };
+  absl::StatusOr<RunnerPlan> PlanRunner(const Controller& c,
+                                        controller::ControllerInfo* info) const;
+  // The reflectors of the primary, the owned kinds and the watched kinds, in that order, from the
+  // shared registry, with their keys. Handles acquired before an error are released with it.
+  struct Watches {
+    std::vector<watch::ReflectorHandle> handles;
+    std::vector<watch::WatchKey> keys;
+  };
+  absl::StatusOr<Watches> AcquireWatches(const controller::ControllerInfo& info,
+                                         const pluginpb::ControllerSpec& spec,
+                                         const std::vector<kube::ResourceMapping>& watched,
+                                         const std::string& primary_namespace,
+                                         const std::string& selector);
   void StopController(Controller& c, absl::Duration timeout, std::vector<std::string>* unrun);
   // deps_.routed's dispatcher for `controller`, else deps_.dispatcher.
   controller::Dispatcher* DispatcherFor(const std::string& controller) const;

@@ -95,6 +95,19 @@ void FencedDispatcher::Dispatch(pluginpb::ReconcileCall call, absl::Time deadlin
 }
 
 namespace {
+// The calling thread's write fence. Why a thread-local and not a parameter: the fence must reach
+// kube::RestClient's write path (RestClientOptions::write_fence, consulted before each write and
+// to cut its deadline) through the applier, the API client and every helper between them, whose
+// interfaces know nothing of operators; one host-wide client serves every operator.
+// Contract:
+// - Set only by ScopedWriteFence, which FencedApplier places around each of its calls into the
+//   shared applier (Apply, EnsureFinalizer, RecordTerminal): for the duration of that one call,
+//   on the runner worker thread that makes it; restored (nesting) when the call returns.
+// - Read only by CurrentWriteDeadline() on that same thread, from the write_fence the host
+//   installs on its API client with per-operator Leases (host.cc): the applier writes
+//   synchronously on the calling thread, so every write of a fenced call sees its fence.
+// - Outside a scope it is null: writes of the host itself (leader election and the shard ring
+//   have clients of their own) and of operators without a Lease are not fenced here.
 thread_local const Fence* current_write_fence = nullptr;
 }  // namespace
 

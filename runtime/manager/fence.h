@@ -93,7 +93,8 @@ class Fence {
 
 // Installs `fence` as the calling thread's write fence until destroyed (nests: the previous one
 // comes back). Used by FencedApplier around the applier's calls, which write on the calling
-// thread. Not shared across threads (it is the thread's own state).
+// thread. Not shared across threads (it is the thread's own state): who sets it, for how long
+// and who reads it is written at its declaration in fence.cc.
 class ScopedWriteFence {
  public:
   explicit ScopedWriteFence(const Fence* fence);

@@ -60,27 +60,48 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
     common::MutexLock lock(&host->mu_);
     host->leader_blocks_seen_ = host->leader_blocks_at_start_;
   }
+  ASSIGN_OR_RETURN(kube::RestConfig rest_config, host->ConnectApiServer(options));
+  RETURN_IF_ERROR(host->SetUpOperatorLeases(options, rest_config));
+  if (!host->operator_leases_.empty()) {
+    host->operator_set_at_start_ = OperatorSet(options.operators);
+  }
+  RETURN_IF_ERROR(host->SetUpLeaderElection(options, rest_config));
+  RETURN_IF_ERROR(host->SetUpShardRing(options, rest_config));
+  RETURN_IF_ERROR(host->StartClientAndHealth(options, std::move(rest_config)));
+  RETURN_IF_ERROR(host->StartManager(options));
+  RETURN_IF_ERROR(host->StartLeaderElector(options));
+  RETURN_IF_ERROR(host->StartOperatorElectors(options));
+  host->StartShardRing();
+  host->StartBackgroundThreads(options);
+  return host;
+}
+
+absl::StatusOr<kube::RestConfig> Host::ConnectApiServer(const HostOptions& options) {
   kube::RestConfig rest_config;
   if (options.kubeconfigs.empty() && options.in_cluster) {
     ASSIGN_OR_RETURN(rest_config, kube::InClusterConfig());
-    host->api_url_ = rest_config.host;
+    api_url_ = rest_config.host;
   } else if (options.kubeconfigs.empty()) {
     apiserver::ApiServerOptions server_options = options.apiserver;
     server_options.data_dir = options.data_dir;
-    ASSIGN_OR_RETURN(host->apiserver_, apiserver::ApiServer::Start(server_options));
-    host->api_url_ = host->apiserver_->url();
-    ASSIGN_OR_RETURN(rest_config, kube::LoadKubeconfigFile(host->apiserver_->kubeconfig_path()));
+    ASSIGN_OR_RETURN(apiserver_, apiserver::ApiServer::Start(server_options));
+    api_url_ = apiserver_->url();
+    ASSIGN_OR_RETURN(rest_config, kube::LoadKubeconfigFile(apiserver_->kubeconfig_path()));
     // The host's own token (memory only, never in the kubeconfig users and plugins may read):
     // its requests take seats of their own, so users cannot starve the host's informers,
     // leader election or writes (docs/apiserver.md, "Priority levels and seats").
-    rest_config.bearer_token = host->apiserver_->system_token();
+    rest_config.bearer_token = apiserver_->system_token();
     rest_config.token_file.reset();
   } else {
     ASSIGN_OR_RETURN(rest_config, kube::LoadKubeconfigFiles(options.kubeconfigs, options.context));
-    host->api_url_ = rest_config.host;
+    api_url_ = rest_config.host;
   }
+  return rest_config;
+}
+
+kube::RestClientOptions Host::ApiClientOptions(const HostOptions& options) const {
   kube::RestClientOptions rest_options = options.rest;
-  if (host->apiserver_ != nullptr) {
+  if (apiserver_ != nullptr) {
     // The embedded server is ours alone: no client-side rate limit unless one is configured (a
     // real cluster keeps the default 50 QPS / burst 100, like a well-behaved
     // controller-runtime manager).
@@ -91,104 +112,55 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   // One pooled connection per concurrent worker at least: a request that finds no idle
   // connection opens a new TLS connection, which costs far more than the request.
   rest_options.max_idle_connections = std::max<size_t>(rest_options.max_idle_connections, 64);
-  if (!options.operator_leases.empty()) {
-    if (options.leader_election.has_value() || options.shard_ring.has_value()) {
-      return absl::InvalidArgumentError(
-          "per-operator Leases exclude the host-wide Lease and a shard ring");
-    }
-    absl::Duration shortest_retry = absl::InfiniteDuration();
-    for (auto& [op, le] : options.operator_leases) {
-      if (absl::Status s = ValidateLeaderElection(le); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("operator ", op, ": ", s.message()));
-      }
-      auto lease = std::make_unique<OperatorLease>();
-      lease->operator_name = op;
-      lease->fence = std::make_unique<Fence>(le.clock);
-      host->operator_leases_.push_back(std::move(lease));
-      shortest_retry = std::min(shortest_retry, le.retry_period);
-    }
-    host->operator_set_at_start_ = OperatorSet(options.operators);
+  if (!operator_leases_.empty()) {
     // Writes are fenced per operator: the applier of an operator with a Lease installs its
     // fence on the writing thread (FencedApplier), which this check reads.
     rest_options.write_fence = [] { return CurrentWriteDeadline(); };
-    kube::RestClientOptions elector_options;  // as for the host-wide elector, below
-    elector_options.qps = 0;
-    elector_options.timeout = shortest_retry;
-    elector_options.max_idle_connections = 2 * options.operator_leases.size();
-    elector_options.user_agent = absl::StrCat(rest_options.user_agent, "/leader-election");
-    ASSIGN_OR_RETURN(host->elector_rest_, kube::RestClient::Create(rest_config, elector_options));
-    host->elector_client_ = std::make_unique<kube::Client>(host->elector_rest_.get());
   }
-  if (options.leader_election.has_value()) {
-    RETURN_IF_ERROR(ValidateLeaderElection(*options.leader_election));
-    host->fence_ = std::make_unique<Fence>(options.leader_election->clock);
-    Fence* fence = host->fence_.get();
+  if (fence_ != nullptr) {
+    Fence* fence = fence_.get();
     rest_options.write_fence = [fence] { return fence->WriteDeadline(); };
-    // The elector's own client: never throttled behind the controllers' requests, never
-    // fenced, each request bounded near retryPeriod so that a hung connection cannot hold a
-    // renewal past renewDeadline.
-    kube::RestClientOptions elector_options;
-    elector_options.qps = 0;
-    elector_options.timeout = options.leader_election->retry_period;
-    elector_options.max_idle_connections = 2;
-    elector_options.user_agent = absl::StrCat(rest_options.user_agent, "/leader-election");
-    ASSIGN_OR_RETURN(host->elector_rest_, kube::RestClient::Create(rest_config, elector_options));
-    host->elector_client_ = std::make_unique<kube::Client>(host->elector_rest_.get());
   }
-  if (options.shard_ring.has_value()) {
-    if (options.leader_election.has_value()) {
-      return absl::InvalidArgumentError("a shard ring and leader election exclude each other");
-    }
-    RETURN_IF_ERROR(ValidateShardRing(*options.shard_ring));
-    // The ring's own client, for the same reasons as the elector's.
-    kube::RestClientOptions ring_options;
-    ring_options.qps = 0;
-    ring_options.timeout = options.shard_ring->retry_period;
-    ring_options.max_idle_connections = 2;
-    ring_options.user_agent = absl::StrCat(rest_options.user_agent, "/shard-ring");
-    ASSIGN_OR_RETURN(host->ring_rest_, kube::RestClient::Create(rest_config, ring_options));
-    host->ring_client_ = std::make_unique<kube::Client>(host->ring_rest_.get());
-    Host* raw = host.get();
-    ASSIGN_OR_RETURN(host->ring_,
-                     ShardRing::Create(host->ring_client_.get(), *options.shard_ring,
-                                       [raw](const std::vector<std::string>& old_view,
-                                             const std::vector<std::string>& new_view) {
-                                         raw->OnShardViewChange(old_view, new_view);
-                                       }));
-  }
-  ASSIGN_OR_RETURN(host->rest_, kube::RestClient::Create(std::move(rest_config), rest_options));
-  host->client_ = std::make_unique<kube::Client>(host->rest_.get());
-  host->discovery_ = std::make_unique<kube::Discovery>(host->rest_.get());
+  return rest_options;
+}
+
+absl::Status Host::StartClientAndHealth(const HostOptions& options, kube::RestConfig rest_config) {
+  ASSIGN_OR_RETURN(rest_,
+                   kube::RestClient::Create(std::move(rest_config), ApiClientOptions(options)));
+  client_ = std::make_unique<kube::Client>(rest_.get());
+  discovery_ = std::make_unique<kube::Discovery>(rest_.get());
   // Health endpoints first: they answer while the first discovery waits on a slow server.
-  host->metrics_ = std::make_unique<observe::MetricsRegistry>();
+  metrics_ = std::make_unique<observe::MetricsRegistry>();
   observe::ObserveServerOptions observe_options;
   observe_options.bind = options.metrics_bind;
   observe_options.port = options.metrics_port;
-  observe_options.metrics = host->metrics_.get();
-  ASSIGN_OR_RETURN(host->observe_, observe::ObserveServer::Start(observe_options));
-  Host* raw_host = host.get();
+  observe_options.metrics = metrics_.get();
+  ASSIGN_OR_RETURN(observe_, observe::ObserveServer::Start(observe_options));
   {
-    common::MutexLock lock(&host->mu_);
-    host->api_error_ = absl::UnavailableError("first discovery in progress");
-    host->api_failing_since_ = absl::Now();
+    common::MutexLock lock(&mu_);
+    api_error_ = absl::UnavailableError("first discovery in progress");
+    api_failing_since_ = absl::Now();
   }
-  host->observe_->SetReadyCheck("api-server", [raw_host] { return raw_host->ApiServerCheck(); });
-  if (absl::Status s = host->discovery_->Refresh(); s.ok()) {
-    common::MutexLock lock(&host->mu_);
-    host->api_error_ = absl::OkStatus();
+  observe_->SetReadyCheck("api-server", [this] { return ApiServerCheck(); });
+  if (absl::Status s = discovery_->Refresh(); s.ok()) {
+    common::MutexLock lock(&mu_);
+    api_error_ = absl::OkStatus();
   } else {
     // Not fatal: the host serves its health endpoints and starts its controllers once the
     // server answers (a host started before its cluster, or during an outage, recovers alone).
     common::LogWarning(
         "API server unreachable at start; retrying discovery (controllers wait for it)",
-        {{"api_server", host->api_url_}, {"error", s.message()}});
-    common::MutexLock lock(&host->mu_);
-    host->api_error_ = s;
+        {{"api_server", api_url_}, {"error", s.message()}});
+    common::MutexLock lock(&mu_);
+    api_error_ = s;
   }
+  return absl::OkStatus();
+}
 
+absl::Status Host::StartManager(const HostOptions& options) {
   ManagerOptions manager_options;
-  manager_options.client = host->client_.get();
-  manager_options.discovery = host->discovery_.get();
+  manager_options.client = client_.get();
+  manager_options.discovery = discovery_.get();
   manager_options.data_dir = options.data_dir;
   manager_options.host_version = options.host_version;
   manager_options.watch_stale_after = options.watch_stale_after;
@@ -199,149 +171,38 @@ absl::StatusOr<std::unique_ptr<Host>> Host::Start(HostOptions options) {
   manager_options.max_controllers = options.max_controllers;
   manager_options.max_reconcile_workers = options.max_reconcile_workers;
   manager_options.plugin_hidden_paths = options.kubeconfigs;
-  if (!options.admin_socket.empty()) {
-    manager_options.plugin_hidden_paths.push_back(options.admin_socket);
-    manager_options.plugin_hidden_paths.push_back(options.admin_socket + ".token");
-  }
-  manager_options.api_reachable = [raw_host] { return raw_host->ApiServerCheck().ok(); };
+  manager_options.plugin_hidden_paths.insert(manager_options.plugin_hidden_paths.end(),
+                                             options.plugin_hidden_paths.begin(),
+                                             options.plugin_hidden_paths.end());
+  manager_options.api_reachable = [this] { return ApiServerCheck().ok(); };
   manager_options.dispatching = !options.leader_election.has_value();
-  manager_options.fence = host->fence_.get();
-  for (const auto& lease : host->operator_leases_) {
+  manager_options.fence = fence_.get();
+  for (const auto& lease : operator_leases_) {
     manager_options.operator_fences[lease->operator_name] = lease->fence.get();
   }
-  manager_options.shard_gate = host->ring_.get();
-  ASSIGN_OR_RETURN(host->manager_, Manager::Create(manager_options));
-  Manager* manager = host->manager_.get();
-  host->provider_ = host->metrics_->AddProvider([manager, raw_host](observe::Figures& figures) {
+  manager_options.shard_gate = ring_.get();
+  ASSIGN_OR_RETURN(manager_, Manager::Create(manager_options));
+  Manager* manager = manager_.get();
+  provider_ = metrics_->AddProvider([this, manager](observe::Figures& figures) {
     manager->Collect(figures);
-    raw_host->CollectConnections(figures);
+    CollectConnections(figures);
   });
-  host->observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
-  host->observe_->SetDumpProvider([manager, raw_host]() -> absl::StatusOr<std::string> {
-    return absl::StrCat(manager->DumpYaml(), raw_host->LeaderDump(), raw_host->OperatorLeasesDump(),
-                        raw_host->ShardDump());
+  observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
+  observe_->SetDumpProvider([this, manager]() -> absl::StatusOr<std::string> {
+    return absl::StrCat(manager->DumpYaml(), LeaderDump(), OperatorLeasesDump(), ShardDump());
   });
-  RETURN_IF_ERROR(host->manager_->Start(options.operators));
-  if (options.leader_election.has_value()) {
-    host->leader_gauge_ =
-        &prometheus::BuildGauge()
-             .Name("leader_election_master_status")
-             .Help("1 while this host holds the leader-election Lease named by `name`, else 0")
-             .Register(host->metrics_->registry())
-             .Add({{"name", options.leader_election->lease_name}});
-    LeaderCallbacks callbacks;
-    callbacks.on_started_leading = [raw_host](absl::Time valid_until) {
-      raw_host->OnStartedLeading(valid_until);
-    };
-    Fence* fence = host->fence_.get();
-    callbacks.on_renewed = [fence](absl::Time valid_until) { fence->Extend(valid_until); };
-    callbacks.on_stopped_leading = [raw_host](const std::string& reason) {
-      raw_host->OnStoppedLeading(reason);
-    };
-    ASSIGN_OR_RETURN(host->elector_,
-                     LeaderElector::Create(host->elector_client_.get(), *options.leader_election,
-                                           std::move(callbacks)));
-    host->observe_->SetReadyCheck("leader", [raw_host]() -> absl::Status {
-      const std::string lost = raw_host->leadership_lost();
-      if (lost.empty()) return absl::OkStatus();  // a standby is ready: it serves
-      return absl::UnavailableError(absl::StrCat("leadership lost: ", lost));
-    });
-    const LeaderElector* elector = host->elector_.get();
-    host->observe_->SetReadyDetail("leader", [elector]() -> std::string {
-      const LeaderStatus status = elector->Status();
-      if (status.leading) return absl::StrCat("leading (Lease ", status.lease, ")");
-      return absl::StrCat("standby (Lease ", status.lease, ", leader ",
-                          status.holder.empty() ? "none" : status.holder, ")");
-    });
-    host->elector_->Start();
+  return manager_->Start(options.operators);
+}
+
+void Host::StartBackgroundThreads(const HostOptions& options) {
+  if (!ApiServerCheck().ok()) {
+    discoverer_ =
+        std::thread([this, initial = options.discovery_backoff,
+                     max = options.discovery_max_backoff] { DiscoveryLoop(initial, max); });
   }
-  if (!host->operator_leases_.empty()) {
-    auto& family = prometheus::BuildGauge()
-                       .Name("leader_election_master_status")
-                       .Help(
-                           "1 while this host holds the leader-election Lease named by `name`, "
-                           "else 0")
-                       .Register(host->metrics_->registry());
-    for (const auto& lease : host->operator_leases_) {
-      const LeaderElectionOptions& le = options.operator_leases.at(lease->operator_name);
-      lease->gauge = &family.Add({{"name", le.lease_name}});
-      OperatorLease* raw = lease.get();
-      LeaderCallbacks callbacks;
-      callbacks.on_started_leading = [raw_host, raw](absl::Time valid_until) {
-        raw_host->OnOperatorStartedLeading(raw, valid_until);
-      };
-      Fence* fence = lease->fence.get();
-      callbacks.on_renewed = [fence](absl::Time valid_until) { fence->Extend(valid_until); };
-      callbacks.on_stopped_leading = [raw_host, raw](const std::string& reason) {
-        raw_host->OnOperatorStoppedLeading(raw, reason);
-      };
-      ASSIGN_OR_RETURN(lease->elector, LeaderElector::Create(host->elector_client_.get(), le,
-                                                             std::move(callbacks)));
-    }
-    host->observe_->SetReadyCheck("leader", [raw_host]() -> absl::Status {
-      const std::string lost = raw_host->leadership_lost();
-      if (lost.empty()) return absl::OkStatus();  // standing by for an operator is ready
-      return absl::UnavailableError(absl::StrCat("leadership lost: ", lost));
-    });
-    host->observe_->SetReadyDetail("leader", [raw_host]() -> std::string {
-      std::vector<std::string> parts;
-      for (const auto& lease : raw_host->operator_leases_) {
-        const LeaderStatus status = lease->elector->Status();
-        parts.push_back(absl::StrCat(
-            "operator ", lease->operator_name, ": ",
-            status.leading ? absl::StrCat("leading (Lease ", status.lease, ")")
-                           : absl::StrCat("standby (Lease ", status.lease, ", leader ",
-                                          status.holder.empty() ? "none" : status.holder, ")")));
-      }
-      return absl::StrJoin(parts, "; ");
-    });
-    for (const auto& lease : host->operator_leases_) lease->elector->Start();
-  }
-  if (host->ring_ != nullptr) {
-    const ShardRing* ring = host->ring_.get();
-    host->observe_->SetReadyCheck("shard-ring", [ring]() -> absl::Status {
-      const ShardRingStatus status = ring->Status();
-      if (status.joined && status.active) return absl::OkStatus();
-      return absl::UnavailableError(absl::StrCat(
-          "shard ring ", status.ring, ": ",
-          !status.joined ? "not joined yet" : "membership not renewed within renewDeadline",
-          status.last_error.empty() ? "" : ": ", status.last_error));
-    });
-    host->observe_->SetReadyDetail("shard-ring", [ring]() -> std::string {
-      const ShardRingStatus status = ring->Status();
-      return absl::StrCat("member of shard ring ", status.ring, " (", status.view.size(),
-                          " members, view generation ", status.generation, ")");
-    });
-    host->ring_->Start();
-  }
-  const std::string admin_path = common::AbsolutePath(options.admin_socket);
-  if (admin_path.size() > 107) {
-    // A Unix socket address holds 107 bytes: the host still does its job without the admin API.
-    common::LogWarning(
-        "admin API not served: its socket path is too long for a Unix socket (set "
-        "--admin-socket to a shorter path)",
-        {{"path", admin_path}});
-  } else if (!admin_path.empty()) {
-    host->admin_backend_ = std::make_unique<HostAdminBackend>(host.get());
-    admin::AdminServerOptions admin_options;
-    admin_options.socket_path = admin_path;
-    admin_options.backend = host->admin_backend_.get();
-    admin_options.require_token = true;  // plugins of the host's own user can connect()
-    ASSIGN_OR_RETURN(host->admin_, admin::AdminServer::Start(admin_options));
-  }
-  if (!host->ApiServerCheck().ok()) {
-    host->discoverer_ = std::thread(
-        [raw_host, initial = options.discovery_backoff, max = options.discovery_max_backoff] {
-          raw_host->DiscoveryLoop(initial, max);
-        });
-  }
-  host->operator_path_ = options.operator_path;
-  host->watch_interval_ = options.watch_interval;
-  if (!host->operator_path_.empty()) {
-    Host* raw = host.get();
-    host->watcher_ = std::thread([raw] { raw->WatchLoop(); });
-  }
-  return host;
+  operator_path_ = options.operator_path;
+  watch_interval_ = options.watch_interval;
+  if (!operator_path_.empty()) watcher_ = std::thread([this] { WatchLoop(); });
 }
 
 Host::~Host() { Stop(); }
@@ -349,8 +210,6 @@ Host::~Host() { Stop(); }
 std::string Host::kubeconfig_path() const {
   return apiserver_ != nullptr ? apiserver_->kubeconfig_path() : "";
 }
-
-std::string Host::admin_socket() const { return admin_ != nullptr ? admin_->socket_path() : ""; }
 
 void Host::CollectConnections(observe::Figures& figures) const {
   auto add = [&figures](const char* server, const serving::ConnectionServer::Stats& stats) {
@@ -526,167 +385,6 @@ void Host::WatchLoop() {
   }
 }
 
-void Host::OnStartedLeading(absl::Time valid_until) {
-  fence_->Open(valid_until);
-  leader_gauge_->Set(1);
-  manager_->StartDispatching();
-}
-
-void Host::OnStoppedLeading(const std::string& reason) {
-  // Fence first: nothing this host still has in flight may write once it is not the leader.
-  fence_->Trip(reason == "released" ? "the host is stopping: Lease released" : reason);
-  leader_gauge_->Set(0);
-  if (reason == "released") return;
-  common::MutexLock lock(&mu_);
-  leadership_lost_ = reason;
-  cv_.SignalAll();
-}
-
-void Host::OnOperatorStartedLeading(OperatorLease* lease, absl::Time valid_until) {
-  lease->fence->Open(valid_until);
-  lease->gauge->Set(1);
-  manager_->StartDispatching(lease->operator_name);
-}
-
-void Host::OnOperatorStoppedLeading(OperatorLease* lease, const std::string& reason) {
-  // Fence first: nothing of this operator still in flight may write once it is not the leader.
-  lease->fence->Trip(reason == "released" ? "the host is stopping: Lease released" : reason);
-  lease->gauge->Set(0);
-  if (reason == "released") return;
-  common::MutexLock lock(&mu_);
-  if (leadership_lost_.empty()) {
-    leadership_lost_ = absl::StrCat("operator ", lease->operator_name, " (Lease ",
-                                    lease->elector->Status().lease, "): ", reason);
-  }
-  cv_.SignalAll();
-}
-
-const LeaderElector* Host::operator_elector(const std::string& operator_name) const {
-  for (const auto& lease : operator_leases_) {
-    if (lease->operator_name == operator_name) return lease->elector.get();
-  }
-  return nullptr;
-}
-
-std::string Host::OperatorLeasesDump() const {
-  if (operator_leases_.empty()) return "";
-  const std::string lost = leadership_lost();
-  YAML::Emitter out;
-  out << YAML::BeginMap << YAML::Key << "operatorLeases" << YAML::Value << YAML::BeginSeq;
-  for (const auto& lease : operator_leases_) {
-    const LeaderStatus status = lease->elector->Status();
-    out << YAML::BeginMap;
-    out << YAML::Key << "operator" << YAML::Value << lease->operator_name;
-    out << YAML::Key << "lease" << YAML::Value << status.lease;
-    out << YAML::Key << "identity" << YAML::Value << status.identity;
-    out << YAML::Key << "state" << YAML::Value
-        << (lease->fence->tripped() && !lost.empty() ? "lost"
-            : status.leading                         ? "leader"
-                                                     : "standby");
-    out << YAML::Key << "holder" << YAML::Value << status.holder;
-    out << YAML::Key << "leaseTransitions" << YAML::Value << status.transitions;
-    out << YAML::Key << "acquireTime" << YAML::Value << status.acquire_time;
-    out << YAML::Key << "renewTime" << YAML::Value << status.renew_time;
-    out << YAML::Key << "dispatching" << YAML::Value << manager_->dispatching(lease->operator_name);
-    out << YAML::Key << "writesAllowed" << YAML::Value << lease->fence->open();
-    if (!status.last_error.empty()) {
-      out << YAML::Key << "lastError" << YAML::Value << status.last_error;
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq << YAML::EndMap;
-  return absl::StrCat(out.c_str(), "\n");
-}
-
-std::string Host::leadership_lost() const {
-  common::MutexLock lock(&mu_);
-  return leadership_lost_;
-}
-
-std::string Host::WaitLeadershipLost(absl::Duration timeout) const {
-  common::Clock* clock = common::Clock::Real();
-  const absl::Time deadline = clock->Now() + timeout;
-  common::MutexLock lock(&mu_);
-  while (leadership_lost_.empty() && !stopping_ && !clock->WaitWithDeadline(&mu_, &cv_, deadline)) {
-  }
-  return leadership_lost_;
-}
-
-std::string Host::LeaderDump() const {
-  if (elector_ == nullptr) return "";
-  const LeaderStatus status = elector_->Status();
-  const std::string lost = leadership_lost();
-  YAML::Emitter out;
-  out << YAML::BeginMap << YAML::Key << "leaderElection" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "lease" << YAML::Value << status.lease;
-  out << YAML::Key << "identity" << YAML::Value << status.identity;
-  out << YAML::Key << "state" << YAML::Value
-      << (!lost.empty()    ? "lost"
-          : status.leading ? "leader"
-                           : "standby");
-  out << YAML::Key << "holder" << YAML::Value << status.holder;
-  out << YAML::Key << "leaseTransitions" << YAML::Value << status.transitions;
-  out << YAML::Key << "acquireTime" << YAML::Value << status.acquire_time;
-  out << YAML::Key << "renewTime" << YAML::Value << status.renew_time;
-  out << YAML::Key << "dispatching" << YAML::Value << manager_->dispatching();
-  out << YAML::Key << "writesAllowed" << YAML::Value << fence_->open();
-  if (!status.last_error.empty())
-    out << YAML::Key << "lastError" << YAML::Value << status.last_error;
-  if (!lost.empty()) out << YAML::Key << "lostReason" << YAML::Value << lost;
-  out << YAML::EndMap << YAML::EndMap;
-  return absl::StrCat(out.c_str(), "\n");
-}
-
-void Host::OnShardViewChange(const std::vector<std::string>& old_view,
-                             const std::vector<std::string>& new_view) {
-  if (manager_ == nullptr) return;
-  const ShardRing* ring = ring_.get();
-  const size_t queued = manager_->EnqueueSharded([&](absl::string_view key) {
-    return ring->OwnsUnder(new_view, key) && !ring->OwnsUnder(old_view, key);
-  });
-  common::LogInfo("shard ring: queued the keys this host newly owns",
-                  {{"ring", ring->options().ring},
-                   {"members", absl::StrJoin(new_view, ",")},
-                   {"keys", queued}});
-}
-
-std::string Host::ShardDump() const {
-  if (ring_ == nullptr) return "";
-  const ShardRingStatus status = ring_->Status();
-  YAML::Emitter out;
-  out << YAML::BeginMap << YAML::Key << "shardRing" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "ring" << YAML::Value << status.ring;
-  out << YAML::Key << "identity" << YAML::Value << status.identity;
-  out << YAML::Key << "lease" << YAML::Value << status.lease;
-  out << YAML::Key << "state" << YAML::Value
-      << (!status.joined  ? "joining"
-          : status.active ? "active"
-                          : "not renewed");
-  out << YAML::Key << "members" << YAML::Value << YAML::Flow << status.view;
-  out << YAML::Key << "adoptedView" << YAML::Value << YAML::Flow << status.adopted;
-  out << YAML::Key << "viewGeneration" << YAML::Value << status.generation;
-  out << YAML::Key << "drained" << YAML::Value << (status.view == status.adopted);
-  out << YAML::Key << "peersReadSincePublished" << YAML::Value << status.peers_fresh;
-  out << YAML::Key << "inFlight" << YAML::Value << status.in_flight;
-  out << YAML::Key << "draining" << YAML::Value << status.draining;
-  if (!status.last_error.empty()) {
-    out << YAML::Key << "lastError" << YAML::Value << status.last_error;
-  }
-  out << YAML::Key << "peers" << YAML::Value << YAML::BeginSeq;
-  for (const ShardPeer& peer : status.peers) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "identity" << YAML::Value << peer.identity;
-    out << YAML::Key << "lease" << YAML::Value << peer.lease;
-    out << YAML::Key << "live" << YAML::Value << peer.live;
-    out << YAML::Key << "adoptedView" << YAML::Value << YAML::Flow << peer.adopted;
-    out << YAML::Key << "viewGeneration" << YAML::Value << peer.generation;
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-  out << YAML::EndMap << YAML::EndMap;
-  return absl::StrCat(out.c_str(), "\n");
-}
-
 void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -714,7 +412,6 @@ void Host::Stop() {
   }
   if (watcher_.joinable()) watcher_.join();
   if (discoverer_.joinable()) discoverer_.join();
-  if (admin_ != nullptr) admin_->Stop();
   if (observe_ != nullptr) observe_->Stop();
   if (metrics_ != nullptr && provider_ != 0) metrics_->RemoveProvider(provider_);
   if (manager_ != nullptr) manager_->Stop();

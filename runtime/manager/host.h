@@ -22,6 +22,9 @@
 //   host->manager().WaitReady(absl::Minutes(1));
 //   host->Stop();
 //
+// The host knows nothing of the admin API: whoever serves it over a Host (admin_backend.h; the
+// `ctrlhost` executable does) borrows the host and stops serving before Stop.
+//
 // Thread-safety: the accessors are thread-safe; Stop may be called from any thread, once all
 // callers of manager() are done with it. Threads: the operator-file watcher (WatchLoop) and,
 // while the API server has not answered, the discovery retrier (DiscoveryLoop); mu_ guards what
@@ -39,7 +42,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "prometheus/gauge.h"
-#include "runtime/admin/server.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/common/mutex.h"
 #include "runtime/common/version.h"
@@ -47,7 +49,6 @@
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/rest_client.h"
-#include "runtime/manager/admin_backend.h"
 #include "runtime/manager/fence.h"
 #include "runtime/manager/leader_elector.h"
 #include "runtime/manager/manager.h"
@@ -76,8 +77,10 @@ struct HostOptions {
   apiserver::ApiServerOptions apiserver;
   // Plugin sockets, and the embedded server's database, certificates and kubeconfig.
   std::string data_dir = ".ctrlhost";
-  // The admin API's Unix socket (ctrlhost plugin / dump); "" serves none.
-  std::string admin_socket;
+  // More paths no exec'd plugin may reach, besides the data dir and the kubeconfigs: the admin
+  // API's socket and token file, which whoever serves the admin API over this host chooses
+  // (`ctrlhost run`: runtime/exe, with admin_backend.h).
+  std::vector<std::string> plugin_hidden_paths;
   std::string metrics_bind = "127.0.0.1";
   int metrics_port = 9090;  // 0: any free port
   std::string host_version = common::kCtrlhostVersion;
@@ -135,8 +138,7 @@ class Host {
   std::string api_url() const { return api_url_; }
   // The embedded server's kubeconfig ("" against a cluster).
   std::string kubeconfig_path() const;
-  std::string metrics_url() const;   // "http://127.0.0.1:PORT/metrics"
-  std::string admin_socket() const;  // "" when no admin API is served
+  std::string metrics_url() const;  // "http://127.0.0.1:PORT/metrics"
   Manager& manager() { return *manager_; }
   kube::Client& client() { return *client_; }
 
@@ -166,6 +168,31 @@ class Host {
 
  private:
   Host() = default;
+  // Start's steps, in order. Each leaves what it made in the host, which Stop takes down.
+  // The cluster: the embedded API server started here (apiserver_), the Pod's, or the
+  // kubeconfigs'; sets api_url_.
+  absl::StatusOr<kube::RestConfig> ConnectApiServer(const HostOptions& options);
+  // Per-operator Leases: a fence each and the electors' client (InvalidArgument for options
+  // that do not validate or exclude them).
+  absl::Status SetUpOperatorLeases(const HostOptions& options, const kube::RestConfig& rest_config);
+  // The host-wide Lease: its fence and the elector's client.
+  absl::Status SetUpLeaderElection(const HostOptions& options, const kube::RestConfig& rest_config);
+  // The shard ring (not started yet) and its client.
+  absl::Status SetUpShardRing(const HostOptions& options, const kube::RestConfig& rest_config);
+  // The API client's options: rate limit, connection pool, and the write fence of the Leases
+  // set up before.
+  kube::RestClientOptions ApiClientOptions(const HostOptions& options) const;
+  // The API client, the metrics/health server, then the first discovery (its failure is not
+  // fatal: the "api-server" check reports it and StartBackgroundThreads retries).
+  absl::Status StartClientAndHealth(const HostOptions& options, kube::RestConfig rest_config);
+  // The manager with the operators, its figures, readiness check and dump.
+  absl::Status StartManager(const HostOptions& options);
+  // The electors and the ring start once the manager runs: their callbacks call into it.
+  absl::Status StartLeaderElector(const HostOptions& options);
+  absl::Status StartOperatorElectors(const HostOptions& options);
+  void StartShardRing();
+  // The discovery retrier (when the first discovery failed) and the operator-file watcher.
+  void StartBackgroundThreads(const HostOptions& options);
   void WatchLoop();
   // Retries discovery with backoff until it answers (started when it failed at start).
   void DiscoveryLoop(absl::Duration initial, absl::Duration max);
@@ -212,8 +239,6 @@ class Host {
   std::unique_ptr<observe::MetricsRegistry> metrics_;
   std::unique_ptr<observe::ObserveServer> observe_;
   std::unique_ptr<Manager> manager_;
-  std::unique_ptr<HostAdminBackend> admin_backend_;
-  std::unique_ptr<admin::AdminServer> admin_;
   observe::MetricsRegistry::ProviderId provider_ = 0;
   std::string operator_path_;
   absl::Duration watch_interval_;

@@ -2,12 +2,12 @@
 //
 // For each Operator document it starts each plugin in a `PluginSlot` (plugin_slot.h: one
 // `plugin::Supervisor` per generation, exec'd with a socket in a host-owned 0700 directory, or
-// dialled at its endpoint) and builds the plugin's dispatch chain once (NewPlugin): a
-// `CountingDispatcher` over the slot and, when the operator has a fence, a `FencedDispatcher`
-// over that (fence.h). Once a plugin passed its handshake it starts the controllers the plugin
-// declares (a `ControllerGroup` per plugin, wired by DepsFor: shared reflectors from one
-// registry, a runner per controller, the plugin's chain as the runners' dispatcher or a
-// `RouteDispatcher` over several plugins' chains for a routed controller, one applier for all
+// dialled at its endpoint) and builds the plugin's `DispatchChain` once (NewPlugin,
+// dispatch_chain.h: the fence of its operator, if any, then a counter, then the slot). Once a
+// plugin passed its handshake it starts the controllers the plugin declares (a
+// `ControllerGroup` per plugin, wired by DepsFor: shared reflectors from one registry, a runner
+// per controller, the plugin's chain as the runners' dispatcher or `DispatchChain::RouteTo`
+// several plugins' chains for a routed controller, one applier for all
 // or a `FencedApplier` per operator with a Lease of its own, the shard ring as the key gate of
 // sharded controllers). A plugin that crashes is restarted by its supervisor; its controllers
 // keep their queues and caches, and the requests that were in flight come back as retryable
@@ -22,6 +22,10 @@
 // StartDispatching(operator) (an operator in `operator_fences`), which the elector's thread
 // calls on acquiring; EnqueueSharded() queues the keys this host newly owns after a shard view
 // change, on the ring's thread.
+//
+// Files: manager.cc (lifecycle, the loop, dispatch start), manager_plugins.cc (plugins, their
+// chains and controller groups, swaps), manager_apply.cc (Apply), manager_status.cc (readiness,
+// figures, report, dump); manager_internal.h holds the per-plugin records they share.
 //
 // Observability: `Collect` feeds /metrics (controllers, queues, plugins, watches), `Ready`
 // backs /readyz (every plugin ready, every controller running and synced, no watch denied by
@@ -297,6 +301,15 @@ class Manager {
   Fence* FenceFor(const std::string& operator_name) const;
   // Drains the plugin's controllers, then stops its instances.
   void StopPlugin(const std::shared_ptr<Plugin>& p);
+  // Apply's steps (manager_apply.cc). A change that could not be applied goes to the report.
+  using ApplyReport = std::function<void(absl::string_view message)>;
+  // Takes the operator out of the running set and stops its plugins.
+  void RemoveOperator(const std::string& name);
+  // Applies one changed operator: plugins removed, added, swapped, then its overrides and routes.
+  void ApplyChange(const config::OperatorChange& change, const config::OperatorSpec& spec,
+                   const ApplyReport& report);
+  // New controller overrides or routes: every plugin of `op` gets its controllers replaced.
+  void ReapplyOverrides(Operator* op, const config::OperatorSpec& spec);
 
   const ManagerOptions options_;
   common::Clock* const clock_;
