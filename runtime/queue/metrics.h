@@ -36,6 +36,16 @@ struct DurationHistogram {
 // A consistent snapshot of one queue's metrics (taken under the queue's mutex).
 struct QueueMetrics {
   size_t depth = 0;            // keys ready to be handed out
+  // depth by priority (index: queue::Priority, 0 low, 1 high; they add up to depth).
+  std::array<size_t, 2> depth_by_priority{};
+  // How long the oldest ready key of each priority has waited (zero when none; coarse clock).
+  std::array<absl::Duration, 2> oldest_waiting{};
+  absl::Duration max_wait = absl::InfiniteDuration();  // the queue's aging bound
+  // Low keys handed out ahead of waiting high keys because they had waited max_wait (aging).
+  uint64_t aged_total = 0;
+  // Keys handed out after waiting longer than max_wait (any priority): a queue that cannot keep
+  // up, or high keys beyond the workers' capacity.
+  uint64_t waited_past_max_total = 0;
   size_t delayed = 0;          // keys waiting for an AddAfter / AddRateLimited deadline
   size_t processing = 0;       // keys handed out and not yet Done
   size_t keys = 0;             // interned keys, including idle ones kept for reuse
@@ -46,6 +56,8 @@ struct QueueMetrics {
   // Sampled (WorkQueue::Options::duration_sample_every): one key in N is timed and counted N
   // times, so count and sum are estimates of every key's (exact when N is 1).
   DurationHistogram queue_latency;     // from queued to handed out
+  // queue_latency by the priority the key was handed out at (index: queue::Priority).
+  std::array<DurationHistogram, 2> queue_latency_by_priority;
   DurationHistogram work_duration;     // from handed out to Done
   uint32_t duration_sample_every = 1;  // the N above
   // How long the oldest key still processing has been processing (zero when none), and the

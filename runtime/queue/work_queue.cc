@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,15 @@ namespace {
 // reaches the condition variable (libstdc++ mishandles time_point::max()).
 constexpr absl::Duration kMaxWait = absl::Minutes(1);
 
+constexpr int64_t kNoAging = std::numeric_limits<int64_t>::max();
+
+int Index(Priority priority) { return static_cast<int>(priority); }
+
 }  // namespace
+
+const char* PriorityName(Priority priority) {
+  return priority == Priority::kLow ? "low" : "high";
+}
 
 int64_t WorkQueue::NowNanos() const {
   if (real_clock_) {
@@ -48,9 +57,10 @@ WorkQueue::WorkQueue(std::string name, Options options, common::Clock* clock)
       sample_every_(std::max<uint32_t>(1, options.duration_sample_every)),
       clock_(clock),
       real_clock_(clock == common::Clock::Real()),
-      bucket_(options.qps, options.burst, clock->Now()) {
-  ring_.resize(16);
-}
+      max_wait_ns_(options.max_wait == absl::InfiniteDuration()
+                       ? kNoAging
+                       : std::max<int64_t>(0, absl::ToInt64Nanoseconds(options.max_wait))),
+      bucket_(options.qps, options.burst, clock->Now()) {}
 
 WorkQueue::~WorkQueue() = default;
 
@@ -117,24 +127,38 @@ void WorkQueue::EvictIdle() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ready ring and delayed heap.
+// Ready lists and delayed heap.
 
-void WorkQueue::RingPush(uint32_t slot) {
-  if (ring_size_ == ring_.size()) {
-    std::vector<uint32_t> bigger(ring_.size() * 2);
-    for (size_t i = 0; i < ring_size_; ++i) bigger[i] = ring_[(ring_head_ + i) % ring_.size()];
-    ring_.swap(bigger);
-    ring_head_ = 0;
+void WorkQueue::ListPush(Priority priority, uint32_t slot) {
+  ReadyList& list = ready_[Index(priority)];
+  Slot& s = slots_[slot];
+  s.prev = list.tail;
+  s.next = kNone;
+  if (list.tail == kNone) {
+    list.head = slot;
+  } else {
+    slots_[list.tail].next = slot;
   }
-  ring_[(ring_head_ + ring_size_) % ring_.size()] = slot;
-  ++ring_size_;
+  list.tail = slot;
+  ++list.size;
 }
 
-uint32_t WorkQueue::RingPop() {
-  const uint32_t slot = ring_[ring_head_];
-  ring_head_ = (ring_head_ + 1) % ring_.size();
-  --ring_size_;
-  return slot;
+void WorkQueue::ListUnlink(Priority priority, uint32_t slot) {
+  ReadyList& list = ready_[Index(priority)];
+  Slot& s = slots_[slot];
+  if (s.prev == kNone) {
+    list.head = s.next;
+  } else {
+    slots_[s.prev].next = s.next;
+  }
+  if (s.next == kNone) {
+    list.tail = s.prev;
+  } else {
+    slots_[s.next].prev = s.prev;
+  }
+  s.prev = kNone;
+  s.next = kNone;
+  --list.size;
 }
 
 void WorkQueue::HeapSwap(uint32_t i, uint32_t j) {
@@ -185,20 +209,32 @@ void WorkQueue::PromoteDue(absl::Time now) {
   while (!heap_.empty() && slots_[heap_[0]].deadline <= now) {
     const uint32_t slot = heap_[0];
     HeapRemoveTop();
-    AddLocked(slot, absl::ToUnixNanos(now));
+    AddLocked(slot, absl::ToUnixNanos(now), slots_[slot].delayed_priority);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Adding.
 
-bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns) {
+bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns, Priority priority) {
   Slot& s = slots_[slot];
-  if (s.queued || s.dirty) {
+  if (s.queued) {
     ++counters_.deduped_total;
+    if (priority > s.priority) {
+      // Moves up, keeping its ready time (so it counts as waiting since then).
+      ListUnlink(s.priority, slot);
+      s.priority = priority;
+      ListPush(priority, slot);
+    }
+    return false;
+  }
+  if (s.dirty) {
+    ++counters_.deduped_total;
+    s.priority = std::max(s.priority, priority);
     return false;
   }
   ++counters_.adds_total;
+  s.priority = priority;
   if (s.processing) {
     s.dirty = true;
     ++dirty_count_;
@@ -211,28 +247,32 @@ bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns) {
 void WorkQueue::PushReady(uint32_t slot, int64_t now_ns) {
   Slot& s = slots_[slot];
   s.queued = true;
+  s.ready_at_ns = CoarseNanos();
   s.sampled = false;
   if (options_.record_durations && --sample_countdown_ == 0) {
     sample_countdown_ = sample_every_;
     s.sampled = true;
     s.queued_at_ns = now_ns != 0 ? now_ns : NowNanos();
   }
-  RingPush(slot);
+  ListPush(s.priority, slot);
 }
 
-bool WorkQueue::AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now) {
-  if (delay <= absl::ZeroDuration()) return AddLocked(slot, absl::ToUnixNanos(now));
+bool WorkQueue::AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now,
+                               Priority priority) {
+  if (delay <= absl::ZeroDuration()) return AddLocked(slot, absl::ToUnixNanos(now), priority);
   Slot& s = slots_[slot];
   // Ready, or due again right after Done: sooner than any delay.
   if (s.queued || s.dirty) return false;
   const absl::Time deadline = now + delay;
   if (s.heap_pos != kNone) {
+    s.delayed_priority = std::max(s.delayed_priority, priority);
     if (deadline < s.deadline) {
       s.deadline = deadline;
       HeapUp(s.heap_pos);
     }
     return false;
   }
+  s.delayed_priority = priority;
   s.deadline = deadline;
   s.heap_pos = static_cast<uint32_t>(heap_.size());
   heap_.push_back(slot);
@@ -263,14 +303,14 @@ void WorkQueue::Deliver(Wakeup wakeup) {
   }
 }
 
-bool WorkQueue::Add(absl::string_view key) {
+bool WorkQueue::Add(absl::string_view key, Priority priority) {
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return false;
     const uint32_t slot = Intern(key);
     // The clock is read only if this key's run is sampled (PushReady).
-    const bool made_ready = AddLocked(slot, 0);
+    const bool made_ready = AddLocked(slot, 0, priority);
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
   }
@@ -278,13 +318,13 @@ bool WorkQueue::Add(absl::string_view key) {
   return true;
 }
 
-bool WorkQueue::AddAfter(absl::string_view key, absl::Duration delay) {
+bool WorkQueue::AddAfter(absl::string_view key, absl::Duration delay, Priority priority) {
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return false;
     const uint32_t slot = Intern(key);
-    const bool made_ready = AddAfterLocked(slot, delay, Now());
+    const bool made_ready = AddAfterLocked(slot, delay, Now(), priority);
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
   }
@@ -315,7 +355,7 @@ bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff
     const absl::Duration delay =
         std::max({backoff, bucket_.Reserve(now), std::min(at_least, options_.max_delay)});
     ++counters_.retries_total;
-    const bool made_ready = AddAfterLocked(slot, delay, now);
+    const bool made_ready = AddAfterLocked(slot, delay, now, Priority::kHigh);
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
   }
@@ -340,22 +380,49 @@ uint32_t WorkQueue::NumRequeues(absl::string_view key) const {
 // ---------------------------------------------------------------------------------------------
 // Handing out.
 
+Priority WorkQueue::NextPriority(int64_t coarse_ns) {
+  if (ready_[Index(Priority::kLow)].size == 0) return Priority::kHigh;
+  if (ready_[Index(Priority::kHigh)].size == 0) return Priority::kLow;
+  // The low list is in ready order (a key moving up leaves it), so its head is the oldest.
+  const bool aged = max_wait_ns_ != kNoAging &&
+                    coarse_ns - slots_[ready_[Index(Priority::kLow)].head].ready_at_ns >=
+                        max_wait_ns_;
+  if (!aged) {
+    aged_turn_low_ = true;
+    return Priority::kHigh;
+  }
+  const bool low = aged_turn_low_;
+  aged_turn_low_ = !aged_turn_low_;
+  if (!low) return Priority::kHigh;
+  ++counters_.aged_total;
+  return Priority::kLow;
+}
+
 std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
   if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return std::nullopt;
-  if (ring_size_ == 0) return std::nullopt;
-  const uint32_t slot = RingPop();
+  if (ReadyCount() == 0) return std::nullopt;
+  // One coarse read serves aging, the wait check and longest_running.
+  const int64_t coarse_ns = CoarseNanos();
+  const Priority priority = NextPriority(coarse_ns);
+  const uint32_t slot = ready_[Index(priority)].head;
+  ListUnlink(priority, slot);
   Slot& s = slots_[slot];
   s.queued = false;
   s.processing = true;
   ++s.generation;
   ++counters_.gets_total;
   ++processing_count_;
+  if (max_wait_ns_ != kNoAging && coarse_ns - s.ready_at_ns > max_wait_ns_) {
+    ++counters_.waited_past_max_total;
+  }
   if (s.sampled) {
     if (now_ns == 0) now_ns = NowNanos();
     counters_.queue_latency.ObserveNanos(now_ns - s.queued_at_ns, sample_every_);
+    counters_.queue_latency_by_priority[Index(priority)].ObserveNanos(now_ns - s.queued_at_ns,
+                                                                      sample_every_);
     s.started_at_ns = now_ns;
   } else if (options_.record_durations) {
-    s.started_at_ns = CoarseNanos();  // for longest_running only
+    s.started_at_ns = coarse_ns;  // for longest_running only
   }
   return Item{absl::string_view(s.key), slot, s.generation};
 }
@@ -439,9 +506,9 @@ std::optional<WorkQueue::Item> WorkQueue::DoneAndTryGet(const Item& done, absl::
     bool made_ready = false;
     absl::Status done_status = DoneLocked(done, &made_ready);
     next = TakeLocked(PromoteAndNow());
-    // A key re-queued by this Done and taken right back (the ring is empty again) needs no
+    // A key re-queued by this Done and taken right back (nothing else is ready) needs no
     // wake-up; otherwise wake as Done would.
-    wakeup = PrepareWakeup(made_ready && ring_size_ > 0);
+    wakeup = PrepareWakeup(made_ready && ReadyCount() > 0);
     if (shut_down_ && dirty_count_ == 0 && waiters_ > 0) wakeup.all = true;
     if (status != nullptr) *status = std::move(done_status);
   }
@@ -473,11 +540,14 @@ std::vector<std::string> WorkQueue::ShutDown(ShutdownMode mode) {
       MaybeIdle(slot);
     }
     if (shutdown_mode_ == ShutdownMode::kAbandon) {
-      while (ring_size_ > 0) {
-        const uint32_t slot = RingPop();
-        slots_[slot].queued = false;
-        abandoned.push_back(slots_[slot].key);
-        MaybeIdle(slot);
+      for (ReadyList& list : ready_) {
+        while (list.size > 0) {
+          const uint32_t slot = list.head;
+          ListUnlink(slots_[slot].priority, slot);
+          slots_[slot].queued = false;
+          abandoned.push_back(slots_[slot].key);
+          MaybeIdle(slot);
+        }
       }
       for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
         if (slots_[slot].processing && slots_[slot].dirty) {
@@ -506,7 +576,7 @@ size_t WorkQueue::Len() const {
     if (slots_[slot].deadline <= now) ++due;
   }
   if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return 0;
-  return ring_size_ + due;
+  return ReadyCount() + due;
 }
 
 absl::Time WorkQueue::NextDeadline() const {
@@ -517,17 +587,25 @@ absl::Time WorkQueue::NextDeadline() const {
 QueueMetrics WorkQueue::Metrics() const {
   common::MutexLock lock(&mu_);
   QueueMetrics m = counters_;
-  m.depth = ring_size_;
+  m.depth = ReadyCount();
+  for (int p = 0; p < kPriorities; ++p) m.depth_by_priority[p] = ready_[p].size;
+  m.max_wait = options_.max_wait;
   m.delayed = heap_.size();
   m.processing = processing_count_;
   m.keys = index_.size();
   m.duration_sample_every = sample_every_;
   const int64_t now_ns = NowNanos();
+  const int64_t coarse_ns = CoarseNanos();
   // A scan of every slot: Metrics is called rarely, the hot path keeps no processing list.
-  for (uint32_t slot = 0; options_.record_durations && slot < slots_.size(); ++slot) {
-    if (!slots_[slot].processing) continue;
+  for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    const Slot& s = slots_[slot];
+    if (s.queued) {
+      absl::Duration& oldest = m.oldest_waiting[Index(s.priority)];
+      oldest = std::max(oldest, absl::Nanoseconds(std::max<int64_t>(0, coarse_ns - s.ready_at_ns)));
+    }
+    if (!options_.record_durations || !s.processing) continue;
     const absl::Duration running =
-        absl::Nanoseconds(std::max<int64_t>(0, now_ns - slots_[slot].started_at_ns));
+        absl::Nanoseconds(std::max<int64_t>(0, now_ns - s.started_at_ns));
     m.longest_running = std::max(m.longest_running, running);
     m.unfinished_work += running;
   }

@@ -15,7 +15,14 @@
 //   so nothing is lost silently.
 // - Steady state does not allocate: keys are interned in slots that are reused (an idle key
 //   keeps its slot until more than `max_idle_keys` keys are idle), the ready queue is a
-//   ring buffer of slot numbers and the delayed set an indexed heap, all grow-only.
+//   list per priority threaded through the slots and the delayed set an indexed heap, all
+//   grow-only.
+// - Priorities with aging: a key is queued at high or low priority (Add(key, Priority::kLow)
+//   for catching up: the initial list, a resync, a plugin start). High keys are handed out
+//   first, each priority in FIFO order; a low key added again at high priority moves up. Once
+//   the oldest low key has waited `max_wait`, low and high keys are handed out alternately
+//   until no low key is that old, so a steady stream of high keys cannot starve the low ones
+//   and a backlog of aged low keys still leaves every other hand-out to the high ones.
 // - Time comes from a common::Clock, so backoff and delays are tested with a FakeClock.
 //
 //   WorkQueue queue("configmaps", WorkQueue::Options{}, common::Clock::Real());
@@ -54,6 +61,15 @@ class ReadyListener {
   virtual void OnReady() = 0;
 };
 
+// How urgent a queued key is. The numbers order them (kHigh > kLow) and index arrays.
+enum class Priority : uint8_t {
+  kLow = 0,   // catching up: initial list, resync, relist, plugin (re)start, shard hand-over
+  kHigh = 1,  // a change after the caches synced, a requeue, a retry, a background task
+};
+inline constexpr int kPriorities = 2;
+// "low" or "high" (the `priority` label of the queue metrics).
+const char* PriorityName(Priority priority);
+
 enum class ShutdownMode {
   kDrain,    // Get hands out what is queued (and re-queued by Done), then returns nullopt
   kAbandon,  // Get returns nullopt at once
@@ -80,6 +96,9 @@ class WorkQueue {
     // a few ms resolution, ~5 ns) so longest_running and unfinished_work cover every key.
     // A precise read costs ~20 ns here, three per key were most of Add+Get+Done (bench/README).
     uint32_t duration_sample_every = 16;
+    // The aging bound: once the oldest low-priority key has waited this long, low and high keys
+    // are handed out alternately until none has. InfiniteDuration: strict priority, no aging.
+    absl::Duration max_wait = absl::Minutes(5);
   };
 
   // A key handed out by Get. `key` is valid until Done(item).
@@ -98,11 +117,16 @@ class WorkQueue {
 
   const std::string& name() const { return name_; }
 
-  // Queues `key` unless it is waiting already. Returns false (and does nothing) after ShutDown.
-  bool Add(absl::string_view key);
-  // Queues `key` after `delay` (now if delay <= 0); the earliest pending deadline wins.
-  bool AddAfter(absl::string_view key, absl::Duration delay);
+  // Queues `key` unless it is waiting already; a key waiting at low priority added at high
+  // priority moves to the high keys (keeping its waiting time). Returns false (and does
+  // nothing) after ShutDown.
+  bool Add(absl::string_view key, Priority priority = Priority::kHigh);
+  // Queues `key` after `delay` (now if delay <= 0); the earliest pending deadline wins, and the
+  // highest priority of the pending adds is the one it is queued at.
+  bool AddAfter(absl::string_view key, absl::Duration delay,
+                Priority priority = Priority::kHigh);
   // AddAfter with max(backoff for this key's failures, token bucket delay); counts a failure.
+  // Retries are high priority: the key was handed out already, it is not catching up.
   bool AddRateLimited(absl::string_view key);
   // The same with the key's backoff capped at `max_backoff` (the failure still counts): for
   // failures another party fixes, such as a 403 that waits for an RBAC rule, whose fix should
@@ -147,6 +171,8 @@ class WorkQueue {
 
   // Keys ready to be handed out now.
   size_t Len() const;
+  // The options' max_wait (the aging bound), for reports.
+  absl::Duration max_wait() const { return options_.max_wait; }
   // The earliest deadline of a delayed key, InfiniteFuture when there is none.
   absl::Time NextDeadline() const;
   QueueMetrics Metrics() const;
@@ -164,16 +190,32 @@ class WorkQueue {
     // Unix nanoseconds (integer arithmetic: absl::Time's is 128-bit and out of line here).
     int64_t queued_at_ns = 0;
     int64_t started_at_ns = 0;  // coarse unless `sampled`
+    // When the key last became ready (coarse): for aging and the oldest waiting key.
+    int64_t ready_at_ns = 0;
     absl::Time deadline;
     uint32_t heap_pos = kNone;  // position in heap_, kNone when not delayed
+    // Links of the ready list of `priority` while queued (kNone at the ends).
+    uint32_t prev = kNone;
+    uint32_t next = kNone;
     uint32_t failures = 0;
     uint32_t generation = 0;  // bumped by each Get, so a stale Item cannot Done a later run
     bool in_use = false;
     bool idle = false;        // in use, but nothing queued, processing, delayed or backing off
-    bool queued = false;      // in the ready ring
+    bool queued = false;      // on a ready list
     bool processing = false;  // handed out, not Done
     bool dirty = false;       // added while processing: queue again on Done
     bool sampled = false;     // this run is timed for the histograms (queued_at_ns is precise)
+    // Queued: the ready list it is on; dirty: the priority Done queues it at.
+    Priority priority = Priority::kHigh;
+    Priority delayed_priority = Priority::kHigh;  // delayed: the priority it becomes ready at
+  };
+
+  // A FIFO list of ready slots threaded through Slot::prev/next: O(1) push, pop and unlink
+  // (a low key moving up), no allocation.
+  struct ReadyList {
+    uint32_t head = kNone;
+    uint32_t tail = kNone;
+    size_t size = 0;
   };
 
   // clock_->Now(), faster for the real clock.
@@ -182,8 +224,9 @@ class WorkQueue {
   // A cheap timestamp for longest_running: CLOCK_REALTIME_COARSE for the real clock (a few ms
   // behind at most), the clock itself otherwise.
   int64_t CoarseNanos() const;
-  // Puts a key that became ready on the ring, deciding whether this run is timed. `now_ns` is
+  // Puts a key that became ready on its list, deciding whether this run is timed. `now_ns` is
   // the precise time if the caller has it, else 0 (read here only if the run is sampled).
+  // The key's priority is Slot::priority.
   void PushReady(uint32_t slot, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Promotes due delayed keys; returns the time in Unix nanoseconds when Get needs it
   // (durations recorded, or delayed keys), else 0.
@@ -196,12 +239,18 @@ class WorkQueue {
   void EvictIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the key wanted now: queued, or dirty when processing. Returns true if that made a
   // key ready (the caller then signals).
-  bool AddLocked(uint32_t slot, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now)
+  bool AddLocked(uint32_t slot, int64_t now_ns, Priority priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RingPush(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint32_t RingPop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves delayed keys whose deadline is <= now to the ready ring.
+  bool AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now, Priority priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ListPush(Priority priority, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ListUnlink(Priority priority, uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The list the next hand-out comes from (one is not empty): high unless aging says low.
+  Priority NextPriority(int64_t coarse_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t ReadyCount() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return ready_[0].size + ready_[1].size;
+  }
+  // Moves delayed keys whose deadline is <= now to the ready lists.
   void PromoteDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapSwap(uint32_t i, uint32_t j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapUp(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,6 +276,7 @@ class WorkQueue {
   const uint32_t sample_every_;  // options_.duration_sample_every, at least 1
   common::Clock* const clock_;
   const bool real_clock_;
+  const int64_t max_wait_ns_;  // options_.max_wait; INT64_MAX for no aging
 
   mutable common::Mutex mu_;
   common::CondVar cv_;           // signalled when a key becomes ready and on shutdown
@@ -241,10 +291,10 @@ class WorkQueue {
   size_t idle_count_ ABSL_GUARDED_BY(mu_) = 0;
   size_t evict_hand_ ABSL_GUARDED_BY(mu_) = 0;  // where the next eviction sweep starts
   size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Ready ring: ring_[(ring_head_ + i) % ring_.size()] for i < ring_size_.
-  std::vector<uint32_t> ring_ ABSL_GUARDED_BY(mu_);
-  size_t ring_head_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t ring_size_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ready keys per priority (index: Priority).
+  ReadyList ready_[kPriorities] ABSL_GUARDED_BY(mu_);
+  // While the oldest low key is past max_wait: whether the next hand-out is a low key.
+  bool aged_turn_low_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<uint32_t> heap_ ABSL_GUARDED_BY(mu_);  // min-heap of slots by deadline
   size_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Ready keys until the next timed one (1: the next key is timed; a countdown, not a modulo).
