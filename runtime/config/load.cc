@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 using internal::ApiClientFields;
 using internal::CheckDns1123Label;
 using internal::ControllerFields;
+using internal::ControllerSchedulingFields;
 using internal::ControllerStatusFields;
 using internal::ControllerTasksFields;
 using internal::EndpointFields;
@@ -350,6 +351,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.controllers[].sharding", ShardingFields(), out);
   AddPaths("spec.controllers[].status", ControllerStatusFields(), out);
   AddPaths("spec.controllers[].backgroundTasks", ControllerTasksFields(), out);
+  AddPaths("spec.controllers[].scheduling", ControllerSchedulingFields(), out);
   AddPaths("spec.routes[]", RouteFields(), out);
   AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);

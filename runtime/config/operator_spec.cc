@@ -35,7 +35,8 @@ bool ControllerSpec::operator==(const ControllerSpec& o) const {
          label_selector == o.label_selector && resync_period == o.resync_period &&
          disabled == o.disabled && rate_limit == o.rate_limit && sharded == o.sharded &&
          host_status == o.host_status && task_enqueue_qps == o.task_enqueue_qps &&
-         task_enqueue_burst == o.task_enqueue_burst;
+         task_enqueue_burst == o.task_enqueue_burst && priorities == o.priorities &&
+         max_wait == o.max_wait;
 }
 
 const PluginSpec* OperatorSpec::FindPlugin(const std::string& plugin_name) const {

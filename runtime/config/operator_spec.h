@@ -176,6 +176,12 @@ struct ControllerSpec {
   // host's default (20/s, burst 50).
   std::optional<double> task_enqueue_qps;  // > 0
   std::optional<int> task_enqueue_burst;   // >= 1
+  // scheduling.priorities: false queues every key at one priority (plain FIFO); unset or true:
+  // catching up (initial list, resync, plugin start, shard hand-over) is low priority.
+  std::optional<bool> priorities;
+  // scheduling.maxWait: the aging bound of the controller's queue (queue::WorkQueue); unset:
+  // 5 min.
+  std::optional<absl::Duration> max_wait;  // > 0
   SourceLocation location;
 
   // Equal ignoring `location`.

@@ -37,9 +37,10 @@ class Runner::Handler : public watch::EventHandler {
   Handler(Runner* runner, Role role, const Mapper* mapper, size_t index = 0)
       : runner_(runner), role_(role), mapper_(mapper), index_(index) {}
 
-  void OnAdd(const cache::ObjectPtr& object, bool /*initial*/) override {
+  void OnAdd(const cache::ObjectPtr& object, bool initial) override {
     if (role_ == Role::kPrimary) runner_->ObservePrimary(nullptr, object);
-    Enqueue(mapper_->MapEvent(nullptr, object));
+    // The first list and a new handler's replay: catching up, not a change.
+    Enqueue(mapper_->MapEvent(nullptr, object), initial);
   }
 
   void OnUpdate(const cache::ObjectPtr& old_object, const cache::ObjectPtr& object) override {
@@ -68,11 +69,12 @@ class Runner::Handler : public watch::EventHandler {
   }
 
  private:
-  void Enqueue(const std::vector<std::string>& keys) {
+  void Enqueue(const std::vector<std::string>& keys, bool initial = false) {
     const pluginpb::Reason reason = role_ == Role::kPrimary ? pluginpb::REASON_PRIMARY_CHANGED
                                     : role_ == Role::kOwned ? pluginpb::REASON_CHILD_CHANGED
                                                             : pluginpb::REASON_RELATED_CHANGED;
-    for (const std::string& key : keys) runner_->EnqueueFromEvent(key, reason);
+    const queue::Priority priority = runner_->PriorityOf(reason, initial);
+    for (const std::string& key : keys) runner_->EnqueueFromEvent(key, reason, priority);
   }
 
   Runner* const runner_;
@@ -274,14 +276,24 @@ bool Runner::UnparkLocked(absl::string_view key, pluginpb::Reason reason) {
   return true;
 }
 
-void Runner::EnqueueFromEvent(const std::string& key, pluginpb::Reason reason) {
+queue::Priority Runner::PriorityOf(pluginpb::Reason reason, bool catching_up) const {
+  if (!options_.priorities) return queue::Priority::kHigh;
+  if (catching_up || reason == pluginpb::REASON_RESYNC ||
+      reason == pluginpb::REASON_PLUGIN_STARTED) {
+    return queue::Priority::kLow;
+  }
+  return queue::Priority::kHigh;
+}
+
+void Runner::EnqueueFromEvent(const std::string& key, pluginpb::Reason reason,
+                              queue::Priority priority) {
   if (!InNamespaces(key)) return;
   {
     common::MutexLock lock(&mu_);
     terminal_.erase(key);
     reasons_[key] = reason;
   }
-  queue_.Add(key);
+  queue_.Add(key, priority);
 }
 
 bool Runner::Enqueue(absl::string_view key, pluginpb::Reason reason) {
@@ -291,7 +303,7 @@ bool Runner::Enqueue(absl::string_view key, pluginpb::Reason reason) {
     if (!UnparkLocked(key, reason)) return false;
     reasons_.try_emplace(key, reason);
   }
-  return queue_.Add(key);
+  return queue_.Add(key, PriorityOf(reason));
 }
 
 size_t Runner::EnqueueAll(pluginpb::Reason reason, absl::Duration spread) {
@@ -320,6 +332,8 @@ size_t Runner::EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration sprea
                                    const std::function<bool(absl::string_view key)>& filter,
                                    bool acquired) {
   thread_local absl::InsecureBitGen gen;
+  // Keys a shard hand-over brings are caught up like a restart's.
+  const queue::Priority priority = PriorityOf(reason, acquired);
   size_t queued = 0;
   for (const cache::ObjectPtr& object : sources_.primary->List()) {
     const absl::string_view key = object->key();
@@ -336,7 +350,7 @@ size_t Runner::EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration sprea
       delay = absl::Nanoseconds(
           absl::Uniform<int64_t>(gen, 0, std::max<int64_t>(1, absl::ToInt64Nanoseconds(spread))));
     }
-    if (queue_.AddAfter(key, delay)) ++queued;
+    if (queue_.AddAfter(key, delay, priority)) ++queued;
   }
   return queued;
 }

@@ -101,7 +101,12 @@ struct RunnerSources {
 
 struct RunnerOptions {
   int max_concurrent_reconciles = 1;  // values < 1 mean 1
-  queue::WorkQueue::Options queue;    // qps / burst / backoff
+  queue::WorkQueue::Options queue;    // qps / burst / backoff / max_wait (aging bound)
+  // Catching up (the initial list and a new handler's replay, REASON_RESYNC,
+  // REASON_PLUGIN_STARTED, keys a shard hand-over brings) is queued at low priority, every other
+  // add (changes after the sync, deletes, requeues, retries, REASON_SCHEDULE, background tasks)
+  // at high priority (queue::WorkQueue). false: everything at one priority, plain FIFO.
+  bool priorities = true;
   pluginpb::Predicates predicates;
   bool include_children = false;  // RequestContents.children (and the capability) in effect
   bool include_related = false;   // RequestContents.related_objects in effect
@@ -224,7 +229,10 @@ class Runner {
          ResponseApplier* applier, RunnerOptions options);
 
   // From the event adapters: clears the key's terminal state and queues it.
-  void EnqueueFromEvent(const std::string& key, pluginpb::Reason reason);
+  void EnqueueFromEvent(const std::string& key, pluginpb::Reason reason,
+                        queue::Priority priority = queue::Priority::kHigh);
+  // The priority of an add for `reason` (low when catching up; high without priorities).
+  queue::Priority PriorityOf(pluginpb::Reason reason, bool catching_up = false) const;
   void OnPrimaryDeleted(const cache::Object& object);
   // An object of owned kind `index` was deleted: the keys it blocked (NotControlled) are queued.
   void OnOwnedDeleted(size_t index, const cache::Object& object);

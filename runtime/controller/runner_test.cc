@@ -589,5 +589,53 @@ TEST_F(RunnerTest, RegressionAParkedKeyReacquiredByTheShardIsRetried) {
   EXPECT_EQ(dispatcher_.call_count(), 3u);
 }
 
+// The worker is busy while keys arrive: two from the initial list, a plugin start's re-enqueue
+// of everything, then a change after the sync. Catching up waits behind the change.
+TEST_F(RunnerTest, ChangesAfterTheSyncGoBeforeCatchingUp) {
+  options_.max_concurrent_reconciles = 1;
+  Build();
+  dispatcher_.Hold(true);
+  ASSERT_TRUE(runner_->Start().ok());
+  AddPrimary(WebApp("busy"));
+  ASSERT_TRUE(dispatcher_.WaitForHeld(1));
+  for (const char* name : {"listed-1", "listed-2"}) {
+    auto object = WebApp(name);
+    primaries_.Upsert(object);
+    runner_->PrimaryHandler()->OnAdd(object, /*initial=*/true);
+  }
+  primaries_.Upsert(WebApp("restarted"));
+  runner_->Enqueue("ns/restarted", pluginpb::REASON_PLUGIN_STARTED);
+  AddPrimary(WebApp("changed"));
+  EXPECT_EQ(runner_->Metrics().queue.depth_by_priority[0], 3u);
+  EXPECT_EQ(runner_->Metrics().queue.depth_by_priority[1], 1u);
+  dispatcher_.Hold(false);
+  dispatcher_.ReleaseAll();
+  ASSERT_TRUE(applier_.WaitForApplied(5));
+  std::vector<std::string> order;
+  for (const pluginpb::ReconcileCall& call : dispatcher_.calls()) order.push_back(call.name());
+  EXPECT_THAT(order, ElementsAre("busy", "changed", "listed-1", "listed-2", "restarted"));
+}
+
+TEST_F(RunnerTest, WithoutPrioritiesEveryKeyIsFifo) {
+  options_.max_concurrent_reconciles = 1;
+  options_.priorities = false;
+  Build();
+  dispatcher_.Hold(true);
+  ASSERT_TRUE(runner_->Start().ok());
+  AddPrimary(WebApp("busy"));
+  ASSERT_TRUE(dispatcher_.WaitForHeld(1));
+  auto listed = WebApp("listed");
+  primaries_.Upsert(listed);
+  runner_->PrimaryHandler()->OnAdd(listed, /*initial=*/true);
+  AddPrimary(WebApp("changed"));
+  EXPECT_EQ(runner_->Metrics().queue.depth_by_priority[1], 2u);
+  dispatcher_.Hold(false);
+  dispatcher_.ReleaseAll();
+  ASSERT_TRUE(applier_.WaitForApplied(3));
+  std::vector<std::string> order;
+  for (const pluginpb::ReconcileCall& call : dispatcher_.calls()) order.push_back(call.name());
+  EXPECT_THAT(order, ElementsAre("busy", "listed", "changed"));
+}
+
 }  // namespace
 }  // namespace ctrlhost::controller

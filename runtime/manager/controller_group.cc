@@ -204,6 +204,8 @@ absl::StatusOr<ControllerGroup::RunnerPlan> ControllerGroup::PlanRunner(
       if (r.base_delay.has_value()) options.queue.base_delay = *r.base_delay;
       if (r.max_delay.has_value()) options.queue.max_delay = *r.max_delay;
     }
+    if (o.priorities.has_value()) options.priorities = *o.priorities;
+    if (o.max_wait.has_value()) options.queue.max_wait = *o.max_wait;
   }
   options.predicates = spec.predicates();
   options.include_children = spec.request_contents().children();

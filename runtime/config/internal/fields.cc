@@ -49,7 +49,11 @@ const std::vector<absl::string_view>& ControllerFields() {
       new std::vector<absl::string_view>{"name",       "plugin",         "maxConcurrentReconciles",
                                          "namespaces", "labelSelector",  "resyncPeriod",
                                          "disabled",   "rateLimit",      "sharding",
-                                         "status",     "backgroundTasks"};
+                                         "status",     "backgroundTasks", "scheduling"};
+  return *v;
+}
+const std::vector<absl::string_view>& ControllerSchedulingFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"priorities", "maxWait"};
   return *v;
 }
 const std::vector<absl::string_view>& ControllerTasksFields() {

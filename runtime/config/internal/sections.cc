@@ -357,6 +357,15 @@ std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& n
       controller.task_enqueue_burst = static_cast<int>(*burst);
     }
   }
+  if (const YAML::Node scheduling = Get(fields, "scheduling"); !IsAbsent(scheduling)) {
+    const std::string scheduling_path = Join(path, "scheduling");
+    const std::vector<Field> scheduling_fields =
+        r.Fields(scheduling, scheduling_path, ControllerSchedulingFields());
+    controller.priorities =
+        r.Bool(Get(scheduling_fields, "priorities"), Join(scheduling_path, "priorities"));
+    const YAML::Node max_wait = Get(scheduling_fields, "maxWait");
+    controller.max_wait = r.Duration(max_wait, Join(scheduling_path, "maxWait"), false);
+  }
   return controller;
 }
 
