@@ -35,7 +35,7 @@ struct DurationHistogram {
 
 // A consistent snapshot of one queue's metrics (taken under the queue's mutex).
 struct QueueMetrics {
-  size_t depth = 0;            // keys ready to be handed out
+  size_t depth = 0;  // keys ready to be handed out
   // depth by priority (index: queue::Priority, 0 low, 1 high; they add up to depth).
   std::array<size_t, 2> depth_by_priority{};
   // How long the oldest ready key of each priority has waited (zero when none; coarse clock).
@@ -55,7 +55,7 @@ struct QueueMetrics {
   uint64_t gets_total = 0;     // keys handed out
   // Sampled (WorkQueue::Options::duration_sample_every): one key in N is timed and counted N
   // times, so count and sum are estimates of every key's (exact when N is 1).
-  DurationHistogram queue_latency;     // from queued to handed out
+  DurationHistogram queue_latency;  // from queued to handed out
   // queue_latency by the priority the key was handed out at (index: queue::Priority).
   std::array<DurationHistogram, 2> queue_latency_by_priority;
   DurationHistogram work_duration;     // from handed out to Done

@@ -21,9 +21,7 @@ int Index(Priority priority) { return static_cast<int>(priority); }
 
 }  // namespace
 
-const char* PriorityName(Priority priority) {
-  return priority == Priority::kLow ? "low" : "high";
-}
+const char* PriorityName(Priority priority) { return priority == Priority::kLow ? "low" : "high"; }
 
 int64_t WorkQueue::NowNanos() const {
   if (real_clock_) {
@@ -384,9 +382,9 @@ Priority WorkQueue::NextPriority(int64_t coarse_ns) {
   if (ready_[Index(Priority::kLow)].size == 0) return Priority::kHigh;
   if (ready_[Index(Priority::kHigh)].size == 0) return Priority::kLow;
   // The low list is in ready order (a key moving up leaves it), so its head is the oldest.
-  const bool aged = max_wait_ns_ != kNoAging &&
-                    coarse_ns - slots_[ready_[Index(Priority::kLow)].head].ready_at_ns >=
-                        max_wait_ns_;
+  const bool aged =
+      max_wait_ns_ != kNoAging &&
+      coarse_ns - slots_[ready_[Index(Priority::kLow)].head].ready_at_ns >= max_wait_ns_;
   if (!aged) {
     aged_turn_low_ = true;
     return Priority::kHigh;

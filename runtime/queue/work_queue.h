@@ -123,8 +123,7 @@ class WorkQueue {
   bool Add(absl::string_view key, Priority priority = Priority::kHigh);
   // Queues `key` after `delay` (now if delay <= 0); the earliest pending deadline wins, and the
   // highest priority of the pending adds is the one it is queued at.
-  bool AddAfter(absl::string_view key, absl::Duration delay,
-                Priority priority = Priority::kHigh);
+  bool AddAfter(absl::string_view key, absl::Duration delay, Priority priority = Priority::kHigh);
   // AddAfter with max(backoff for this key's failures, token bucket delay); counts a failure.
   // Retries are high priority: the key was handed out already, it is not catching up.
   bool AddRateLimited(absl::string_view key);

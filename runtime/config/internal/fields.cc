@@ -46,9 +46,9 @@ const std::vector<absl::string_view>& TlsFields() {
 }
 const std::vector<absl::string_view>& ControllerFields() {
   static const auto* const v =
-      new std::vector<absl::string_view>{"name",       "plugin",         "maxConcurrentReconciles",
-                                         "namespaces", "labelSelector",  "resyncPeriod",
-                                         "disabled",   "rateLimit",      "sharding",
+      new std::vector<absl::string_view>{"name",       "plugin",          "maxConcurrentReconciles",
+                                         "namespaces", "labelSelector",   "resyncPeriod",
+                                         "disabled",   "rateLimit",       "sharding",
                                          "status",     "backgroundTasks", "scheduling"};
   return *v;
 }
