@@ -169,6 +169,7 @@ Runner::Runner(const ControllerInfo* info, RunnerSources sources, Dispatcher* di
       applier_(applier),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : common::Clock::Real()),
+      overdue_log_({.per_second = 1.0 / 60, .burst = 1, .clock = clock_}),
       primary_api_version_(ApiVersion(info->primary.group, info->primary.version)),
       owner_mapper_(OwnerMapper(
           PrimaryKind{info->primary.group, info->primary.kind, info->primary.namespaced},

@@ -73,6 +73,7 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/cache/store.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/field_path.h"
 #include "runtime/controller/key_gate.h"
@@ -253,6 +254,8 @@ class Runner {
                              bool acquired);
 
   void WorkerLoop();
+  // Logs (rate limited) that `key` waited longer than the queue's maxWait.
+  void ReportOverdue(absl::string_view key);
   void ProcessKey(const std::string& key);
   // ProcessKey's steps. Whether this host may process `key` now (options_.key_gate); when not,
   // the key was forgotten or requeued as the gate said.
@@ -289,6 +292,8 @@ class Runner {
   ResponseApplier* const applier_;
   const RunnerOptions options_;
   common::Clock* const clock_;
+  // "key waited longer than maxWait": one line a minute at most (the dump and metrics count all).
+  common::LogLimiter overdue_log_;
   const std::string primary_api_version_;
   std::vector<FieldPath> strip_;  // options_.strip_fields, parsed
   bool primary_metadata_only_ = false;

@@ -53,9 +53,23 @@ ApplyOutcome ApplyGuarded(ResponseApplier* applier, const ReconcileContext& cont
 
 }  // namespace
 
+void Runner::ReportOverdue(absl::string_view key) {
+  uint64_t suppressed = 0;
+  if (!overdue_log_.Allow(&suppressed)) return;
+  common::LogWarning(
+      "key waited longer than its queue's maxWait: the controller cannot keep up (more workers "
+      "with maxConcurrentReconciles, or a longer scheduling.maxWait); /debug/dump shows the "
+      "queue by priority",
+      {{"controller", info_->name},
+       {"key", key},
+       {"max_wait", absl::FormatDuration(options_.queue.max_wait)},
+       {"suppressed", suppressed}});
+}
+
 void Runner::WorkerLoop() {
   std::optional<queue::WorkQueue::Item> item = queue_.Get();
   while (item.has_value()) {
+    if (item->overdue) ReportOverdue(item->key);
     ProcessKey(std::string(item->key));
     item = queue_.DoneAndGet(*item);
   }

@@ -40,6 +40,23 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
   out << YAML::Key << "addsTotal" << YAML::Value << m.queue.adds_total;
   out << YAML::Key << "retriesTotal" << YAML::Value << m.queue.retries_total;
   out << YAML::Key << "longestRunningSeconds" << YAML::Value << Seconds(m.queue.longest_running);
+  // By priority, each with its oldest waiting key; the aging bound and what it did.
+  for (const queue::Priority p : {queue::Priority::kHigh, queue::Priority::kLow}) {
+    const int i = static_cast<int>(p);
+    out << YAML::Key << queue::PriorityName(p) << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "depth" << YAML::Value << m.queue.depth_by_priority[i];
+    if (!m.queue.oldest_key[i].empty()) {
+      out << YAML::Key << "oldestKey" << YAML::Value << m.queue.oldest_key[i];
+      out << YAML::Key << "oldestWaitingSeconds" << YAML::Value
+          << Seconds(m.queue.oldest_waiting[i]);
+    }
+    out << YAML::EndMap;
+  }
+  if (m.queue.max_wait != absl::InfiniteDuration()) {
+    out << YAML::Key << "maxWaitSeconds" << YAML::Value << Seconds(m.queue.max_wait);
+  }
+  out << YAML::Key << "agedTotal" << YAML::Value << m.queue.aged_total;
+  out << YAML::Key << "waitedPastMaxTotal" << YAML::Value << m.queue.waited_past_max_total;
   out << YAML::EndMap;
   out << YAML::Key << "terminalKeys" << YAML::Value << m.terminal_keys;
   if (m.blocked_keys > 0) out << YAML::Key << "blockedKeys" << YAML::Value << m.blocked_keys;

@@ -188,6 +188,13 @@ absl::Status Host::StartManager(const HostOptions& options) {
     CollectConnections(figures);
   });
   observe_->SetReadyCheck("controllers", [manager] { return manager->Ready(); });
+  // Keys waiting past their queue's maxWait: a warning, not a failure (the host works, slowly).
+  observe_->SetReadyCheck("queues", [] { return absl::OkStatus(); });
+  observe_->SetReadyDetail("queues", [manager] {
+    const std::vector<std::string> warnings = manager->QueueWarnings();
+    return warnings.empty() ? std::string()
+                            : absl::StrCat("warning: ", absl::StrJoin(warnings, "; "));
+  });
   observe_->SetDumpProvider([this, manager]() -> absl::StatusOr<std::string> {
     return absl::StrCat(manager->DumpYaml(), LeaderDump(), OperatorLeasesDump(), ShardDump());
   });

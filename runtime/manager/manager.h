@@ -176,6 +176,10 @@ class Manager {
   // FAILED (starting, ready, backing off) or there is none. `ctrlhost run` fails with these
   // before it would print "ready".
   std::vector<std::string> AllPluginsRefused() const;
+  // Warnings, not failures: one per controller whose oldest waiting key has waited longer than
+  // its queue's maxWait ("controller web/deployments: key ns/a has waited 412s at low priority
+  // (maxWait 300s)"). /readyz?verbose shows them beside the passing "queues" check.
+  std::vector<std::string> QueueWarnings() const;
 
   // Waits (bounded) until Ready() is OK; returns its last answer, or at once FailedPrecondition
   // naming a plugin that was refused (FAILED: Ready() cannot pass before the operators change).

@@ -86,6 +86,28 @@ absl::Status Manager::Check(std::vector<std::string>* pending,
   return absl::UnavailableError(absl::StrJoin(not_ready, "; "));
 }
 
+std::vector<std::string> Manager::QueueWarnings() const {
+  std::vector<std::string> warnings;
+  for (const PluginView& view : AllPlugins()) {
+    if (view.group == nullptr) continue;
+    for (const ControllerStatus& c : view.group->Status()) {
+      const queue::QueueMetrics& q = c.metrics.queue;
+      if (q.max_wait == absl::InfiniteDuration()) continue;
+      for (int p = queue::kPriorities - 1; p >= 0; --p) {
+        if (q.oldest_key[p].empty() || q.oldest_waiting[p] <= q.max_wait) continue;
+        warnings.push_back(
+            absl::StrCat("controller ", view.plugin->operator_name, "/", c.name, ": key ",
+                         q.oldest_key[p], " has waited ",
+                         absl::FormatDuration(absl::Trunc(q.oldest_waiting[p], absl::Seconds(1))),
+                         " at ", queue::PriorityName(static_cast<queue::Priority>(p)),
+                         " priority (maxWait ", absl::FormatDuration(q.max_wait), ")"));
+        break;
+      }
+    }
+  }
+  return warnings;
+}
+
 std::vector<std::string> Manager::AllPluginsRefused() const {
   std::vector<std::string> refused;
   for (const PluginView& view : AllPlugins()) {

@@ -18,10 +18,15 @@ HistogramFigures FromDurationHistogram(const queue::DurationHistogram& h) {
 QueueFigures FromQueueMetrics(std::string name, const queue::QueueMetrics& m) {
   QueueFigures q;
   q.name = std::move(name);
-  q.depth = static_cast<double>(m.depth);
+  for (int p = 0; p < 2; ++p) {
+    q.depth[p] = static_cast<double>(m.depth_by_priority[p]);
+    q.queue_duration[p] = FromDurationHistogram(m.queue_latency_by_priority[p]);
+    q.oldest_waiting_seconds[p] = absl::ToDoubleSeconds(m.oldest_waiting[p]);
+  }
   q.adds_total = m.adds_total;
   q.retries_total = m.retries_total;
-  q.queue_duration = FromDurationHistogram(m.queue_latency);
+  q.aged_total = m.aged_total;
+  q.waited_past_max_total = m.waited_past_max_total;
   q.work_duration = FromDurationHistogram(m.work_duration);
   q.unfinished_work_seconds = absl::ToDoubleSeconds(m.unfinished_work);
   q.longest_running_processor_seconds = absl::ToDoubleSeconds(m.longest_running);

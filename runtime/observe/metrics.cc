@@ -119,18 +119,37 @@ void AddQueueFamilies(const std::vector<QueueFigures>& queues, std::vector<Metri
       Family("workqueue_longest_running_processor_seconds",
              "How many seconds has the longest running processor for workqueue been running",
              MetricType::Gauge);
+  MetricFamily oldest = Family(
+      "ctrlhost_workqueue_oldest_waiting_seconds",
+      "Seconds the oldest key waiting to be handed out has waited, by priority", MetricType::Gauge);
+  MetricFamily aged =
+      Family("ctrlhost_workqueue_aged_total",
+             "Low-priority keys handed out ahead of waiting high-priority ones because they had "
+             "waited the queue's maxWait",
+             MetricType::Counter);
+  MetricFamily past_max =
+      Family("ctrlhost_workqueue_waited_past_max_total",
+             "Keys handed out after waiting longer than the queue's maxWait (any priority)",
+             MetricType::Counter);
+  static constexpr const char* kPriorityNames[2] = {"low", "high"};
   for (const QueueFigures& q : queues) {
     const Labels labels = {{"name", q.name}};
-    AddGauge(depth, labels, q.depth);
+    for (int p = 0; p < 2; ++p) {
+      const Labels by_priority = {{"name", q.name}, {"priority", kPriorityNames[p]}};
+      AddGauge(depth, by_priority, q.depth[p]);
+      AddHistogram(queue_duration, by_priority, q.queue_duration[p]);
+      AddGauge(oldest, by_priority, q.oldest_waiting_seconds[p]);
+    }
+    AddCounter(aged, labels, static_cast<double>(q.aged_total));
+    AddCounter(past_max, labels, static_cast<double>(q.waited_past_max_total));
     AddCounter(adds, labels, static_cast<double>(q.adds_total));
-    AddHistogram(queue_duration, labels, q.queue_duration);
     AddHistogram(work_duration, labels, q.work_duration);
     AddCounter(retries, labels, static_cast<double>(q.retries_total));
     AddGauge(unfinished, labels, q.unfinished_work_seconds);
     AddGauge(longest, labels, q.longest_running_processor_seconds);
   }
-  for (MetricFamily* family :
-       {&depth, &adds, &queue_duration, &work_duration, &retries, &unfinished, &longest}) {
+  for (MetricFamily* family : {&depth, &adds, &queue_duration, &work_duration, &retries,
+                               &unfinished, &longest, &oldest, &aged, &past_max}) {
     out.push_back(std::move(*family));
   }
 }

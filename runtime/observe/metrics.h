@@ -44,6 +44,7 @@
 #ifndef CTRLHOST_RUNTIME_OBSERVE_METRICS_H_
 #define CTRLHOST_RUNTIME_OBSERVE_METRICS_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -81,13 +82,19 @@ struct ControllerFigures {
   int64_t shard_keys_owned = -1;
 };
 
+// Per-priority arrays are indexed like queue::Priority: [0] low, [1] high.
 struct QueueFigures {
   std::string name;
-  double depth = 0;
+  std::array<double, 2> depth{};  // by priority
   uint64_t adds_total = 0;
   uint64_t retries_total = 0;
-  HistogramFigures queue_duration;  // seconds from added to handed out
-  HistogramFigures work_duration;   // seconds from handed out to done
+  // Seconds from added to handed out, by the priority the key was handed out at.
+  std::array<HistogramFigures, 2> queue_duration;
+  // Seconds the oldest ready key of each priority has waited (0 when none).
+  std::array<double, 2> oldest_waiting_seconds{};
+  uint64_t aged_total = 0;             // low keys handed out ahead of high ones by aging
+  uint64_t waited_past_max_total = 0;  // keys handed out after waiting longer than max_wait
+  HistogramFigures work_duration;      // seconds from handed out to done
   double unfinished_work_seconds = 0;
   double longest_running_processor_seconds = 0;
 };

@@ -70,10 +70,13 @@ void OneOfEachFigure(Figures& f) {
   f.controllers.push_back(c);
   QueueFigures q;
   q.name = "web/deployments";
-  q.depth = 5;
+  q.depth = {2, 3};
   q.adds_total = 11;
   q.retries_total = 3;
-  q.queue_duration = TwoBuckets();
+  q.queue_duration = {HistogramFigures(), TwoBuckets()};
+  q.oldest_waiting_seconds = {310, 0.5};
+  q.aged_total = 7;
+  q.waited_past_max_total = 9;
   q.work_duration = TwoBuckets();
   q.unfinished_work_seconds = 1.5;
   q.longest_running_processor_seconds = 0.75;
@@ -141,10 +144,16 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
        6},
       {R"(controller_runtime_max_concurrent_reconciles{controller="web/deployments"})", 4},
       {R"(controller_runtime_active_workers{controller="web/deployments"})", 1},
-      {R"(workqueue_depth{name="web/deployments"})", 5},
+      {R"(workqueue_depth{name="web/deployments",priority="low"})", 2},
+      {R"(workqueue_depth{name="web/deployments",priority="high"})", 3},
+      {R"(ctrlhost_workqueue_oldest_waiting_seconds{name="web/deployments",priority="low"})", 310},
+      {R"(ctrlhost_workqueue_oldest_waiting_seconds{name="web/deployments",priority="high"})", 0.5},
+      {R"(ctrlhost_workqueue_aged_total{name="web/deployments"})", 7},
+      {R"(ctrlhost_workqueue_waited_past_max_total{name="web/deployments"})", 9},
       {R"(workqueue_adds_total{name="web/deployments"})", 11},
       {R"(workqueue_retries_total{name="web/deployments"})", 3},
-      {R"(workqueue_queue_duration_seconds_count{name="web/deployments"})", 6},
+      {R"(workqueue_queue_duration_seconds_count{name="web/deployments",priority="high"})", 6},
+      {R"(workqueue_queue_duration_seconds_count{name="web/deployments",priority="low"})", 0},
       {R"(workqueue_work_duration_seconds_bucket{name="web/deployments",le="+Inf"})", 6},
       {R"(workqueue_unfinished_work_seconds{name="web/deployments"})", 1.5},
       {R"(workqueue_longest_running_processor_seconds{name="web/deployments"})", 0.75},
@@ -198,7 +207,8 @@ TEST(MetricsRegistryTest, LabelValuesAreEscaped) {
     q.name = "a\"b\\c\nd";
     f.queues.push_back(q);
   });
-  EXPECT_THAT(metrics.ScrapeText(), HasSubstr(R"(workqueue_depth{name="a\"b\\c\nd"} 0)"));
+  EXPECT_THAT(metrics.ScrapeText(),
+              HasSubstr(R"(workqueue_depth{name="a\"b\\c\nd",priority="low"} 0)"));
 }
 
 TEST(MetricsRegistryTest, NoProvidersNoFamiliesAndRemovedProvidersStop) {
@@ -209,7 +219,7 @@ TEST(MetricsRegistryTest, NoProvidersNoFamiliesAndRemovedProvidersStop) {
     ++calls;
     f.queues.emplace_back().name = "q";
   });
-  EXPECT_THAT(metrics.ScrapeText(), HasSubstr("workqueue_depth{name=\"q\"} 0"));
+  EXPECT_THAT(metrics.ScrapeText(), HasSubstr("workqueue_depth{name=\"q\",priority=\"low\"} 0"));
   metrics.RemoveProvider(id);
   metrics.RemoveProvider(id);  // idempotent
   EXPECT_EQ(metrics.ScrapeText(), "");
@@ -229,8 +239,8 @@ TEST(MetricsRegistryTest, ProvidersMergeAndPushMetricsFollow) {
   const std::string text = metrics.ScrapeText();
   // One family with both queues (a second "# TYPE workqueue_depth" would be invalid).
   EXPECT_EQ(text.find("# TYPE workqueue_depth"), text.rfind("# TYPE workqueue_depth"));
-  EXPECT_THAT(text, HasSubstr("workqueue_depth{name=\"a\"} 0"));
-  EXPECT_THAT(text, HasSubstr("workqueue_depth{name=\"b\"} 0"));
+  EXPECT_THAT(text, HasSubstr("workqueue_depth{name=\"a\",priority=\"high\"} 0"));
+  EXPECT_THAT(text, HasSubstr("workqueue_depth{name=\"b\",priority=\"high\"} 0"));
   EXPECT_THAT(text, HasSubstr("ctrlhost_applies_total{kind=\"Deployment\"} 3"));
 }
 
@@ -274,24 +284,37 @@ TEST(MetricsRegistryTest, RemoveProviderWaitsForARunningScrape) {
 TEST(AdaptersTest, QueueMetricsBecomeSecondsAndCumulativeBuckets) {
   queue::QueueMetrics m;
   m.depth = 3;
+  m.depth_by_priority = {1, 2};
+  m.oldest_waiting = {absl::Seconds(400), absl::Milliseconds(250)};
+  m.aged_total = 4;
+  m.waited_past_max_total = 5;
   m.adds_total = 10;
   m.retries_total = 2;
-  m.queue_latency.Observe(absl::Microseconds(5));  // first bucket (<= 10 us)
-  m.queue_latency.Observe(absl::Seconds(5000));    // +Inf
+  // One key handed out at low priority, one at high.
+  m.queue_latency_by_priority[0].Observe(absl::Microseconds(5));  // first bucket (<= 10 us)
+  m.queue_latency_by_priority[1].Observe(absl::Seconds(5000));    // +Inf
   m.longest_running = absl::Milliseconds(1500);
   m.unfinished_work = absl::Seconds(2);
   QueueFigures q = FromQueueMetrics("q", m);
-  EXPECT_EQ(q.depth, 3);
+  EXPECT_EQ(q.depth[0], 1);
+  EXPECT_EQ(q.depth[1], 2);
+  EXPECT_EQ(q.oldest_waiting_seconds[0], 400);
+  EXPECT_EQ(q.oldest_waiting_seconds[1], 0.25);
+  EXPECT_EQ(q.aged_total, 4u);
+  EXPECT_EQ(q.waited_past_max_total, 5u);
   EXPECT_EQ(q.adds_total, 10u);
   EXPECT_EQ(q.retries_total, 2u);
   EXPECT_EQ(q.longest_running_processor_seconds, 1.5);
   EXPECT_EQ(q.unfinished_work_seconds, 2);
-  ASSERT_EQ(q.queue_duration.counts.size(), q.queue_duration.upper_bounds.size() + 1);
-  EXPECT_DOUBLE_EQ(q.queue_duration.upper_bounds.front(), 1e-5);
-  EXPECT_EQ(q.queue_duration.counts.front(), 1u);
-  EXPECT_EQ(q.queue_duration.counts.back(), 1u);
-  EXPECT_EQ(q.queue_duration.count, 2u);
-  EXPECT_NEAR(q.queue_duration.sum, 5000.000005, 1e-6);
+  const HistogramFigures& low = q.queue_duration[0];
+  const HistogramFigures& high = q.queue_duration[1];
+  ASSERT_EQ(low.counts.size(), low.upper_bounds.size() + 1);
+  EXPECT_DOUBLE_EQ(low.upper_bounds.front(), 1e-5);
+  EXPECT_EQ(low.counts.front(), 1u);
+  EXPECT_EQ(low.count, 1u);
+  EXPECT_EQ(high.counts.back(), 1u);
+  EXPECT_EQ(high.count, 1u);
+  EXPECT_NEAR(low.sum + high.sum, 5000.000005, 1e-6);
 
   watch::ReflectorMetrics r;
   r.description = "v1 ConfigMap";

@@ -42,7 +42,7 @@ TEST(ObserveServerTest, MetricsOverHttp) {
   metrics.AddProvider([](Figures& f) {
     QueueFigures q;
     q.name = "web";
-    q.depth = 4;
+    q.depth = {0, 4};  // by priority: low, high
     f.queues.push_back(q);
   });
   std::unique_ptr<ObserveServer> server = StartServer(&metrics);
@@ -53,8 +53,10 @@ TEST(ObserveServerTest, MetricsOverHttp) {
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type"), kPrometheusTextContentType);
-  EXPECT_THAT(res->body,
-              HasSubstr("# TYPE workqueue_depth gauge\nworkqueue_depth{name=\"web\"} 4"));
+  EXPECT_THAT(
+      res->body,
+      HasSubstr("# TYPE workqueue_depth gauge\nworkqueue_depth{name=\"web\",priority=\"low\"} 0\n"
+                "workqueue_depth{name=\"web\",priority=\"high\"} 4"));
 }
 
 TEST(ObserveServerTest, MetricsDisabledIs404AndUnknownPaths404) {
@@ -217,7 +219,7 @@ TEST(ObserveServerTest, ConcurrentScrapesAndCheckChanges) {
   metrics.AddProvider([&](Figures& f) {
     QueueFigures q;
     q.name = "q";
-    q.depth = depth.load();
+    q.depth = {0, static_cast<double>(depth.load())};
     f.queues.push_back(q);
   });
   std::unique_ptr<ObserveServer> server = StartServer(&metrics);

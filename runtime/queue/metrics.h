@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 
@@ -40,6 +41,7 @@ struct QueueMetrics {
   std::array<size_t, 2> depth_by_priority{};
   // How long the oldest ready key of each priority has waited (zero when none; coarse clock).
   std::array<absl::Duration, 2> oldest_waiting{};
+  std::array<std::string, 2> oldest_key;               // which key that is (empty when none)
   absl::Duration max_wait = absl::InfiniteDuration();  // the queue's aging bound
   // Low keys handed out ahead of waiting high keys because they had waited max_wait (aging).
   uint64_t aged_total = 0;

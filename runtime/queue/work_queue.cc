@@ -410,9 +410,8 @@ std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
   ++s.generation;
   ++counters_.gets_total;
   ++processing_count_;
-  if (max_wait_ns_ != kNoAging && coarse_ns - s.ready_at_ns > max_wait_ns_) {
-    ++counters_.waited_past_max_total;
-  }
+  const bool overdue = max_wait_ns_ != kNoAging && coarse_ns - s.ready_at_ns > max_wait_ns_;
+  if (overdue) ++counters_.waited_past_max_total;
   if (s.sampled) {
     if (now_ns == 0) now_ns = NowNanos();
     counters_.queue_latency.ObserveNanos(now_ns - s.queued_at_ns, sample_every_);
@@ -422,7 +421,7 @@ std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
   } else if (options_.record_durations) {
     s.started_at_ns = coarse_ns;  // for longest_running only
   }
-  return Item{absl::string_view(s.key), slot, s.generation};
+  return Item{absl::string_view(s.key), slot, s.generation, overdue};
 }
 
 int64_t WorkQueue::PromoteAndNow() {
@@ -598,8 +597,13 @@ QueueMetrics WorkQueue::Metrics() const {
   for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
     const Slot& s = slots_[slot];
     if (s.queued) {
-      absl::Duration& oldest = m.oldest_waiting[Index(s.priority)];
-      oldest = std::max(oldest, absl::Nanoseconds(std::max<int64_t>(0, coarse_ns - s.ready_at_ns)));
+      const int p = Index(s.priority);
+      const absl::Duration waited =
+          absl::Nanoseconds(std::max<int64_t>(0, coarse_ns - s.ready_at_ns));
+      if (m.oldest_key[p].empty() || waited > m.oldest_waiting[p]) {
+        m.oldest_waiting[p] = waited;
+        m.oldest_key[p] = s.key;
+      }
     }
     if (!options_.record_durations || !s.processing) continue;
     const absl::Duration running =

@@ -106,6 +106,7 @@ class WorkQueue {
     absl::string_view key;
     uint32_t slot = 0;
     uint32_t generation = 0;
+    bool overdue = false;  // it waited longer than options.max_wait (counted in the metrics)
   };
 
   // `clock` is borrowed and must outlive the queue.
