@@ -22,6 +22,8 @@
 //               references and changes its data: refused, nothing written
 //   patch-data  an OWNED merge patch of the data of ConfigMap spec.target: refused when
 //               spec.target is not this object's child
+//   slow        sleep spec.sleepMs (default 10) and answer nothing: a busy worker, for the
+//               scheduling tests (which key is reconciled when)
 // Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
 // <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
 // instance served it. The controller is named $CHAOS_CONTROLLER (default "chaos"), so that two
@@ -134,6 +136,8 @@ sdk::Result Reconcile(const sdk::Request& req) {
   } else if (mode == "quota") {
     result = sdk::Result::RetryableError("spec.mode says the quota is used up", "QuotaExceeded",
                                          absl::Hours(1));
+  } else if (mode == "slow") {
+    absl::SleepFor(absl::Milliseconds(req.spec().value("sleepMs", 10)));
   } else if (mode == "huge") {
     result = Ok(req);
     result.Status()["padding"] = std::string(2 * static_cast<size_t>(MaxMessageBytes()), 'x');
