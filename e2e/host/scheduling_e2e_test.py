@@ -104,6 +104,7 @@ class SchedulingTest(unittest.TestCase):
             # The dump shows the queue by priority; the backlog is still there.
             status, dump = host.endpoint("/debug/dump")
             self.assertEqual(status, 200, dump)
+            print("\n".join(line.strip() for line in dump.splitlines() if "queue:" in line))
             self.assertIn("low: {depth:", dump)
             self.assertIn("oldestKey: %s/backlog-" % NAMESPACE, dump)
         finally:
