@@ -79,7 +79,6 @@ spec:
       sharding: {enabled: true}
       status: {conditions: host}
       backgroundTasks: {enqueueQps: 2.5, enqueueBurst: 7}
-      scheduling: {priorities: false, maxWait: 90s}
     - name: services
       disabled: true
       status: {conditions: plugin}
@@ -141,10 +140,6 @@ spec:
   EXPECT_EQ(d.task_enqueue_burst, 7);
   EXPECT_FALSE(op.controllers[1].task_enqueue_qps.has_value());
   EXPECT_FALSE(op.controllers[1].task_enqueue_burst.has_value());
-  EXPECT_EQ(d.priorities, false);
-  EXPECT_EQ(d.max_wait, absl::Seconds(90));
-  EXPECT_FALSE(op.controllers[1].priorities.has_value());
-  EXPECT_FALSE(op.controllers[1].max_wait.has_value());
   EXPECT_FALSE(op.controllers[1].host_status);
   EXPECT_TRUE(op.controllers[1].disabled);
   EXPECT_TRUE(op.controllers[1].plugin.empty());
@@ -328,26 +323,6 @@ TEST(ParseOperatorsTest, BackgroundTaskLimitsAreChecked) {
           "between 1 and 1048576",
           "op.yaml:15:24: spec.controllers[2].backgroundTasks: must be a mapping, "
           "not an integer"));
-}
-
-TEST(ParseOperatorsTest, SchedulingValuesAreChecked) {
-  EXPECT_THAT(
-      Errors(absl::StrCat(kHeader, R"(spec:
-  plugins:
-    - name: a
-      exec: {command: a}
-  controllers:
-    - name: c
-      scheduling: {priorities: maybe, maxWait: 0s, weight: 2}
-    - name: d
-      scheduling: {maxWait: -5m}
-)")),
-      ElementsAre(
-          "op.yaml:11:32: spec.controllers[0].scheduling.priorities: must be true or false, "
-          "not a string",
-          "op.yaml:11:48: spec.controllers[0].scheduling.maxWait: must be positive",
-          "op.yaml:11:52: spec.controllers[0].scheduling.weight: unknown field",
-          "op.yaml:13:29: spec.controllers[1].scheduling.maxWait: must be positive"));
 }
 
 TEST(ParseOperatorsTest, ApiClientValuesAreChecked) {
