@@ -33,14 +33,14 @@ std::vector<std::string> Errors(absl::string_view controllers) {
 }
 
 TEST(SchedulingTest, PrioritiesAndMaxWaitAreReadAndUnsetByDefault) {
-  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
-      absl::StrCat(kDocument, R"(    - name: fifo
+  absl::StatusOr<std::vector<OperatorSpec>> ops =
+      ParseOperators(absl::StrCat(kDocument, R"(    - name: fifo
       scheduling: {priorities: false, maxWait: 90s}
     - name: plain
     - name: empty
       scheduling: {}
 )"),
-      "op.yaml");
+                     "op.yaml");
   ASSERT_TRUE(ops.ok()) << ops.status();
   const std::vector<ControllerSpec>& c = (*ops)[0].controllers;
   ASSERT_EQ(c.size(), 3u);
