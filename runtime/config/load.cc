@@ -44,6 +44,7 @@ using internal::IsAbsent;
 using internal::Join;
 using internal::LeaderElectionFields;
 using internal::MetadataFields;
+using internal::OperatorSchedulingFields;
 using internal::ParseApiClient;
 using internal::ParseController;
 using internal::ParseLeaderElection;
@@ -176,6 +177,11 @@ std::optional<OperatorSpec> ParseDocument(YamlReader& r, const YAML::Node& doc) 
   }
   if (const YAML::Node le = Get(spec_fields, "leaderElection"); !IsAbsent(le)) {
     op.leader_election = ParseLeaderElection(r, le, "spec.leaderElection");
+  }
+  if (const YAML::Node scheduling = Get(spec_fields, "scheduling"); !IsAbsent(scheduling)) {
+    const std::vector<Field> scheduling_fields =
+        r.Fields(scheduling, "spec.scheduling", OperatorSchedulingFields());
+    op.api_weight = internal::ApiWeight(r, scheduling_fields, "spec.scheduling.apiWeight");
   }
   return op;
 }
@@ -352,6 +358,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.controllers[].status", ControllerStatusFields(), out);
   AddPaths("spec.controllers[].backgroundTasks", ControllerTasksFields(), out);
   AddPaths("spec.controllers[].scheduling", ControllerSchedulingFields(), out);
+  AddPaths("spec.scheduling", OperatorSchedulingFields(), out);
   AddPaths("spec.routes[]", RouteFields(), out);
   AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);

@@ -36,7 +36,7 @@ bool ControllerSpec::operator==(const ControllerSpec& o) const {
          disabled == o.disabled && rate_limit == o.rate_limit && sharded == o.sharded &&
          host_status == o.host_status && task_enqueue_qps == o.task_enqueue_qps &&
          task_enqueue_burst == o.task_enqueue_burst && priorities == o.priorities &&
-         max_wait == o.max_wait;
+         max_wait == o.max_wait && api_weight == o.api_weight;
 }
 
 const PluginSpec* OperatorSpec::FindPlugin(const std::string& plugin_name) const {
@@ -55,7 +55,8 @@ const RouteSpec* OperatorSpec::FindRoute(const std::string& controller) const {
 
 bool OperatorSpec::operator==(const OperatorSpec& o) const {
   return name == o.name && labels == o.labels && annotations == o.annotations &&
-         plugins == o.plugins && controllers == o.controllers && routes == o.routes;
+         plugins == o.plugins && controllers == o.controllers && routes == o.routes &&
+         api_weight == o.api_weight;
 }
 
 OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
@@ -95,10 +96,11 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
     change.controllers_changed = was.controllers != now->controllers;
     change.routes_changed = was.routes != now->routes;
     change.metadata_changed = was.labels != now->labels || was.annotations != now->annotations;
+    change.api_weight_changed = was.api_weight != now->api_weight;
     // Plugins only listed in another order: nothing to restart.
     if (change.added_plugins.empty() && change.removed_plugins.empty() &&
         change.changed_plugins.empty() && !change.controllers_changed && !change.routes_changed &&
-        !change.metadata_changed) {
+        !change.metadata_changed && !change.api_weight_changed) {
       continue;
     }
     diff.changed.push_back(std::move(change));

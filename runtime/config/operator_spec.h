@@ -182,6 +182,9 @@ struct ControllerSpec {
   // scheduling.maxWait: the aging bound of the controller's queue (queue::WorkQueue); unset:
   // 5 min.
   std::optional<absl::Duration> max_wait;  // > 0
+  // scheduling.apiWeight: the controller's share of its operator's API budget, relative to
+  // the operator's other controllers (kube::FairLimiter); unset: 1.
+  std::optional<double> api_weight;  // > 0
   SourceLocation location;
 
   // Equal ignoring `location`.
@@ -227,7 +230,10 @@ struct OperatorSpec {
   // spec.leaderElection. Host-wide like api_client (one Lease for the host): read at start,
   // not part of equality.
   std::optional<LeaderElectionSpec> leader_election;
-  SourceLocation location;  // of the document
+  // spec.scheduling.apiWeight: the operator's share of the host's API budget, relative to the
+  // other operators that want requests at the same time (kube::FairLimiter); unset: 1.
+  std::optional<double> api_weight;  // > 0
+  SourceLocation location;           // of the document
 
   const PluginSpec* FindPlugin(const std::string& plugin_name) const;
   const RouteSpec* FindRoute(const std::string& controller) const;
@@ -244,6 +250,7 @@ struct OperatorChange {
   std::vector<std::string> changed_plugins;  // same name, different spec; sorted
   bool controllers_changed = false;          // spec.controllers differ
   bool routes_changed = false;               // spec.routes differ
+  bool api_weight_changed = false;           // spec.scheduling.apiWeight differs (no restart)
   bool metadata_changed = false;             // labels or annotations differ
 };
 

@@ -19,35 +19,6 @@
 
 namespace ctrlhost::kube {
 
-// ---- TokenBucket ----
-
-TokenBucket::TokenBucket(double qps, int burst, common::Clock* clock)
-    : qps_(qps), burst_(std::max(1, burst)), clock_(clock), tokens_(burst_), last_(clock->Now()) {}
-
-absl::Status TokenBucket::Acquire(absl::Time deadline) {
-  if (qps_ <= 0) return absl::OkStatus();
-  absl::Time ready;
-  {
-    common::MutexLock lock(&mu_);
-    const absl::Time now = clock_->Now();
-    if (now > last_) {
-      tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
-      last_ = now;
-    }
-    // Reserve the token now (the balance may go negative) so waiters are served in order.
-    tokens_ -= 1;
-    if (tokens_ >= 0) return absl::OkStatus();
-    ready = now + absl::Seconds(-tokens_ / qps_);
-    if (ready > deadline) {
-      tokens_ += 1;
-      return absl::DeadlineExceededError(
-          "client-side rate limiter: no token available before the deadline");
-    }
-  }
-  clock_->SleepUntil(ready);
-  return absl::OkStatus();
-}
-
 // ---- StreamCanceller ----
 
 void StreamCanceller::Cancel() {
@@ -355,7 +326,7 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
   bool token_reloaded = false;  // one extra try after a 401 that a re-read token may fix
   const bool fenced = options_.write_fence != nullptr && request.method != "GET";
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    RETURN_IF_ERROR(limiter_.Acquire(deadline));
+    RETURN_IF_ERROR(limiter_.Acquire(CurrentApiTenant(), deadline));
     if (fenced) {
       ASSIGN_OR_RETURN(const absl::Time fence, options_.write_fence());
       if (fence <= clock->Now()) {
@@ -435,7 +406,7 @@ absl::Status RestClient::Stream(const RestRequest& request,
   absl::Status last = absl::UnavailableError(absl::StrCat(what, ": no attempt made"));
   const absl::Time deadline = clock->Now() + timeout;  // for connecting and retries only
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    RETURN_IF_ERROR(limiter_.Acquire(deadline));
+    RETURN_IF_ERROR(limiter_.Acquire(CurrentApiTenant(), deadline));
     ASSIGN_OR_RETURN(auto headers, Headers(request));
     ASSIGN_OR_RETURN(std::unique_ptr<httplib::ClientImpl> client, Acquire());
     SetTimeouts(client.get(), timeout);

@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
+#include "runtime/kube/fair_limiter.h"
 #include "runtime/kube/kubeconfig.h"
 
 namespace httplib {
@@ -48,26 +49,6 @@ class ClientImpl;
 }
 
 namespace ctrlhost::kube {
-
-// A token bucket: `qps` tokens per second, at most `burst` stored. Thread-safe (mu_).
-class TokenBucket {
- public:
-  // qps <= 0 disables limiting. `clock` is borrowed and must outlive the bucket.
-  TokenBucket(double qps, int burst, common::Clock* clock);
-
-  // Takes one token, waiting on the clock until one is available. kDeadlineExceeded (and no
-  // token taken) when that would be after `deadline`.
-  absl::Status Acquire(absl::Time deadline);
-
- private:
-  const double qps_;
-  const double burst_;
-  common::Clock* const clock_;
-
-  common::Mutex mu_;
-  double tokens_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_ ABSL_GUARDED_BY(mu_);
-};
 
 struct RestClientOptions {
   double qps = 50;  // <= 0: unlimited
@@ -143,6 +124,9 @@ class RestClient {
   common::Clock* clock() const { return options_.clock; }
   // Number of HTTP attempts made so far (tests observe retries with it).
   int64_t attempts() const;
+  // The request budget (options.qps / burst), shared by weight between the tenants of the
+  // requests (api_tenant.h: each attempt is charged to the calling thread's tenant).
+  FairLimiter& limiter() { return limiter_; }
 
  private:
   struct TlsMaterial;
@@ -159,7 +143,7 @@ class RestClient {
   const RestClientOptions options_;
   std::string scheme_host_port_;
   std::unique_ptr<TlsMaterial> tls_;
-  TokenBucket limiter_;
+  FairLimiter limiter_;
 
   mutable common::Mutex mu_;
   std::vector<std::unique_ptr<httplib::ClientImpl>> idle_ ABSL_GUARDED_BY(mu_);

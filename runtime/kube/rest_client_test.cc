@@ -54,32 +54,6 @@ class AutoAdvance {
   std::thread thread_;
 };
 
-TEST(TokenBucketTest, BurstThenWaitsForClock) {
-  common::FakeClock clock;
-  TokenBucket bucket(/*qps=*/1, /*burst=*/2, &clock);
-  const absl::Time far = clock.Now() + absl::Hours(1);
-  EXPECT_TRUE(bucket.Acquire(far).ok());
-  EXPECT_TRUE(bucket.Acquire(far).ok());
-  // The third token is a second away: a closer deadline is refused without taking it.
-  EXPECT_EQ(bucket.Acquire(clock.Now() + absl::Milliseconds(500)).code(),
-            absl::StatusCode::kDeadlineExceeded);
-  std::atomic<bool> done{false};
-  std::thread waiter([&] {
-    EXPECT_TRUE(bucket.Acquire(far).ok());
-    done = true;
-  });
-  EXPECT_FALSE(done.load());  // fake time has not moved
-  clock.Advance(absl::Seconds(1));
-  waiter.join();
-  EXPECT_TRUE(done.load());
-}
-
-TEST(TokenBucketTest, ZeroQpsIsUnlimited) {
-  common::FakeClock clock;
-  TokenBucket bucket(0, 1, &clock);
-  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(bucket.Acquire(clock.Now()).ok());
-}
-
 // A misbehaving HTTP server on 127.0.0.1, port 0.
 class MisbehavingServerTest : public ::testing::Test {
  protected:

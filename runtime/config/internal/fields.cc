@@ -17,7 +17,7 @@ const std::vector<absl::string_view>& MetadataFields() {
 }
 const std::vector<absl::string_view>& SpecFields() {
   static const auto* const v = new std::vector<absl::string_view>{
-      "plugins", "controllers", "routes", "apiClient", "leaderElection"};
+      "plugins", "controllers", "routes", "apiClient", "leaderElection", "scheduling"};
   return *v;
 }
 const std::vector<absl::string_view>& PluginFields() {
@@ -52,8 +52,13 @@ const std::vector<absl::string_view>& ControllerFields() {
                                          "status",     "backgroundTasks", "scheduling"};
   return *v;
 }
+const std::vector<absl::string_view>& OperatorSchedulingFields() {
+  static const auto* const v = new std::vector<absl::string_view>{"apiWeight"};
+  return *v;
+}
 const std::vector<absl::string_view>& ControllerSchedulingFields() {
-  static const auto* const v = new std::vector<absl::string_view>{"priorities", "maxWait"};
+  static const auto* const v =
+      new std::vector<absl::string_view>{"priorities", "maxWait", "apiWeight"};
   return *v;
 }
 const std::vector<absl::string_view>& ControllerTasksFields() {

@@ -29,6 +29,7 @@ const std::vector<absl::string_view>& ControllerTasksFields();
 const std::vector<absl::string_view>& ControllerStatusFields();
 const std::vector<absl::string_view>& ShardingFields();
 const std::vector<absl::string_view>& ControllerSchedulingFields();
+const std::vector<absl::string_view>& OperatorSchedulingFields();
 const std::vector<absl::string_view>& RouteFields();
 const std::vector<absl::string_view>& RouteTargetFields();
 const std::vector<absl::string_view>& ApiClientFields();

@@ -215,6 +215,19 @@ std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
   return plugin;
 }
 
+std::optional<double> ApiWeight(YamlReader& r, const std::vector<Field>& fields,
+                                const std::string& path) {
+  const YAML::Node node = Get(fields, "apiWeight");
+  std::optional<double> weight = r.Double(node, path);
+  if (weight.has_value() && !(*weight > 0 && *weight <= 1e6)) {
+    r.Error(node, path,
+            "must be positive and at most 1000000: a share of the API budget relative to the "
+            "others");
+    return std::nullopt;
+  }
+  return weight;
+}
+
 ApiClientSpec ParseApiClient(YamlReader& r, const YAML::Node& node, const std::string& path) {
   ApiClientSpec client;
   const std::vector<Field> fields = r.Fields(node, path, ApiClientFields());
@@ -365,6 +378,7 @@ std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& n
         r.Bool(Get(scheduling_fields, "priorities"), Join(scheduling_path, "priorities"));
     const YAML::Node max_wait = Get(scheduling_fields, "maxWait");
     controller.max_wait = r.Duration(max_wait, Join(scheduling_path, "maxWait"), false);
+    controller.api_weight = ApiWeight(r, scheduling_fields, Join(scheduling_path, "apiWeight"));
   }
   return controller;
 }

@@ -33,6 +33,9 @@ std::optional<RouteSpec> ParseRoute(YamlReader& r, const YAML::Node& node, const
                                     const absl::flat_hash_map<std::string, int>& plugin_lines);
 
 ApiClientSpec ParseApiClient(YamlReader& r, const YAML::Node& node, const std::string& path);
+// The `apiWeight` of a scheduling block (`fields`), checked: > 0 and at most 1e6.
+std::optional<double> ApiWeight(YamlReader& r, const std::vector<Field>& fields,
+                                const std::string& path);
 
 // The rules of manager::ValidateLeaderElection (the --leader-elect-* flags) between the fields
 // the block sets; the merged values are checked again by exe::ResolveLeaderElection.
