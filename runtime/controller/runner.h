@@ -79,6 +79,7 @@
 #include "runtime/controller/key_gate.h"
 #include "runtime/controller/mapper.h"
 #include "runtime/controller/reconcile.h"
+#include "runtime/kube/api_tenant.h"
 #include "runtime/queue/metrics.h"
 #include "runtime/queue/work_queue.h"
 #include "runtime/watch/reflector.h"
@@ -108,6 +109,9 @@ struct RunnerOptions {
   // add (changes after the sync, deletes, requeues, retries, REASON_SCHEDULE, background tasks)
   // at high priority (queue::WorkQueue). false: everything at one priority, plain FIFO.
   bool priorities = true;
+  // Whose API budget share this controller's requests use (kube::FairLimiter): the worker
+  // threads carry it (kube::ApiTenantScope) while they process a key. Empty: the host's.
+  kube::ApiTenant api_tenant;
   pluginpb::Predicates predicates;
   bool include_children = false;  // RequestContents.children (and the capability) in effect
   bool include_related = false;   // RequestContents.related_objects in effect

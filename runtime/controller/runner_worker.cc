@@ -247,6 +247,8 @@ bool Runner::EnsureFinalizerBeforeRequest(const std::string& key, absl::Time sta
 }
 
 void Runner::ProcessKey(const std::string& key) {
+  // Every API request made for this key is charged to this controller's share.
+  const kube::ApiTenantScope tenant(&options_.api_tenant);
   if (!PassKeyGate(key)) return;
   struct GateGuard {
     KeyGate* gate;

@@ -26,11 +26,7 @@ absl::Status CheckWeight(double weight) {
 }  // namespace
 
 FairLimiter::FairLimiter(double qps, int burst, common::Clock* clock)
-    : qps_(qps),
-      burst_(std::max(1, burst)),
-      clock_(clock),
-      tokens_(burst_),
-      last_(clock->Now()) {}
+    : qps_(qps), burst_(std::max(1, burst)), clock_(clock), tokens_(burst_), last_(clock->Now()) {}
 
 absl::Status FairLimiter::SetOperatorWeight(absl::string_view operator_name, double weight) {
   if (absl::Status s = CheckWeight(weight); !s.ok()) return s;
@@ -184,8 +180,8 @@ absl::Status FairLimiter::Acquire(const ApiTenant& tenant, absl::Time deadline) 
     const Pick next = Next();
     absl::Time wake = std::min(deadline, now + kRecheck);
     if (next.controller != nullptr && next.controller->queue.front() == &waiter) {
-      wake = std::min(deadline, now + std::max(absl::Nanoseconds(1),
-                                               absl::Seconds((1 - tokens_) / qps_)));
+      wake = std::min(deadline,
+                      now + std::max(absl::Nanoseconds(1), absl::Seconds((1 - tokens_) / qps_)));
     }
     clock_->WaitWithDeadline(&mu_, &waiter.cv, wake);
   }
@@ -199,6 +195,8 @@ std::vector<FairLimiter::TenantFigures> FairLimiter::Figures() const {
       TenantFigures f;
       f.operator_name = op_name;
       f.controller = c_name;
+      f.operator_weight = op.weight;
+      f.controller_weight = c.weight;
       f.granted_total = c.granted_total;
       f.waited_total = c.waited_total;
       f.wait_time = c.wait_time;

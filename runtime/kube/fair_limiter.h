@@ -60,10 +60,12 @@ class FairLimiter {
   struct TenantFigures {
     std::string operator_name;
     std::string controller;
+    double operator_weight = 1;
+    double controller_weight = 1;
     uint64_t granted_total = 0;
-    uint64_t waited_total = 0;          // requests that had to wait for a token
-    absl::Duration wait_time;           // summed over those requests
-    size_t waiting = 0;                 // waiting now
+    uint64_t waited_total = 0;  // requests that had to wait for a token
+    absl::Duration wait_time;   // summed over those requests
+    size_t waiting = 0;         // waiting now
   };
   std::vector<TenantFigures> Figures() const;
 

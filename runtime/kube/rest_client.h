@@ -127,6 +127,7 @@ class RestClient {
   // The request budget (options.qps / burst), shared by weight between the tenants of the
   // requests (api_tenant.h: each attempt is charged to the calling thread's tenant).
   FairLimiter& limiter() { return limiter_; }
+  const FairLimiter& limiter() const { return limiter_; }
 
  private:
   struct TlsMaterial;

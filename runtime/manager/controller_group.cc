@@ -207,6 +207,13 @@ absl::StatusOr<ControllerGroup::RunnerPlan> ControllerGroup::PlanRunner(
     if (o.priorities.has_value()) options.priorities = *o.priorities;
     if (o.max_wait.has_value()) options.queue.max_wait = *o.max_wait;
   }
+  options.api_tenant = kube::ApiTenant{operator_name_, info->name};
+  if (deps_.api_budget != nullptr) {
+    const double weight = c.override_spec.has_value() && c.override_spec->api_weight.has_value()
+                              ? *c.override_spec->api_weight
+                              : 1;
+    deps_.api_budget->SetControllerWeight(operator_name_, info->name, weight).IgnoreError();
+  }
   options.predicates = spec.predicates();
   options.include_children = spec.request_contents().children();
   options.include_related = spec.request_contents().related_objects();

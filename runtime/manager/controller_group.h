@@ -39,6 +39,7 @@
 #include "runtime/controller/reconcile.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/discovery.h"
+#include "runtime/kube/fair_limiter.h"
 #include "runtime/manager/background_tasks.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
@@ -58,6 +59,9 @@ struct ControllerGroupDeps {
   // The shard ring (shard_ring.h): controllers with `sharding: {enabled: true}` reconcile only
   // the keys it gives this host. Null: such controllers stay pending with an error.
   controller::KeyGate* shard_gate = nullptr;
+  // The host's API budget: each controller's requests are charged to it as (operator,
+  // controller), with the override's scheduling.apiWeight. Null: not charged by name.
+  kube::FairLimiter* api_budget = nullptr;
   // Routed controllers (the operator file's spec.routes): the controller of that name
   // dispatches to this one (a RouteDispatcher over the target plugins) instead of `dispatcher`.
   absl::flat_hash_map<std::string, std::shared_ptr<controller::Dispatcher>> routed;

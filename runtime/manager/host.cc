@@ -181,6 +181,7 @@ absl::Status Host::StartManager(const HostOptions& options) {
     manager_options.operator_fences[lease->operator_name] = lease->fence.get();
   }
   manager_options.shard_gate = ring_.get();
+  manager_options.api_budget = &rest_->limiter();
   ASSIGN_OR_RETURN(manager_, Manager::Create(manager_options));
   Manager* manager = manager_.get();
   provider_ = metrics_->AddProvider([this, manager](observe::Figures& figures) {
@@ -196,7 +197,8 @@ absl::Status Host::StartManager(const HostOptions& options) {
                             : absl::StrCat("warning: ", absl::StrJoin(warnings, "; "));
   });
   observe_->SetDumpProvider([this, manager]() -> absl::StatusOr<std::string> {
-    return absl::StrCat(manager->DumpYaml(), LeaderDump(), OperatorLeasesDump(), ShardDump());
+    return absl::StrCat(manager->DumpYaml(), LeaderDump(), OperatorLeasesDump(), ShardDump(),
+                        ApiBudgetDump());
   });
   return manager_->Start(options.operators);
 }
@@ -233,6 +235,42 @@ void Host::CollectConnections(observe::Figures& figures) const {
   };
   if (apiserver_ != nullptr) add("apiserver", apiserver_->connection_stats());
   if (observe_ != nullptr) add("observe", observe_->connection_stats());
+  if (rest_ == nullptr) return;
+  for (const kube::FairLimiter::TenantFigures& t : rest_->limiter().Figures()) {
+    observe::ApiBudgetFigures f;
+    f.operator_name = t.operator_name.empty() ? "-" : t.operator_name;
+    f.controller = t.controller.empty() ? "-" : t.controller;
+    f.requests_total = t.granted_total;
+    f.throttled_total = t.waited_total;
+    f.throttle_seconds_total = absl::ToDoubleSeconds(t.wait_time);
+    f.waiting = static_cast<double>(t.waiting);
+    figures.api_budget.push_back(std::move(f));
+  }
+}
+
+std::string Host::ApiBudgetDump() const {
+  if (rest_ == nullptr) return "";
+  const kube::FairLimiter& limiter = rest_->limiter();
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "apiBudget" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "qps" << YAML::Value << limiter.qps();
+  out << YAML::Key << "burst" << YAML::Value << limiter.burst();
+  out << YAML::Key << "tenants" << YAML::Value << YAML::BeginSeq;
+  for (const kube::FairLimiter::TenantFigures& t : limiter.Figures()) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "operator" << YAML::Value
+        << (t.operator_name.empty() ? "-" : t.operator_name);
+    out << YAML::Key << "controller" << YAML::Value << (t.controller.empty() ? "-" : t.controller);
+    out << YAML::Key << "operatorWeight" << YAML::Value << t.operator_weight;
+    out << YAML::Key << "controllerWeight" << YAML::Value << t.controller_weight;
+    out << YAML::Key << "requests" << YAML::Value << t.granted_total;
+    out << YAML::Key << "throttled" << YAML::Value << t.waited_total;
+    out << YAML::Key << "throttleSeconds" << YAML::Value << absl::ToDoubleSeconds(t.wait_time);
+    out << YAML::Key << "waiting" << YAML::Value << t.waiting;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
 }
 
 std::string Host::metrics_url() const {

@@ -200,7 +200,10 @@ class Host {
   std::string Fingerprint() const;
 
   // The embedded API server's and the observe endpoints' connection figures (a provider).
-  void CollectConnections(observe::Figures& figures) const;
+  void CollectConnections(observe::Figures& figures) const;  // and the API budget's tenants
+  // The `apiBudget:` section of /debug/dump: the client's limit and each tenant's weights and
+  // use.
+  std::string ApiBudgetDump() const;
   // The leader-election callbacks.
   void OnStartedLeading(absl::Time valid_until);
   void OnStoppedLeading(const std::string& reason);

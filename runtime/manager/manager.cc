@@ -135,6 +135,7 @@ absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) 
     }
   }
   for (const config::OperatorSpec& spec : operators) {
+    SetApiWeight(spec);
     auto op = std::make_unique<Operator>();
     op->spec = spec;
     for (const config::PluginSpec& plugin_spec : spec.plugins) {

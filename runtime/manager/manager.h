@@ -68,6 +68,7 @@
 #include "runtime/controller/apply/applier.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
+#include "runtime/kube/fair_limiter.h"
 #include "runtime/manager/background_tasks.h"
 #include "runtime/manager/controller_group.h"
 #include "runtime/manager/fence.h"
@@ -132,6 +133,10 @@ struct ManagerOptions {
   // The shard ring's key gate for controllers with sharding enabled (shard_ring.h). Borrowed;
   // must outlive the manager. Null: such controllers stay pending, saying why.
   controller::KeyGate* shard_gate = nullptr;
+  // The host's API request budget (the client's limiter): each operator's and controller's
+  // spec.scheduling.apiWeight is set on it, and the runners charge their requests to their
+  // operator and controller. Borrowed; must outlive the manager. Null: no shares.
+  kube::FairLimiter* api_budget = nullptr;
 };
 
 class Manager {
@@ -309,6 +314,8 @@ class Manager {
   using ApplyReport = std::function<void(absl::string_view message)>;
   // Takes the operator out of the running set and stops its plugins.
   void RemoveOperator(const std::string& name);
+  // The operator's spec.scheduling.apiWeight on options_.api_budget (1 when unset).
+  void SetApiWeight(const config::OperatorSpec& spec);
   // Applies one changed operator: plugins removed, added, swapped, then its overrides and routes.
   void ApplyChange(const config::OperatorChange& change, const config::OperatorSpec& spec,
                    const ApplyReport& report);

@@ -68,6 +68,7 @@ void Manager::RemoveOperator(const std::string& name) {
   }
   if (gone == nullptr) return;
   for (auto& p : gone->plugins) StopPlugin(p);
+  if (options_.api_budget != nullptr) options_.api_budget->RemoveOperator(name);
   common::LogInfo("operator deleted", {{"operator", name}});
 }
 
@@ -81,6 +82,7 @@ void Manager::ApplyChange(const config::OperatorChange& change, const config::Op
     }
   }
   if (op == nullptr) return;
+  SetApiWeight(spec);
   for (const std::string& name : change.removed_plugins) {
     std::shared_ptr<Plugin> gone;
     {
@@ -153,6 +155,12 @@ void Manager::ReapplyOverrides(Operator* op, const config::OperatorSpec& spec) {
       ReplaceGroup(*view, view->group->describe(), /*force=*/true);
     }
   }
+}
+
+void Manager::SetApiWeight(const config::OperatorSpec& spec) {
+  if (options_.api_budget == nullptr) return;
+  // Checked by the parser (> 0, finite), so this cannot fail.
+  options_.api_budget->SetOperatorWeight(spec.name, spec.api_weight.value_or(1)).IgnoreError();
 }
 
 }  // namespace ctrlhost::manager

@@ -256,6 +256,7 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   deps.dispatcher = p->chain->dispatcher();
   deps.clock = clock_;
   deps.shard_gate = options_.shard_gate;
+  deps.api_budget = options_.api_budget;
   common::MutexLock lock(&mu_);
   deps.dispatching = DispatchingLocked(p->operator_name);
   const Operator* op = nullptr;

@@ -308,6 +308,34 @@ void AddConnectionFamilies(const std::vector<ConnectionFigures>& connections,
   }
 }
 
+void AddApiBudgetFamilies(const std::vector<ApiBudgetFigures>& tenants,
+                          std::vector<MetricFamily>& out) {
+  MetricFamily requests =
+      Family("ctrlhost_api_requests_total",
+             "API requests (attempts) the host's client-side budget let through, by operator and "
+             "controller (operator \"-\": the host's own: watches, leases, events)",
+             MetricType::Counter);
+  MetricFamily throttled = Family(
+      "ctrlhost_api_throttled_requests_total",
+      "Of those, the requests that waited for their share of the budget", MetricType::Counter);
+  MetricFamily wait =
+      Family("ctrlhost_api_throttle_seconds_total",
+             "Seconds requests waited for their share of the budget", MetricType::Counter);
+  MetricFamily waiting =
+      Family("ctrlhost_api_waiting_requests", "Requests waiting for their share of the budget now",
+             MetricType::Gauge);
+  for (const ApiBudgetFigures& t : tenants) {
+    const Labels labels = {{"operator", t.operator_name}, {"controller", t.controller}};
+    AddCounter(requests, labels, static_cast<double>(t.requests_total));
+    AddCounter(throttled, labels, static_cast<double>(t.throttled_total));
+    AddCounter(wait, labels, t.throttle_seconds_total);
+    AddGauge(waiting, labels, t.waiting);
+  }
+  for (MetricFamily* family : {&requests, &throttled, &wait, &waiting}) {
+    out.push_back(std::move(*family));
+  }
+}
+
 // The families built from providers' figures, in a fixed order; empty ones are dropped.
 std::vector<MetricFamily> Build(const Figures& f) {
   std::vector<MetricFamily> families;
@@ -317,6 +345,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
   AddTaskFamilies(f.task_enqueues, families);
   AddWatchFamilies(f.watches, families);
   AddConnectionFamilies(f.connections, families);
+  AddApiBudgetFamilies(f.api_budget, families);
   MetricFamily& shard_keys_owned = families.emplace_back(Family(
       "ctrlhost_shard_keys_owned",
       "Primary keys of a sharded controller this host owns in the shard ring", MetricType::Gauge));

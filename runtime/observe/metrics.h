@@ -150,6 +150,16 @@ struct ConnectionFigures {
 };
 
 // What providers fill in; one scrape merges every provider's figures.
+// One tenant of the host's API budget (kube::FairLimiter): operator "-" is the host itself.
+struct ApiBudgetFigures {
+  std::string operator_name;
+  std::string controller;
+  uint64_t requests_total = 0;   // requests (attempts) let through
+  uint64_t throttled_total = 0;  // of them, those that waited for a token
+  double throttle_seconds_total = 0;
+  double waiting = 0;  // waiting now
+};
+
 struct Figures {
   std::vector<ControllerFigures> controllers;
   std::vector<QueueFigures> queues;
@@ -157,6 +167,7 @@ struct Figures {
   std::vector<TaskEnqueueFigures> task_enqueues;
   std::vector<WatchFigures> watches;
   std::vector<ConnectionFigures> connections;
+  std::vector<ApiBudgetFigures> api_budget;
 };
 
 class MetricsRegistry {
