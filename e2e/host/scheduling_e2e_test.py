@@ -39,10 +39,10 @@ spec:
 """
 
 
-def chaos(name):
+def chaos(name, mode="slow"):
     return {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"mode": "slow", "sleepMs": 10}}
+            "spec": {"mode": mode, "sleepMs": 10}}
 
 
 class SchedulingTest(unittest.TestCase):
@@ -89,7 +89,9 @@ class SchedulingTest(unittest.TestCase):
             self.assertGreater(
                 host.metric("workqueue_depth", priority="low"), 0)
             before = len(self.started())
-            host.kubectl("create", "-f", "-", input_text=json.dumps(chaos("fresh")), check=True)
+            # "ok": it writes a ConfigMap and a status, charged to this operator's API share.
+            host.kubectl("create", "-f", "-", input_text=json.dumps(chaos("fresh", "ok")),
+                         check=True)
             host.wait_for(lambda: "fresh" in self.started(), "the new object reconciled",
                           timeout=120)
             order = self.started()
@@ -105,8 +107,16 @@ class SchedulingTest(unittest.TestCase):
             status, dump = host.endpoint("/debug/dump")
             self.assertEqual(status, 200, dump)
             print("\n".join(line.strip() for line in dump.splitlines() if "queue:" in line))
+            print(dump[dump.index("apiBudget:"):])
             self.assertIn("low: {depth:", dump)
             self.assertIn("oldestKey: %s/backlog-" % NAMESPACE, dump)
+            # Its writes went through the host's API budget as this operator's controller.
+            host.wait_for(lambda: host.kubectl("get", "configmap", "-n", NAMESPACE,
+                                               "fresh").returncode == 0, "fresh's ConfigMap")
+            self.assertGreaterEqual(host.metric("ctrlhost_api_requests_total",
+                                                operator="scheduling", controller="chaos"), 1)
+            self.assertGreater(host.metric("ctrlhost_api_requests_total", operator="-"), 0)
+            self.assertIn("{operator: scheduling, controller: chaos, operatorWeight: 1", dump)
         finally:
             code = host.stop()
         self.assertEqual(code, 0, host.log()[-4000:])
