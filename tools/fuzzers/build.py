@@ -97,7 +97,8 @@ TARGETS = {
 }
 
 # Sources of a fuzzer's Bazel closure it does not link, and why. plugin_response: the controller
-# seams (controller:reconcile) and apply:validate bring in the cache store and the API client;
+# seams (controller:reconcile) and apply:validate bring in the cache store and the API client
+# (with its request budget, the runner's tenant);
 # ValidateResponse calls neither, and rest_client.cc needs cpp-httplib and OpenSSL, which this
 # build does not link.
 NOT_LINKED = {
@@ -105,6 +106,7 @@ NOT_LINKED = {
         "runtime/cache/store.cc", "runtime/common/clock.cc", "runtime/common/logging.cc",
         "runtime/common/yaml_json.cc", "runtime/kube/client.cc", "runtime/kube/discovery.cc",
         "runtime/kube/kubeconfig.cc", "runtime/kube/rest_client.cc",
+        "runtime/kube/api_tenant.cc", "runtime/kube/fair_limiter.cc",
     ],
 }
 
