@@ -240,6 +240,33 @@ TEST(WorkQueuePriorityTest, EvictedSlotsAreReusedWithFreshPriorities) {
   EXPECT_LE(q.Metrics().keys, 10u);
 }
 
+// A key moving up leaves a stale entry in the low ring; thousands of them (compacted as they
+// pile up) change neither the order nor the counts.
+TEST(WorkQueuePriorityTest, KeysMovingUpOverAndOverKeepOrderAndCounts) {
+  common::FakeClock clock;
+  WorkQueue q("test", Aging(absl::InfiniteDuration()), &clock);
+  for (int round = 0; round < 2000; ++round) {
+    for (int i = 0; i < 10; ++i) q.Add(absl::StrCat("k", i), kLow);
+    q.Add("k7", kHigh);
+    q.Add("k3", kHigh);
+    ASSERT_EQ(q.Len(), 10u);
+    const QueueMetrics m = q.Metrics();
+    ASSERT_EQ(m.depth_by_priority[0], 8u);
+    ASSERT_EQ(m.depth_by_priority[1], 2u);
+    ASSERT_THAT(TakeAll(q), ElementsAre("k7", "k3", "k0", "k1", "k2", "k4", "k5", "k6", "k8", "k9"))
+        << "round " << round;
+  }
+  // Queued low again and left there while others move up: still handed out in order.
+  for (int i = 0; i < 10; ++i) q.Add(absl::StrCat("k", i), kLow);
+  for (int round = 0; round < 500; ++round) {
+    q.Add("x", kLow);
+    q.Add("x", kHigh);
+    EXPECT_EQ(Take(q), "x");
+  }
+  EXPECT_EQ(q.Len(), 10u);
+  EXPECT_THAT(TakeAll(q), ElementsAre("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"));
+}
+
 TEST(WorkQueuePriorityTest, PriorityNames) {
   EXPECT_STREQ(PriorityName(kLow), "low");
   EXPECT_STREQ(PriorityName(kHigh), "high");
