@@ -13,6 +13,22 @@
 #include "yaml-cpp/yaml.h"
 
 namespace ctrlhost::manager {
+namespace {
+
+// A client of its own for Lease traffic (electors, the shard ring): never throttled behind the
+// controllers' requests, never fenced, each request bounded near the retry period so that a hung
+// connection cannot hold a renewal past its deadline.
+kube::RestClientOptions LeaseClientOptions(const HostOptions& options, absl::Duration timeout,
+                                           size_t connections, absl::string_view role) {
+  kube::RestClientOptions lease_options;
+  lease_options.qps = 0;
+  lease_options.timeout = timeout;
+  lease_options.max_idle_connections = connections;
+  lease_options.user_agent = absl::StrCat(options.rest.user_agent, "/", role);
+  return lease_options;
+}
+
+}  // namespace
 
 absl::Status Host::SetUpOperatorLeases(const HostOptions& options,
                                        const kube::RestConfig& rest_config) {
@@ -32,12 +48,11 @@ absl::Status Host::SetUpOperatorLeases(const HostOptions& options,
     operator_leases_.push_back(std::move(lease));
     shortest_retry = std::min(shortest_retry, le.retry_period);
   }
-  kube::RestClientOptions elector_options;  // as for the host-wide elector, below
-  elector_options.qps = 0;
-  elector_options.timeout = shortest_retry;
-  elector_options.max_idle_connections = 2 * options.operator_leases.size();
-  elector_options.user_agent = absl::StrCat(options.rest.user_agent, "/leader-election");
-  ASSIGN_OR_RETURN(elector_rest_, kube::RestClient::Create(rest_config, elector_options));
+  ASSIGN_OR_RETURN(
+      elector_rest_,
+      kube::RestClient::Create(
+          rest_config, LeaseClientOptions(options, shortest_retry,
+                                          2 * options.operator_leases.size(), "leader-election")));
   elector_client_ = std::make_unique<kube::Client>(elector_rest_.get());
   return absl::OkStatus();
 }
@@ -47,15 +62,11 @@ absl::Status Host::SetUpLeaderElection(const HostOptions& options,
   if (!options.leader_election.has_value()) return absl::OkStatus();
   RETURN_IF_ERROR(ValidateLeaderElection(*options.leader_election));
   fence_ = std::make_unique<Fence>(options.leader_election->clock);
-  // The elector's own client: never throttled behind the controllers' requests, never
-  // fenced, each request bounded near retryPeriod so that a hung connection cannot hold a
-  // renewal past renewDeadline.
-  kube::RestClientOptions elector_options;
-  elector_options.qps = 0;
-  elector_options.timeout = options.leader_election->retry_period;
-  elector_options.max_idle_connections = 2;
-  elector_options.user_agent = absl::StrCat(options.rest.user_agent, "/leader-election");
-  ASSIGN_OR_RETURN(elector_rest_, kube::RestClient::Create(rest_config, elector_options));
+  ASSIGN_OR_RETURN(
+      elector_rest_,
+      kube::RestClient::Create(rest_config,
+                               LeaseClientOptions(options, options.leader_election->retry_period, 2,
+                                                  "leader-election")));
   elector_client_ = std::make_unique<kube::Client>(elector_rest_.get());
   return absl::OkStatus();
 }
@@ -66,13 +77,10 @@ absl::Status Host::SetUpShardRing(const HostOptions& options, const kube::RestCo
     return absl::InvalidArgumentError("a shard ring and leader election exclude each other");
   }
   RETURN_IF_ERROR(ValidateShardRing(*options.shard_ring));
-  // The ring's own client, for the same reasons as the elector's.
-  kube::RestClientOptions ring_options;
-  ring_options.qps = 0;
-  ring_options.timeout = options.shard_ring->retry_period;
-  ring_options.max_idle_connections = 2;
-  ring_options.user_agent = absl::StrCat(options.rest.user_agent, "/shard-ring");
-  ASSIGN_OR_RETURN(ring_rest_, kube::RestClient::Create(rest_config, ring_options));
+  ASSIGN_OR_RETURN(ring_rest_,
+                   kube::RestClient::Create(
+                       rest_config, LeaseClientOptions(options, options.shard_ring->retry_period, 2,
+                                                       "shard-ring")));
   ring_client_ = std::make_unique<kube::Client>(ring_rest_.get());
   ASSIGN_OR_RETURN(ring_, ShardRing::Create(ring_client_.get(), *options.shard_ring,
                                             [this](const std::vector<std::string>& old_view,
