@@ -111,7 +111,8 @@ class KubeFaultsTest(unittest.TestCase):
             _, text = self.wait_not_ready(host, "WebApp")
             time.sleep(10)
             self.assertTrue(host.alive(), host.log()[-4000:])
-            self.assertEqual(self.readyz(host)[0], 503)
+            status, later = self.readyz(host)
+            self.assertEqual(status, 503, later + host.log()[-4000:])
             self.cluster.start_apiserver()
             self.wait_ready(host)
             # The watches resumed: changes made after the restart are seen and reconciled.

@@ -260,7 +260,7 @@ absl::Status Client::Watch(const ResourceRef& ref, const WatchOptions& options,
   };
   absl::Status stream = rest_->Stream(
       {.method = "GET", .path = ResourcePath(collection) + query, .timeout = options.idle_timeout},
-      consume, canceller);
+      consume, canceller, options.on_established);
   if (!result.ok()) return result;
   RETURN_IF_ERROR(stream);
   if (!buffer.empty() && (canceller == nullptr || !canceller->cancelled())) {

@@ -69,6 +69,9 @@ struct WatchOptions {
   bool send_initial_events = false;
   // Client-side bound on how long the stream may stay silent (connect and each read).
   absl::Duration idle_timeout = absl::Minutes(10);
+  // Called once, on the thread running the watch, when the server answers 2xx (before any
+  // event): the watch is established. Never called for a watch that could not connect.
+  std::function<void()> on_established;
 };
 
 struct WatchEvent {

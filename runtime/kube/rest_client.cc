@@ -398,7 +398,8 @@ absl::StatusOr<RestResponse> RestClient::Do(const RestRequest& request) {
 
 absl::Status RestClient::Stream(const RestRequest& request,
                                 const std::function<bool(absl::string_view)>& on_data,
-                                StreamCanceller* canceller) {
+                                StreamCanceller* canceller,
+                                const std::function<void()>& on_established) {
   common::Clock* clock = options_.clock;
   const absl::Duration timeout =
       request.timeout > absl::ZeroDuration() ? request.timeout : options_.timeout;
@@ -421,6 +422,7 @@ absl::Status RestClient::Stream(const RestRequest& request,
     req.body = request.body;
     req.response_handler = [&](const httplib::Response& r) {
       status = r.status;
+      if (status >= 200 && status < 300 && on_established) on_established();
       return true;
     };
     req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {

@@ -116,9 +116,11 @@ class RestClient {
   // stop. Retries only until the response headers arrive. The timeout bounds connecting and
   // each read (not the whole stream). Returns OK when the server ends the stream, on_data
   // stopped it or `canceller` cancelled it; an error for a non-2xx answer or a broken stream.
+  // `on_established`, if set, is called when 2xx response headers arrive (once at most).
   absl::Status Stream(const RestRequest& request,
                       const std::function<bool(absl::string_view)>& on_data,
-                      StreamCanceller* canceller = nullptr);
+                      StreamCanceller* canceller = nullptr,
+                      const std::function<void()>& on_established = nullptr);
 
   const RestConfig& config() const { return config_; }
   common::Clock* clock() const { return options_.clock; }

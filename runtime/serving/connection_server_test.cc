@@ -434,6 +434,9 @@ TEST(ConnectionServerTest, RegressionAtTheLimitTheLongestIdleConnectionMakesRoom
   Running running(limits);
   const int a = Connect(running.port());
   ASSERT_NE(Request(a, "/auth").find("200 OK"), std::string::npos);
+  // The server marks a connection idle after the client has its answer: wait for it, or b
+  // could be the older idle one (it was, under TSan).
+  ASSERT_TRUE(Eventually([&] { return running.server().GetStats().idle == 1; }));
   const int b = Connect(running.port());
   ASSERT_NE(Request(b, "/auth").find("200 OK"), std::string::npos);
   ASSERT_TRUE(Eventually([&] { return running.server().GetStats().idle == 2; }));

@@ -134,8 +134,23 @@ absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
 }
 
 absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::Watch(const WatchOptions& options) {
+  bool established = false;
+  absl::StatusOr<std::unique_ptr<WatchStream>> stream = OpenStream(options, &established);
+  // As a server that answered 200 (a 410 in the stream comes after that).
+  if (established && options.on_established) options.on_established();
+  return stream;
+}
+
+absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::OpenStream(
+    const WatchOptions& options, bool* established) {
   common::MutexLock lock(&mu_);
   absl::Status failure = TakeInjectedFailure();
+  if (!failure.ok() && lazy_connect_) {
+    // The client connects in the stream: the failure is its first and last item.
+    auto state = std::make_shared<StreamState>();
+    state->Push(failure);
+    return std::unique_ptr<WatchStream>(std::make_unique<FakeStream>(std::move(state)));
+  }
   if (!failure.ok()) return failure;
   int64_t from = rv_;
   if (!options.resource_version.empty() && options.resource_version != "0" &&
@@ -156,6 +171,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::Watch(const Watc
   ++watch_calls_;
   last_watch_options_ = options;
   watch_cv_.SignalAll();
+  *established = true;
   return std::unique_ptr<WatchStream>(std::make_unique<FakeStream>(std::move(state)));
 }
 
@@ -217,6 +233,11 @@ void FakeListerWatcher::Compact() {
   common::MutexLock lock(&mu_);
   compacted_rv_ = rv_;
   history_.clear();
+}
+
+void FakeListerWatcher::SetLazyConnect(bool lazy) {
+  common::MutexLock lock(&mu_);
+  lazy_connect_ = lazy;
 }
 
 void FakeListerWatcher::SetGoneAsHttpError(bool http_error) {

@@ -52,6 +52,10 @@ class FakeListerWatcher : public ListerWatcher {
   void SetResourceMissing(bool missing);
   // Forgets the history: a watch from an older version gets 410 Gone.
   void Compact();
+  // Watch failures injected by FailNextCalls come as the stream's first item instead of from
+  // Watch(), and the watch is never established (a client that connects in the stream, as
+  // KubeListerWatcher does).
+  void SetLazyConnect(bool lazy);
   // Report Gone as an HTTP 410 from Watch() instead of a first ERROR event (the default).
   void SetGoneAsHttpError(bool http_error);
   // Continue tokens handed out so far answer 410 Gone.
@@ -87,6 +91,8 @@ class FakeListerWatcher : public ListerWatcher {
   struct StreamState;
 
  private:
+  absl::StatusOr<std::unique_ptr<WatchStream>> OpenStream(const WatchOptions& options,
+                                                          bool* established);
   absl::Status TakeInjectedFailure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(EventType type, const std::string& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PruneStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -105,6 +111,7 @@ class FakeListerWatcher : public ListerWatcher {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool missing_ ABSL_GUARDED_BY(mu_) = false;
   bool gone_as_http_ ABSL_GUARDED_BY(mu_) = false;
+  bool lazy_connect_ ABSL_GUARDED_BY(mu_) = false;
   bool expire_next_token_ ABSL_GUARDED_BY(mu_) = false;
   int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int watch_calls_ ABSL_GUARDED_BY(mu_) = 0;

@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> KubeListerWatcher::Watch(const Watc
   watch_options.field_selector = options.field_selector;
   watch_options.timeout_seconds = options.timeout_seconds;
   watch_options.allow_bookmarks = options.allow_bookmarks;
+  watch_options.on_established = options.on_established;
   return std::unique_ptr<WatchStream>(
       std::make_unique<KubeWatchStream>(client_, *std::move(collection), std::move(watch_options)));
 }

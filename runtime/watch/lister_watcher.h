@@ -18,6 +18,7 @@
 #define CTRLHOST_RUNTIME_WATCH_LISTER_WATCHER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,10 @@ struct WatchOptions {
   std::string resource_version;  // watch for changes after this version
   int64_t timeout_seconds = 0;   // the server ends the watch after this long; 0: server default
   bool allow_bookmarks = true;
+  // Called once when the server has accepted the watch (the answer's headers, before any
+  // event), from any thread; never for a watch that failed to connect. Watch() returning a
+  // stream proves nothing: the connection may be made later, by the stream.
+  std::function<void()> on_established;
 };
 
 enum class EventType { kAdded, kModified, kDeleted, kBookmark, kError };

@@ -374,7 +374,10 @@ absl::Status Reflector::ListAndReplace() {
 Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
   WatchOptions watch_options{
       options_.label_selector, options_.field_selector, store_.ResourceVersion(),
-      std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout)), true};
+      std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout)), true,
+      // Recovered only once the server answers: a stream may connect after Watch() returns
+      // (and fail to), and calling that a recovery would restart the stale clock each retry.
+      [this] { RecordSuccess("watch"); }};
   absl::StatusOr<std::unique_ptr<WatchStream>> stream = lister_watcher_->Watch(watch_options);
   if (!stream.ok()) {
     *cause = stream.status();
@@ -391,7 +394,6 @@ Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
     ++metrics_.watches_total;
     cv_.SignalAll();  // the watchdog picks up the new deadline
   }
-  RecordSuccess("watch");
   WatchEnd end = WatchEnd::kContinue;
   while (end == WatchEnd::kContinue) {
     absl::StatusOr<std::optional<WatchEvent>> event = (*stream)->Next();

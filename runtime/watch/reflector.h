@@ -111,8 +111,9 @@ struct ReflectorMetrics {
   bool synced = false;
   std::string last_error;       // the most recent failure, as absl::Status::ToString()
   absl::Duration last_backoff;  // the most recent backoff delay
-  // Set by the first failed list or watch after a success; cleared when a list succeeds or a
-  // watch opens. `failing_since` is on the reflector's clock.
+  // Set by the first failed list or watch after a success; cleared when a list succeeds or the
+  // server accepts a watch (not when a stream is merely created: it may connect later and
+  // fail). `failing_since` is on the reflector's clock.
   bool failing = false;
   absl::Time failing_since = absl::InfinitePast();
   uint64_t consecutive_failures = 0;

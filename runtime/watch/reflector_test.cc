@@ -374,6 +374,31 @@ TEST_F(ReflectorTest, FailingWatchReportsSinceWhenAndItsLastErrorUntilItRecovers
   EXPECT_EQ(m.last_error_message, "connection refused");  // kept for /debug/dump
 }
 
+// A real client connects inside the stream: Watch() returns a stream, and its first item is
+// "connection refused". Such a retry is no recovery, or /readyz would call a watch that has
+// failed for minutes fresh again after every retry (it did, against a killed API server).
+TEST_F(ReflectorTest, AStreamThatFailsToConnectIsNoRecovery) {
+  StartReflector();
+  ExpectConverged(absl::ZeroDuration());
+  server_->SetLazyConnect(true);
+  const absl::Time broke = clock_.Now();
+  server_->FailNextCalls(1000, absl::UnavailableError("connection refused"));
+  server_->BreakWatches(absl::UnavailableError("connection reset"));
+  ASSERT_TRUE(WaitFor([&] { return reflector_->state() == ReflectorState::kBackoff; }));
+  EXPECT_EQ(reflector_->Metrics().failing_since, broke);
+  ASSERT_TRUE(
+      WaitFor([&] { return reflector_->Metrics().consecutive_failures >= 4; }, absl::Seconds(1)));
+  ReflectorMetrics m = reflector_->Metrics();
+  EXPECT_TRUE(m.failing);
+  EXPECT_EQ(m.failing_since, broke);
+  EXPECT_EQ(m.last_error_message, "connection refused");
+  // The server answers again: the watch is established, and that is the recovery.
+  server_->FailNextCalls(0, absl::OkStatus());
+  ExpectConverged(absl::Seconds(1));
+  ASSERT_TRUE(WaitFor([&] { return !reflector_->Metrics().failing; }, absl::Seconds(1)));
+  EXPECT_EQ(reflector_->Metrics().consecutive_failures, 0u);
+}
+
 TEST_F(ReflectorTest, ForbiddenListIsReportedAtOnceAndRetriedWithinFiveSeconds) {
   const std::string message =
       "configmaps is forbidden: User \"system:serviceaccount:x:y\" cannot list resource "
