@@ -1,5 +1,6 @@
 #include "bench/e2e_burst/burst_controller.h"
 
+#include "absl/time/clock.h"
 #include "sdk/cpp/request.h"
 #include "sdk/cpp/result.h"
 
@@ -18,9 +19,12 @@ sdk::Result Reconcile(const sdk::Request& req) {
 
 }  // namespace
 
-sdk::ControllerBuilder MakeBurstController(bool finalizer) {
+sdk::ControllerBuilder MakeBurstController(bool finalizer, absl::Duration work) {
   sdk::ControllerBuilder builder("burst");
-  builder.For("burst.bench.ctrlhost.dev", "v1", "Burst").Reconcile(Reconcile);
+  builder.For("burst.bench.ctrlhost.dev", "v1", "Burst").Reconcile([work](const sdk::Request& req) {
+    if (work > absl::ZeroDuration()) absl::SleepFor(work);
+    return Reconcile(req);
+  });
   if (finalizer) builder.Finalizer(kBurstFinalizer);
   return builder;
 }

@@ -11,14 +11,18 @@
 #ifndef CTRLHOST_BENCH_E2E_BURST_BURST_CONTROLLER_H_
 #define CTRLHOST_BENCH_E2E_BURST_BURST_CONTROLLER_H_
 
+#include "absl/time/time.h"
 #include "sdk/cpp/controller.h"
 
 namespace ctrlhost::bench {
 
 // The controller "burst"; with `finalizer` it declares kBurstFinalizer, so the host adds it to
 // every new Burst before the first reconcile (as for most real operators, e.g. the WebApp).
+// With `work` each reconcile first sleeps that long (a controller's own work, e.g. a call to
+// an outside service; the scheduling benchmark uses it to build a backlog).
 inline constexpr char kBurstFinalizer[] = "burst.bench.ctrlhost.dev/cleanup";
-sdk::ControllerBuilder MakeBurstController(bool finalizer = false);
+sdk::ControllerBuilder MakeBurstController(bool finalizer = false,
+                                           absl::Duration work = absl::ZeroDuration());
 
 }  // namespace ctrlhost::bench
 

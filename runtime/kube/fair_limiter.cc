@@ -32,6 +32,7 @@ absl::Status FairLimiter::SetOperatorWeight(absl::string_view operator_name, dou
   if (absl::Status s = CheckWeight(weight); !s.ok()) return s;
   common::MutexLock lock(&mu_);
   operators_[std::string(operator_name)].weight = weight;
+  SumWeights();
   return absl::OkStatus();
 }
 
@@ -40,6 +41,7 @@ absl::Status FairLimiter::SetControllerWeight(absl::string_view operator_name,
   if (absl::Status s = CheckWeight(weight); !s.ok()) return s;
   common::MutexLock lock(&mu_);
   operators_[std::string(operator_name)].controllers[std::string(controller)].weight = weight;
+  SumWeights();  // the operator may be new
   return absl::OkStatus();
 }
 
@@ -49,6 +51,34 @@ void FairLimiter::RemoveOperator(absl::string_view operator_name) {
   // Its waiters keep their entries until they are served or give up.
   if (it == operators_.end() || it->second.waiting > 0) return;
   operators_.erase(it);
+  SumWeights();
+}
+
+void FairLimiter::SumWeights() {
+  weight_sum_ = 0;
+  for (const auto& [name, op] : operators_) weight_sum_ += op.weight;
+}
+
+bool FairLimiter::ReserveReady(Operator& op, absl::Time now) {
+  const double share = op.weight / weight_sum_;
+  const double capacity = std::max(1.0, burst_ * share);
+  if (op.reserve_last == absl::InfinitePast()) {
+    op.reserve = capacity;  // full at first, as a token bucket starts
+    op.reserve_last = now;
+  }
+  if (now > op.reserve_last) {
+    op.reserve = std::min(capacity,
+                          op.reserve + absl::ToDoubleSeconds(now - op.reserve_last) * qps_ * share);
+    op.reserve_last = now;
+  }
+  return op.reserve + kEpsilon >= 1 && tokens_ - 1 + kEpsilon >= -burst_;
+}
+
+absl::Duration FairLimiter::UntilReserve(const Operator& op) const {
+  const double rate = qps_ * op.weight / weight_sum_;
+  const double own = op.reserve >= 1 ? 0 : (1 - op.reserve) / rate;
+  const double shared = tokens_ - 1 >= -burst_ ? 0 : (-burst_ + 1 - tokens_) / qps_;
+  return absl::Seconds(std::max(own, shared));
 }
 
 void FairLimiter::Refill(absl::Time now) {
@@ -62,6 +92,7 @@ FairLimiter::Controller& FairLimiter::TenantLocked(const ApiTenant& tenant, Oper
   auto op_it = operators_.find(tenant.operator_name);
   if (op_it == operators_.end()) {
     op_it = operators_.emplace(tenant.operator_name, Operator()).first;
+    SumWeights();
   }
   *op = &op_it->second;
   auto c_it = op_it->second.controllers.find(tenant.controller);
@@ -83,15 +114,22 @@ FairLimiter::Pick FairLimiter::Next() {
     }
   }
   if (pick.op == nullptr) return pick;
-  for (auto& [name, c] : pick.op->controllers) {
+  pick.controller = NextController(*pick.op);
+  return pick;
+}
+
+FairLimiter::Controller* FairLimiter::NextController(Operator& op) {
+  Controller* next = nullptr;
+  double best = 0;
+  for (auto& [name, c] : op.controllers) {
     if (c.queue.empty()) continue;
     const double finish = c.start + 1 / c.weight;
-    if (pick.controller == nullptr || finish < best) {
-      pick.controller = &c;
+    if (next == nullptr || finish < best) {
+      next = &c;
       best = finish;
     }
   }
-  return pick;
+  return next;
 }
 
 void FairLimiter::Charge(const Pick& pick) {
@@ -110,26 +148,35 @@ void FairLimiter::Enqueue(Operator& op, Controller& controller, Waiter* waiter) 
   ++waiting_;
 }
 
+void FairLimiter::Grant(const Pick& pick) {
+  Waiter* waiter = pick.controller->queue.front();
+  pick.controller->queue.pop_front();
+  --pick.op->waiting;
+  --waiting_;
+  Charge(pick);
+  // Still waiting: their next requests start where this one finished.
+  if (!pick.controller->queue.empty()) pick.controller->start = pick.controller->finish;
+  if (pick.op->waiting > 0) pick.op->start = pick.op->finish;
+  tokens_ -= 1;
+  waiter->granted = true;
+  waiter->cv.Signal();
+}
+
 void FairLimiter::Dispatch(absl::Time now) {
   Refill(now);
-  while (waiting_ > 0 && tokens_ + kEpsilon >= 1) {
-    const Pick pick = Next();
-    Waiter* waiter = pick.controller->queue.front();
-    pick.controller->queue.pop_front();
-    --pick.op->waiting;
-    --waiting_;
-    Charge(pick);
-    // Still waiting: their next requests start where this one finished.
-    if (!pick.controller->queue.empty()) pick.controller->start = pick.controller->finish;
-    if (pick.op->waiting > 0) pick.op->start = pick.op->finish;
-    tokens_ -= 1;
-    waiter->granted = true;
-    waiter->cv.Signal();
+  // Operators under their share first, from their reserves (only while another operator waits
+  // too: alone, an operator has the shared bucket and its burst, exactly).
+  for (auto& [name, op] : operators_) {
+    while (op.waiting > 0 && waiting_ > op.waiting && ReserveReady(op, now)) {
+      op.reserve -= 1;
+      Grant(Pick{&op, NextController(op)});
+    }
   }
-  // The waiter served next sets its timer for the next token.
-  if (waiting_ > 0) {
-    const Pick pick = Next();
-    pick.controller->queue.front()->cv.Signal();
+  while (waiting_ > 0 && tokens_ + kEpsilon >= 1) Grant(Next());
+  // The head waiter of each operator sets its timer for its reserve, and the one fair queuing
+  // serves next for the next shared token.
+  for (auto& [name, op] : operators_) {
+    if (op.waiting > 0) NextController(op)->queue.front()->cv.Signal();
   }
 }
 
@@ -151,12 +198,17 @@ absl::Status FairLimiter::Acquire(const ApiTenant& tenant, absl::Time deadline) 
     return absl::OkStatus();
   }
   Refill(arrived);
-  if (waiting_ == 0 && tokens_ + kEpsilon >= 1) {
-    // Nobody waits: take it, still charged so that the shares count recent use.
+  const bool shared = waiting_ == 0 && tokens_ + kEpsilon >= 1;
+  // Else, when other operators wait for the shared bucket, its operator's reserve, unless the
+  // operator's earlier requests wait (arrival order).
+  const bool reserved = !shared && op->waiting == 0 && waiting_ > 0 && ReserveReady(*op, arrived);
+  if (shared || reserved) {
+    // Charged either way, so that the shares count recent use.
     op->start = std::max(vtime_, op->finish);
     controller.start = std::max(op->vtime, controller.finish);
     Charge(Pick{op, &controller});
     tokens_ -= 1;
+    if (reserved) op->reserve -= 1;
     return absl::OkStatus();
   }
   Waiter waiter;
@@ -178,11 +230,14 @@ absl::Status FairLimiter::Acquire(const ApiTenant& tenant, absl::Time deadline) 
           "budget, shared by weight between operators: --kube-api-qps, apiClient.qps)");
     }
     const Pick next = Next();
-    absl::Time wake = std::min(deadline, now + kRecheck);
+    absl::Duration wait = kRecheck;
     if (next.controller != nullptr && next.controller->queue.front() == &waiter) {
-      wake = std::min(deadline,
-                      now + std::max(absl::Nanoseconds(1), absl::Seconds((1 - tokens_) / qps_)));
+      wait = std::min(wait, absl::Seconds((1 - tokens_) / qps_));
     }
+    if (waiting_ > op->waiting && NextController(*op)->queue.front() == &waiter) {
+      wait = std::min(wait, UntilReserve(*op));
+    }
+    const absl::Time wake = std::min(deadline, now + std::max(absl::Nanoseconds(1), wait));
     clock_->WaitWithDeadline(&mu_, &waiter.cv, wake);
   }
 }

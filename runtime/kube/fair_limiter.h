@@ -8,6 +8,16 @@
 // on), and one that was idle gets no credit for the time it was idle, so it cannot burst past
 // the others when it comes back. Requests of one tenant are granted in arrival order.
 //
+// An operator that uses less than its share does not wait behind one that wants more, as in a
+// hierarchical token bucket: each operator has a reserve that fills at its assured rate (qps
+// times its weight over the sum of the weights of every operator known here) up to its part of
+// the burst (at least 1 token). A request finds a token in the shared bucket, or else, while
+// other operators wait too, in its operator's reserve (alone, an operator has exactly the
+// shared bucket). Every grant is taken from the shared bucket, which a reserve may overdraw
+// by at most `burst`: over time the host stays within qps, and an operator making 10 requests
+// a second on a 50 QPS budget that another operator saturates is served at once (its reserve
+// fills at 25 a second), while the busy one gets everything else.
+//
 //   FairLimiter limiter(50, 100, common::Clock::Real());
 //   limiter.SetOperatorWeight("billing", 3);                    // 3x the default share
 //   RETURN_IF_ERROR(limiter.Acquire({"billing", "invoices"}, deadline));
@@ -92,6 +102,8 @@ class FairLimiter {
   };
   struct Operator {
     double weight = 1;
+    double reserve = 0;  // tokens of its own: fills at its assured rate (class comment)
+    absl::Time reserve_last = absl::InfinitePast();
     double start = 0;    // valid while waiting > 0
     double finish = 0;   // of its last grant (operator level)
     double vtime = 0;    // virtual time among its controllers
@@ -109,6 +121,14 @@ class FairLimiter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The tenant that waits and is furthest behind its share; op == nullptr when nobody waits.
   Pick Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The controller of `op` (which waits) whose head waiter goes next within the operator.
+  static Controller* NextController(Operator& op);
+  // Fills `op`'s reserve up to `now`; true when it holds a token and the shared bucket may be
+  // overdrawn by one more.
+  bool ReserveReady(Operator& op, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long until ReserveReady(op) can be true (InfiniteDuration for an unlimited limiter).
+  absl::Duration UntilReserve(const Operator& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SumWeights() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Charges one token to the tenant of `pick`, whose start tags are set (its finish tags and
   // the virtual times move on).
   void Charge(const Pick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -117,6 +137,8 @@ class FairLimiter {
   // Grants tokens to waiters in fair order while there are tokens, then wakes the waiter that
   // is next so that it waits for the next token.
   void Dispatch(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the token for the head waiter of `pick` (granted, woken).
+  void Grant(const Pick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(Operator& op, Controller& controller, Waiter* waiter)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -128,7 +150,8 @@ class FairLimiter {
   mutable common::Mutex mu_;
   double tokens_ ABSL_GUARDED_BY(mu_);
   absl::Time last_ ABSL_GUARDED_BY(mu_);
-  double vtime_ ABSL_GUARDED_BY(mu_) = 0;  // virtual time among operators
+  double vtime_ ABSL_GUARDED_BY(mu_) = 0;       // virtual time among operators
+  double weight_sum_ ABSL_GUARDED_BY(mu_) = 0;  // over operators_ (the reserves' rates)
   size_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Operator, std::less<>> operators_ ABSL_GUARDED_BY(mu_);
 };
