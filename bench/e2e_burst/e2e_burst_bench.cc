@@ -45,6 +45,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/e2e_burst/burst_kind.h"
 #include "bench/report.h"
 #include "runtime/common/mutex.h"
 #include "runtime/common/status_macros.h"
@@ -60,17 +61,6 @@ namespace ctrlhost::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-const kube::ResourceRef kCrds{
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "", "", ""};
-const kube::ResourceRef kBursts{"burst.bench.ctrlhost.dev", "v1", "bursts", "default", "", ""};
-
-constexpr char kCrd[] = R"({"apiVersion":"apiextensions.k8s.io/v1",
-"kind":"CustomResourceDefinition","metadata":{"name":"bursts.burst.bench.ctrlhost.dev"},
-"spec":{"group":"burst.bench.ctrlhost.dev","scope":"Namespaced",
-"names":{"plural":"bursts","singular":"burst","kind":"Burst","listKind":"BurstList"},
-"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
-"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})";
 
 int64_t NowNanos() {
   static const auto origin = std::chrono::steady_clock::now();
@@ -190,7 +180,7 @@ absl::StatusOr<PhaseResult> RunPhase(const Phase& phase, const std::string& plug
 
   kube::ResourceRef bursts = kBursts;
   bursts.namespace_name = phase.namespace_name;
-  if (absl::Status s = host->client().Create(kCrds, kCrd).status();
+  if (absl::Status s = host->client().Create(kCrds, kBurstCrd).status();
       !s.ok() && !kube::IsAlreadyExists(s)) {
     return s;
   }

@@ -45,6 +45,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/e2e_burst/burst_kind.h"
 #include "bench/report.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
@@ -87,17 +88,6 @@ void SleepUntil(absl::Time t) {
 }
 
 // --- restart --------------------------------------------------------------------------------
-
-const kube::ResourceRef kCrds{
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "", "", ""};
-const kube::ResourceRef kBursts{"burst.bench.ctrlhost.dev", "v1", "bursts", "default", "", ""};
-
-constexpr char kCrd[] = R"({"apiVersion":"apiextensions.k8s.io/v1",
-"kind":"CustomResourceDefinition","metadata":{"name":"bursts.burst.bench.ctrlhost.dev"},
-"spec":{"group":"burst.bench.ctrlhost.dev","scope":"Namespaced",
-"names":{"plural":"bursts","singular":"burst","kind":"Burst","listKind":"BurstList"},
-"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
-"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}})";
 
 std::string OperatorYaml(const std::string& plugin, int work_ms, int workers, bool priorities) {
   return absl::StrCat(R"(apiVersion: ctrlhost.dev/v1alpha1
@@ -181,7 +171,7 @@ std::string BurstJson(absl::string_view name) {
 absl::Status Fill(const Flags& flags, const std::string& plugin, const fs::path& dir) {
   ASSIGN_OR_RETURN(std::unique_ptr<manager::Host> host,
                    StartHost(OperatorYaml(plugin, 0, flags.workers, true), dir));
-  if (absl::Status s = host->client().Create(kCrds, kCrd).status();
+  if (absl::Status s = host->client().Create(kCrds, kBurstCrd).status();
       !s.ok() && !kube::IsAlreadyExists(s)) {
     return s;
   }

@@ -161,9 +161,10 @@ class Host(apiserver_fixture.OwnedProcess):
 
     # --- talking to it --------------------------------------------------------------------
 
-    def kubectl(self, *args, input_text=None, check=False):
+    def kubectl(self, *args, input_text=None, check=False,
+                timeout=apiserver_fixture.KUBECTL_TIMEOUT_SECONDS):
         return apiserver_fixture.kubectl(kubectl_binary(), self.kubeconfig, *args,
-                                         input_text=input_text, check=check)
+                                         input_text=input_text, check=check, timeout=timeout)
 
     def ctrlhost(self, *args, timeout=120):
         """Runs a `ctrlhost` admin command (plugin, dump) against this host's admin socket."""

@@ -76,7 +76,9 @@ class SchedulingTest(unittest.TestCase):
         path = os.path.join(self.dir, "backlog.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(items, f)
-        first.kubectl("create", "-f", path, check=True)
+        # 5,000 creates: against a real API server on a loaded 2-core machine this took over
+        # 30 s (the kubectl default here), so a generous bound.
+        first.kubectl("create", "-f", path, check=True, timeout=600)
         self.assertEqual(self.started(), [])
         code = first.stop()
         self.assertEqual(code, 0, first.log()[-4000:])
