@@ -162,8 +162,9 @@ void FairLimiter::Grant(const Pick& pick) {
   waiter->cv.Signal();
 }
 
-void FairLimiter::Dispatch(absl::Time now) {
+void FairLimiter::Dispatch(absl::Time now, bool wake_heads) {
   Refill(now);
+  const size_t waiting_before = waiting_;
   // Operators under their share first, from their reserves (only while another operator waits
   // too: alone, an operator has the shared bucket and its burst, exactly).
   for (auto& [name, op] : operators_) {
@@ -173,8 +174,10 @@ void FairLimiter::Dispatch(absl::Time now) {
     }
   }
   while (waiting_ > 0 && tokens_ + kEpsilon >= 1) Grant(Next());
-  // The head waiter of each operator sets its timer for its reserve, and the one fair queuing
-  // serves next for the next shared token.
+  // When the heads changed (a grant, a waiter gone), the head waiter of each operator sets its
+  // timer for its reserve, and the one fair queuing serves next for the next shared token.
+  // Not otherwise: woken heads call Dispatch, and would wake each other without end.
+  if (!wake_heads && waiting_ == waiting_before) return;
   for (auto& [name, op] : operators_) {
     if (op.waiting > 0) NextController(op)->queue.front()->cv.Signal();
   }
@@ -213,9 +216,11 @@ absl::Status FairLimiter::Acquire(const ApiTenant& tenant, absl::Time deadline) 
   }
   Waiter waiter;
   Enqueue(*op, controller, &waiter);
+  // An operator that starts waiting makes the others' heads eligible for their reserves.
+  bool wake_heads = op->waiting == 1 && waiting_ > 1;
   while (true) {
     const absl::Time now = clock_->Now();
-    Dispatch(now);
+    Dispatch(now, std::exchange(wake_heads, false));
     if (waiter.granted) {
       ++controller.waited_total;
       controller.wait_time += now - arrived;
@@ -224,7 +229,7 @@ absl::Status FairLimiter::Acquire(const ApiTenant& tenant, absl::Time deadline) 
     if (now >= deadline) {
       Remove(*op, controller, &waiter);
       // It may have been the next one: the new next one sets its timer.
-      if (waiting_ > 0) Dispatch(now);
+      if (waiting_ > 0) Dispatch(now, /*wake_heads=*/true);
       return absl::DeadlineExceededError(
           "client-side rate limiter: no token available before the deadline (the host's API "
           "budget, shared by weight between operators: --kube-api-qps, apiClient.qps)");

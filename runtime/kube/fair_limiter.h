@@ -134,9 +134,10 @@ class FairLimiter {
   void Charge(const Pick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(Operator& op, Controller& controller, Waiter* waiter)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Grants tokens to waiters in fair order while there are tokens, then wakes the waiter that
-  // is next so that it waits for the next token.
-  void Dispatch(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Grants tokens to waiters (reserves first, then the shared bucket in fair order). If that
+  // changed who waits, or `wake_heads` (a waiter left, an operator started waiting), wakes the
+  // head waiter of each operator so that it sets its timer for its next token.
+  void Dispatch(absl::Time now, bool wake_heads) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the token for the head waiter of `pick` (granted, woken).
   void Grant(const Pick& pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(Operator& op, Controller& controller, Waiter* waiter)
