@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -65,13 +66,19 @@ WorkQueue::~WorkQueue() = default;
 // ---------------------------------------------------------------------------------------------
 // Slots, interning and lists.
 
-uint32_t WorkQueue::Find(absl::string_view key) const {
-  auto it = index_.find(key);
+size_t WorkQueue::KeyHash(absl::string_view key) {
+  // The hash index_ uses (absl's default for string_view), computed by callers before they
+  // take mu_: hashing is a good part of Add, and other threads need not wait for it.
+  return absl::Hash<absl::string_view>{}(key);
+}
+
+uint32_t WorkQueue::Find(absl::string_view key, size_t hash) const {
+  auto it = index_.find(key, hash);
   return it == index_.end() ? kNone : it->second;
 }
 
-uint32_t WorkQueue::Intern(absl::string_view key) {
-  auto it = index_.find(key);
+uint32_t WorkQueue::Intern(absl::string_view key, size_t hash) {
+  auto it = index_.find(key, hash);
   if (it != index_.end()) {
     const uint32_t slot = it->second;
     Slot& s = slots_[slot];
@@ -88,12 +95,13 @@ uint32_t WorkQueue::Intern(absl::string_view key) {
   } else {
     slot = static_cast<uint32_t>(slots_.size());
     slots_.emplace_back();
+    slots_.back().key = std::make_unique<std::string>();
   }
   Slot& s = slots_[slot];
-  s.key.assign(key.data(), key.size());
+  s.key->assign(key.data(), key.size());
   s.in_use = true;
   s.failures = 0;
-  index_.emplace(absl::string_view(s.key), slot);
+  index_.emplace(absl::string_view(*s.key), slot);
   return slot;
 }
 
@@ -116,7 +124,7 @@ void WorkQueue::EvictIdle() {
     evict_hand_ = (evict_hand_ + 1) % n;
     Slot& v = slots_[victim];
     if (!v.in_use || !v.idle) continue;
-    index_.erase(absl::string_view(v.key));
+    index_.erase(absl::string_view(*v.key));
     v.in_use = false;
     v.idle = false;
     --idle_count_;
@@ -302,11 +310,12 @@ void WorkQueue::Deliver(Wakeup wakeup) {
 }
 
 bool WorkQueue::Add(absl::string_view key, Priority priority) {
+  const size_t hash = KeyHash(key);
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return false;
-    const uint32_t slot = Intern(key);
+    const uint32_t slot = Intern(key, hash);
     // The clock is read only if this key's run is sampled (PushReady).
     const bool made_ready = AddLocked(slot, 0, priority);
     MaybeIdle(slot);
@@ -317,11 +326,12 @@ bool WorkQueue::Add(absl::string_view key, Priority priority) {
 }
 
 bool WorkQueue::AddAfter(absl::string_view key, absl::Duration delay, Priority priority) {
+  const size_t hash = KeyHash(key);
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return false;
-    const uint32_t slot = Intern(key);
+    const uint32_t slot = Intern(key, hash);
     const bool made_ready = AddAfterLocked(slot, delay, Now(), priority);
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
@@ -340,11 +350,12 @@ bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff
 
 bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff,
                                absl::Duration at_least) {
+  const size_t hash = KeyHash(key);
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return false;
-    const uint32_t slot = Intern(key);
+    const uint32_t slot = Intern(key, hash);
     Slot& s = slots_[slot];
     const absl::Time now = Now();
     const absl::Duration backoff = std::min(
@@ -362,16 +373,18 @@ bool WorkQueue::AddRateLimited(absl::string_view key, absl::Duration max_backoff
 }
 
 void WorkQueue::Forget(absl::string_view key) {
+  const size_t hash = KeyHash(key);
   common::MutexLock lock(&mu_);
-  const uint32_t slot = Find(key);
+  const uint32_t slot = Find(key, hash);
   if (slot == kNone) return;
   slots_[slot].failures = 0;
   MaybeIdle(slot);
 }
 
 uint32_t WorkQueue::NumRequeues(absl::string_view key) const {
+  const size_t hash = KeyHash(key);
   common::MutexLock lock(&mu_);
-  const uint32_t slot = Find(key);
+  const uint32_t slot = Find(key, hash);
   return slot == kNone ? 0 : slots_[slot].failures;
 }
 
@@ -421,7 +434,7 @@ std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
   } else if (options_.record_durations) {
     s.started_at_ns = coarse_ns;  // for longest_running only
   }
-  return Item{absl::string_view(s.key), slot, s.generation, overdue};
+  return Item{absl::string_view(*s.key), slot, s.generation, overdue};
 }
 
 int64_t WorkQueue::PromoteAndNow() {
@@ -533,7 +546,7 @@ std::vector<std::string> WorkQueue::ShutDown(ShutdownMode mode) {
     while (!heap_.empty()) {
       const uint32_t slot = heap_[0];
       HeapRemoveTop();
-      abandoned.push_back(slots_[slot].key);
+      abandoned.push_back(*slots_[slot].key);
       MaybeIdle(slot);
     }
     if (shutdown_mode_ == ShutdownMode::kAbandon) {
@@ -542,14 +555,14 @@ std::vector<std::string> WorkQueue::ShutDown(ShutdownMode mode) {
           const uint32_t slot = list.head;
           ListUnlink(slots_[slot].priority, slot);
           slots_[slot].queued = false;
-          abandoned.push_back(slots_[slot].key);
+          abandoned.push_back(*slots_[slot].key);
           MaybeIdle(slot);
         }
       }
       for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
         if (slots_[slot].processing && slots_[slot].dirty) {
           slots_[slot].dirty = false;
-          abandoned.push_back(slots_[slot].key);
+          abandoned.push_back(*slots_[slot].key);
         }
       }
       dirty_count_ = 0;
@@ -602,7 +615,7 @@ QueueMetrics WorkQueue::Metrics() const {
           absl::Nanoseconds(std::max<int64_t>(0, coarse_ns - s.ready_at_ns));
       if (m.oldest_key[p].empty() || waited > m.oldest_waiting[p]) {
         m.oldest_waiting[p] = waited;
-        m.oldest_key[p] = s.key;
+        m.oldest_key[p] = *s.key;
       }
     }
     if (!options_.record_durations || !s.processing) continue;
