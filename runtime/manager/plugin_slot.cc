@@ -1,6 +1,7 @@
 #include "runtime/manager/plugin_slot.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -74,15 +75,20 @@ absl::Status PluginSlot::SendNotice(pluginpb::ReconcileRequest notice) {
 void PluginSlot::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
                           controller::ReconcileCallback done) {
   std::shared_ptr<Instance> target;
+  std::shared_ptr<Shadow> shadow;
+  std::string key;
   {
     common::MutexLock lock(&mu_);
     if (!stopped_) {
       target = serving_;
-      if (canary_ != nullptr) {
-        const std::string key = call.namespace_().empty()
-                                    ? call.name()
-                                    : absl::StrCat(call.namespace_(), "/", call.name());
-        if (Bucket(key) < canary_percent_) target = canary_;
+      if (canary_ != nullptr || shadow_ != nullptr) {
+        key = call.namespace_().empty() ? call.name()
+                                        : absl::StrCat(call.namespace_(), "/", call.name());
+      }
+      if (canary_ != nullptr && Bucket(key) < canary_percent_) target = canary_;
+      if (shadow_ != nullptr &&
+          (shadow_->options.percent >= 100 || Bucket(key) < shadow_->options.percent)) {
+        shadow = shadow_;
       }
     }
   }
@@ -90,7 +96,75 @@ void PluginSlot::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
     done(absl::UnavailableError("the plugin is stopped"));
     return;
   }
+  if (shadow != nullptr) {
+    DispatchWithShadow(target, shadow, std::move(key), std::move(call), deadline, std::move(done));
+    return;
+  }
   Forward(target, std::move(call), deadline, std::move(done));
+}
+
+void PluginSlot::DispatchWithShadow(const std::shared_ptr<Instance>& target,
+                                    const std::shared_ptr<Shadow>& shadow, std::string key,
+                                    pluginpb::ReconcileCall call, absl::Time deadline,
+                                    controller::ReconcileCallback done) {
+  bool admitted = false;
+  {
+    common::MutexLock lock(&shadow->mu);
+    // One call of a key at the shadow at a time, as at any plugin; a bounded number in all.
+    admitted = !shadow->stopping && shadow->keys.size() < shadow->options.max_in_flight &&
+               shadow->keys.insert(key).second;
+  }
+  if (!admitted) {
+    shadow->comparator->Drop(call.controller());
+    Forward(target, std::move(call), deadline, std::move(done));
+    return;
+  }
+  // Where the first of the two answers waits for the other. Thread-safe: `mu` guards the
+  // answers; `call` is read by the one callback that completes the pair.
+  struct Round {
+    common::Mutex mu;
+    pluginpb::ReconcileCall call;
+    std::optional<controller::DispatchResult> serving ABSL_GUARDED_BY(mu);
+    std::optional<controller::DispatchResult> other ABSL_GUARDED_BY(mu);
+  };
+  auto round = std::make_shared<Round>();
+  round->call = call;
+  pluginpb::ReconcileCall for_shadow = call;
+  // Runs once, on the thread of the second answer: hands the pair over without waiting.
+  auto finish = [](const std::shared_ptr<Shadow>& s, const std::shared_ptr<Round>& r) {
+    {
+      common::MutexLock lock(&s->mu);
+      if (s->stopping) return;
+    }
+    common::MutexLock lock(&r->mu);
+    s->comparator->Submit(std::move(r->call), *std::move(r->serving), *std::move(r->other));
+  };
+  Forward(target, std::move(call), deadline,
+          [round, shadow, finish, done = std::move(done)](controller::DispatchResult result) {
+            controller::DispatchResult copy = result;
+            done(std::move(result));  // the serving path first
+            bool both = false;
+            {
+              common::MutexLock lock(&round->mu);
+              round->serving.emplace(std::move(copy));
+              both = round->other.has_value();
+            }
+            if (both) finish(shadow, round);
+          });
+  Forward(shadow->instance, std::move(for_shadow), deadline,
+          [round, shadow, finish, key = std::move(key)](controller::DispatchResult result) {
+            {
+              common::MutexLock lock(&shadow->mu);
+              shadow->keys.erase(key);
+            }
+            bool both = false;
+            {
+              common::MutexLock lock(&round->mu);
+              round->other.emplace(std::move(result));
+              both = round->serving.has_value();
+            }
+            if (both) finish(shadow, round);
+          });
 }
 
 absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
@@ -319,6 +393,90 @@ absl::Status PluginSlot::AbortCanary(absl::Duration drain_timeout) {
   return absl::OkStatus();
 }
 
+SwapResult PluginSlot::StartShadow(
+    OptionsFactory options, ShadowOptions shadow_options,
+    std::shared_ptr<ShadowComparator> comparator, absl::Duration ready_timeout,
+    const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept) {
+  common::MutexLock swap_lock(&swap_mu_);
+  SwapResult result;
+  if (shadow_options.percent < 1 || shadow_options.percent > 100) {
+    result.status = absl::InvalidArgumentError("shadow percent must be 1..100");
+    return result;
+  }
+  if (shadow_options.max_in_flight == 0) {
+    result.status = absl::InvalidArgumentError("a shadow needs an in-flight bound of at least 1");
+    return result;
+  }
+  if (comparator == nullptr) {
+    result.status = absl::InvalidArgumentError("a shadow needs a comparator");
+    return result;
+  }
+  {
+    common::MutexLock lock(&mu_);
+    result.serving_generation = serving_ != nullptr ? serving_->generation : 0;
+    if (shadow_ != nullptr) {
+      result.status = absl::FailedPreconditionError(
+          absl::StrCat("a shadow (generation ", shadow_->instance->generation,
+                       ") is running already: stop it first"));
+      return result;
+    }
+  }
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::shared_ptr<Instance>> fresh =
+      StartInstance(options, ready_timeout, accept, &result);
+  if (!fresh.ok()) {
+    result.status = fresh.status();
+    return result;
+  }
+  auto shadow = std::make_shared<Shadow>();
+  shadow->instance = *fresh;
+  shadow->comparator = std::move(comparator);
+  shadow->options = shadow_options;
+  {
+    common::MutexLock lock(&mu_);
+    if (!stopped_) {
+      shadow_ = shadow;
+      shadow = nullptr;
+    }
+  }
+  if (shadow != nullptr) {  // the slot was stopped meanwhile
+    shadow->instance->supervisor->Stop();
+    result.status =
+        absl::FailedPreconditionError("the plugin was stopped while its shadow started");
+    return result;
+  }
+  result.ready_at = clock_->Now();
+  result.cut_over = result.ready_at - start;
+  common::LogInfo("plugin shadow started",
+                  {{"generation", (*fresh)->generation}, {"percent", shadow_options.percent}});
+  if (listener_) listener_();
+  return result;
+}
+
+absl::Status PluginSlot::StopShadow(absl::Duration drain_timeout) {
+  common::MutexLock swap_lock(&swap_mu_);
+  std::shared_ptr<Shadow> shadow;
+  {
+    common::MutexLock lock(&mu_);
+    if (shadow_ == nullptr) return absl::FailedPreconditionError("no shadow is running");
+    shadow = std::move(shadow_);
+    shadow_ = nullptr;
+  }
+  {
+    common::MutexLock lock(&shadow->mu);
+    shadow->stopping = true;
+  }
+  if (listener_) listener_();
+  Drain(shadow->instance, drain_timeout);
+  common::LogInfo("plugin shadow stopped", {{"generation", shadow->instance->generation}});
+  return absl::OkStatus();
+}
+
+std::shared_ptr<ShadowComparator> PluginSlot::shadow_comparator() const {
+  common::MutexLock lock(&mu_);
+  return shadow_ != nullptr ? shadow_->comparator : nullptr;
+}
+
 plugin::PluginStatus PluginSlot::status() const {
   std::shared_ptr<Instance> serving;
   {
@@ -340,11 +498,13 @@ uint64_t PluginSlot::generation() const {
 
 SlotStatus PluginSlot::Snapshot() const {
   std::shared_ptr<Instance> serving, canary;
+  std::shared_ptr<Shadow> shadow;
   SlotStatus out;
   {
     common::MutexLock lock(&mu_);
     serving = serving_;
     canary = canary_;
+    shadow = shadow_;
     out.canary_percent = canary_percent_;
     out.swaps = swaps_;
     out.failed_swaps = failed_swaps_;
@@ -362,17 +522,32 @@ SlotStatus PluginSlot::Snapshot() const {
     out.canary = canary->supervisor->status();
     out.canary_generation = canary->generation;
   }
+  if (shadow != nullptr) {
+    out.has_shadow = true;
+    out.shadow = shadow->instance->supervisor->status();
+    out.shadow_generation = shadow->instance->generation;
+    out.shadow_percent = shadow->options.percent;
+  }
   return out;
 }
 
 void PluginSlot::Stop() {
   std::shared_ptr<Instance> serving, canary;
+  std::shared_ptr<Shadow> shadow;
   {
     common::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
     serving = std::move(serving_);
     canary = std::move(canary_);
+    shadow = std::move(shadow_);
+  }
+  if (shadow != nullptr) {
+    {
+      common::MutexLock lock(&shadow->mu);
+      shadow->stopping = true;
+    }
+    shadow->instance->supervisor->Stop();
   }
   if (canary != nullptr) canary->supervisor->Stop();
   if (serving != nullptr) serving->supervisor->Stop();

@@ -12,13 +12,21 @@
 //   StartCanary    as Swap, but N+1 only gets the keys whose hash falls below `percent`
 //                  (stable: a key always goes to the same side); Promote makes it the serving
 //                  instance (the old one drains), Abort stops it.
+//   StartShadow    starts an instance of another release beside the serving one that gets a
+//                  copy of the calls (all, or the keys whose hash falls below `percent`) and
+//                  whose answers go to a ShadowComparator with the answer of the instance that
+//                  served the call; nothing it answers is applied. The serving path never waits
+//                  for it: a call the shadow is still busy with (the same key) or one over its
+//                  in-flight bound is not given to it (counted as dropped). A shadow gets no
+//                  notices (no background tasks: their enqueues would act). StopShadow drains it.
 //
 // Per-key exclusivity holds across a cut-over because the runner never sends a key again before
 // its previous request is answered or failed; the slot only decides where the next one goes.
 //
 // Thread-safety: thread-safe. `mu_` guards the instances and counters; it is never held while
-// dispatching, starting or stopping a supervisor. Swap, StartCanary, Promote and Abort are
-// serialised by `swap_mu_` (one swap at a time per plugin).
+// dispatching, starting or stopping a supervisor. A shadow's own `mu` guards the keys it is
+// working on and whether it is stopping; it is never held while dispatching either. Swap,
+// StartCanary, Promote and Abort are serialised by `swap_mu_` (one swap at a time per plugin).
 #ifndef CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
 #define CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
 
@@ -28,6 +36,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -35,6 +44,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/controller/reconcile.h"
+#include "runtime/manager/shadow_comparator.h"
 #include "runtime/plugin/supervisor.h"
 
 namespace ctrlhost::manager {
@@ -64,6 +74,15 @@ struct SlotStatus {
   uint64_t swaps = 0;           // successful cut-overs
   uint64_t failed_swaps = 0;    // swaps and canaries whose new instance was refused or failed
   std::string last_swap_error;  // "" when the last swap succeeded (or none was tried)
+  bool has_shadow = false;
+  plugin::PluginStatus shadow;
+  uint64_t shadow_generation = 0;
+  uint32_t shadow_percent = 0;
+};
+
+struct ShadowOptions {
+  uint32_t percent = 100;     // 1..100: the share of keys (by PluginSlot::Bucket) it gets
+  size_t max_in_flight = 64;  // calls at the shadow at once; more are dropped and counted
 };
 
 class PluginSlot : public controller::Dispatcher {
@@ -101,6 +120,20 @@ class PluginSlot : public controller::Dispatcher {
   SwapResult PromoteCanary(absl::Duration drain_timeout);
   absl::Status AbortCanary(absl::Duration drain_timeout);
 
+  // Starts a shadow instance of `options` (see the file comment) whose answers go to
+  // `comparator` (shared: it outlives the shadow's last answer). Blocks until it serves or
+  // failed, as Swap. FailedPrecondition when a shadow runs already; InvalidArgument for a
+  // percent outside 1..100 or a zero in-flight bound.
+  SwapResult StartShadow(
+      OptionsFactory options, ShadowOptions shadow, std::shared_ptr<ShadowComparator> comparator,
+      absl::Duration ready_timeout,
+      const std::function<absl::Status(const pluginpb::DescribeResponse&)>& accept = nullptr);
+  // Stops the shadow after its calls in flight finished (up to `drain_timeout`); answers that
+  // arrive after this call are not compared. FailedPrecondition when none runs.
+  absl::Status StopShadow(absl::Duration drain_timeout);
+  // The comparator of the running shadow, null when none runs.
+  std::shared_ptr<ShadowComparator> shadow_comparator() const;
+
   // The serving instance's status (its Describe once ready).
   plugin::PluginStatus status() const;
   SlotStatus Snapshot() const;
@@ -134,6 +167,22 @@ class PluginSlot : public controller::Dispatcher {
   static void Forward(const std::shared_ptr<Instance>& instance, pluginpb::ReconcileCall call,
                       absl::Time deadline, controller::ReconcileCallback done);
 
+  // A running shadow: its instance, where its answers go, and the keys it is working on.
+  struct Shadow {
+    std::shared_ptr<Instance> instance;
+    std::shared_ptr<ShadowComparator> comparator;
+    ShadowOptions options;
+    common::Mutex mu;
+    absl::flat_hash_set<std::string> keys ABSL_GUARDED_BY(mu);  // calls at the shadow now
+    bool stopping ABSL_GUARDED_BY(mu) = false;                  // answers are not compared
+  };
+  // Dispatches `call` to `target` and a copy to `shadow`, and hands both answers to the
+  // comparator; `done` gets the target's answer as soon as it comes.
+  static void DispatchWithShadow(const std::shared_ptr<Instance>& target,
+                                 const std::shared_ptr<Shadow>& shadow, std::string key,
+                                 pluginpb::ReconcileCall call, absl::Time deadline,
+                                 controller::ReconcileCallback done);
+
   const Listener listener_;
   common::Clock* const clock_;
 
@@ -142,6 +191,7 @@ class PluginSlot : public controller::Dispatcher {
   mutable common::Mutex mu_;
   std::shared_ptr<Instance> serving_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Instance> canary_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Shadow> shadow_ ABSL_GUARDED_BY(mu_);
   uint32_t canary_percent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t swaps_ ABSL_GUARDED_BY(mu_) = 0;

@@ -108,11 +108,12 @@ void ShadowComparator::Run() {
 
 void ShadowComparator::Compare(Pair pair) {
   const std::string& name = pair.call.controller();
-  const controller::ControllerInfo* info = lookup_ ? lookup_(name) : nullptr;
+  const std::optional<controller::ControllerInfo> info =
+      lookup_ ? lookup_(name) : std::optional<controller::ControllerInfo>();
   const std::string key = pair.call.namespace_().empty()
                               ? pair.call.name()
                               : absl::StrCat(pair.call.namespace_(), "/", pair.call.name());
-  if (info == nullptr) {
+  if (!info.has_value()) {
     common::MutexLock lock(&mu_);
     ++figures_.controllers[name].dropped;
     return;
@@ -120,7 +121,7 @@ void ShadowComparator::Compare(Pair pair) {
   // Both answers are judged against the call they answered, as the applier would judge the
   // serving one: the primary as the call carried it (none when it is gone).
   controller::ReconcileContext context;
-  context.controller = info;
+  context.controller = &*info;
   context.namespace_ = pair.call.namespace_();
   context.name = pair.call.name();
   context.attempt = pair.call.attempt();

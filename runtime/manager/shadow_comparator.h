@@ -29,6 +29,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -46,11 +47,11 @@ namespace ctrlhost::manager {
 
 class ShadowComparator {
  public:
-  // The controller a call names (ReconcileCall.controller), or null when the host has none by
-  // that name (the pair then counts as dropped). The result must stay valid while the
-  // comparator lives.
+  // The controller a call names (ReconcileCall.controller) as it runs now, or nullopt when the
+  // host runs none by that name (the pair then counts as dropped). A copy: the controllers of a
+  // plugin are replaced on a swap, while pairs of the old ones may still wait here.
   using ControllerLookup =
-      std::function<const controller::ControllerInfo*(absl::string_view controller)>;
+      std::function<std::optional<controller::ControllerInfo>(absl::string_view controller)>;
 
   struct Options {
     size_t max_queued = 256;         // pairs waiting for comparison

@@ -43,8 +43,9 @@ pluginpb::ReconcileResponse Port(int port) {
 class ShadowComparatorTest : public ::testing::Test {
  protected:
   ShadowComparator::ControllerLookup Lookup() {
-    return [this](absl::string_view name) -> const controller::ControllerInfo* {
-      return name == webapp_.name ? &webapp_ : nullptr;
+    return [this](absl::string_view name) -> std::optional<controller::ControllerInfo> {
+      if (name == webapp_.name) return webapp_;
+      return std::nullopt;
     };
   }
 
@@ -95,10 +96,11 @@ TEST_F(ShadowComparatorTest, AFullQueueDropsAndCountsNeverBlocks) {
   absl::Notification release;
   absl::Notification entered;
   ShadowComparator comparator(
-      [&](absl::string_view name) -> const controller::ControllerInfo* {
+      [&](absl::string_view name) -> std::optional<controller::ControllerInfo> {
         if (!entered.HasBeenNotified()) entered.Notify();
         release.WaitForNotification();
-        return name == webapp_.name ? &webapp_ : nullptr;
+        if (name == webapp_.name) return webapp_;
+        return std::nullopt;
       },
       {.max_queued = 2});
   ASSERT_TRUE(comparator.Submit(Call(), Port(80), Port(80)));

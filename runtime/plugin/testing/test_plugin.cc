@@ -230,7 +230,10 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
         event->set_message(absl::StrJoin(children, ","));
       } else {
         if (name == "wrong-id") response.set_request_id(r.request_id() + 1000000);
-        response.set_status(absl::StrCat(R"({"seen":")", name, R"("})"));
+        response.set_status(
+            options_.status_tag.empty()
+                ? absl::StrCat(R"({"seen":")", name, R"("})")
+                : absl::StrCat(R"({"seen":")", name, R"(","tag":")", options_.status_tag, R"("})"));
         if (name == "budget") {  // answers the relative timeout it was given
           const auto& t = r.reconcile().timeout();
           response.set_status(

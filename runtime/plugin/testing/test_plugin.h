@@ -52,6 +52,9 @@ struct TestPluginOptions {
   // by a TaskEnqueue (request_id 0) of default/from-C; other notices are ignored.
   // When > 0, the process exits abruptly (_Exit(42)) on receiving this many reconciles.
   int crash_after = 0;
+  // When set, the no-op answer's status also carries "tag": this value (another release that
+  // answers differently, for shadow comparisons).
+  std::string status_tag;
   // Called with the server builder before the server starts (benchmarks add services).
   std::function<void(grpc::ServerBuilder&)> configure;
   // Listening credentials; null means insecure.
