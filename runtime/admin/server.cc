@@ -45,6 +45,14 @@ std::string ActionName(const adminpb::SwapPluginRequest& request) {
       return "promote_canary";
     case adminpb::SwapPluginRequest::kAbortCanary:
       return "abort_canary";
+    case adminpb::SwapPluginRequest::kStartShadow:
+      return absl::StrCat(
+          "start_shadow ",
+          request.start_shadow().percent() == 0 ? 100 : request.start_shadow().percent(), "%");
+    case adminpb::SwapPluginRequest::kStopShadow:
+      return "stop_shadow";
+    case adminpb::SwapPluginRequest::kPromoteShadow:
+      return "promote_shadow";
     case adminpb::SwapPluginRequest::ACTION_NOT_SET:
       break;
   }

@@ -149,8 +149,8 @@ TEST_F(AdminServerTest, InvalidRequestsNeverReachTheBackend) {
     c.request.set_plugin("webapp");
   }
   cases[0].message =
-      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary or "
-      "abort_canary";
+      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary, "
+      "abort_canary, start_shadow, stop_shadow or promote_shadow";
   cases[1].request.mutable_replace()->mutable_exec();
   cases[1].message = "SwapPluginRequest.replace.exec.command is required";
   cases[2].request.mutable_start_canary()->mutable_source()->mutable_exec()->set_command("x");

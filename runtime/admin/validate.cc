@@ -130,15 +130,43 @@ absl::Status ValidateSwapPluginRequest(const adminpb::SwapPluginRequest& request
       }
       return absl::OkStatus();
     }
+    case adminpb::SwapPluginRequest::kStartShadow: {
+      const adminpb::StartShadow& shadow = request.start_shadow();
+      if (absl::Status s = ValidateSource("SwapPluginRequest.start_shadow.source",
+                                          shadow.has_source(), shadow.source());
+          !s.ok()) {
+        return s;
+      }
+      if (shadow.percent() > 100) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "SwapPluginRequest.start_shadow.percent must be between 1 and 100 (0: 100), got ",
+            shadow.percent()));
+      }
+      if (shadow.max_in_flight() > 4096) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "SwapPluginRequest.start_shadow.max_in_flight must be at most 4096 (0: 64), got ",
+            shadow.max_in_flight()));
+      }
+      return absl::OkStatus();
+    }
+    case adminpb::SwapPluginRequest::kPromoteShadow: {
+      const double min = request.promote_shadow().min_agreement();
+      if (!(min >= 0 && min <= 1)) {  // NaN too
+        return absl::InvalidArgumentError(absl::StrCat(
+            "SwapPluginRequest.promote_shadow.min_agreement must be between 0 and 1, got ", min));
+      }
+      return absl::OkStatus();
+    }
     case adminpb::SwapPluginRequest::kPromoteCanary:
     case adminpb::SwapPluginRequest::kAbortCanary:
+    case adminpb::SwapPluginRequest::kStopShadow:
       return absl::OkStatus();
     case adminpb::SwapPluginRequest::ACTION_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError(
-      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary or "
-      "abort_canary");
+      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary, "
+      "abort_canary, start_shadow, stop_shadow or promote_shadow");
 }
 
 }  // namespace ctrlhost::admin

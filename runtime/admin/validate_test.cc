@@ -89,8 +89,8 @@ TEST(ValidateTest, InvalidSwapsNameTheField) {
       "SwapPluginRequest.plugin is required");
   add(
       "no action", [](adminpb::SwapPluginRequest& r) { r.clear_action(); },
-      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary or "
-      "abort_canary");
+      "SwapPluginRequest.action is required: one of replace, start_canary, promote_canary, "
+      "abort_canary, start_shadow, stop_shadow or promote_shadow");
   add(
       "empty replace", [](adminpb::SwapPluginRequest& r) { r.mutable_replace()->Clear(); },
       "SwapPluginRequest.replace needs exactly one of exec or endpoint");
@@ -176,6 +176,40 @@ TEST(ValidateTest, InvalidSwapsNameTheField) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_EQ(status.message(), c.message) << c.name;
   }
+}
+
+TEST(ValidateTest, InvalidShadowRequestsNameTheField) {
+  const adminpb::PluginSource source = ValidSwap().replace();
+  auto start = [&](uint32_t percent, uint32_t max_in_flight) {
+    adminpb::SwapPluginRequest r = ValidSwap();
+    *r.mutable_start_shadow()->mutable_source() = source;
+    r.mutable_start_shadow()->set_percent(percent);
+    r.mutable_start_shadow()->set_max_in_flight(max_in_flight);
+    return r;
+  };
+  EXPECT_TRUE(ValidateSwapPluginRequest(start(0, 0)).ok());
+  EXPECT_TRUE(ValidateSwapPluginRequest(start(100, 4096)).ok());
+  EXPECT_EQ(ValidateSwapPluginRequest(start(101, 0)),
+            absl::InvalidArgumentError("SwapPluginRequest.start_shadow.percent must be between 1 "
+                                       "and 100 (0: 100), got 101"));
+  EXPECT_EQ(ValidateSwapPluginRequest(start(0, 5000)),
+            absl::InvalidArgumentError("SwapPluginRequest.start_shadow.max_in_flight must be at "
+                                       "most 4096 (0: 64), got 5000"));
+  adminpb::SwapPluginRequest no_source = ValidSwap();
+  no_source.mutable_start_shadow();
+  EXPECT_EQ(ValidateSwapPluginRequest(no_source),
+            absl::InvalidArgumentError(
+                "SwapPluginRequest.start_shadow.source needs exactly one of exec or endpoint"));
+  adminpb::SwapPluginRequest promote = ValidSwap();
+  promote.mutable_promote_shadow()->set_min_agreement(1.5);
+  EXPECT_EQ(ValidateSwapPluginRequest(promote),
+            absl::InvalidArgumentError(
+                "SwapPluginRequest.promote_shadow.min_agreement must be between 0 and 1, got 1.5"));
+  promote.mutable_promote_shadow()->set_min_agreement(0.99);
+  EXPECT_TRUE(ValidateSwapPluginRequest(promote).ok());
+  adminpb::SwapPluginRequest stop = ValidSwap();
+  stop.mutable_stop_shadow();
+  EXPECT_TRUE(ValidateSwapPluginRequest(stop).ok());
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <optional>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -97,6 +99,28 @@ absl::Status ValidateEndpoint(absl::string_view endpoint) {
 
 }  // namespace
 
+namespace {
+
+// Rows as columns padded to their widest cell, two spaces apart; the first row is the header.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      absl::StrAppend(&line, row[i]);
+      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatPluginTable(const adminpb::ListPluginsResponse& plugins) {
   std::vector<std::vector<std::string>> rows = {{"OPERATOR", "NAME", "STATE", "HEALTH",
                                                  "GENERATION", "VERSION", "INFLIGHT", "QUEUED",
@@ -118,20 +142,7 @@ std::string FormatPluginTable(const adminpb::ListPluginsResponse& plugins) {
                     absl::StrCat(p.work().queued()), absl::StrCat(p.restarts()), canary,
                     p.last_error().message().empty() ? "-" : OneLine(p.last_error().message())});
   }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      absl::StrAppend(&line, row[i]);
-      if (i + 1 < row.size()) line.append(widths[i] - row[i].size() + 2, ' ');
-    }
-    absl::StrAppend(&out, line, "\n");
-  }
-  return out;
+  return RenderTable(rows);
 }
 
 absl::StatusOr<std::string> FormatPluginsJson(const adminpb::ListPluginsResponse& plugins) {
@@ -197,10 +208,15 @@ struct SwapFlags {
   int64_t canary = 0;
   int64_t expected_generation = 0;
   bool promote = false, abort_canary = false;
+  bool from_shadow = false;
+  std::string min_agreement;  // parsed by SwapUsageProblem into min_agreement_value
+  double min_agreement_value = 0;
+  int64_t min_compared = 0;
   absl::Duration ready_timeout = absl::ZeroDuration();
 };
 
-void AddSwapFlags(FlagSet& flags, SwapFlags& f) {
+// The flags that say where a new instance comes from (swap and shadow share them).
+void AddSourceFlags(FlagSet& flags, SwapFlags& f) {
   flags.AddString("operator", &f.op, "Operator of the plugin, instead of OPERATOR/ in NAME")
       .ValueName("NAME");
   flags.AddString("command", &f.command, "Executable of the new instance (path, or name in PATH)")
@@ -224,15 +240,9 @@ void AddSwapFlags(FlagSet& flags, SwapFlags& f) {
       .AddString("server-name", &f.server_name,
                  "Name expected in --endpoint's certificate (default: its host)")
       .ValueName("NAME");
-  flags
-      .AddInt("canary", &f.canary, 1, 99, "Start the new instance as a canary for PCT% of the keys")
-      .ValueName("PCT");
-  flags.AddBool("promote-canary", &f.promote, "Make the running canary the serving instance");
-  flags.AddBool("abort-canary", &f.abort_canary, "Stop the running canary");
-  flags
-      .AddInt("expected-generation", &f.expected_generation, 0, std::numeric_limits<int64_t>::max(),
-              "Swap only if the serving instance has this generation; 0 means any")
-      .ValueName("GEN");
+}
+
+void AddReadyTimeoutFlag(FlagSet& flags, SwapFlags& f) {
   flags
       .AddDuration("ready-timeout", &f.ready_timeout,
                    "How long the new instance may take to become ready (0: the plugin's startup "
@@ -240,20 +250,34 @@ void AddSwapFlags(FlagSet& flags, SwapFlags& f) {
       .MinDuration(absl::ZeroDuration());
 }
 
-// What is wrong with the combination of flags (a usage error), or nullopt.
-std::optional<std::string> SwapUsageProblem(const FlagSet& flags, const SwapFlags& f) {
-  // Exactly one action.
-  std::vector<std::string> actions;
-  if (flags.IsSet("command")) actions.push_back("--command");
-  if (flags.IsSet("endpoint")) actions.push_back("--endpoint");
-  if (f.promote) actions.push_back("--promote-canary");
-  if (f.abort_canary) actions.push_back("--abort-canary");
-  if (actions.empty()) {
-    return "one of --command, --endpoint, --promote-canary or --abort-canary is required";
-  }
-  if (actions.size() > 1) {
-    return absl::StrCat(absl::StrJoin(actions, " and "), " are mutually exclusive");
-  }
+void AddSwapFlags(FlagSet& flags, SwapFlags& f) {
+  AddSourceFlags(flags, f);
+  flags
+      .AddInt("canary", &f.canary, 1, 99, "Start the new instance as a canary for PCT% of the keys")
+      .ValueName("PCT");
+  flags.AddBool("promote-canary", &f.promote, "Make the running canary the serving instance");
+  flags.AddBool("abort-canary", &f.abort_canary, "Stop the running canary");
+  flags.AddBool("from-shadow", &f.from_shadow,
+                "Swap to the running shadow's release if it agreed often enough, then stop the "
+                "shadow (see ctrlhost plugin shadow)");
+  flags
+      .AddString("min-agreement", &f.min_agreement,
+                 "With --from-shadow: the least share of compared calls the shadow answered as "
+                 "the serving instance did, above 0 and at most 1 (default 0.999)")
+      .ValueName("RATIO");
+  flags
+      .AddInt("min-compared", &f.min_compared, 1, std::numeric_limits<int64_t>::max(),
+              "With --from-shadow: the least number of compared calls (default 100)")
+      .ValueName("N");
+  flags
+      .AddInt("expected-generation", &f.expected_generation, 0, std::numeric_limits<int64_t>::max(),
+              "Swap only if the serving instance has this generation; 0 means any")
+      .ValueName("GEN");
+  AddReadyTimeoutFlag(flags, f);
+}
+
+// What is wrong with the source flags (AddSourceFlags), or nullopt.
+std::optional<std::string> SourceUsageProblem(const FlagSet& flags, const SwapFlags& f) {
   if (f.command.empty() && flags.IsSet("command")) return "--command must not be empty";
   if (f.endpoint.empty() && flags.IsSet("endpoint")) return "--endpoint must not be empty";
   for (const char* name : {"arg", "env", "working-dir"}) {
@@ -269,11 +293,43 @@ std::optional<std::string> SwapUsageProblem(const FlagSet& flags, const SwapFlag
   if (f.cert_file.empty() != f.key_file.empty()) {
     return "--cert-file and --key-file go together";
   }
+  if (!f.endpoint.empty()) {
+    if (absl::Status s = ValidateEndpoint(f.endpoint); !s.ok()) return std::string(s.message());
+  }
+  return std::nullopt;
+}
+
+// What is wrong with the combination of flags (a usage error), or nullopt.
+std::optional<std::string> SwapUsageProblem(const FlagSet& flags, SwapFlags& f) {
+  // Exactly one action.
+  std::vector<std::string> actions;
+  if (flags.IsSet("command")) actions.push_back("--command");
+  if (flags.IsSet("endpoint")) actions.push_back("--endpoint");
+  if (f.promote) actions.push_back("--promote-canary");
+  if (f.abort_canary) actions.push_back("--abort-canary");
+  if (f.from_shadow) actions.push_back("--from-shadow");
+  if (actions.empty()) {
+    return "one of --command, --endpoint, --promote-canary, --abort-canary or --from-shadow is "
+           "required";
+  }
+  if (actions.size() > 1) {
+    return absl::StrCat(absl::StrJoin(actions, " and "), " are mutually exclusive");
+  }
+  if (std::optional<std::string> problem = SourceUsageProblem(flags, f)) return problem;
   if (flags.IsSet("canary") && f.command.empty() && f.endpoint.empty()) {
     return "--canary needs --command or --endpoint";
   }
-  if (!f.endpoint.empty()) {
-    if (absl::Status s = ValidateEndpoint(f.endpoint); !s.ok()) return std::string(s.message());
+  for (const char* name : {"min-agreement", "min-compared"}) {
+    if (flags.IsSet(name) && !f.from_shadow) {
+      return absl::StrCat("--", name, " needs --from-shadow");
+    }
+  }
+  if (flags.IsSet("min-agreement")) {
+    if (!absl::SimpleAtod(f.min_agreement, &f.min_agreement_value) ||
+        !(f.min_agreement_value > 0 && f.min_agreement_value <= 1)) {
+      return absl::StrCat("invalid value \"", f.min_agreement,
+                          "\" for --min-agreement: expected a number above 0, at most 1");
+    }
   }
   return std::nullopt;
 }
@@ -337,6 +393,7 @@ int ReportSwap(const adminpb::SwapPluginRequest& request,
     out << "plugin " << label << ": "
         << (f.promote        ? "canary promoted, "
             : f.abort_canary ? "canary aborted, "
+            : f.from_shadow  ? "the shadow's release promoted, "
                              : "swapped, ")
         << "generation " << succeeded.swap_generation() << " serves";
     if (succeeded.draining_generation() != 0) {
@@ -380,6 +437,10 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
     request.mutable_promote_canary();
   } else if (f.abort_canary) {
     request.mutable_abort_canary();
+  } else if (f.from_shadow) {
+    adminpb::PromoteShadow* promote = request.mutable_promote_shadow();
+    if (flags.IsSet("min-agreement")) promote->set_min_agreement(f.min_agreement_value);
+    promote->set_min_compared(static_cast<uint64_t>(f.min_compared));
   } else if (f.canary > 0) {
     *request.mutable_start_canary()->mutable_source() = *source;
     request.mutable_start_canary()->set_percent(static_cast<uint32_t>(f.canary));
@@ -414,6 +475,170 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   return ReportSwap(request, *response, f, label, out, err);
 }
 
+std::string FormatShadow(const adminpb::Plugin& plugin) {
+  const std::string label = PluginLabel(plugin.operator_(), plugin.name());
+  if (!plugin.has_shadow()) {
+    return absl::StrCat("plugin ", label, " has no shadow\n");
+  }
+  const adminpb::Shadow& shadow = plugin.shadow();
+  std::string out =
+      absl::StrCat("plugin ", label, ": shadow generation ", shadow.swap_generation(), " ",
+                   StateName(shadow.state()), ", ", shadow.percent(), "% of the keys");
+  if (shadow.source().has_exec()) {
+    absl::StrAppend(&out, ", command ", shadow.source().exec().command());
+  } else if (shadow.source().has_endpoint()) {
+    absl::StrAppend(&out, ", endpoint ", shadow.source().endpoint().address());
+  }
+  absl::StrAppend(&out, "\n");
+  if (!shadow.last_error().message().empty()) {
+    absl::StrAppend(&out, "last error: ", OneLine(shadow.last_error().message()), "\n");
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"CONTROLLER", "COMPARED", "SAME", "DIFFERENT", "SHADOW-ERRORS", "DROPPED", "AGREEMENT"}};
+  for (const adminpb::ShadowFigures& f : shadow.controllers()) {
+    rows.push_back({f.controller(), absl::StrCat(f.compared()), absl::StrCat(f.same()),
+                    absl::StrCat(f.different()), absl::StrCat(f.shadow_errors()),
+                    absl::StrCat(f.dropped()),
+                    f.compared() == 0 ? "-" : absl::StrFormat("%.2f%%", 100 * f.agreement())});
+  }
+  if (rows.size() == 1) {
+    absl::StrAppend(&out, "no call compared yet\n");
+  } else {
+    absl::StrAppend(&out, RenderTable(rows));
+  }
+  if (!shadow.differences().empty()) {
+    absl::StrAppend(&out,
+                    "last differences, oldest first (JSON Patch from the serving answer to "
+                    "the shadow's):\n");
+    for (const adminpb::ShadowDifference& d : shadow.differences()) {
+      const absl::Time at = absl::FromUnixSeconds(d.at().seconds());
+      absl::StrAppend(&out, "  ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone()),
+                      " ", d.controller(), " ", d.key(), ": ", d.differs(), "\n    ", d.patch(),
+                      "\n");
+    }
+  }
+  return out;
+}
+
+// What is wrong with the flags of `plugin shadow` (a usage error), or nullopt. `start`: a
+// source was given.
+std::optional<std::string> ShadowUsageProblem(const FlagSet& flags, const SwapFlags& f, bool start,
+                                              bool stop) {
+  if (flags.IsSet("command") && flags.IsSet("endpoint")) {
+    return "--command and --endpoint are mutually exclusive";
+  }
+  if (stop && start) return "--stop and a new shadow's source are mutually exclusive";
+  if (std::optional<std::string> problem = SourceUsageProblem(flags, f)) return problem;
+  for (const char* name : {"percent", "max-in-flight", "ready-timeout"}) {
+    if (flags.IsSet(name) && !start) {
+      return absl::StrCat("--", name, " needs --command or --endpoint");
+    }
+  }
+  return std::nullopt;
+}
+
+int RunPluginShadowCommand(const std::vector<std::string>& args, std::ostream& out,
+                           std::ostream& err) {
+  FlagSet flags(
+      "ctrlhost plugin shadow",
+      "Runs another release of a plugin beside the serving instance as its shadow: it receives "
+      "a copy of every call (or of --percent of the keys), its answers are compared with the "
+      "serving instance's by what the host would write, and nothing it answers is applied. "
+      "With --command or --endpoint it starts one; --stop stops it; with neither it prints how "
+      "often the shadow agreed, per controller, and its last differences. Promote it with "
+      "ctrlhost plugin swap NAME --from-shadow. NAME is OPERATOR/PLUGIN, or PLUGIN when that "
+      "name is unique.");
+  std::vector<std::string> positionals;
+  flags.SetPositionals("NAME", 1, 1, &positionals);
+  SwapFlags f;
+  AddSourceFlags(flags, f);
+  int64_t percent = 100;
+  int64_t max_in_flight = 64;
+  bool stop = false;
+  flags.AddInt("percent", &percent, 1, 100, "Share of the keys whose calls the shadow gets")
+      .ValueName("PCT");
+  flags
+      .AddInt("max-in-flight", &max_in_flight, 1, 4096,
+              "Calls at the shadow at once; more are not given to it (counted as dropped)")
+      .ValueName("N");
+  flags.AddBool("stop", &stop, "Stop the running shadow");
+  AddReadyTimeoutFlag(flags, f);
+  AdminCommand command_line(flags);
+  if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
+  auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
+  const bool start = flags.IsSet("command") || flags.IsSet("endpoint");
+  if (std::optional<std::string> problem = ShadowUsageProblem(flags, f, start, stop)) {
+    return usage(*problem);
+  }
+  f.command = common::AbsoluteCommand(f.command);
+  f.working_dir = common::AbsolutePath(f.working_dir);
+  f.ca_file = common::AbsolutePath(f.ca_file);
+  f.cert_file = common::AbsolutePath(f.cert_file);
+  f.key_file = common::AbsolutePath(f.key_file);
+  absl::StatusOr<adminpb::PluginSource> source = SwapSource(f);
+  if (!source.ok()) return usage(source.status().message());
+  absl::StatusOr<PluginName> name = ParsePluginName(positionals[0], f.op);
+  if (!name.ok()) return usage(name.status().message());
+
+  absl::StatusOr<std::unique_ptr<AdminClient>> client = command_line.Connect();
+  if (!client.ok()) return command_line.ConnectFailed(client.status(), err);
+  if (absl::Status s = ResolveOperator(**client, &*name); !s.ok()) return Failure(s.message(), err);
+  const std::string label = PluginLabel(name->op, name->plugin);
+
+  if (!start && !stop) {
+    adminpb::ListPluginsRequest list;
+    list.set_operator_(name->op);
+    absl::StatusOr<adminpb::ListPluginsResponse> plugins = (*client)->ListPlugins(list);
+    if (!plugins.ok()) return Failure(plugins.status().message(), err);
+    for (const adminpb::Plugin& p : plugins->plugins()) {
+      if (p.name() == name->plugin) {
+        out << FormatShadow(p);
+        return kExitOk;
+      }
+    }
+    return Failure(absl::StrCat("no plugin ", label), err);
+  }
+
+  adminpb::SwapPluginRequest request;
+  request.set_operator_(name->op);
+  request.set_plugin(name->plugin);
+  if (stop) {
+    request.mutable_stop_shadow();
+  } else {
+    adminpb::StartShadow* shadow = request.mutable_start_shadow();
+    *shadow->mutable_source() = *source;
+    shadow->set_percent(static_cast<uint32_t>(percent));
+    shadow->set_max_in_flight(static_cast<uint32_t>(max_in_flight));
+    if (f.ready_timeout > absl::ZeroDuration()) {
+      *request.mutable_ready_timeout() = common::ToProtoDuration(f.ready_timeout);
+    }
+  }
+  const absl::Duration deadline =
+      (f.ready_timeout > absl::ZeroDuration() ? f.ready_timeout : absl::Minutes(1)) +
+      command_line.where().timeout;
+  absl::StatusOr<adminpb::SwapPluginResponse> response = (*client)->SwapPlugin(request, deadline);
+  if (!response.ok()) {
+    return Failure(
+        absl::StrCat("shadow of plugin ", label, " refused: ", response.status().message()), err);
+  }
+  if (response->has_failed()) {
+    const adminpb::SwapFailed& failed = response->failed();
+    err << "error: the shadow of plugin " << label << " did not start ("
+        << absl::StripPrefix(adminpb::SwapFailureReason_Name(failed.reason()),
+                             "SWAP_FAILURE_REASON_")
+        << "): " << failed.message() << "\n";
+    for (const std::string& line : failed.output_tail()) err << "  " << line << "\n";
+    return kExitFailure;
+  }
+  if (stop) {
+    out << "plugin " << label << ": shadow stopped\n";
+  } else {
+    out << "plugin " << label << ": shadow generation " << response->succeeded().swap_generation()
+        << " is ready and gets " << percent << "% of the calls; nothing it answers is applied\n";
+  }
+  return kExitOk;
+}
+
 int RunPluginCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CommandGroup group("ctrlhost plugin",
                      "Inspects and hot-swaps the plugins of a running host (\"ctrlhost run\") "
@@ -421,6 +646,9 @@ int RunPluginCommand(const std::vector<std::string>& args, std::ostream& out, st
   group.Add("list", "List plugins with their state, generation and load", RunPluginListCommand);
   group.Add("swap", "Replace a running plugin by a new instance, fully or as a canary",
             RunPluginSwapCommand);
+  group.Add("shadow",
+            "Run another release beside a plugin on a copy of its calls and compare the answers",
+            RunPluginShadowCommand);
   return group.Run(args, out, err);
 }
 

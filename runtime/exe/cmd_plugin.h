@@ -19,17 +19,21 @@
 
 namespace ctrlhost::exe {
 
-// `ctrlhost plugin ...`: dispatches to list and swap.
+// `ctrlhost plugin ...`: dispatches to list, swap and shadow.
 int RunPluginCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int RunPluginListCommand(const std::vector<std::string>& args, std::ostream& out,
                          std::ostream& err);
 int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out,
                          std::ostream& err);
+int RunPluginShadowCommand(const std::vector<std::string>& args, std::ostream& out,
+                           std::ostream& err);
 
 // The `plugin list` renderings, exposed for tests.
 std::string FormatPluginTable(const adminpb::ListPluginsResponse& plugins);
 absl::StatusOr<std::string> FormatPluginsJson(const adminpb::ListPluginsResponse& plugins);
 absl::StatusOr<std::string> FormatPluginsYaml(const adminpb::ListPluginsResponse& plugins);
+// What `plugin shadow NAME` prints: the shadow's figures per controller and last differences.
+std::string FormatShadow(const adminpb::Plugin& plugin);
 
 }  // namespace ctrlhost::exe
 

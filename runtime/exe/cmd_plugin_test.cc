@@ -293,7 +293,16 @@ TEST_F(AdminCommandsTest, SwapUsageErrors) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"w"}, "one of --command, --endpoint, --promote-canary or --abort-canary is required"},
+      {{"w"},
+       "one of --command, --endpoint, --promote-canary, --abort-canary or --from-shadow is "
+       "required"},
+      {{"w", "--from-shadow", "--promote-canary"},
+       "--promote-canary and --from-shadow are mutually exclusive"},
+      {{"w", "--command", "x", "--min-compared", "5"}, "--min-compared needs --from-shadow"},
+      {{"w", "--from-shadow", "--min-agreement", "0"},
+       "invalid value \"0\" for --min-agreement: expected a number above 0, at most 1"},
+      {{"w", "--from-shadow", "--min-agreement", "x"},
+       "invalid value \"x\" for --min-agreement: expected a number above 0, at most 1"},
       {{"w", "--command", "x", "--endpoint", "h:1"},
        "--command and --endpoint are mutually exclusive"},
       {{"w", "--promote-canary", "--abort-canary"},

@@ -134,8 +134,8 @@ class AdminClientTest(unittest.TestCase):
         result = ctrlhost("plugin", "swap", "web")
         self.assertEqual(result.returncode, 2)
         self.assertEqual(result.stderr,
-                         "error: one of --command, --endpoint, --promote-canary or "
-                         "--abort-canary is required\n"
+                         "error: one of --command, --endpoint, --promote-canary, "
+                         "--abort-canary or --from-shadow is required\n"
                          'run "ctrlhost plugin swap --help" for usage\n')
 
 

@@ -158,6 +158,34 @@ adminpb::Plugin PluginToProto(const Manager::PluginReport& r) {
     canary->set_state(ToProto(r.slot.canary.state));
     canary->set_percent(r.slot.canary_percent);
   }
+  if (r.slot.has_shadow) {
+    adminpb::Shadow* shadow = out.mutable_shadow();
+    shadow->set_swap_generation(r.slot.shadow_generation);
+    shadow->set_state(ToProto(r.slot.shadow.state));
+    shadow->set_percent(r.slot.shadow_percent);
+    SourceToProto(r.shadow_spec, shadow->mutable_source());
+    if (!r.slot.shadow.last_error.ok()) {
+      shadow->mutable_last_error()->set_message(std::string(r.slot.shadow.last_error.message()));
+    }
+    for (const auto& [name, f] : r.shadow_figures.controllers) {
+      adminpb::ShadowFigures* figures = shadow->add_controllers();
+      figures->set_controller(name);
+      figures->set_compared(f.compared);
+      figures->set_same(f.same);
+      figures->set_different(f.different);
+      figures->set_shadow_errors(f.shadow_errors);
+      figures->set_dropped(f.dropped);
+      figures->set_agreement(f.agreement());
+    }
+    for (const ShadowComparator::Difference& d : r.shadow_figures.differences) {
+      adminpb::ShadowDifference* difference = shadow->add_differences();
+      difference->set_controller(d.controller);
+      difference->set_key(d.key);
+      SetTime(d.at, difference->mutable_at());
+      difference->set_differs(d.summary);
+      difference->set_patch(d.patch);
+    }
+  }
   if (r.slot.serving.describe != nullptr) {
     out.set_reported_name(r.slot.serving.describe->plugin_name());
     out.set_reported_version(r.slot.serving.describe->plugin_version());
@@ -304,6 +332,27 @@ absl::StatusOr<adminpb::SwapPluginResponse> HostAdminBackend::SwapPlugin(
       result.status = manager.AbortCanary(request.operator_(), request.plugin(), options);
       result.serving_generation = current->slot.serving_generation;
       break;
+    case adminpb::SwapPluginRequest::kStartShadow: {
+      const adminpb::StartShadow& start = request.start_shadow();
+      ShadowOptions shadow;
+      if (start.percent() != 0) shadow.percent = start.percent();
+      if (start.max_in_flight() != 0) shadow.max_in_flight = start.max_in_flight();
+      result = manager.StartShadow(request.operator_(), request.plugin(),
+                                   SourceFromProto(current->spec, start.source()), shadow, options);
+      break;
+    }
+    case adminpb::SwapPluginRequest::kStopShadow:
+      result.status = manager.StopShadow(request.operator_(), request.plugin(), options);
+      result.serving_generation = current->slot.serving_generation;
+      break;
+    case adminpb::SwapPluginRequest::kPromoteShadow: {
+      const adminpb::PromoteShadow& promote = request.promote_shadow();
+      result = manager.PromoteShadow(request.operator_(), request.plugin(),
+                                     promote.min_agreement() == 0 ? 0.999 : promote.min_agreement(),
+                                     promote.min_compared() == 0 ? 100 : promote.min_compared(),
+                                     options);
+      break;
+    }
     default:
       return absl::InvalidArgumentError("SwapPluginRequest.action is required");
   }

@@ -482,6 +482,15 @@ bool ControllerGroup::Synced() const {
   return true;
 }
 
+std::optional<controller::ControllerInfo> ControllerGroup::Info(const std::string& name) const {
+  common::MutexLock lock(&mu_);
+  for (const auto& c : controllers_) {
+    // `info` is written only while the controller is not running (see Controller).
+    if (c->spec.name() == name && c->state == "running") return c->info;
+  }
+  return std::nullopt;
+}
+
 std::vector<ControllerStatus> ControllerGroup::Status() const {
   std::vector<ControllerStatus> out;
   common::MutexLock lock(&mu_);

@@ -23,6 +23,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,9 @@ class ControllerGroup {
   // True when every controller runs and every reflector it reads has synced.
   bool Synced() const;
   std::vector<ControllerStatus> Status() const;
+  // A copy of the running controller `name` as its runner sees it (kinds resolved, overrides
+  // applied); nullopt when no controller of that name runs.
+  std::optional<controller::ControllerInfo> Info(const std::string& name) const;
   // Controller and queue figures for /metrics.
   void Collect(observe::Figures& figures) const;
 

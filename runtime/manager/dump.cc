@@ -135,6 +135,41 @@ void EmitTasks(YAML::Emitter& out, const std::vector<TaskControllerReport>& task
   out << YAML::EndSeq;
 }
 
+namespace {
+
+// A plugin's running shadow: its instance, the comparison per controller, the last differences.
+void RenderShadow(const DumpPlugin& p, YAML::Emitter& out) {
+  out << YAML::Key << "shadow" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "instance" << YAML::Value << p.shadow;
+  out << YAML::Key << "controllers" << YAML::Value << YAML::BeginSeq;
+  for (const auto& [name, f] : p.shadow_figures.controllers) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "controller" << YAML::Value << name;
+    out << YAML::Key << "compared" << YAML::Value << f.compared;
+    out << YAML::Key << "same" << YAML::Value << f.same;
+    out << YAML::Key << "different" << YAML::Value << f.different;
+    out << YAML::Key << "shadowErrors" << YAML::Value << f.shadow_errors;
+    out << YAML::Key << "dropped" << YAML::Value << f.dropped;
+    out << YAML::Key << "agreement" << YAML::Value << f.agreement();
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "lastDifferences" << YAML::Value << YAML::BeginSeq;
+  for (const ShadowComparator::Difference& d : p.shadow_figures.differences) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "controller" << YAML::Value << d.controller;
+    out << YAML::Key << "key" << YAML::Value << d.key;
+    out << YAML::Key << "at" << YAML::Value << Time(d.at);
+    out << YAML::Key << "differs" << YAML::Value << d.summary;
+    out << YAML::Key << "patch" << YAML::Value << d.patch;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
 std::string RenderDump(const DumpInput& input) {
   YAML::Emitter out;
   out << YAML::BeginMap;
@@ -153,6 +188,7 @@ std::string RenderDump(const DumpInput& input) {
       out << YAML::Key << "lastSwapError" << YAML::Value << p.last_swap_error;
     }
     if (!p.canary.empty()) out << YAML::Key << "canary" << YAML::Value << p.canary;
+    if (!p.shadow.empty()) RenderShadow(p, out);
     if (!p.address.empty()) out << YAML::Key << "address" << YAML::Value << p.address;
     out << YAML::Key << "restarts" << YAML::Value << p.restarts;
     if (!p.health.empty()) {

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "runtime/manager/background_tasks.h"
 #include "runtime/manager/controller_group.h"
+#include "runtime/manager/shadow_comparator.h"
 #include "runtime/watch/reflector.h"
 
 namespace ctrlhost::manager {
@@ -58,7 +59,9 @@ struct DumpPlugin {
   uint64_t generation = 0;  // the serving instance's
   uint64_t swaps = 0;       // successful cut-overs so far
   std::string last_swap_error;
-  std::string canary;  // "generation 3 READY 10%" while a canary runs
+  std::string canary;                        // "generation 3 READY 10%" while a canary runs
+  std::string shadow;                        // "generation 4 READY 100%" while a shadow runs
+  ShadowComparator::Figures shadow_figures;  // its comparisons (when `shadow` is set)
   std::string address;
   uint64_t restarts = 0;
   // grpc.health.v1 status of the READY instance (SERVING, NOT_SERVING, ...); "" when none is

@@ -214,6 +214,19 @@ class Manager {
                            const SwapOptions& options);
   absl::Status AbortCanary(const std::string& operator_name, const std::string& plugin,
                            const SwapOptions& options);
+  // A shadow of `source` beside the plugin's serving instance (plugin_slot.h): it must declare
+  // the same controllers; its answers are compared (shadow_comparator.h) and never applied.
+  SwapResult StartShadow(const std::string& operator_name, const std::string& plugin,
+                         const config::PluginSpec& source, ShadowOptions shadow,
+                         const SwapOptions& options);
+  absl::Status StopShadow(const std::string& operator_name, const std::string& plugin,
+                          const SwapOptions& options);
+  // Swaps the serving instance to the shadow's source (SwapPlugin) when the shadow's agreement
+  // over all its controllers is at least `min_agreement` over at least `min_compared` compared
+  // calls, then stops the shadow. FailedPrecondition naming the figures below the bar (nothing
+  // changes), or when no shadow runs.
+  SwapResult PromoteShadow(const std::string& operator_name, const std::string& plugin,
+                           double min_agreement, uint64_t min_compared, const SwapOptions& options);
 
   // Makes the running set equal `operators` (the whole set, as loaded from the operator files):
   // added operators start, removed ones stop (their controllers drain, their plugins stop; the
@@ -230,6 +243,9 @@ class Manager {
     std::string name;
     config::PluginSpec spec;  // the current source
     SlotStatus slot;
+    // While a shadow runs (slot.has_shadow): its source and its comparator's figures.
+    config::PluginSpec shadow_spec;
+    ShadowComparator::Figures shadow_figures;
     std::vector<ControllerStatus> controllers;  // empty until the plugin was first ready
     std::vector<pluginpb::ControllerSpec> controller_specs;  // as declared
     std::string group_error;

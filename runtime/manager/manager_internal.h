@@ -45,6 +45,7 @@ struct Manager::Plugin {
   // Guarded by the manager's mu_ once the plugin is shared (a swap or an operator update
   // changes them); readers use PluginView's copies.
   config::PluginSpec spec;
+  config::PluginSpec shadow_spec;  // the running shadow's source (PluginSlot has the instance)
   std::vector<config::ControllerSpec> overrides;
   std::vector<config::RouteSpec> routes;  // the operator's spec.routes
   // The RouteDispatchers of the routed controllers of its latest group (for the dump); set by

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
@@ -88,9 +89,11 @@ PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operato
                           name = spec.name](const pluginpb::DescribeResponse& describe) {
       return Admit(operator_name, name, describe);
     };
-    so.on_plugin_message = [tasks, generation](pluginpb::ReconcileResponse message) {
-      (void)tasks->OnPluginMessage(generation, message);  // refusals are logged and answered
-    };
+    if (tasks != nullptr) {
+      so.on_plugin_message = [tasks, generation](pluginpb::ReconcileResponse message) {
+        (void)tasks->OnPluginMessage(generation, message);  // refusals are logged and answered
+      };
+    }  // else a shadow: no tasks run there, and the session drops what it sends unasked
     if (options_.plugin_uid.has_value() && options_.plugin_uid_per_plugin) {
       common::MutexLock lock(&uid_mu_);
       auto [it, added] = plugin_uids_.try_emplace(absl::StrCat(operator_name, "/", spec.name),
@@ -341,6 +344,24 @@ SwapResult Manager::SwapPlugin(const std::string& operator_name, const std::stri
   return result;
 }
 
+namespace {
+
+// A swap's `accept` that refuses a Describe declaring other controllers than `group`'s (none
+// yet: anything), naming `what` ("a canary") in the refusal.
+std::function<absl::Status(const pluginpb::DescribeResponse&)> SameControllersAs(
+    std::shared_ptr<ControllerGroup> group, std::string what) {
+  return [group = std::move(group),
+          what = std::move(what)](const pluginpb::DescribeResponse& describe) -> absl::Status {
+    if (group != nullptr && !SameControllers(group->describe(), describe)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " must declare the same controllers as the serving instance"));
+    }
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
 SwapResult Manager::StartCanary(const std::string& operator_name, const std::string& plugin,
                                 const config::PluginSpec& source, uint32_t percent,
                                 const SwapOptions& options) {
@@ -350,14 +371,7 @@ SwapResult Manager::StartCanary(const std::string& operator_name, const std::str
   spec.name = plugin;
   // A canary serves the same controllers: a different Describe is refused (promote it with a
   // plain swap instead).
-  std::shared_ptr<ControllerGroup> group = view->group;
-  auto accept = [group](const pluginpb::DescribeResponse& describe) -> absl::Status {
-    if (group != nullptr && !SameControllers(group->describe(), describe)) {
-      return absl::FailedPreconditionError(
-          "a canary must declare the same controllers as the serving instance");
-    }
-    return absl::OkStatus();
-  };
+  auto accept = SameControllersAs(view->group, "a canary");
   return view->plugin->slot->StartCanary(
       OptionsFactoryFor(operator_name, spec, view->plugin->tasks.get()), percent,
       options.ready_timeout, accept);
@@ -375,6 +389,78 @@ absl::Status Manager::AbortCanary(const std::string& operator_name, const std::s
   absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
   if (!view.ok()) return view.status();
   return view->plugin->slot->AbortCanary(options.drain_timeout);
+}
+
+SwapResult Manager::StartShadow(const std::string& operator_name, const std::string& plugin,
+                                const config::PluginSpec& source, ShadowOptions shadow,
+                                const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return SwapError(view.status());
+  config::PluginSpec spec = source;
+  spec.name = plugin;
+  // Its answers are compared call by call: it must serve the same controllers.
+  auto accept = SameControllersAs(view->group, "a shadow");
+  // Each comparison judges both answers against the controller as it runs then (found again
+  // per pair: a swap replaces the plugin's controllers while the shadow runs on).
+  auto comparator = std::make_shared<ShadowComparator>(
+      [this, operator_name,
+       plugin](absl::string_view controller) -> std::optional<controller::ControllerInfo> {
+        absl::StatusOr<PluginView> current = FindPlugin(operator_name, plugin);
+        if (!current.ok() || current->group == nullptr) return std::nullopt;
+        return current->group->Info(std::string(controller));
+      },
+      ShadowComparator::Options{.plugin = absl::StrCat(operator_name, "/", plugin)});
+  // A shadow gets no background tasks: nothing routes task messages to it.
+  SwapResult result =
+      view->plugin->slot->StartShadow(OptionsFactoryFor(operator_name, spec, nullptr), shadow,
+                                      std::move(comparator), options.ready_timeout, accept);
+  if (result.status.ok()) {
+    common::MutexLock lock(&mu_);
+    view->plugin->shadow_spec = spec;
+  }
+  return result;
+}
+
+absl::Status Manager::StopShadow(const std::string& operator_name, const std::string& plugin,
+                                 const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return view.status();
+  return view->plugin->slot->StopShadow(options.drain_timeout);
+}
+
+SwapResult Manager::PromoteShadow(const std::string& operator_name, const std::string& plugin,
+                                  double min_agreement, uint64_t min_compared,
+                                  const SwapOptions& options) {
+  absl::StatusOr<PluginView> view = FindPlugin(operator_name, plugin);
+  if (!view.ok()) return SwapError(view.status());
+  std::shared_ptr<ShadowComparator> comparator = view->plugin->slot->shadow_comparator();
+  if (comparator == nullptr) {
+    return SwapError(absl::FailedPreconditionError(
+        absl::StrCat("plugin ", plugin, " has no shadow: start one with ctrlhost plugin shadow")));
+  }
+  comparator->WaitIdle();
+  const ShadowComparator::ControllerFigures total = comparator->Snapshot().Total();
+  if (total.compared < min_compared || total.agreement() < min_agreement) {
+    return SwapError(absl::FailedPreconditionError(absl::StrFormat(
+        "the shadow is below the bar: %d compared (at least %d wanted), agreement %.4f (at "
+        "least %.4f wanted): %d same, %d different, %d shadow errors, %d dropped",
+        total.compared, min_compared, total.agreement(), min_agreement, total.same, total.different,
+        total.shadow_errors, total.dropped)));
+  }
+  config::PluginSpec spec;
+  {
+    common::MutexLock lock(&mu_);
+    spec = view->plugin->shadow_spec;
+  }
+  SwapResult result = SwapPlugin(operator_name, plugin, spec, options);
+  if (result.status.ok()) {
+    if (absl::Status stopped = view->plugin->slot->StopShadow(options.drain_timeout);
+        !stopped.ok()) {
+      common::LogWarning("promoted the shadow's release; stopping the shadow failed",
+                         {{"plugin", plugin}, {"status", stopped}});
+    }
+  }
+  return result;
 }
 
 void Manager::AfterSwap(const PluginView& view, const config::PluginSpec* source,

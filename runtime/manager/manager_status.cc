@@ -163,6 +163,19 @@ void Manager::Collect(observe::Figures& figures) const {
     f.request_duration = observe::FromDurationHistogram(requests.duration);
     f.cache_bytes = static_cast<double>(cache_bytes);
     figures.plugins.push_back(std::move(f));
+    if (std::shared_ptr<ShadowComparator> comparator = p.slot->shadow_comparator()) {
+      for (const auto& [controller, c] : comparator->Snapshot().controllers) {
+        observe::ShadowFigures s;
+        s.operator_name = p.operator_name;
+        s.plugin = p.name;
+        s.controller = controller;
+        s.same = c.same;
+        s.different = c.different;
+        s.shadow_errors = c.shadow_errors;
+        s.dropped = c.dropped;
+        figures.shadows.push_back(std::move(s));
+      }
+    }
     for (const TaskControllerReport& r : p.tasks->Report()) {
       observe::TaskEnqueueFigures t;
       t.operator_name = p.operator_name;
@@ -188,6 +201,11 @@ std::vector<Manager::PluginReport> Manager::Report() const {
     r.name = view.plugin->name;
     r.spec = view.spec;
     r.slot = view.plugin->slot->Snapshot();
+    if (std::shared_ptr<ShadowComparator> comparator = view.plugin->slot->shadow_comparator()) {
+      r.shadow_figures = comparator->Snapshot();
+      common::MutexLock lock(&mu_);
+      r.shadow_spec = view.plugin->shadow_spec;
+    }
     r.group_error = view.group_error;
     if (view.group != nullptr) {
       r.controllers = view.group->Status();
@@ -222,6 +240,13 @@ std::string Manager::DumpYaml() const {
     if (slot.has_canary) {
       dp.canary = absl::StrCat("generation ", slot.canary_generation, " ",
                                StateName(slot.canary.state), " ", slot.canary_percent, "%");
+    }
+    if (slot.has_shadow) {
+      dp.shadow = absl::StrCat("generation ", slot.shadow_generation, " ",
+                               StateName(slot.shadow.state), " ", slot.shadow_percent, "%");
+      if (std::shared_ptr<ShadowComparator> c = view.plugin->slot->shadow_comparator()) {
+        dp.shadow_figures = c->Snapshot();
+      }
     }
     dp.address = slot.serving_socket.empty()
                      ? (view.spec.endpoint() != nullptr ? view.spec.endpoint()->address : "")

@@ -238,6 +238,31 @@ void AddTaskFamilies(const std::vector<TaskEnqueueFigures>& figures,
   }
 }
 
+// The shadow comparisons, per controller and result.
+void AddShadowFamilies(const std::vector<ShadowFigures>& figures, std::vector<MetricFamily>& out) {
+  MetricFamily comparisons =
+      Family("ctrlhost_shadow_comparisons_total",
+             "Calls of a plugin's controller given to its shadow, by result: same, different "
+             "(the host would have written otherwise), shadow_error (the shadow failed the "
+             "call), dropped (not compared: the shadow or the comparison was behind); from zero "
+             "when the shadow starts",
+             MetricType::Counter);
+  for (const ShadowFigures& s : figures) {
+    for (const auto& [result, n] : {std::pair<const char*, uint64_t>{"same", s.same},
+                                    {"different", s.different},
+                                    {"shadow_error", s.shadow_errors},
+                                    {"dropped", s.dropped}}) {
+      AddCounter(comparisons,
+                 {{"operator", s.operator_name},
+                  {"plugin", s.plugin},
+                  {"controller", s.controller},
+                  {"result", result}},
+                 static_cast<double>(n));
+    }
+  }
+  out.push_back(std::move(comparisons));
+}
+
 // The per-watch cache families.
 void AddWatchFamilies(const std::vector<WatchFigures>& watches, std::vector<MetricFamily>& out) {
   MetricFamily objects =
@@ -343,6 +368,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
   AddQueueFamilies(f.queues, families);
   AddPluginFamilies(f.plugins, families);
   AddTaskFamilies(f.task_enqueues, families);
+  AddShadowFamilies(f.shadows, families);
   AddWatchFamilies(f.watches, families);
   AddConnectionFamilies(f.connections, families);
   AddApiBudgetFamilies(f.api_budget, families);

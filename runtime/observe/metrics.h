@@ -125,6 +125,18 @@ struct TaskEnqueueFigures {
   uint64_t refused_not_running_total = 0;   // tasks not started, stopped, another instance's
 };
 
+// One controller of a plugin that has a shadow (runtime/manager/shadow_comparator.h). The
+// counts start at zero when the shadow starts.
+struct ShadowFigures {
+  std::string operator_name;
+  std::string plugin;
+  std::string controller;
+  uint64_t same = 0;
+  uint64_t different = 0;
+  uint64_t shadow_errors = 0;
+  uint64_t dropped = 0;
+};
+
 struct WatchFigures {
   std::string watch;  // e.g. WatchKey::ToString()
   double objects = 0;
@@ -165,6 +177,7 @@ struct Figures {
   std::vector<QueueFigures> queues;
   std::vector<PluginFigures> plugins;
   std::vector<TaskEnqueueFigures> task_enqueues;
+  std::vector<ShadowFigures> shadows;
   std::vector<WatchFigures> watches;
   std::vector<ConnectionFigures> connections;
   std::vector<ApiBudgetFigures> api_budget;

@@ -24,6 +24,8 @@
 //               spec.target is not this object's child
 //   slow        sleep spec.sleepMs (default 10) and answer nothing: a busy worker, for the
 //               scheduling tests (which key is reconciled when)
+// With $CHAOS_CHANGE_DATA_KEY and $CHAOS_CHANGE_DATA_VALUE set, "ok" writes that value into that
+// data key of the ConfigMaps that have it: a release that acts differently on some keys.
 // Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
 // <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
 // instance served it. The controller is named $CHAOS_CONTROLLER (default "chaos"), so that two
@@ -88,6 +90,14 @@ sdk::Result Ok(const sdk::Request& req) {
   nlohmann::json& cm = result.Desire(sdk::NewObject("v1", "ConfigMap", req.name()));
   cm["metadata"]["labels"] = {{"chaos", "child"}};
   cm["data"] = req.spec().value("data", nlohmann::json::object());
+  // Another release, for the shadow tests: it writes $CHAOS_CHANGE_DATA_VALUE into the data key
+  // $CHAOS_CHANGE_DATA_KEY of the ConfigMaps that have that key (and only of those).
+  const char* change_key = std::getenv("CHAOS_CHANGE_DATA_KEY");
+  const char* change_value = std::getenv("CHAOS_CHANGE_DATA_VALUE");
+  if (change_key != nullptr && change_value != nullptr && cm["data"].is_object() &&
+      cm["data"].contains(change_key)) {
+    cm["data"][change_key] = change_value;
+  }
   result.Status()["phase"] = "Done";
   result.Status()["generation"] = req.generation();
   return result;

@@ -1,0 +1,177 @@
+"""End to end: a plugin's shadow (issue 27), against the embedded API server (shadow_e2e_test)
+and real Kubernetes 1.20 (shadow_kube_e2e_test). The chaos plugin serves 40 Chaos objects, half
+of them with a `port` in their data. `ctrlhost plugin shadow` starts a second release beside it
+that writes another port: it differs on exactly the 20 keys with a port, the difference shown is
+the port, nothing it answers is written, and `ctrlhost plugin swap --from-shadow` refuses to
+promote it. A shadow of the same release agrees on every call and is promoted."""
+
+import json
+import os
+import re
+import tempfile
+import unittest
+
+from e2e.host import host_fixture
+from tools.internal import bazel_unittest
+
+OBJECTS = 40
+
+OPERATOR = """\
+apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: chaos
+spec:
+  plugins:
+    - name: chaos
+      exec:
+        command: {chaos}
+        env:
+          CHAOS_DIR: {dir}
+  controllers:
+    - name: chaos
+      maxConcurrentReconciles: 4
+"""
+
+
+class ShadowTest(host_fixture.ChaosHostTest):
+    OPERATOR = OPERATOR
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.chaos = host_fixture.runfile("e2e/host/chaos/chaos")
+        cls.names = ["shadow-%03d" % i for i in range(OBJECTS)]
+        for i, name in enumerate(cls.names):
+            data = {"port": "80"} if i % 2 == 0 else {"k": name}
+            body = {"apiVersion": "e2e.ctrlhost.dev/v1", "kind": "Chaos",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"mode": "ok", "data": data}}
+            cls.host.kubectl("apply", "-f", "-", input_text=json.dumps(body), check=True)
+        cls.host.wait_for(lambda: all(cls.configmap(n) is not None for n in cls.names),
+                          "every ConfigMap")
+
+    @classmethod
+    def configmap(cls, name):
+        return cls.host.get("/api/v1/namespaces/default/configmaps/%s" % name)
+
+    def shadow(self, *args):
+        return self.host.ctrlhost("plugin", "shadow", "chaos/chaos", *args)
+
+    def start_shadow(self, *env):
+        shadow_dir = tempfile.mkdtemp(prefix="shadow-", dir=os.environ.get("TEST_TMPDIR"))
+        args = ["--command", self.chaos, "--env", "CHAOS_DIR=" + shadow_dir]
+        for pair in env:
+            args += ["--env", pair]
+        started = self.shadow(*args)
+        self.assertEqual(started.returncode, 0, started.stdout + started.stderr)
+        self.assertIn("nothing it answers is applied", started.stdout)
+
+    def touch_all(self, value):
+        """Reconciles every object again (an annotation changes each)."""
+        result = self.host.kubectl("annotate", "chaos", "--all", "-n", "default", "--overwrite",
+                                   "e2e.ctrlhost.dev/touch=%s" % value, check=True)
+        self.assertEqual(result.returncode, 0)
+
+    def comparisons(self, result):
+        return self.host.metric("ctrlhost_shadow_comparisons_total", default=0.0,
+                                controller="chaos", result=result)
+
+    def wait_compared(self, at_least):
+        self.host.wait_for(
+            lambda: sum(self.comparisons(r) for r in ("same", "different", "shadow_error"))
+            >= at_least, "%d calls compared" % at_least)
+
+    def test_1_a_release_that_writes_otherwise_is_shown_where_it_differs(self):
+        self.start_shadow("CHAOS_CHANGE_DATA_KEY=port", "CHAOS_CHANGE_DATA_VALUE=8080")
+        self.touch_all("a")
+        self.wait_compared(OBJECTS)
+        # Let reconciles that the touch caused after the first round finish as well.
+        self.host.wait_for(lambda: self.host.metric("ctrlhost_plugin_in_flight",
+                                                    plugin="chaos") == 0, "no call in flight")
+        # One reconcile per object (the touch; the serving release writes nothing new, so
+        # nothing else queues them): the 20 keys with a port differ, the 20 others do not.
+        self.assertEqual(self.comparisons("different"), OBJECTS / 2)
+        self.assertEqual(self.comparisons("same"), OBJECTS / 2)
+        self.assertEqual(self.comparisons("shadow_error"), 0)
+
+        shown = self.shadow()
+        print(shown.stdout)  # what a user sees (docs/hot-swap.md shows it)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertRegex(shown.stdout, r"shadow generation \d+ READY, 100% of the keys")
+        self.assertRegex(shown.stdout, r"\nchaos\s+\d+\s+\d+\s+\d+\s+0\s+\d+\s+\d+\.\d\d%")
+        # Only the keys with a port differ, and what differs is the port.
+        keys = set(re.findall(r" chaos default/(shadow-\d+): applies\n", shown.stdout))
+        self.assertTrue(keys, shown.stdout)
+        for key in keys:
+            self.assertEqual(int(key.split("-")[1]) % 2, 0, key)
+        self.assertIn('"path":"/applies/ConfigMap default~1shadow-', shown.stdout)
+        self.assertIn('/data/port","value":"8080"', shown.stdout)
+
+        # The shadow wrote nothing: every ConfigMap still has the serving release's port.
+        for i, name in enumerate(self.names):
+            if i % 2 == 0:
+                self.assertEqual(self.configmap(name)["data"]["port"], "80", name)
+
+        status, dump = self.host.endpoint("/debug/dump")
+        self.assertEqual(status, 200)
+        self.assertIn("shadow:", dump)
+        self.assertIn("lastDifferences:", dump)
+
+        refused = self.host.ctrlhost("plugin", "swap", "chaos/chaos", "--from-shadow")
+        print(refused.stderr)
+        self.assertEqual(refused.returncode, 1, refused.stdout)
+        self.assertIn("below the bar", refused.stderr)
+        self.assertIn("different", refused.stderr)
+
+        stopped = self.shadow("--stop")
+        self.assertEqual(stopped.returncode, 0, stopped.stderr)
+        self.assertIn("has no shadow", self.shadow().stdout)
+
+    def test_2_the_same_release_agrees_and_is_promoted(self):
+        before = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)
+        generation = int(before["plugins"][0]["swapGeneration"])
+        self.start_shadow()
+        self.touch_all("b")
+        self.wait_compared(OBJECTS)
+        self.assertEqual(self.comparisons("different"), 0)
+        self.assertEqual(self.comparisons("shadow_error"), 0)
+        self.assertIn("100.00%", self.shadow().stdout)
+
+        promoted = self.host.ctrlhost("plugin", "swap", "chaos/chaos", "--from-shadow",
+                                      "--min-compared", str(OBJECTS), "--min-agreement", "1")
+        self.assertEqual(promoted.returncode, 0, promoted.stdout + promoted.stderr)
+        self.assertIn("the shadow's release promoted", promoted.stdout)
+        after = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)
+        self.assertGreater(int(after["plugins"][0]["swapGeneration"]), generation)
+        self.assertNotIn("shadow", after["plugins"][0])
+        self.assertIn("has no shadow", self.shadow().stdout)
+        # The promoted release serves: a change converges.
+        self.host.kubectl("patch", "chaos", self.names[1], "-n", "default", "--type", "merge",
+                          "-p", json.dumps({"spec": {"data": {"k": "after"}}}), check=True)
+        self.host.wait_for(lambda: self.configmap(self.names[1])["data"].get("k") == "after",
+                           "the change written by the promoted release")
+
+    def test_3_bad_requests_are_refused_with_a_reason(self):
+        for args, message in [
+            (["--percent", "0", "--command", self.chaos], "--percent"),
+            (["--stop", "--command", self.chaos], "mutually exclusive"),
+            (["--percent", "50"], "--percent needs --command or --endpoint"),
+        ]:
+            result = self.shadow(*args)
+            self.assertEqual(result.returncode, 2, (args, result.stdout, result.stderr))
+            self.assertIn(message, result.stderr, args)
+        stop = self.shadow("--stop")
+        self.assertEqual(stop.returncode, 1)
+        self.assertIn("no shadow is running", stop.stderr)
+        missing = self.shadow("--command", "/nonexistent/chaos")
+        self.assertEqual(missing.returncode, 1, missing.stdout)
+        self.assertIn("did not start", missing.stderr)
+        wrong = self.host.ctrlhost("plugin", "swap", "chaos/chaos", "--min-agreement", "0.5",
+                                   "--command", self.chaos)
+        self.assertEqual(wrong.returncode, 2)
+        self.assertIn("--min-agreement needs --from-shadow", wrong.stderr)
+
+
+if __name__ == "__main__":
+    bazel_unittest.main()
