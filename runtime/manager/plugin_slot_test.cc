@@ -209,6 +209,34 @@ TEST_F(PluginSlotShadowTest, AShadowThatIsDownNeverFailsTheServingPath) {
   EXPECT_EQ(f.different, 0u);
 }
 
+TEST_F(PluginSlotShadowTest, AShadowThatHangsNeverDelaysTheServingPath) {
+  shadow_plugin_ = StartPlugin({.hang_all = true});
+  std::shared_ptr<ShadowComparator> comparator = Comparator();
+  ASSERT_TRUE(slot_
+                  ->StartShadow(Factory("web", shadow_plugin_->port()), {.max_in_flight = 4},
+                                comparator, kWait)
+                  .status.ok());
+  // The serving instance answers every call while the shadow holds the first four (until their
+  // deadline, a minute away) and the others are not given to it.
+  Answers answers;
+  for (int i = 0; i < 50; ++i) Dispatch(absl::StrCat("web-", i), &answers);
+  ASSERT_TRUE(answers.WaitFor(50));
+  for (const absl::Status& s : answers.results()) EXPECT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(WaitCounted(comparator.get(), 46));
+  const ShadowComparator::ControllerFigures f = comparator->Snapshot().controllers.at("webapp");
+  EXPECT_EQ(f.dropped, 46u);
+  EXPECT_EQ(f.compared, 0u);
+  EXPECT_EQ(serving_plugin_->received(), 50);
+  // Stopping the stuck shadow (drain bounded) leaves the serving instance serving.
+  ASSERT_TRUE(slot_->StopShadow(absl::Milliseconds(100)).ok());
+  Dispatch("after", &answers);
+  ASSERT_TRUE(answers.WaitFor(51));
+  EXPECT_TRUE(answers.results().back().ok());
+  // The four calls failed by the stop are not compared: the shadow was stopping.
+  comparator->WaitIdle();
+  EXPECT_EQ(comparator->Snapshot().controllers.at("webapp").compared, 0u);
+}
+
 TEST_F(PluginSlotShadowTest, AKeyStillAtTheShadowIsNotGivenToItAgain) {
   shadow_plugin_ = StartPlugin({});
   plugin::testing::TestPlugin* shadow_plugin = shadow_plugin_.get();

@@ -269,7 +269,7 @@ class TestPlugin::Service final : public pluginpb::ControllerPluginService::Serv
       }
       if (options_.crash_after > 0 && received >= options_.crash_after) std::_Exit(42);
       const std::string& name = request.reconcile().name();
-      if (name == "hang") continue;
+      if (name == "hang" || options_.hang_all) continue;
       if (name == "end-stream") return grpc::Status::OK;
       if (name == "fail-stream") return grpc::Status(grpc::StatusCode::INTERNAL, "fail-stream");
       if (name == "hold") {

@@ -52,6 +52,8 @@ struct TestPluginOptions {
   // by a TaskEnqueue (request_id 0) of default/from-C; other notices are ignored.
   // When > 0, the process exits abruptly (_Exit(42)) on receiving this many reconciles.
   int crash_after = 0;
+  // Every reconcile is treated as "hang": never answered (a plugin that is stuck).
+  bool hang_all = false;
   // When set, the no-op answer's status also carries "tag": this value (another release that
   // answers differently, for shadow comparisons).
   std::string status_tag;
