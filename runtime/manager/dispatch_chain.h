@@ -21,8 +21,9 @@
 // - A route chooses among plugins, so it goes in front of whole chains, each with its own fence
 //   and counter.
 //
-// A new stage (a shadow comparator, a scheduler) goes into the constructor, in its place in the
-// order above, and into this comment.
+// A new stage goes into the constructor, in its place in the order above, and into this comment.
+// (A shadow is not a stage: it is another instance of the plugin, so it lives in PluginSlot,
+// which sends it a copy of each call.)
 //
 //   DispatchChain chain(slot.get(), fence, clock);   // fence may be null
 //   deps.dispatcher = chain.dispatcher();            // what a ControllerGroup's runners call
