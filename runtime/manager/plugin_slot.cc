@@ -103,45 +103,45 @@ void PluginSlot::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
   Forward(target, std::move(call), deadline, std::move(done));
 }
 
+namespace {
+
+// A copy of `result` for the comparator that shares nothing with it: an error gets a Status of
+// its own. Errors come from the session, which keeps copies of the same Status (its health);
+// absl::Status counts references in Debian's uninstrumented library, so a copy released last on
+// the comparator's thread reads to ThreadSanitizer as a race with the session's thread.
+controller::DispatchResult OwnCopy(const controller::DispatchResult& result) {
+  if (result.response.ok()) return result;
+  const absl::Status& error = result.response.status();
+  return controller::DispatchResult(absl::StatusOr<pluginpb::ReconcileResponse>(
+                                        absl::Status(error.code(), std::string(error.message()))),
+                                    result.capabilities);
+}
+
+}  // namespace
+
 void PluginSlot::DispatchWithShadow(const std::shared_ptr<Instance>& target,
                                     const std::shared_ptr<Shadow>& shadow, std::string key,
                                     pluginpb::ReconcileCall call, absl::Time deadline,
                                     controller::ReconcileCallback done) {
+  auto round = std::make_shared<ShadowRound>();
   bool admitted = false;
   {
     common::MutexLock lock(&shadow->mu);
     // One call of a key at the shadow at a time, as at any plugin; a bounded number in all.
     admitted = !shadow->stopping && shadow->keys.size() < shadow->options.max_in_flight &&
                shadow->keys.insert(key).second;
+    if (admitted) shadow->sends.push_back(ShadowSend{call, deadline, round, std::move(key)});
   }
   if (!admitted) {
     shadow->comparator->Drop(call.controller());
     Forward(target, std::move(call), deadline, std::move(done));
     return;
   }
-  // Where the first of the two answers waits for the other. Thread-safe: `mu` guards the
-  // answers; `call` is read by the one callback that completes the pair.
-  struct Round {
-    common::Mutex mu;
-    pluginpb::ReconcileCall call;
-    std::optional<controller::DispatchResult> serving ABSL_GUARDED_BY(mu);
-    std::optional<controller::DispatchResult> other ABSL_GUARDED_BY(mu);
-  };
-  auto round = std::make_shared<Round>();
+  shadow->send_cv.Signal();
   round->call = call;
-  pluginpb::ReconcileCall for_shadow = call;
-  // Runs once, on the thread of the second answer: hands the pair over without waiting.
-  auto finish = [](const std::shared_ptr<Shadow>& s, const std::shared_ptr<Round>& r) {
-    {
-      common::MutexLock lock(&s->mu);
-      if (s->stopping) return;
-    }
-    common::MutexLock lock(&r->mu);
-    s->comparator->Submit(std::move(r->call), *std::move(r->serving), *std::move(r->other));
-  };
   Forward(target, std::move(call), deadline,
-          [round, shadow, finish, done = std::move(done)](controller::DispatchResult result) {
-            controller::DispatchResult copy = result;
+          [round, shadow, done = std::move(done)](controller::DispatchResult result) {
+            controller::DispatchResult copy = OwnCopy(result);
             done(std::move(result));  // the serving path first
             bool both = false;
             {
@@ -149,22 +149,60 @@ void PluginSlot::DispatchWithShadow(const std::shared_ptr<Instance>& target,
               round->serving.emplace(std::move(copy));
               both = round->other.has_value();
             }
-            if (both) finish(shadow, round);
+            if (both) FinishRound(shadow, round);
           });
-  Forward(shadow->instance, std::move(for_shadow), deadline,
-          [round, shadow, finish, key = std::move(key)](controller::DispatchResult result) {
-            {
-              common::MutexLock lock(&shadow->mu);
-              shadow->keys.erase(key);
-            }
-            bool both = false;
-            {
-              common::MutexLock lock(&round->mu);
-              round->other.emplace(std::move(result));
-              both = round->serving.has_value();
-            }
-            if (both) finish(shadow, round);
-          });
+}
+
+void PluginSlot::FinishRound(const std::shared_ptr<Shadow>& shadow,
+                             const std::shared_ptr<ShadowRound>& round) {
+  {
+    common::MutexLock lock(&shadow->mu);
+    if (shadow->stopping) return;
+  }
+  common::MutexLock lock(&round->mu);
+  shadow->comparator->Submit(std::move(round->call), *std::move(round->serving),
+                             *std::move(round->other));
+}
+
+void PluginSlot::SendToShadow(const std::shared_ptr<Shadow>& shadow) {
+  while (true) {
+    std::optional<ShadowSend> send;
+    {
+      common::MutexLock lock(&shadow->mu);
+      while (shadow->sends.empty() && !shadow->stopping) shadow->send_cv.Wait(&shadow->mu);
+      if (shadow->stopping) {
+        for (const ShadowSend& dropped : shadow->sends) shadow->keys.erase(dropped.key);
+        shadow->sends.clear();
+        return;
+      }
+      send.emplace(std::move(shadow->sends.front()));
+      shadow->sends.pop_front();
+    }
+    std::shared_ptr<ShadowRound> round = send->round;
+    Forward(shadow->instance, std::move(send->call), send->deadline,
+            [round, shadow, key = std::move(send->key)](controller::DispatchResult result) {
+              {
+                common::MutexLock lock(&shadow->mu);
+                shadow->keys.erase(key);
+              }
+              bool both = false;
+              {
+                common::MutexLock lock(&round->mu);
+                round->other.emplace(OwnCopy(result));
+                both = round->serving.has_value();
+              }
+              if (both) FinishRound(shadow, round);
+            });
+  }
+}
+
+void PluginSlot::StopSender(Shadow* shadow) {
+  {
+    common::MutexLock lock(&shadow->mu);
+    shadow->stopping = true;
+  }
+  shadow->send_cv.SignalAll();
+  if (shadow->sender.joinable()) shadow->sender.join();
 }
 
 absl::StatusOr<std::shared_ptr<PluginSlot::Instance>> PluginSlot::StartInstance(
@@ -432,6 +470,7 @@ SwapResult PluginSlot::StartShadow(
   shadow->instance = *fresh;
   shadow->comparator = std::move(comparator);
   shadow->options = shadow_options;
+  shadow->sender = std::thread([shadow] { SendToShadow(shadow); });
   {
     common::MutexLock lock(&mu_);
     if (!stopped_) {
@@ -440,6 +479,7 @@ SwapResult PluginSlot::StartShadow(
     }
   }
   if (shadow != nullptr) {  // the slot was stopped meanwhile
+    StopSender(shadow.get());
     shadow->instance->supervisor->Stop();
     result.status =
         absl::FailedPreconditionError("the plugin was stopped while its shadow started");
@@ -462,10 +502,7 @@ absl::Status PluginSlot::StopShadow(absl::Duration drain_timeout) {
     shadow = std::move(shadow_);
     shadow_ = nullptr;
   }
-  {
-    common::MutexLock lock(&shadow->mu);
-    shadow->stopping = true;
-  }
+  StopSender(shadow.get());
   if (listener_) listener_();
   Drain(shadow->instance, drain_timeout);
   common::LogInfo("plugin shadow stopped", {{"generation", shadow->instance->generation}});
@@ -543,10 +580,7 @@ void PluginSlot::Stop() {
     shadow = std::move(shadow_);
   }
   if (shadow != nullptr) {
-    {
-      common::MutexLock lock(&shadow->mu);
-      shadow->stopping = true;
-    }
+    StopSender(shadow.get());
     shadow->instance->supervisor->Stop();
   }
   if (canary != nullptr) canary->supervisor->Stop();

@@ -16,8 +16,9 @@
 //                  copy of the calls (all, or the keys whose hash falls below `percent`) and
 //                  whose answers go to a ShadowComparator with the answer of the instance that
 //                  served the call; nothing it answers is applied. The serving path never waits
-//                  for it: a call the shadow is still busy with (the same key) or one over its
-//                  in-flight bound is not given to it (counted as dropped). A shadow gets no
+//                  for it: it only queues a copy, which a thread of the shadow's own sends; a
+//                  call the shadow is still busy with (the same key) or one over its in-flight
+//                  bound is not given to it (counted as dropped). A shadow gets no
 //                  notices (no background tasks: their enqueues would act). StopShadow drains it.
 //
 // Per-key exclusivity holds across a cut-over because the runner never sends a key again before
@@ -31,9 +32,12 @@
 #define CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -168,15 +172,43 @@ class PluginSlot : public controller::Dispatcher {
                       absl::Time deadline, controller::ReconcileCallback done);
 
   // A running shadow: its instance, where its answers go, and the keys it is working on.
+  // One call given to both: where the first of the two answers waits for the other.
+  // Thread-safe: `mu` guards the answers; `call` is read by the one callback that completes
+  // the pair.
+  struct ShadowRound {
+    common::Mutex mu;
+    pluginpb::ReconcileCall call;
+    std::optional<controller::DispatchResult> serving ABSL_GUARDED_BY(mu);
+    std::optional<controller::DispatchResult> other ABSL_GUARDED_BY(mu);
+  };
+  // A copy waiting for the shadow's sender thread.
+  struct ShadowSend {
+    pluginpb::ReconcileCall call;
+    absl::Time deadline;
+    std::shared_ptr<ShadowRound> round;
+    std::string key;
+  };
   struct Shadow {
     std::shared_ptr<Instance> instance;
     std::shared_ptr<ShadowComparator> comparator;
     ShadowOptions options;
     common::Mutex mu;
-    absl::flat_hash_set<std::string> keys ABSL_GUARDED_BY(mu);  // calls at the shadow now
-    bool stopping ABSL_GUARDED_BY(mu) = false;                  // answers are not compared
+    common::CondVar send_cv;  // a copy was queued, or stopping
+    // Keys of the calls given to the shadow and not answered yet (queued or sent).
+    absl::flat_hash_set<std::string> keys ABSL_GUARDED_BY(mu);
+    std::deque<ShadowSend> sends ABSL_GUARDED_BY(mu);  // bounded by keys (max_in_flight)
+    bool stopping ABSL_GUARDED_BY(mu) = false;         // answers are not compared
+    // Sends the queued copies, so that the serving path only queues one (the dispatch to the
+    // shadow, its serialization and write, run here). Joined by StopShadow and Stop.
+    std::thread sender;
   };
-  // Dispatches `call` to `target` and a copy to `shadow`, and hands both answers to the
+  static void SendToShadow(const std::shared_ptr<Shadow>& shadow);
+  // Hands a completed pair to the comparator (unless the shadow is stopping).
+  static void FinishRound(const std::shared_ptr<Shadow>& shadow,
+                          const std::shared_ptr<ShadowRound>& round);
+  // Marks `shadow` stopping and joins its sender (copies not sent yet are dropped).
+  static void StopSender(Shadow* shadow);
+  // Dispatches `call` to `target` and queues a copy for `shadow`, and hands both answers to the
   // comparator; `done` gets the target's answer as soon as it comes.
   static void DispatchWithShadow(const std::shared_ptr<Instance>& target,
                                  const std::shared_ptr<Shadow>& shadow, std::string key,
