@@ -137,8 +137,12 @@ void PluginSlot::DispatchWithShadow(const std::shared_ptr<Instance>& target,
     Forward(target, std::move(call), deadline, std::move(done));
     return;
   }
+  {
+    // Read by FinishRound (under the same lock) once both answers came.
+    common::MutexLock lock(&round->mu);
+    round->call = call;
+  }
   shadow->send_cv.Signal();
-  round->call = call;
   Forward(target, std::move(call), deadline,
           [round, shadow, done = std::move(done)](controller::DispatchResult result) {
             controller::DispatchResult copy = OwnCopy(result);

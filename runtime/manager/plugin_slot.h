@@ -173,11 +173,10 @@ class PluginSlot : public controller::Dispatcher {
 
   // A running shadow: its instance, where its answers go, and the keys it is working on.
   // One call given to both: where the first of the two answers waits for the other.
-  // Thread-safe: `mu` guards the answers; `call` is read by the one callback that completes
-  // the pair.
+  // Thread-safe: `mu` guards the call and the answers.
   struct ShadowRound {
     common::Mutex mu;
-    pluginpb::ReconcileCall call;
+    pluginpb::ReconcileCall call ABSL_GUARDED_BY(mu);
     std::optional<controller::DispatchResult> serving ABSL_GUARDED_BY(mu);
     std::optional<controller::DispatchResult> other ABSL_GUARDED_BY(mu);
   };
