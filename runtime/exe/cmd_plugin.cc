@@ -276,6 +276,15 @@ void AddSwapFlags(FlagSet& flags, SwapFlags& f) {
   AddReadyTimeoutFlag(flags, f);
 }
 
+// Paths mean what they mean in this shell: the host runs in another working directory.
+void MakeSourcePathsAbsolute(SwapFlags& f) {
+  f.command = common::AbsoluteCommand(f.command);
+  f.working_dir = common::AbsolutePath(f.working_dir);
+  f.ca_file = common::AbsolutePath(f.ca_file);
+  f.cert_file = common::AbsolutePath(f.cert_file);
+  f.key_file = common::AbsolutePath(f.key_file);
+}
+
 // What is wrong with the source flags (AddSourceFlags), or nullopt.
 std::optional<std::string> SourceUsageProblem(const FlagSet& flags, const SwapFlags& f) {
   if (f.command.empty() && flags.IsSet("command")) return "--command must not be empty";
@@ -413,9 +422,10 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
       "Replaces a running plugin by a new instance without stopping its controllers: the new "
       "instance starts next to the old one, and once it is ready the old one receives no new "
       "work and drains. With --canary the new instance serves only that share of the keys until "
-      "--promote-canary or --abort-canary. NAME is OPERATOR/PLUGIN, or PLUGIN when that name is "
-      "unique. If the new instance fails to become ready the old one keeps serving and the "
-      "command exits 1.");
+      "--promote-canary or --abort-canary. With --from-shadow it swaps to the release of the "
+      "running shadow (ctrlhost plugin shadow) if the shadow agreed often enough, else changes "
+      "nothing and exits 1. NAME is OPERATOR/PLUGIN, or PLUGIN when that name is unique. If the "
+      "new instance fails to become ready the old one keeps serving and the command exits 1.");
   std::vector<std::string> positionals;
   flags.SetPositionals("NAME", 1, 1, &positionals);
   SwapFlags f;
@@ -424,12 +434,7 @@ int RunPluginSwapCommand(const std::vector<std::string>& args, std::ostream& out
   if (std::optional<int> exit = command_line.Parse(args, out, err)) return *exit;
   auto usage = [&](absl::string_view message) { return UsageError(flags.command(), message, err); };
   if (std::optional<std::string> problem = SwapUsageProblem(flags, f)) return usage(*problem);
-  // Paths mean what they mean in this shell: the host runs in another working directory.
-  f.command = common::AbsoluteCommand(f.command);
-  f.working_dir = common::AbsolutePath(f.working_dir);
-  f.ca_file = common::AbsolutePath(f.ca_file);
-  f.cert_file = common::AbsolutePath(f.cert_file);
-  f.key_file = common::AbsolutePath(f.key_file);
+  MakeSourcePathsAbsolute(f);
   adminpb::SwapPluginRequest request;
   absl::StatusOr<adminpb::PluginSource> source = SwapSource(f);
   if (!source.ok()) return usage(source.status().message());
@@ -570,11 +575,7 @@ int RunPluginShadowCommand(const std::vector<std::string>& args, std::ostream& o
   if (std::optional<std::string> problem = ShadowUsageProblem(flags, f, start, stop)) {
     return usage(*problem);
   }
-  f.command = common::AbsoluteCommand(f.command);
-  f.working_dir = common::AbsolutePath(f.working_dir);
-  f.ca_file = common::AbsolutePath(f.ca_file);
-  f.cert_file = common::AbsolutePath(f.cert_file);
-  f.key_file = common::AbsolutePath(f.key_file);
+  MakeSourcePathsAbsolute(f);
   absl::StatusOr<adminpb::PluginSource> source = SwapSource(f);
   if (!source.ok()) return usage(source.status().message());
   absl::StatusOr<PluginName> name = ParsePluginName(positionals[0], f.op);
