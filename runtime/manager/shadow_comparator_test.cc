@@ -5,11 +5,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/logging.h"
+#include "runtime/common/mutex.h"
 #include "runtime/controller/apply/testing/test_controllers.h"
 
 namespace ctrlhost::manager {
@@ -76,6 +79,30 @@ TEST_F(ShadowComparatorTest, CountsSameDifferentAndShadowErrorsPerController) {
   EXPECT_EQ(d.summary, "applies");
   EXPECT_EQ(nlohmann::json::parse(d.patch), nlohmann::json::parse(R"([{"op":"replace",
       "path":"/applies/ConfigMap team~1web-config/data/port","value":"8080"}])"));
+}
+
+TEST_F(ShadowComparatorTest, EachNewKindOfDifferenceIsLoggedOnce) {
+  common::Mutex mu;
+  std::vector<std::string> lines;
+  common::SetLogSink([&](absl::string_view line) {
+    common::MutexLock lock(&mu);
+    if (absl::StrContains(line, "the shadow answered differently")) lines.emplace_back(line);
+  });
+  {
+    ShadowComparator comparator(Lookup(), {.plugin = "shop/web"});
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(comparator.Submit(Call(), Port(80), Port(81)));
+    pluginpb::ReconcileResponse with_status = Port(80);
+    with_status.set_status(R"({"phase":"Ready"})");
+    ASSERT_TRUE(comparator.Submit(Call(), Port(80), with_status));
+    comparator.WaitIdle();
+  }
+  common::SetLogSink(nullptr);
+  common::MutexLock lock(&mu);
+  ASSERT_EQ(lines.size(), 2u);  // "applies" once, then "status"
+  EXPECT_THAT(lines[0], HasSubstr("differs=applies"));
+  EXPECT_THAT(lines[0], HasSubstr("plugin=shop/web"));
+  EXPECT_THAT(lines[0], HasSubstr("/data/port"));
+  EXPECT_THAT(lines[1], HasSubstr("differs=status"));
 }
 
 TEST_F(ShadowComparatorTest, KeepsOnlyTheLastDifferences) {
