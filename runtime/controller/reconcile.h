@@ -158,6 +158,17 @@ class Dispatcher {
                         ReconcileCallback done) = 0;
 };
 
+// Receives every reconcile a runner made (RunnerOptions::recorder): the call as it was sent,
+// the dispatcher's answer, what the applier did with it and how long the whole reconcile took.
+// record::Recorder (record/recorder.h) writes them to files for `ctrlhost replay`. Thread-safe:
+// called on the runner's worker threads after each reconcile; must not block on I/O.
+class ReconcileRecorder {
+ public:
+  virtual ~ReconcileRecorder() = default;
+  virtual void Record(const pluginpb::ReconcileCall& call, const DispatchResult& answer,
+                      const ApplyOutcome& outcome, absl::Duration took) = 0;
+};
+
 // Turns a plugin's response into API writes. Thread-safe; calls block on the API server (they
 // run on the runner's worker threads, never on gRPC threads).
 class ResponseApplier {

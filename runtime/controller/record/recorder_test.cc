@@ -1,0 +1,224 @@
+#include "runtime/controller/record/recorder.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "runtime/controller/record/recording.h"
+
+namespace ctrlhost::controller::record {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+std::string NewDir(const std::string& name) {
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+pluginpb::RecordingHeader Header() {
+  pluginpb::RecordingHeader h;
+  h.set_operator_("web");
+  h.set_plugin("webapp");
+  h.mutable_controller()->set_name("webapp");
+  return h;
+}
+
+pluginpb::ReconcileCall Call(const std::string& name, const std::string& object) {
+  pluginpb::ReconcileCall call;
+  call.set_controller("webapp");
+  call.set_namespace_("team");
+  call.set_name(name);
+  call.set_object(object);
+  return call;
+}
+
+pluginpb::ReconcileResponse Answer(const std::string& desired) {
+  pluginpb::ReconcileResponse r;
+  r.add_desired_objects(desired);
+  return r;
+}
+
+// Every record of every file in `dir`, in order.
+std::vector<pluginpb::ReconcileRecord> ReadAll(const std::string& dir,
+                                               pluginpb::RecordingHeader* header = nullptr) {
+  std::vector<pluginpb::ReconcileRecord> out;
+  absl::StatusOr<std::vector<std::string>> files = RecordingFiles(dir);
+  EXPECT_TRUE(files.ok()) << files.status();
+  if (!files.ok()) return out;
+  for (const std::string& file : *files) {
+    auto reader = RecordingReader::Open(file);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return out;
+    if (header != nullptr) *header = (*reader)->header();
+    while (true) {
+      auto record = (*reader)->Next();
+      EXPECT_TRUE(record.ok()) << record.status();
+      if (!record.ok() || !record->has_value()) break;
+      out.push_back(**record);
+    }
+  }
+  return out;
+}
+
+TEST(Recorder, WritesCallsAnswersAndWhatTheHostDid) {
+  const std::string dir = NewDir("writes");
+  auto recorder = Recorder::Start({.dir = dir}, Header());
+  ASSERT_TRUE(recorder.ok()) << recorder.status();
+  ApplyOutcome written;
+  written.writes = 2;
+  (*recorder)->Record(Call("a", R"({"metadata":{"name":"a"}})"),
+                      DispatchResult(Answer(R"({"kind":"ConfigMap"})"),
+                                     Capabilities{pluginpb::CAPABILITY_CONDITIONS}),
+                      written, absl::Milliseconds(3));
+  ApplyOutcome refused;
+  refused.kind = OutcomeKind::kTerminal;
+  refused.reason = "NotControlled";
+  refused.status = absl::FailedPreconditionError("in the way");
+  (*recorder)->Record(Call("b", "{}"), DispatchResult(Answer("{}")), refused, absl::Seconds(1));
+  ApplyOutcome retry;
+  retry.kind = OutcomeKind::kRetry;
+  (*recorder)->Record(Call("c", "{}"), DispatchResult(absl::DeadlineExceededError("no answer")),
+                      retry, absl::Seconds(30));
+  (*recorder)->Flush();
+  EXPECT_EQ((*recorder)->figures().recorded, 3u);
+  EXPECT_EQ((*recorder)->figures().dropped, 0u);
+
+  pluginpb::RecordingHeader header;
+  const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir, &header);
+  EXPECT_EQ(header.format(), kFormat);
+  EXPECT_EQ(header.controller().name(), "webapp");
+  EXPECT_FALSE(header.secret_data());
+  EXPECT_TRUE(header.has_created());
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].sequence(), 1u);
+  EXPECT_EQ(records[0].call().name(), "a");
+  EXPECT_EQ(records[0].response().desired_objects(0), R"({"kind":"ConfigMap"})");
+  EXPECT_EQ(records[0].action().result(), pluginpb::HOST_ACTION_RESULT_WRITTEN);
+  EXPECT_EQ(records[0].action().writes(), 2u);
+  ASSERT_EQ(records[0].capabilities_size(), 1);
+  EXPECT_EQ(records[0].took().nanos(), 3000000);
+  EXPECT_EQ(records[1].action().result(), pluginpb::HOST_ACTION_RESULT_REFUSED);
+  EXPECT_EQ(records[1].action().reason(), "NotControlled");
+  EXPECT_EQ(records[1].action().message(), "in the way");
+  EXPECT_EQ(records[2].sequence(), 3u);
+  ASSERT_TRUE(records[2].has_failure());
+  EXPECT_EQ(records[2].failure().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(records[2].action().result(), pluginpb::HOST_ACTION_RESULT_RETRY);
+}
+
+TEST(Recorder, RecordsSecretsAsDigestsUnlessTold) {
+  const std::string secret = R"({"apiVersion":"v1","kind":"Secret","data":{"pw":"aHVudGVyMg=="}})";
+  for (bool include : {false, true}) {
+    const std::string dir = NewDir(absl::StrCat("secrets", include));
+    auto recorder = Recorder::Start({.dir = dir, .secret_data = include}, Header());
+    ASSERT_TRUE(recorder.ok());
+    (*recorder)->Record(Call("s", secret), DispatchResult(Answer(secret)), ApplyOutcome{},
+                        absl::ZeroDuration());
+    (*recorder)->Flush();
+    pluginpb::RecordingHeader header;
+    const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir, &header);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(header.secret_data(), include);
+    const std::string want = include ? "aHVudGVyMg==" : SecretDigest("aHVudGVyMg==");
+    EXPECT_EQ(json::parse(records[0].call().object())["data"]["pw"], want);
+    EXPECT_EQ(json::parse(records[0].response().desired_objects(0))["data"]["pw"], want);
+  }
+}
+
+TEST(Recorder, RotatesFilesAndKeepsTheDirectoryWithinItsBudget) {
+  const std::string dir = NewDir("rotates");
+  RecorderOptions options{.dir = dir, .max_bytes = 8 << 10, .file_bytes = 2 << 10};
+  const std::string object = absl::StrCat(R"({"pad":")", std::string(400, 'x'), R"("})");
+  {
+    auto recorder = Recorder::Start(options, Header());
+    ASSERT_TRUE(recorder.ok());
+    for (int i = 0; i < 100; ++i) {
+      (*recorder)->Record(Call(absl::StrCat("k", i), object), DispatchResult(Answer("{}")),
+                          ApplyOutcome{}, absl::ZeroDuration());
+      (*recorder)->Flush();  // one record per batch, so rotation is checked per record
+    }
+    const Recorder::Figures f = (*recorder)->figures();
+    EXPECT_EQ(f.recorded, 100u);
+    EXPECT_LE(f.directory_bytes, options.max_bytes);
+    EXPECT_GE(f.files, 3u);
+  }
+  absl::StatusOr<std::vector<std::string>> files = RecordingFiles(dir);
+  ASSERT_TRUE(files.ok());
+  uint64_t total = 0;
+  for (const std::string& f : *files) {
+    const uint64_t size = std::filesystem::file_size(f);
+    EXPECT_LE(size, options.file_bytes) << f;
+    total += size;
+  }
+  EXPECT_LE(total, options.max_bytes);
+  EXPECT_GT(FileIndex(files->front()).value(), 1u);  // the oldest were deleted
+  // What is left is the newest records, in order, ending with the last one.
+  const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().call().name(), "k99");
+  for (size_t i = 1; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].sequence(), records[i - 1].sequence() + 1);
+  }
+
+  // A restart continues with the next file number and keeps the old files.
+  const uint64_t last = FileIndex(files->back()).value();
+  auto again = Recorder::Start(options, Header());
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT((*again)->figures().current_file, HasSubstr(FileName(last + 1)));
+}
+
+TEST(Recorder, DropsAndCountsWhatTheWriterCannotKeepUpWith) {
+  const std::string dir = NewDir("drops");
+  // A one-byte backlog: whatever arrives while a record waits is dropped.
+  auto recorder = Recorder::Start({.dir = dir, .max_pending_bytes = 1}, Header());
+  ASSERT_TRUE(recorder.ok());
+  constexpr int kRecords = 2000;
+  for (int i = 0; i < kRecords; ++i) {
+    (*recorder)->Record(Call(absl::StrCat("k", i), "{}"), DispatchResult(Answer("{}")),
+                        ApplyOutcome{}, absl::ZeroDuration());
+  }
+  (*recorder)->Flush();
+  const Recorder::Figures f = (*recorder)->figures();
+  EXPECT_EQ(f.recorded + f.dropped, static_cast<uint64_t>(kRecords));
+  const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir);
+  EXPECT_EQ(records.size(), f.recorded);
+  // Sequence numbers show the gaps: increasing, the last one at most kRecords.
+  for (size_t i = 1; i < records.size(); ++i) {
+    EXPECT_GT(records[i].sequence(), records[i - 1].sequence());
+  }
+  if (!records.empty()) {
+    EXPECT_LE(records.back().sequence(), static_cast<uint64_t>(kRecords));
+  }
+}
+
+TEST(Recorder, RefusesADirectoryItCannotWrite) {
+  EXPECT_FALSE(Recorder::Start({.dir = ""}, Header()).ok());
+  EXPECT_FALSE(Recorder::Start({.dir = NewDir("small"), .max_bytes = 10}, Header()).ok());
+  const std::string file = NewDir("plainfile");
+  { std::ofstream(file) << "x"; }
+  absl::StatusOr<std::unique_ptr<Recorder>> r = Recorder::Start({.dir = file + "/sub"}, Header());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot create recording directory"));
+  if (geteuid() != 0) {  // root writes anywhere
+    const std::string locked = NewDir("locked");
+    std::filesystem::create_directories(locked);
+    ::chmod(locked.c_str(), 0500);
+    r = Recorder::Start({.dir = locked}, Header());
+    EXPECT_THAT(r.status().message(), HasSubstr("cannot create recording file"));
+  }
+}
+
+}  // namespace
+}  // namespace ctrlhost::controller::record
