@@ -178,6 +178,9 @@ std::optional<OperatorSpec> ParseDocument(YamlReader& r, const YAML::Node& doc) 
   if (const YAML::Node le = Get(spec_fields, "leaderElection"); !IsAbsent(le)) {
     op.leader_election = ParseLeaderElection(r, le, "spec.leaderElection");
   }
+  if (const YAML::Node record = Get(spec_fields, "record"); !IsAbsent(record)) {
+    op.record = internal::ParseRecord(r, record, "spec.record");
+  }
   if (const YAML::Node scheduling = Get(spec_fields, "scheduling"); !IsAbsent(scheduling)) {
     const std::vector<Field> scheduling_fields =
         r.Fields(scheduling, "spec.scheduling", OperatorSchedulingFields());
@@ -246,6 +249,7 @@ absl::StatusOr<std::vector<OperatorSpec>> Finish(std::vector<OperatorSpec> ops,
 // downstream (sandbox, plugin environment) sees a relative path.
 void MakePathsAbsolute(std::vector<OperatorSpec>& ops) {
   for (OperatorSpec& op : ops) {
+    if (op.record.has_value()) op.record->dir = common::AbsolutePath(op.record->dir);
     for (PluginSpec& plugin : op.plugins) {
       if (auto* exec = std::get_if<ExecSpec>(&plugin.source); exec != nullptr) {
         exec->command = common::AbsoluteCommand(exec->command);
@@ -363,6 +367,7 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.routes[].to[]", RouteTargetFields(), out);
   AddPaths("spec.apiClient", ApiClientFields(), out);
   AddPaths("spec.leaderElection", LeaderElectionFields(), out);
+  AddPaths("spec.record", internal::RecordFields(), out);
   return out;
 }
 

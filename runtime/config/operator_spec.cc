@@ -53,10 +53,15 @@ const RouteSpec* OperatorSpec::FindRoute(const std::string& controller) const {
   return nullptr;
 }
 
+bool RecordSpec::Records(const std::string& controller) const {
+  return controllers.empty() ||
+         std::find(controllers.begin(), controllers.end(), controller) != controllers.end();
+}
+
 bool OperatorSpec::operator==(const OperatorSpec& o) const {
   return name == o.name && labels == o.labels && annotations == o.annotations &&
          plugins == o.plugins && controllers == o.controllers && routes == o.routes &&
-         api_weight == o.api_weight;
+         api_weight == o.api_weight && record == o.record;
 }
 
 OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
@@ -97,10 +102,12 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
     change.routes_changed = was.routes != now->routes;
     change.metadata_changed = was.labels != now->labels || was.annotations != now->annotations;
     change.api_weight_changed = was.api_weight != now->api_weight;
+    change.record_changed = was.record != now->record;
     // Plugins only listed in another order: nothing to restart.
     if (change.added_plugins.empty() && change.removed_plugins.empty() &&
         change.changed_plugins.empty() && !change.controllers_changed && !change.routes_changed &&
-        !change.metadata_changed && !change.api_weight_changed) {
+        !change.metadata_changed && !change.api_weight_changed &&
+        !change.record_changed) {
       continue;
     }
     diff.changed.push_back(std::move(change));

@@ -216,6 +216,23 @@ struct RouteSpec {
   bool operator!=(const RouteSpec& o) const { return !(*this == o); }
 };
 
+// spec.record: every reconcile of the chosen controllers written to files under `dir`, one
+// subdirectory per controller (runtime/controller/record, docs/recording.md).
+struct RecordSpec {
+  std::string dir;                       // required; LoadOperators makes it absolute
+  std::vector<std::string> controllers;  // empty: every controller of the operator
+  std::optional<int64_t> max_bytes;      // per controller directory, >= 1 MiB
+  bool secret_data = false;              // secretData: include (true) or digest (default)
+  SourceLocation location;               // of the block
+  bool operator==(const RecordSpec& o) const {
+    return dir == o.dir && controllers == o.controllers && max_bytes == o.max_bytes &&
+           secret_data == o.secret_data;
+  }
+  bool operator!=(const RecordSpec& o) const { return !(*this == o); }
+  // Whether `controller` is recorded.
+  bool Records(const std::string& controller) const;
+};
+
 struct OperatorSpec {
   std::string name;  // metadata.name, a DNS-1123 label, unique across the loaded set
   std::map<std::string, std::string> labels;       // metadata.labels
@@ -233,6 +250,7 @@ struct OperatorSpec {
   // spec.scheduling.apiWeight: the operator's share of the host's API budget, relative to the
   // other operators that want requests at the same time (kube::FairLimiter); unset: 1.
   std::optional<double> api_weight;  // > 0
+  std::optional<RecordSpec> record;
   SourceLocation location;           // of the document
 
   const PluginSpec* FindPlugin(const std::string& plugin_name) const;
@@ -251,6 +269,7 @@ struct OperatorChange {
   bool controllers_changed = false;          // spec.controllers differ
   bool routes_changed = false;               // spec.routes differ
   bool api_weight_changed = false;           // spec.scheduling.apiWeight differs (no restart)
+  bool record_changed = false;  // spec.record differs (the controllers restart, as for overrides)
   bool metadata_changed = false;             // labels or annotations differ
 };
 

@@ -123,6 +123,10 @@ struct RunnerOptions {
   // Sharding: which keys this host may reconcile (key_gate.h). Borrowed; outlives the runner.
   // nullptr: every key.
   KeyGate* key_gate = nullptr;
+  // Receives every reconcile (the call, the answer, what the applier did): `ctrlhost run
+  // --record`. Borrowed; outlives the runner. nullptr: nothing is recorded (and the call is not
+  // copied).
+  ReconcileRecorder* recorder = nullptr;
   // How long a worker waits for `done` beyond the request deadline before it gives up on a
   // dispatcher that broke its promise to call it (the reconcile then counts as
   // DEADLINE_EXCEEDED).

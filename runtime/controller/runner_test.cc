@@ -83,6 +83,66 @@ TEST_F(RunnerTest, ApplierSeesTheCapabilitiesOfTheAnsweringConnection) {
   EXPECT_FALSE(seen[2].has_value());
 }
 
+// Collects what a runner reports (RunnerOptions::recorder). Thread-safe: `mu` guards `seen`.
+class CollectingRecorder : public ReconcileRecorder {
+ public:
+  struct Seen {
+    pluginpb::ReconcileCall call;
+    bool answered = false;
+    std::optional<Capabilities> capabilities;
+    OutcomeKind kind = OutcomeKind::kDone;
+  };
+  void Record(const pluginpb::ReconcileCall& call, const DispatchResult& answer,
+              const ApplyOutcome& outcome, absl::Duration took) override {
+    common::MutexLock lock(&mu_);
+    seen_.push_back({call, answer.response.ok(), answer.capabilities, outcome.kind});
+    EXPECT_GE(took, absl::ZeroDuration());
+  }
+  std::vector<Seen> seen() {
+    common::MutexLock lock(&mu_);
+    return seen_;
+  }
+
+ private:
+  common::Mutex mu_;
+  std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+// Every reconcile reaches the recorder with the call as it was sent (the dispatcher got the
+// same), the answer's capabilities and what became of it; a failed dispatch too.
+TEST_F(RunnerTest, TheRecorderSeesEachCallItsAnswerAndTheOutcome) {
+  CollectingRecorder recorder;
+  options_.recorder = &recorder;
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  dispatcher_.SetCapabilities(Capabilities{pluginpb::CAPABILITY_CONDITIONS});
+  AddPrimary(WebApp("a"));
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  dispatcher_.FailNext(absl::UnavailableError("plugin down"));
+  AddPrimary(WebApp("b"));
+  ASSERT_TRUE(dispatcher_.WaitForCalls(2));
+  ASSERT_TRUE(WaitIdle());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(applier_.WaitForApplied(2));  // b's retry
+  ASSERT_TRUE(WaitIdle());
+  const std::vector<CollectingRecorder::Seen> seen = recorder.seen();
+  ASSERT_EQ(seen.size(), 3u);
+  const std::vector<pluginpb::ReconcileCall> calls = dispatcher_.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].call.SerializeAsString(), calls[i].SerializeAsString()) << i;
+  }
+  EXPECT_TRUE(seen[0].answered);
+  EXPECT_EQ(seen[0].capabilities, Capabilities{pluginpb::CAPABILITY_CONDITIONS});
+  EXPECT_EQ(seen[1].call.name(), "b");
+  EXPECT_FALSE(seen[1].answered);
+  EXPECT_EQ(seen[1].kind, OutcomeKind::kRetry);
+  EXPECT_EQ(seen[2].call.name(), "b");
+  EXPECT_EQ(seen[2].call.attempt(), 2u);
+  EXPECT_TRUE(seen[2].answered);
+}
+
 TEST_F(RunnerTest, RelatedObjectsFromWatchesThatIncludeThem) {
   options_.include_related = true;
   cache::Store secrets;

@@ -317,6 +317,8 @@ void Runner::ProcessKey(const std::string& key) {
                 reason == pluginpb::REASON_UNSPECIFIED ? pluginpb::REASON_PRIMARY_CHANGED : reason,
                 attempt, deadline);
   call.set_trace_id(context.trace_id);
+  std::optional<pluginpb::ReconcileCall> recorded_call;
+  if (options_.recorder != nullptr) recorded_call = call;
   DispatchResult answer = DispatchAndWait(std::move(call), deadline);
   const absl::StatusOr<pluginpb::ReconcileResponse>& response = answer.response;
   context.capabilities = std::move(answer.capabilities);
@@ -329,6 +331,10 @@ void Runner::ProcessKey(const std::string& key) {
     outcome = ApplyGuarded(applier_, context, *response);
   }
   const absl::Duration took = clock_->Now() - start;
+  if (recorded_call.has_value()) {
+    answer.capabilities = context.capabilities;
+    options_.recorder->Record(*recorded_call, answer, outcome, took);
+  }
 
   if (primary == nullptr) {
     FinishDeleted(key, outcome, took, deleted_uid);

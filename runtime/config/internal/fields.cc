@@ -17,7 +17,7 @@ const std::vector<absl::string_view>& MetadataFields() {
 }
 const std::vector<absl::string_view>& SpecFields() {
   static const auto* const v = new std::vector<absl::string_view>{
-      "plugins", "controllers", "routes", "apiClient", "leaderElection", "scheduling"};
+      "plugins", "controllers", "routes", "apiClient", "leaderElection", "scheduling", "record"};
   return *v;
 }
 const std::vector<absl::string_view>& PluginFields() {
@@ -90,6 +90,11 @@ const std::vector<absl::string_view>& LeaderElectionFields() {
   static const auto* const v =
       new std::vector<absl::string_view>{"leaseDuration", "renewDeadline",  "retryPeriod",
                                          "leaseName",     "leaseNamespace", "perOperator"};
+  return *v;
+}
+const std::vector<absl::string_view>& RecordFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"dir", "controllers", "maxBytes", "secretData"};
   return *v;
 }
 const std::vector<absl::string_view>& RateLimitFields() {

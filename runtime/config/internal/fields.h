@@ -35,6 +35,7 @@ const std::vector<absl::string_view>& RouteTargetFields();
 const std::vector<absl::string_view>& ApiClientFields();
 const std::vector<absl::string_view>& LeaderElectionFields();
 const std::vector<absl::string_view>& RateLimitFields();
+const std::vector<absl::string_view>& RecordFields();
 
 // The field of `fields` called `name`, or an undefined node.
 YAML::Node Get(const std::vector<Field>& fields, absl::string_view name);

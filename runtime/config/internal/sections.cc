@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -285,6 +286,45 @@ LeaderElectionSpec ParseLeaderElection(YamlReader& r, const YAML::Node& node,
     }
   }
   return le;
+}
+
+RecordSpec ParseRecord(YamlReader& r, const YAML::Node& node, const std::string& path) {
+  RecordSpec record;
+  record.location = r.Location(node);
+  const std::vector<Field> fields = r.Fields(node, path, RecordFields());
+  if (!node.IsMap()) return record;
+  std::optional<std::string> dir = r.String(Get(fields, "dir"), Join(path, "dir"));
+  if (!dir.has_value() || dir->empty()) {
+    if (!Has(fields, "dir") || dir.has_value()) {
+      r.Error(node, Join(path, "dir"), "required: the directory the recordings are written to");
+    }
+  } else {
+    record.dir = *dir;
+  }
+  record.controllers = r.StringList(Get(fields, "controllers"), Join(path, "controllers"));
+  absl::flat_hash_set<std::string> seen;
+  for (const std::string& c : record.controllers) {
+    if (c.empty() || !seen.insert(c).second) {
+      r.Error(Get(fields, "controllers"), Join(path, "controllers"),
+              c.empty() ? "a controller name is empty"
+                        : absl::StrCat("controller \"", c, "\" is listed twice"));
+    }
+  }
+  record.max_bytes = r.Int(Get(fields, "maxBytes"), Join(path, "maxBytes"), int64_t{1} << 20,
+                           int64_t{1} << 40);
+  if (std::optional<std::string> secret =
+          r.String(Get(fields, "secretData"), Join(path, "secretData"));
+      secret.has_value()) {
+    if (*secret == "include") {
+      record.secret_data = true;
+    } else if (*secret != "digest") {
+      r.Error(Get(fields, "secretData"), Join(path, "secretData"),
+              absl::StrCat("invalid value \"", *secret,
+                           "\": \"digest\" (the default: Secret values recorded as SHA-256 "
+                           "digests) or \"include\" (recorded as they are)"));
+    }
+  }
+  return record;
 }
 
 std::optional<ControllerSpec> ParseController(YamlReader& r, const YAML::Node& node,

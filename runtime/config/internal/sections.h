@@ -42,6 +42,10 @@ std::optional<double> ApiWeight(YamlReader& r, const std::vector<Field>& fields,
 LeaderElectionSpec ParseLeaderElection(YamlReader& r, const YAML::Node& node,
                                        const std::string& path);
 
+// spec.record: `dir` required, `controllers` names unique, maxBytes >= 1 MiB, secretData
+// "digest" or "include".
+RecordSpec ParseRecord(YamlReader& r, const YAML::Node& node, const std::string& path);
+
 }  // namespace ctrlhost::config::internal
 
 #endif  // CTRLHOST_RUNTIME_CONFIG_INTERNAL_SECTIONS_H_
