@@ -635,6 +635,45 @@ absl::Status PrintResponse(const pluginpb::ReconcileResponse& response, const st
 
 }  // namespace
 
+struct OfflinePlugin::State {
+  std::unique_ptr<TempDir> socket_dir;
+  std::unique_ptr<plugin::Supervisor> supervisor;
+};
+
+OfflinePlugin::OfflinePlugin(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+OfflinePlugin::~OfflinePlugin() { state_->supervisor->Stop(kStopGrace); }
+
+absl::StatusOr<std::unique_ptr<OfflinePlugin>> OfflinePlugin::Start(
+    const std::string& command, const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& env, absl::Duration ready_timeout) {
+  auto state = std::make_unique<State>();
+  absl::StatusOr<std::unique_ptr<TempDir>> socket_dir = TempDir::Create();
+  if (!socket_dir.ok()) return socket_dir.status();
+  state->socket_dir = *std::move(socket_dir);
+  plugin::SupervisorOptions options;
+  options.name = PluginName(command);
+  options.source.exec.command = command;
+  options.source.exec.args = args;
+  options.source.exec.env = env;
+  options.socket_dir = state->socket_dir->path();
+  options.handshake.deadline = ready_timeout;
+  options.default_stop_grace = kStopGrace;
+  absl::StatusOr<std::unique_ptr<plugin::Supervisor>> supervisor =
+      StartReadyPlugin(std::move(options), command, ready_timeout);
+  if (!supervisor.ok()) return supervisor.status();
+  state->supervisor = *std::move(supervisor);
+  const plugin::PluginStatus status = state->supervisor->status();
+  std::unique_ptr<OfflinePlugin> p(new OfflinePlugin(std::move(state)));
+  p->describe_ = *status.describe;
+  return p;
+}
+
+void OfflinePlugin::Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
+                             controller::ReconcileCallback done) {
+  state_->supervisor->Dispatch(std::move(call), deadline, std::move(done));
+}
+
 int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   FlagSet flags(
       "ctrlhost test",

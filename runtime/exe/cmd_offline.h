@@ -26,15 +26,19 @@
 #ifndef CTRLHOST_RUNTIME_EXE_CMD_OFFLINE_H_
 #define CTRLHOST_RUNTIME_EXE_CMD_OFFLINE_H_
 
+#include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"
+#include "runtime/controller/reconcile.h"
 
 namespace ctrlhost::exe {
 
@@ -42,6 +46,32 @@ namespace ctrlhost::exe {
 inline constexpr int kExitInvalidResponse = 3;
 
 int RunTestCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+// A plugin started exactly as `ctrlhost test` starts it (as the host does: a fresh private socket
+// directory, CTRLHOST_PLUGIN_ADDRESS, Describe and health within `ready_timeout`), for
+// `ctrlhost replay`. Stopped with SIGTERM when destroyed. Thread-safe as plugin::Supervisor is.
+class OfflinePlugin {
+ public:
+  // UNAVAILABLE naming the command when it does not start or does not become ready.
+  static absl::StatusOr<std::unique_ptr<OfflinePlugin>> Start(
+      const std::string& command, const std::vector<std::string>& args,
+      const std::vector<std::pair<std::string, std::string>>& env, absl::Duration ready_timeout);
+  ~OfflinePlugin();
+  OfflinePlugin(const OfflinePlugin&) = delete;
+  OfflinePlugin& operator=(const OfflinePlugin&) = delete;
+
+  // Dispatches to the plugin (plugin::Supervisor::Dispatch).
+  void Dispatch(pluginpb::ReconcileCall call, absl::Time deadline,
+                controller::ReconcileCallback done);
+  // Its Describe answer.
+  const pluginpb::DescribeResponse& describe() const { return describe_; }
+
+ private:
+  struct State;
+  explicit OfflinePlugin(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+  pluginpb::DescribeResponse describe_;
+};
 
 // One document of a fixture file, with where it came from for messages.
 struct FixtureDocument {

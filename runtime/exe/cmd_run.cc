@@ -114,6 +114,12 @@ void AddRunFlags(FlagSet& flags, RunFlags* values) {
       .ValueName("PATH")
       .DefaultText("<data-dir>/admin.sock");
   flags
+      .AddString("record", &values->record,
+                 "Record every reconcile (the call, the answer, what the host did) of every "
+                 "controller under DIR/<controller>/ for \"ctrlhost replay\"; an operator's "
+                 "spec.record wins for its controllers (docs/recording.md)")
+      .ValueName("DIR");
+  flags
       .AddString("metrics-addr", &values->metrics_addr,
                  "Address of the Prometheus metrics and health endpoints")
       .ValueName("HOST:PORT");
@@ -320,6 +326,10 @@ manager::HostOptions HostOptionsFor(const RunFlags& values, const RunPlan& plan,
   options.kubeconfigs = plan.kubeconfigs;
   options.in_cluster = plan.in_cluster;
   options.data_dir = plan.data_dir;
+  options.record_dir = plan.record_dir;
+  // Recordings hold what plugins were sent and answered (Secret values too, with secretData:
+  // include): no plugin reads them.
+  if (!plan.record_dir.empty()) options.plugin_hidden_paths.push_back(plan.record_dir);
   options.apiserver.bind = values.apiserver_bind;
   options.apiserver.port = static_cast<int>(values.apiserver_port);
   options.apiserver.max_connections = static_cast<size_t>(values.apiserver_max_connections);

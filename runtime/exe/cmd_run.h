@@ -41,6 +41,9 @@ struct RunFlags {
   std::string kubeconfig;  // --kubeconfig; empty: $KUBECONFIG, else the embedded API server
   std::string data_dir = ".ctrlhost";
   std::string admin_socket;  // empty: <data-dir>/admin.sock
+  // --record DIR: every reconcile of every controller (of operators without spec.record)
+  // recorded under DIR/<controller>/. Empty: off.
+  std::string record;
   std::string metrics_addr = "127.0.0.1:9090";
   // Where the embedded API server listens (when no kubeconfig is used).
   std::string apiserver_bind = "127.0.0.1";
@@ -98,6 +101,7 @@ struct RunPlan {
   bool in_cluster = false;
   std::string data_dir;
   std::string admin_socket;
+  std::string record_dir;  // --record, absolute; empty: off
   std::string metrics_addr;
   std::optional<double> api_qps;  // from the flags
   std::optional<int> api_burst;

@@ -105,6 +105,7 @@ absl::StatusOr<RunPlan> PlanRun(const RunFlags& flags,
   plan.data_dir = common::AbsolutePath(flags.data_dir);
   plan.admin_socket = flags.admin_socket.empty() ? plan.data_dir + "/admin.sock"
                                                  : common::AbsolutePath(flags.admin_socket);
+  if (!flags.record.empty()) plan.record_dir = common::AbsolutePath(flags.record);
   plan.metrics_addr = flags.metrics_addr;
   if (!flags.kube_api_qps.empty()) {
     double qps = 0;

@@ -8,6 +8,7 @@
 #include "runtime/exe/cmd_offline.h"
 #include "runtime/exe/cmd_plugin.h"
 #include "runtime/exe/cmd_rbac.h"
+#include "runtime/exe/cmd_replay.h"
 #include "runtime/exe/cmd_run.h"
 #include "runtime/exe/cmd_version.h"
 #include "runtime/exe/command.h"
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   ctrlhost.Add("rbac", "Print the least-privilege RBAC for the operators in a file",
                RunRbacCommand);
   ctrlhost.Add("test", "Run one reconcile of a plugin against fixture files", RunTestCommand);
+  ctrlhost.Add("replay", "Replay a recording of reconciles against a plugin and compare answers",
+               RunReplayCommand);
   ctrlhost.Add("version", "Print version information", RunVersionCommand);
 
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -1,5 +1,6 @@
 #include "runtime/manager/controller_group.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -8,6 +9,8 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/version.h"
+#include "runtime/controller/record/recording.h"
 #include "runtime/controller/schedule.h"
 #include "runtime/observe/adapters.h"
 
@@ -69,6 +72,8 @@ struct ControllerGroup::Controller {
   std::vector<watch::ReflectorHandle> handles;  // primary, owned..., watches...
   std::vector<watch::WatchKey> keys;            // of `handles`, in the same order
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
+  // Before `runner`, which reports to it: destroyed after it.
+  std::unique_ptr<controller::record::Recorder> recorder;
   std::unique_ptr<controller::Runner> runner;
   std::unique_ptr<controller::Scheduler> scheduler;  // resync period and cron schedules
   bool runner_started = false;                       // guarded by the group's mu_
@@ -300,6 +305,8 @@ absl::Status ControllerGroup::StartController(Controller& c) {
     source.store = &handles[1 + info.owns.size() + i]->store();
     sources.watches.push_back(std::move(source));
   }
+  RETURN_IF_ERROR(StartRecorder(c));
+  options.recorder = c.recorder.get();
   ASSIGN_OR_RETURN(std::unique_ptr<controller::Runner> runner,
                    controller::Runner::Create(&info, std::move(sources), DispatcherFor(spec.name()),
                                               deps_.applier, options));
@@ -329,6 +336,37 @@ absl::Status ControllerGroup::StartController(Controller& c) {
     RETURN_IF_ERROR(c.runner->Start());
     c.runner_started = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status ControllerGroup::StartRecorder(Controller& c) {
+  if (!deps_.record.has_value() || c.recorder != nullptr) return absl::OkStatus();
+  const RecordSettings& r = *deps_.record;
+  const std::string& name = c.info.name;
+  if (!r.controllers.empty() &&
+      std::find(r.controllers.begin(), r.controllers.end(), name) == r.controllers.end()) {
+    return absl::OkStatus();
+  }
+  pluginpb::RecordingHeader header;
+  header.set_operator_(operator_name_);
+  header.set_plugin(plugin_);
+  *header.mutable_controller() = controller::record::ToRecorded(c.info);
+  header.set_host_version(common::kCtrlhostVersion);
+  controller::record::RecorderOptions options;
+  options.dir = absl::StrCat(r.dir, "/", name);
+  options.max_bytes = r.max_bytes;
+  options.secret_data = r.secret_data;
+  options.clock = clock_;
+  absl::StatusOr<std::unique_ptr<controller::record::Recorder>> recorder =
+      controller::record::Recorder::Start(std::move(options), std::move(header));
+  if (!recorder.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("recording (spec.record or --record): ", recorder.status().message()));
+  }
+  c.recorder = *std::move(recorder);
+  common::LogInfo("recording reconciles", {{"operator", operator_name_},
+                                          {"controller", name},
+                                          {"dir", c.recorder->figures().dir}});
   return absl::OkStatus();
 }
 
@@ -511,6 +549,7 @@ std::vector<ControllerStatus> ControllerGroup::Status() const {
       s.sharded = c->runner->sharded();
       if (s.sharded) s.keys_owned = c->runner->CountOwned();
     }
+    if (c->recorder != nullptr) s.recording = c->recorder->figures();
     out.push_back(std::move(s));
   }
   return out;

@@ -38,6 +38,7 @@
 #include "runtime/config/operator_spec.h"
 #include "runtime/controller/key_gate.h"
 #include "runtime/controller/reconcile.h"
+#include "runtime/controller/record/recorder.h"
 #include "runtime/controller/runner.h"
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/fair_limiter.h"
@@ -48,6 +49,15 @@
 namespace ctrlhost::manager {
 
 // Borrowed collaborators; all must outlive the group.
+// Recording the controllers' reconciles (the operator file's spec.record, or ctrlhost run
+// --record): controller C's files go to `dir`/C.
+struct RecordSettings {
+  std::string dir;
+  std::vector<std::string> controllers;  // empty: all
+  uint64_t max_bytes = uint64_t{256} << 20;
+  bool secret_data = false;
+};
+
 struct ControllerGroupDeps {
   kube::Discovery* discovery = nullptr;
   watch::ReflectorRegistry* registry = nullptr;
@@ -68,6 +78,9 @@ struct ControllerGroupDeps {
   absl::flat_hash_map<std::string, std::shared_ptr<controller::Dispatcher>> routed;
   // Controllers this plugin declares that another plugin of its routes runs: not started here.
   absl::flat_hash_set<std::string> run_elsewhere;
+  // Set: the chosen controllers' reconciles are recorded (a controller whose directory cannot be
+  // written stays pending, saying why).
+  std::optional<RecordSettings> record;
 };
 
 // A plain snapshot of one controller, for the admin API and /debug/dump.
@@ -83,6 +96,8 @@ struct ControllerStatus {
   controller::RunnerMetrics metrics;  // zero while pending
   bool sharded = false;
   size_t keys_owned = 0;  // sharded: primaries in the cache this host owns now
+  // Recorded (RecordSettings): where, and how much was written or dropped.
+  std::optional<controller::record::Recorder::Figures> recording;
 };
 
 class ControllerGroup {
@@ -173,6 +188,8 @@ class ControllerGroup {
                                          const std::string& primary_namespace,
                                          const std::string& selector);
   void StopController(Controller& c, absl::Duration timeout, std::vector<std::string>* unrun);
+  // Creates c.recorder when deps_.record chooses the controller (once; kept across retries).
+  absl::Status StartRecorder(Controller& c);
   // deps_.routed's dispatcher for `controller`, else deps_.dispatcher.
   controller::Dispatcher* DispatcherFor(const std::string& controller) const;
 

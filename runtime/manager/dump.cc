@@ -26,6 +26,18 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
   }
   out << YAML::Key << "synced" << YAML::Value << c.synced;
   if (c.sharded) out << YAML::Key << "shardKeysOwned" << YAML::Value << c.keys_owned;
+  if (c.recording.has_value()) {
+    const controller::record::Recorder::Figures& r = *c.recording;
+    out << YAML::Key << "recording" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "dir" << YAML::Value << r.dir;
+    out << YAML::Key << "currentFile" << YAML::Value << r.current_file;
+    out << YAML::Key << "recorded" << YAML::Value << r.recorded;
+    out << YAML::Key << "dropped" << YAML::Value << r.dropped;
+    out << YAML::Key << "files" << YAML::Value << r.files;
+    out << YAML::Key << "directoryBytes" << YAML::Value << r.directory_bytes;
+    if (!r.last_error.empty()) out << YAML::Key << "lastError" << YAML::Value << r.last_error;
+    out << YAML::EndMap;
+  }
   out << YAML::Key << "watches" << YAML::Value << YAML::BeginSeq;
   for (const std::string& w : c.watches) out << w;
   out << YAML::EndSeq;

@@ -162,6 +162,7 @@ absl::Status Host::StartManager(const HostOptions& options) {
   manager_options.client = client_.get();
   manager_options.discovery = discovery_.get();
   manager_options.data_dir = options.data_dir;
+  manager_options.record_dir = options.record_dir;
   manager_options.host_version = options.host_version;
   manager_options.watch_stale_after = options.watch_stale_after;
   manager_options.plugin_uid = options.plugin_uid;

@@ -81,6 +81,8 @@ struct HostOptions {
   // API's socket and token file, which whoever serves the admin API over this host chooses
   // (`ctrlhost run`: runtime/exe, with admin_backend.h).
   std::vector<std::string> plugin_hidden_paths;
+  // ManagerOptions::record_dir (ctrlhost run --record).
+  std::string record_dir;
   std::string metrics_bind = "127.0.0.1";
   int metrics_port = 9090;  // 0: any free port
   std::string host_version = common::kCtrlhostVersion;

@@ -137,6 +137,10 @@ struct ManagerOptions {
   // spec.scheduling.apiWeight is set on it, and the runners charge their requests to their
   // operator and controller. Borrowed; must outlive the manager. Null: no shares.
   kube::FairLimiter* api_budget = nullptr;
+  // ctrlhost run --record: every controller of every operator without a spec.record of its own
+  // has its reconciles recorded under record_dir/<controller>/ (runtime/controller/record). "":
+  // only operators with spec.record are recorded.
+  std::string record_dir;
 };
 
 class Manager {

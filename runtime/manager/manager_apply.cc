@@ -121,7 +121,9 @@ void Manager::ApplyChange(const config::OperatorChange& change, const config::Op
           ": swap refused, the running instance keeps serving: ", result.status.message()));
     }
   }
-  if (change.controllers_changed || change.routes_changed) ReapplyOverrides(op, spec);
+  if (change.controllers_changed || change.routes_changed || change.record_changed) {
+    ReapplyOverrides(op, spec);
+  }
   {
     common::MutexLock lock(&mu_);
     op->spec = spec;
@@ -137,6 +139,7 @@ void Manager::ReapplyOverrides(Operator* op, const config::OperatorSpec& spec) {
     for (auto& p : plugins) {
       p->overrides = spec.controllers;
       p->routes = spec.routes;
+      p->record = spec.record;
     }
   }
   // Plugins that run no routed controller are replaced first: one that ran a controller

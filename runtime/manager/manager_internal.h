@@ -48,6 +48,7 @@ struct Manager::Plugin {
   config::PluginSpec shadow_spec;  // the running shadow's source (PluginSlot has the instance)
   std::vector<config::ControllerSpec> overrides;
   std::vector<config::RouteSpec> routes;  // the operator's spec.routes
+  std::optional<config::RecordSpec> record;  // the operator's spec.record
   // The RouteDispatchers of the routed controllers of its latest group (for the dump); set by
   // DepsFor, guarded by the manager's mu_.
   std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;

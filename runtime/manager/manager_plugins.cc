@@ -112,6 +112,7 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   p->spec = plugin_spec;
   p->overrides = op.controllers;
   p->routes = op.routes;
+  p->record = op.record;
   BackgroundTasksOptions task_options;
   task_options.operator_name = op.name;
   task_options.plugin = plugin_spec.name;
@@ -262,6 +263,16 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   deps.api_budget = options_.api_budget;
   common::MutexLock lock(&mu_);
   deps.dispatching = DispatchingLocked(p->operator_name);
+  if (p->record.has_value()) {
+    RecordSettings r;
+    r.dir = p->record->dir;
+    r.controllers = p->record->controllers;
+    if (p->record->max_bytes.has_value()) r.max_bytes = static_cast<uint64_t>(*p->record->max_bytes);
+    r.secret_data = p->record->secret_data;
+    deps.record = std::move(r);
+  } else if (!options_.record_dir.empty()) {
+    deps.record = RecordSettings{options_.record_dir, {}};
+  }
   const Operator* op = nullptr;
   for (const auto& candidate : operators_) {
     if (candidate->spec.name == p->operator_name) op = candidate.get();
