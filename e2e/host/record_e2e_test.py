@@ -41,7 +41,7 @@ spec:
 
 RECORD = """\
   record:
-    dir: {dir}/recordings
+    dir: {dir}
     maxBytes: 67108864
 """
 
@@ -75,11 +75,14 @@ class RecordTest(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="record-", dir=os.environ.get("TEST_TMPDIR"))
         cls.chaos = host_fixture.runfile("e2e/host/chaos/chaos")
         operator = OPERATOR.format(chaos=cls.chaos, dir=cls.dir)
-        cls.recordings = os.path.join(cls.dir, "recordings")
+        # Not under the plugin's CHAOS_DIR: --record's directory is hidden from plugins
+        # (Landlock), which makes the directories above it unwritable for them.
+        cls.recordings = tempfile.mkdtemp(prefix="recordings-",
+                                          dir=os.environ.get("TEST_TMPDIR"))
         if host_fixture.real_kube():
             cls.host = host_fixture.start_host(operator, extra_args=["--record", cls.recordings])
         else:
-            cls.host = host_fixture.start_host(operator + RECORD.format(dir=cls.dir))
+            cls.host = host_fixture.start_host(operator + RECORD.format(dir=cls.recordings))
         cls.host.kubectl("apply", "-f", host_fixture.runfile("e2e/host/chaos/crd.yaml"),
                          check=True)
         cls.names = ["rec-%03d" % i for i in range(OBJECTS)]

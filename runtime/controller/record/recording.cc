@@ -31,12 +31,25 @@ bool IsSecret(const json& object) {
          *kind == "Secret";
 }
 
+// Whether `value` is a digest already: a replayed call carries digests, and a controller that
+// copies a Secret's value into its answer must answer as it did when recorded.
+bool IsDigest(const std::string& value) {
+  return value.size() == 7 + 64 && absl::StartsWith(value, "sha256:") &&
+         std::all_of(value.begin() + 7, value.end(),
+                     [](char c) { return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'); });
+}
+
+// The digest that replaces `value` (a Secret's data or stringData value).
+json Digested(const json& value) {
+  if (!value.is_string()) return "redacted";
+  const std::string& text = value.get_ref<const std::string&>();
+  return IsDigest(text) ? text : SecretDigest(text);
+}
+
 // Replaces the values of the object `values` (a Secret's data or stringData) by their digests.
 void RedactValues(json& values) {
   if (!values.is_object()) return;
-  for (auto& [key, value] : values.items()) {
-    value = value.is_string() ? SecretDigest(value.get_ref<const std::string&>()) : "redacted";
-  }
+  for (auto& [key, value] : values.items()) value = Digested(value);
 }
 
 void RedactMembers(json& object) {
@@ -70,8 +83,7 @@ void RedactPatch(pluginpb::Patch* patch) {
       if (path == "/data" || path == "/stringData") {
         RedactValues(*value);
       } else if (absl::StartsWith(path, "/data/") || absl::StartsWith(path, "/stringData/")) {
-        *value = value->is_string() ? SecretDigest(value->get_ref<const std::string&>())
-                                    : "redacted";
+        *value = Digested(*value);
       }
     }
   } else {
@@ -310,7 +322,7 @@ absl::StatusOr<bool> RecordingReader::ReadFrame(std::string* bytes, const char* 
       if (prefix == 0) return false;  // a clean end
       return absl::DataLossError(
           absl::StrCat(path_, ": ", what, " at offset ", record_offset_, " is cut short (",
-                       prefix, " bytes of its length): the recording was interrupted"));
+                       prefix, " of ", prefix + 1, " bytes): the recording was interrupted"));
     }
     ++prefix;
     ++position_;

@@ -70,7 +70,9 @@ std::string FileStart(const pluginpb::RecordingHeader& header);
 // "sha256:<64 lowercase hex digits>" of `value`.
 std::string SecretDigest(absl::string_view value);
 // Replaces the values of every Secret's data and stringData in the call's object, children and
-// related objects with their SecretDigest (a value that is not a string becomes "redacted").
+// related objects with their SecretDigest (a value that is not a string becomes "redacted"; one
+// that is a digest already is kept, so that a controller that copies a Secret's value answers a
+// replayed call as it answered the recorded one).
 void RedactSecrets(pluginpb::ReconcileCall* call);
 // The same for an answer: desired Secrets, and patches of Secrets (owned ones, or the primary
 // when `primary_is_secret`): a merge patch's data/stringData, a JSON patch's values under /data

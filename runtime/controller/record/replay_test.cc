@@ -79,6 +79,17 @@ TEST(ReplayJudge, SecretValuesAreComparedByDigestWhenTheRecordingHasDigests) {
   EXPECT_TRUE(ReplayJudge(Header(true)).Compare(Recorded(kSecret), Answer(kSecret)).same);
 }
 
+// A controller that copies a Secret's value into its answer gets a digest in a replayed call and
+// answers with it: not digested twice, so it answers as recorded.
+TEST(ReplayJudge, ACopiedSecretValueIsNotDigestedTwice) {
+  pluginpb::ReconcileRecord record = Recorded(kSecret);
+  RedactSecrets(record.mutable_call());
+  RedactSecrets(record.mutable_response(), false);
+  std::string replayed = kSecret;
+  replayed.replace(replayed.find("aHVudGVyMg=="), 12, SecretDigest("aHVudGVyMg=="));
+  EXPECT_TRUE(ReplayJudge(Header()).Compare(record, Answer(replayed)).same);
+}
+
 TEST(ReplayJudge, APluginThatFailsNowDiffers) {
   apply::OutcomeDiff diff = ReplayJudge(Header()).Compare(
       Recorded(Service(80)), DispatchResult(absl::UnavailableError("plugin crashed")));
