@@ -24,6 +24,8 @@
 // answer into the children of the next request (as if the host had applied them), so a test
 // can check that a controller settles.
 //
+// Replaying a recording of a live host against a new build: replay.h (included here).
+//
 // The namespace is ctrlhost::sdk::testing; inside namespace ctrlhost::sdk, write GoogleTest's
 // as ::testing.
 //
@@ -42,6 +44,7 @@
 #include "nlohmann/json.hpp"
 #include "sdk/cpp/controller.h"
 #include "sdk/cpp/plugin.h"
+#include "sdk/cpp/replay.h"
 #include "sdk/cpp/result.h"
 
 namespace ctrlhost::sdk::testing {

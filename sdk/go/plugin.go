@@ -75,6 +75,10 @@ func (p *Plugin) Add(c *Controller) *Plugin {
 	return p
 }
 
+// Controller is the controller named name (nil when the plugin has none), e.g. to replay its
+// recordings (ctrlhosttest.ReplayPlugin).
+func (p *Plugin) Controller(name string) *Controller { return p.controllers[name] }
+
 // Validate checks every controller's declaration.
 func (p *Plugin) Validate() error {
 	if len(p.controllers) == 0 {

@@ -1,5 +1,6 @@
 // Package ctrlhosttest runs ctrlhost controllers in tests: in process on fixture objects
-// (Reconcile), or served on a temporary Unix socket with a client acting as the host (Serve).
+// (Reconcile) or on the reconciles a host recorded (Replay, replay.go), or served on a temporary
+// Unix socket with a client acting as the host (Serve).
 //
 //	out := ctrlhosttest.Reconcile(t, controller, webapp, ctrlhosttest.Children(deployment))
 //	if out.Error != nil { t.Fatal(out.Error) }

@@ -539,4 +539,63 @@ export namespace testing {
   /** run, rejecting with HostWouldRefuse when the host would refuse the answer. */
   function reconcile(controller: Controller | ControllerBuilder, obj: JsonObject | null,
     options?: RunOptions): Promise<Outcome>;
+
+  /** A recording that cannot be found or read; the message names the file (and offset). */
+  class RecordingError extends Error {
+    constructor(message: string);
+  }
+  /** A recorded answer that the new one does not match. */
+  class ReplayDifference {
+    constructor(file: string, offset: number, sequence: number, key: string,
+      recorded: Record<string, any>, replayed: Record<string, any>);
+    readonly file: string;
+    /** Where the record's length prefix starts in `file`. */
+    readonly offset: number;
+    readonly sequence: number;
+    /** "namespace/name", or "name" for a cluster-scoped primary. */
+    readonly key: string;
+    /** The differing members of the normalized answers: "desired", "patches", "status",
+     * "conditions", "events", "requeueAfter", "error", "finalized". */
+    readonly members: string[];
+    /** Those members of the recorded and the new answer (absent when empty). */
+    readonly recorded: Record<string, any>;
+    readonly replayed: Record<string, any>;
+    /** The RFC 6902 JSON patch that turns `recorded` into `replayed`. */
+    readonly patch: { op: string; path: string; value?: any }[];
+    toString(): string;
+  }
+  /** What a replay found. compared = same + different; skipped: records without an answer. */
+  class ReplayResult {
+    constructor(files: string[]);
+    readonly files: string[];
+    compared: number;
+    same: number;
+    different: number;
+    skipped: number;
+    readonly differences: ReplayDifference[];
+    /** The files rewritten with the new answers (options.update). */
+    readonly updated: string[];
+    add(difference: ReplayDifference | null): void;
+    summary(): string;
+    /** The summary, then the first `limit` (20) differences. */
+    report(limit?: number): string;
+  }
+  interface ReplayOptions {
+    /** The controller's subdirectory in a directory of one per controller (default: the
+     * controller's name, or the only one). */
+    controller?: string;
+    /** Rewrite the records whose answers differ with the new answers as the recorded ones. */
+    update?: boolean;
+  }
+  /**
+   * Runs `target` (a plugin: the controller the recording names) in process on every call of
+   * a recording (a .ctrlrec file, a directory of them, or one subdirectory per controller) and
+   * compares its answers with the recorded ones. Rejects with RecordingError.
+   */
+  function replay(target: Controller | ControllerBuilder | Plugin, path: string,
+    options?: ReplayOptions): Promise<ReplayResult>;
+  /** replay, rejecting with an AssertionError listing the first `limit` (20) differences and
+   * the totals when an answer differs (never with options.update). */
+  function assertReplay(target: Controller | ControllerBuilder | Plugin, path: string,
+    options?: ReplayOptions & { limit?: number }): Promise<ReplayResult>;
 }

@@ -15,6 +15,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
+const protobuf = require('protobufjs');
 
 const PLUGIN_PROTO = 'ctrlhost/plugin/v1alpha1/plugin.proto';
 const HEALTH_PROTO = 'grpc/health/v1/health.proto';
@@ -54,6 +55,14 @@ function findProtoRoot(explicit) {
 }
 
 const cache = new Map();
+const rootCache = new Map();
+
+/** The directories imports are looked up in: `root`, then the well-known types' home. */
+function includeDirsOf(root) {
+  const includeDirs = [root];
+  if (fs.existsSync('/usr/include/google/protobuf/duration.proto')) includeDirs.push('/usr/include');
+  return includeDirs;
+}
 
 /**
  * Loads both services. Returns { plugin, health, definition, root } where `plugin` is the
@@ -62,8 +71,7 @@ const cache = new Map();
 function loadProtocol(protoPath) {
   const root = findProtoRoot(protoPath);
   if (cache.has(root)) return cache.get(root);
-  const includeDirs = [root];
-  if (fs.existsSync('/usr/include/google/protobuf/duration.proto')) includeDirs.push('/usr/include');
+  const includeDirs = includeDirsOf(root);
   const definition = protoLoader.loadSync([PLUGIN_PROTO, HEALTH_PROTO], {
     ...LOADER_OPTIONS,
     includeDirs,
@@ -80,4 +88,31 @@ function loadProtocol(protoPath) {
   return result;
 }
 
-module.exports = { loadProtocol, findProtoRoot, LOADER_OPTIONS };
+/**
+ * The protobufjs Root of plugin.proto, from the same files as loadProtocol and with field names
+ * as written, for the messages no RPC carries (the recording format, recording.js). Decode with
+ * `type.toObject(type.decode(bytes), LOADER_OPTIONS)` and encode with
+ * `type.encode(type.fromObject(object))`, as grpc-js does, to get the object form the rest of
+ * the SDK uses. Cached per root.
+ * @param {string} [protoPath]
+ * @returns {protobuf.Root}
+ */
+function loadProtocolRoot(protoPath) {
+  const dir = findProtoRoot(protoPath);
+  const cached = rootCache.get(dir);
+  if (cached) return cached;
+  const root = new protobuf.Root();
+  const includeDirs = includeDirsOf(dir);
+  const resolve = root.resolvePath;
+  root.resolvePath = (origin, target) => {
+    if (path.isAbsolute(target)) return target;
+    const found = includeDirs.map((d) => path.join(d, target)).find((f) => fs.existsSync(f));
+    return found || resolve(origin, target); // protobufjs' bundled well-known types
+  };
+  root.loadSync(PLUGIN_PROTO, { keepCase: true });
+  root.resolveAll();
+  rootCache.set(dir, root);
+  return root;
+}
+
+module.exports = { loadProtocol, loadProtocolRoot, findProtoRoot, LOADER_OPTIONS };

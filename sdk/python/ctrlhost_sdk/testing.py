@@ -20,23 +20,38 @@ messages as the host and the other SDKs' harnesses):
   `existing` object the primary does not control: NotControlled) sets Outcome.refused, and
   `reconcile` raises HostWouldRefuse (an AssertionError: the test fails). To test a refusal
   itself, use `run`, which returns the Outcome either way.
+
+`replay` and `assert_replay` run a controller the same way on every call of a recording (what
+`ctrlhost run --record` wrote) and compare its answers with the recorded ones:
+
+    testing.assert_replay(greeter, "testdata/greeter-recording")   # fails listing differences
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
-from ctrlhost_sdk import _host_judgement
+from ctrlhost_sdk import _host_judgement, _recording
 from ctrlhost_sdk._proto import pb
+from ctrlhost_sdk._recording import RecordingError
+from ctrlhost_sdk._replay import (
+    CONDITION_STATUS as _STATUS,
+    ERROR_KIND as _ERROR,
+    EVENT_TYPE as _EVENT,
+    Difference,
+    ReplayResult,
+    compare,
+    primary_is_secret,
+    redact_response,
+)
 from ctrlhost_sdk.controller import Controller
+from ctrlhost_sdk.plugin import Plugin
 from ctrlhost_sdk.request import JsonObject
 from ctrlhost_sdk.result import ALL_CAPABILITIES
 
-_STATUS = {pb.CONDITION_STATUS_TRUE: "True", pb.CONDITION_STATUS_FALSE: "False",
-           pb.CONDITION_STATUS_UNKNOWN: "Unknown"}
-_EVENT = {pb.EVENT_TYPE_NORMAL: "Normal", pb.EVENT_TYPE_WARNING: "Warning"}
-_ERROR = {pb.ERROR_KIND_RETRYABLE: "retryable", pb.ERROR_KIND_TERMINAL: "terminal"}
+__all__ = ["Difference", "HostWouldNotSend", "HostWouldRefuse", "Outcome", "RecordingError",
+           "ReplayResult", "assert_replay", "make_call", "reconcile", "replay", "run"]
 
 
 def _raw(obj: JsonObject) -> pb.RawObject:
@@ -136,3 +151,82 @@ def reconcile(controller: Controller, obj: Optional[JsonObject],
     if outcome.refused is not None:
         raise HostWouldRefuse("the host would refuse this answer: " + outcome.refused, outcome)
     return outcome
+
+
+def _controller_named(target: Union[Controller, Plugin], name: str) -> Controller:
+    if isinstance(target, Controller):
+        return target
+    controller = target.controllers.get(name)
+    if controller is None:
+        raise RecordingError('plugin "%s" has no controller "%s"' % (target.name, name))
+    return controller
+
+
+def _replay_file(controller: Controller, recording: _recording.RecordingFile,
+                 result: ReplayResult, update: bool) -> None:
+    """Runs `controller` on every recorded call of one file, in order, as `run` does
+    (Controller.invoke, with the capabilities the record says were in effect), and compares
+    the answers; with `update`, rewrites the records whose answers differ."""
+    header = recording.header
+    primary_secret = primary_is_secret(header)
+    bodies, changed = [], False
+    for offset, record, body in recording.records:
+        bodies.append(body)
+        if record.WhichOneof("answer") != "response":
+            result.skipped += 1
+            continue
+        capabilities = frozenset(record.capabilities) or ALL_CAPABILITIES
+        answer = controller.invoke(record.response.request_id or 1, record.call, capabilities)
+        if not header.secret_data:
+            answer = redact_response(answer, primary_secret)
+        difference = compare(recording.path, offset, record, answer)
+        result.add(difference)
+        if difference is not None and update:
+            updated = pb.ReconcileRecord()
+            updated.CopyFrom(record)  # unknown fields too
+            updated.response.CopyFrom(answer)
+            bodies[-1], changed = updated.SerializeToString(), True
+    if changed:
+        _recording.replace_file(recording.path,
+                                _recording.encode_recording(recording.start, bodies))
+        result.updated.append(recording.path)
+
+
+def replay(target: Union[Controller, Plugin], path: str, controller: Optional[str] = None,
+           update: bool = False) -> ReplayResult:
+    """Replays a recording (what `ctrlhost run --record` wrote) against `target`: runs it in
+    process, as `run` does, on every recorded call in order, and compares each new answer with
+    the recorded one (see _replay.py: what counts as different). `path` is a .ctrlrec file, a
+    directory of them, or a directory with one subdirectory per controller (`controller` picks
+    one; default: the Controller's name, or the only one). A Plugin runs the controller the
+    recording's header names. Records without an answer (a failed dispatch) are skipped.
+
+    `update`: rewrite the records whose answers differ with the new answers as the recorded
+    ones (header, other records and every other field kept byte for byte; a temporary file
+    renamed over each file changed).
+
+    RecordingError when the recording cannot be read (the message names the file and offset)
+    or holds another controller than the one asked for."""
+    wanted = controller or (target.name if isinstance(target, Controller) else None)
+    files = _recording.find_recording(path, wanted)
+    result = ReplayResult(files)
+    for file in files:
+        recording = _recording.read_recording(file)
+        held = recording.header.controller.name
+        wanted = wanted or held
+        if held != wanted:
+            raise RecordingError("%s: holds controller %s, not %s" % (file, held, wanted))
+        _replay_file(_controller_named(target, wanted), recording, result, update)
+    return result
+
+
+def assert_replay(target: Union[Controller, Plugin], path: str,
+                  controller: Optional[str] = None, update: bool = False,
+                  limit: int = 20) -> ReplayResult:
+    """`replay`, raising AssertionError when an answer differs; its message has the totals and
+    the first `limit` differences. With `update` it only rewrites the files and never fails,
+    like a golden-file test run to refresh its files."""
+    result = replay(target, path, controller, update)
+    if result.differences and not update:
+        raise AssertionError("replaying %s: %s" % (path, result.report(limit)))
+    return result
