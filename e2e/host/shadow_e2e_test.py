@@ -172,6 +172,65 @@ class ShadowTest(host_fixture.ChaosHostTest):
         self.assertEqual(wrong.returncode, 2)
         self.assertIn("--min-agreement needs --from-shadow", wrong.stderr)
 
+    def test_4_a_shadow_in_the_operator_file_follows_live_edits(self):
+        path = os.path.join(self.host.data_dir, "operator.yaml")
+        shadow_dir = tempfile.mkdtemp(prefix="file-shadow-", dir=os.environ.get("TEST_TMPDIR"))
+        base = OPERATOR.format(chaos=self.chaos, dir=self.dir)
+        block = """\
+      shadow:
+        exec:
+          command: {chaos}
+          env:
+            CHAOS_DIR: {dir}
+            CHAOS_CHANGE_DATA_KEY: port
+            CHAOS_CHANGE_DATA_VALUE: "8080"
+        percent: {percent}
+"""
+        marker = "          CHAOS_DIR: %s\n" % self.dir
+
+        def write(percent=None, command=None):
+            text = base
+            if percent is not None:
+                text = text.replace(marker, marker + block.format(
+                    chaos=command or self.chaos, dir=shadow_dir, percent=percent))
+            with open(path, "w") as f:
+                f.write(text)
+
+        started = self.host.log().count("shadow from the operator file started")
+        write(percent=100)
+        self.host.wait_for(lambda: self.host.log().count("shadow from the operator file started")
+                           > started, "the file's shadow started")
+        self.assertRegex(self.shadow().stdout, r"shadow generation \d+ READY, 100% of the keys")
+        different = self.comparisons("different")
+        self.touch_all("d")
+        self.host.wait_for(lambda: self.comparisons("different") >= different + OBJECTS / 2,
+                           "the file's shadow differs on the keys with a port")
+
+        # A live edit of the block restarts the shadow with it; the plugin is not swapped.
+        generation = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)[
+            "plugins"][0]["swapGeneration"]
+        write(percent=50)
+        self.host.wait_for(lambda: "50% of the keys" in self.shadow().stdout,
+                           "the edited shadow")
+        after = json.loads(self.host.ctrlhost("plugin", "list", "-o", "json").stdout)
+        self.assertEqual(after["plugins"][0]["swapGeneration"], generation)
+
+        # A shadow that cannot start is retried and says why, and the serving instance serves.
+        write(percent=100, command="/nonexistent/chaos")
+        self.host.wait_for(lambda: "shadow from the operator file did not start; retrying"
+                           in self.host.log(), "the refusal in the log")
+        self.assertIn("has no shadow", self.shadow().stdout)
+
+        # Removing the block stops the shadow.
+        write(percent=100)
+        self.host.wait_for(lambda: "READY" in self.shadow().stdout, "the shadow again")
+        write()
+        self.host.wait_for(lambda: "has no shadow" in self.shadow().stdout, "no shadow")
+        self.host.kubectl("patch", "chaos", self.names[3], "-n", "default", "--type", "merge",
+                          "-p", json.dumps({"spec": {"data": {"k": "file"}}}), check=True)
+        self.host.wait_for(lambda: self.configmap(self.names[3])["data"].get("k") == "file",
+                           "the serving instance still serves")
+
 
 if __name__ == "__main__":
     bazel_unittest.main()

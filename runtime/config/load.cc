@@ -247,19 +247,24 @@ absl::StatusOr<std::vector<OperatorSpec>> Finish(std::vector<OperatorSpec> ops,
 // Paths in a file are relative to the host's working directory (operator_spec.h): made absolute
 // here, once, so that a plugin's working_dir cannot change what its command names and nothing
 // downstream (sandbox, plugin environment) sees a relative path.
+void MakeSourceAbsolute(std::variant<ExecSpec, EndpointSpec>& source) {
+  if (auto* exec = std::get_if<ExecSpec>(&source); exec != nullptr) {
+    exec->command = common::AbsoluteCommand(exec->command);
+    exec->working_dir = common::AbsolutePath(exec->working_dir);
+  } else if (auto* endpoint = std::get_if<EndpointSpec>(&source);
+             endpoint != nullptr && endpoint->tls.has_value()) {
+    endpoint->tls->ca_file = common::AbsolutePath(endpoint->tls->ca_file);
+    endpoint->tls->cert_file = common::AbsolutePath(endpoint->tls->cert_file);
+    endpoint->tls->key_file = common::AbsolutePath(endpoint->tls->key_file);
+  }
+}
+
 void MakePathsAbsolute(std::vector<OperatorSpec>& ops) {
   for (OperatorSpec& op : ops) {
     if (op.record.has_value()) op.record->dir = common::AbsolutePath(op.record->dir);
     for (PluginSpec& plugin : op.plugins) {
-      if (auto* exec = std::get_if<ExecSpec>(&plugin.source); exec != nullptr) {
-        exec->command = common::AbsoluteCommand(exec->command);
-        exec->working_dir = common::AbsolutePath(exec->working_dir);
-      } else if (auto* endpoint = std::get_if<EndpointSpec>(&plugin.source);
-                 endpoint != nullptr && endpoint->tls.has_value()) {
-        endpoint->tls->ca_file = common::AbsolutePath(endpoint->tls->ca_file);
-        endpoint->tls->cert_file = common::AbsolutePath(endpoint->tls->cert_file);
-        endpoint->tls->key_file = common::AbsolutePath(endpoint->tls->key_file);
-      }
+      MakeSourceAbsolute(plugin.source);
+      if (plugin.shadow.has_value()) MakeSourceAbsolute(plugin.shadow->source);
     }
   }
 }
@@ -356,6 +361,11 @@ std::vector<std::string> KnownFieldPaths() {
   AddPaths("spec.plugins[].exec.env[]", EnvVarFields(), out);
   AddPaths("spec.plugins[].endpoint", EndpointFields(), out);
   AddPaths("spec.plugins[].endpoint.tls", TlsFields(), out);
+  AddPaths("spec.plugins[].shadow", internal::ShadowFields(), out);
+  AddPaths("spec.plugins[].shadow.exec", ExecFields(), out);
+  AddPaths("spec.plugins[].shadow.exec.env[]", EnvVarFields(), out);
+  AddPaths("spec.plugins[].shadow.endpoint", EndpointFields(), out);
+  AddPaths("spec.plugins[].shadow.endpoint.tls", TlsFields(), out);
   AddPaths("spec.controllers[]", ControllerFields(), out);
   AddPaths("spec.controllers[].rateLimit", RateLimitFields(), out);
   AddPaths("spec.controllers[].sharding", ShardingFields(), out);

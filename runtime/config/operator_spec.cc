@@ -53,6 +53,17 @@ const RouteSpec* OperatorSpec::FindRoute(const std::string& controller) const {
   return nullptr;
 }
 
+namespace {
+
+// The plugins' shadows in order (PluginSpec::operator== leaves them out).
+std::vector<std::optional<ShadowSpec>> ShadowsOf(const std::vector<PluginSpec>& plugins) {
+  std::vector<std::optional<ShadowSpec>> out;
+  for (const PluginSpec& p : plugins) out.push_back(p.shadow);
+  return out;
+}
+
+}  // namespace
+
 bool RecordSpec::Records(const std::string& controller) const {
   return controllers.empty() ||
          std::find(controllers.begin(), controllers.end(), controller) != controllers.end();
@@ -61,7 +72,7 @@ bool RecordSpec::Records(const std::string& controller) const {
 bool OperatorSpec::operator==(const OperatorSpec& o) const {
   return name == o.name && labels == o.labels && annotations == o.annotations &&
          plugins == o.plugins && controllers == o.controllers && routes == o.routes &&
-         api_weight == o.api_weight && record == o.record;
+         api_weight == o.api_weight && record == o.record && ShadowsOf(plugins) == ShadowsOf(o.plugins);
 }
 
 OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
@@ -91,13 +102,15 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
       auto p = old_plugins.find(plugin);
       if (p == old_plugins.end()) {
         change.added_plugins.push_back(plugin);
-      } else if (*p->second != *spec) {
-        change.changed_plugins.push_back(plugin);
+      } else {
+        if (*p->second != *spec) change.changed_plugins.push_back(plugin);
+        if (p->second->shadow != spec->shadow) change.shadow_changed_plugins.push_back(plugin);
       }
     }
     std::sort(change.added_plugins.begin(), change.added_plugins.end());
     std::sort(change.removed_plugins.begin(), change.removed_plugins.end());
     std::sort(change.changed_plugins.begin(), change.changed_plugins.end());
+    std::sort(change.shadow_changed_plugins.begin(), change.shadow_changed_plugins.end());
     change.controllers_changed = was.controllers != now->controllers;
     change.routes_changed = was.routes != now->routes;
     change.metadata_changed = was.labels != now->labels || was.annotations != now->annotations;
@@ -105,7 +118,8 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
     change.record_changed = was.record != now->record;
     // Plugins only listed in another order: nothing to restart.
     if (change.added_plugins.empty() && change.removed_plugins.empty() &&
-        change.changed_plugins.empty() && !change.controllers_changed && !change.routes_changed &&
+        change.changed_plugins.empty() && change.shadow_changed_plugins.empty() &&
+        !change.controllers_changed && !change.routes_changed &&
         !change.metadata_changed && !change.api_weight_changed &&
         !change.record_changed) {
       continue;

@@ -84,6 +84,20 @@ struct EndpointSpec {
   bool operator==(const EndpointSpec& o) const { return address == o.address && tls == o.tls; }
 };
 
+// spec.plugins[].shadow: another release of the plugin run beside it, given the calls the serving
+// instance gets, compared and never applied (docs/hot-swap.md, "Shadows"); as `ctrlhost plugin
+// shadow` starts one.
+struct ShadowSpec {
+  std::variant<ExecSpec, EndpointSpec> source;
+  std::optional<int> percent;        // 1..100; unset: 100 (every key)
+  std::optional<int> max_in_flight;  // >= 1; unset: 64
+  SourceLocation location;           // of the block
+  bool operator==(const ShadowSpec& o) const {
+    return source == o.source && percent == o.percent && max_in_flight == o.max_in_flight;
+  }
+  bool operator!=(const ShadowSpec& o) const { return !(*this == o); }
+};
+
 struct PluginSpec {
   std::string name;  // DNS-1123 label, unique within the operator
   std::variant<ExecSpec, EndpointSpec> source;
@@ -99,6 +113,9 @@ struct PluginSpec {
   // How many controllers the plugin's Describe may declare (plugin::DescribeLimits); unset:
   // the host's default (100).
   std::optional<int> max_controllers;  // 1 .. 10000
+  // Not part of operator==: a changed shadow restarts the shadow, never swaps the plugin
+  // (OperatorChange::shadow_changed_plugins).
+  std::optional<ShadowSpec> shadow;
   SourceLocation location;             // of the list item
 
   const ExecSpec* exec() const { return std::get_if<ExecSpec>(&source); }
@@ -266,6 +283,8 @@ struct OperatorChange {
   std::vector<std::string> added_plugins;    // by name, sorted
   std::vector<std::string> removed_plugins;  // by name, sorted
   std::vector<std::string> changed_plugins;  // same name, different spec; sorted
+  // Same name, different (or added, or removed) shadow; sorted. A plugin can be in both lists.
+  std::vector<std::string> shadow_changed_plugins;
   bool controllers_changed = false;          // spec.controllers differ
   bool routes_changed = false;               // spec.routes differ
   bool api_weight_changed = false;           // spec.scheduling.apiWeight differs (no restart)

@@ -1,4 +1,5 @@
-// spec.record of the operator file: which controllers' reconciles are recorded, and where.
+// The operator file's parts of safe upgrades: spec.record (which controllers' reconciles are
+// recorded, and where) and spec.plugins[].shadow.
 #include <string>
 #include <vector>
 
@@ -77,6 +78,69 @@ TEST(RecordTest, BadValuesAreNamed) {
   EXPECT_THAT(Error("  record: {dir: r, maxBytes: 1000}\n"), HasSubstr("spec.record.maxBytes"));
   EXPECT_THAT(Error("  record: {dir: r, extra: 1}\n"), HasSubstr("spec.record.extra"));
   EXPECT_THAT(Error("  record: rec\n"), HasSubstr("spec.record"));
+}
+
+constexpr char kShadowed[] = R"(apiVersion: ctrlhost.dev/v1alpha1
+kind: Operator
+metadata:
+  name: web
+spec:
+  plugins:
+    - name: a
+      exec: {command: /bin/a}
+)";
+
+// spec.plugins[].shadow lives beside spec.record in the same issue (safe upgrades).
+TEST(ShadowTest, IsReadAndAChangeIsAShadowChangeNotASwap) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
+      absl::StrCat(kShadowed, "      shadow:\n        exec: {command: /bin/b, env: {X: \"1\"}}\n"
+                              "        percent: 25\n        maxInFlight: 8\n"),
+      "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  const PluginSpec& plugin = (*ops)[0].plugins[0];
+  ASSERT_TRUE(plugin.shadow.has_value());
+  ASSERT_NE(std::get_if<ExecSpec>(&plugin.shadow->source), nullptr);
+  EXPECT_EQ(std::get<ExecSpec>(plugin.shadow->source).command, "/bin/b");
+  EXPECT_EQ(plugin.shadow->percent, 25);
+  EXPECT_EQ(plugin.shadow->max_in_flight, 8);
+
+  std::vector<OperatorSpec> changed = *ops;
+  changed[0].plugins[0].shadow->percent = 50;
+  OperatorSetDiff diff = Diff(*ops, changed);
+  ASSERT_EQ(diff.changed.size(), 1u);
+  EXPECT_THAT(diff.changed[0].shadow_changed_plugins, ElementsAre("a"));
+  EXPECT_TRUE(diff.changed[0].changed_plugins.empty());
+  changed[0].plugins[0].shadow.reset();
+  EXPECT_THAT(Diff(*ops, changed).changed[0].shadow_changed_plugins, ElementsAre("a"));
+  changed[0].plugins[0].shadow = ops->at(0).plugins[0].shadow;
+  EXPECT_TRUE(Diff(*ops, changed).empty());
+  // The plugin's own source changing is a swap, and its shadow is left alone.
+  std::get<ExecSpec>(changed[0].plugins[0].source).command = "/bin/c";
+  diff = Diff(*ops, changed);
+  EXPECT_THAT(diff.changed[0].changed_plugins, ElementsAre("a"));
+  EXPECT_TRUE(diff.changed[0].shadow_changed_plugins.empty());
+}
+
+TEST(ShadowTest, BadValuesAreNamed) {
+  auto error = [](absl::string_view shadow) {
+    absl::StatusOr<std::vector<OperatorSpec>> ops =
+        ParseOperators(absl::StrCat(kShadowed, shadow), "op.yaml");
+    return ops.ok() ? std::string() : std::string(ops.status().message());
+  };
+  EXPECT_THAT(error("      shadow: {percent: 10}\n"),
+              HasSubstr("spec.plugins[0].shadow: exactly one of exec or endpoint is required"));
+  EXPECT_THAT(error("      shadow: {exec: {command: b}, endpoint: {address: \"unix:///s\"}}\n"),
+              HasSubstr("exec and endpoint are mutually exclusive"));
+  EXPECT_THAT(error("      shadow: {exec: {command: b}, percent: 0}\n"),
+              HasSubstr("spec.plugins[0].shadow.percent"));
+  EXPECT_THAT(error("      shadow: {exec: {command: b}, percent: 101}\n"),
+              HasSubstr("spec.plugins[0].shadow.percent"));
+  EXPECT_THAT(error("      shadow: {exec: {command: b}, maxInFlight: 0}\n"),
+              HasSubstr("spec.plugins[0].shadow.maxInFlight"));
+  EXPECT_THAT(error("      shadow: {endpoint: {address: \"example.com:80\"}}\n"),
+              HasSubstr("plaintext is only allowed"));
+  EXPECT_THAT(error("      shadow: {exec: {command: b}, name: x}\n"),
+              HasSubstr("spec.plugins[0].shadow.name"));
 }
 
 }  // namespace

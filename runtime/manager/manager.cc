@@ -88,6 +88,7 @@ absl::StatusOr<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options)
                                                    ? "unavailable (kernel)"
                                                    : "off (--plugin-landlock=false)")}});
   manager->loop_ = std::thread([m = manager.get()] { m->Loop(); });
+  manager->shadow_loop_ = std::thread([m = manager.get()] { m->ShadowLoop(); });
   return manager;
 }
 
@@ -204,7 +205,9 @@ void Manager::Loop() {
 }
 void Manager::Tick() {
   const bool api_reachable = !options_.api_reachable || options_.api_reachable();
-  for (const PluginView& view : AllPlugins()) {
+  const std::vector<PluginView> views = AllPlugins();
+  QueueFileShadows(views);
+  for (const PluginView& view : views) {
     Plugin* p = view.plugin.get();
     const SlotStatus slot = p->slot->Snapshot();
     const std::pair<uint64_t, uint64_t> instance{slot.serving_generation, slot.serving.restarts};
@@ -419,8 +422,10 @@ void Manager::Stop() {
     if (stopping_ && operators_.empty()) return;
     stopping_ = true;
     cv_.SignalAll();
+    file_shadows_cv_.SignalAll();
   }
   if (loop_.joinable()) loop_.join();
+  if (shadow_loop_.joinable()) shadow_loop_.join();
   {
     common::MutexLock lock(&mu_);
     operators.swap(operators_);

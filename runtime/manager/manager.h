@@ -46,6 +46,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -279,6 +280,11 @@ class Manager {
   // serving instance (BackgroundTasks::Sync); called by the loop every tick.
   void SyncBackgroundTasks();
   void Loop();
+  // The operator files' shadows (spec.plugins[].shadow): Tick queues a plugin whose file shadow
+  // is pending once it serves; this thread applies it (StartShadow waits for the shadow to be
+  // ready, which the loop must not).
+  void ShadowLoop();
+  void ApplyFileShadow(const std::shared_ptr<Plugin>& p);
   void Wake();
   // Ready() when `pending` is null; Started(pending, refused) otherwise.
   absl::Status Check(std::vector<std::string>* pending,
@@ -297,6 +303,7 @@ class Manager {
     // The dispatchers of the routed controllers its group runs (for the dump).
     std::vector<std::shared_ptr<RouteDispatcher>> route_dispatchers;
   };
+  void QueueFileShadows(const std::vector<PluginView>& views);
   std::vector<PluginView> AllPlugins() const;
   // Stops `view`'s controllers when the caches they read exceed its spec.max_cache_bytes
   // (recording why for /readyz, the dump and the log); true when it did.
@@ -379,7 +386,10 @@ class Manager {
   // The operators with a fence of their own whose Lease this host holds.
   std::set<std::string> dispatching_operators_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<std::shared_ptr<Plugin>> file_shadows_ ABSL_GUARDED_BY(mu_);
+  common::CondVar file_shadows_cv_;  // wakes ShadowLoop (a queued plugin, stop)
   std::thread loop_;
+  std::thread shadow_loop_;
 };
 
 }  // namespace ctrlhost::manager

@@ -121,6 +121,20 @@ void Manager::ApplyChange(const config::OperatorChange& change, const config::Op
           ": swap refused, the running instance keeps serving: ", result.status.message()));
     }
   }
+  for (const std::string& name : change.shadow_changed_plugins) {
+    const config::PluginSpec* plugin_spec = spec.FindPlugin(name);
+    if (plugin_spec == nullptr) continue;
+    common::MutexLock lock(&mu_);
+    for (auto& p : op->plugins) {
+      if (p->name != name) continue;
+      p->spec.shadow = plugin_spec->shadow;
+      p->file_shadow_pending = true;
+      p->file_shadow_failures = 0;
+      p->file_shadow_retry_at = absl::InfinitePast();
+    }
+    wake_ = true;  // the loop queues it at its next tick
+    cv_.SignalAll();
+  }
   if (change.controllers_changed || change.routes_changed || change.record_changed) {
     ReapplyOverrides(op, spec);
   }

@@ -46,6 +46,14 @@ struct Manager::Plugin {
   // changes them); readers use PluginView's copies.
   config::PluginSpec spec;
   config::PluginSpec shadow_spec;  // the running shadow's source (PluginSlot has the instance)
+  // spec.shadow of the operator file, guarded by the manager's mu_: pending (set at creation and
+  // by a live edit of the block) until ShadowLoop applied it; retried after a failure from
+  // file_shadow_retry_at. file_shadow_running: the running shadow is the file's (a shadow
+  // started with `ctrlhost plugin shadow` is left alone by a file without one).
+  bool file_shadow_pending = false;
+  bool file_shadow_running = false;
+  int file_shadow_failures = 0;
+  absl::Time file_shadow_retry_at = absl::InfinitePast();
   std::vector<config::ControllerSpec> overrides;
   std::vector<config::RouteSpec> routes;  // the operator's spec.routes
   std::optional<config::RecordSpec> record;  // the operator's spec.record

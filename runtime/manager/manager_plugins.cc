@@ -113,6 +113,7 @@ absl::StatusOr<std::shared_ptr<Manager::Plugin>> Manager::NewPlugin(
   p->overrides = op.controllers;
   p->routes = op.routes;
   p->record = op.record;
+  p->file_shadow_pending = plugin_spec.shadow.has_value();
   BackgroundTasksOptions task_options;
   task_options.operator_name = op.name;
   task_options.plugin = plugin_spec.name;
@@ -430,6 +431,86 @@ SwapResult Manager::StartShadow(const std::string& operator_name, const std::str
     view->plugin->shadow_spec = spec;
   }
   return result;
+}
+
+void Manager::QueueFileShadows(const std::vector<PluginView>& views) {
+  const absl::Time now = clock_->Now();
+  common::MutexLock lock(&mu_);
+  for (const PluginView& view : views) {
+    Plugin* p = view.plugin.get();
+    // Once the plugin serves: a shadow is checked against the serving instance's controllers.
+    if (!p->file_shadow_pending || view.group == nullptr || now < p->file_shadow_retry_at) continue;
+    if (p->slot->Snapshot().serving.state != plugin::PluginState::kReady) continue;
+    p->file_shadow_pending = false;
+    file_shadows_.push_back(view.plugin);
+    file_shadows_cv_.SignalAll();
+  }
+}
+
+void Manager::ShadowLoop() {
+  while (true) {
+    std::shared_ptr<Plugin> p;
+    {
+      common::MutexLock lock(&mu_);
+      while (file_shadows_.empty() && !stopping_) file_shadows_cv_.Wait(&mu_);
+      if (stopping_) return;
+      p = std::move(file_shadows_.front());
+      file_shadows_.pop_front();
+    }
+    ApplyFileShadow(p);
+  }
+}
+
+void Manager::ApplyFileShadow(const std::shared_ptr<Plugin>& p) {
+  std::optional<config::ShadowSpec> wanted;
+  config::PluginSpec spec;
+  bool from_file = false;
+  {
+    common::MutexLock lock(&mu_);
+    wanted = p->spec.shadow;
+    spec = p->spec;
+    from_file = p->file_shadow_running;
+  }
+  SwapOptions swap;
+  if (spec.startup_timeout.has_value()) swap.ready_timeout = *spec.startup_timeout;
+  // A running shadow gives way to the file's new one; one started by hand stays unless the file
+  // names one.
+  if (p->slot->shadow_comparator() != nullptr && (wanted.has_value() || from_file)) {
+    StopShadow(p->operator_name, p->name, swap).IgnoreError();
+    common::MutexLock lock(&mu_);
+    p->file_shadow_running = false;
+  }
+  if (!wanted.has_value()) return;
+  config::PluginSpec source = spec;
+  source.source = wanted->source;
+  ShadowOptions options;
+  if (wanted->percent.has_value()) options.percent = static_cast<uint32_t>(*wanted->percent);
+  if (wanted->max_in_flight.has_value()) {
+    options.max_in_flight = static_cast<size_t>(*wanted->max_in_flight);
+  }
+  const SwapResult result = StartShadow(p->operator_name, p->name, source, options, swap);
+  common::MutexLock lock(&mu_);
+  if (result.status.ok()) {
+    p->file_shadow_running = true;
+    p->file_shadow_failures = 0;
+    common::LogInfo("shadow from the operator file started",
+                    {{"operator", p->operator_name}, {"plugin", p->name},
+                     {"location", wanted->location.ToString()}});
+    return;
+  }
+  // Retried with backoff (5 s doubling to 5 min) until it starts or the block changes.
+  const absl::Duration backoff =
+      std::min(absl::Seconds(5) * (int64_t{1} << std::min(p->file_shadow_failures, 6)),
+               absl::Minutes(5));
+  ++p->file_shadow_failures;
+  p->file_shadow_pending = true;
+  p->file_shadow_retry_at = clock_->Now() + backoff;
+  common::LogWarning("shadow from the operator file did not start; retrying",
+                     {{"operator", p->operator_name},
+                      {"plugin", p->name},
+                      {"location", wanted->location.ToString()},
+                      {"error", result.status.message()},
+                      {"retry_in", absl::FormatDuration(backoff)}});
 }
 
 absl::Status Manager::StopShadow(const std::string& operator_name, const std::string& plugin,

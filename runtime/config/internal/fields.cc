@@ -23,7 +23,8 @@ const std::vector<absl::string_view>& SpecFields() {
 const std::vector<absl::string_view>& PluginFields() {
   static const auto* const v = new std::vector<absl::string_view>{
       "name",           "exec",        "endpoint",      "startupTimeout",    "shutdownGracePeriod",
-      "requestTimeout", "maxInFlight", "maxCacheBytes", "notServingTimeout", "maxControllers"};
+      "requestTimeout", "maxInFlight", "maxCacheBytes", "notServingTimeout", "maxControllers",
+      "shadow"};
   return *v;
 }
 const std::vector<absl::string_view>& ExecFields() {
@@ -90,6 +91,11 @@ const std::vector<absl::string_view>& LeaderElectionFields() {
   static const auto* const v =
       new std::vector<absl::string_view>{"leaseDuration", "renewDeadline",  "retryPeriod",
                                          "leaseName",     "leaseNamespace", "perOperator"};
+  return *v;
+}
+const std::vector<absl::string_view>& ShadowFields() {
+  static const auto* const v =
+      new std::vector<absl::string_view>{"exec", "endpoint", "percent", "maxInFlight"};
   return *v;
 }
 const std::vector<absl::string_view>& RecordFields() {

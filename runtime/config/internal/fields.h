@@ -36,6 +36,7 @@ const std::vector<absl::string_view>& ApiClientFields();
 const std::vector<absl::string_view>& LeaderElectionFields();
 const std::vector<absl::string_view>& RateLimitFields();
 const std::vector<absl::string_view>& RecordFields();
+const std::vector<absl::string_view>& ShadowFields();
 
 // The field of `fields` called `name`, or an undefined node.
 YAML::Node Get(const std::vector<Field>& fields, absl::string_view name);

@@ -168,6 +168,39 @@ RateLimitSpec ParseRateLimit(YamlReader& r, const YAML::Node& node, const std::s
   return limit;
 }
 
+// The source of a plugin or of its shadow: exactly one of exec and endpoint.
+std::variant<ExecSpec, EndpointSpec> ParseSource(YamlReader& r, const YAML::Node& node,
+                                                 const std::vector<Field>& fields,
+                                                 const std::string& path) {
+  const bool has_exec = Has(fields, "exec");
+  const bool has_endpoint = Has(fields, "endpoint");
+  if (has_exec && has_endpoint) {
+    r.Error(Get(fields, "endpoint"), path, "exec and endpoint are mutually exclusive");
+  } else if (!has_exec && !has_endpoint) {
+    r.Error(node, path, "exactly one of exec or endpoint is required");
+  }
+  if (has_endpoint && !has_exec) {
+    return ParseEndpoint(r, Get(fields, "endpoint"), Join(path, "endpoint"));
+  }
+  if (has_exec) return ParseExec(r, Get(fields, "exec"), Join(path, "exec"));
+  return ExecSpec{};
+}
+
+ShadowSpec ParseShadow(YamlReader& r, const YAML::Node& node, const std::string& path) {
+  ShadowSpec shadow;
+  shadow.location = r.Location(node);
+  const std::vector<Field> fields = r.Fields(node, path, ShadowFields());
+  if (!node.IsMap()) return shadow;
+  shadow.source = ParseSource(r, node, fields, path);
+  if (auto n = r.Int(Get(fields, "percent"), Join(path, "percent"), 1, 100)) {
+    shadow.percent = static_cast<int>(*n);
+  }
+  if (auto n = r.Int(Get(fields, "maxInFlight"), Join(path, "maxInFlight"), 1, kMaxCount)) {
+    shadow.max_in_flight = static_cast<int>(*n);
+  }
+  return shadow;
+}
+
 }  // namespace
 
 std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
@@ -182,17 +215,9 @@ std::optional<PluginSpec> ParsePlugin(YamlReader& r, const YAML::Node& node,
     CheckDns1123Label(r, Get(fields, "name"), Join(path, "name"), *name);
     plugin.name = *name;
   }
-  const bool has_exec = Has(fields, "exec");
-  const bool has_endpoint = Has(fields, "endpoint");
-  if (has_exec && has_endpoint) {
-    r.Error(Get(fields, "endpoint"), path, "exec and endpoint are mutually exclusive");
-  } else if (!has_exec && !has_endpoint) {
-    r.Error(node, path, "exactly one of exec or endpoint is required");
-  }
-  if (has_exec) {
-    plugin.source = ParseExec(r, Get(fields, "exec"), Join(path, "exec"));
-  } else if (has_endpoint) {
-    plugin.source = ParseEndpoint(r, Get(fields, "endpoint"), Join(path, "endpoint"));
+  plugin.source = ParseSource(r, node, fields, path);
+  if (const YAML::Node shadow = Get(fields, "shadow"); !IsAbsent(shadow)) {
+    plugin.shadow = ParseShadow(r, shadow, Join(path, "shadow"));
   }
   plugin.startup_timeout =
       r.Duration(Get(fields, "startupTimeout"), Join(path, "startupTimeout"), false);
