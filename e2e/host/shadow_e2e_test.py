@@ -172,6 +172,47 @@ class ShadowTest(host_fixture.ChaosHostTest):
         self.assertEqual(wrong.returncode, 2)
         self.assertIn("--min-agreement needs --from-shadow", wrong.stderr)
 
+    def test_3b_the_same_release_agrees_on_every_call_under_load(self):
+        before = {r: self.comparisons(r) for r in ("same", "different", "shadow_error")}
+        self.start_shadow()
+        # 40 objects, 15 rounds of changes as fast as kubectl makes them: at least 600 calls.
+        for touch in range(15):
+            self.touch_all("load-%d" % touch)
+        self.host.wait_for(lambda: self.comparisons("same") - before["same"] >= 500,
+                           "500 calls compared")
+        self.host.wait_for(lambda: self.host.metric("ctrlhost_plugin_in_flight",
+                                                    plugin="chaos") == 0, "no call in flight")
+        self.assertEqual(self.comparisons("different"), before["different"])
+        self.assertEqual(self.comparisons("shadow_error"), before["shadow_error"])
+        print(self.shadow().stdout.splitlines()[:3])
+        stopped = self.shadow("--stop")
+        self.assertEqual(stopped.returncode, 0, stopped.stderr)
+
+    def test_3c_a_crashing_shadow_is_restarted_and_the_serving_instance_serves_on(self):
+        errors = self.host.metric("controller_runtime_reconcile_errors_total", default=0.0,
+                                  controller="chaos")
+        restarts = self.host.metric("ctrlhost_plugin_restarts_total", default=0.0,
+                                    plugin="chaos")
+        self.start_shadow("CHAOS_CRASH_EVERY=7")
+        for i, name in enumerate(self.names):
+            self.host.kubectl("patch", "chaos", name, "-n", "default", "--type", "merge",
+                              "-p", json.dumps({"spec": {"data": {"k": "crash-%d" % i}}}),
+                              check=True)
+        # Every change is written by the serving instance, whatever the shadow does.
+        self.host.wait_for(lambda: all(self.configmap(n)["data"].get("k") == "crash-%d" % i
+                                       for i, n in enumerate(self.names)),
+                           "every change written by the serving instance")
+        self.host.wait_for(lambda: re.search(r"READY, 100% of the keys, [1-9]\d* restarts?",
+                                             self.shadow().stdout), "the shadow restarted")
+        self.assertGreater(self.comparisons("shadow_error"), 0)
+        self.assertEqual(self.host.metric("controller_runtime_reconcile_errors_total",
+                                          default=0.0, controller="chaos"), errors)
+        # The serving instance never restarted: the shadow's crashes are the shadow's alone.
+        self.assertEqual(self.host.metric("ctrlhost_plugin_restarts_total", default=0.0,
+                                          plugin="chaos"), restarts)
+        stopped = self.shadow("--stop")
+        self.assertEqual(stopped.returncode, 0, stopped.stderr)
+
     def test_4_a_shadow_in_the_operator_file_follows_live_edits(self):
         path = os.path.join(self.host.data_dir, "operator.yaml")
         shadow_dir = tempfile.mkdtemp(prefix="file-shadow-", dir=os.environ.get("TEST_TMPDIR"))

@@ -488,7 +488,8 @@ std::string FormatShadow(const adminpb::Plugin& plugin) {
   const adminpb::Shadow& shadow = plugin.shadow();
   std::string out =
       absl::StrCat("plugin ", label, ": shadow generation ", shadow.swap_generation(), " ",
-                   StateName(shadow.state()), ", ", shadow.percent(), "% of the keys");
+                   StateName(shadow.state()), ", ", shadow.percent(), "% of the keys, ",
+                   shadow.restarts(), shadow.restarts() == 1 ? " restart" : " restarts");
   if (shadow.source().has_exec()) {
     absl::StrAppend(&out, ", command ", shadow.source().exec().command());
   } else if (shadow.source().has_endpoint()) {

@@ -163,6 +163,7 @@ adminpb::Plugin PluginToProto(const Manager::PluginReport& r) {
     shadow->set_swap_generation(r.slot.shadow_generation);
     shadow->set_state(ToProto(r.slot.shadow.state));
     shadow->set_percent(r.slot.shadow_percent);
+    shadow->set_restarts(r.slot.shadow.restarts);
     SourceToProto(r.shadow_spec, shadow->mutable_source());
     if (!r.slot.shadow.last_error.ok()) {
       shadow->mutable_last_error()->set_message(std::string(r.slot.shadow.last_error.message()));

@@ -26,6 +26,8 @@
 //               scheduling tests (which key is reconciled when)
 // With $CHAOS_CHANGE_DATA_KEY and $CHAOS_CHANGE_DATA_VALUE set, "ok" writes that value into that
 // data key of the ConfigMaps that have it: a release that acts differently on some keys.
+// With $CHAOS_CRASH_EVERY=N the process aborts at its N-th reconcile (a release that crashes, for
+// the shadow tests: the host restarts it with backoff).
 // Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
 // <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
 // instance served it. The controller is named $CHAOS_CONTROLLER (default "chaos"), so that two
@@ -103,9 +105,23 @@ sdk::Result Ok(const sdk::Request& req) {
   return result;
 }
 
+void MaybeCrash(const sdk::Request& req) {
+  static std::atomic<int64_t> reconciles{0};
+  static const int64_t every = [] {
+    int64_t n = 0;
+    const char* text = std::getenv("CHAOS_CRASH_EVERY");
+    return text != nullptr && absl::SimpleAtoi(text, &n) && n > 0 ? n : int64_t{0};
+  }();
+  if (every > 0 && ++reconciles % every == 0) {
+    Log(req, "crash");
+    std::abort();
+  }
+}
+
 sdk::Result Reconcile(const sdk::Request& req) {
   if (!req.exists() || req.deleting()) return sdk::Result();
   Log(req, "start");
+  MaybeCrash(req);
   const std::string mode = req.spec().value("mode", "ok");
   const std::string id = absl::StrCat(req.namespace_(), "_", req.name(), "_", req.uid());
   sdk::Result result;
