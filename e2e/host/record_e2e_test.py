@@ -144,6 +144,7 @@ class RecordTest(unittest.TestCase):
 
     def test_1_the_recording_shows_in_the_dump_and_replays_clean_against_the_same_release(self):
         dump = self.dump()
+        print(dump[dump.find("recording:"):][:1200])  # docs/recording.md shows it
         self.assertIn("recording:", dump)
         self.assertIn(os.path.join(self.recordings, "chaos"), dump)
         self.assertRegex(dump, r"\n\s+dropped: 0\n")
@@ -162,6 +163,8 @@ class RecordTest(unittest.TestCase):
         recording = self.copy_recording()
         result = self.replay("--max-differences", "1000000", recording=recording, env=changed)
         self.assertEqual(result.returncode, 1, result.stdout[-4000:] + result.stderr)
+        lines = result.stdout.splitlines()
+        print("\n".join(lines[:4] + lines[-1:]))  # what a user sees (docs/recording.md shows it)
         keys = set(re.findall(r"^different: \S+ offset \d+ \(record \d+\) default/(rec-\d+): "
                               r"applies$", result.stdout, re.M))
         self.assertEqual(keys, {n for i, n in enumerate(self.names) if i % 2 == 0})
