@@ -121,7 +121,15 @@ bool Manager::DispatchingLocked(const std::string& operator_name) const {
 }
 
 Manager::~Manager() { Stop(); }
+void Manager::NoteRecordDirs(const std::vector<config::OperatorSpec>& operators) {
+  common::MutexLock lock(&record_dirs_mu_);
+  for (const config::OperatorSpec& op : operators) {
+    if (op.record.has_value()) record_dirs_.insert(op.record->dir);
+  }
+}
+
 absl::Status Manager::Start(const std::vector<config::OperatorSpec>& operators) {
+  NoteRecordDirs(operators);
   std::vector<std::unique_ptr<Operator>> added;
   {
     common::MutexLock lock(&mu_);

@@ -375,6 +375,11 @@ class Manager {
   };
   // By "operator/plugin".
   mutable absl::flat_hash_map<std::string, Admitted> admitted_ ABSL_GUARDED_BY(admit_mu_);
+  // The operator files' spec.record directories seen so far, hidden from every plugin started
+  // after (recordings hold what plugins were sent); never forgotten. A leaf lock.
+  void NoteRecordDirs(const std::vector<config::OperatorSpec>& operators);
+  mutable common::Mutex record_dirs_mu_;
+  std::set<std::string> record_dirs_ ABSL_GUARDED_BY(record_dirs_mu_);
   mutable common::Mutex uid_mu_;
   mutable absl::flat_hash_map<std::string, uint32_t> plugin_uids_ ABSL_GUARDED_BY(uid_mu_);
 

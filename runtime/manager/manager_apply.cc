@@ -25,6 +25,7 @@ absl::StatusOr<config::OperatorSetDiff> Manager::Apply(
   }
   config::OperatorSetDiff diff = config::Diff(current, operators);
   if (dry_run || diff.empty()) return diff;
+  NoteRecordDirs(operators);
   auto find_new = [&](const std::string& name) -> const config::OperatorSpec* {
     for (const config::OperatorSpec& op : operators) {
       if (op.name == name) return &op;

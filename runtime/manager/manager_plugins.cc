@@ -83,6 +83,11 @@ PluginSlot::OptionsFactory Manager::OptionsFactoryFor(const std::string& operato
     plugin::SupervisorOptions so =
         SupervisorOptionsFor(options_, socket_dir_, operator_name, spec, clock_);
     so.generation = generation;
+    {
+      common::MutexLock lock(&record_dirs_mu_);
+      so.sandbox.hidden_paths.insert(so.sandbox.hidden_paths.end(), record_dirs_.begin(),
+                                     record_dirs_.end());
+    }
     if (spec.max_controllers.has_value())
       so.handshake.limits.max_controllers = *spec.max_controllers;
     so.handshake.admit = [this, operator_name,
