@@ -179,6 +179,12 @@ absl::StatusOr<ApiResponse> ApiHandlers::Get(const Target& t, const ApiRequest& 
     resp.body = Dump(TableOf(*t.r, {obj}, store_->Revision(), "", clock_->Now(), table_options));
     return resp;
   }
+  if (WantsPartialMetadata(req.accept)) {
+    ApiResponse resp;
+    resp.content_type = "application/json";
+    resp.body = PartialMetadataBytes(obj->value);
+    return resp;
+  }
   return ObjectResponse(200, *t.r, *obj);
 }
 
@@ -321,9 +327,11 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
   // The body is streamed item by item rather than built whole: eight concurrent LISTs of a
   // 205 MB namespace held eight copies of it (1.9 GB RSS). The items are the store's
   // shared immutable objects, so the list still reflects one revision.
-  std::string head =
-      absl::StrCat("{\"kind\":", Dump(t.r->list_kind), ",\"apiVersion\":", Dump(t.r->ApiVersion()),
-                   ",\"metadata\":{\"resourceVersion\":\"", result->revision, "\"");
+  const bool metadata_only = WantsPartialMetadata(req.accept);
+  std::string head = absl::StrCat(
+      "{\"kind\":", Dump(metadata_only ? std::string("PartialObjectMetadataList") : t.r->list_kind),
+      ",\"apiVersion\":", Dump(metadata_only ? std::string("meta.k8s.io/v1") : t.r->ApiVersion()),
+      ",\"metadata\":{\"resourceVersion\":\"", result->revision, "\"");
   if (!next.empty()) absl::StrAppend(&head, ",\"continue\":\"", next, "\"");
   head.append("},\"items\":[");
   if (result->items.size() <= kListItemsInOneBody) {
@@ -332,7 +340,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
     for (const ObjectPtr& o : result->items) {
       if (!first) resp.body.push_back(',');
       first = false;
-      resp.body.append(ServedBytes(*t.r, o->value));
+      resp.body.append(metadata_only ? PartialMetadataBytes(o->value) : ServedBytes(*t.r, o->value));
     }
     resp.body.append("]}");
     return resp;
@@ -342,9 +350,11 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
     std::vector<ObjectPtr> items;
     size_t sent = 0;
     std::string head;
+    bool metadata_only = false;
   };
   auto st = std::make_shared<ListStream>();
   st->r = t.r;
+  st->metadata_only = metadata_only;
   st->items = std::move(result->items);
   st->head = std::move(head);
   resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
@@ -352,7 +362,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
     if (st->sent == 0) out = std::move(st->head);
     while (st->sent < st->items.size() && out.size() < kListChunkBytes) {
       if (st->sent > 0) out.push_back(',');
-      out.append(ServedBytes(*st->r, st->items[st->sent]->value));
+      out.append(st->metadata_only ? PartialMetadataBytes(st->items[st->sent]->value)
+                                   : ServedBytes(*st->r, st->items[st->sent]->value));
       st->items[st->sent].reset();  // a deleted object's memory goes as soon as it is sent
       ++st->sent;
     }

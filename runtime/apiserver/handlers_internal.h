@@ -45,6 +45,14 @@ std::string ServedBytes(const ResourceInfo& r, const std::string& stored_value);
 // with as=Table (g=meta.k8s.io, v=v1 or v1beta1 when given) before any plain one.
 bool WantsTable(absl::string_view accept);
 
+// True if the Accept header asks for meta.k8s.io/v1 PartialObjectMetadata (a get or a watch) or
+// PartialObjectMetadataList (a list) in JSON before any plain media range: client-go's metadata
+// client and metadata-only informers.
+bool WantsPartialMetadata(absl::string_view accept);
+// {"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":...} of a stored
+// object.
+std::string PartialMetadataBytes(const std::string& stored_value);
+
 // What a Table's rows carry in `object` (the includeObject query parameter, as kube).
 struct TableOptions {
   enum class IncludeObject {

@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/apiserver/handlers.h"
@@ -50,11 +51,18 @@ struct WatchState {
   // Table with its column definitions.
   bool table = false;
   TableOptions table_options;
+  // Accept asked for meta.k8s.io/v1 PartialObjectMetadata (a metadata-only informer): each
+  // event's object, and the bookmarks, are PartialObjectMetadata.
+  bool metadata_only = false;
 };
 
 std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object) {
   if (absl::Status intact = CheckIntact(*object); !intact.ok()) {
     return absl::StrCat("{\"type\":\"ERROR\",\"object\":", kube::ToHttpResponse(intact).second,
+                        "}\n");
+  }
+  if (st.metadata_only) {
+    return absl::StrCat("{\"type\":\"", type, "\",\"object\":", PartialMetadataBytes(object->value),
                         "}\n");
   }
   if (!st.table) {
@@ -66,10 +74,27 @@ std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object)
   return absl::StrCat("{\"type\":\"", type, "\",\"object\":", Dump(table), "}\n");
 }
 
-std::string BookmarkLine(const ResourceInfo& r, int64_t revision, bool initial_end) {
+// A bookmark. The one that ends the initial events (sendInitialEvents) carries the
+// k8s.io/initial-events-end annotation and, as kube-apiserver 1.32+ does, the list blueprint:
+// an empty list of the kind a LIST would have answered, base64-encoded, from which client-go's
+// WatchList builds the list it hands back (without it, client-go 0.32+ falls back to a LIST).
+std::string BookmarkLine(const WatchState& st, int64_t revision, bool initial_end) {
+  const ResourceInfo& r = *st.r;
+  const std::string kind = st.metadata_only ? "PartialObjectMetadata" : r.kind;
+  const std::string api_version = st.metadata_only ? "meta.k8s.io/v1" : r.ApiVersion();
   nlohmann::json meta = {{"resourceVersion", std::to_string(revision)}};
-  if (initial_end) meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
-  nlohmann::json obj = {{"kind", r.kind}, {"apiVersion", r.ApiVersion()}, {"metadata", meta}};
+  if (initial_end) {
+    meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+    if (!st.table) {
+      const nlohmann::json blueprint = {
+          {"kind", st.metadata_only ? std::string("PartialObjectMetadataList") : r.list_kind},
+          {"apiVersion", api_version},
+          {"metadata", nlohmann::json::object()}};
+      meta["annotations"]["kubernetes.io/initial-events-list-blueprint"] =
+          absl::Base64Escape(Dump(blueprint));
+    }
+  }
+  nlohmann::json obj = {{"kind", kind}, {"apiVersion", api_version}, {"metadata", meta}};
   return absl::StrCat("{\"type\":\"BOOKMARK\",\"object\":", Dump(obj), "}\n");
 }
 
@@ -92,7 +117,7 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
       st.initial.clear();
       st.initial.shrink_to_fit();
       if (st.send_initial_end_bookmark) {
-        out += BookmarkLine(*st.r, st.progress, /*initial_end=*/true);
+        out += BookmarkLine(st, st.progress, /*initial_end=*/true);
         st.last_bookmark = st.clock->Now();
       }
     }
@@ -128,7 +153,7 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
   }
   if (out.empty() && st.bookmarks && st.clock->Now() - st.last_bookmark >= st.bookmark_interval &&
       st.progress > 0) {
-    out = BookmarkLine(*st.r, st.progress, false);
+    out = BookmarkLine(st, st.progress, false);
     st.last_bookmark = st.clock->Now();
   }
   if (out.empty()) return true;
@@ -188,6 +213,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
   }
   st->bookmarks = IsTrue(Query(req, "allowWatchBookmarks"));
   st->table = WantsTable(req.accept);
+  st->metadata_only = WantsPartialMetadata(req.accept);
   if (st->table) {
     ASSIGN_OR_RETURN(st->table_options, TableOptionsOf(req));
   }

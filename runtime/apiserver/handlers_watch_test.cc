@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -100,6 +101,77 @@ TEST_F(WatchTest, SendInitialEventsEndsWithAnnotatedBookmark) {
   EXPECT_EQ(events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
   EXPECT_EQ(events[1]["object"]["metadata"]["resourceVersion"], Rev());
   EXPECT_EQ(events[1]["object"]["kind"], "ConfigMap");
+}
+
+// client-go 0.32+'s WatchList builds its list from the blueprint the initial-events-end
+// bookmark carries; without it, it falls back to a plain LIST.
+TEST_F(WatchTest, TheInitialEventsEndBookmarkCarriesTheListBlueprint) {
+  env_.CreateConfigMap("ns1", "a");
+  auto w = StartWatch({{"sendInitialEvents", "true"},
+                       {"resourceVersionMatch", "NotOlderThan"},
+                       {"allowWatchBookmarks", "true"}});
+  auto events = w->WaitForEvents(2);
+  ASSERT_THAT(Summary(events), ElementsAre("ADDED a", "BOOKMARK"));
+  const nlohmann::json& annotations = events[1]["object"]["metadata"]["annotations"];
+  ASSERT_TRUE(annotations.contains("kubernetes.io/initial-events-list-blueprint"));
+  std::string blueprint;
+  ASSERT_TRUE(absl::Base64Unescape(
+      annotations["kubernetes.io/initial-events-list-blueprint"].get<std::string>(), &blueprint));
+  const nlohmann::json list = nlohmann::json::parse(blueprint);
+  EXPECT_EQ(list["kind"], "ConfigMapList");
+  EXPECT_EQ(list["apiVersion"], "v1");
+  EXPECT_TRUE(list["metadata"].is_object());
+}
+
+// client-go's metadata client (metadata-only informers) asks for PartialObjectMetadata: the watch
+// sends metadata only, bookmarks included, and the list and a get answer in kind.
+TEST_F(WatchTest, PartialObjectMetadataForTheMetadataClient) {
+  env_.CreateConfigMap("ns1", "a");
+  const std::string accept =
+      "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+      "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+  ApiResponse r = env_.Do("GET", kCms, "", "",
+                          {{"watch", "true"},
+                           {"sendInitialEvents", "true"},
+                           {"resourceVersionMatch", "NotOlderThan"},
+                           {"allowWatchBookmarks", "true"}},
+                          accept);
+  ASSERT_EQ(r.code, 200) << r.body;
+  WatchReader w(std::move(r), &env_.clock());
+  env_.CreateConfigMap("ns1", "b");
+  auto events = w.WaitForEvents(3);
+  ASSERT_THAT(Summary(events), ElementsAre("ADDED a", "BOOKMARK", "ADDED b"));
+  for (const nlohmann::json& e : events) {
+    EXPECT_EQ(e["object"]["kind"], "PartialObjectMetadata") << e.dump();
+    EXPECT_EQ(e["object"]["apiVersion"], "meta.k8s.io/v1");
+    EXPECT_FALSE(e["object"].contains("data")) << e.dump();
+  }
+  std::string blueprint;
+  ASSERT_TRUE(absl::Base64Unescape(events[1]["object"]["metadata"]["annotations"]
+                                       ["kubernetes.io/initial-events-list-blueprint"]
+                                           .get<std::string>(),
+                                   &blueprint));
+  EXPECT_EQ(nlohmann::json::parse(blueprint)["kind"], "PartialObjectMetadataList");
+
+  ApiResponse list =
+      env_.Do("GET", kCms, "", "", {}, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+  ASSERT_EQ(list.code, 200);
+  const nlohmann::json l = nlohmann::json::parse(list.body);
+  EXPECT_EQ(l["kind"], "PartialObjectMetadataList");
+  EXPECT_EQ(l["apiVersion"], "meta.k8s.io/v1");
+  ASSERT_EQ(l["items"].size(), 2u);
+  EXPECT_EQ(l["items"][0]["kind"], "PartialObjectMetadata");
+  EXPECT_EQ(l["items"][0]["metadata"]["name"], "a");
+  EXPECT_FALSE(l["items"][0].contains("data"));
+
+  ApiResponse one = env_.Do("GET", std::string(kCms) + "/a", "", "", {}, accept);
+  ASSERT_EQ(one.code, 200);
+  EXPECT_EQ(nlohmann::json::parse(one.body)["kind"], "PartialObjectMetadata");
+  // A plain range first wins: the object itself.
+  ApiResponse plain =
+      env_.Do("GET", std::string(kCms) + "/a", "", "", {},
+              "application/json,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
+  EXPECT_EQ(nlohmann::json::parse(plain.body)["kind"], "ConfigMap");
 }
 
 TEST_F(WatchTest, SendInitialEventsOnAnEmptyCollectionStillBookmarks) {

@@ -16,7 +16,7 @@ namespace ctrlhost::apiserver {
 namespace {
 
 // What one media range of an Accept header asks for.
-enum class Wants { kTable, kOtherTransform, kPlain };
+enum class Wants { kTable, kPartialMetadata, kOtherTransform, kPlain };
 
 Wants ClassifyMediaRange(absl::string_view range) {
   absl::string_view as, group, version;
@@ -40,23 +40,40 @@ Wants ClassifyMediaRange(absl::string_view range) {
       (version.empty() || version == "v1" || version == "v1beta1")) {
     return Wants::kTable;
   }
+  // client-go's metadata client: ...;as=PartialObjectMetadata;g=meta.k8s.io;v=v1 for a get or a
+  // watch, as=PartialObjectMetadataList for a list. Only the JSON ranges count (this server
+  // serves no protobuf: a protobuf range is skipped, and the client then takes the JSON one).
+  if ((as == "PartialObjectMetadata" || as == "PartialObjectMetadataList") &&
+      group == "meta.k8s.io" && (version == "v1" || version == "v1beta1") &&
+      absl::StartsWith(absl::StripAsciiWhitespace(range), "application/json")) {
+    return Wants::kPartialMetadata;
+  }
   return Wants::kOtherTransform;
+}
+
+// The first transform the Accept header asks for before any plain media range.
+Wants FirstTransform(absl::string_view accept) {
+  for (absl::string_view range : absl::StrSplit(accept, ',', absl::SkipWhitespace())) {
+    const Wants wants = ClassifyMediaRange(range);
+    if (wants != Wants::kOtherTransform) return wants;
+  }
+  return Wants::kPlain;
 }
 
 }  // namespace
 
-bool WantsTable(absl::string_view accept) {
-  for (absl::string_view range : absl::StrSplit(accept, ',', absl::SkipWhitespace())) {
-    switch (ClassifyMediaRange(range)) {
-      case Wants::kTable:
-        return true;
-      case Wants::kPlain:
-        return false;  // the client prefers the object itself
-      case Wants::kOtherTransform:
-        break;
-    }
-  }
-  return false;
+bool WantsTable(absl::string_view accept) { return FirstTransform(accept) == Wants::kTable; }
+
+bool WantsPartialMetadata(absl::string_view accept) {
+  return FirstTransform(accept) == Wants::kPartialMetadata;
+}
+
+std::string PartialMetadataBytes(const std::string& stored_value) {
+  nlohmann::json object = nlohmann::json::parse(stored_value, nullptr, false);
+  nlohmann::json out = {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"}};
+  out["metadata"] = object.is_object() && object.contains("metadata") ? object["metadata"]
+                                                                       : nlohmann::json::object();
+  return Dump(out);
 }
 
 absl::StatusOr<TableOptions> TableOptionsOf(const ApiRequest& req) {
