@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/common/proto_time.h"
@@ -32,6 +33,22 @@ pluginpb::HostActionResult ResultOf(const ApplyOutcome& outcome) {
       return pluginpb::HOST_ACTION_RESULT_REFUSED;
   }
   return pluginpb::HOST_ACTION_RESULT_UNSPECIFIED;
+}
+
+// The frame of a ReconcileRecord serialized without its sequence: the length, the sequence field,
+// the rest.
+std::string FrameWithSequence(uint64_t sequence, const std::string& body) {
+  using google::protobuf::io::CodedOutputStream;
+  constexpr uint32_t kSequenceTag = (1 << 3) | 0;  // field 1, varint
+  const size_t size = 1 + CodedOutputStream::VarintSize64(sequence) + body.size();
+  std::string out;
+  out.resize(CodedOutputStream::VarintSize64(size) + size - body.size());
+  uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
+  p = CodedOutputStream::WriteVarint64ToArray(size, p);
+  p = CodedOutputStream::WriteVarint32ToArray(kSequenceTag, p);
+  CodedOutputStream::WriteVarint64ToArray(sequence, p);
+  out.append(body);
+  return out;
 }
 
 }  // namespace
@@ -181,10 +198,13 @@ void Recorder::Record(const pluginpb::ReconcileCall& call, const DispatchResult&
     RedactSecrets(record.mutable_call());
     if (record.has_response()) RedactSecrets(record.mutable_response(), primary_is_secret_);
   }
+  // Serialized outside the lock; the sequence number (field 1) is put in front under it, so that
+  // the file's order is the sequence's. Protobuf takes fields in any order.
+  const std::string body = record.SerializeAsString();
   common::MutexLock lock(&mu_);
-  record.set_sequence(next_sequence_++);
+  const uint64_t sequence = next_sequence_++;
   if (stopping_) return;
-  std::string frame = Frame(record);
+  std::string frame = FrameWithSequence(sequence, body);
   if (pending_bytes_ + frame.size() > options_.max_pending_bytes && !pending_.empty()) {
     ++figures_.dropped;
     uint64_t suppressed = 0;
