@@ -340,7 +340,8 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
     for (const ObjectPtr& o : result->items) {
       if (!first) resp.body.push_back(',');
       first = false;
-      resp.body.append(metadata_only ? PartialMetadataBytes(o->value) : ServedBytes(*t.r, o->value));
+      resp.body.append(metadata_only ? PartialMetadataBytes(o->value)
+                                     : ServedBytes(*t.r, o->value));
     }
     resp.body.append("]}");
     return resp;

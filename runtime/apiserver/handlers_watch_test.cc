@@ -147,14 +147,14 @@ TEST_F(WatchTest, PartialObjectMetadataForTheMetadataClient) {
     EXPECT_FALSE(e["object"].contains("data")) << e.dump();
   }
   std::string blueprint;
-  ASSERT_TRUE(absl::Base64Unescape(events[1]["object"]["metadata"]["annotations"]
-                                       ["kubernetes.io/initial-events-list-blueprint"]
-                                           .get<std::string>(),
-                                   &blueprint));
+  ASSERT_TRUE(absl::Base64Unescape(
+      events[1]["object"]["metadata"]["annotations"]["kubernetes.io/initial-events-list-blueprint"]
+          .get<std::string>(),
+      &blueprint));
   EXPECT_EQ(nlohmann::json::parse(blueprint)["kind"], "PartialObjectMetadataList");
 
-  ApiResponse list =
-      env_.Do("GET", kCms, "", "", {}, "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+  ApiResponse list = env_.Do("GET", kCms, "", "", {},
+                             "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
   ASSERT_EQ(list.code, 200);
   const nlohmann::json l = nlohmann::json::parse(list.body);
   EXPECT_EQ(l["kind"], "PartialObjectMetadataList");

@@ -72,7 +72,7 @@ std::string PartialMetadataBytes(const std::string& stored_value) {
   nlohmann::json object = nlohmann::json::parse(stored_value, nullptr, false);
   nlohmann::json out = {{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"}};
   out["metadata"] = object.is_object() && object.contains("metadata") ? object["metadata"]
-                                                                       : nlohmann::json::object();
+                                                                      : nlohmann::json::object();
   return Dump(out);
 }
 

@@ -72,7 +72,8 @@ bool RecordSpec::Records(const std::string& controller) const {
 bool OperatorSpec::operator==(const OperatorSpec& o) const {
   return name == o.name && labels == o.labels && annotations == o.annotations &&
          plugins == o.plugins && controllers == o.controllers && routes == o.routes &&
-         api_weight == o.api_weight && record == o.record && ShadowsOf(plugins) == ShadowsOf(o.plugins);
+         api_weight == o.api_weight && record == o.record &&
+         ShadowsOf(plugins) == ShadowsOf(o.plugins);
 }
 
 OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
@@ -119,9 +120,8 @@ OperatorSetDiff Diff(const std::vector<OperatorSpec>& before,
     // Plugins only listed in another order: nothing to restart.
     if (change.added_plugins.empty() && change.removed_plugins.empty() &&
         change.changed_plugins.empty() && change.shadow_changed_plugins.empty() &&
-        !change.controllers_changed && !change.routes_changed &&
-        !change.metadata_changed && !change.api_weight_changed &&
-        !change.record_changed) {
+        !change.controllers_changed && !change.routes_changed && !change.metadata_changed &&
+        !change.api_weight_changed && !change.record_changed) {
       continue;
     }
     diff.changed.push_back(std::move(change));

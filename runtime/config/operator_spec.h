@@ -116,7 +116,7 @@ struct PluginSpec {
   // Not part of operator==: a changed shadow restarts the shadow, never swaps the plugin
   // (OperatorChange::shadow_changed_plugins).
   std::optional<ShadowSpec> shadow;
-  SourceLocation location;             // of the list item
+  SourceLocation location;  // of the list item
 
   const ExecSpec* exec() const { return std::get_if<ExecSpec>(&source); }
   const EndpointSpec* endpoint() const { return std::get_if<EndpointSpec>(&source); }
@@ -268,7 +268,7 @@ struct OperatorSpec {
   // other operators that want requests at the same time (kube::FairLimiter); unset: 1.
   std::optional<double> api_weight;  // > 0
   std::optional<RecordSpec> record;
-  SourceLocation location;           // of the document
+  SourceLocation location;  // of the document
 
   const PluginSpec* FindPlugin(const std::string& plugin_name) const;
   const RouteSpec* FindRoute(const std::string& controller) const;
@@ -285,11 +285,11 @@ struct OperatorChange {
   std::vector<std::string> changed_plugins;  // same name, different spec; sorted
   // Same name, different (or added, or removed) shadow; sorted. A plugin can be in both lists.
   std::vector<std::string> shadow_changed_plugins;
-  bool controllers_changed = false;          // spec.controllers differ
-  bool routes_changed = false;               // spec.routes differ
-  bool api_weight_changed = false;           // spec.scheduling.apiWeight differs (no restart)
-  bool record_changed = false;  // spec.record differs (the controllers restart, as for overrides)
-  bool metadata_changed = false;             // labels or annotations differ
+  bool controllers_changed = false;  // spec.controllers differ
+  bool routes_changed = false;       // spec.routes differ
+  bool api_weight_changed = false;   // spec.scheduling.apiWeight differs (no restart)
+  bool record_changed = false;    // spec.record differs (the controllers restart, as for overrides)
+  bool metadata_changed = false;  // labels or annotations differ
 };
 
 struct OperatorSetDiff {

@@ -34,10 +34,11 @@ std::string Error(absl::string_view record) {
 }
 
 TEST(RecordTest, IsReadWithItsDefaultsAndChangesAreSeen) {
-  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
-      absl::StrCat(kDocument, "  record: {dir: rec, controllers: [webapp, other], maxBytes: "
-                              "2097152, secretData: include}\n"),
-      "op.yaml");
+  absl::StatusOr<std::vector<OperatorSpec>> ops =
+      ParseOperators(absl::StrCat(kDocument,
+                                  "  record: {dir: rec, controllers: [webapp, other], maxBytes: "
+                                  "2097152, secretData: include}\n"),
+                     "op.yaml");
   ASSERT_TRUE(ops.ok()) << ops.status();
   ASSERT_TRUE((*ops)[0].record.has_value());
   const RecordSpec& r = *(*ops)[0].record;
@@ -93,8 +94,9 @@ spec:
 // spec.plugins[].shadow lives beside spec.record in the same issue (safe upgrades).
 TEST(ShadowTest, IsReadAndAChangeIsAShadowChangeNotASwap) {
   absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
-      absl::StrCat(kShadowed, "      shadow:\n        exec: {command: /bin/b, env: {X: \"1\"}}\n"
-                              "        percent: 25\n        maxInFlight: 8\n"),
+      absl::StrCat(kShadowed,
+                   "      shadow:\n        exec: {command: /bin/b, env: {X: \"1\"}}\n"
+                   "        percent: 25\n        maxInFlight: 8\n"),
       "op.yaml");
   ASSERT_TRUE(ops.ok()) << ops.status();
   const PluginSpec& plugin = (*ops)[0].plugins[0];

@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/plugin.pb.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "nlohmann/json.hpp"

@@ -119,7 +119,8 @@ void SendBatch(OfflinePlugin& plugin, const std::shared_ptr<Batch>& shared,
 // leaves it.
 
 std::string KeyOf(const pluginpb::ReconcileCall& call) {
-  return call.namespace_().empty() ? call.name() : absl::StrCat(call.namespace_(), "/", call.name());
+  return call.namespace_().empty() ? call.name()
+                                   : absl::StrCat(call.namespace_(), "/", call.name());
 }
 
 // Replays one file; with `updated` set, collects every record with its new answer.
@@ -197,13 +198,12 @@ class FileReplay {
              const controller::apply::OutcomeDiff& diff) {
     if (totals_.printed >= static_cast<uint64_t>(f_.max_differences)) return;
     ++totals_.printed;
-    const std::string where =
-        absl::StrCat(std::filesystem::path(reader.path()).filename().string(), " offset ",
-                     item.offset, " (record ", item.record.sequence(), ") ",
-                     KeyOf(item.record.call()));
+    const std::string where = absl::StrCat(std::filesystem::path(reader.path()).filename().string(),
+                                           " offset ", item.offset, " (record ",
+                                           item.record.sequence(), ") ", KeyOf(item.record.call()));
     if (!item.answer->response.ok()) {
-      out_ << "failed: " << where << ": the plugin did not answer: "
-           << item.answer->response.status().message() << "\n";
+      out_ << "failed: " << where
+           << ": the plugin did not answer: " << item.answer->response.status().message() << "\n";
       return;
     }
     out_ << "different: " << where << ": " << diff.summary << "\n  "

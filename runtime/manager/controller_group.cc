@@ -364,9 +364,9 @@ absl::Status ControllerGroup::StartRecorder(Controller& c) {
         absl::StrCat("recording (spec.record or --record): ", recorder.status().message()));
   }
   c.recorder = *std::move(recorder);
-  common::LogInfo("recording reconciles", {{"operator", operator_name_},
-                                          {"controller", name},
-                                          {"dir", c.recorder->figures().dir}});
+  common::LogInfo(
+      "recording reconciles",
+      {{"operator", operator_name_}, {"controller", name}, {"dir", c.recorder->figures().dir}});
   return absl::OkStatus();
 }
 

@@ -55,7 +55,7 @@ struct Manager::Plugin {
   int file_shadow_failures = 0;
   absl::Time file_shadow_retry_at = absl::InfinitePast();
   std::vector<config::ControllerSpec> overrides;
-  std::vector<config::RouteSpec> routes;  // the operator's spec.routes
+  std::vector<config::RouteSpec> routes;     // the operator's spec.routes
   std::optional<config::RecordSpec> record;  // the operator's spec.record
   // The RouteDispatchers of the routed controllers of its latest group (for the dump); set by
   // DepsFor, guarded by the manager's mu_.

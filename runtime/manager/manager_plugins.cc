@@ -273,7 +273,8 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
     RecordSettings r;
     r.dir = p->record->dir;
     r.controllers = p->record->controllers;
-    if (p->record->max_bytes.has_value()) r.max_bytes = static_cast<uint64_t>(*p->record->max_bytes);
+    if (p->record->max_bytes.has_value())
+      r.max_bytes = static_cast<uint64_t>(*p->record->max_bytes);
     r.secret_data = p->record->secret_data;
     deps.record = std::move(r);
   } else if (!options_.record_dir.empty()) {
@@ -499,14 +500,14 @@ void Manager::ApplyFileShadow(const std::shared_ptr<Plugin>& p) {
     p->file_shadow_running = true;
     p->file_shadow_failures = 0;
     common::LogInfo("shadow from the operator file started",
-                    {{"operator", p->operator_name}, {"plugin", p->name},
+                    {{"operator", p->operator_name},
+                     {"plugin", p->name},
                      {"location", wanted->location.ToString()}});
     return;
   }
   // Retried with backoff (5 s doubling to 5 min) until it starts or the block changes.
-  const absl::Duration backoff =
-      std::min(absl::Seconds(5) * (int64_t{1} << std::min(p->file_shadow_failures, 6)),
-               absl::Minutes(5));
+  const absl::Duration backoff = std::min(
+      absl::Seconds(5) * (int64_t{1} << std::min(p->file_shadow_failures, 6)), absl::Minutes(5));
   ++p->file_shadow_failures;
   p->file_shadow_pending = true;
   p->file_shadow_retry_at = clock_->Now() + backoff;

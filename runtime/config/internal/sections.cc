@@ -335,8 +335,8 @@ RecordSpec ParseRecord(YamlReader& r, const YAML::Node& node, const std::string&
                         : absl::StrCat("controller \"", c, "\" is listed twice"));
     }
   }
-  record.max_bytes = r.Int(Get(fields, "maxBytes"), Join(path, "maxBytes"), int64_t{1} << 20,
-                           int64_t{1} << 40);
+  record.max_bytes =
+      r.Int(Get(fields, "maxBytes"), Join(path, "maxBytes"), int64_t{1} << 20, int64_t{1} << 40);
   if (std::optional<std::string> secret =
           r.String(Get(fields, "secretData"), Join(path, "secretData"));
       secret.has_value()) {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "runtime/common/logging.h"
-#include "runtime/common/status_macros.h"
 #include "runtime/common/proto_time.h"
+#include "runtime/common/status_macros.h"
 #include "runtime/controller/record/recording.h"
 
 namespace ctrlhost::controller::record {
@@ -283,11 +283,10 @@ void Recorder::NoteWriteError(const std::string& error, uint64_t lost) {
   figures_.last_error = error;
   uint64_t suppressed = 0;
   if (error_log_.Allow(&suppressed)) {
-    common::LogWarning("recording: write failed, records dropped",
-                       {{"dir", options_.dir},
-                        {"error", error},
-                        {"dropped", figures_.dropped},
-                        {"suppressed", suppressed}});
+    common::LogWarning("recording: write failed, records dropped", {{"dir", options_.dir},
+                                                                    {"error", error},
+                                                                    {"dropped", figures_.dropped},
+                                                                    {"suppressed", suppressed}});
   }
 }
 

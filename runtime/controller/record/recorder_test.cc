@@ -18,8 +18,8 @@
 namespace ctrlhost::controller::record {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 std::string NewDir(const std::string& name) {
   const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);

@@ -157,7 +157,8 @@ absl::StatusOr<std::vector<std::string>> RecordingFiles(const std::string& dir) 
   }
   if (ec) return absl::FailedPreconditionError(absl::StrCat(dir, ": ", ec.message()));
   if (found.empty()) {
-    return absl::NotFoundError(absl::StrCat(dir, ": holds no recording files (*", kFileSuffix, ")"));
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": holds no recording files (*", kFileSuffix, ")"));
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> files;
@@ -266,10 +267,9 @@ void RedactSecrets(pluginpb::ReconcileCall* call) {
 void RedactSecrets(pluginpb::ReconcileResponse* response, bool primary_is_secret) {
   for (std::string& desired : *response->mutable_desired_objects()) RedactObjectBytes(&desired);
   for (pluginpb::Patch& patch : *response->mutable_patches()) {
-    const bool secret =
-        patch.target() == pluginpb::PATCH_TARGET_OWNED
-            ? patch.api_version() == "v1" && patch.kind() == "Secret"
-            : patch.target() == pluginpb::PATCH_TARGET_PRIMARY && primary_is_secret;
+    const bool secret = patch.target() == pluginpb::PATCH_TARGET_OWNED
+                            ? patch.api_version() == "v1" && patch.kind() == "Secret"
+                            : patch.target() == pluginpb::PATCH_TARGET_PRIMARY && primary_is_secret;
     if (secret) RedactPatch(&patch);
   }
 }
@@ -299,9 +299,9 @@ absl::StatusOr<std::unique_ptr<RecordingReader>> RecordingReader::Open(const std
                                             ": the recording was interrupted"));
   }
   if (!reader->header_.ParseFromString(bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the header at offset ", reader->record_offset_,
-                     " is not a valid RecordingHeader"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the header at offset ",
+                                                   reader->record_offset_,
+                                                   " is not a valid RecordingHeader"));
   }
   if (reader->header_.format() > kFormat) {
     return absl::FailedPreconditionError(
@@ -320,9 +320,9 @@ absl::StatusOr<bool> RecordingReader::ReadFrame(std::string* bytes, const char* 
     const int c = in_.get();
     if (c == std::char_traits<char>::eof()) {
       if (prefix == 0) return false;  // a clean end
-      return absl::DataLossError(
-          absl::StrCat(path_, ": ", what, " at offset ", record_offset_, " is cut short (",
-                       prefix, " of ", prefix + 1, " bytes): the recording was interrupted"));
+      return absl::DataLossError(absl::StrCat(path_, ": ", what, " at offset ", record_offset_,
+                                              " is cut short (", prefix, " of ", prefix + 1,
+                                              " bytes): the recording was interrupted"));
     }
     ++prefix;
     ++position_;
@@ -330,15 +330,14 @@ absl::StatusOr<bool> RecordingReader::ReadFrame(std::string* bytes, const char* 
     if ((c & 0x80) == 0) break;
     shift += 7;
     if (prefix == 10) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": ", what, " at offset ", record_offset_, " has a malformed length"));
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what, " at offset ",
+                                                     record_offset_, " has a malformed length"));
     }
   }
   if (size > kMaxRecordBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what, " at offset ",
-                                                   record_offset_, " claims ", size,
-                                                   " bytes, more than the limit of ",
-                                                   kMaxRecordBytes, ": the file is corrupt"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": ", what, " at offset ", record_offset_, " claims ", size,
+                     " bytes, more than the limit of ", kMaxRecordBytes, ": the file is corrupt"));
   }
   bytes->resize(size);
   in_.read(bytes->data(), static_cast<std::streamsize>(size));

@@ -15,9 +15,9 @@
 namespace ctrlhost::controller::record {
 namespace {
 
+using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using nlohmann::json;
 
 std::string NewDir(const std::string& name) {
   const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
@@ -178,10 +178,10 @@ TEST(RecordingReader, ARecordCutShortNamesTheFileAndOffset) {
   ASSERT_TRUE((*reader)->Next().ok());
   absl::StatusOr<std::optional<pluginpb::ReconcileRecord>> cut = (*reader)->Next();
   EXPECT_TRUE(absl::IsDataLoss(cut.status())) << cut.status();
-  EXPECT_EQ(cut.status().message(),
-            absl::StrCat(path, ": record at offset ", start.size(), " is cut short (",
-                         second.size() - 3, " of ", second.size(),
-                         " bytes): the recording was interrupted"));
+  EXPECT_EQ(
+      cut.status().message(),
+      absl::StrCat(path, ": record at offset ", start.size(), " is cut short (", second.size() - 3,
+                   " of ", second.size(), " bytes): the recording was interrupted"));
 
   // Cut inside the length prefix of a large record.
   pluginpb::ReconcileRecord big = Record(3, std::string(300, 'x'));
@@ -242,8 +242,7 @@ TEST(FindRecording, TakesAFileADirectoryOrOneControllersSubdirectory) {
 
   auto files = FindRecording(dir + "/webapp", "");
   ASSERT_TRUE(files.ok()) << files.status();
-  EXPECT_THAT(*files,
-              ElementsAre(dir + "/webapp/" + FileName(2), dir + "/webapp/" + FileName(10)));
+  EXPECT_THAT(*files, ElementsAre(dir + "/webapp/" + FileName(2), dir + "/webapp/" + FileName(10)));
   files = FindRecording(dir, "");
   ASSERT_TRUE(files.ok()) << files.status();  // "other" holds no recording
   EXPECT_EQ(files->size(), 2u);
@@ -254,8 +253,9 @@ TEST(FindRecording, TakesAFileADirectoryOrOneControllersSubdirectory) {
   WriteFile(dir + "/other/" + FileName(1), FileStart(Header("other")));
   files = FindRecording(dir, "");
   EXPECT_EQ(files.status().message(),
-            dir + ": holds recordings of several controllers (found: other, webapp): name one "
-                  "with --controller");
+            dir +
+                ": holds recordings of several controllers (found: other, webapp): name one "
+                "with --controller");
   files = FindRecording(dir, "other");
   ASSERT_TRUE(files.ok());
   EXPECT_THAT(*files, ElementsAre(dir + "/other/" + FileName(1)));
