@@ -248,6 +248,68 @@ std::string QueryOr(const ApiRequest& req, const char* key, std::string def = ""
   return it == req.query.end() ? def : it->second;
 }
 
+// The body of a LIST answer: a Table, a PartialObjectMetadataList, or the kind's list, streamed
+// item by item when it is long.
+absl::StatusOr<ApiResponse> ListBody(const ResourcePtr& r, const ApiRequest& req,
+                                     Store::ListResult result, const std::string& next,
+                                     absl::Time now) {
+  ApiResponse resp;
+  if (WantsTable(req.accept)) {
+    ASSIGN_OR_RETURN(TableOptions table_options, TableOptionsOf(req));
+    resp.body = Dump(TableOf(*r, result.items, result.revision, next, now, table_options));
+    return resp;
+  }
+  // The body is streamed item by item rather than built whole: eight concurrent LISTs of a
+  // 205 MB namespace held eight copies of it (1.9 GB RSS). The items are the store's
+  // shared immutable objects, so the list still reflects one revision.
+  const bool metadata_only = WantsPartialMetadata(req.accept);
+  std::string head = absl::StrCat(
+      "{\"kind\":", Dump(metadata_only ? std::string("PartialObjectMetadataList") : r->list_kind),
+      ",\"apiVersion\":", Dump(metadata_only ? std::string("meta.k8s.io/v1") : r->ApiVersion()),
+      ",\"metadata\":{\"resourceVersion\":\"", result.revision, "\"");
+  if (!next.empty()) absl::StrAppend(&head, ",\"continue\":\"", next, "\"");
+  head.append("},\"items\":[");
+  if (result.items.size() <= kListItemsInOneBody) {
+    resp.body = std::move(head);
+    bool first = true;
+    for (const ObjectPtr& o : result.items) {
+      if (!first) resp.body.push_back(',');
+      first = false;
+      resp.body.append(metadata_only ? PartialMetadataBytes(o->value) : ServedBytes(*r, o->value));
+    }
+    resp.body.append("]}");
+    return resp;
+  }
+  struct ListStream {
+    ResourcePtr r;
+    std::vector<ObjectPtr> items;
+    size_t sent = 0;
+    std::string head;
+    bool metadata_only = false;
+  };
+  auto st = std::make_shared<ListStream>();
+  st->r = r;
+  st->metadata_only = metadata_only;
+  st->items = std::move(result.items);
+  st->head = std::move(head);
+  resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
+    std::string out;
+    if (st->sent == 0) out = std::move(st->head);
+    while (st->sent < st->items.size() && out.size() < kListChunkBytes) {
+      if (st->sent > 0) out.push_back(',');
+      out.append(st->metadata_only ? PartialMetadataBytes(st->items[st->sent]->value)
+                                   : ServedBytes(*st->r, st->items[st->sent]->value));
+      st->items[st->sent].reset();  // a deleted object's memory goes as soon as it is sent
+      ++st->sent;
+    }
+    const bool last = st->sent == st->items.size();
+    if (last) out.append("]}");
+    if (!write(out)) return false;
+    return !last;
+  };
+  return resp;
+}
+
 }  // namespace
 
 absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest& req) {
@@ -317,63 +379,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
   std::string next;
   if (result->more) next = EncodeContinue(result->revision, result->last_key);
 
-  ApiResponse resp;
-  if (WantsTable(req.accept)) {
-    ASSIGN_OR_RETURN(TableOptions table_options, TableOptionsOf(req));
-    resp.body =
-        Dump(TableOf(*t.r, result->items, result->revision, next, clock_->Now(), table_options));
-    return resp;
-  }
-  // The body is streamed item by item rather than built whole: eight concurrent LISTs of a
-  // 205 MB namespace held eight copies of it (1.9 GB RSS). The items are the store's
-  // shared immutable objects, so the list still reflects one revision.
-  const bool metadata_only = WantsPartialMetadata(req.accept);
-  std::string head = absl::StrCat(
-      "{\"kind\":", Dump(metadata_only ? std::string("PartialObjectMetadataList") : t.r->list_kind),
-      ",\"apiVersion\":", Dump(metadata_only ? std::string("meta.k8s.io/v1") : t.r->ApiVersion()),
-      ",\"metadata\":{\"resourceVersion\":\"", result->revision, "\"");
-  if (!next.empty()) absl::StrAppend(&head, ",\"continue\":\"", next, "\"");
-  head.append("},\"items\":[");
-  if (result->items.size() <= kListItemsInOneBody) {
-    resp.body = std::move(head);
-    bool first = true;
-    for (const ObjectPtr& o : result->items) {
-      if (!first) resp.body.push_back(',');
-      first = false;
-      resp.body.append(metadata_only ? PartialMetadataBytes(o->value)
-                                     : ServedBytes(*t.r, o->value));
-    }
-    resp.body.append("]}");
-    return resp;
-  }
-  struct ListStream {
-    ResourcePtr r;
-    std::vector<ObjectPtr> items;
-    size_t sent = 0;
-    std::string head;
-    bool metadata_only = false;
-  };
-  auto st = std::make_shared<ListStream>();
-  st->r = t.r;
-  st->metadata_only = metadata_only;
-  st->items = std::move(result->items);
-  st->head = std::move(head);
-  resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
-    std::string out;
-    if (st->sent == 0) out = std::move(st->head);
-    while (st->sent < st->items.size() && out.size() < kListChunkBytes) {
-      if (st->sent > 0) out.push_back(',');
-      out.append(st->metadata_only ? PartialMetadataBytes(st->items[st->sent]->value)
-                                   : ServedBytes(*st->r, st->items[st->sent]->value));
-      st->items[st->sent].reset();  // a deleted object's memory goes as soon as it is sent
-      ++st->sent;
-    }
-    const bool last = st->sent == st->items.size();
-    if (last) out.append("]}");
-    if (!write(out)) return false;
-    return !last;
-  };
-  return resp;
+  return ListBody(t.r, req, *std::move(result), next, clock_->Now());
 }
 
 }  // namespace ctrlhost::apiserver
