@@ -260,6 +260,26 @@ absl::Status CheckStringMaps(const ResourceInfo& r, const nlohmann::json& obj) {
   return absl::OkStatus();
 }
 
+// An Event (core/v1 or events.k8s.io/v1) regards an object in its own namespace, or a
+// cluster-scoped one from "default" or no namespace: kube-apiserver's rule and message.
+absl::Status ValidateEventNamespace(const ResourceInfo& r, const nlohmann::json& obj) {
+  const char* member = r.group == "events.k8s.io" ? "regarding" : "involvedObject";
+  auto it = obj.find(member);
+  std::string involved;
+  if (it != obj.end() && it->is_object()) {
+    auto n = it->find("namespace");
+    if (n != it->end() && n->is_string()) involved = n->get<std::string>();
+  }
+  const std::string ns = MetaString(obj, "namespace");
+  const bool ok = involved.empty() ? ns.empty() || ns == "default" : ns == involved;
+  if (ok) return absl::OkStatus();
+  return kube::InvalidError(
+      r.group, r.kind, MetaString(obj, "name"),
+      {{"FieldValueInvalid",
+        absl::StrCat("Invalid value: \"", involved, "\": does not match event.namespace"),
+        "involvedObject.namespace"}});
+}
+
 // Kind-specific conversion of an incoming object, then the checks every write makes.
 absl::Status NormalizeAndValidate(const ResourceInfo& r, nlohmann::json& obj) {
   RETURN_IF_ERROR(ConvertSecretStringData(r, obj));
@@ -271,6 +291,9 @@ absl::Status NormalizeAndValidate(const ResourceInfo& r, nlohmann::json& obj) {
   }
   if (r.group == "apiextensions.k8s.io" && r.resource == "customresourcedefinitions") {
     return ValidateCrd(obj).status();
+  }
+  if ((r.group.empty() || r.group == "events.k8s.io") && r.resource == "events") {
+    return ValidateEventNamespace(r, obj);
   }
   return absl::OkStatus();
 }

@@ -145,6 +145,45 @@ TEST_F(WriteTest, CreateErrors) {
   EXPECT_EQ(ApiTestEnv::Json(env_.Get(kCms))["items"].size(), 2u);
 }
 
+// kube-apiserver's rule (found by running the client-go 0.32 program against kube 1.20): an
+// Event regards an object of its own namespace, or a cluster-scoped one from "default" or no
+// namespace.
+TEST_F(WriteTest, AnEventRegardsAnObjectOfItsOwnNamespace) {
+  env_.CreateNamespace("default");
+  auto core = [](const std::string& name, const std::string& involved_ns) {
+    nlohmann::json e = {{"apiVersion", "v1"},
+                        {"kind", "Event"},
+                        {"metadata", {{"name", name}, {"namespace", "ns1"}}},
+                        {"involvedObject", {{"kind", "ConfigMap"}, {"name", "c"}}},
+                        {"reason", "R"},
+                        {"message", "m"}};
+    if (!involved_ns.empty()) e["involvedObject"]["namespace"] = involved_ns;
+    return e;
+  };
+  EXPECT_EQ(env_.Post("/api/v1/namespaces/ns1/events", core("same", "ns1")).code, 201);
+  ApiResponse other = env_.Post("/api/v1/namespaces/ns1/events", core("other", "ns2"));
+  EXPECT_EQ(other.code, 422) << other.body;
+  EXPECT_THAT(other.body, ::testing::HasSubstr("does not match event.namespace"));
+  EXPECT_THAT(other.body, ::testing::HasSubstr("involvedObject.namespace"));
+  EXPECT_EQ(env_.Post("/api/v1/namespaces/ns1/events", core("cluster", "")).code, 422);
+  nlohmann::json in_default = core("cluster", "");
+  in_default["metadata"]["namespace"] = "default";
+  EXPECT_EQ(env_.Post("/api/v1/namespaces/default/events", in_default).code, 201);
+  nlohmann::json v1 = {{"apiVersion", "events.k8s.io/v1"},
+                       {"kind", "Event"},
+                       {"metadata", {{"name", "v1"}, {"namespace", "ns1"}}},
+                       {"eventTime", "2026-11-29T00:00:00.000000Z"},
+                       {"reportingController", "x/y"},
+                       {"reportingInstance", "i"},
+                       {"action", "A"},
+                       {"reason", "R"},
+                       {"type", "Normal"},
+                       {"regarding", {{"kind", "Namespace"}, {"name", "ns1"}}}};
+  EXPECT_EQ(env_.Post("/apis/events.k8s.io/v1/namespaces/ns1/events", v1).code, 422);
+  v1["regarding"] = {{"kind", "ConfigMap"}, {"name", "c"}, {"namespace", "ns1"}};
+  EXPECT_EQ(env_.Post("/apis/events.k8s.io/v1/namespaces/ns1/events", v1).code, 201);
+}
+
 TEST_F(WriteTest, SecretStringDataIsEncodedIntoData) {
   constexpr char kSecrets[] = "/api/v1/namespaces/ns1/secrets";
   nlohmann::json in = {{"apiVersion", "v1"},

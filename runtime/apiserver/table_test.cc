@@ -496,7 +496,8 @@ TEST_F(TableResponseTest, EventsInBothGroups) {
       "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e1"},
       "eventTime": "2020-01-01T00:00:00.000000Z", "type": "Normal", "reason": "Created",
       "action": "Create", "note": "made it", "reportingController": "ctrlhost/test",
-      "reportingInstance": "i1", "regarding": {"kind": "Widget", "name": "w"}})"));
+      "reportingInstance": "i1",
+      "regarding": {"kind": "Widget", "name": "w", "namespace": "ns1"}})"));
   ASSERT_EQ(c.code, 201) << c.body;
   for (const char* path :
        {"/api/v1/namespaces/ns1/events", "/apis/events.k8s.io/v1/namespaces/ns1/events"}) {
