@@ -217,8 +217,11 @@ void Recorder::Record(const pluginpb::ReconcileCall& call, const DispatchResult&
     return;
   }
   pending_bytes_ += frame.size();
+  // The writer is woken for the first record of a batch and for a full one, not for each: a
+  // wake-up per reconcile was most of what recording cost the serving path.
+  const bool first = pending_.empty();
   pending_.push_back(std::move(frame));
-  cv_.SignalAll();
+  if (first || pending_bytes_ >= kBatchBytes) cv_.SignalAll();
 }
 
 void Recorder::WriterLoop() {
@@ -227,6 +230,11 @@ void Recorder::WriterLoop() {
     {
       common::MutexLock lock(&mu_);
       while (pending_.empty() && !stopping_) cv_.Wait(&mu_);
+      // Let a batch gather (bounded: kBatchWait, or kBatchBytes queued, or a Flush or stop).
+      const absl::Time gather_until = absl::Now() + kBatchWait;
+      while (!stopping_ && flushes_ == 0 && pending_bytes_ < kBatchBytes &&
+             !cv_.WaitWithDeadline(&mu_, gather_until)) {
+      }
       if (pending_.empty()) return;  // stopping, and everything is written
       batch.swap(pending_);
       pending_bytes_ = 0;
@@ -292,7 +300,10 @@ void Recorder::NoteWriteError(const std::string& error, uint64_t lost) {
 
 void Recorder::Flush() {
   common::MutexLock lock(&mu_);
+  ++flushes_;
+  cv_.SignalAll();
   while (!pending_.empty() || writing_ > 0) cv_.Wait(&mu_);
+  --flushes_;
 }
 
 Recorder::Figures Recorder::figures() const {

@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/log_limiter.h"
@@ -115,6 +116,10 @@ class Recorder : public ReconcileRecorder {
   uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t writing_ ABSL_GUARDED_BY(mu_) = 0;  // records taken by the writer, not yet written
+  int flushes_ ABSL_GUARDED_BY(mu_) = 0;       // Flush calls waiting: write at once
+  // The writer gathers records for up to kBatchWait or kBatchBytes before it writes them.
+  static constexpr absl::Duration kBatchWait = absl::Milliseconds(5);
+  static constexpr uint64_t kBatchBytes = uint64_t{256} << 10;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Figures figures_ ABSL_GUARDED_BY(mu_);
   std::thread writer_;  // last: starts after everything above is initialised
