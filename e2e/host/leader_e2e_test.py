@@ -21,6 +21,7 @@ failover times themselves are measured by `tools/bench ha`.
 
 import os
 import re
+import subprocess
 import tempfile
 import threading
 import time
@@ -274,6 +275,50 @@ class LeaderElectionTest(host_fixture.ChaosServerTest):
         self.assertEqual(errors, [])
         self.check_converged_and_exclusive(names, last, standby_until=before)
         self.assertEqual(b.stop(), 0, b.log()[-4000:])
+
+    def test_client_go_0_32_and_the_host_share_a_lease(self):
+        """client-go 0.32's leaderelection (e2e/clientgo/modern, scenario leasepeer) and the host
+        campaign for one Lease: the peer sees the host lead and waits; the host's SIGTERM
+        releases the Lease and the peer takes it; a host started meanwhile stands by until the
+        peer releases it, then leads."""
+        program = os.environ.get("CTRLHOST_CLIENTGO_MODERN") or os.path.expanduser(
+            "~/.cache/ctrlhost/clientgo-0.32/bin/current")
+        self.assertTrue(os.access(program, os.X_OK),
+                        "the client-go 0.32 program is not built: run tools/clientgo-modern")
+        a = self.start("host-a")
+        self.wait(lambda: self.holder() == "host-a", "host-a holds the Lease")
+        peer = subprocess.Popen(
+            [program, "-kubeconfig", self.kubeconfig, "-namespace", self.namespace,
+             "-scenario", "leasepeer", "-lease-name", self.lease, "-identity", "clientgo-peer",
+             "-hold", "8s", "-timeout", "120s"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(peer.stdout), daemon=True)
+        reader.start()
+        try:
+            self.wait(lambda: "LEADER host-a\n" in lines, "the peer sees host-a lead")
+            time.sleep(RETRY_PERIOD * JITTER * 2)  # the peer tries and fails, twice
+            self.assertNotIn("STARTED clientgo-peer\n", lines)
+            transitions = self.lease_spec().get("leaseTransitions", 0)
+            a.process.send_signal(15)
+            self.assertEqual(a.process.wait(30), 0, a.log()[-4000:])
+            self.wait(lambda: "STARTED clientgo-peer\n" in lines, "the peer takes the Lease")
+            self.assertEqual(self.holder(), "clientgo-peer")
+            self.assertGreater(self.lease_spec().get("leaseTransitions", 0), transitions)
+            b = self.start("host-b")
+            self.wait(lambda: self.master_status(b) == 0.0, "host-b standing by")
+            self.assertEqual(self.holder(), "clientgo-peer")
+            self.wait(lambda: self.holder() == "host-b", "host-b leads once the peer released")
+            self.assertEqual(self.master_status(b), 1.0)
+            self.assertEqual(peer.wait(60), 0, "".join(lines))
+            reader.join(10)
+            self.assertIn("RELEASED clientgo-peer\n", lines)
+            self.assertIn("PASS leasepeer:", "".join(lines))
+            self.assertEqual(b.stop(), 0, b.log()[-4000:])
+        finally:
+            if peer.poll() is None:
+                peer.kill()
+                peer.wait(10)
 
     def test_lease_from_the_operator_file(self):
         """spec.leaderElection alone elects (no --leader-elect); a flag given wins over it."""

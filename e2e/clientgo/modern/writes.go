@@ -245,3 +245,43 @@ func eventsScenario(ctx context.Context, e *env) (string, error) {
 	}
 	return "created and read through events.k8s.io/v1 and core/v1", nil
 }
+
+// leasePeer campaigns, as client-go controllers do, for a Lease another program (`ctrlhost run
+// --leader-elect`) also campaigns for, with client-go's default timings (15 s / 10 s / 2 s). It
+// prints "LEADER <identity>" whenever it sees a new holder, "STARTED <identity>" once it leads,
+// holds the Lease for -hold, releases it and prints "RELEASED <identity>". The two programs must
+// agree on the Lease: never two leaders, a release taken over at the next attempt.
+func leasePeerScenario(ctx context.Context, e *env) (string, error) {
+	if *leaseName == "" {
+		return "", fmt.Errorf("-lease-name is required")
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	var led atomic.Bool
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: *leaseName, Namespace: e.namespace},
+		Client:     e.client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: *identity},
+	}
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnNewLeader: func(id string) { fmt.Printf("LEADER %s\n", id) },
+			OnStartedLeading: func(ctx context.Context) {
+				led.Store(true)
+				fmt.Printf("STARTED %s\n", *identity)
+				select {
+				case <-time.After(*hold):
+				case <-ctx.Done():
+				}
+				cancel()
+			},
+			OnStoppedLeading: func() { fmt.Printf("RELEASED %s\n", *identity) },
+		},
+	})
+	if !led.Load() {
+		return "", fmt.Errorf("never led within %v", e.timeout)
+	}
+	return fmt.Sprintf("led the Lease %s/%s for %v and released it", e.namespace, *leaseName, *hold), nil
+}
