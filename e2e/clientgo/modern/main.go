@@ -51,6 +51,7 @@ var scenarios = map[string]scenario{
 	"events":         eventsScenario,
 	"watchlist":      watchListScenario,
 	"leasepeer":      leasePeerScenario,
+	"status":         statusScenario,
 }
 
 func names() []string {

@@ -198,6 +198,9 @@ func listScenario(ctx context.Context, e *env) (string, error) {
 	if err != nil || len(named.Items) != 1 {
 		return "", fmt.Errorf("field selector metadata.name=page-4: %v items, err %v", len(named.Items), err)
 	}
+	if err := resourceVersionMatch(ctx, e); err != nil {
+		return "", err
+	}
 	dry := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dry-run"}}
 	if _, err := cms.Create(ctx, dry, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		return "", fmt.Errorf("dry-run create: %w", err)
@@ -205,7 +208,74 @@ func listScenario(ctx context.Context, e *env) (string, error) {
 	if _, err := cms.Get(ctx, "dry-run", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("a dry-run create was stored (get: %v)", err)
 	}
-	return "7 objects in 3 pages of 3, label and field selectors, dry-run stores nothing", nil
+	return "7 objects in 3 pages of 3, label and field selectors, resourceVersionMatch Exact and NotOlderThan, dry-run stores nothing", nil
+}
+
+// A list at an exact past resourceVersion shows the collection as it was then; NotOlderThan
+// shows it at least as new.
+func resourceVersionMatch(ctx context.Context, e *env) error {
+	cms := e.client.CoreV1().ConfigMaps(e.namespace)
+	before, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "page=yes"})
+	if err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	extra := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "page-later", Labels: map[string]string{"page": "yes"}}}
+	if _, err := cms.Create(ctx, extra, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	defer cms.Delete(ctx, "page-later", metav1.DeleteOptions{}) //nolint:errcheck
+	exact, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "page=yes",
+		ResourceVersion: before.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	if err != nil {
+		return fmt.Errorf("list at resourceVersion %s, Exact: %w", before.ResourceVersion, err)
+	}
+	if len(exact.Items) != len(before.Items) || exact.ResourceVersion != before.ResourceVersion {
+		return fmt.Errorf("list Exact at %s: %d items at %s, want %d at %s", before.ResourceVersion,
+			len(exact.Items), exact.ResourceVersion, len(before.Items), before.ResourceVersion)
+	}
+	newer, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "page=yes",
+		ResourceVersion: before.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		return fmt.Errorf("list NotOlderThan: %w", err)
+	}
+	if len(newer.Items) != len(before.Items)+1 {
+		return fmt.Errorf("list NotOlderThan %s: %d items, want %d", before.ResourceVersion, len(newer.Items), len(before.Items)+1)
+	}
+	return nil
+}
+
+// The status subresource of a built-in kind: UpdateStatus writes status only, and an update of
+// the object leaves status as it is (a Service: nothing in either server writes its status).
+func statusScenario(ctx context.Context, e *env) (string, error) {
+	svcs := e.client.CoreV1().Services(e.namespace)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "status"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	created, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("create: %w", err)
+	}
+	defer svcs.Delete(ctx, "status", metav1.DeleteOptions{}) //nolint:errcheck
+	created.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.1"}}
+	created.Spec.Ports[0].Port = 81 // not written through /status
+	updated, err := svcs.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("UpdateStatus: %w", err)
+	}
+	if len(updated.Status.LoadBalancer.Ingress) != 1 || updated.Spec.Ports[0].Port != 80 {
+		return "", fmt.Errorf("after UpdateStatus: ingress %v, port %d (want the ingress, port 80)",
+			updated.Status.LoadBalancer.Ingress, updated.Spec.Ports[0].Port)
+	}
+	updated.Status.LoadBalancer.Ingress = nil
+	updated.Labels = map[string]string{"touched": "yes"}
+	again, err := svcs.Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("Update: %w", err)
+	}
+	if len(again.Status.LoadBalancer.Ingress) != 1 || again.Labels["touched"] != "yes" {
+		return "", fmt.Errorf("an update of the object changed its status (ingress %v) or not its labels (%v)",
+			again.Status.LoadBalancer.Ingress, again.Labels)
+	}
+	return "UpdateStatus writes status alone; Update leaves status alone", nil
 }
 
 // An event through events.k8s.io/v1, as the new event recorder writes them.
