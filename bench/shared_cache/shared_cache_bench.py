@@ -8,6 +8,9 @@ realistic sizes, managedFields as the server writes them), then for each N in --
   `shared_cache_plugin` (four controllers, one per kind, reconcile = read the object);
 - client-go: N `clientgo-baseline controller` processes (bench/shared_cache/clientgo/main.go,
   one shared informer factory each, built by clientgo/build);
+- client-go 0.32: the same program built with Debian trixie's client-go 0.32.3 by
+  tools/clientgo-modern, run with KUBE_FEATURE_WatchListClient=true (client-go 1.35+'s default),
+  when that build exists (else skipped, saying so);
 
 and reports, ctrlhost as VALUE and client-go as BASELINE of the same run: total RSS of every
 process of the side once it is quiet (the host and its plugins; the N programs), the watches
@@ -344,7 +347,8 @@ def run_ctrlhost(n, cluster, ctrlhost, plugin, work):
         for i in range(n):
             f.write("---\napiVersion: ctrlhost.dev/v1alpha1\nkind: Operator\n"
                     "metadata: {name: op-%d}\nspec:\n  plugins:\n"
-                    "    - name: shared-cache\n      exec: {command: %s}\n" % (i, plugin))
+                    "    - name: shared-cache\n      exec: {command: %s, env: "
+                    "{SHARED_CACHE_SUFFIX: \"-op-%d\"}}\n" % (i, plugin, i))
     os.makedirs(os.path.join(directory, "data"))
     metrics_port = kube_fixture.free_port()
     log_file = open(os.path.join(directory, "host.log"), "wb")
@@ -379,15 +383,16 @@ def run_ctrlhost(n, cluster, ctrlhost, plugin, work):
     return side, start
 
 
-def run_clientgo(n, cluster, baseline, work):
+def run_clientgo(n, cluster, baseline, work, env=None):
     side = Side("client-go")
     start = time.time()
     for i in range(n):
-        log_file = open(os.path.join(work, "clientgo-%d-%d.log" % (n, i)), "wb")
+        log_file = open(os.path.join(work, "clientgo-%d-%d-%d.log" % (n, i, id(env))), "wb")
         process = subprocess.Popen(
             [baseline, "controller", "--kubeconfig", cluster.kubeconfig,
              "--crd", CRD_GROUP + "/v1/gadgets"],
-            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL,
+            env=dict(os.environ, **(env or {})))
         log_file.close()
         side.processes.append(process)
         side.root_pids.append(process.pid)
@@ -407,6 +412,11 @@ def measure(n, kind, cluster, tools, work):
     cpu_before = cpu_seconds(apiserver_pid)
     if kind == "ctrlhost":
         side, _ = run_ctrlhost(n, cluster, tools["ctrlhost"], tools["plugin"], work)
+    elif kind == "client-go 0.32":
+        # client-go 1.35+'s default: streaming initial lists (kube 1.20 has none: each program
+        # falls back to a LIST, as it would against any server older than 1.27).
+        side, _ = run_clientgo(n, cluster, tools["clientgo-0.32"], work,
+                               {"KUBE_FEATURE_WatchListClient": "true"})
     else:
         side, _ = run_clientgo(n, cluster, tools["clientgo"], work)
     cpu_sync = cpu_seconds(apiserver_pid) - cpu_before
@@ -477,6 +487,13 @@ def main(argv):
         "clientgo": subprocess.run([build], check=True, stdout=subprocess.PIPE)
                               .stdout.decode().strip(),
     }
+    modern = os.environ.get("CTRLHOST_CLIENTGO_BASELINE") or os.path.expanduser(
+        "~/.cache/ctrlhost/clientgo-0.32/bin/current-baseline")
+    if os.access(modern, os.X_OK):
+        tools["clientgo-0.32"] = modern
+    else:
+        log("client-go 0.32 side skipped: %s is not built (tools/clientgo-modern builds it)" %
+            modern)
     work = tempfile.mkdtemp(prefix="shared-cache-")
     log("starting a real Kubernetes 1.20 cluster in %s" % work)
     cluster = kube_fixture.Cluster.start(os.path.join(work, "cluster"))
@@ -490,6 +507,8 @@ def main(argv):
         for n in operators:
             # Alternate which side goes first, so that neither always meets a warmer server.
             order = ["ctrlhost", "client-go"] if n % 2 else ["client-go", "ctrlhost"]
+            if "clientgo-0.32" in tools:
+                order.insert(1, "client-go 0.32")
             results = {kind: measure(n, kind, cluster, tools, work) for kind in order}
             ours, theirs = results["ctrlhost"], results["client-go"]
             last = n == operators[-1] and n >= 20
@@ -528,6 +547,20 @@ def main(argv):
                                      memory / objects, "B")
                 reporter.add(prefix + "host cache heap, all kinds (ctrlhost_watch_memory_bytes)",
                              total / 1048576.0, "MiB")
+            modern = results.get("client-go 0.32")
+            if modern is not None:
+                # The headline against today's client-go (issue 29): PSS <= 0.1x, RSS <= 0.2x,
+                # watches <= 0.1x, initial sync <= 0.5x at the largest N.
+                for metric, key, unit, limit in [
+                        ("total PSS vs client-go 0.32 (WatchList on)", "pss_mib", "MiB", 0.1),
+                        ("total RSS vs client-go 0.32 (WatchList on)", "rss_mib", "MiB", 0.2),
+                        ("watches vs client-go 0.32", "watches", "watches", 0.1),
+                        ("initial sync time vs client-go 0.32", "sync_seconds", "s", 0.5)]:
+                    target = "<= %gx" % limit if last else None
+                    met = (modern[key] > 0 and ours[key] / modern[key] <= limit) if last else None
+                    reporter.add(prefix + metric, ours[key], unit, modern[key] or None, target,
+                                 met)
+                theirs = dict(theirs, quiet=theirs["quiet"] and modern["quiet"])
             if not (ours["quiet"] and theirs["quiet"]):
                 reporter.add(prefix + "both sides quiet before RSS was read", 0, "", None,
                              "quiet", False)

@@ -2,7 +2,11 @@
 // the same small controller as clientgo/main.go. Four controllers, one per watched kind
 // (ConfigMaps, Secrets, Deployments and the benchmark's custom resource `Gadget`), whose
 // reconcile reads the request's object and changes nothing. Served on $CTRLHOST_PLUGIN_ADDRESS
-// by the C++ SDK; the host execs and supervises it like any plugin.
+// by the C++ SDK; the host execs and supervises it like any plugin. Controller names are unique
+// in a host, so each operator's copy gets its own: "configmaps$SHARED_CACHE_SUFFIX", ...
+#include <cstdlib>
+#include <string>
+
 #include "sdk/cpp/plugin.h"
 #include "sdk/cpp/request.h"
 #include "sdk/cpp/result.h"
@@ -16,7 +20,8 @@ ctrlhost::sdk::Result Reconcile(const ctrlhost::sdk::Request& req) {
 
 ctrlhost::sdk::ControllerBuilder Controller(const char* name, const char* group,
                                             const char* version, const char* kind) {
-  ctrlhost::sdk::ControllerBuilder builder(name);
+  const char* suffix = std::getenv("SHARED_CACHE_SUFFIX");
+  ctrlhost::sdk::ControllerBuilder builder(std::string(name) + (suffix != nullptr ? suffix : ""));
   builder.For(group, version, kind).MaxConcurrent(2).Reconcile(Reconcile);
   return builder;
 }
