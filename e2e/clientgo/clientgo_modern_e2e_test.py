@@ -46,12 +46,27 @@ class ClientGoModernTest(unittest.TestCase):
         if not host_fixture.real_kube():
             cls.server.stop()
 
-    def run_scenario(self, scenario, watch_list):
+    def test_relist_after_a_compacted_resource_version(self):
+        """An informer whose watch starts from a compacted resourceVersion gets 410 and relists
+        (embedded server only: it compacts within 100 ms with --compaction-retain-revisions=5;
+        kube 1.20's etcd compacts every 5 minutes, which a test cannot wait for)."""
+        if host_fixture.real_kube():
+            self.skipTest("kube 1.20 compacts every 5 minutes; the embedded server is started "
+                          "with a short compaction window instead")
+        server = apiserver_fixture.ApiServer.start(
+            extra_args=["--compaction-retain-revisions", "5", "--compaction-interval", "100ms"])
+        try:
+            self.run_scenario("relist", False, server)
+        finally:
+            server.stop()
+
+    def run_scenario(self, scenario, watch_list, server=None):
+        server = server or self.server
         env = dict(os.environ)
         env["KUBE_FEATURE_WatchListClient"] = "true" if watch_list else "false"
         namespace = "modern-%s-%s" % (scenario, "wl" if watch_list else "lw")
         result = subprocess.run(
-            [self.program, "-kubeconfig", self.server.kubeconfig, "-namespace", namespace,
+            [self.program, "-kubeconfig", server.kubeconfig, "-namespace", namespace,
              "-scenario", scenario, "-timeout", "60s"],
             capture_output=True, text=True, timeout=300, env=env)
         print(result.stdout.strip())
@@ -67,8 +82,13 @@ class ClientGoModernTest(unittest.TestCase):
 def add_cases():
     variants = [False] if host_fixture.real_kube() else [False, True]
     for scenario in SCENARIOS:
-        for watch_list in variants:
+        # The raw WatchList request needs the feature on: kube 1.20 serves no streaming lists.
+        wanted = [True] if scenario == "watchlist" else variants
+        for watch_list in wanted:
             def case(self, scenario=scenario, watch_list=watch_list):
+                if watch_list and host_fixture.real_kube():
+                    self.skipTest("kube 1.20 serves no streaming lists (sendInitialEvents came in "
+                                  "1.27); the embedded server's are checked by the embedded twin")
                 self.run_scenario(scenario, watch_list)
             name = "test_%s_watchlist_%s" % (scenario, "on" if watch_list else "off")
             setattr(ClientGoModernTest, name, case)
