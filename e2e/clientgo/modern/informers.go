@@ -182,6 +182,22 @@ func informerScenario(ctx context.Context, e *env) (string, error) {
 		len(processed), features.FeatureGates().Enabled(features.WatchListClient)), nil
 }
 
+// syncAndChange records `informer`'s events, starts it with `start`, waits for it to sync, then
+// creates, updates and deletes the ConfigMap "<what>-changed", waiting for each event.
+func syncAndChange(ctx context.Context, e *env, informer cache.SharedIndexInformer, start func(), what string) error {
+	var recorded events
+	if _, err := informer.AddEventHandler(handlers(&recorded)); err != nil {
+		return err
+	}
+	start()
+	syncCtx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
+		return fmt.Errorf("the %s informer never synced", what)
+	}
+	return changeConfigMap(ctx, e, what+"-changed", recorded.has)
+}
+
 // A dynamic (unstructured) informer, as generic controllers and kubectl-like tools use.
 func dynamicScenario(ctx context.Context, e *env) (string, error) {
 	client, err := dynamic.NewForConfig(e.config)
@@ -189,20 +205,10 @@ func dynamicScenario(ctx context.Context, e *env) (string, error) {
 		return "", err
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, e.namespace, nil)
-	informer := factory.ForResource(configmaps).Informer()
-	var recorded events
-	if _, err := informer.AddEventHandler(handlers(&recorded)); err != nil {
-		return "", err
-	}
 	stop := make(chan struct{})
 	defer close(stop)
-	factory.Start(stop)
-	syncCtx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return "", fmt.Errorf("the dynamic informer never synced")
-	}
-	if err := changeConfigMap(ctx, e, "dynamic-changed", recorded.has); err != nil {
+	informer := factory.ForResource(configmaps).Informer()
+	if err := syncAndChange(ctx, e, informer, func() { factory.Start(stop) }, "dynamic"); err != nil {
 		return "", err
 	}
 	return "synced; add, update and delete seen as unstructured objects", nil
@@ -216,20 +222,10 @@ func metadataScenario(ctx context.Context, e *env) (string, error) {
 		return "", err
 	}
 	factory := metadatainformer.NewFilteredSharedInformerFactory(client, 0, e.namespace, nil)
-	informer := factory.ForResource(configmaps).Informer()
-	var recorded events
-	if _, err := informer.AddEventHandler(handlers(&recorded)); err != nil {
-		return "", err
-	}
 	stop := make(chan struct{})
 	defer close(stop)
-	factory.Start(stop)
-	syncCtx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return "", fmt.Errorf("the metadata informer never synced")
-	}
-	if err := changeConfigMap(ctx, e, "metadata-changed", recorded.has); err != nil {
+	informer := factory.ForResource(configmaps).Informer()
+	if err := syncAndChange(ctx, e, informer, func() { factory.Start(stop) }, "metadata"); err != nil {
 		return "", err
 	}
 	for _, obj := range informer.GetStore().List() {
