@@ -81,9 +81,12 @@ struct Batch {
   struct Item {
     pluginpb::ReconcileRecord record;
     uint64_t offset = 0;
+    // Recorded without an answer: not sent, kept in its place (--update keeps the order).
+    bool skipped = false;
     std::optional<controller::DispatchResult> answer;
   };
   std::vector<Item> items;
+  size_t to_send = 0;  // items not skipped
   common::Mutex mu;
   common::CondVar cv;
   size_t answered ABSL_GUARDED_BY(mu) = 0;
@@ -95,6 +98,7 @@ void SendBatch(OfflinePlugin& plugin, const std::shared_ptr<Batch>& shared,
   Batch& batch = *shared;
   const absl::Time deadline = absl::Now() + timeout;
   for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (batch.items[i].skipped) continue;
     pluginpb::ReconcileCall call = batch.items[i].record.call();
     *call.mutable_deadline() = common::ToProtoTimestamp(deadline);
     plugin.Dispatch(std::move(call), deadline, [shared, i](controller::DispatchResult result) {
@@ -108,11 +112,13 @@ void SendBatch(OfflinePlugin& plugin, const std::shared_ptr<Batch>& shared,
   common::MutexLock lock(&batch.mu);
   // The supervisor answers every dispatch by its deadline; the slack covers a wedged one.
   const absl::Time give_up = deadline + absl::Seconds(10);
-  while (batch.answered < batch.items.size()) {
+  while (batch.answered < batch.to_send) {
     if (batch.cv.WaitWithDeadline(&batch.mu, give_up)) break;
   }
   for (Batch::Item& item : batch.items) {
-    if (!item.answer.has_value()) item.answer = absl::DeadlineExceededError("no answer");
+    if (!item.skipped && !item.answer.has_value()) {
+      item.answer = absl::DeadlineExceededError("no answer");
+    }
   }
 }
 // After SendBatch returned, the answers are only read: a late callback finds its slot set and
@@ -134,44 +140,49 @@ class FileReplay {
     const record::ReplayJudge judge(reader.header());
     while (true) {
       auto batch = std::make_shared<Batch>();
-      absl::Status read = Fill(reader, *batch, updated, last_file);
+      absl::StatusOr<bool> more = Fill(reader, *batch, last_file);
       if (!batch->items.empty()) {
         SendBatch(plugin_, batch, f_.timeout);
         common::MutexLock lock(&batch->mu);  // late callbacks see their slots set
         Judge(reader, judge, *batch, updated);
       }
-      if (!read.ok()) return read;
-      if (batch->items.size() < static_cast<size_t>(f_.in_flight)) return absl::OkStatus();
+      if (!more.ok()) return more.status();
+      if (!*more) return absl::OkStatus();
     }
   }
 
  private:
-  // Up to --in-flight records with a recorded answer; OK with fewer at the end of the file.
-  absl::Status Fill(record::RecordingReader& reader, Batch& batch,
-                    std::vector<pluginpb::ReconcileRecord>* updated, bool last_file) {
-    while (batch.items.size() < static_cast<size_t>(f_.in_flight)) {
+  // The next records, up to --in-flight with a recorded answer (and those without one between
+  // them); true when the file may hold more.
+  absl::StatusOr<bool> Fill(record::RecordingReader& reader, Batch& batch, bool last_file) {
+    while (batch.to_send < static_cast<size_t>(f_.in_flight)) {
       absl::StatusOr<std::optional<pluginpb::ReconcileRecord>> next = reader.Next();
       if (!next.ok()) {
         if (absl::IsDataLoss(next.status()) && last_file && f_.ignore_cut_tail) {
           out_ << "warning: " << next.status().message() << " (ignored: --ignore-cut-tail)\n";
-          return absl::OkStatus();
+          return false;
         }
         return next.status();
       }
-      if (!next->has_value()) return absl::OkStatus();
-      if (!(*next)->has_response()) {
+      if (!next->has_value()) return false;
+      const bool skipped = !(*next)->has_response();
+      if (skipped) {
         ++totals_.skipped;
-        if (updated != nullptr) updated->push_back(**std::move(next));
-        continue;
+      } else {
+        ++batch.to_send;
       }
-      batch.items.push_back({**std::move(next), reader.offset(), std::nullopt});
+      batch.items.push_back({**std::move(next), reader.offset(), skipped, std::nullopt});
     }
-    return absl::OkStatus();
+    return true;
   }
 
   void Judge(const record::RecordingReader& reader, const record::ReplayJudge& judge, Batch& batch,
              std::vector<pluginpb::ReconcileRecord>* updated) {
     for (Batch::Item& item : batch.items) {
+      if (item.skipped) {
+        if (updated != nullptr) updated->push_back(std::move(item.record));
+        continue;
+      }
       ++totals_.compared;
       const bool answered = item.answer->response.ok();
       if (!answered) ++totals_.failed;
