@@ -231,6 +231,23 @@ class RecordTest(unittest.TestCase):
         self.assertEqual(usage.returncode, 2, usage.stderr)
         self.assertIn("--command", usage.stderr)
 
+    def test_4_a_live_edit_of_spec_record_moves_the_recording(self):
+        """A spec.record added or changed in the operator file applies live (the controllers
+        restart) and wins over --record; the former recorder's file is closed complete."""
+        moved = tempfile.mkdtemp(prefix="moved-", dir=os.environ.get("TEST_TMPDIR"))
+        with open(os.path.join(self.host.data_dir, "operator.yaml"), "w") as f:
+            f.write(OPERATOR.format(chaos=self.chaos, dir=self.dir) + RECORD.format(dir=moved))
+        self.host.wait_for(lambda: os.path.join(moved, "chaos") in self.dump(),
+                           "the recording in the new directory")
+        self.host.kubectl("annotate", "chaos", self.names[0], "-n", "default", "--overwrite",
+                          "e2e.ctrlhost.dev/touch=moved", check=True)
+        self.host.wait_for(lambda: self.recorded() >= 1 and self.idle(), "a record in it")
+        result = self.replay(recording=os.path.join(moved, "chaos"))
+        self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr)
+        # The old directory's files end with a whole record: it replays without --ignore-cut-tail.
+        old = self.replay(recording=self.copy_recording())
+        self.assertEqual(old.returncode, 0, old.stdout[-2000:] + old.stderr)
+
 
 if __name__ == "__main__":
     bazel_unittest.main()

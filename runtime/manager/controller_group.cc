@@ -72,7 +72,8 @@ struct ControllerGroup::Controller {
   std::vector<watch::ReflectorHandle> handles;  // primary, owned..., watches...
   std::vector<watch::WatchKey> keys;            // of `handles`, in the same order
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
-  // Before `runner`, which reports to it: destroyed after it.
+  // Before `runner`, which reports to it: destroyed after it. Set (StartRecorder) and taken
+  // (Stop) under the group's mu_, which Status holds to read its figures.
   std::unique_ptr<controller::record::Recorder> recorder;
   std::unique_ptr<controller::Runner> runner;
   std::unique_ptr<controller::Scheduler> scheduler;  // resync period and cron schedules
@@ -363,10 +364,13 @@ absl::Status ControllerGroup::StartRecorder(Controller& c) {
     return absl::FailedPreconditionError(
         absl::StrCat("recording (spec.record or --record): ", recorder.status().message()));
   }
-  c.recorder = *std::move(recorder);
-  common::LogInfo(
-      "recording reconciles",
-      {{"operator", operator_name_}, {"controller", name}, {"dir", c.recorder->figures().dir}});
+  const std::string dir = (*recorder)->figures().dir;
+  {
+    common::MutexLock lock(&mu_);  // Status reads it
+    c.recorder = *std::move(recorder);
+  }
+  common::LogInfo("recording reconciles",
+                  {{"operator", operator_name_}, {"controller", name}, {"dir", dir}});
   return absl::OkStatus();
 }
 
@@ -474,9 +478,13 @@ std::vector<std::string> ControllerGroup::Stop(absl::Duration timeout) {
   }
   std::vector<std::string> unrun;
   for (Controller* c : running) StopController(*c, timeout, &unrun);
-  // Runners go before the reflectors they read (handles release the reflectors).
+  // Runners go before the reflectors they read (handles release the reflectors), and before
+  // the recorders they report to: those write what is queued and close their files now, not
+  // when the last reader of the group lets go (a group that replaces this one records into
+  // the same directories).
   std::vector<std::unique_ptr<controller::Runner>> runners;
   std::vector<watch::ReflectorHandle> handles;
+  std::vector<std::unique_ptr<controller::record::Recorder>> recorders;
   {
     common::MutexLock lock(&mu_);
     for (Controller* c : running) {
@@ -484,8 +492,12 @@ std::vector<std::string> ControllerGroup::Stop(absl::Duration timeout) {
       for (auto& h : c->handles) handles.push_back(std::move(h));
       c->handles.clear();
     }
+    for (auto& c : controllers_) {
+      if (c->runner == nullptr) recorders.push_back(std::move(c->recorder));
+    }
   }
   runners.clear();
+  recorders.clear();
   handles.clear();
   return unrun;
 }
