@@ -159,6 +159,9 @@ class WatchStream:
         self.connection = client.connect(timeout=timeout)
         self.connection.request("GET", path, headers={
             "Accept": "application/json", "Authorization": "Bearer " + client.token})
+        # A watch's answer says `Connection: close`, upon which http.client lets go of the
+        # connection's socket (the response keeps reading it): keep it for timeouts and close.
+        self.sock = self.connection.sock
         self.response = self.connection.getresponse()
         self.status = self.response.status
         self.headers = {k.lower(): v for k, v in self.response.getheaders()}
@@ -168,7 +171,7 @@ class WatchStream:
 
     def next_event(self, timeout=REQUEST_TIMEOUT_SECONDS):
         """The next event as a dict, or None when the stream ended or `timeout` passed."""
-        self.connection.sock.settimeout(timeout)
+        self.sock.settimeout(timeout)
         try:
             line = self.response.readline()
         except (socket.timeout, TimeoutError):
@@ -194,7 +197,7 @@ class WatchStream:
 
     def close(self):
         """Idempotent; safe after the server died."""
-        sock = self.connection.sock
+        sock = self.sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)

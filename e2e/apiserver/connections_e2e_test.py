@@ -4,8 +4,10 @@
   limit, each mid-handshake, re-opened when closed, while kubectl and a list+watch client
   (what the host's informers do) still work; trickling connections are closed by the
   authentication deadline.
-- Watch clients that disconnect release their server thread and socket at once (no
-  CLOSE-WAIT until the watch times out).
+- Watch clients that disconnect release their socket (and, with --watch-threads=0, their
+  thread) at once (no CLOSE-WAIT until the watch times out). Issue 30: 2,000 watches hold no
+  thread each (the stream loop writes them); a watcher that reads nothing is ended after
+  --watch-stall-timeout while the others are served.
 - Concurrent LISTs of a large namespace are streamed: the server's peak RSS does not grow by
   the body size.
 - --max-mutating-requests-inflight / --max-requests-inflight: 429 TooManyRequests with
@@ -22,6 +24,7 @@ durations.
 
 import json
 import socket
+import ssl
 import threading
 import time
 import unittest
@@ -104,26 +107,116 @@ class SlowlorisTest(unittest.TestCase):
 
 class DisconnectedWatchersTest(unittest.TestCase):
 
-    def test_threads_and_sockets_return_to_baseline(self):
-        server = ApiServer.start()
+    def _open_watches_then_disconnect(self, server, count, thread_check):
+        api = server.api
+        api.ensure_namespace("watchers")
+        pid = server.process.pid
+        # A connection of our own first, so that the baseline counts a settled server.
+        self.assertEqual(api.request("GET", "/api/v1/namespaces/watchers")[0], 200)
+        base_threads, base_fds = threads_of(pid), fds_of(pid)
+        watches = [api.watch("/api/v1/namespaces/watchers/configmaps?watch=1")
+                   for _ in range(count)]
         try:
-            api = server.api
-            api.ensure_namespace("watchers")
-            pid = server.process.pid
-            # A connection of our own first, so that the baseline counts a settled server.
-            self.assertEqual(api.request("GET", "/api/v1/namespaces/watchers")[0], 200)
-            base_threads, base_fds = threads_of(pid), fds_of(pid)
-            watches = [api.watch("/api/v1/namespaces/watchers/configmaps?watch=1")
-                       for _ in range(200)]
             self.assertTrue(all(w.status == 200 for w in watches))
-            self.assertGreaterEqual(threads_of(pid), base_threads + 150)
+            thread_check(pid, base_threads)
+            # Every watch is served: one write reaches each of them.
+            api.request("POST", "/api/v1/namespaces/watchers/configmaps",
+                        {"metadata": {"name": "hello"}, "data": {"k": "v"}})
+            for w in watches:
+                w.events_until(lambda e: e["object"]["metadata"]["name"] == "hello")
+        finally:
             for w in watches:
                 w.close()
-            # Without detection the 200 threads stay until the watch timeout (30 min).
-            returned = wait_until(lambda: threads_of(pid) <= base_threads + 2 and
-                                  fds_of(pid) <= base_fds + 2, 20)
-            self.assertTrue(returned, "threads %d (baseline %d), descriptors %d (baseline %d)" %
-                            (threads_of(pid), base_threads, fds_of(pid), base_fds))
+        # Without detection the threads and sockets stay until the watch timeout (30 min).
+        returned = wait_until(lambda: threads_of(pid) <= base_threads + 2 and
+                              fds_of(pid) <= base_fds + 2, 30)
+        self.assertTrue(returned, "threads %d (baseline %d), descriptors %d (baseline %d)" %
+                        (threads_of(pid), base_threads, fds_of(pid), base_fds))
+
+    def test_two_thousand_watches_hold_no_thread_each(self):
+        # Issue 30: a watch is written by the stream loop's threads once it is set up; the
+        # thread that served its request ends. (The former model: 1.04 threads per watch.)
+        raise_own_open_file_limit()
+        server = ApiServer.start()
+        try:
+            def few_threads(pid, base):
+                # The request threads end as their watches are handed over.
+                self.assertTrue(wait_until(lambda: threads_of(pid) <= base + 8, 30),
+                                "%d threads for 2,000 watches (baseline %d)" %
+                                (threads_of(pid), base))
+            self._open_watches_then_disconnect(server, 2000, few_threads)
+        finally:
+            server.stop()
+
+    def test_threads_and_sockets_return_to_baseline_with_a_thread_per_watch(self):
+        # --watch-threads=0: the former model, a watch keeps its connection's thread.
+        server = ApiServer.start(extra_args=("--watch-threads=0",))
+        try:
+            def thread_each(pid, base):
+                self.assertGreaterEqual(threads_of(pid), base + 150)
+            self._open_watches_then_disconnect(server, 200, thread_each)
+        finally:
+            server.stop()
+
+
+def raw_watch_socket(api, path, rcvbuf):
+    """A TLS connection that has sent a watch request, with a receive buffer of about
+    `rcvbuf` bytes; nothing is read from it."""
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    raw.settimeout(30)
+    raw.connect((api.host, api.port))
+    tls = api.context.wrap_socket(raw, server_hostname=api.host)
+    tls.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nAccept: application/json\r\n"
+                 "Authorization: Bearer %s\r\n\r\n" % (path, api.host, api.token)).encode())
+    return tls
+
+
+def ends_within(sock, seconds):
+    """Reads `sock` to its end: True when the server closed or reset it within `seconds`."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+        return True
+    except (socket.timeout, TimeoutError):
+        return False
+    finally:
+        sock.close()
+
+
+class SilentWatcherTest(unittest.TestCase):
+
+    def test_a_watcher_that_reads_nothing_is_ended_and_the_others_are_served(self):
+        # Issue 30 item 2: detected by its socket not draining (--watch-stall-timeout), not by
+        # a blocked write; the others are written by the same threads and never wait for it.
+        server = ApiServer.start(extra_args=("--watch-stall-timeout=1s",))
+        try:
+            api = server.api
+            api.ensure_namespace("silent")
+            path = "/api/v1/namespaces/silent/configmaps?watch=1"
+            # A raw TLS connection with a small receive buffer, which reads nothing.
+            silent = raw_watch_socket(api, path, rcvbuf=4096)
+            readers = [api.watch(path) for _ in range(3)]
+            # ~12 MB of events: more than the window (1 MiB) and every socket buffer between.
+            filler = "x" * (100 * 1024)
+            for i in range(120):
+                status, body = api.request("POST", "/api/v1/namespaces/silent/configmaps",
+                                           {"metadata": {"name": "big-%03d" % i},
+                                            "data": {"filler": filler}})
+                self.assertEqual(status, 201, body)
+                for w in readers:
+                    w.events_until(lambda e, i=i: e["object"]["metadata"]["name"] ==
+                                   "big-%03d" % i)
+            # Ended with a reset once it stalled; its memory is released.
+            self.assertTrue(wait_until(
+                lambda: "stream ended: its client accepted no byte" in server.stderr(), 30),
+                server.stderr()[-2000:])
+            self.assertTrue(ends_within(silent, 30))
+            for w in readers:
+                w.close()
         finally:
             server.stop()
 

@@ -57,6 +57,12 @@ struct ApiResponse {
   // `write` (which returns false when the client is gone) and returns false when the stream
   // is over.
   std::function<bool(const std::function<bool(absl::string_view)>& write)> stream;
+  // Set for watches besides `stream`: the same stream for an event loop
+  // (serving::StreamProducer). `produce` appends what is ready now without ever blocking and
+  // returns false when the stream is over; `next_call` is when it must be called again if
+  // nothing wakes it (a bookmark, the watch's end). Use either these or `stream`, not both.
+  std::function<bool(std::string* out)> produce;
+  std::function<absl::Time()> next_call;
 };
 
 struct HandlerOptions {

@@ -1,5 +1,6 @@
 // Watch: a chunked stream of {"type":..., "object":...} lines, filtered by label and field
 // selectors, with bookmarks, initial events and timeouts as kube-apiserver serves them.
+#include <array>
 #include <memory>
 #include <utility>
 
@@ -18,6 +19,9 @@ namespace {
 // disconnects and server shutdown are noticed).
 constexpr absl::Duration kPollSlice = absl::Milliseconds(500);
 constexpr size_t kMaxEventsPerChunk = 1000;
+// Events per piece of a watch written by an event loop: its window bounds what waits to be
+// written, this bounds what one piece adds to it.
+constexpr size_t kMaxEventsPerPiece = 200;
 
 std::string Query(const ApiRequest& req, const char* key) {
   auto it = req.query.find(key);
@@ -54,9 +58,48 @@ struct WatchState {
   // Accept asked for meta.k8s.io/v1 PartialObjectMetadata (a metadata-only informer): each
   // event's object, and the bookmarks, are PartialObjectMetadata.
   bool metadata_only = false;
+  // Written by an event loop thread that serves many watches: event lines are shared through
+  // the thread's LineCache.
+  bool share_lines = false;
 };
 
-std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object) {
+// The event lines a thread made last, keyed by object, resource, type and form: a loop thread
+// writing the same event to many watchers serializes it once. An entry holds its object, so a
+// key's pointer is never reused while it is cached. Thread-confined (thread_local).
+class LineCache {
+ public:
+  const std::string* Find(const ObjectPtr& object, const ResourceInfo* r, char type,
+                          bool metadata_only) const {
+    for (const Entry& e : entries_) {
+      if (e.object == object && e.r == r && e.type == type && e.metadata_only == metadata_only) {
+        return &e.line;
+      }
+    }
+    return nullptr;
+  }
+  const std::string& Put(ObjectPtr object, const ResourceInfo* r, char type, bool metadata_only,
+                         std::string line) {
+    Entry& e = entries_[next_];
+    next_ = (next_ + 1) % kEntries;
+    e = Entry{std::move(object), r, type, metadata_only, std::move(line)};
+    return e.line;
+  }
+
+ private:
+  // A committed batch's events, for the few forms watchers ask for.
+  static constexpr size_t kEntries = 64;
+  struct Entry {
+    ObjectPtr object;
+    const ResourceInfo* r = nullptr;
+    char type = 0;
+    bool metadata_only = false;
+    std::string line;
+  };
+  std::array<Entry, kEntries> entries_;
+  size_t next_ = 0;
+};
+
+std::string MakeEventLine(WatchState& st, const char* type, const ObjectPtr& object) {
   if (absl::Status intact = CheckIntact(*object); !intact.ok()) {
     return absl::StrCat("{\"type\":\"ERROR\",\"object\":", kube::ToHttpResponse(intact).second,
                         "}\n");
@@ -72,6 +115,21 @@ std::string EventLine(WatchState& st, const char* type, const ObjectPtr& object)
   nlohmann::json table =
       TableOf(*st.r, {object}, object->mod_revision, "", st.clock->Now(), st.table_options);
   return absl::StrCat("{\"type\":\"", type, "\",\"object\":", Dump(table), "}\n");
+}
+
+// Appends the event's line to `out`. Tables (rows with an age) are made per watch.
+void AppendEventLine(WatchState& st, const char* type, const ObjectPtr& object, std::string* out) {
+  if (!st.share_lines || st.table) {
+    out->append(MakeEventLine(st, type, object));
+    return;
+  }
+  thread_local LineCache cache;
+  const std::string* line = cache.Find(object, st.r.get(), type[0], st.metadata_only);
+  if (line == nullptr) {
+    line =
+        &cache.Put(object, st.r.get(), type[0], st.metadata_only, MakeEventLine(st, type, object));
+  }
+  out->append(*line);
 }
 
 // A bookmark. The one that ends the initial events (sendInitialEvents) carries the
@@ -102,15 +160,17 @@ std::string ErrorLine(const absl::Status& s) {
   return absl::StrCat("{\"type\":\"ERROR\",\"object\":", Dump(kube::ToStatusJson(s)), "}\n");
 }
 
-// One call of the stream: sends what is ready; false when the watch is over.
-bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
+// One call of the stream: sends what is ready; false when the watch is over. Waits up to
+// kPollSlice for events when `wait`; never blocks otherwise.
+bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write, bool wait) {
   if (st.stopping->load()) return false;
   std::string out;
   // Initial events first, in bounded chunks.
   if (!st.initial_done) {
-    const size_t end = std::min(st.initial.size(), st.initial_sent + kMaxEventsPerChunk);
+    const size_t end = std::min(st.initial.size(),
+                                st.initial_sent + (wait ? kMaxEventsPerChunk : kMaxEventsPerPiece));
     for (; st.initial_sent < end; ++st.initial_sent) {
-      out += EventLine(st, "ADDED", st.initial[st.initial_sent]);
+      AppendEventLine(st, "ADDED", st.initial[st.initial_sent], &out);
     }
     if (st.initial_sent == st.initial.size()) {
       st.initial_done = true;
@@ -125,9 +185,11 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
   }
   const absl::Time now = st.clock->Now();
   if (now >= st.deadline) return false;
-  const absl::Time wait_until = std::min(st.deadline, now + kPollSlice);
+  const absl::Time wait_until =
+      wait ? std::min(st.deadline, now + kPollSlice) : absl::InfinitePast();
   int64_t progress = st.progress;
-  auto events = st.watch->Next(wait_until, kMaxEventsPerChunk, &progress);
+  auto events =
+      st.watch->Next(wait_until, wait ? kMaxEventsPerChunk : kMaxEventsPerPiece, &progress);
   if (!events.ok()) {
     if (absl::IsCancelled(events.status())) return false;
     write(ErrorLine(events.status()));
@@ -140,14 +202,14 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write) {
     if (e.type == WatchEvent::Type::kDeleted) {
       // The final state decides for a delete, as in kube-apiserver.
       if (st.filter.Matches(*e.object) || was_matching) {
-        out += EventLine(st, "DELETED", e.object);
+        AppendEventLine(st, "DELETED", e.object, &out);
       }
     } else if (now_matches && was_matching) {
-      out += EventLine(st, "MODIFIED", e.object);
+      AppendEventLine(st, "MODIFIED", e.object, &out);
     } else if (now_matches) {
-      out += EventLine(st, "ADDED", e.object);
+      AppendEventLine(st, "ADDED", e.object, &out);
     } else if (was_matching) {
-      out += EventLine(st, "DELETED", e.object);
+      AppendEventLine(st, "DELETED", e.object, &out);
     }
     st.progress = std::max(st.progress, e.object->mod_revision);
   }
@@ -295,7 +357,27 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
   // compressor's buffer.
   resp.content_type = "application/json;stream=watch";
   resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
-    return Pump(*st, write);
+    return Pump(*st, write, /*wait=*/true);
+  };
+  resp.produce = [st](std::string* out) {
+    st->share_lines = true;
+    return Pump(
+        *st,
+        [out](absl::string_view piece) {
+          out->append(piece.data(), piece.size());
+          return true;
+        },
+        /*wait=*/false);
+  };
+  resp.next_call = [st]() {
+    // More initial events wait; else the end of the watch, or its next bookmark.
+    if (!st->initial_done) return absl::InfinitePast();
+    absl::Time next = st->deadline;
+    // (Before any revision a bookmark has nothing to say; an event wakes it first.)
+    if (st->bookmarks && st->progress > 0) {
+      next = std::min(next, st->last_bookmark + st->bookmark_interval);
+    }
+    return next;
   };
   return resp;
 }

@@ -146,6 +146,13 @@ struct ApiServer::Impl {
   std::string kubeconfig;
   int port = 0;
   std::atomic<bool> stopped{false};
+  // The listener whose stream loop a committed write wakes (watches written there). Set once
+  // it exists; cleared when stopping. The store's writer thread reads it.
+  std::atomic<serving::ConnectionServer*> wake_streams{nullptr};
+
+  // Members go in reverse order (the listener before the store whose writer reads
+  // wake_streams): a start that failed half way stops waking it first.
+  ~Impl() { wake_streams = nullptr; }
   common::Mutex mu;
   common::CondVar cv;
   bool done ABSL_GUARDED_BY(mu) = false;
@@ -171,6 +178,19 @@ struct ApiServer::Impl {
 };
 
 namespace {
+
+// ApiResponse::produce and next_call as the stream loop's producer.
+class FunctionProducer : public serving::StreamProducer {
+ public:
+  FunctionProducer(std::function<bool(std::string*)> produce, std::function<absl::Time()> next)
+      : produce_(std::move(produce)), next_(std::move(next)) {}
+  bool Produce(std::string* out) override { return produce_(out); }
+  absl::Time NextCall() const override { return next_ ? next_() : absl::InfiniteFuture(); }
+
+ private:
+  std::function<bool(std::string*)> produce_;
+  std::function<absl::Time()> next_;
+};
 
 // Long-running requests (watches) hold no in-flight slot, as in kube-apiserver: they would
 // otherwise use up the limit for ever. Health checks neither: a probe must be answered.
@@ -238,6 +258,18 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
   ApiResponse resp = handlers->Handle(ar);
   res.status = resp.code;
   for (const auto& [name, value] : resp.headers) res.set_header(name, value);
+  if (resp.produce && serving::ConnectionServer::CanDetach()) {
+    // A watch: written by the stream loop once its headers are out; this thread is freed. The
+    // connection ends with the watch.
+    res.set_header("Connection", "close");
+    auto producer = std::make_shared<std::unique_ptr<serving::StreamProducer>>(
+        std::make_unique<FunctionProducer>(std::move(resp.produce), std::move(resp.next_call)));
+    res.set_chunked_content_provider(resp.content_type, [producer](size_t, httplib::DataSink&) {
+      serving::ConnectionServer::Detach(std::move(*producer));
+      return false;  // httplib writes nothing more and leaves the connection open
+    });
+    return;
+  }
   if (resp.stream) {
     auto stream = std::move(resp.stream);
     res.set_chunked_content_provider(resp.content_type, [stream](size_t, httplib::DataSink& sink) {
@@ -265,6 +297,9 @@ absl::Status ApiServer::Impl::OpenState() {
   so.retained_revisions = options.retained_revisions;
   so.compaction_interval = options.compaction_interval;
   so.extract_labels = [](absl::string_view json) { return ExtractLabels(json); };
+  so.on_publish = [this] {
+    if (serving::ConnectionServer* http = wake_streams.load()) http->WakeStreams();
+  };
   ASSIGN_OR_RETURN(store, Store::Open(std::move(so)));
   registry = std::make_unique<ResourceRegistry>();
   handlers = std::make_unique<ApiHandlers>(store.get(), registry.get(), common::Clock::Real(),
@@ -288,6 +323,9 @@ absl::Status ApiServer::Impl::CreateHttp() {
   limits.authentication_deadline = options.authentication_deadline;
   limits.authentication_required = !options.insecure_http;
   limits.write_stall_timeout = options.write_stall_timeout;
+  limits.stream_threads = options.watch_threads;
+  limits.stream_stall_timeout = options.watch_stall_timeout;
+  limits.stream_window_bytes = options.watch_window_bytes;
   // What kube-apiserver answers when it is too busy: client-go waits Retry-After and retries.
   limits.refusal_content_type = "application/json";
   limits.refusal_body = kube::ToHttpResponse(kube::TooManyRequestsError(
@@ -448,6 +486,7 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(const ApiServerOptio
   RETURN_IF_ERROR(CheckStateMatchesCredentials(options.data_dir));
   RETURN_IF_ERROR(impl->OpenState());
   RETURN_IF_ERROR(impl->CreateHttp());
+  impl->wake_streams = impl->http.get();
   impl->InstallRoutes();
   // httplib listens with a backlog of 5: a burst of connections (clients starting together, a
   // flood) would have SYNs dropped and retried after 1 s. The kernel caps it at somaxconn.
@@ -497,10 +536,12 @@ void ApiServer::Wait() {
 
 void ApiServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
+  impl_->wake_streams = nullptr;
   // Watches end first, each with its last chunk written, while the connections are still open:
   // clients see a finished watch (and re-watch), not a broken stream. A client that does not
   // read holds its watch back at most this long.
   impl_->handlers->StopWatches();
+  impl_->http->WakeStreams();  // the watches the stream loop writes see that they are over
   impl_->handlers->WaitWatchesDone(absl::Seconds(2));
   impl_->http->StopListening();
   impl_->controllers->Stop();

@@ -51,6 +51,17 @@ struct ApiServerOptions {
   // A response write to a client that accepts no byte for this long ends its connection, and
   // its request's seat is freed (--write-stall-timeout).
   absl::Duration write_stall_timeout = absl::Seconds(10);
+  // Threads that write every watch once it is set up (--watch-threads), driven by readiness
+  // (epoll): a watch costs its buffers, not a thread. 0: each watch keeps its connection's
+  // thread until it ends (the former model).
+  int watch_threads = 2;
+  // A watch whose client accepts no byte for this long while events wait is ended, as
+  // kube-apiserver ends a watcher that cannot keep up (--watch-stall-timeout): the client
+  // watches again from its last resourceVersion (or relists on 410).
+  absl::Duration watch_stall_timeout = absl::Seconds(10);
+  // Bytes of events a watch may have made and not yet written at most (its window); beyond
+  // it no more are made for it until its client reads (they wait in the store's shared window).
+  size_t watch_window_bytes = 1 << 20;
   // Extra names/IPs for the serving certificate.
   std::vector<std::string> hosts;
 };

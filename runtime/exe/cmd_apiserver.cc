@@ -61,6 +61,18 @@ void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values) {
                    "A response write to a client that accepts no byte for this long ends its "
                    "connection and frees its request's seat (at least 100ms)")
       .MinDuration(absl::Milliseconds(100));
+  flags
+      .AddInt("watch-threads", &values->watch_threads, 0, 64,
+              "Threads that write every watch once it is set up, driven by socket readiness: "
+              "a watch costs a few KiB, not a thread. 0: each watch keeps its connection's "
+              "thread (the former model)")
+      .ValueName("INT");
+  flags
+      .AddDuration("watch-stall-timeout", &values->watch_stall_timeout,
+                   "A watch whose client accepts no byte for this long while events wait for "
+                   "it is ended (its client watches again from its last resourceVersion); "
+                   "counted and logged (at least 100ms)")
+      .MinDuration(absl::Milliseconds(100));
   flags.AddBool("print-kubeconfig-path", &values->print_kubeconfig_path,
                 "Print the path of the kubeconfig written for kubectl on stdout once serving");
 }
@@ -93,6 +105,8 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.max_requests_inflight = static_cast<int>(values.max_requests_inflight);
   options.max_mutating_requests_inflight = static_cast<int>(values.max_mutating_requests_inflight);
   options.write_stall_timeout = values.write_stall_timeout;
+  options.watch_threads = static_cast<int>(values.watch_threads);
+  options.watch_stall_timeout = values.watch_stall_timeout;
   return ServeApiServerUntilSignal(options, values.print_kubeconfig_path, out, err);
 }
 

@@ -45,6 +45,10 @@ struct ApiServerFlags {
   int64_t max_mutating_requests_inflight = 200;
   // A response write that makes no progress this long ends its connection.
   absl::Duration write_stall_timeout = absl::Seconds(10);
+  // Threads of the event loop that writes watches (0: a thread per watch).
+  int64_t watch_threads = 2;
+  // A watch whose client accepts no byte this long while events wait is ended.
+  absl::Duration watch_stall_timeout = absl::Seconds(10);
 };
 
 // Declares the apiserver flags in `flags`, bound to `values`.

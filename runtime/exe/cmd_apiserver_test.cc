@@ -24,6 +24,8 @@ TEST(ApiServerFlagsTest, Defaults) {
   EXPECT_EQ(values.max_requests_inflight, 400);
   EXPECT_EQ(values.max_mutating_requests_inflight, 200);
   EXPECT_EQ(values.write_stall_timeout, absl::Seconds(10));
+  EXPECT_EQ(values.watch_threads, 2);
+  EXPECT_EQ(values.watch_stall_timeout, absl::Seconds(10));
 }
 
 TEST(ApiServerFlagsTest, ParsesEveryFlag) {
@@ -35,8 +37,11 @@ TEST(ApiServerFlagsTest, ParsesEveryFlag) {
           .Parse({"--data-dir=/d", "--bind", "0.0.0.0", "--port", "0", "--insecure-http",
                   "--storage-sync", "normal", "--compaction-retain-revisions=5",
                   "--print-kubeconfig-path", "--max-connections=100", "--max-requests-inflight=7",
-                  "--max-mutating-requests-inflight=0", "--write-stall-timeout=3s"})
+                  "--max-mutating-requests-inflight=0", "--write-stall-timeout=3s",
+                  "--watch-threads=0", "--watch-stall-timeout=2s"})
           .ok());
+  EXPECT_EQ(values.watch_threads, 0);
+  EXPECT_EQ(values.watch_stall_timeout, absl::Seconds(2));
   EXPECT_EQ(values.write_stall_timeout, absl::Seconds(3));
   EXPECT_EQ(values.max_connections, 100);
   EXPECT_EQ(values.max_requests_inflight, 7);

@@ -114,6 +114,10 @@ struct ConnectionServer::Connection {
   std::vector<std::shared_ptr<void>> held;
   // Close with a reset (the connection's thread only): set after a write stall.
   bool abort = false;
+  // The connection's thread only: its TLS session (null for plain TCP), and the producer of a
+  // stream it hands to the stream loop once httplib returns (Detach()).
+  SSL* ssl = nullptr;
+  std::unique_ptr<StreamProducer> detach;
 };
 
 namespace {
@@ -204,7 +208,23 @@ absl::StatusOr<std::unique_ptr<ConnectionServer>> ConnectionServer::Create(
     }
   }
   if (limits.max_unauthenticated == 0) limits.max_unauthenticated = 1;
-  return std::unique_ptr<ConnectionServer>(new ConnectionServer(std::move(limits), ctx));
+  std::unique_ptr<StreamLoop> streams;
+  if (limits.stream_threads > 0) {
+    StreamLoopOptions so;
+    so.name = limits.name;
+    so.threads = limits.stream_threads;
+    so.window_bytes = limits.stream_window_bytes;
+    so.stall_timeout = limits.stream_stall_timeout;
+    auto started = StreamLoop::Start(std::move(so));
+    if (!started.ok()) {
+      if (ctx != nullptr) SSL_CTX_free(ctx);
+      return started.status();
+    }
+    streams = *std::move(started);
+  }
+  std::unique_ptr<ConnectionServer> server(new ConnectionServer(std::move(limits), ctx));
+  server->streams_ = std::move(streams);
+  return server;
 }
 
 ConnectionServer::ConnectionServer(ConnectionLimits limits, SSL_CTX* ctx)
@@ -255,6 +275,8 @@ absl::StatusOr<int> ConnectionServer::Listen(const std::string& bind, int port, 
 void ConnectionServer::StopListening() {
   stop();
   if (listener_.joinable()) listener_.join();
+  // The detached streams: those that are over write their last chunk within the grace.
+  if (streams_ != nullptr) streams_->Stop(limits_.shutdown_grace);
 }
 
 absl::Status ConnectionServer::SetBacklog(int backlog) {
@@ -347,12 +369,33 @@ void ConnectionServer::HoldUntilResponseWritten(std::shared_ptr<void> resource) 
   if (c != nullptr) c->held.push_back(std::move(resource));
 }
 
+bool ConnectionServer::CanDetach() {
+  auto* c = static_cast<Connection*>(current_connection);
+  if (c == nullptr || c->server->streams_ == nullptr) return false;
+  common::MutexLock lock(&c->server->mu_);
+  return !c->server->closing_;
+}
+
+void ConnectionServer::Detach(std::unique_ptr<StreamProducer> producer) {
+  auto* c = static_cast<Connection*>(current_connection);
+  if (c == nullptr || c->server->streams_ == nullptr) return;
+  c->detach = std::move(producer);
+}
+
+void ConnectionServer::WakeStreams() {
+  if (streams_ != nullptr) streams_->WakeAll();
+}
+
 ConnectionServer::Stats ConnectionServer::GetStats() const {
-  common::MutexLock lock(&mu_);
-  Stats s = stats_;
-  s.open = open_.size();
-  s.unauthenticated = unauthenticated_.size();
-  s.idle = idle_.size();
+  Stats s;
+  {
+    common::MutexLock lock(&mu_);
+    s = stats_;
+    s.open = open_.size() + detached_;
+    s.unauthenticated = unauthenticated_.size();
+    s.idle = idle_.size();
+  }
+  if (streams_ != nullptr) s.streams = streams_->GetStats();
   return s;
 }
 
@@ -366,6 +409,15 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
       Serve(c);
       c.held.clear();
       current_connection = nullptr;
+      if (c.detach != nullptr) {
+        // The stream loop owns the socket and the session from here; this thread ends.
+        Unregister(&c, /*detached=*/true);
+        streams_->Adopt(sock, c.ssl, std::move(c.detach), [this] {
+          common::MutexLock lock(&mu_);
+          --detached_;
+        });
+        return true;
+      }
       Unregister(&c);
       break;
     case Admission::kAnswerRefusal:
@@ -400,12 +452,14 @@ void ConnectionServer::Serve(Connection& c) {
     MadeProgress(&c, /*handshaken=*/false);
     ssl = SSL_new(ssl_ctx_);
     if (ssl == nullptr) return;
+    c.ssl = ssl;
     SSL_set_fd(ssl, c.fd);
     // Blocking, bounded by the socket's read timeout per read and by the watchdog's deadline
     // for the whole handshake.
     if (SSL_accept(ssl) != 1) {
       ERR_clear_error();
       SSL_free(ssl);
+      c.ssl = nullptr;
       return;
     }
     MadeProgress(&c, /*handshaken=*/true);
@@ -444,10 +498,12 @@ void ConnectionServer::Serve(Connection& c) {
              {"suppressed", suppressed}});
       }
     }
+    if (c.detach != nullptr) return;  // handed to the stream loop with its session
     if (!ok) clean = false;
     if (!ok || connection_closed) break;
     --remaining;
   }
+  c.ssl = nullptr;
   if (ssl != nullptr) {
     if (clean) SSL_shutdown(ssl);
     ERR_clear_error();
@@ -465,10 +521,12 @@ void ConnectionServer::AnswerRefusal(Connection& c) {
   if (ssl_ctx_ != nullptr) {
     ssl = SSL_new(ssl_ctx_);
     if (ssl == nullptr) return;
+    c.ssl = ssl;
     SSL_set_fd(ssl, c.fd);
     if (SSL_accept(ssl) != 1) {
       ERR_clear_error();
       SSL_free(ssl);
+      c.ssl = nullptr;
       return;
     }
   }
@@ -520,7 +578,7 @@ ConnectionServer::Admission ConnectionServer::Register(Connection* c) {
   {
     common::MutexLock lock(&mu_);
     if (closing_) return Admission::kRefused;
-    size_t counted = open_.size();
+    size_t counted = open_.size() + detached_;
     if (unauthenticated_.size() >= limits_.max_unauthenticated) {
       if (Connection* victim = UnauthenticatedVictimLocked()) {
         ShutDownLocked(victim);
@@ -630,8 +688,9 @@ ConnectionServer::Connection* ConnectionServer::IdleVictimLocked() {
   return nullptr;
 }
 
-void ConnectionServer::Unregister(Connection* c) {
+void ConnectionServer::Unregister(Connection* c, bool detached) {
   common::MutexLock lock(&mu_);
+  if (detached) ++detached_;
   if (closing_) cv_.SignalAll();
   if (c->list != nullptr) {
     c->list->erase(c->position);

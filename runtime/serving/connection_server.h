@@ -60,6 +60,7 @@
 #include "httplib.h"
 #include "runtime/common/log_limiter.h"
 #include "runtime/common/mutex.h"
+#include "runtime/serving/stream_loop.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -95,6 +96,15 @@ struct ConnectionLimits {
   // Idle keep-alive connections are closed at once. A client is never sent half a response
   // because the server stopped while it was answering.
   absl::Duration shutdown_grace = absl::Seconds(5);
+  // Threads of the event loop that writes detached streams (watches; see Detach()). 0: no loop,
+  // a stream is written by its connection's thread until it ends.
+  int stream_threads = 0;
+  // A detached stream's bytes made and not yet accepted by its socket at most, before its
+  // producer is asked for more (StreamLoopOptions::window_bytes).
+  size_t stream_window_bytes = 1 << 20;
+  // A detached stream whose socket accepts no byte for this long while bytes wait is ended with
+  // a reset (StreamLoopOptions::stall_timeout).
+  absl::Duration stream_stall_timeout = absl::Seconds(10);
 };
 
 class ConnectionServer : public httplib::Server {
@@ -138,6 +148,19 @@ class ConnectionServer : public httplib::Server {
   // Keeps `resource` until the response of the current request is written (or the connection
   // ends), e.g. an in-flight request slot.
   static void HoldUntilResponseWritten(std::shared_ptr<void> resource);
+  // True when the calling thread's connection can be detached: the server has a stream loop
+  // (limits().stream_threads > 0) and is not stopping. A handler that will detach its response
+  // says `Connection: close` in it (the connection ends with the stream).
+  static bool CanDetach();
+  // From a chunked content provider, before it writes anything: once httplib returns, the
+  // calling thread's connection (socket and TLS session) is handed to the stream loop, which
+  // writes the rest of the body from `producer` and closes the connection after it; the
+  // connection's thread ends. The provider must then return false (httplib writes nothing more
+  // and does not close the connection). A detached connection still counts towards
+  // max_connections until it is closed. Does nothing unless CanDetach().
+  static void Detach(std::unique_ptr<StreamProducer> producer);
+  // Every detached stream's producer is called again soon (new data may exist). Cheap.
+  void WakeStreams();
 
   struct Stats {
     size_t open = 0;
@@ -148,6 +171,7 @@ class ConnectionServer : public httplib::Server {
     uint64_t evicted_idle = 0;   // authenticated and idle, closed for a newer one
     uint64_t timed_out = 0;      // unauthenticated past the deadline
     uint64_t write_stalled = 0;  // a response write made no progress for write_stall_timeout
+    StreamLoop::Stats streams;   // detached streams (zero without a stream loop)
   };
   Stats GetStats() const;
 
@@ -168,7 +192,8 @@ class ConnectionServer : public httplib::Server {
   // Registers a new connection, making room for it or refusing it. kAnswerRefusal and
   // kRefused leave it unregistered.
   Admission Register(Connection* c);
-  void Unregister(Connection* c);
+  // `detached`: the connection lives on in the stream loop (counted in detached_).
+  void Unregister(Connection* c, bool detached = false);
   void Authenticated(Connection* c);
   // The connection has shown bytes (`handshaken` false) or completed its TLS handshake.
   void MadeProgress(Connection* c, bool handshaken);
@@ -207,9 +232,13 @@ class ConnectionServer : public httplib::Server {
   // Refused connections being answered (not in open_), oldest first, deadlines in that order.
   std::list<Connection*> refusing_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  size_t detached_ ABSL_GUARDED_BY(mu_) = 0;  // connections in streams_, not yet closed
   std::thread watchdog_;
   // Started by Listen(), joined by StopListening(): the owner's thread only.
   std::thread listener_;
+  // Null without stream_threads. Declared last: destroyed (stopped) first, while what its
+  // connections' callbacks touch is alive.
+  std::unique_ptr<StreamLoop> streams_;
 };
 
 // Raises this process's soft limit of open files to the hard limit (as the Go runtime does at

@@ -324,6 +324,7 @@ void StoreCore::ProcessBatch(const std::vector<PendingWrite*>& batch) {
       hub_->Publish(std::move(events), committed_rev_);
     }
     if (status.ok()) BoundHistory(entries);
+    if (status.ok() && options_.on_publish) options_.on_publish();
   }
 
   common::MutexLock lock(&queue_mu_);

@@ -124,6 +124,10 @@ struct StoreOptions {
   // on the writer thread (and on readers of history); must not throw.
   std::function<Labels(absl::string_view json)> extract_labels;
   common::Clock* clock = common::Clock::Real();  // borrowed; must outlive the store
+  // May be empty. Called on the writer thread after each committed batch is published to
+  // watchers, outside the store's locks (an event loop wakes its watches). Must be quick and
+  // must not call the store.
+  std::function<void()> on_publish;
 };
 
 // A stream of events for one key prefix, from a start revision.
