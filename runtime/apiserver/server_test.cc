@@ -9,17 +9,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -287,6 +290,46 @@ TEST_F(ServerTest, WatchStreamsEvents) {
   auto after = NewClient()->Get("/api/v1/namespaces/w");
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);
+}
+
+// Issue 30: a watch is written by the stream loop; it ends with its last chunk, at its
+// timeout and when the server stops, and says that its connection ends with it.
+TEST_F(ServerTest, WatchesEndWithTheirLastChunkAtTheirTimeoutAndAtStop) {
+  auto timed = NewClient();
+  std::string received;
+  auto r = timed->Get("/api/v1/namespaces?watch=true&timeoutSeconds=1", httplib::Headers{},
+                      [&](const char* data, size_t n) {
+                        received.append(data, n);
+                        return true;
+                      });
+  ASSERT_TRUE(r) << httplib::to_string(r.error());  // a cut stream is an error
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Connection"), "close");
+  EXPECT_THAT(received, HasSubstr("\"name\":\"default\""));
+
+  std::atomic<bool> started{false};
+  bool whole = false;
+  int status = 0;
+  std::thread watcher([&] {
+    auto c = NewClient();
+    auto open = c->Get("/api/v1/namespaces?watch=true&timeoutSeconds=600", httplib::Headers{},
+                       [&](const char*, size_t) {
+                         started = true;
+                         return true;
+                       });
+    whole = static_cast<bool>(open);  // a cut stream is an error
+    if (open) status = open->status;
+  });
+  while (!started) absl::SleepFor(absl::Milliseconds(5));  // bounded by the test's timeout
+  EXPECT_EQ(server_->connection_stats().streams.open, 1u);
+  server_->Stop();
+  watcher.join();
+  EXPECT_TRUE(whole);
+  EXPECT_EQ(status, 200);
+  const serving::StreamLoop::Stats streams = server_->connection_stats().streams;
+  EXPECT_EQ(streams.finished, 2u);
+  EXPECT_EQ(streams.cut_at_stop, 0u);
+  EXPECT_EQ(streams.open, 0u);
 }
 
 TEST_F(ServerTest, PlainHttpIsRefusedByTheTlsServer) {

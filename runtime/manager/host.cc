@@ -232,6 +232,11 @@ void Host::CollectConnections(observe::Figures& figures) const {
     c.timed_out_total = stats.timed_out;
     c.evicted_idle_total = stats.evicted_idle;
     c.write_stalled_total = stats.write_stalled;
+    c.streams_open = static_cast<double>(stats.streams.open);
+    c.streams_finished_total = stats.streams.finished;
+    c.streams_client_closed_total = stats.streams.peer_closed;
+    c.streams_stalled_total = stats.streams.stalled;
+    c.streams_cut_total = stats.streams.cut_at_stop;
     figures.connections.push_back(std::move(c));
   };
   if (apiserver_ != nullptr) add("apiserver", apiserver_->connection_stats());

@@ -314,7 +314,26 @@ void AddConnectionFamilies(const std::vector<ConnectionFigures>& connections,
                                "keep-alive, for a newer one), timed_out (not authenticated in "
                                "time), write_stalled (the client read nothing of its response)",
                                MetricType::Counter);
+  MetricFamily streams =
+      Family("ctrlhost_http_streams",
+             "Long-running responses (watches) being written by the listener's stream loop",
+             MetricType::Gauge);
+  MetricFamily streams_ended = Family(
+      "ctrlhost_http_streams_ended_total",
+      "Long-running responses (watches) the stream loop ended, by reason: finished (their last "
+      "chunk written), client_closed, stalled (the client accepted no byte for the watch stall "
+      "timeout: a watcher that cannot keep up, ended), cut_at_stop",
+      MetricType::Counter);
   for (const ConnectionFigures& c : connections) {
+    AddGauge(streams, {{"server", c.server}}, c.streams_open);
+    AddCounter(streams_ended, {{"server", c.server}, {"reason", "finished"}},
+               static_cast<double>(c.streams_finished_total));
+    AddCounter(streams_ended, {{"server", c.server}, {"reason", "client_closed"}},
+               static_cast<double>(c.streams_client_closed_total));
+    AddCounter(streams_ended, {{"server", c.server}, {"reason", "stalled"}},
+               static_cast<double>(c.streams_stalled_total));
+    AddCounter(streams_ended, {{"server", c.server}, {"reason", "cut_at_stop"}},
+               static_cast<double>(c.streams_cut_total));
     AddGauge(open_connections, {{"server", c.server}}, c.open);
     AddGauge(unauthenticated, {{"server", c.server}}, c.unauthenticated);
     AddCounter(closed, {{"server", c.server}, {"reason", "refused"}},
@@ -328,7 +347,8 @@ void AddConnectionFamilies(const std::vector<ConnectionFigures>& connections,
     AddCounter(closed, {{"server", c.server}, {"reason", "write_stalled"}},
                static_cast<double>(c.write_stalled_total));
   }
-  for (MetricFamily* family : {&open_connections, &unauthenticated, &closed}) {
+  for (MetricFamily* family :
+       {&open_connections, &unauthenticated, &closed, &streams, &streams_ended}) {
     out.push_back(std::move(*family));
   }
 }

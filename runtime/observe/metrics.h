@@ -159,6 +159,14 @@ struct ConnectionFigures {
   uint64_t evicted_idle_total = 0;  // authenticated, idle between requests, closed for a newer one
   uint64_t write_stalled_total =
       0;  // the client read nothing of its response for the stall timeout
+  // Long-running responses (watches) written by the listener's stream loop, and those ended,
+  // by how: finished (last chunk written), client_closed, stalled (no byte accepted for the
+  // watch stall timeout; kube-apiserver's apiserver_terminated_watchers_total), cut_at_stop.
+  double streams_open = 0;
+  uint64_t streams_finished_total = 0;
+  uint64_t streams_client_closed_total = 0;
+  uint64_t streams_stalled_total = 0;
+  uint64_t streams_cut_total = 0;
 };
 
 // What providers fill in; one scrape merges every provider's figures.

@@ -122,6 +122,9 @@ void OneOfEachFigure(Figures& f) {
   conn.timed_out_total = 50;
   conn.evicted_idle_total = 7;
   conn.write_stalled_total = 3;
+  conn.streams_open = 2000;
+  conn.streams_stalled_total = 9;
+  conn.streams_client_closed_total = 11;
   f.connections.push_back(conn);
 }
 
@@ -187,6 +190,10 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="timed_out"})", 50},
       {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="evicted_idle"})", 7},
       {R"(ctrlhost_http_connections_closed_total{server="apiserver",reason="write_stalled"})", 3},
+      {R"(ctrlhost_http_streams{server="apiserver"})", 2000},
+      {R"(ctrlhost_http_streams_ended_total{server="apiserver",reason="stalled"})", 9},
+      {R"(ctrlhost_http_streams_ended_total{server="apiserver",reason="client_closed"})", 11},
+      {R"(ctrlhost_http_streams_ended_total{server="apiserver",reason="finished"})", 0},
   };
   for (const auto& [sample, value] : expected) {
     auto it = s.samples.find(sample);
