@@ -3,6 +3,7 @@
 #define CTRLHOST_RUNTIME_APISERVER_HANDLERS_INTERNAL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/handlers.h"
+#include "runtime/apiserver/printers.h"
 #include "runtime/kube/selector.h"
 
 namespace ctrlhost::apiserver {
@@ -66,8 +68,47 @@ struct TableOptions {
 // or Object (absent or empty means Metadata).
 absl::StatusOr<TableOptions> TableOptionsOf(const ApiRequest& req);
 
+// A meta.k8s.io/v1 Table written in pieces, so that a long LIST can be streamed row by row
+// (ListBody) and still be, byte for byte, the Table TableOf() gives for the same arguments:
+//
+//   TableFormat format(r, now, options);
+//   std::string text = format.HeadBytes(revision, continue_token);  // `{...,"rows":[`
+//   // then format.RowBytes(*item) of each item for which it is not nullopt, joined by ','
+//   absl::StrAppend(&text, TableFormat::kTail);
+//   // text == Dump(TableOf(r, items, revision, continue_token, now, options))
+//
+// `now` is fixed at construction: every row's ages count from the same instant, however long
+// the answer takes to write. Borrows `r`, which must outlive it. Immutable: safe to share
+// between threads.
+class TableFormat {
+ public:
+  // Closes the rows array and the Table that HeadBytes() opened.
+  static constexpr absl::string_view kTail = "]}";
+
+  TableFormat(const ResourceInfo& r, absl::Time now, TableOptions options);
+
+  // The Table without "rows": kind, apiVersion, metadata (resourceVersion, and continue when
+  // `continue_token` is not empty) and columnDefinitions.
+  nlohmann::json Head(int64_t revision, const std::string& continue_token) const;
+  // The text of the Table up to its first row: Dump of Head() with "rows" opened.
+  std::string HeadBytes(int64_t revision, const std::string& continue_token) const;
+
+  // One row: the cells of `r`'s printer columns and the object as TableOptions asks. nullopt
+  // for an item whose stored bytes are not a JSON object: the Table leaves it out.
+  std::optional<nlohmann::json> Row(const StoredObject& o) const;
+  // Dump(*Row(o)), or nullopt as Row().
+  std::optional<std::string> RowBytes(const StoredObject& o) const;
+
+ private:
+  const ResourceInfo* r_;
+  TablePrinter printer_;
+  absl::Time now_;
+  TableOptions options_;
+};
+
 // A meta.k8s.io/v1 Table of `items` with kube-apiserver's columns for built-in kinds and a
-// CRD's additionalPrinterColumns for custom resources (see printers.h).
+// CRD's additionalPrinterColumns for custom resources (see printers.h), made of TableFormat's
+// pieces.
 nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
                        const std::string& continue_token, absl::Time now,
                        const TableOptions& options = {});

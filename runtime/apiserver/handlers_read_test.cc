@@ -1,11 +1,17 @@
-// Discovery, get and list (selectors, pagination, resourceVersion semantics, Table output),
-// driven through ApiHandlers::Handle() against a real Store.
+// Discovery, get and list (selectors, pagination, resourceVersion semantics, Table output, long
+// lists streamed in chunks), driven through ApiHandlers::Handle() against a real Store.
+#include <algorithm>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/handlers_internal.h"
+#include "runtime/apiserver/list_tokens.h"
 #include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
@@ -355,6 +361,206 @@ TEST_F(ListTest, TableOutput) {
   t = ApiTestEnv::Json(env_.Do("GET", "/api/v1/namespaces/ns1/configmaps/b", "", "", {}, accept));
   ASSERT_EQ(t["rows"].size(), 1u);
   EXPECT_EQ(t["rows"][0]["cells"].back(), "5m");
+}
+
+// ---- Long Table LISTs (`kubectl get`), streamed row by row. ----
+
+constexpr char kTableAccept[] =
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
+    "g=meta.k8s.io,application/json";
+
+// kListItemsInOneBody and kListChunkBytes of handlers.cc.
+constexpr size_t kItemsInOneBody = 500;
+constexpr size_t kChunkBytes = 256 * 1024;
+
+struct Drained {
+  std::string body;
+  std::vector<size_t> chunk_sizes;
+};
+
+// Runs a streamed answer to its end (bounded), as the transport does; `between_chunks` runs
+// after each chunk.
+Drained Drain(ApiResponse& r, const std::function<void()>& between_chunks = nullptr) {
+  Drained out;
+  for (int calls = 0; calls < 100000; ++calls) {
+    const bool more = r.stream([&](absl::string_view chunk) {
+      out.body.append(chunk.data(), chunk.size());
+      out.chunk_sizes.push_back(chunk.size());
+      return true;
+    });
+    if (!more) break;
+    if (between_chunks) between_chunks();
+  }
+  return out;
+}
+
+// Where `a` and `b` first differ, with some context (two texts of megabytes are not printed).
+std::string FirstDifference(const std::string& a, const std::string& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  const size_t from = i < 40 ? 0 : i - 40;
+  return absl::StrCat("at byte ", i, ": \"", a.substr(from, 80), "\" vs \"", b.substr(from, 80),
+                      "\"");
+}
+
+// 2,000 ConfigMaps cm-1000 ... cm-2999 in namespace "big" (4 times the items answered in one
+// body), each with a 1 KiB annotation so that its row weighs about 1.4 KiB (a table of ~2.8 MB,
+// about eleven chunks).
+class StreamedTableTest : public ::testing::Test {
+ protected:
+  static constexpr int kItems = 2000;
+
+  void SetUp() override {
+    env_.CreateNamespace("big");
+    const std::string note(1024, 'n');
+    for (int i = 0; i < kItems; ++i) {
+      nlohmann::json cm = {{"apiVersion", "v1"},
+                           {"kind", "ConfigMap"},
+                           {"metadata",
+                            {{"name", Name(i)},
+                             {"labels", {{"i", std::to_string(i)}}},
+                             {"annotations", {{"note", note}}}}},
+                           {"data", {{"k", std::to_string(i)}}}};
+      ApiResponse r = env_.Post("/api/v1/namespaces/big/configmaps", cm);
+      ASSERT_EQ(r.code, 201) << r.body;
+    }
+    // Ages of a few minutes, the same in every row: the answer has one `now`.
+    env_.clock().Advance(absl::Seconds(376));
+  }
+
+  static std::string Name(int i) { return absl::StrCat("cm-", 1000 + i); }
+  const ResourceInfo& ConfigMaps() { return *env_.registry().Find("", "v1", "configmaps"); }
+
+  ApiResponse Get(std::vector<std::pair<std::string, std::string>> query) {
+    return env_.Do("GET", "/api/v1/namespaces/big/configmaps", "", "", query, kTableAccept);
+  }
+
+  ApiTestEnv env_;
+};
+
+// A streamed Table LIST is, byte for byte, the Table built whole (TableOf) of the same items, for
+// each includeObject and with a continue token, and its Age cells all count from one `now`.
+TEST_F(StreamedTableTest, StreamedIsByteIdenticalToTableOf) {
+  const ResourceInfo& r = ConfigMaps();
+  // A stored item that is not an object, first in key order: the Table leaves it out, and the
+  // first row written is not preceded by a comma.
+  ASSERT_TRUE(env_.store()
+                  .Write(r.Key("big", "cm-0000-junk"),
+                         [](const StoredObject*, int64_t) -> absl::StatusOr<Mutation> {
+                           return Mutation(Mutation::Op::kPut, "[1]");
+                         })
+                  .ok());
+  for (const char* include : {"None", "Metadata", "Object"}) {
+    ApiRequest options_request;
+    options_request.query["includeObject"] = include;
+    const TableOptions options = *TableOptionsOf(options_request);
+    for (const size_t limit : {size_t{0}, size_t{1200}}) {
+      std::vector<std::pair<std::string, std::string>> query = {{"includeObject", include}};
+      if (limit > 0) query.emplace_back("limit", std::to_string(limit));
+      ApiResponse resp = Get(query);
+      ASSERT_EQ(resp.code, 200) << resp.body;
+      ASSERT_TRUE(resp.stream) << include << ": a Table of " << kItems << " rows is answered whole";
+      // The clock moves while the answer is written: its rows' ages do not.
+      const absl::Time asked_at = env_.clock().Now();
+      const std::string streamed =
+          Drain(resp, [this] { env_.clock().Advance(absl::Minutes(1)); }).body;
+
+      Store::ListOptions list;
+      list.prefix = r.NamespacePrefix("big");
+      list.limit = limit;
+      absl::StatusOr<Store::ListResult> items = env_.store().List(list);
+      ASSERT_TRUE(items.ok()) << items.status();
+      ASSERT_EQ(items->more, limit > 0);
+      const std::string token =
+          items->more ? EncodeContinue(items->revision, items->last_key) : std::string();
+      const std::string whole =
+          Dump(TableOf(r, items->items, items->revision, token, asked_at, options));
+      EXPECT_EQ(streamed.size(), whole.size()) << include << ", limit " << limit;
+      EXPECT_TRUE(streamed == whole)
+          << include << ", limit " << limit << ": " << FirstDifference(streamed, whole);
+      const nlohmann::json table = nlohmann::json::parse(whole);
+      EXPECT_EQ(table["rows"].size(), limit > 0 ? limit - 1 : size_t{kItems}) << include;
+      EXPECT_EQ(table["metadata"].contains("continue"), limit > 0);
+      EXPECT_EQ(table["rows"][0]["cells"][0], Name(0));
+    }
+  }
+}
+
+// `kubectl get` of a large namespace built its whole Table (as JSON, then as text). It is
+// streamed in chunks of about kListChunkBytes, and is a valid Table with every row in key order.
+TEST_F(StreamedTableTest, LongTableIsStreamedInBoundedChunks) {
+  ApiResponse resp = Get({});
+  ASSERT_EQ(resp.code, 200) << resp.body;
+  ASSERT_TRUE(resp.stream) << "a Table of " << kItems << " rows is answered whole";
+  EXPECT_TRUE(resp.body.empty());
+  EXPECT_EQ(resp.content_type, "application/json");
+  const Drained drained = Drain(resp);
+  const nlohmann::json table = nlohmann::json::parse(drained.body, nullptr, false);
+  ASSERT_FALSE(table.is_discarded()) << "the chunks do not join to JSON";
+  EXPECT_EQ(table["kind"], "Table");
+  EXPECT_EQ(table["apiVersion"], "meta.k8s.io/v1");
+  EXPECT_EQ(table["metadata"]["resourceVersion"], std::to_string(env_.store().Revision()));
+  EXPECT_FALSE(table["metadata"].contains("continue"));
+  ASSERT_EQ(table["columnDefinitions"].size(), 3u);
+  EXPECT_EQ(table["columnDefinitions"][0]["name"], "Name");
+  ASSERT_EQ(table["rows"].size(), size_t{kItems});
+  size_t largest_row = 0;
+  for (int i = 0; i < kItems; ++i) {
+    const nlohmann::json& row = table["rows"][i];
+    ASSERT_EQ(row["cells"], nlohmann::json({Name(i), 1, "6m16s"})) << i;
+    ASSERT_EQ(row["object"]["kind"], "PartialObjectMetadata") << i;
+    ASSERT_EQ(row["object"]["metadata"]["name"], Name(i)) << i;
+    largest_row = std::max(largest_row, Dump(row).size());
+  }
+  // About eleven chunks: each past kListChunkBytes by at most one row (and the "]}"), and every
+  // one but the last at least kListChunkBytes.
+  const std::vector<size_t>& sizes = drained.chunk_sizes;
+  ASSERT_GE(sizes.size(), drained.body.size() / (kChunkBytes + largest_row + 2));
+  ASSERT_GE(sizes.size(), 5u);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_LE(sizes[i], kChunkBytes + largest_row + 2) << "chunk " << i;
+    if (i + 1 < sizes.size()) {
+      EXPECT_GE(sizes[i], kChunkBytes) << "chunk " << i;
+    }
+  }
+}
+
+// Pages of a streamed Table: each carries the continue token of the next, the last none, and
+// together they hold every row once, in key order. A page of up to kListItemsInOneBody rows is
+// one body.
+TEST_F(StreamedTableTest, LimitAndContinue) {
+  std::vector<std::string> names;
+  std::string token;
+  std::vector<bool> streamed;
+  for (int page = 0; page < 10; ++page) {
+    std::vector<std::pair<std::string, std::string>> query = {{"limit", "1200"}};
+    if (!token.empty()) query.emplace_back("continue", token);
+    ApiResponse resp = Get(query);
+    ASSERT_EQ(resp.code, 200) << resp.body;
+    streamed.push_back(static_cast<bool>(resp.stream));
+    const nlohmann::json table =
+        nlohmann::json::parse(resp.stream ? Drain(resp).body : resp.body, nullptr, false);
+    ASSERT_EQ(table["kind"], "Table") << table;
+    for (const auto& row : table["rows"]) names.push_back(row["cells"][0].get<std::string>());
+    token = table["metadata"].value("continue", "");
+    if (token.empty()) break;
+  }
+  EXPECT_EQ(streamed, std::vector<bool>({true, true}));
+  ASSERT_EQ(names.size(), size_t{kItems});
+  for (int i = 0; i < kItems; ++i) ASSERT_EQ(names[i], Name(i)) << i;
+
+  // 2,000 - 1,600 = 400 rows: one body.
+  ApiResponse first = Get({{"limit", "1600"}});
+  ASSERT_TRUE(first.stream);
+  token = nlohmann::json::parse(Drain(first).body)["metadata"]["continue"];
+  ApiResponse rest = Get({{"continue", token}});
+  ASSERT_EQ(rest.code, 200) << rest.body;
+  EXPECT_FALSE(rest.stream) << "400 rows are streamed";
+  const nlohmann::json table = ApiTestEnv::Json(rest);
+  ASSERT_EQ(table["rows"].size(), 400u);
+  EXPECT_EQ(table["rows"][0]["cells"][0], Name(1600));
+  EXPECT_FALSE(table["metadata"].contains("continue"));
+  static_assert(2000 - 1600 <= kItemsInOneBody, "the last page must be one body");
 }
 
 }  // namespace

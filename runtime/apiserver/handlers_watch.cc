@@ -222,6 +222,34 @@ bool Pump(WatchState& st, const std::function<bool(absl::string_view)>& write, b
   return write(out);
 }
 
+// The watch's answer as a blocking stream (a thread per watch) and as a producer for the
+// stream loop.
+void SetStreams(const std::shared_ptr<WatchState>& st, ApiResponse* resp) {
+  resp->stream = [st](const std::function<bool(absl::string_view)>& write) {
+    return Pump(*st, write, /*wait=*/true);
+  };
+  resp->produce = [st](std::string* out) {
+    st->share_lines = true;
+    return Pump(
+        *st,
+        [out](absl::string_view piece) {
+          out->append(piece.data(), piece.size());
+          return true;
+        },
+        /*wait=*/false);
+  };
+  resp->next_call = [st]() {
+    // More initial events wait; else the end of the watch, or its next bookmark.
+    if (!st->initial_done) return absl::InfinitePast();
+    absl::Time next = st->deadline;
+    // (Before any revision a bookmark has nothing to say; an event wakes it first.)
+    if (st->bookmarks && st->progress > 0) {
+      next = std::min(next, st->last_bookmark + st->bookmark_interval);
+    }
+    return next;
+  };
+}
+
 }  // namespace
 
 bool ApiHandlers::WatchSet::Add(apiserver::Watch* watch) {
@@ -356,29 +384,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Watch(const Target& t, const ApiRequest
   // the HTTP layer from gzip-compressing the stream, which would hold events back in the
   // compressor's buffer.
   resp.content_type = "application/json;stream=watch";
-  resp.stream = [st](const std::function<bool(absl::string_view)>& write) {
-    return Pump(*st, write, /*wait=*/true);
-  };
-  resp.produce = [st](std::string* out) {
-    st->share_lines = true;
-    return Pump(
-        *st,
-        [out](absl::string_view piece) {
-          out->append(piece.data(), piece.size());
-          return true;
-        },
-        /*wait=*/false);
-  };
-  resp.next_call = [st]() {
-    // More initial events wait; else the end of the watch, or its next bookmark.
-    if (!st->initial_done) return absl::InfinitePast();
-    absl::Time next = st->deadline;
-    // (Before any revision a bookmark has nothing to say; an event wakes it first.)
-    if (st->bookmarks && st->progress > 0) {
-      next = std::min(next, st->last_bookmark + st->bookmark_interval);
-    }
-    return next;
-  };
+  SetStreams(st, &resp);
   return resp;
 }
 

@@ -1,6 +1,8 @@
 // meta.k8s.io/v1 Table output, which `kubectl get` asks for: the columns come from printers.h
 // (kube-apiserver's built-in printers, a CRD's additionalPrinterColumns), the rows carry the
-// object as the includeObject parameter asks.
+// object as the includeObject parameter asks. TableFormat writes a Table in pieces (head, rows)
+// for LISTs streamed row by row; TableOf assembles the same pieces into one document.
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -91,41 +93,70 @@ absl::StatusOr<TableOptions> TableOptionsOf(const ApiRequest& req) {
   return o;
 }
 
-nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
-                       const std::string& continue_token, absl::Time now,
-                       const TableOptions& options) {
-  const TablePrinter printer = TablePrinter::For(r);
-  nlohmann::json rows = nlohmann::json::array();
-  for (const ObjectPtr& o : items) {
-    nlohmann::json stored = nlohmann::json::parse(o->value, nullptr, false);
-    if (stored.is_discarded() || !stored.is_object()) continue;
-    nlohmann::json served = ToServed(r, stored);
-    nlohmann::json row = {{"cells", printer.Cells(stored, served, now)}};
-    switch (options.include_object) {
-      case TableOptions::IncludeObject::kNone:
-        row["object"] = nullptr;
-        break;
-      case TableOptions::IncludeObject::kMetadata: {
-        nlohmann::json meta =
-            served.contains("metadata") ? std::move(served["metadata"]) : nlohmann::json::object();
-        row["object"] = {{"kind", "PartialObjectMetadata"},
-                         {"apiVersion", "meta.k8s.io/v1"},
-                         {"metadata", std::move(meta)}};
-        break;
-      }
-      case TableOptions::IncludeObject::kObject:
-        row["object"] = std::move(served);
-        break;
-    }
-    rows.push_back(std::move(row));
-  }
+TableFormat::TableFormat(const ResourceInfo& r, absl::Time now, TableOptions options)
+    : r_(&r), printer_(TablePrinter::For(r)), now_(now), options_(options) {}
+
+nlohmann::json TableFormat::Head(int64_t revision, const std::string& continue_token) const {
   nlohmann::json meta = {{"resourceVersion", std::to_string(revision)}};
   if (!continue_token.empty()) meta["continue"] = continue_token;
   return {{"kind", "Table"},
           {"apiVersion", "meta.k8s.io/v1"},
           {"metadata", std::move(meta)},
-          {"columnDefinitions", printer.ColumnDefinitions()},
-          {"rows", std::move(rows)}};
+          {"columnDefinitions", printer_.ColumnDefinitions()}};
+}
+
+std::string TableFormat::HeadBytes(int64_t revision, const std::string& continue_token) const {
+  nlohmann::json head = Head(revision, continue_token);
+  head["rows"] = nlohmann::json::array();
+  // nlohmann::json writes keys in sorted order and "rows" sorts after every key of the head,
+  // so the text ends with the empty rows array: `...,"rows":[]}`. Cut to `...,"rows":[`.
+  std::string bytes = Dump(head);
+  bytes.resize(bytes.size() - kTail.size());
+  return bytes;
+}
+
+std::optional<nlohmann::json> TableFormat::Row(const StoredObject& o) const {
+  nlohmann::json stored = nlohmann::json::parse(o.value, nullptr, false);
+  if (stored.is_discarded() || !stored.is_object()) return std::nullopt;
+  nlohmann::json served = ToServed(*r_, stored);
+  nlohmann::json row = {{"cells", printer_.Cells(stored, served, now_)}};
+  switch (options_.include_object) {
+    case TableOptions::IncludeObject::kNone:
+      row["object"] = nullptr;
+      break;
+    case TableOptions::IncludeObject::kMetadata: {
+      nlohmann::json meta =
+          served.contains("metadata") ? std::move(served["metadata"]) : nlohmann::json::object();
+      row["object"] = {{"kind", "PartialObjectMetadata"},
+                       {"apiVersion", "meta.k8s.io/v1"},
+                       {"metadata", std::move(meta)}};
+      break;
+    }
+    case TableOptions::IncludeObject::kObject:
+      row["object"] = std::move(served);
+      break;
+  }
+  return row;
+}
+
+std::optional<std::string> TableFormat::RowBytes(const StoredObject& o) const {
+  std::optional<nlohmann::json> row = Row(o);
+  if (!row.has_value()) return std::nullopt;
+  return Dump(*row);
+}
+
+nlohmann::json TableOf(const ResourceInfo& r, const std::vector<ObjectPtr>& items, int64_t revision,
+                       const std::string& continue_token, absl::Time now,
+                       const TableOptions& options) {
+  const TableFormat format(r, now, options);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ObjectPtr& o : items) {
+    std::optional<nlohmann::json> row = format.Row(*o);
+    if (row.has_value()) rows.push_back(*std::move(row));
+  }
+  nlohmann::json table = format.Head(revision, continue_token);
+  table["rows"] = std::move(rows);
+  return table;
 }
 
 }  // namespace ctrlhost::apiserver

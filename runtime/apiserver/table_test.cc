@@ -1,9 +1,12 @@
 // Server-side printing: HumanDuration, every built-in kind's columns and cells, custom resource
 // printer columns (typed cells, filters, malformed paths), and Table responses (includeObject,
-// Accept negotiation) through the handlers.
+// Accept negotiation, the pieces long LISTs are streamed in) through the handlers.
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -553,6 +556,49 @@ TEST_F(TableResponseTest, IncludeObject) {
   EXPECT_EQ(t["metadata"]["resourceVersion"], "9");
   EXPECT_EQ(t["metadata"]["continue"], "tok");
   EXPECT_EQ(t["rows"].size(), 1u);
+}
+
+// TableFormat's pieces, joined as ListBody streams them, are TableOf's text.
+TEST_F(TableResponseTest, PiecesJoinToTableOf) {
+  // Items that are not JSON objects are left out: first, in the middle and last.
+  const ResourceInfo& r = *env_.registry().Find("", "v1", "configmaps");
+  std::vector<ObjectPtr> items;
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = absl::StrCat("cm-", i);
+    env_.CreateConfigMap("ns1", name, {{"i", name}}, {{"k", "v"}});
+    items.push_back(env_.store().Get(r.Key("ns1", name)));
+    ASSERT_NE(items.back(), nullptr);
+  }
+  env_.clock().Advance(absl::Minutes(3));
+  auto junk = [&](const char* value) {
+    auto o = std::make_shared<StoredObject>(*items[0]);
+    o->value = value;
+    return o;
+  };
+  items.insert(items.begin(), junk("{not json"));
+  items.insert(items.begin() + 3, junk("[1]"));
+  items.push_back(junk("7"));
+  for (auto include : {TableOptions::IncludeObject::kNone, TableOptions::IncludeObject::kMetadata,
+                       TableOptions::IncludeObject::kObject}) {
+    for (const std::string token : {"", "dG9rZW4"}) {
+      TableOptions options;
+      options.include_object = include;
+      const TableFormat format(r, env_.clock().Now(), options);
+      std::string text = format.HeadBytes(42, token);
+      bool first = true;
+      for (const ObjectPtr& o : items) {
+        std::optional<std::string> row = format.RowBytes(*o);
+        if (!row.has_value()) continue;
+        if (!first) text.push_back(',');
+        first = false;
+        text.append(*row);
+      }
+      absl::StrAppend(&text, TableFormat::kTail);
+      const std::string want = Dump(TableOf(r, items, 42, token, env_.clock().Now(), options));
+      EXPECT_EQ(text, want) << "includeObject " << static_cast<int>(include) << ", token " << token;
+      EXPECT_EQ(nlohmann::json::parse(want)["rows"].size(), 5u);
+    }
+  }
 }
 
 TEST(WantsTableTest, AcceptNegotiation) {
