@@ -43,6 +43,7 @@ _LIBRARIES = {
     "simdjson": ["simdjson"],
     "sqlite3": ["sqlite3"],
     "yaml-cpp": ["yaml-cpp"],
+    "zlib": ["zlib"],
 }
 
 def _pkg_config(ctx, flag, modules):

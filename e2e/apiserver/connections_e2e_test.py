@@ -212,7 +212,8 @@ class SilentWatcherTest(unittest.TestCase):
                                    "big-%03d" % i)
             # Ended with a reset once it stalled; its memory is released.
             self.assertTrue(wait_until(
-                lambda: "stream ended: its client accepted no byte" in server.stderr(), 30),
+                lambda: "stream ended: the client read nothing of its response" in server.stderr(),
+                30),
                 server.stderr()[-2000:])
             self.assertTrue(ends_within(silent, 30))
             for w in readers:

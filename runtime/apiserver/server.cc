@@ -37,6 +37,7 @@
 #include "runtime/common/status_macros.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/serving/connection_server.h"
+#include "runtime/serving/gzip_producer.h"
 
 namespace ctrlhost::apiserver {
 namespace {
@@ -258,16 +259,33 @@ void ApiServer::Impl::Serve(const httplib::Request& req, std::string body, httpl
   ApiResponse resp = handlers->Handle(ar);
   res.status = resp.code;
   for (const auto& [name, value] : resp.headers) res.set_header(name, value);
-  if (resp.produce && serving::ConnectionServer::CanDetach()) {
-    // A watch: written by the stream loop once its headers are out; this thread is freed. The
-    // connection ends with the watch.
+  if ((resp.produce || resp.stream) && serving::ConnectionServer::CanDetach()) {
+    // A watch, or a LIST streamed in chunks: written by the stream loop once its headers are
+    // out, and this thread is freed. The connection ends with the answer. (At a stop the loop
+    // lets a LIST finish: httplib would end it without its last chunk.)
+    const bool watch = static_cast<bool>(resp.produce);
+    if (!watch) {
+      // A LIST's stream never blocks: each call makes the next chunk.
+      resp.produce = [stream = std::move(resp.stream)](std::string* out) {
+        return stream([out](absl::string_view chunk) {
+          out->append(chunk.data(), chunk.size());
+          return true;
+        });
+      };
+    }
     res.set_header("Connection", "close");
     auto producer = std::make_shared<std::unique_ptr<serving::StreamProducer>>(
         std::make_unique<FunctionProducer>(std::move(resp.produce), std::move(resp.next_call)));
-    res.set_chunked_content_provider(resp.content_type, [producer](size_t, httplib::DataSink&) {
-      serving::ConnectionServer::Detach(std::move(*producer));
-      return false;  // httplib writes nothing more and leaves the connection open
-    });
+    res.set_chunked_content_provider(
+        resp.content_type, [producer, watch, &res](size_t, httplib::DataSink&) {
+          // httplib has written the headers: when it chose to compress (the client accepts
+          // gzip and the type is compressible: a JSON LIST), the body must be gzip too.
+          if (res.get_header_value("Content-Encoding") == "gzip") {
+            *producer = std::make_unique<serving::GzipProducer>(std::move(*producer));
+          }
+          serving::ConnectionServer::Detach(std::move(*producer), /*long_running=*/watch);
+          return false;  // httplib writes nothing more and leaves the connection open
+        });
     return;
   }
   if (resp.stream) {

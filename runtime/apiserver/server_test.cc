@@ -332,6 +332,57 @@ TEST_F(ServerTest, WatchesEndWithTheirLastChunkAtTheirTimeoutAndAtStop) {
   EXPECT_EQ(streams.open, 0u);
 }
 
+// The body of a chunked HTTP/1.1 answer, or "" unless it ends with its last chunk.
+std::string Dechunk(const std::string& response) {
+  size_t at = response.find("\r\n\r\n");
+  if (at == std::string::npos) return "";
+  at += 4;
+  std::string body;
+  for (;;) {
+    const size_t line_end = response.find("\r\n", at);
+    if (line_end == std::string::npos) return "";
+    const size_t size = std::stoul(response.substr(at, line_end - at), nullptr, 16);
+    at = line_end + 2;
+    if (size == 0) return response.compare(at, 2, "\r\n") == 0 ? body : "";
+    if (at + size + 2 > response.size()) return "";
+    body.append(response, at, size);
+    at += size + 2;
+  }
+}
+
+// Issue 30 item 3: a LIST being streamed when the server stops ends with its last chunk.
+// httplib ended a streamed answer without it once its listener stopped; the stream loop lets
+// it finish within the shutdown grace.
+TEST_F(ServerTest, AListBeingStreamedAtStopEndsWithItsLastChunk) {
+  auto c = NewClient();
+  const std::string filler(16 * 1024, 'x');
+  constexpr int kItems = 600;  // streamed (more than 500), ~10 MB: more than socket buffers hold
+  for (int i = 0; i < kItems; ++i) {
+    auto r = c->Post(
+        "/api/v1/namespaces/default/configmaps",
+        absl::StrCat(R"({"metadata":{"name":"cm-)", i, R"("},"data":{"f":")", filler, R"("}})"),
+        "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 201) << r->body;
+  }
+  testing::RawTlsClient list(server_->port(), /*receive_buffer=*/16 * 1024);
+  ASSERT_TRUE(list.ok());
+  ASSERT_TRUE(
+      list.Send(absl::StrCat("GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\n"
+                             "Host: 127.0.0.1\r\nAuthorization: Bearer ",
+                             token_, "\r\n\r\n")));
+  std::string response = list.ReadUpTo(64 * 1024);  // the answer has begun
+  ASSERT_FALSE(response.empty());
+  std::thread stopper([&] { server_->Stop(); });
+  response += list.ReadUpTo(size_t{64} << 20);  // to the end: the server closes
+  stopper.join();
+  const std::string body = Dechunk(response);
+  ASSERT_FALSE(body.empty()) << "cut after " << response.size() << " bytes";
+  const nlohmann::json parsed = nlohmann::json::parse(body);
+  EXPECT_EQ(parsed["items"].size(), static_cast<size_t>(kItems));
+  EXPECT_EQ(server_->connection_stats().streams.cut_at_stop, 0u);
+}
+
 TEST_F(ServerTest, PlainHttpIsRefusedByTheTlsServer) {
   httplib::Client plain(absl::StrCat("http://127.0.0.1:", server_->port()));
   plain.set_connection_timeout(5);

@@ -118,6 +118,7 @@ struct ConnectionServer::Connection {
   // stream it hands to the stream loop once httplib returns (Detach()).
   SSL* ssl = nullptr;
   std::unique_ptr<StreamProducer> detach;
+  bool detach_long_running = false;
 };
 
 namespace {
@@ -376,10 +377,11 @@ bool ConnectionServer::CanDetach() {
   return !c->server->closing_;
 }
 
-void ConnectionServer::Detach(std::unique_ptr<StreamProducer> producer) {
+void ConnectionServer::Detach(std::unique_ptr<StreamProducer> producer, bool long_running) {
   auto* c = static_cast<Connection*>(current_connection);
   if (c == nullptr || c->server->streams_ == nullptr) return;
   c->detach = std::move(producer);
+  c->detach_long_running = long_running;
 }
 
 void ConnectionServer::WakeStreams() {
@@ -407,17 +409,23 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
     case Admission::kAccepted:
       current_connection = &c;
       Serve(c);
-      c.held.clear();
       current_connection = nullptr;
       if (c.detach != nullptr) {
         // The stream loop owns the socket and the session from here; this thread ends.
         Unregister(&c, /*detached=*/true);
-        streams_->Adopt(sock, c.ssl, std::move(c.detach), [this] {
-          common::MutexLock lock(&mu_);
-          --detached_;
-        });
+        const bool long_running = c.detach_long_running;
+        streams_->Adopt(
+            sock, c.ssl, std::move(c.detach),
+            [this, long_running, held = std::move(c.held)](StreamLoop::End how) mutable {
+              held.clear();  // e.g. the request's seat
+              common::MutexLock lock(&mu_);
+              --detached_;
+              if (!long_running && how == StreamLoop::End::kStalled) ++stats_.write_stalled;
+            },
+            long_running ? limits_.stream_stall_timeout : limits_.write_stall_timeout);
         return true;
       }
+      c.held.clear();
       Unregister(&c);
       break;
     case Admission::kAnswerRefusal:
@@ -480,7 +488,7 @@ void ConnectionServer::Serve(Connection& c) {
     bool connection_closed = false;
     const bool ok =
         process_request(stream, /*close_connection=*/remaining == 1, connection_closed, setup);
-    c.held.clear();
+    if (c.detach == nullptr) c.held.clear();  // a detached answer keeps them until it is written
     EndRequest(&c);
     if (stream.stalled()) {
       c.abort = true;

@@ -157,8 +157,11 @@ class ConnectionServer : public httplib::Server {
   // writes the rest of the body from `producer` and closes the connection after it; the
   // connection's thread ends. The provider must then return false (httplib writes nothing more
   // and does not close the connection). A detached connection still counts towards
-  // max_connections until it is closed. Does nothing unless CanDetach().
-  static void Detach(std::unique_ptr<StreamProducer> producer);
+  // max_connections until it is closed, and what HoldUntilResponseWritten() kept is kept until
+  // then. `long_running` (a watch): it may stall for stream_stall_timeout; otherwise (a
+  // streamed LIST) for write_stall_timeout, and a stall counts as write_stalled. Does nothing
+  // unless CanDetach().
+  static void Detach(std::unique_ptr<StreamProducer> producer, bool long_running);
   // Every detached stream's producer is called again soon (new data may exist). Cheap.
   void WakeStreams();
 

@@ -31,14 +31,15 @@ namespace {
 constexpr size_t kKeepBufferBytes = 16 * 1024;
 constexpr int kMaxEvents = 256;
 
-enum class End { kFinished, kPeerClosed, kStalled, kCut };
+using End = StreamLoop::End;
 
 // One adopted connection. Owned by its worker's thread.
 struct Conn {
   int fd = -1;
   SSL* ssl = nullptr;
   std::unique_ptr<StreamProducer> producer;
-  std::function<void()> on_closed;
+  std::function<void(End)> on_closed;
+  absl::Duration stall_timeout;
   std::string pending;  // framed chunks not yet accepted by the socket, from `offset`
   size_t offset = 0;
   bool over = false;      // the producer is done; its last chunk is in `pending`
@@ -89,7 +90,7 @@ class StreamLoop::Worker {
     }
     if (!taken) {
       // Stopped: closed at once, nothing written.
-      CloseUnregistered(c.get());
+      CloseUnregistered(c.get(), End::kCut);
       return;
     }
     Wake();
@@ -151,7 +152,7 @@ class StreamLoop::Worker {
   void Close(Conn* c, End how);
   void FreeClosed();
   // Closes a connection that never reached the epoll set.
-  static void CloseUnregistered(Conn* c);
+  static void CloseUnregistered(Conn* c, End how);
   void Watch(Conn* c, bool want_out);
   // Runs every due connection (all of them when `all`) and sets next_due_.
   void Scan(bool all, absl::Time now);
@@ -268,7 +269,7 @@ void StreamLoop::Worker::Scan(bool all, absl::Time now) {
   for (auto& [ptr, owned] : conns_) {
     Conn* c = owned.get();
     if (c->closed) continue;
-    if (c->Waiting() > 0 && now - c->waiting_since >= options_.stall_timeout) {
+    if (c->Waiting() > 0 && now - c->waiting_since >= c->stall_timeout) {
       Close(c, End::kStalled);
       continue;
     }
@@ -284,7 +285,7 @@ void StreamLoop::Worker::NoteDue(const Conn* c) {
   if (c->closed) return;
   next_due_ = std::min(next_due_, c->next_call);
   if (c->Waiting() > 0) {
-    next_due_ = std::min(next_due_, c->waiting_since + options_.stall_timeout);
+    next_due_ = std::min(next_due_, c->waiting_since + c->stall_timeout);
   }
 }
 
@@ -408,15 +409,16 @@ void StreamLoop::Worker::Close(Conn* c, End how) {
     uint64_t suppressed = 0;
     if (stalled_log_.Allow(&suppressed)) {
       common::LogWarning(
-          "stream ended: its client accepted no byte for the stall timeout (a watcher that "
-          "reads nothing); it may watch again from its last resourceVersion",
+          "stream ended: the client read nothing of its response for the stall timeout (a "
+          "watcher that cannot keep up, or a client that stopped reading); a watcher may watch "
+          "again from its last resourceVersion",
           {{"server", options_.name},
-           {"stall_timeout", absl::FormatDuration(options_.stall_timeout)},
+           {"stall_timeout", absl::FormatDuration(c->stall_timeout)},
            {"waiting_bytes", c->Waiting()},
            {"suppressed", suppressed}});
     }
   }
-  CloseUnregistered(c);
+  CloseUnregistered(c, how);
   {
     common::MutexLock lock(&mu_);
     ++ended_[static_cast<int>(how)];
@@ -426,7 +428,7 @@ void StreamLoop::Worker::Close(Conn* c, End how) {
   closed_.push_back(c);
 }
 
-void StreamLoop::Worker::CloseUnregistered(Conn* c) {
+void StreamLoop::Worker::CloseUnregistered(Conn* c, End how) {
   if (c->ssl != nullptr) {
     SSL_free(c->ssl);
     c->ssl = nullptr;
@@ -437,9 +439,9 @@ void StreamLoop::Worker::CloseUnregistered(Conn* c) {
   }
   c->producer.reset();
   if (c->on_closed) {
-    std::function<void()> on_closed = std::move(c->on_closed);
+    std::function<void(End)> on_closed = std::move(c->on_closed);
     c->on_closed = nullptr;
-    on_closed();
+    on_closed(how);
   }
 }
 
@@ -474,7 +476,7 @@ absl::StatusOr<std::unique_ptr<StreamLoop>> StreamLoop::Start(StreamLoopOptions 
 StreamLoop::~StreamLoop() { Stop(absl::ZeroDuration()); }
 
 void StreamLoop::Adopt(int fd, SSL* ssl, std::unique_ptr<StreamProducer> producer,
-                       std::function<void()> on_closed) {
+                       std::function<void(End)> on_closed, absl::Duration stall_timeout) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   if (ssl != nullptr) {
@@ -488,6 +490,7 @@ void StreamLoop::Adopt(int fd, SSL* ssl, std::unique_ptr<StreamProducer> produce
   c->ssl = ssl;
   c->producer = std::move(producer);
   c->on_closed = std::move(on_closed);
+  c->stall_timeout = stall_timeout > absl::ZeroDuration() ? stall_timeout : options_.stall_timeout;
   // Spread by descriptor: cheap, and even enough for many connections.
   workers_[static_cast<size_t>(fd) % workers_.size()]->Add(std::move(c));
 }

@@ -76,12 +76,17 @@ class StreamLoop {
   StreamLoop(const StreamLoop&) = delete;
   StreamLoop& operator=(const StreamLoop&) = delete;
 
+  // How a connection ended.
+  enum class End { kFinished, kPeerClosed, kStalled, kCut };
+
   // Takes over a connection whose response headers (with `Transfer-Encoding: chunked`) are
   // written: `fd` (made non-blocking, closed by the loop) and `ssl` (may be null for plain TCP;
-  // freed by the loop). `on_closed` runs on a loop thread once the connection is closed, after
-  // the producer is destroyed. After Stop(), the connection is closed at once.
+  // freed by the loop). `stall_timeout` replaces options().stall_timeout for it when not zero.
+  // `on_closed` runs on a loop thread once the connection is closed, after the producer is
+  // destroyed. After Stop(), the connection is closed at once (kCut).
   void Adopt(int fd, SSL* ssl, std::unique_ptr<StreamProducer> producer,
-             std::function<void()> on_closed);
+             std::function<void(End)> on_closed,
+             absl::Duration stall_timeout = absl::ZeroDuration());
   // Every producer is called again soon (new data may exist). Cheap; coalesces.
   void WakeAll();
   // Calls every producer once more (so those that are over write their last chunk), waits up to

@@ -104,7 +104,7 @@ class StreamLoopTest : public ::testing::Test {
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
     loop_->Adopt(fds[0], /*ssl=*/nullptr, std::make_unique<TestProducer>(s),
-                 [s] { s->closed = true; });
+                 [s](StreamLoop::End) { s->closed = true; });
     clients_.push_back(fds[1]);
     return fds[1];
   }
