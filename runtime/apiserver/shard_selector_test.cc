@@ -1,0 +1,97 @@
+#include "runtime/apiserver/shard_selector.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ctrlhost::apiserver {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Fnv1a64Test, KnownValues) {
+  // The reference values of the FNV-1a 64-bit hash.
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8ull);
+}
+
+TEST(ShardSelectorTest, ParsesOneRangeAndOredRanges) {
+  auto one = ShardSelector::Parse(
+      "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->field(), ShardSelector::Field::kUid);
+  ASSERT_EQ(one->ranges().size(), 1u);
+  EXPECT_EQ(one->ranges()[0].start, 0u);
+  EXPECT_EQ(one->ranges()[0].end, absl::uint128(0x8000000000000000ull));
+
+  auto two = ShardSelector::Parse(
+      " shardRange( object.metadata.namespace ,'0x0','0x10')||shardRange(object.metadata."
+      "namespace, '0xFF00000000000000', '0x10000000000000000') ");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->field(), ShardSelector::Field::kNamespace);
+  ASSERT_EQ(two->ranges().size(), 2u);
+  EXPECT_EQ(two->ranges()[1].start, 0xff00000000000000ull);
+  EXPECT_EQ(two->ranges()[1].end, absl::uint128(1) << 64);
+}
+
+TEST(ShardSelectorTest, TwoHalvesPartitionEveryValue) {
+  auto low = ShardSelector::Parse("shardRange(object.metadata.uid, '0x0', '0x8000000000000000')");
+  auto high = ShardSelector::Parse(
+      "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')");
+  ASSERT_TRUE(low.ok() && high.ok());
+  int in_low = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string uid = absl::StrCat("6f1c2d3e-0000-4000-8000-", 100000000000 + i);
+    EXPECT_NE(low->Matches(uid), high->Matches(uid)) << uid;
+    in_low += low->Matches(uid);
+    EXPECT_EQ(low->Matches(uid), Fnv1a64(uid) < 0x8000000000000000ull);
+  }
+  EXPECT_GT(in_low, 400);  // a hash, so about half
+  EXPECT_LT(in_low, 600);
+}
+
+TEST(ShardSelectorTest, BadSelectorsSayWhatAndWhere) {
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"", "empty"},
+      {"   ", "empty"},
+      {"shardRange(object.metadata.name, '0x0', '0x1')",
+       "expected object.metadata.uid or object.metadata.namespace"},
+      {"shardRange(object.metadata.uid, '0x0', '0x1') || "
+       "shardRange(object.metadata.namespace, '0x1', '0x2')",
+       "every range must hash the same field"},
+      {"shardRange(object.metadata.uid, '0x8', '0x8')", "start must be below its end"},
+      {"shardRange(object.metadata.uid, '0x0', '0x10000000000000001')",
+       "above 0x10000000000000000"},
+      {"shardRange(object.metadata.uid, '0x0', '0x100000000000000000')", "longer than 17"},
+      {"shardRange(object.metadata.uid, 0x0, '0x1')", "expected a quoted hex bound"},
+      {"shardRange(object.metadata.uid, '0x', '0x1')", "without digits"},
+      {"shardRange(object.metadata.uid, '0x0', '0x1'", "expected )"},
+      {"shardRange(object.metadata.uid, '0x0', '0x1') && x", "unexpected text"},
+      {"labels(app)", "expected shardRange"},
+      {std::string(ShardSelector::kMaxBytes + 1, ' '), "longer than 4096 bytes"},
+  };
+  for (const Case& c : cases) {
+    auto s = ShardSelector::Parse(c.text);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr(c.message)) << c.text.substr(0, 80);
+  }
+  std::string many;
+  for (size_t i = 0; i <= ShardSelector::kMaxRanges; ++i) {
+    if (i > 0) many += "||";
+    absl::StrAppend(&many, "shardRange(object.metadata.uid,'0x", i, "','0x", i + 1, "')");
+  }
+  auto s = ShardSelector::Parse(many);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("more than 64 ranges"));
+}
+
+}  // namespace
+}  // namespace ctrlhost::apiserver
