@@ -214,16 +214,33 @@ absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t, const ApiR
     f.fields = std::make_shared<kube::FieldSelector>(*std::move(sel));
     f.extra_fields = t.r->extra_field_selectors;
   }
+  auto shard = req.query.find("shardSelector");
+  if (shard != req.query.end() && !shard->second.empty()) {
+    absl::StatusOr<ShardSelector> parsed = ShardSelector::Parse(shard->second);
+    if (!parsed.ok()) {
+      return kube::InvalidError(
+          "meta.k8s.io", "ListOptions", "",
+          {{"FieldValueInvalid", std::string(parsed.status().message()), "shardSelector"}});
+    }
+    f.shard = std::make_shared<ShardSelector>(*std::move(parsed));
+  }
   f.namespaced = t.r->namespaced;
   return f;
 }
 
 bool ObjectFilter::Matches(const StoredObject& o) const {
   if (labels != nullptr && !labels->Matches(o.labels)) return false;
-  if (fields == nullptr) return true;
-  std::map<std::string, std::string> values;
   // Keys are "/group/resource/[ns/]name".
   std::vector<absl::string_view> parts = absl::StrSplit(o.key, '/');
+  if (shard != nullptr) {
+    if (shard->field() == ShardSelector::Field::kNamespace) {
+      if (!shard->Matches(namespaced && parts.size() >= 5 ? parts[3] : "")) return false;
+    } else if (!shard->Matches(ReadOwnership(o.value).uid)) {
+      return false;
+    }
+  }
+  if (fields == nullptr) return true;
+  std::map<std::string, std::string> values;
   if (namespaced && parts.size() >= 5) {
     values["metadata.namespace"] = std::string(parts[3]);
     values["metadata.name"] = std::string(parts[4]);
@@ -304,7 +321,7 @@ class ListWriter {
 // still reflects one revision.
 absl::StatusOr<ApiResponse> ListBody(const ResourcePtr& r, const ApiRequest& req,
                                      Store::ListResult result, const std::string& next,
-                                     absl::Time now) {
+                                     absl::Time now, const ShardSelector* shard) {
   std::string head;
   ListWriter::ItemBytes item_bytes;
   if (WantsTable(req.accept)) {
@@ -320,6 +337,9 @@ absl::StatusOr<ApiResponse> ListBody(const ResourcePtr& r, const ApiRequest& req
         ",\"apiVersion\":", Dump(metadata_only ? std::string("meta.k8s.io/v1") : r->ApiVersion()),
         ",\"metadata\":{\"resourceVersion\":\"", result.revision, "\"");
     if (!next.empty()) absl::StrAppend(&head, ",\"continue\":\"", next, "\"");
+    // KEP-5866: the applied shard selector, so that a client knows the list is its shard only.
+    if (shard != nullptr)
+      absl::StrAppend(&head, ",\"shardInfo\":{\"selector\":", Dump(shard->text()), "}");
     head.append("},\"items\":[");
     item_bytes = [r, metadata_only](const StoredObject& o) -> std::optional<std::string> {
       return metadata_only ? PartialMetadataBytes(o.value) : ServedBytes(*r, o.value);
@@ -347,7 +367,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
   ASSIGN_OR_RETURN(ObjectFilter filter, MakeFilter(t, req));
   Store::ListOptions opts;
   opts.prefix = t.ns.empty() ? t.r->KeyPrefix() : t.r->NamespacePrefix(t.ns);
-  if (filter.labels != nullptr || filter.fields != nullptr) {
+  if (!filter.Empty()) {
     opts.filter = [&filter](const StoredObject& o) { return filter.Matches(o); };
   }
   const std::string limit_s = QueryOr(req, "limit");
@@ -410,7 +430,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::List(const Target& t, const ApiRequest&
   std::string next;
   if (result->more) next = EncodeContinue(result->revision, result->last_key);
 
-  return ListBody(t.r, req, *std::move(result), next, clock_->Now());
+  return ListBody(t.r, req, *std::move(result), next, clock_->Now(), filter.shard.get());
 }
 
 }  // namespace ctrlhost::apiserver

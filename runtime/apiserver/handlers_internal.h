@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/handlers.h"
 #include "runtime/apiserver/printers.h"
+#include "runtime/apiserver/shard_selector.h"
 #include "runtime/kube/selector.h"
 
 namespace ctrlhost::apiserver {
@@ -28,11 +29,13 @@ struct ApiHandlers::Target {
 struct ObjectFilter {
   std::shared_ptr<const kube::LabelSelector> labels;
   std::shared_ptr<const kube::FieldSelector> fields;
+  // KEP-5866's shardSelector (shard_selector.h), or null.
+  std::shared_ptr<const ShardSelector> shard;
   std::vector<std::string> extra_fields;  // fields that need the object parsed
   bool needs_parse = false;
   bool namespaced = true;
 
-  bool Empty() const { return labels == nullptr && fields == nullptr; }
+  bool Empty() const { return labels == nullptr && fields == nullptr && shard == nullptr; }
   bool Matches(const StoredObject& o) const;
 };
 

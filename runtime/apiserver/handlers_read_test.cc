@@ -2,16 +2,19 @@
 // lists streamed in chunks), driven through ApiHandlers::Handle() against a real Store.
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/apiserver/handlers_internal.h"
 #include "runtime/apiserver/list_tokens.h"
+#include "runtime/apiserver/shard_selector.h"
 #include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
@@ -206,6 +209,56 @@ TEST_F(ListTest, LargeListIsStreamedInChunks) {
   ApiResponse rest = env_.Get("/api/v1/namespaces/big/configmaps", {{"continue", token}});
   ASSERT_FALSE(rest.stream) << "100 items are answered whole";
   EXPECT_EQ(ApiTestEnv::Json(rest)["items"].size(), 100u);
+}
+
+// KEP-5866: the two halves of the uid hash space split a LIST, each half says which selector
+// it applied, a namespace selector keeps a namespace whole, and a bad selector is a 422 on the
+// shardSelector field.
+TEST_F(ListTest, ShardSelectorsSplitAListAndEchoTheSelector) {
+  env_.CreateNamespace("sh");
+  for (int i = 0; i < 100; ++i) {
+    env_.CreateConfigMap("sh", absl::StrCat("cm-", i), nlohmann::json::object());
+  }
+  const std::string low = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
+  const std::string high =
+      "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')";
+  std::set<std::string> all;
+  size_t low_size = 0;
+  for (const std::string& selector : {low, high}) {
+    ApiResponse r = env_.Get("/api/v1/namespaces/sh/configmaps", {{"shardSelector", selector}});
+    ASSERT_EQ(r.code, 200) << r.body;
+    nlohmann::json list = ApiTestEnv::Json(r);
+    EXPECT_EQ(list["metadata"]["shardInfo"]["selector"], selector);
+    for (const auto& item : list["items"]) {
+      const std::string uid = item["metadata"]["uid"];
+      EXPECT_EQ(Fnv1a64(uid) < 0x8000000000000000ull, selector == low);
+      EXPECT_TRUE(all.insert(item["metadata"]["name"].get<std::string>()).second);
+    }
+    if (selector == low) low_size = list["items"].size();
+  }
+  EXPECT_EQ(all.size(), 100u);
+  EXPECT_GT(low_size, 20u);
+  EXPECT_LT(low_size, 80u);
+  // Without a selector: no shardInfo.
+  EXPECT_FALSE(ApiTestEnv::Json(env_.Get("/api/v1/namespaces/sh/configmaps"))["metadata"].contains(
+      "shardInfo"));
+
+  // By namespace: every ConfigMap of ns1 on the side "ns1" hashes to.
+  const bool ns1_low = Fnv1a64("ns1") < 0x8000000000000000ull;
+  std::vector<std::string> names = ListNames(
+      "/api/v1/configmaps",
+      {{"shardSelector",
+        absl::StrReplaceAll(ns1_low ? low : high, {{"metadata.uid", "metadata.namespace"}})}});
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"a", "b", "c"}));
+
+  ApiResponse bad = env_.Get("/api/v1/namespaces/sh/configmaps",
+                             {{"shardSelector", "shardRange(object.metadata.name, '0x0', '0x1')"}});
+  EXPECT_EQ(bad.code, 422) << bad.body;
+  nlohmann::json status = ApiTestEnv::Json(bad);
+  EXPECT_EQ(status["reason"], "Invalid");
+  EXPECT_EQ(status["details"]["causes"][0]["field"], "shardSelector");
+  EXPECT_THAT(status["details"]["causes"][0]["message"].get<std::string>(),
+              ::testing::HasSubstr("expected object.metadata.uid or object.metadata.namespace"));
 }
 
 TEST_F(ListTest, ListShape) {

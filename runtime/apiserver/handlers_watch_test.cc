@@ -1,14 +1,17 @@
 // Watch: from a resourceVersion, initial events, bookmarks, timeouts, selectors, 410 after
 // compaction, and many concurrent watchers each seeing every event once, in order.
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/apiserver/shard_selector.h"
 #include "runtime/apiserver/testing/api_test_env.h"
 
 namespace ctrlhost::apiserver {
@@ -223,6 +226,41 @@ TEST_F(WatchTest, LabelSelectorTurnsLeavingIntoDeleted) {
   ASSERT_EQ(env_.Patch(a, kMerge, R"({"metadata":{"labels":{"app":"web"}}})").code, 200);
   ASSERT_EQ(env_.Patch(a, kMerge, R"({"data":{"k":"v"}})").code, 200);
   EXPECT_THAT(Summary(w->WaitForEvents(3)), ElementsAre("DELETED a", "ADDED a", "MODIFIED a"));
+}
+
+// KEP-5866: two watchers with the two halves of the uid hash space see each object's events
+// on exactly one of them, with the initial events split the same way.
+TEST_F(WatchTest, ShardSelectorsSplitEventsByUidHash) {
+  for (int i = 0; i < 10; ++i) env_.CreateConfigMap("ns1", absl::StrCat("old-", i));
+  const char* kLow = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
+  const char* kHigh =
+      "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')";
+  auto low = StartWatch({{"shardSelector", kLow}});
+  auto high = StartWatch({{"shardSelector", kHigh}});
+  for (int i = 0; i < 30; ++i) env_.CreateConfigMap("ns1", absl::StrCat("new-", i));
+  // Every object once, on the side its uid hashes to; 40 events in all.
+  std::set<std::string> seen;
+  size_t low_count = 0;
+  auto check = [&](const std::vector<nlohmann::json>& events, bool is_low) {
+    for (const auto& e : events) {
+      const std::string uid = e["object"]["metadata"]["uid"];
+      EXPECT_EQ(Fnv1a64(uid) < 0x8000000000000000ull, is_low) << uid;
+      EXPECT_TRUE(seen.insert(e["object"]["metadata"]["name"].get<std::string>()).second);
+    }
+  };
+  // Each half gets a share (a hash: 40 objects all on one side has probability 2^-39).
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (low->Events().size() + high->Events().size() < 40 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const std::vector<nlohmann::json> low_events = low->Events();
+  const std::vector<nlohmann::json> high_events = high->Events();
+  check(low_events, true);
+  check(high_events, false);
+  low_count = low_events.size();
+  EXPECT_EQ(seen.size(), 40u);
+  EXPECT_GT(low_count, 0u);
+  EXPECT_LT(low_count, 40u);
 }
 
 TEST_F(WatchTest, WatchOneObjectByName) {
