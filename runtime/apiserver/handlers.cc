@@ -328,7 +328,7 @@ absl::StatusOr<ApiResponse> ListBody(const ResourcePtr& r, const ApiRequest& req
     ASSIGN_OR_RETURN(TableOptions table_options, TableOptionsOf(req));
     // One `now` for every row (the Age columns), however long the answer is streamed for.
     TableFormat table(*r, now, table_options);
-    head = table.HeadBytes(result.revision, next);
+    head = table.HeadBytes(result.revision, next, shard != nullptr ? shard->text() : "");
     item_bytes = [r, table](const StoredObject& o) { return table.RowBytes(o); };
   } else {
     const bool metadata_only = WantsPartialMetadata(req.accept);

@@ -92,9 +92,12 @@ class TableFormat {
 
   // The Table without "rows": kind, apiVersion, metadata (resourceVersion, and continue when
   // `continue_token` is not empty) and columnDefinitions.
-  nlohmann::json Head(int64_t revision, const std::string& continue_token) const;
+  // `shard_selector`: the KEP-5866 selector applied, as ListMeta's shardInfo ("" for none).
+  nlohmann::json Head(int64_t revision, const std::string& continue_token,
+                      const std::string& shard_selector = "") const;
   // The text of the Table up to its first row: Dump of Head() with "rows" opened.
-  std::string HeadBytes(int64_t revision, const std::string& continue_token) const;
+  std::string HeadBytes(int64_t revision, const std::string& continue_token,
+                        const std::string& shard_selector = "") const;
 
   // One row: the cells of `r`'s printer columns and the object as TableOptions asks. nullopt
   // for an item whose stored bytes are not a JSON object: the Table leaves it out.

@@ -239,6 +239,12 @@ TEST_F(ListTest, ShardSelectorsSplitAListAndEchoTheSelector) {
   EXPECT_EQ(all.size(), 100u);
   EXPECT_GT(low_size, 20u);
   EXPECT_LT(low_size, 80u);
+  // A Table says so too (kubectl get --raw, or a client that asks for Tables).
+  ApiResponse table =
+      env_.Do("GET", "/api/v1/namespaces/sh/configmaps", "", "", {{"shardSelector", low}},
+              "application/json;as=Table;v=v1;g=meta.k8s.io");
+  ASSERT_EQ(table.code, 200) << table.body;
+  EXPECT_EQ(ApiTestEnv::Json(table)["metadata"]["shardInfo"]["selector"], low);
   // Without a selector: no shardInfo.
   EXPECT_FALSE(ApiTestEnv::Json(env_.Get("/api/v1/namespaces/sh/configmaps"))["metadata"].contains(
       "shardInfo"));

@@ -144,10 +144,14 @@ std::string BookmarkLine(const WatchState& st, int64_t revision, bool initial_en
   if (initial_end) {
     meta["annotations"] = {{"k8s.io/initial-events-end", "true"}};
     if (!st.table) {
-      const nlohmann::json blueprint = {
+      nlohmann::json blueprint = {
           {"kind", st.metadata_only ? std::string("PartialObjectMetadataList") : r.list_kind},
           {"apiVersion", api_version},
           {"metadata", nlohmann::json::object()}};
+      // KEP-5866: the list client-go builds from it says which shard it holds.
+      if (st.filter.shard != nullptr) {
+        blueprint["metadata"]["shardInfo"] = {{"selector", st.filter.shard->text()}};
+      }
       meta["annotations"]["kubernetes.io/initial-events-list-blueprint"] =
           absl::Base64Escape(Dump(blueprint));
     }

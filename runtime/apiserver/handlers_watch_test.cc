@@ -124,6 +124,21 @@ TEST_F(WatchTest, TheInitialEventsEndBookmarkCarriesTheListBlueprint) {
   EXPECT_EQ(list["kind"], "ConfigMapList");
   EXPECT_EQ(list["apiVersion"], "v1");
   EXPECT_TRUE(list["metadata"].is_object());
+  EXPECT_FALSE(list["metadata"].contains("shardInfo"));
+
+  // KEP-5866: with a shard selector, the list built from the blueprint says which shard it is.
+  const char* kAll = "shardRange(object.metadata.uid, '0x0', '0x10000000000000000')";
+  auto sharded = StartWatch({{"sendInitialEvents", "true"},
+                             {"resourceVersionMatch", "NotOlderThan"},
+                             {"allowWatchBookmarks", "true"},
+                             {"shardSelector", kAll}});
+  events = sharded->WaitForEvents(2);
+  ASSERT_THAT(Summary(events), ElementsAre("ADDED a", "BOOKMARK"));
+  ASSERT_TRUE(absl::Base64Unescape(
+      events[1]["object"]["metadata"]["annotations"]["kubernetes.io/initial-events-list-blueprint"]
+          .get<std::string>(),
+      &blueprint));
+  EXPECT_EQ(nlohmann::json::parse(blueprint)["metadata"]["shardInfo"]["selector"], kAll);
 }
 
 // client-go's metadata client (metadata-only informers) asks for PartialObjectMetadata: the watch

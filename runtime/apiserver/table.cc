@@ -96,17 +96,20 @@ absl::StatusOr<TableOptions> TableOptionsOf(const ApiRequest& req) {
 TableFormat::TableFormat(const ResourceInfo& r, absl::Time now, TableOptions options)
     : r_(&r), printer_(TablePrinter::For(r)), now_(now), options_(options) {}
 
-nlohmann::json TableFormat::Head(int64_t revision, const std::string& continue_token) const {
+nlohmann::json TableFormat::Head(int64_t revision, const std::string& continue_token,
+                                 const std::string& shard_selector) const {
   nlohmann::json meta = {{"resourceVersion", std::to_string(revision)}};
   if (!continue_token.empty()) meta["continue"] = continue_token;
+  if (!shard_selector.empty()) meta["shardInfo"] = {{"selector", shard_selector}};
   return {{"kind", "Table"},
           {"apiVersion", "meta.k8s.io/v1"},
           {"metadata", std::move(meta)},
           {"columnDefinitions", printer_.ColumnDefinitions()}};
 }
 
-std::string TableFormat::HeadBytes(int64_t revision, const std::string& continue_token) const {
-  nlohmann::json head = Head(revision, continue_token);
+std::string TableFormat::HeadBytes(int64_t revision, const std::string& continue_token,
+                                   const std::string& shard_selector) const {
+  nlohmann::json head = Head(revision, continue_token, shard_selector);
   head["rows"] = nlohmann::json::array();
   // nlohmann::json writes keys in sorted order and "rows" sorts after every key of the head,
   // so the text ends with the empty rows array: `...,"rows":[]}`. Cut to `...,"rows":[`.
