@@ -388,6 +388,27 @@ class KubectlSuite:
         self.assertIn('Warning: duplicate field "data.b"', result.stderr)
         self.assertEqual(self.get_json("-n", self.ns, "configmap", "dup2")["data"], {"b": "2"})
 
+    def test_a_crd_with_cel_rules_is_accepted_with_a_warning(self):
+        """Issue 29 item 4: CEL rules (x-kubernetes-validations) are not enforced here; a CRD
+        that has them is accepted, and kubectl shows the server's warning saying so."""
+        group = "%s.example.com" % self.ns
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "rules." + group},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": "rules", "singular": "rule", "kind": "Rule"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                         "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                             "type": "object",
+                             "properties": {"size": {"type": "integer"}},
+                             "x-kubernetes-validations": [
+                                 {"rule": "self.size <= 10", "message": "too big"}]}}}}}]}}
+        result = self.kubectl("apply", "-f", "-", input_text=json.dumps(crd))
+        self.assertIn("Warning: x-kubernetes-validations (CEL) rules are not enforced",
+                      result.stderr)
+        self.assertIn("spec.versions[0].schema.openAPIV3Schema.properties.spec", result.stderr)
+        self.kubectl("delete", "crd", "rules." + group)
+
     def test_patch_strategic_builtin(self):
         self.create("/apis/apps/v1/namespaces/%s/deployments" % self.ns, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},

@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "runtime/apiserver/object_util.h"
 #include "runtime/kube/api_status.h"
@@ -197,6 +198,69 @@ void PrepareCrdCreate(nlohmann::json& crd) {
                       {"reason", "InitialNamesAccepted"},
                       {"message", "the initial names have been accepted"},
                       {"lastTransitionTime", now}}}}};
+}
+
+namespace {
+
+// Where `schema` (a CRD version's openAPIV3Schema, at `path`) has x-kubernetes-validations,
+// depth first, at most `limit` paths; `*total` counts them all. Bounded by `depth`.
+void FindCelRules(const nlohmann::json& schema, const std::string& path, int depth, size_t limit,
+                  std::vector<std::string>* paths, size_t* total) {
+  if (!schema.is_object() || depth > 64) return;
+  auto rules = schema.find("x-kubernetes-validations");
+  if (rules != schema.end() && rules->is_array() && !rules->empty()) {
+    if (paths->size() < limit) paths->push_back(path);
+    ++*total;
+  }
+  for (const char* nested : {"properties", "patternProperties", "definitions"}) {
+    auto children = schema.find(nested);
+    if (children == schema.end() || !children->is_object()) continue;
+    for (const auto& [name, child] : children->items()) {
+      FindCelRules(child, absl::StrCat(path, ".", nested, ".", name), depth + 1, limit, paths,
+                   total);
+    }
+  }
+  for (const char* single : {"items", "additionalProperties", "not"}) {
+    auto child = schema.find(single);
+    if (child != schema.end()) {
+      FindCelRules(*child, absl::StrCat(path, ".", single), depth + 1, limit, paths, total);
+    }
+  }
+  for (const char* list : {"allOf", "anyOf", "oneOf"}) {
+    auto children = schema.find(list);
+    if (children == schema.end() || !children->is_array()) continue;
+    for (size_t i = 0; i < children->size(); ++i) {
+      FindCelRules((*children)[i], absl::StrCat(path, ".", list, "[", i, "]"), depth + 1, limit,
+                   paths, total);
+    }
+  }
+}
+
+}  // namespace
+
+void WarnUnenforcedCelRules(const nlohmann::json& crd, std::vector<std::string>* warnings) {
+  auto spec = crd.find("spec");
+  if (spec == crd.end() || !spec->is_object()) return;
+  auto versions = spec->find("versions");
+  if (versions == spec->end() || !versions->is_array()) return;
+  constexpr size_t kNamed = 5;
+  std::vector<std::string> paths;
+  size_t total = 0;
+  for (size_t i = 0; i < versions->size(); ++i) {
+    const nlohmann::json& v = (*versions)[i];
+    if (!v.is_object() || !v.contains("schema") || !v["schema"].is_object()) continue;
+    auto schema = v["schema"].find("openAPIV3Schema");
+    if (schema == v["schema"].end()) continue;
+    FindCelRules(*schema, absl::StrCat("spec.versions[", i, "].schema.openAPIV3Schema"), 0, kNamed,
+                 &paths, &total);
+  }
+  if (total == 0) return;
+  std::string text = absl::StrCat(
+      "x-kubernetes-validations (CEL) rules are not enforced by this server; objects that break "
+      "them are accepted: ",
+      absl::StrJoin(paths, ", "));
+  if (total > paths.size()) absl::StrAppend(&text, " and ", total - paths.size(), " more");
+  warnings->push_back(std::move(text));
 }
 
 }  // namespace ctrlhost::apiserver

@@ -4,6 +4,7 @@
 #include "runtime/apiserver/crd.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -103,6 +104,58 @@ TEST_F(CrdTest, ServedAndDiscoverableAtOnce) {
   const nlohmann::json apis = ApiTestEnv::Json(env_.Get("/apis"));
   for (const auto& g : apis["groups"]) listed |= g["name"] == "example.com";
   EXPECT_TRUE(listed) << apis;
+}
+
+// Issue 29 item 4: CEL rules are not enforced; a CRD that has them is accepted with a warning
+// that names where they are (kubectl prints it), on create, update and patch alike.
+TEST_F(CrdTest, CelRulesAreAcceptedWithAWarningThatTheyAreNotEnforced) {
+  auto warnings = [](const ApiResponse& r) {
+    std::vector<std::string> out;
+    for (const auto& [name, value] : r.headers) {
+      if (name == "Warning") out.push_back(value);
+    }
+    return out;
+  };
+  ApiResponse plain = env_.Post(kCrds, WidgetCrd());
+  ASSERT_EQ(plain.code, 201) << plain.body;
+  EXPECT_THAT(warnings(plain), ::testing::IsEmpty());
+
+  nlohmann::json crd = WidgetCrd();
+  crd["metadata"]["name"] = "gadgets.example.com";
+  crd["spec"]["names"] = {{"plural", "gadgets"}, {"singular", "gadget"}, {"kind", "Gadget"}};
+  nlohmann::json rule = {{{"rule", "self.size <= 10"}, {"message", "too big"}}};
+  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {
+      {"type", "object"},
+      {"properties",
+       {{"spec",
+         {{"type", "object"},
+          {"x-kubernetes-validations", rule},
+          {"properties",
+           {{"items",
+             {{"type", "array"},
+              {"items", {{"type", "string"}, {"x-kubernetes-validations", rule}}}}}}}}}}}};
+  ApiResponse created = env_.Post(kCrds, crd);
+  ASSERT_EQ(created.code, 201) << created.body;
+  std::vector<std::string> w = warnings(created);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], ::testing::HasSubstr("x-kubernetes-validations (CEL) rules are not enforced"));
+  EXPECT_THAT(w[0], ::testing::HasSubstr(
+                        "spec.versions[0].schema.openAPIV3Schema.properties.spec, "
+                        "spec.versions[0].schema.openAPIV3Schema.properties.spec.properties."
+                        "items.items"));
+
+  // A merge patch that keeps the rules warns again; one that removes them does not.
+  const std::string gadget = std::string(kCrds) + "/gadgets.example.com";
+  ApiResponse patched =
+      env_.Patch(gadget, "application/merge-patch+json", R"({"metadata":{"labels":{"a":"b"}}})");
+  ASSERT_EQ(patched.code, 200) << patched.body;
+  EXPECT_EQ(warnings(patched).size(), 1u);
+  crd = ApiTestEnv::Json(patched);
+  crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = {
+      {"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}};
+  ApiResponse updated = env_.Put(gadget, crd);
+  ASSERT_EQ(updated.code, 200) << updated.body;
+  EXPECT_THAT(warnings(updated), ::testing::IsEmpty());
 }
 
 TEST_F(CrdTest, VersionsShareObjects) {

@@ -9,7 +9,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "runtime/apiserver/body_limits.h"
 #include "runtime/apiserver/crd.h"
 #include "runtime/apiserver/handlers.h"
@@ -93,11 +92,13 @@ absl::Status CheckPatchDuplicateFields(const ApiRequest& req, PatchType type,
   return absl::OkStatus();
 }
 
-// Custom resources: prune unknown fields, apply defaults and validate against the served
-// version's openAPIV3Schema (kube-apiserver's structural-schema handling); warnings are added
-// to `warnings`. Built-in kinds have no schema here and pass unchanged.
+// Custom resources: prune, default and validate by the served version's openAPIV3Schema, adding
+// `warnings`. Built-in kinds pass unchanged; a CRD with CEL rules is warned they are not enforced.
 absl::Status ApplySchema(const ResourceInfo& r, openapi::FieldValidation mode, nlohmann::json& obj,
                          std::vector<std::string>* warnings) {
+  if (r.group == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition") {
+    WarnUnenforcedCelRules(obj, warnings);
+  }
   if (!r.custom || r.schema == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<std::string> w,
                    openapi::PrepareCustomResource(*r.schema, r.group, r.kind, mode, obj));
