@@ -478,7 +478,8 @@ class KubectlSuite:
     def test_delete_with_finalizer(self):
         self.create_widget("w1", finalizers=["example.com/hold"])
         out = self.kubectl("delete", "-n", self.ns, "widget", "w1", "--wait=false").stdout
-        self.assertEqual(out.strip(), 'widget.example.com "w1" deleted')
+        # kubectl 1.33+ names the namespace: '... deleted from NS namespace'.
+        self.assertRegex(out.strip(), r'^widget\.example\.com "w1" deleted( from \S+ namespace)?$')
         got = self.get_json("-n", self.ns, "widget", "w1")
         self.assertTrue(got["metadata"].get("deletionTimestamp"), got)
         self.assertEqual(got["metadata"]["finalizers"], ["example.com/hold"])
