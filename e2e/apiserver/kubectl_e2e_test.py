@@ -409,6 +409,34 @@ class KubectlSuite:
         self.assertIn("spec.versions[0].schema.openAPIV3Schema.properties.spec", result.stderr)
         self.kubectl("delete", "crd", "rules." + group)
 
+    def test_scale_a_custom_resource(self):
+        """Issue 29: the scale subresource of a CRD; `kubectl scale` writes spec.replicas
+        through it (newer kubectls patch it, older ones read it and put it back)."""
+        group = "scale-%s.example.com" % self.ns
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "pools." + group},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"status": {}, "scale": {
+                                       "specReplicasPath": ".spec.replicas",
+                                       "statusReplicasPath": ".status.replicas"}},
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        self.kubectl("apply", "-f", "-", input_text=json.dumps(crd))
+        self.kubectl("apply", "-f", "-", input_text=json.dumps({
+            "apiVersion": group + "/v1", "kind": "Pool",
+            "metadata": {"name": "p1", "namespace": self.ns}, "spec": {"replicas": 1}}))
+        self.kubectl("scale", "-n", self.ns, "pools." + group, "p1", "--replicas=4")
+        got = self.get_json("-n", self.ns, "pools." + group, "p1")
+        self.assertEqual(got["spec"]["replicas"], 4)
+        scale = json.loads(self.kubectl(
+            "get", "--raw", "/apis/%s/v1/namespaces/%s/pools/p1/scale" % (group, self.ns)).stdout)
+        self.assertEqual((scale["kind"], scale["spec"]["replicas"]), ("Scale", 4))
+        self.kubectl("delete", "crd", "pools." + group)
+
     def test_patch_strategic_builtin(self):
         self.create("/apis/apps/v1/namespaces/%s/deployments" % self.ns, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "runtime/apiserver/object_util.h"
 #include "runtime/kube/api_status.h"
@@ -86,6 +87,13 @@ ResourceInfo ServedVersion(const nlohmann::json& v, const std::string& group,
   r.return_deleted_object = true;
   r.has_status = v.contains("subresources") && v["subresources"].is_object() &&
                  v["subresources"].contains("status");
+  if (v.contains("subresources") && v["subresources"].is_object() &&
+      v["subresources"].contains("scale") && v["subresources"]["scale"].is_object()) {
+    const nlohmann::json& scale = v["subresources"]["scale"];
+    r.scale = std::make_shared<const ScaleSubresource>(
+        ScaleSubresource{Str(scale, "specReplicasPath"), Str(scale, "statusReplicasPath"),
+                         Str(scale, "labelSelectorPath")});
+  }
   if (v.contains("additionalPrinterColumns") && v["additionalPrinterColumns"].is_array()) {
     r.printer_columns = v["additionalPrinterColumns"];
   }
@@ -93,6 +101,54 @@ ResourceInfo ServedVersion(const nlohmann::json& v, const std::string& group,
     r.schema = std::make_shared<const nlohmann::json>(v["schema"]["openAPIV3Schema"]);
   }
   return r;
+}
+
+// A scale subresource's path: dotted JSON fields under one of `roots` (".spec.replicas").
+bool ScalePathUnder(const std::string& path, std::initializer_list<const char*> roots) {
+  bool under = false;
+  for (const char* root : roots) under = under || absl::StartsWith(path, root);
+  if (!under) return false;
+  for (absl::string_view segment : absl::StrSplit(path.substr(1), '.')) {
+    if (segment.empty()) return false;
+    for (char c : segment) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+    }
+  }
+  return true;
+}
+
+// kube-apiserver's rules for subresources.scale: specReplicasPath under .spec, statusReplicasPath
+// under .status, labelSelectorPath (optional) under either; simple field paths only here.
+void CheckScaleSubresource(const nlohmann::json& version, const std::string& field,
+                           std::vector<kube::StatusCause>& causes) {
+  if (!version.contains("subresources") || !version["subresources"].is_object()) return;
+  auto scale = version["subresources"].find("scale");
+  if (scale == version["subresources"].end()) return;
+  if (!scale->is_object()) {
+    causes.push_back({"FieldValueInvalid", "Invalid value: must be an object", field});
+    return;
+  }
+  const struct {
+    const char* name;
+    std::initializer_list<const char*> roots;
+    bool required;
+  } paths[] = {{"specReplicasPath", {".spec."}, true},
+               {"statusReplicasPath", {".status."}, true},
+               {"labelSelectorPath", {".spec.", ".status."}, false}};
+  for (const auto& p : paths) {
+    const std::string value = Str(*scale, p.name);
+    if (value.empty()) {
+      if (p.required)
+        causes.push_back({"FieldValueRequired", "Required value", field + "." + p.name});
+      continue;
+    }
+    if (!ScalePathUnder(value, p.roots)) {
+      causes.push_back({"FieldValueInvalid",
+                        absl::StrCat("Invalid value: \"", value, "\": should be a JSON path under ",
+                                     absl::StrJoin(p.roots, " or "), " made of field names"),
+                        field + "." + p.name});
+    }
+  }
 }
 
 }  // namespace
@@ -160,6 +216,7 @@ absl::StatusOr<std::vector<ResourceInfo>> ValidateCrd(const nlohmann::json& crd)
       ++storage;
       storage_version = vname;
     }
+    CheckScaleSubresource(v, absl::StrCat("spec.versions[", i, "].subresources.scale"), causes);
     if (!v.value("served", false)) continue;
     out.push_back(ServedVersion(v, group, names, scope, singular, list_kind));
   }

@@ -158,6 +158,95 @@ TEST_F(CrdTest, CelRulesAreAcceptedWithAWarningThatTheyAreNotEnforced) {
   EXPECT_THAT(warnings(updated), ::testing::IsEmpty());
 }
 
+// Issue 29: the scale subresource of a custom resource (kubectl scale, autoscalers).
+TEST_F(CrdTest, ScaleSubresourceReadsAndWritesTheReplicaPaths) {
+  nlohmann::json crd = WidgetCrd();
+  for (auto& v : crd["spec"]["versions"]) {
+    v["subresources"]["scale"] = {{"specReplicasPath", ".spec.replicas"},
+                                  {"statusReplicasPath", ".status.replicas"},
+                                  {"labelSelectorPath", ".status.selector"}};
+  }
+  ASSERT_EQ(env_.Post(kCrds, crd).code, 201);
+  const nlohmann::json discovery = ApiTestEnv::Json(env_.Get("/apis/example.com/v1"));
+  const nlohmann::json* entry = FindResource(discovery, "widgets/scale");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ((*entry)["kind"], "Scale");
+  EXPECT_EQ((*entry)["group"], "autoscaling");
+  EXPECT_EQ((*entry)["version"], "v1");
+
+  nlohmann::json w = Widget("w1", 1);
+  w["spec"]["replicas"] = 2;
+  ASSERT_EQ(env_.Post(kWidgets, w).code, 201);
+  const std::string w1 = std::string(kWidgets) + "/w1";
+  ASSERT_EQ(env_.Put(w1 + "/status",
+                     [&] {
+                       nlohmann::json o = ApiTestEnv::Json(env_.Get(w1));
+                       o["status"] = {{"replicas", 2}, {"selector", "app=w1"}};
+                       return o;
+                     }())
+                .code,
+            200);
+  ApiResponse got = env_.Get(w1 + "/scale");
+  ASSERT_EQ(got.code, 200) << got.body;
+  nlohmann::json scale = ApiTestEnv::Json(got);
+  EXPECT_EQ(scale["kind"], "Scale");
+  EXPECT_EQ(scale["apiVersion"], "autoscaling/v1");
+  EXPECT_EQ(scale["spec"]["replicas"], 2);
+  EXPECT_EQ(scale["status"]["replicas"], 2);
+  EXPECT_EQ(scale["status"]["selector"], "app=w1");
+  nlohmann::json object = ApiTestEnv::Json(env_.Get(w1));
+  EXPECT_EQ(scale["metadata"]["resourceVersion"], object["metadata"]["resourceVersion"]);
+  const int64_t generation = object["metadata"]["generation"];
+
+  // PUT: the object's spec.replicas, with a generation bump; a stale resourceVersion is 409.
+  scale["spec"]["replicas"] = 5;
+  ApiResponse put = env_.Put(w1 + "/scale", scale);
+  ASSERT_EQ(put.code, 200) << put.body;
+  EXPECT_EQ(ApiTestEnv::Json(put)["spec"]["replicas"], 5);
+  object = ApiTestEnv::Json(env_.Get(w1));
+  EXPECT_EQ(object["spec"]["replicas"], 5);
+  EXPECT_EQ(object["spec"]["size"], 1);  // the rest of the spec is kept
+  EXPECT_EQ(object["metadata"]["generation"], generation + 1);
+  EXPECT_EQ(env_.Put(w1 + "/scale", scale).code, 409);
+
+  // Merge and JSON patches.
+  ApiResponse merge =
+      env_.Patch(w1 + "/scale", "application/merge-patch+json", R"({"spec":{"replicas":7}})");
+  ASSERT_EQ(merge.code, 200) << merge.body;
+  EXPECT_EQ(ApiTestEnv::Json(env_.Get(w1))["spec"]["replicas"], 7);
+  ApiResponse json_patch = env_.Patch(w1 + "/scale", "application/json-patch+json",
+                                      R"([{"op":"replace","path":"/spec/replicas","value":1}])");
+  ASSERT_EQ(json_patch.code, 200) << json_patch.body;
+  EXPECT_EQ(ApiTestEnv::Json(json_patch)["spec"]["replicas"], 1);
+
+  // Bad input.
+  ApiResponse negative =
+      env_.Patch(w1 + "/scale", "application/merge-patch+json", R"({"spec":{"replicas":-1}})");
+  EXPECT_EQ(negative.code, 422) << negative.body;
+  EXPECT_EQ(ApiTestEnv::Json(negative)["details"]["causes"][0]["field"], "spec.replicas");
+  EXPECT_EQ(env_.Get(std::string(kWidgets) + "/missing/scale").code, 404);
+  EXPECT_EQ(env_.Delete(w1 + "/scale").code, 405);
+  EXPECT_EQ(env_.Get("/api/v1/namespaces/ns1/configmaps/x/scale").code, 404);
+}
+
+TEST_F(CrdTest, ScaleSubresourcePathsAreValidated) {
+  nlohmann::json crd = WidgetCrd();
+  crd["spec"]["versions"][0]["subresources"]["scale"] = {{"specReplicasPath", ".status.replicas"},
+                                                         {"labelSelectorPath", ".spec[0]"}};
+  ApiResponse bad = env_.Post(kCrds, crd);
+  ASSERT_EQ(bad.code, 422) << bad.body;
+  std::vector<std::string> fields;
+  const nlohmann::json status = ApiTestEnv::Json(bad);
+  for (const auto& cause : status["details"]["causes"]) {
+    fields.push_back(cause["field"]);
+  }
+  EXPECT_THAT(fields, ::testing::UnorderedElementsAre(
+                          "spec.versions[0].subresources.scale.specReplicasPath",
+                          "spec.versions[0].subresources.scale.statusReplicasPath",
+                          "spec.versions[0].subresources.scale.labelSelectorPath"))
+      << bad.body;
+}
+
 TEST_F(CrdTest, VersionsShareObjects) {
   ASSERT_EQ(env_.Post(kCrds, WidgetCrd()).code, 201);
   ApiResponse c = env_.Post(kWidgets, Widget("w1", 3));

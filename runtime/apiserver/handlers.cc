@@ -33,7 +33,14 @@ ApiHandlers::ApiHandlers(Store* store, ResourceRegistry* registry, common::Clock
     : store_(store), registry_(registry), clock_(clock), options_(std::move(options)) {}
 
 ApiResponse ApiHandlers::Handle(const ApiRequest& request) {
-  absl::StatusOr<ApiResponse> r = Dispatch(request);
+  absl::StatusOr<ApiResponse> r = absl::InternalError("not served");
+  try {
+    r = Dispatch(request);
+  } catch (const std::exception& e) {
+    // A JSON access that does not hold for some input is a defect of ours: the client gets a
+    // 500 Status (httplib would answer a bare 500 with the exception's text in a header).
+    r = kube::InternalError(absl::StrCat("internal error serving the request: ", e.what()));
+  }
   if (r.ok()) return *std::move(r);
   auto [code, body] = kube::ToHttpResponse(r.status());
   if (code >= 500) {
@@ -56,6 +63,7 @@ absl::StatusOr<ApiResponse> ApiHandlers::Dispatch(const ApiRequest& req) {
   if (!info.is_resource_request) return Discovery(info, req);
   ASSIGN_OR_RETURN(Target t, Resolve(info));
   const std::string& verb = info.verb;
+  if (t.subresource == "scale") return Scale(t, req, verb);
   if (verb == "get") return Get(t, req);
   if (verb == "list") return List(t, req);
   if (verb == "watch") return Watch(t, req);
@@ -128,6 +136,7 @@ absl::StatusOr<ApiHandlers::Target> ApiHandlers::Resolve(const RequestInfo& info
     return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
   }
   if (!info.subresource.empty() && !(info.subresource == "status" && r->has_status) &&
+      !(info.subresource == "scale" && r->scale != nullptr) &&
       !(info.subresource == "finalize" && r->resource == "namespaces" && r->group.empty())) {
     return kube::ApiError(404, "NotFound", "the server could not find the requested resource");
   }

@@ -152,6 +152,9 @@ class ApiHandlers {
   absl::StatusOr<ApiResponse> Patch(const Target& t, const ApiRequest& req);
   absl::StatusOr<ApiResponse> Delete(const Target& t, const ApiRequest& req);
   absl::StatusOr<ApiResponse> DeleteCollection(const Target& t, const ApiRequest& req);
+  // The scale subresource of a custom resource (autoscaling/v1 Scale; handlers_scale.cc).
+  absl::StatusOr<ApiResponse> Scale(const Target& t, const ApiRequest& req,
+                                    const std::string& verb);
 
   // Applies the server-owned rules of an update of `old` into `updated` (both stored form):
   // immutable fields kept, generation bumped on spec changes, removal when the last finalizer

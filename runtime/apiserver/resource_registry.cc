@@ -242,6 +242,15 @@ absl::StatusOr<nlohmann::json> ResourceRegistry::ResourceList(absl::string_view 
                            {"kind", r->kind},
                            {"verbs", {"get", "patch", "update"}}});
     }
+    if (r->scale != nullptr) {
+      resources.push_back({{"name", r->resource + "/scale"},
+                           {"singularName", ""},
+                           {"namespaced", r->namespaced},
+                           {"group", "autoscaling"},
+                           {"version", "v1"},
+                           {"kind", "Scale"},
+                           {"verbs", {"get", "patch", "update"}}});
+    }
   }
   return nlohmann::json{
       {"kind", "APIResourceList"},

@@ -38,6 +38,15 @@ struct Conversion {
   std::function<nlohmann::json(const nlohmann::json& stored)> from_storage;
 };
 
+// A custom resource's scale subresource (CRD `subresources.scale`): where in the object the
+// replica counts and the selector of its autoscaling/v1 Scale live, as dotted JSON paths
+// (".spec.replicas"). The label selector path may be empty.
+struct ScaleSubresource {
+  std::string spec_replicas_path;
+  std::string status_replicas_path;
+  std::string label_selector_path;
+};
+
 struct ResourceInfo {
   std::string group;      // "" for the core group
   std::string version;    // the version this entry serves
@@ -48,13 +57,14 @@ struct ResourceInfo {
   bool namespaced = true;
   std::vector<std::string> short_names;
   std::vector<std::string> categories;
-  bool has_status = false;             // serves the status subresource
-  bool tracks_generation = false;      // metadata.generation bumped on spec changes
-  bool custom = false;                 // defined by a CustomResourceDefinition
-  bool return_deleted_object = false;  // DELETE answers with the object, not a Status
-  std::string storage_group;           // where objects are stored; usually == group
-  std::string storage_resource;        //                                usually == resource
-  std::string storage_version;         // apiVersion version objects are stored with
+  bool has_status = false;                        // serves the status subresource
+  std::shared_ptr<const ScaleSubresource> scale;  // serves the scale subresource when set
+  bool tracks_generation = false;                 // metadata.generation bumped on spec changes
+  bool custom = false;                            // defined by a CustomResourceDefinition
+  bool return_deleted_object = false;             // DELETE answers with the object, not a Status
+  std::string storage_group;                      // where objects are stored; usually == group
+  std::string storage_resource;  //                                usually == resource
+  std::string storage_version;   // apiVersion version objects are stored with
   // Conversion from/to the stored form when it is not a plain apiVersion rewrite.
   std::shared_ptr<const Conversion> conversion;
   // Field selectors this resource supports beyond metadata.name and metadata.namespace.

@@ -43,6 +43,11 @@ STUBS = {
         exit "${FAKE_SETUP_RC:-0}"
         """,
     "tools/kubernetes": "exit 1\n",
+    # kubectl 1.36 from sid (the kubectl e2e's sid lane): fetched unless FAKE_NO_SID is set.
+    "tools/kubectl-sid": """
+        [[ -n "${FAKE_NO_SID:-}" ]] && exit 1
+        echo "$FAKE_RECORD/kubectl-sid"
+        """,
     "tools/image": 'echo "tools/image $*" >> "$FAKE_RECORD/calls"\n',
     "tools/fuzz": """
         echo "tools/fuzz $*" >> "$FAKE_RECORD/calls"
@@ -151,6 +156,17 @@ class ToolsTestScriptTest(unittest.TestCase):
         # unit 1+1 skipped, image 1+1 skipped, node, tsc, go, e2e-clients, demo, tour.
         self.assertEqual(run.stdout.splitlines()[-1], "8 passed, 0 failed, 2 skipped")
         self.assertFalse([c for c in self.calls() if "asan" in c or c.startswith("tools/fuzz")])
+
+    def test_a_missing_sid_lane_counts_as_one_skipped_test_with_its_reason(self):
+        run = self.run_tools_test("--quick")
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertNotIn("kubectl 1.36 from Debian sid", run.stdout)
+        run = self.run_tools_test("--quick", FAKE_NO_SID="1")
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn("skipped: the kubectl e2e with kubectl 1.36 from Debian sid: not fetched",
+                      run.stdout)
+        self.assertEqual(self.table(run.stdout)["unit"][1:], (1, 0, 2))
+        self.assertEqual(run.stdout.splitlines()[-1], "8 passed, 0 failed, 3 skipped")
 
     def test_full_run_runs_every_stage_help_names(self):
         stages, _ = self.help_stages()
