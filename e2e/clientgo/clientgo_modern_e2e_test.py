@@ -14,7 +14,7 @@ from e2e.host import host_fixture
 from tools.internal import bazel_unittest
 
 SCENARIOS = ["informer", "dynamic", "metadata", "protobuf", "apply", "leaderelection", "list",
-             "events", "watchlist", "status"]
+             "events", "watchlist", "status", "scale"]
 
 
 def program():

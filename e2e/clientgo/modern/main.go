@@ -53,6 +53,7 @@ var scenarios = map[string]scenario{
 	"watchlist":      watchListScenario,
 	"leasepeer":      leasePeerScenario,
 	"status":         statusScenario,
+	"scale":          scaleScenario,
 	"relist":         relistScenario,
 }
 
