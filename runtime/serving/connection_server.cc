@@ -55,13 +55,26 @@ class HttplibStaticsWarmer : public httplib::Server {
         return true;
       });
     });
+    // The path of an answer handed to the stream loop (Detach): `Connection: close`, a chunked
+    // provider that writes nothing and returns false, a JSON type httplib compresses for a
+    // client that accepts gzip.
+    Get("/detached", [](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Connection", "close");
+      res.set_chunked_content_provider("application/json",
+                                       [](size_t, httplib::DataSink&) { return false; });
+    });
+    RunOnce("GET / HTTP/1.1\r\nHost: ctrlhost\r\nConnection: close\r\n\r\n");
+    RunOnce(
+        "GET /detached HTTP/1.1\r\nHost: ctrlhost\r\nAccept-Encoding: gzip\r\n"
+        "Connection: close\r\n\r\n");
+  }
+
+ private:
+  void RunOnce(const std::string& request) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
-    static constexpr char kRequest[] =
-        "GET / HTTP/1.1\r\nHost: ctrlhost\r\nConnection: close\r\n\r\n";
-    constexpr size_t kRequestSize = sizeof(kRequest) - 1;
     // The request and the answer (well under 1 KiB) both fit the socket pair's buffers.
-    if (::write(fds[1], kRequest, kRequestSize) == static_cast<ssize_t>(kRequestSize)) {
+    if (::write(fds[1], request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       ConnectionStream stream(fds[0], /*ssl=*/nullptr, /*read_timeout_ms=*/1000,
                               /*write_stall_timeout_ms=*/1000);
       bool closed = false;
