@@ -61,9 +61,9 @@ nlohmann::json ScaleOf(const ScaleSubresource& scale, const nlohmann::json& obje
 absl::StatusOr<int64_t> RequestedReplicas(const nlohmann::json& scale, const std::string& name) {
   const nlohmann::json* replicas = At(scale, ".spec.replicas");
   if (replicas == nullptr || !replicas->is_number_integer() || replicas->get<int64_t>() < 0) {
-    return kube::InvalidError("autoscaling", "Scale", name,
-                              {{"FieldValueInvalid",
-                                "Invalid value: must be a non-negative integer", "spec.replicas"}});
+    return kube::InvalidError(
+        "autoscaling", "Scale", name,
+        {{"FieldValueInvalid", "Invalid value: must be a non-negative integer", "spec.replicas"}});
   }
   return replicas->get<int64_t>();
 }
