@@ -76,6 +76,18 @@ def extra_kubectls():
     return [path for path in listed if path.strip()]
 
 
+
+def namespaced_crd(group, singular, kind, version):
+    """A namespaced CRD of `group` with one served storage version v1 (`version` adds its
+    schema and subresources); its plural is `singular` + "s"."""
+    plural = singular + "s"
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": plural + "." + group},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": singular, "kind": kind},
+                     "versions": [dict({"name": "v1", "served": True, "storage": True},
+                                       **version)]}}
+
 class LineReader:
     """Reads a subprocess's stdout line by line with deadlines (no blocking past them)."""
 
@@ -392,17 +404,12 @@ class KubectlSuite:
         """Issue 29 item 4: CEL rules (x-kubernetes-validations) are not enforced here; a CRD
         that has them is accepted, and kubectl shows the server's warning saying so."""
         group = "%s.example.com" % self.ns
-        crd = {
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "rules." + group},
-            "spec": {"group": group, "scope": "Namespaced",
-                     "names": {"plural": "rules", "singular": "rule", "kind": "Rule"},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
-                         "openAPIV3Schema": {"type": "object", "properties": {"spec": {
-                             "type": "object",
-                             "properties": {"size": {"type": "integer"}},
-                             "x-kubernetes-validations": [
-                                 {"rule": "self.size <= 10", "message": "too big"}]}}}}}]}}
+        crd = namespaced_crd(group, "rule", "Rule", {"schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"spec": {
+                "type": "object",
+                "properties": {"size": {"type": "integer"}},
+                "x-kubernetes-validations": [{"rule": "self.size <= 10",
+                                              "message": "too big"}]}}}}})
         result = self.kubectl("apply", "-f", "-", input_text=json.dumps(crd))
         self.assertIn("Warning: x-kubernetes-validations (CEL) rules are not enforced",
                       result.stderr)
@@ -413,18 +420,11 @@ class KubectlSuite:
         """Issue 29: the scale subresource of a CRD; `kubectl scale` writes spec.replicas
         through it (newer kubectls patch it, older ones read it and put it back)."""
         group = "scale-%s.example.com" % self.ns
-        crd = {
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "pools." + group},
-            "spec": {"group": group, "scope": "Namespaced",
-                     "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
-                     "versions": [{"name": "v1", "served": True, "storage": True,
-                                   "subresources": {"status": {}, "scale": {
-                                       "specReplicasPath": ".spec.replicas",
-                                       "statusReplicasPath": ".status.replicas"}},
-                                   "schema": {"openAPIV3Schema": {
-                                       "type": "object",
-                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        crd = namespaced_crd(group, "pool", "Pool", {
+            "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                     "statusReplicasPath": ".status.replicas"}},
+            "schema": {"openAPIV3Schema": {"type": "object",
+                                           "x-kubernetes-preserve-unknown-fields": True}}})
         self.kubectl("apply", "-f", "-", input_text=json.dumps(crd))
         self.kubectl("apply", "-f", "-", input_text=json.dumps({
             "apiVersion": group + "/v1", "kind": "Pool",

@@ -239,6 +239,7 @@ absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t, const ApiR
 
 bool ObjectFilter::Matches(const StoredObject& o) const {
   if (labels != nullptr && !labels->Matches(o.labels)) return false;
+  if (fields == nullptr && shard == nullptr) return true;
   // Keys are "/group/resource/[ns/]name".
   std::vector<absl::string_view> parts = absl::StrSplit(o.key, '/');
   if (shard != nullptr) {
