@@ -58,14 +58,37 @@ class ShadowTest(host_fixture.ChaosHostTest):
     def shadow(self, *args):
         return self.host.ctrlhost("plugin", "shadow", "chaos/chaos", *args)
 
-    def start_shadow(self, *env):
+    def start_shadow(self, *env, cpu=None):
+        """Starts a shadow of the chaos plugin; returns its CHAOS_DIR (which names it)."""
         shadow_dir = tempfile.mkdtemp(prefix="shadow-", dir=os.environ.get("TEST_TMPDIR"))
         args = ["--command", self.chaos, "--env", "CHAOS_DIR=" + shadow_dir]
         for pair in env:
             args += ["--env", pair]
+        if cpu is not None:
+            args += ["--cpu", cpu]
         started = self.shadow(*args)
         self.assertEqual(started.returncode, 0, started.stdout + started.stderr)
         self.assertIn("nothing it answers is applied", started.stdout)
+        return shadow_dir
+
+    @staticmethod
+    def scheduling_policies(marker):
+        """The scheduling policy (/proc/PID/stat field 41; 5 is SCHED_IDLE) of each process
+        whose environment holds `marker`."""
+        policies = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    if marker.encode() not in f.read().split(b"\0"):
+                        continue
+                with open("/proc/%s/stat" % pid) as f:
+                    stat = f.read()
+            except OSError:
+                continue  # gone, or not ours
+            policies.append(int(stat[stat.rindex(")") + 2:].split()[38]))
+        return policies
 
     def touch_all(self, value):
         """Reconciles every object again (an annotation changes each)."""
@@ -83,7 +106,13 @@ class ShadowTest(host_fixture.ChaosHostTest):
             >= at_least, "%d calls compared" % at_least)
 
     def test_1_a_release_that_writes_otherwise_is_shown_where_it_differs(self):
-        self.start_shadow("CHAOS_CHANGE_DATA_KEY=port", "CHAOS_CHANGE_DATA_VALUE=8080")
+        shadow_dir = self.start_shadow("CHAOS_CHANGE_DATA_KEY=port",
+                                       "CHAOS_CHANGE_DATA_VALUE=8080")
+        # By default the shadow's process runs under SCHED_IDLE: it takes no CPU time that the
+        # host or the serving plugin wants.
+        policies = self.scheduling_policies("CHAOS_DIR=" + shadow_dir)
+        self.assertTrue(policies, "no shadow process found")
+        self.assertEqual(set(policies), {5}, policies)
         self.touch_all("a")
         self.wait_compared(OBJECTS)
         # Let reconciles that the touch caused after the first round finish as well.
@@ -99,6 +128,7 @@ class ShadowTest(host_fixture.ChaosHostTest):
         print(shown.stdout)  # what a user sees (docs/hot-swap.md shows it)
         self.assertEqual(shown.returncode, 0, shown.stderr)
         self.assertRegex(shown.stdout, r"shadow generation \d+ READY, 100% of the keys")
+        self.assertIn(", cpu idle", shown.stdout)
         self.assertRegex(shown.stdout, r"\nchaos\s+\d+\s+\d+\s+\d+\s+0\s+\d+\s+\d+\.\d\d%")
         # Only the keys with a port differ, and what differs is the port.
         keys = set(re.findall(r" chaos default/(shadow-\d+): applies\n", shown.stdout))
@@ -157,6 +187,9 @@ class ShadowTest(host_fixture.ChaosHostTest):
             (["--percent", "0", "--command", self.chaos], "--percent"),
             (["--stop", "--command", self.chaos], "mutually exclusive"),
             (["--percent", "50"], "--percent needs --command or --endpoint"),
+            (["--cpu", "normal"], "--cpu needs --command or --endpoint"),
+            (["--cpu", "normal", "--endpoint", "127.0.0.1:9"], "--cpu needs --command"),
+            (["--cpu", "low", "--command", self.chaos], "--cpu"),
         ]:
             result = self.shadow(*args)
             self.assertEqual(result.returncode, 2, (args, result.stdout, result.stderr))
@@ -174,7 +207,11 @@ class ShadowTest(host_fixture.ChaosHostTest):
 
     def test_3b_the_same_release_agrees_on_every_call_under_load(self):
         before = {r: self.comparisons(r) for r in ("same", "different", "shadow_error")}
-        self.start_shadow()
+        # At normal CPU priority: an idle one on a machine the test keeps busy would fall behind
+        # and drop calls (by design), and this test counts comparisons.
+        shadow_dir = self.start_shadow(cpu="normal")
+        self.assertIn(", cpu normal", self.shadow().stdout)
+        self.assertEqual(set(self.scheduling_policies("CHAOS_DIR=" + shadow_dir)), {0})
         # 40 objects, 15 rounds of changes as fast as kubectl makes them: at least 600 calls.
         for touch in range(15):
             self.touch_all("load-%d" % touch)

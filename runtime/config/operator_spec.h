@@ -91,9 +91,13 @@ struct ShadowSpec {
   std::variant<ExecSpec, EndpointSpec> source;
   std::optional<int> percent;        // 1..100; unset: 100 (every key)
   std::optional<int> max_in_flight;  // >= 1; unset: 64
-  SourceLocation location;           // of the block
+  // `cpu`: false for "idle" (the default: an exec'd shadow runs under SCHED_IDLE), true for
+  // "normal".
+  bool normal_cpu = false;
+  SourceLocation location;  // of the block
   bool operator==(const ShadowSpec& o) const {
-    return source == o.source && percent == o.percent && max_in_flight == o.max_in_flight;
+    return source == o.source && percent == o.percent && max_in_flight == o.max_in_flight &&
+           normal_cpu == o.normal_cpu;
   }
   bool operator!=(const ShadowSpec& o) const { return !(*this == o); }
 };

@@ -105,8 +105,12 @@ TEST(ShadowTest, IsReadAndAChangeIsAShadowChangeNotASwap) {
   EXPECT_EQ(std::get<ExecSpec>(plugin.shadow->source).command, "/bin/b");
   EXPECT_EQ(plugin.shadow->percent, 25);
   EXPECT_EQ(plugin.shadow->max_in_flight, 8);
+  EXPECT_FALSE(plugin.shadow->normal_cpu);  // idle unless the file says otherwise
 
   std::vector<OperatorSpec> changed = *ops;
+  changed[0].plugins[0].shadow->normal_cpu = true;
+  EXPECT_THAT(Diff(*ops, changed).changed[0].shadow_changed_plugins, ElementsAre("a"));
+  changed[0].plugins[0].shadow->normal_cpu = false;
   changed[0].plugins[0].shadow->percent = 50;
   OperatorSetDiff diff = Diff(*ops, changed);
   ASSERT_EQ(diff.changed.size(), 1u);
@@ -143,6 +147,22 @@ TEST(ShadowTest, BadValuesAreNamed) {
               HasSubstr("plaintext is only allowed"));
   EXPECT_THAT(error("      shadow: {exec: {command: b}, name: x}\n"),
               HasSubstr("spec.plugins[0].shadow.name"));
+  EXPECT_THAT(error("      shadow: {exec: {command: b}, cpu: low}\n"),
+              HasSubstr("spec.plugins[0].shadow.cpu: invalid value \"low\": \"idle\""));
+  EXPECT_THAT(error("      shadow: {endpoint: {address: \"127.0.0.1:9\"}, cpu: normal}\n"),
+              HasSubstr("spec.plugins[0].shadow.cpu: applies to an exec'd shadow"));
+}
+
+TEST(ShadowTest, CpuNormalIsRead) {
+  absl::StatusOr<std::vector<OperatorSpec>> ops = ParseOperators(
+      absl::StrCat(kShadowed, "      shadow: {exec: {command: /bin/b}, cpu: normal}\n"), "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_TRUE((*ops)[0].plugins[0].shadow.has_value());
+  EXPECT_TRUE((*ops)[0].plugins[0].shadow->normal_cpu);
+  ops = ParseOperators(
+      absl::StrCat(kShadowed, "      shadow: {exec: {command: /bin/b}, cpu: idle}\n"), "op.yaml");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_FALSE((*ops)[0].plugins[0].shadow->normal_cpu);
 }
 
 }  // namespace

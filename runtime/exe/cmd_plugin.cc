@@ -491,7 +491,8 @@ std::string FormatShadow(const adminpb::Plugin& plugin) {
                    StateName(shadow.state()), ", ", shadow.percent(), "% of the keys, ",
                    shadow.restarts(), shadow.restarts() == 1 ? " restart" : " restarts");
   if (shadow.source().has_exec()) {
-    absl::StrAppend(&out, ", command ", shadow.source().exec().command());
+    absl::StrAppend(&out, ", command ", shadow.source().exec().command(), ", cpu ",
+                    shadow.idle_cpu() ? "idle" : "normal");
   } else if (shadow.source().has_endpoint()) {
     absl::StrAppend(&out, ", endpoint ", shadow.source().endpoint().address());
   }
@@ -535,7 +536,10 @@ std::optional<std::string> ShadowUsageProblem(const FlagSet& flags, const SwapFl
   }
   if (stop && start) return "--stop and a new shadow's source are mutually exclusive";
   if (std::optional<std::string> problem = SourceUsageProblem(flags, f)) return problem;
-  for (const char* name : {"percent", "max-in-flight", "ready-timeout"}) {
+  if (flags.IsSet("cpu") && flags.IsSet("endpoint")) {
+    return "--cpu needs --command: a remote shadow's CPU is not the host's to set";
+  }
+  for (const char* name : {"percent", "max-in-flight", "cpu", "ready-timeout"}) {
     if (flags.IsSet(name) && !start) {
       return absl::StrCat("--", name, " needs --command or --endpoint");
     }
@@ -567,6 +571,10 @@ int RunPluginShadowCommand(const std::vector<std::string>& args, std::ostream& o
       .AddInt("max-in-flight", &max_in_flight, 1, 4096,
               "Calls at the shadow at once; more are not given to it (counted as dropped)")
       .ValueName("N");
+  std::string cpu = "idle";
+  flags.AddEnum("cpu", &cpu, {"idle", "normal"},
+                "CPU priority of an exec'd shadow: idle (only CPU time nothing else wants) or "
+                "normal");
   flags.AddBool("stop", &stop, "Stop the running shadow");
   AddReadyTimeoutFlag(flags, f);
   AdminCommand command_line(flags);
@@ -611,6 +619,7 @@ int RunPluginShadowCommand(const std::vector<std::string>& args, std::ostream& o
     *shadow->mutable_source() = *source;
     shadow->set_percent(static_cast<uint32_t>(percent));
     shadow->set_max_in_flight(static_cast<uint32_t>(max_in_flight));
+    shadow->set_normal_cpu(cpu == "normal");
     if (f.ready_timeout > absl::ZeroDuration()) {
       *request.mutable_ready_timeout() = common::ToProtoDuration(f.ready_timeout);
     }

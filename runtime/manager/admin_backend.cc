@@ -164,6 +164,8 @@ adminpb::Plugin PluginToProto(const Manager::PluginReport& r) {
     shadow->set_state(ToProto(r.slot.shadow.state));
     shadow->set_percent(r.slot.shadow_percent);
     shadow->set_restarts(r.slot.shadow.restarts);
+    shadow->set_idle_cpu(r.slot.shadow_idle_cpu &&
+                         std::holds_alternative<config::ExecSpec>(r.shadow_spec.source));
     SourceToProto(r.shadow_spec, shadow->mutable_source());
     if (!r.slot.shadow.last_error.ok()) {
       shadow->mutable_last_error()->set_message(std::string(r.slot.shadow.last_error.message()));
@@ -338,6 +340,7 @@ absl::StatusOr<adminpb::SwapPluginResponse> HostAdminBackend::SwapPlugin(
       ShadowOptions shadow;
       if (start.percent() != 0) shadow.percent = start.percent();
       if (start.max_in_flight() != 0) shadow.max_in_flight = start.max_in_flight();
+      shadow.idle_cpu = !start.normal_cpu();
       result = manager.StartShadow(request.operator_(), request.plugin(),
                                    SourceFromProto(current->spec, start.source()), shadow, options);
       break;

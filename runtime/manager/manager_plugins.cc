@@ -494,6 +494,7 @@ void Manager::ApplyFileShadow(const std::shared_ptr<Plugin>& p) {
   if (wanted->max_in_flight.has_value()) {
     options.max_in_flight = static_cast<size_t>(*wanted->max_in_flight);
   }
+  options.idle_cpu = !wanted->normal_cpu;
   const SwapResult result = StartShadow(p->operator_name, p->name, source, options, swap);
   common::MutexLock lock(&mu_);
   if (result.status.ok()) {

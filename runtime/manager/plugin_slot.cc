@@ -463,6 +463,13 @@ SwapResult PluginSlot::StartShadow(
       return result;
     }
   }
+  if (shadow_options.idle_cpu) {
+    options = [inner = std::move(options)](uint64_t generation) {
+      plugin::SupervisorOptions o = inner(generation);
+      o.source.exec.idle_cpu = true;
+      return o;
+    };
+  }
   const absl::Time start = clock_->Now();
   absl::StatusOr<std::shared_ptr<Instance>> fresh =
       StartInstance(options, ready_timeout, accept, &result);
@@ -568,6 +575,7 @@ SlotStatus PluginSlot::Snapshot() const {
     out.shadow = shadow->instance->supervisor->status();
     out.shadow_generation = shadow->instance->generation;
     out.shadow_percent = shadow->options.percent;
+    out.shadow_idle_cpu = shadow->options.idle_cpu;
   }
   return out;
 }

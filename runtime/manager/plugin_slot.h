@@ -82,11 +82,16 @@ struct SlotStatus {
   plugin::PluginStatus shadow;
   uint64_t shadow_generation = 0;
   uint32_t shadow_percent = 0;
+  bool shadow_idle_cpu = false;  // an exec'd shadow runs under SCHED_IDLE
 };
 
 struct ShadowOptions {
   uint32_t percent = 100;     // 1..100: the share of keys (by PluginSlot::Bucket) it gets
   size_t max_in_flight = 64;  // calls at the shadow at once; more are dropped and counted
+  // An exec'd shadow runs under SCHED_IDLE (ProcessSpec::idle_cpu): it only gets CPU time the
+  // host and the serving plugins leave, and falls behind (its calls dropped and counted) on a
+  // busy machine instead of slowing them. A remote shadow's CPU is not the host's to set.
+  bool idle_cpu = true;
 };
 
 class PluginSlot : public controller::Dispatcher {

@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -181,7 +182,8 @@ enum ChildStage {
   kStageWorkingDir = 2,
   kStageExec = 3,
   kStageUser = 4,
-  kStageSandbox = 5
+  kStageSandbox = 5,
+  kStagePriority = 6
 };
 
 const char* ChildStageName(int stage) {
@@ -192,6 +194,9 @@ const char* ChildStageName(int stage) {
       return "cannot apply the Landlock sandbox for";
     case kStageWorkingDir:
       return "cannot enter the working directory for";
+    case kStagePriority:
+      return "cannot lower the CPU priority (SCHED_IDLE; a shadow's `cpu: normal` asks for none) "
+             "of";
     case kStageExec:
       return "cannot execute";
     default:
@@ -325,7 +330,7 @@ PluginCredentials CredentialsOf(const SandboxSpec& spec) {
 [[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* envp,
                             const char* working_dir, int out_fd, int err_fd, int report,
                             const std::optional<uid_t>& uid, const std::optional<gid_t>& gid,
-                            bool drop_capabilities, const LandlockRuleset& ruleset) {
+                            bool drop_capabilities, bool idle_cpu, const LandlockRuleset& ruleset) {
   auto fail = [report](int stage) {
     const int failure[2] = {stage, errno};
     ssize_t ignored = write(report, failure, sizeof(failure));
@@ -355,6 +360,13 @@ PluginCredentials CredentialsOf(const SandboxSpec& spec) {
     fail(kStageSandbox);
   }
   if (working_dir != nullptr && chdir(working_dir) != 0) fail(kStageWorkingDir);
+  if (idle_cpu) {
+    // The whole process, and every thread it starts, runs only on CPU time no other task
+    // wants. Lowering one's own priority needs no privilege.
+    struct sched_param param;
+    memset(&param, 0, sizeof(param));
+    if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) fail(kStagePriority);
+  }
   execve(path, argv, envp);
   fail(kStageExec);
   _exit(127);  // not reached
@@ -507,7 +519,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Spawn(const ProcessSpec& spec,
   if (pid == 0) {
     // The child of a multi-threaded process: async-signal-safe calls only, no allocation.
     ExecChild(parent, path.c_str(), argv.data(), envp.data(), working_dir, out[1], err[1],
-              report[1], sandbox.uid, sandbox.gid, drop_capabilities, *ruleset);
+              report[1], sandbox.uid, sandbox.gid, drop_capabilities, spec.idle_cpu, *ruleset);
   }
   close(report[1]);
   if (pid < 0) {

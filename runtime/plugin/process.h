@@ -55,6 +55,9 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;
   std::string working_dir;  // "" = the host's
   SandboxSpec sandbox;      // user, group and Landlock restriction (sandbox.h)
+  // Runs the process (and every thread it starts) under SCHED_IDLE: it gets only CPU time that
+  // no other task wants, so it cannot slow the host or the other plugins (a shadow's default).
+  bool idle_cpu = false;
 };
 
 // Whether the host's environment variable `name` is withheld from plugins: KUBECONFIG, CTRLHOST_*

@@ -2,6 +2,7 @@
 #include "runtime/plugin/process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -106,6 +107,29 @@ TEST_F(ProcessTest, SignalReachesTheWholeProcessGroup) {
   ASSERT_TRUE((*process)->WaitExited(absl::Now() + absl::Seconds(30)).has_value());
   EXPECT_TRUE(Eventually([&] { return Exited(child); }));
   kill(child, SIGKILL);
+}
+
+// A shadow's process (idle_cpu) and what it starts run under SCHED_IDLE; other plugins do not.
+TEST_F(ProcessTest, IdleCpuRunsTheProcessAndItsChildrenUnderSchedIdle) {
+  for (const bool idle : {true, false}) {
+    SCOPED_TRACE(idle ? "idle_cpu" : "normal");
+    const std::string child_file = absl::StrCat(dir_, "/child-", idle, ".pid");
+    ProcessSpec spec;
+    spec.command = "/bin/sh";
+    spec.args = {"-c", absl::StrCat("sleep 1000 & echo $! > ", child_file, ".tmp; mv ", child_file,
+                                    ".tmp ", child_file, "; wait")};
+    spec.idle_cpu = idle;
+    auto process = Process::Spawn(spec, "shadow-1", [](int) {});
+    ASSERT_TRUE(process.ok()) << process.status();
+    ASSERT_TRUE(Eventually([&] { return ReadPid(child_file) > 0; }));
+    const pid_t child = ReadPid(child_file);
+    const int want = idle ? SCHED_IDLE : SCHED_OTHER;
+    EXPECT_EQ(sched_getscheduler((*process)->pid()), want);
+    EXPECT_EQ(sched_getscheduler(child), want);
+    (*process)->Signal(SIGKILL);
+    ASSERT_TRUE((*process)->WaitExited(absl::Now() + absl::Seconds(30)).has_value());
+    kill(child, SIGKILL);
+  }
 }
 
 TEST_F(ProcessTest, WhatAPluginLeavesInItsGroupIsKilledWhenItExits) {

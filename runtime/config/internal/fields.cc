@@ -95,7 +95,7 @@ const std::vector<absl::string_view>& LeaderElectionFields() {
 }
 const std::vector<absl::string_view>& ShadowFields() {
   static const auto* const v =
-      new std::vector<absl::string_view>{"exec", "endpoint", "percent", "maxInFlight"};
+      new std::vector<absl::string_view>{"exec", "endpoint", "percent", "maxInFlight", "cpu"};
   return *v;
 }
 const std::vector<absl::string_view>& RecordFields() {

@@ -198,6 +198,21 @@ ShadowSpec ParseShadow(YamlReader& r, const YAML::Node& node, const std::string&
   if (auto n = r.Int(Get(fields, "maxInFlight"), Join(path, "maxInFlight"), 1, kMaxCount)) {
     shadow.max_in_flight = static_cast<int>(*n);
   }
+  if (Has(fields, "cpu") && std::holds_alternative<EndpointSpec>(shadow.source)) {
+    r.Error(Get(fields, "cpu"), Join(path, "cpu"),
+            "applies to an exec'd shadow: a remote shadow's CPU is not the host's to set");
+  }
+  if (std::optional<std::string> cpu = r.String(Get(fields, "cpu"), Join(path, "cpu"));
+      cpu.has_value()) {
+    if (*cpu == "normal") {
+      shadow.normal_cpu = true;
+    } else if (*cpu != "idle") {
+      r.Error(Get(fields, "cpu"), Join(path, "cpu"),
+              absl::StrCat("invalid value \"", *cpu,
+                           "\": \"idle\" (the default: an exec'd shadow gets only CPU time "
+                           "nothing else wants) or \"normal\""));
+    }
+  }
   return shadow;
 }
 
