@@ -437,6 +437,12 @@ def measure(n, kind, cluster, tools, work):
             # The first process alone: the host (ctrlhost), one program (client-go).
             "first_rss_mib": status_kib(side.root_pids[0], "VmRSS") / 1024.0,
             "first_peak_rss_mib": status_kib(side.root_pids[0], "VmHWM") / 1024.0,
+            # Where the first process's memory is: its own (heap, stacks) or file pages (the
+            # binary and its libraries, which other processes may share).
+            "first_anon_mib": status_kib(side.root_pids[0], "RssAnon") / 1024.0,
+            "first_file_mib": status_kib(side.root_pids[0], "RssFile") / 1024.0,
+            "first_pss_mib": pss_kib(side.root_pids[0]) / 1024.0,
+            "first_threads": status_kib(side.root_pids[0], "Threads"),
             "cache_watches": cache[0],
             "plugin_cache_bytes": cache[1],
         }
@@ -538,6 +544,12 @@ def main(argv):
                              None, "<= 1.3x", peak <= 1.3)
                 reporter.add(prefix + "host alone: steady RSS vs one client-go program",
                              ours["first_rss_mib"], "MiB", theirs["first_rss_mib"])
+                for what, key, unit in [("anonymous RSS (heap, stacks)", "first_anon_mib", "MiB"),
+                                        ("file RSS (binary, libraries)", "first_file_mib", "MiB"),
+                                        ("PSS", "first_pss_mib", "MiB"),
+                                        ("threads", "first_threads", "threads")]:
+                    reporter.add(prefix + "host alone: " + what, ours[key], unit,
+                                 theirs[key])
                 # What the host reports about its caches (ctrlhost_watch_memory_bytes).
                 total = 0.0
                 for name, (objects, memory) in sorted(ours["cache_watches"].items()):
