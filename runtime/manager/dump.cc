@@ -49,6 +49,9 @@ void EmitController(YAML::Emitter& out, const ControllerStatus& c) {
   out << YAML::Key << "depth" << YAML::Value << m.queue.depth;
   out << YAML::Key << "delayed" << YAML::Value << m.queue.delayed;
   out << YAML::Key << "processing" << YAML::Value << m.queue.processing;
+  // Interned keys (idle ones kept for reuse too) and the slot table they sit in.
+  out << YAML::Key << "keys" << YAML::Value << m.queue.keys;
+  out << YAML::Key << "slots" << YAML::Value << m.queue.slots;
   out << YAML::Key << "addsTotal" << YAML::Value << m.queue.adds_total;
   out << YAML::Key << "retriesTotal" << YAML::Value << m.queue.retries_total;
   out << YAML::Key << "longestRunningSeconds" << YAML::Value << Seconds(m.queue.longest_running);

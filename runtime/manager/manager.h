@@ -63,6 +63,7 @@
 #include "absl/time/time.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/heap_trim.h"
 #include "runtime/common/mutex.h"
 #include "runtime/common/version.h"
 #include "runtime/config/operator_spec.h"
@@ -394,6 +395,8 @@ class Manager {
   std::deque<std::shared_ptr<Plugin>> file_shadows_ ABSL_GUARDED_BY(mu_);
   common::CondVar file_shadows_cv_;  // wakes ShadowLoop (a queued plugin, stop)
   std::thread loop_;
+  // Used by the loop's thread only: gives the heap a burst freed back to the kernel.
+  common::HeapTrimmer heap_trimmer_;
   std::thread shadow_loop_;
 };
 

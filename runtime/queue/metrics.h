@@ -48,13 +48,15 @@ struct QueueMetrics {
   // Keys handed out after waiting longer than max_wait (any priority): a queue that cannot keep
   // up, or high keys beyond the workers' capacity.
   uint64_t waited_past_max_total = 0;
-  size_t delayed = 0;          // keys waiting for an AddAfter / AddRateLimited deadline
-  size_t processing = 0;       // keys handed out and not yet Done
-  size_t keys = 0;             // interned keys, including idle ones kept for reuse
-  uint64_t adds_total = 0;     // Add calls that queued a key or marked it for re-queue
-  uint64_t deduped_total = 0;  // Add calls for a key already waiting (no effect)
-  uint64_t retries_total = 0;  // AddRateLimited calls
-  uint64_t gets_total = 0;     // keys handed out
+  size_t delayed = 0;              // keys waiting for an AddAfter / AddRateLimited deadline
+  size_t processing = 0;           // keys handed out and not yet Done
+  size_t keys = 0;                 // interned keys, including idle ones kept for reuse
+  size_t slots = 0;                // the slot table's size (interned keys and free slots)
+  uint64_t compactions_total = 0;  // times the tables were built again at their size
+  uint64_t adds_total = 0;         // Add calls that queued a key or marked it for re-queue
+  uint64_t deduped_total = 0;      // Add calls for a key already waiting (no effect)
+  uint64_t retries_total = 0;      // AddRateLimited calls
+  uint64_t gets_total = 0;         // keys handed out
   // Sampled (WorkQueue::Options::duration_sample_every): one key in N is timed and counted N
   // times, so count and sum are estimates of every key's (exact when N is 1).
   DurationHistogram queue_latency;  // from queued to handed out

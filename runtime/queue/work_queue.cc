@@ -96,6 +96,7 @@ uint32_t WorkQueue::Intern(absl::string_view key, size_t hash) {
     slot = static_cast<uint32_t>(slots_.size());
     slots_.emplace_back();
     slots_.back().key = std::make_unique<std::string>();
+    slots_.back().generation = generation_floor_;
   }
   Slot& s = slots_[slot];
   s.key->assign(key.data(), key.size());
@@ -112,6 +113,44 @@ void WorkQueue::MaybeIdle(uint32_t slot) {
   }
   s.idle = true;
   if (++idle_count_ > options_.max_idle_keys) EvictIdle();
+  // Everything interned is idle (a burst is over) and the tables are four times what is left:
+  // build them again at their size, so that the burst's peak is not kept for good.
+  const size_t in_use = slots_.size() - free_.size();
+  if (idle_count_ == in_use && slots_.size() >= kCompactMinSlots && in_use * 4 <= slots_.size() &&
+      !shut_down_) {
+    Compact();
+  }
+}
+
+void WorkQueue::Compact() {
+  std::vector<std::unique_ptr<std::string>> kept;
+  kept.reserve(idle_count_);
+  uint32_t max_generation = generation_floor_;
+  for (Slot& s : slots_) {
+    max_generation = std::max(max_generation, s.generation);
+    if (s.in_use) kept.push_back(std::move(s.key));
+  }
+  std::vector<Slot>().swap(slots_);
+  std::vector<uint32_t>().swap(free_);
+  std::vector<uint32_t>().swap(heap_);  // empty: nothing is delayed
+  index_ = absl::flat_hash_map<absl::string_view, uint32_t>();
+  slots_.reserve(kept.size());
+  index_.reserve(kept.size());
+  for (std::unique_ptr<std::string>& key : kept) {
+    const uint32_t slot = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+    Slot& s = slots_.back();
+    s.key = std::move(key);
+    s.in_use = true;
+    s.idle = true;
+    // Above every generation an Item of the old tables carried, so that a stale Item can never
+    // match a new slot (nor one made later: generation_floor_).
+    s.generation = max_generation + 1;
+    index_.emplace(absl::string_view(*s.key), slot);
+  }
+  generation_floor_ = max_generation + 1;
+  evict_hand_ = 0;
+  ++counters_.compactions_total;
 }
 
 void WorkQueue::EvictIdle() {
@@ -603,6 +642,7 @@ QueueMetrics WorkQueue::Metrics() const {
   m.delayed = heap_.size();
   m.processing = processing_count_;
   m.keys = index_.size();
+  m.slots = slots_.size();
   m.duration_sample_every = sample_every_;
   const int64_t now_ns = NowNanos();
   const int64_t coarse_ns = CoarseNanos();

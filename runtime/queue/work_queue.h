@@ -84,8 +84,10 @@ class WorkQueue {
     absl::Duration max_delay = absl::Seconds(1000);     // backoff cap
     double qps = 10;                                    // token bucket rate; <= 0 disables it
     int burst = 100;                                    // token bucket size
-    // Idle keys (nothing queued, not processing, no backoff) kept interned for reuse.
-    size_t max_idle_keys = 4096;
+    // Idle keys (nothing queued, not processing, no backoff) kept interned for reuse: a key
+    // that comes back while interned costs no allocation. A host runs a queue per controller,
+    // and an interned key costs ~200 bytes, so this stays small.
+    size_t max_idle_keys = 512;
     // Record the queue_latency / work_duration histograms, longest_running and
     // unfinished_work. When false those metrics stay zero and the hot path reads the clock only
     // for delayed keys.
@@ -244,6 +246,12 @@ class WorkQueue {
   void MaybeIdle(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees idle slots until at most max_idle_keys / 2 are idle.
   void EvictIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the slots, the index and the free list again at the size of the keys still interned
+  // (every one idle): after a burst of 10,000 keys they would otherwise keep the burst's size.
+  // Slot numbers change, so only when nothing is queued, processing or delayed.
+  void Compact() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tables smaller than this are not compacted.
+  static constexpr size_t kCompactMinSlots = 1024;
   // Marks the key wanted now: queued, or dirty when processing. Returns true if that made a
   // key ready (the caller then signals).
   bool AddLocked(uint32_t slot, int64_t now_ns, Priority priority)
@@ -297,6 +305,8 @@ class WorkQueue {
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   size_t idle_count_ ABSL_GUARDED_BY(mu_) = 0;
   size_t evict_hand_ ABSL_GUARDED_BY(mu_) = 0;  // where the next eviction sweep starts
+  // A slot made after a Compact starts at this generation: above every Item of the old tables.
+  uint32_t generation_floor_ ABSL_GUARDED_BY(mu_) = 0;
   size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Ready keys per priority (index: Priority).
   ReadyList ready_[kPriorities] ABSL_GUARDED_BY(mu_);

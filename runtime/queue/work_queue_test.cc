@@ -347,6 +347,61 @@ TEST(WorkQueueTest, IdleKeysAreEvictedAndSlotsReused) {
   EXPECT_EQ(q.NumRequeues("ns/failing"), 1u);
 }
 
+// A burst (a controller's initial list) grows the tables to the burst's size; once it is over
+// they are built again at the size of the idle keys kept, and the queue works on as before.
+TEST(WorkQueueTest, TheTablesShrinkBackAfterABurst) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.max_idle_keys = 64;
+  WorkQueue q("test", options, &clock);
+  constexpr int kBurst = 5000;
+  for (int i = 0; i < kBurst; ++i) q.Add(absl::StrCat("ns/object-", i));
+  EXPECT_EQ(q.Metrics().slots, static_cast<size_t>(kBurst));
+  // A run still in progress holds the tables (its Item names a slot).
+  std::optional<WorkQueue::Item> held = q.TryGet();
+  ASSERT_TRUE(held.has_value());
+  std::vector<WorkQueue::Item> items;
+  while (std::optional<WorkQueue::Item> item = q.TryGet()) items.push_back(*item);
+  ASSERT_EQ(items.size(), static_cast<size_t>(kBurst - 1));
+  for (const WorkQueue::Item& item : items) ASSERT_TRUE(q.Done(item).ok());
+  EXPECT_EQ(q.Metrics().compactions_total, 0u);
+  EXPECT_EQ(q.Metrics().slots, static_cast<size_t>(kBurst));
+  const WorkQueue::Item stale = items.front();  // a small slot number, made again later
+  ASSERT_TRUE(q.Done(*held).ok());
+  QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.compactions_total, 1u);
+  EXPECT_LE(m.slots, 64u);
+  EXPECT_EQ(m.slots, m.keys);
+  EXPECT_EQ(m.depth, 0u);
+  // An Item of the old tables is refused, whatever slot number it names.
+  EXPECT_EQ(q.Done(stale).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q.Done(*held).code(), absl::StatusCode::kFailedPrecondition);
+  // Nor by a slot made later with that number, however often it is handed out.
+  for (int i = 0; i < kBurst; ++i) {
+    q.Add(absl::StrCat("ns/later-", i % 200));
+    std::optional<WorkQueue::Item> item = q.TryGet();
+    ASSERT_TRUE(item.has_value());
+    ASSERT_NE(q.Done(stale).code(), absl::StatusCode::kOk) << i;
+    ASSERT_TRUE(q.Done(*item).ok());
+  }
+  // Every guarantee holds on the new tables: dedup, exclusivity, re-queue after Done, backoff.
+  q.Add("ns/object-1");
+  q.Add("ns/object-1");
+  q.Add("ns/new");
+  std::optional<WorkQueue::Item> one = q.TryGet();
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->key, "ns/object-1");
+  q.Add("ns/object-1");  // while processing: queued again by Done
+  EXPECT_EQ(Take(q), "ns/new");
+  EXPECT_FALSE(q.TryGet().has_value());
+  ASSERT_TRUE(q.Done(*one).ok());
+  EXPECT_EQ(Take(q), "ns/object-1");
+  q.AddRateLimited("ns/object-2");
+  EXPECT_EQ(q.NumRequeues("ns/object-2"), 1u);
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(Take(q), "ns/object-2");
+}
+
 TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
   common::FakeClock clock;
   WorkQueue::Options options = NoBucket();
