@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/time/clock.h"
 
@@ -11,6 +12,11 @@ namespace ctrlhost::common {
 HeapTrimmer::HeapTrimmer(Options options) : options_(options), low_(FreeBytes()) {}
 
 size_t HeapTrimmer::FreeBytes() { return mallinfo2().fordblks; }
+
+bool FixMmapThreshold() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) return false;
+  return mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1;
+}
 
 size_t HeapTrimmer::Tick() {
   const size_t free_bytes = FreeBytes();

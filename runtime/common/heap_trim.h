@@ -46,6 +46,14 @@ class HeapTrimmer {
   uint64_t trims_ = 0;
 };
 
+// For a long-running server, called once at start: every heap block of 128 KiB or more gets a
+// mapping of its own, unmapped when it is freed. glibc starts at that threshold but raises it
+// (up to 32 MiB) each time such a block is freed; from then on large blocks (a list page of 500
+// objects, a big reconcile call) come from the arenas, and their memory stays there once
+// freed. At 20 operators this was 20 MiB of the host's memory (tools/bench shared-cache). The
+// user's MALLOC_MMAP_THRESHOLD_ wins. Returns whether the threshold was set.
+bool FixMmapThreshold();
+
 }  // namespace ctrlhost::common
 
 #endif  // CTRLHOST_RUNTIME_COMMON_HEAP_TRIM_H_

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/heap_trim.h"
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/cmd_dump.h"
 #include "runtime/exe/cmd_offline.h"
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
   // The soft limit of open files is often 1,024 while the hard one is far higher: servers that
   // hold connections and watches need the hard one (the Go runtime raises it the same way).
   ctrlhost::serving::RaiseOpenFileLimit();
+  // Large heap blocks in mappings of their own, given back when freed (heap_trim.h).
+  ctrlhost::common::FixMmapThreshold();
   CommandGroup ctrlhost("ctrlhost",
                         "ctrlhost runs Kubernetes-style operators whose controllers are "
                         "out-of-process gRPC plugins.");
