@@ -1,8 +1,11 @@
 #include "bench/report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <utility>
 
@@ -117,6 +120,22 @@ absl::Duration Percentile(std::vector<absl::Duration> samples, double p) {
   size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(samples.size())));
   if (rank == 0) rank = 1;
   return samples[std::min(rank, samples.size()) - 1];
+}
+
+std::optional<std::string> FindBuiltBinary(const char* argv0, const std::string& rel) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates = {absl::StrCat(argv0, ".runfiles/ctrlhost/", rel)};
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(absl::StrCat(self.string(), ".runfiles/ctrlhost/", rel));
+    // bazel-bin/bench/<dir>/<name> -> bazel-bin/<rel>
+    candidates.push_back(self.parent_path().parent_path().parent_path() / rel);
+  }
+  for (const fs::path& candidate : candidates) {
+    if (access(candidate.c_str(), X_OK) == 0) return fs::absolute(candidate, ec).string();
+  }
+  return std::nullopt;
 }
 
 }  // namespace ctrlhost::bench

@@ -93,6 +93,11 @@ class Reporter {
 // because it sorts.
 absl::Duration Percentile(std::vector<absl::Duration> samples, double p);
 
+// A binary built with this benchmark (one of its `data`), by its path in the workspace, e.g.
+// "runtime/exe/ctrlhost": in the benchmark's runfiles (bazel run), or beside it in bazel-bin
+// (tools/bench runs bazel-bin/bench/<dir>/<name>). nullopt when neither has it.
+std::optional<std::string> FindBuiltBinary(const char* argv0, const std::string& rel);
+
 // Measures elapsed time on the monotonic clock from construction or the last Restart().
 // Thread-compatible.
 class Stopwatch {

@@ -527,22 +527,6 @@ absl::Status MeasureReplay(const Args& args, const Binaries& bin, const fs::path
   return absl::OkStatus();
 }
 
-// A binary built with this benchmark (its `data`): in its runfiles, or where Bazel put it.
-std::optional<std::string> FindBinary(const char* argv0, const std::string& rel) {
-  std::vector<fs::path> candidates = {absl::StrCat(argv0, ".runfiles/ctrlhost/", rel)};
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(absl::StrCat(self.string(), ".runfiles/ctrlhost/", rel));
-    // bazel-bin/bench/record/record_bench -> bazel-bin/<rel>
-    candidates.push_back(self.parent_path().parent_path().parent_path() / rel);
-  }
-  for (const fs::path& candidate : candidates) {
-    if (access(candidate.c_str(), X_OK) == 0) return fs::absolute(candidate, ec).string();
-  }
-  return std::nullopt;
-}
-
 // Parses the arguments the reporter left; false (after a message) on a bad one.
 bool ParseArgs(const std::vector<std::string>& argv, Args& args) {
   for (const std::string& arg : argv) {
@@ -591,8 +575,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (args.only != "recording") {
-    const std::optional<std::string> ctrlhost = FindBinary(argv[0], "runtime/exe/ctrlhost");
-    const std::optional<std::string> plugin = FindBinary(argv[0], "bench/record/noop_plugin");
+    const std::optional<std::string> ctrlhost = FindBuiltBinary(argv[0], "runtime/exe/ctrlhost");
+    const std::optional<std::string> plugin = FindBuiltBinary(argv[0], "bench/record/noop_plugin");
     if (!ctrlhost.has_value() || !plugin.has_value()) {
       std::fprintf(stderr, "record_bench: %s not found (build //bench/record:record_bench)\n",
                    ctrlhost.has_value() ? "bench/record/noop_plugin" : "runtime/exe/ctrlhost");

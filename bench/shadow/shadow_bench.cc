@@ -106,24 +106,6 @@ class Driver {
   std::vector<absl::Duration> latencies_ ABSL_GUARDED_BY(mu_);
 };
 
-// The test plugin's binary (this benchmark's `data`): in its runfiles, or where Bazel put it.
-std::optional<std::string> FindTestPlugin(const char* argv0) {
-  namespace fs = std::filesystem;
-  const std::string rel = "runtime/plugin/testing/test_plugin_main";
-  std::vector<fs::path> candidates = {absl::StrCat(argv0, ".runfiles/ctrlhost/", rel)};
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(absl::StrCat(self.string(), ".runfiles/ctrlhost/", rel));
-    // bazel-bin/bench/shadow/shadow_bench -> bazel-bin/<rel>
-    candidates.push_back(self.parent_path().parent_path().parent_path() / rel);
-  }
-  for (const fs::path& candidate : candidates) {
-    if (access(candidate.c_str(), X_OK) == 0) return fs::absolute(candidate, ec).string();
-  }
-  return std::nullopt;
-}
-
 // An exec'd test plugin whose socket lives in `socket_dir`.
 manager::PluginSlot::OptionsFactory Factory(const std::string& command,
                                             const std::string& socket_dir) {
@@ -236,7 +218,8 @@ int Main(int argc, char** argv) {
   }
   Reporter reporter("shadow", argc, argv);
 
-  const std::optional<std::string> command = FindTestPlugin(argv[0]);
+  const std::optional<std::string> command =
+      FindBuiltBinary(argv[0], "runtime/plugin/testing/test_plugin_main");
   if (!command.has_value()) {
     std::fprintf(stderr, "shadow_bench: runtime/plugin/testing/test_plugin_main not found\n");
     return 1;

@@ -8,15 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CTRLHOST_SANITIZER_MALLOC 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CTRLHOST_SANITIZER_MALLOC 1
-#endif
+#include "runtime/common/testing/glibc_malloc.h"
 
 namespace ctrlhost::common {
 namespace {
@@ -32,9 +24,7 @@ size_t ResidentBytes() {
 }
 
 TEST(HeapTrimmerTest, TrimsOnceMemoryWasUsedAndFreedAndGivesThePagesBack) {
-#ifdef CTRLHOST_SANITIZER_MALLOC
-  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc (no mallinfo2 figures)";
-#endif
+  if (!testing::GlibcMalloc()) GTEST_SKIP() << testing::kNotGlibcMalloc;
   HeapTrimmer trimmer({.threshold = size_t{8} << 20, .min_interval = absl::ZeroDuration()});
   EXPECT_EQ(trimmer.Tick(), 0u);
   // 64 MiB in 32 KiB blocks (below the mmap threshold), each followed by a small block that
@@ -67,9 +57,7 @@ TEST(HeapTrimmerTest, TrimsOnceMemoryWasUsedAndFreedAndGivesThePagesBack) {
 }
 
 TEST(HeapTrimmerTest, AtMostOncePerInterval) {
-#ifdef CTRLHOST_SANITIZER_MALLOC
-  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc (no mallinfo2 figures)";
-#endif
+  if (!testing::GlibcMalloc()) GTEST_SKIP() << testing::kNotGlibcMalloc;
   HeapTrimmer trimmer({.threshold = size_t{1} << 20, .min_interval = absl::Hours(1)});
   for (int round = 0; round < 2; ++round) {
     std::vector<char*> big(1024), small(1024);

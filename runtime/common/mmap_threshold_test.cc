@@ -7,15 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/common/heap_trim.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CTRLHOST_SANITIZER_MALLOC 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CTRLHOST_SANITIZER_MALLOC 1
-#endif
+#include "runtime/common/testing/glibc_malloc.h"
 
 namespace ctrlhost::common {
 namespace {
@@ -24,9 +16,7 @@ namespace {
 // default would raise the threshold past it once the first one was freed (this test fails
 // without the call: round 1 comes from the heap).
 TEST(FixMmapThresholdTest, LargeBlocksAreMappedEveryTime) {
-#ifdef CTRLHOST_SANITIZER_MALLOC
-  GTEST_SKIP() << "a sanitizer's allocator replaces glibc's malloc (no mallinfo2 figures)";
-#endif
+  if (!testing::GlibcMalloc()) GTEST_SKIP() << testing::kNotGlibcMalloc;
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) GTEST_SKIP() << "set in the environment";
   ASSERT_TRUE(FixMmapThreshold());
   for (int i = 0; i < 3; ++i) {
