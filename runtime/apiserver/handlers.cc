@@ -225,13 +225,13 @@ absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t, const ApiR
   }
   auto shard = req.query.find("shardSelector");
   if (shard != req.query.end() && !shard->second.empty()) {
-    absl::StatusOr<ShardSelector> parsed = ShardSelector::Parse(shard->second);
+    absl::StatusOr<kube::ShardSelector> parsed = kube::ShardSelector::Parse(shard->second);
     if (!parsed.ok()) {
       return kube::InvalidError(
           "meta.k8s.io", "ListOptions", "",
           {{"FieldValueInvalid", std::string(parsed.status().message()), "shardSelector"}});
     }
-    f.shard = std::make_shared<ShardSelector>(*std::move(parsed));
+    f.shard = std::make_shared<kube::ShardSelector>(*std::move(parsed));
   }
   f.namespaced = t.r->namespaced;
   return f;
@@ -243,7 +243,7 @@ bool ObjectFilter::Matches(const StoredObject& o) const {
   // Keys are "/group/resource/[ns/]name".
   std::vector<absl::string_view> parts = absl::StrSplit(o.key, '/');
   if (shard != nullptr) {
-    if (shard->field() == ShardSelector::Field::kNamespace) {
+    if (shard->field() == kube::ShardSelector::Field::kNamespace) {
       if (!shard->Matches(namespaced && parts.size() >= 5 ? parts[3] : "")) return false;
     } else if (!shard->Matches(ReadOwnership(o.value).uid)) {
       return false;
@@ -331,7 +331,7 @@ class ListWriter {
 // still reflects one revision.
 absl::StatusOr<ApiResponse> ListBody(const ResourcePtr& r, const ApiRequest& req,
                                      Store::ListResult result, const std::string& next,
-                                     absl::Time now, const ShardSelector* shard) {
+                                     absl::Time now, const kube::ShardSelector* shard) {
   std::string head;
   ListWriter::ItemBytes item_bytes;
   if (WantsTable(req.accept)) {

@@ -13,8 +13,8 @@
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/handlers.h"
 #include "runtime/apiserver/printers.h"
-#include "runtime/apiserver/shard_selector.h"
 #include "runtime/kube/selector.h"
+#include "runtime/kube/shard_selector.h"
 
 namespace ctrlhost::apiserver {
 
@@ -30,7 +30,7 @@ struct ObjectFilter {
   std::shared_ptr<const kube::LabelSelector> labels;
   std::shared_ptr<const kube::FieldSelector> fields;
   // KEP-5866's shardSelector (shard_selector.h), or null.
-  std::shared_ptr<const ShardSelector> shard;
+  std::shared_ptr<const kube::ShardSelector> shard;
   std::vector<std::string> extra_fields;  // fields that need the object parsed
   bool needs_parse = false;
   bool namespaced = true;

@@ -14,8 +14,8 @@
 #include "gtest/gtest.h"
 #include "runtime/apiserver/handlers_internal.h"
 #include "runtime/apiserver/list_tokens.h"
-#include "runtime/apiserver/shard_selector.h"
 #include "runtime/apiserver/testing/api_test_env.h"
+#include "runtime/kube/shard_selector.h"
 
 namespace ctrlhost::apiserver {
 namespace {
@@ -231,7 +231,7 @@ TEST_F(ListTest, ShardSelectorsSplitAListAndEchoTheSelector) {
     EXPECT_EQ(list["metadata"]["shardInfo"]["selector"], selector);
     for (const auto& item : list["items"]) {
       const std::string uid = item["metadata"]["uid"];
-      EXPECT_EQ(Fnv1a64(uid) < 0x8000000000000000ull, selector == low);
+      EXPECT_EQ(kube::Fnv1a64(uid) < 0x8000000000000000ull, selector == low);
       EXPECT_TRUE(all.insert(item["metadata"]["name"].get<std::string>()).second);
     }
     if (selector == low) low_size = list["items"].size();
@@ -250,7 +250,7 @@ TEST_F(ListTest, ShardSelectorsSplitAListAndEchoTheSelector) {
       "shardInfo"));
 
   // By namespace: every ConfigMap of ns1 on the side "ns1" hashes to.
-  const bool ns1_low = Fnv1a64("ns1") < 0x8000000000000000ull;
+  const bool ns1_low = kube::Fnv1a64("ns1") < 0x8000000000000000ull;
   std::vector<std::string> names = ListNames(
       "/api/v1/configmaps",
       {{"shardSelector",

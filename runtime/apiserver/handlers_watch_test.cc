@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/apiserver/shard_selector.h"
 #include "runtime/apiserver/testing/api_test_env.h"
+#include "runtime/kube/shard_selector.h"
 
 namespace ctrlhost::apiserver {
 namespace {
@@ -259,7 +259,7 @@ TEST_F(WatchTest, ShardSelectorsSplitEventsByUidHash) {
   auto check = [&](const std::vector<nlohmann::json>& events, bool is_low) {
     for (const auto& e : events) {
       const std::string uid = e["object"]["metadata"]["uid"];
-      EXPECT_EQ(Fnv1a64(uid) < 0x8000000000000000ull, is_low) << uid;
+      EXPECT_EQ(kube::Fnv1a64(uid) < 0x8000000000000000ull, is_low) << uid;
       EXPECT_TRUE(seen.insert(e["object"]["metadata"]["name"].get<std::string>()).second);
     }
   };

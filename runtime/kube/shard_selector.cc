@@ -1,11 +1,11 @@
-#include "runtime/apiserver/shard_selector.h"
+#include "runtime/kube/shard_selector.h"
 
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
-namespace ctrlhost::apiserver {
+namespace ctrlhost::kube {
 namespace {
 
 constexpr absl::string_view kGrammar =
@@ -111,6 +111,23 @@ absl::StatusOr<ShardSelector> ShardSelector::Parse(absl::string_view text) {
   return s;
 }
 
+std::string ShardSelector::Format(Field field, const std::vector<Range>& ranges) {
+  const absl::string_view name =
+      field == Field::kUid ? "object.metadata.uid" : "object.metadata.namespace";
+  std::string out;
+  for (const Range& r : ranges) {
+    if (!out.empty()) out += " || ";
+    // absl::Hex takes 64 bits; the end may be 2^64 exactly (or, from a careless caller, above).
+    const std::string end =
+        absl::Uint128High64(r.end) == 0
+            ? absl::StrCat(absl::Hex(absl::Uint128Low64(r.end)))
+            : absl::StrCat(absl::Hex(absl::Uint128High64(r.end)),
+                           absl::Hex(absl::Uint128Low64(r.end), absl::kZeroPad16));
+    absl::StrAppend(&out, "shardRange(", name, ", '0x", absl::Hex(r.start), "', '0x", end, "')");
+  }
+  return out;
+}
+
 bool ShardSelector::Matches(absl::string_view value) const {
   const uint64_t h = Fnv1a64(value);
   for (const Range& r : ranges_) {
@@ -119,4 +136,4 @@ bool ShardSelector::Matches(absl::string_view value) const {
   return false;
 }
 
-}  // namespace ctrlhost::apiserver
+}  // namespace ctrlhost::kube

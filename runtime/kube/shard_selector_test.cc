@@ -1,14 +1,16 @@
-#include "runtime/apiserver/shard_selector.h"
+#include "runtime/kube/shard_selector.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace ctrlhost::apiserver {
+namespace ctrlhost::kube {
 namespace {
 
 using ::testing::HasSubstr;
@@ -61,6 +63,66 @@ TEST(ShardSelectorTest, TwoHalvesPartitionEveryValue) {
   EXPECT_LT(in_low, 600);
 }
 
+TEST(ShardSelectorTest, FormatWritesWhatParseReads) {
+  using Range = ShardSelector::Range;
+  const absl::uint128 kTop = absl::uint128(1) << 64;
+  EXPECT_EQ(ShardSelector::Format(ShardSelector::Field::kUid, {}), "");
+  EXPECT_EQ(ShardSelector::Format(ShardSelector::Field::kUid, {{0, absl::uint128(1) << 63}}),
+            "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')");
+  EXPECT_EQ(ShardSelector::Format(ShardSelector::Field::kNamespace,
+                                  {{0xab, 0x100}, {0xfedcba9876543210ull, kTop}}),
+            "shardRange(object.metadata.namespace, '0xab', '0x100') || "
+            "shardRange(object.metadata.namespace, '0xfedcba9876543210', '0x10000000000000000')");
+
+  std::mt19937_64 random(7);
+  for (ShardSelector::Field field :
+       {ShardSelector::Field::kUid, ShardSelector::Field::kNamespace}) {
+    std::vector<Range> ranges = {{0, 1}, {0xffffffffffffffffull, kTop}, {0, kTop}};
+    for (int i = 0; i < 20; ++i) {
+      const uint64_t a = random();
+      const uint64_t b = random();
+      ranges.push_back({std::min(a, b), absl::uint128(std::max(a, b)) + 1});
+    }
+    const std::string text = ShardSelector::Format(field, ranges);
+    auto parsed = ShardSelector::Parse(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->field(), field);
+    ASSERT_EQ(parsed->ranges().size(), ranges.size());
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      EXPECT_EQ(parsed->ranges()[i].start, ranges[i].start) << text;
+      EXPECT_EQ(parsed->ranges()[i].end, ranges[i].end) << text;
+    }
+  }
+}
+
+// kMaxRanges ranges parse, one more does not. With full 16-digit bounds kMaxRanges ranges do
+// not fit in kMaxBytes (79 bytes a range), so a client must check its text with Parse before
+// sending it (runtime/watch's reflector falls back to filtering itself).
+TEST(ShardSelectorTest, FormattedSelectorsUpToMaxRangesParse) {
+  std::vector<ShardSelector::Range> ranges;
+  for (uint64_t i = 0; i <= ShardSelector::kMaxRanges; ++i) {
+    ranges.push_back({i * 0x100, absl::uint128(i * 0x100 + 0x80)});
+  }
+  std::vector<ShardSelector::Range> max(ranges.begin(), ranges.end() - 1);
+  ASSERT_EQ(max.size(), ShardSelector::kMaxRanges);
+  auto ok = ShardSelector::Parse(ShardSelector::Format(ShardSelector::Field::kUid, max));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->ranges().size(), ShardSelector::kMaxRanges);
+
+  auto too_many = ShardSelector::Parse(ShardSelector::Format(ShardSelector::Field::kUid, ranges));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_many.status().message(), HasSubstr("more than 64 ranges"));
+
+  std::vector<ShardSelector::Range> wide;
+  for (uint64_t i = 0; i < ShardSelector::kMaxRanges; ++i) {
+    wide.push_back({0x8000000000000000ull + i * 0x100, absl::uint128(1) << 64});
+  }
+  const std::string text = ShardSelector::Format(ShardSelector::Field::kUid, wide);
+  EXPECT_GT(text.size(), ShardSelector::kMaxBytes);
+  EXPECT_FALSE(ShardSelector::Parse(text).ok());
+}
+
 TEST(ShardSelectorTest, BadSelectorsSayWhatAndWhere) {
   struct Case {
     std::string text;
@@ -102,4 +164,4 @@ TEST(ShardSelectorTest, BadSelectorsSayWhatAndWhere) {
 }
 
 }  // namespace
-}  // namespace ctrlhost::apiserver
+}  // namespace ctrlhost::kube

@@ -8,9 +8,13 @@
 //   ASSIGN_OR_RETURN(ShardSelector s, ShardSelector::Parse(query_value));
 //   if (s.Matches(uid_or_namespace)) ...
 //
+// Clients write selectors with Format, which Parse reads back to the same ranges:
+//
+//   std::string text = ShardSelector::Format(ShardSelector::Field::kUid, {{0, 1ull << 63}});
+//
 // Bounded: at most kMaxBytes of text and kMaxRanges ranges. Immutable after Parse: thread-safe.
-#ifndef CTRLHOST_RUNTIME_APISERVER_SHARD_SELECTOR_H_
-#define CTRLHOST_RUNTIME_APISERVER_SHARD_SELECTOR_H_
+#ifndef CTRLHOST_RUNTIME_KUBE_SHARD_SELECTOR_H_
+#define CTRLHOST_RUNTIME_KUBE_SHARD_SELECTOR_H_
 
 #include <cstdint>
 #include <string>
@@ -20,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace ctrlhost::apiserver {
+namespace ctrlhost::kube {
 
 // The 64-bit FNV-1a hash KEP-5866 ranges are over.
 uint64_t Fnv1a64(absl::string_view bytes);
@@ -39,6 +43,10 @@ class ShardSelector {
   // InvalidArgument naming what is wrong and where (the caller answers 422 for the
   // `shardSelector` field of ListOptions).
   static absl::StatusOr<ShardSelector> Parse(absl::string_view text);
+  // The selector text for `ranges` of `field`, in Parse's syntax: lower-case hex bounds with a
+  // 0x prefix, ranges joined by " || "; "" for no ranges (which Parse refuses: send none).
+  // The caller keeps within kMaxRanges and start < end <= 2^64 if the text is to parse.
+  static std::string Format(Field field, const std::vector<Range>& ranges);
 
   Field field() const { return field_; }
   const std::vector<Range>& ranges() const { return ranges_; }
@@ -53,6 +61,6 @@ class ShardSelector {
   std::string text_;
 };
 
-}  // namespace ctrlhost::apiserver
+}  // namespace ctrlhost::kube
 
-#endif  // CTRLHOST_RUNTIME_APISERVER_SHARD_SELECTOR_H_
+#endif  // CTRLHOST_RUNTIME_KUBE_SHARD_SELECTOR_H_
