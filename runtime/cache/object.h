@@ -111,6 +111,8 @@ class Object {
   std::optional<absl::string_view> Label(absl::string_view key) const;
   size_t owner_count() const { return owner_count_; }
   absl::string_view owner_uid(size_t i) const { return View(Owner(i).uid); }
+  // Whether owner reference `i` is the managing controller (`controller: true`).
+  bool owner_is_controller(size_t i) const { return Owner(i).controller != 0; }
   size_t finalizer_count() const { return finalizer_count_; }
   absl::string_view finalizer(size_t i) const {
     return View(Read<Span>(FinalizersOffset() + i * sizeof(Span)));

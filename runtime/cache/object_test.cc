@@ -39,6 +39,7 @@ TEST(ObjectParserTest, ParsesMetadata) {
   EXPECT_EQ((*object)->resource_version(), "42");
   EXPECT_EQ((*object)->generation(), 3);
   EXPECT_EQ((*object)->owner_uid(0), "rs1");
+  EXPECT_TRUE((*object)->owner_is_controller(0));
   EXPECT_EQ((*object)->finalizer(1), "c/d");
   ASSERT_EQ(m.owner_references.size(), 1u);
   EXPECT_EQ(m.owner_references[0], (OwnerReference{"apps/v1", "ReplicaSet", "web", "rs1", true}));
@@ -139,6 +140,7 @@ TEST(ObjectParserTest, StripsAndReadsMetadataInAnyMemberOrder) {
   ASSERT_TRUE(object.ok()) << object.status();
   EXPECT_EQ((*object)->key(), "ns/cm");
   EXPECT_EQ((*object)->owner_uid(0), "o1");
+  EXPECT_FALSE((*object)->owner_is_controller(0));  // no `controller` member
   EXPECT_EQ((*object)->json(),
             R"({"apiVersion":"v1","data":{"k":"}]\"{["},"kind":"ConfigMap","metadata":{)"
             R"("creationTimestamp":"2026-01-01T00:00:00Z","labels":{"app":"x"},)"
