@@ -4,7 +4,10 @@ hosts must be able to die without taking the server with them) and against real 
 (shard_kube_e2e_test).
 
 Three hosts run the chaos plugin in one ring while a stream of updates goes to the Chaos
-objects: the keys spread within +/-15 % of even (each host's shardKeysOwned in /debug/dump);
+objects: the keys spread within +/-15 % of even (each host's shardKeysOwned in /debug/dump),
+and each host caches only its shard (the Chaos objects it owns, filtered by the embedded server
+or, against Kubernetes 1.20, by the host; the child ConfigMaps of those, filtered by the host),
+also after each hand-off;
 kill -9 of one host: the two others take its keys over once its Lease expired; a fourth host
 joins: it gets its share. Every object converges to its last update (no key lost), and the
 chaos plugin's record log ("<key> <attempt> start|end <host> <pid>", appended with O_APPEND by
@@ -101,6 +104,27 @@ class ShardingTest(host_fixture.ChaosServerTest):
                     owned = controller.get("shardKeysOwned")
         return ring.get("members"), ring.get("adoptedView"), owned
 
+    def cache_state(self, host):
+        """{kind: (shard mode, objects cached)} of `host`'s sharded watches."""
+        out = {}
+        for w in self.dump(host).get("watches") or []:
+            if not w.get("shard"):
+                continue
+            kind = next((k for k in ("Chaos", "ConfigMap") if " %s" % k in w["watch"]),
+                        w["watch"])
+            out[kind] = (w["shard"]["mode"], w["objects"])
+        return out
+
+    def caches_divided(self, hosts):
+        """True once each host caches exactly the Chaos objects it owns (so that together they
+        cache each one once)."""
+        for host in hosts:
+            _, _, owned = self.ring_state(host)
+            cached = self.cache_state(host).get("Chaos", (None, None))[1]
+            if owned is None or cached != owned:
+                return False
+        return True
+
     def settled(self, hosts, names):
         """True once every host in `hosts` has the same members (`names`), adopted them, and
         the keys they own add up to OBJECTS."""
@@ -170,6 +194,19 @@ class ShardingTest(host_fixture.ChaosServerTest):
         self.wait(lambda: all(v == "0" for v in self.child_values().values()) and
                   len(self.child_values()) == OBJECTS, "every object reconciled once",
                   timeout=CONVERGE_TIMEOUT)
+        # Each host caches only its shard: the server filters the primaries where it can (the
+        # embedded server implements KEP-5866's shard selector; Kubernetes 1.20 ignores it, so
+        # the host filters), the host filters the children by their owner.
+        self.wait(lambda: self.caches_divided(hosts), "each host caches only its shard",
+                  timeout=30)
+        caches = {name: self.cache_state(h) for name, h in zip("abc", hosts)}
+        print("sharded caches with 3 hosts ({kind: (mode, objects)}):", caches)
+        primary_mode = "client" if host_fixture.real_kube() else "server"
+        for name, cache in caches.items():
+            self.assertEqual(cache["Chaos"][0], primary_mode, caches)
+            self.assertEqual(cache["ConfigMap"][0], "client", caches)
+        self.wait(lambda: sum(self.cache_state(h)["ConfigMap"][1] for h in hosts) == OBJECTS,
+                  "each child cached once, by its owner's host", timeout=30)
 
         stop = threading.Event()
         last = {name: 0 for name in names}
@@ -206,6 +243,9 @@ class ShardingTest(host_fixture.ChaosServerTest):
             self.wait(lambda: self.settled([a, b, d], ["shard-a", "shard-b", "shard-d"]),
                       "shard-d joined", timeout=30)
             self.assertGreater(self.ring_state(d)[2], 0)
+            # The hand-offs moved the caches too: the old owners dropped what they gave away.
+            self.wait(lambda: self.caches_divided([a, b, d]), "the caches follow the ring",
+                      timeout=30)
             time.sleep(1)
         finally:
             stop.set()

@@ -258,8 +258,21 @@ std::vector<std::string> Runner::Shutdown(absl::Duration timeout) {
   return unrun;
 }
 
-bool Runner::InNamespaces(absl::string_view key) const {
-  if (options_.key_gate != nullptr && !options_.key_gate->Owns(key)) return false;
+std::optional<uint64_t> Runner::ShardHashOf(absl::string_view key, absl::string_view uid) const {
+  if (!uid.empty()) return ShardHash(uid);
+  if (cache::ObjectPtr primary = sources_.primary->Get(key); primary != nullptr) {
+    return ShardHash(primary->uid());
+  }
+  common::MutexLock lock(&mu_);
+  if (auto it = deleted_uids_.find(key); it != deleted_uids_.end()) return ShardHash(it->second);
+  return std::nullopt;
+}
+
+bool Runner::InNamespaces(absl::string_view key, absl::string_view uid) const {
+  if (options_.key_gate != nullptr) {
+    const std::optional<uint64_t> hash = ShardHashOf(key, uid);
+    if (!hash.has_value() || !options_.key_gate->Owns(*hash)) return false;
+  }
   if (options_.namespaces.empty() || !info_->primary.namespaced) return true;
   const size_t slash = key.find('/');
   const absl::string_view ns = slash == absl::string_view::npos ? "" : key.substr(0, slash);
@@ -314,23 +327,23 @@ size_t Runner::EnqueueAll(pluginpb::Reason reason, absl::Duration spread) {
 size_t Runner::CountOwned() const {
   size_t owned = 0;
   for (const cache::ObjectPtr& object : sources_.primary->List()) {
-    if (InNamespaces(object->key())) ++owned;
+    if (InNamespaces(object->key(), object->uid())) ++owned;
   }
   return owned;
 }
 
 size_t Runner::EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
-                               const std::function<bool(absl::string_view key)>& filter) {
+                               const std::function<bool(const cache::Object& primary)>& filter) {
   return EnqueueMatchingKeys(reason, spread, filter, /*acquired=*/false);
 }
 
 size_t Runner::EnqueueAcquired(pluginpb::Reason reason,
-                               const std::function<bool(absl::string_view key)>& filter) {
+                               const std::function<bool(const cache::Object& primary)>& filter) {
   return EnqueueMatchingKeys(reason, absl::ZeroDuration(), filter, /*acquired=*/true);
 }
 
 size_t Runner::EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration spread,
-                                   const std::function<bool(absl::string_view key)>& filter,
+                                   const std::function<bool(const cache::Object& primary)>& filter,
                                    bool acquired) {
   thread_local absl::InsecureBitGen gen;
   // Keys a shard hand-over brings are caught up like a restart's.
@@ -338,8 +351,8 @@ size_t Runner::EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration sprea
   size_t queued = 0;
   for (const cache::ObjectPtr& object : sources_.primary->List()) {
     const absl::string_view key = object->key();
-    if (filter != nullptr && !filter(key)) continue;
-    if (!InNamespaces(key)) continue;
+    if (filter != nullptr && !filter(*object)) continue;
+    if (!InNamespaces(key, object->uid())) continue;
     {
       common::MutexLock lock(&mu_);
       if (acquired) terminal_.erase(key);
@@ -426,7 +439,7 @@ void Runner::ForgetBlockedLocked(const std::string& key) {
 
 void Runner::OnPrimaryDeleted(const cache::Object& object) {
   const std::string key(object.key());
-  if (!InNamespaces(key)) return;
+  if (!InNamespaces(key, object.uid())) return;
   {
     common::MutexLock lock(&mu_);
     terminal_.erase(key);

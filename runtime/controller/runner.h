@@ -60,6 +60,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,13 +216,13 @@ class Runner {
   size_t EnqueueAll(pluginpb::Reason reason, absl::Duration spread = absl::ZeroDuration());
   // Like EnqueueAll, but only the keys for which `filter` is true (the key gate still applies).
   size_t EnqueueMatching(pluginpb::Reason reason, absl::Duration spread,
-                         const std::function<bool(absl::string_view key)>& filter);
+                         const std::function<bool(const cache::Object& primary)>& filter);
   // Sharding: queues the keys for which `filter` is true because this host has just acquired
   // them (a new shard view). Unlike EnqueueMatching it unparks terminal keys: one parked here
   // before its shard moved away and came back is retried once, as a new owner would retry it
   // (another host may have reconciled it, and the object changed, in between).
   size_t EnqueueAcquired(pluginpb::Reason reason,
-                         const std::function<bool(absl::string_view key)>& filter);
+                         const std::function<bool(const cache::Object& primary)>& filter);
   // How many primaries in the store the key gate says this host owns now (all without a gate).
   size_t CountOwned() const;
   bool sharded() const { return options_.key_gate != nullptr; }
@@ -250,15 +251,20 @@ class Runner {
   void RecordBlocked(const std::string& key, const std::vector<BlockingObject>& blocked_by);
   void ForgetBlockedLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObservePrimary(const cache::ObjectPtr& old_primary, const cache::ObjectPtr& new_primary);
-  // In the namespaces and, with a key gate, this host's.
-  bool InNamespaces(absl::string_view key) const;
+  // In the namespaces and, with a key gate, this host's (`uid`: the primary's, when the caller
+  // knows it; else ShardHashOf finds it).
+  bool InNamespaces(absl::string_view key, absl::string_view uid = {}) const;
+  // The shard hash of `key` (key_gate.h): of `uid` when given, else of the uid of the primary
+  // in the cache or of the one last deleted from it; nullopt when no uid is known (no host's
+  // key: its owner queues it when its cache receives the object).
+  std::optional<uint64_t> ShardHashOf(absl::string_view key, absl::string_view uid = {}) const;
   // False when `key` is parked as terminal and `reason` does not lift that
   // (only REASON_PLUGIN_STARTED does, and then unparks it).
   bool UnparkLocked(absl::string_view key, pluginpb::Reason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // EnqueueMatching and EnqueueAcquired; `acquired`: unpark every matching key.
   size_t EnqueueMatchingKeys(pluginpb::Reason reason, absl::Duration spread,
-                             const std::function<bool(absl::string_view key)>& filter,
+                             const std::function<bool(const cache::Object& primary)>& filter,
                              bool acquired);
 
   void WorkerLoop();

@@ -529,14 +529,17 @@ TEST_F(RunnerTest, RegressionApplierExceptionIsTerminalNotACrash) {
   EXPECT_EQ(m.reconciles_for(ReconcileResult::kTerminal), 1u);
 }
 
-// Sharding's seam: a gate that owns ns/mine and ns/later, and lets ns/later start only once
-// allowed (its previous owner draining, in the real ring).
+// Sharding's seam: a gate that owns ns/mine and ns/later (by their uids' shard hashes), and
+// lets ns/later start only once allowed (its previous owner draining, in the real ring).
 class ScriptedGate : public KeyGate {
  public:
-  bool Owns(absl::string_view key) const override { return key == "ns/mine" || key == "ns/later"; }
-  Verdict Begin(absl::string_view key) override {
+  bool Owns(uint64_t hash) const override {
+    return hash == ShardHash("uid-mine") || hash == ShardHash("uid-later");
+  }
+  Verdict Begin(absl::string_view key, uint64_t hash) override {
     common::MutexLock lock(&mu_);
-    if (!Owns(key) || (key == "ns/mine" && moved_)) return kNotMine;
+    EXPECT_EQ(hash, ShardHash(absl::StrCat("uid-", key.substr(3))));
+    if (!Owns(hash) || (key == "ns/mine" && moved_)) return kNotMine;
     if (key == "ns/later" && !allowed_) return kWait;
     ++begun_;
     return kRun;
@@ -588,7 +591,7 @@ TEST_F(RunnerTest, KeyGateDecidesWhichKeysRunAndWhen) {
   // Queued again after it moved away: dropped at Begin, without a reconcile.
   gate.MoveMine();
   EXPECT_EQ(runner_->EnqueueMatching(pluginpb::REASON_RESYNC, absl::ZeroDuration(),
-                                     [](absl::string_view key) { return key == "ns/mine"; }),
+                                     [](const cache::Object& o) { return o.name() == "mine"; }),
             1u);
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(applier_.applied().size(), 2u);
@@ -598,11 +601,11 @@ TEST_F(RunnerTest, KeyGateDecidesWhichKeysRunAndWhen) {
 // A gate whose keys move away and come back, as a shard's do when the ring changes twice.
 class MovableGate : public KeyGate {
  public:
-  bool Owns(absl::string_view) const override {
+  bool Owns(uint64_t) const override {
     common::MutexLock lock(&mu_);
     return owned_;
   }
-  Verdict Begin(absl::string_view key) override { return Owns(key) ? kRun : kNotMine; }
+  Verdict Begin(absl::string_view, uint64_t hash) override { return Owns(hash) ? kRun : kNotMine; }
   void End(absl::string_view) override {}
   absl::Duration retry_after() const override { return absl::Milliseconds(100); }
   void Set(bool owned) {
@@ -631,7 +634,7 @@ TEST_F(RunnerTest, RegressionAParkedKeyReacquiredByTheShardIsRetried) {
   EXPECT_EQ(runner_->Metrics().terminal_keys, 1u);
   gate.Set(false);  // the shard moves to another host ...
   gate.Set(true);   // ... and back
-  const auto all = [](absl::string_view) { return true; };
+  const auto all = [](const cache::Object&) { return true; };
   EXPECT_EQ(runner_->EnqueueAcquired(pluginpb::REASON_RESYNC, all), 1u);
   ASSERT_TRUE(applier_.WaitForApplied(2));
   ASSERT_TRUE(WaitIdle());
@@ -647,6 +650,31 @@ TEST_F(RunnerTest, RegressionAParkedKeyReacquiredByTheShardIsRetried) {
   EXPECT_EQ(runner_->EnqueueMatching(pluginpb::REASON_RESYNC, absl::ZeroDuration(), all), 0u);
   ASSERT_TRUE(WaitIdle());
   EXPECT_EQ(dispatcher_.call_count(), 3u);
+}
+
+// A sharded runner reconciles only keys whose primary's uid it knows: one never in its cache
+// (another host's shard, or not created yet) is no key of this host's. A deleted primary's uid
+// comes from its delete event, so its owner still reconciles the deletion, once.
+TEST_F(RunnerTest, AShardedRunnerQueuesOnlyKeysWithAKnownUid) {
+  MovableGate gate;  // owns every hash
+  options_.key_gate = &gate;
+  Build();
+  ASSERT_TRUE(runner_->Start().ok());
+  EXPECT_FALSE(runner_->Enqueue("ns/ghost", pluginpb::REASON_RESYNC));
+  auto web = WebApp("web");
+  AddPrimary(web);
+  ASSERT_TRUE(applier_.WaitForApplied(1));
+  ASSERT_TRUE(WaitIdle());
+  primaries_.Delete("ns/web");
+  runner_->PrimaryHandler()->OnDelete(web);
+  ASSERT_TRUE(WaitIdle());
+  ASSERT_EQ(dispatcher_.call_count(), 2u);
+  EXPECT_EQ(dispatcher_.calls()[1].reason(), pluginpb::REASON_PRIMARY_DELETED);
+  EXPECT_EQ(dispatcher_.calls()[1].uid(), "uid-web");
+  // Gone and told: its uid is forgotten, so the key is nobody's again.
+  EXPECT_FALSE(runner_->Enqueue("ns/web", pluginpb::REASON_RESYNC));
+  ASSERT_TRUE(WaitIdle());
+  EXPECT_EQ(dispatcher_.call_count(), 2u);
 }
 
 // The worker is busy while keys arrive: two from the initial list, a plugin start's re-enqueue

@@ -194,11 +194,13 @@ pluginpb::ReconcileCall Runner::BuildCall(const std::string& key, const cache::O
 bool Runner::PassKeyGate(const std::string& key) {
   KeyGate* const gate = options_.key_gate;
   if (gate == nullptr) return true;
-  switch (gate->Begin(key)) {
+  const std::optional<uint64_t> hash = ShardHashOf(key);
+  switch (hash.has_value() ? gate->Begin(key, *hash) : KeyGate::kNotMine) {
     case KeyGate::kRun:
       return true;
     case KeyGate::kNotMine: {
-      // Moved to another host, which queued it when its ring changed.
+      // Moved to another host, which queued it when its ring changed (or no uid is known:
+      // the object's owner queues it when its cache receives it).
       queue_.Forget(key);
       common::MutexLock lock(&mu_);
       reasons_.erase(key);

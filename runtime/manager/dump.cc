@@ -271,6 +271,16 @@ std::string RenderDump(const DumpInput& input) {
     out << YAML::Key << "listsTotal" << YAML::Value << w.lists_total;
     out << YAML::Key << "relistsTotal" << YAML::Value << w.relists_total;
     out << YAML::Key << "errorsTotal" << YAML::Value << w.errors_total;
+    if (!w.shard_mode.empty()) {
+      // A sharded controller's cache: this host's shard only, filtered by the server (KEP-5866)
+      // or by the host (a server without it).
+      out << YAML::Key << "shard" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "mode" << YAML::Value << w.shard_mode;
+      out << YAML::Key << "generation" << YAML::Value << w.shard_generation;
+      out << YAML::Key << "filteredTotal" << YAML::Value << w.shard_filtered_total;
+      out << YAML::Key << "relistsTotal" << YAML::Value << w.shard_relists_total;
+      out << YAML::EndMap;
+    }
     if (!w.last_error.empty()) out << YAML::Key << "lastError" << YAML::Value << w.last_error;
     if (w.failing) {
       out << YAML::Key << "failingSince" << YAML::Value << Time(w.failing_since);

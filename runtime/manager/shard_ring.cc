@@ -1,6 +1,7 @@
 #include "runtime/manager/shard_ring.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -21,50 +22,22 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> SplitView(absl::string_view text) {
-  std::vector<std::string> view = absl::StrSplit(text, ',', absl::SkipEmpty());
-  std::sort(view.begin(), view.end());
-  return view;
+// A published view: members in join order.
+std::vector<std::string> SplitMembers(absl::string_view text) {
+  return absl::StrSplit(text, ',', absl::SkipEmpty());
 }
 
-constexpr uint64_t kFnvOffset = 1469598103934665603ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
-
-uint64_t Fnv(uint64_t h, absl::string_view s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= kFnvPrime;
+// Join order: the Lease's creationTimestamp (RFC 3339 in seconds, set by the API server, so
+// it sorts as text), then the identity. A member whose creation time is unknown sorts last.
+struct Joined {
+  std::string created;
+  std::string identity;
+  bool operator<(const Joined& o) const {
+    return std::tie(created, identity) < std::tie(o.created, o.identity);
   }
-  return h;
-}
+};
 
 }  // namespace
-
-uint64_t RendezvousScore(absl::string_view member, absl::string_view key) {
-  uint64_t h = Fnv(kFnvOffset, member);
-  h = Fnv(h, absl::string_view("\0", 1));
-  h = Fnv(h, key);
-  // splitmix64's finaliser: FNV alone spreads poorly over the high bits.
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
-}
-
-std::string RendezvousOwner(const std::vector<std::string>& view, absl::string_view key) {
-  const std::string* best = nullptr;
-  uint64_t best_score = 0;
-  for (const std::string& member : view) {
-    const uint64_t score = RendezvousScore(member, key);
-    if (best == nullptr || score > best_score || (score == best_score && member > *best)) {
-      best = &member;
-      best_score = score;
-    }
-  }
-  return best == nullptr ? "" : *best;
-}
 
 std::string ShardLeaseName(absl::string_view ring, absl::string_view identity) {
   std::string name = absl::AsciiStrToLower(absl::StrCat(ring, "-", identity));
@@ -152,6 +125,7 @@ void ShardRing::Stop(bool leave, absl::Duration drain_timeout) {
     common::MutexLock lock(&mu_);
     leaving_ = true;
     view_.clear();  // every key is someone else's now: Begin answers kNotMine
+    current_ = ShardAssignment();
     const absl::Time deadline = clock_->Now() + drain_timeout;
     while (!in_flight_.empty() && !clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
     }
@@ -179,8 +153,8 @@ void ShardRing::Stop(bool leave, absl::Duration drain_timeout) {
 }
 
 bool ShardRing::DrainedLocked() const {
-  for (const auto& [key, n] : in_flight_) {
-    if (RendezvousOwner(view_, key) != options_.identity) return false;
+  for (const auto& [key, flight] : in_flight_) {
+    if (!current_.Owns(options_.identity, flight.hash)) return false;
   }
   return true;
 }
@@ -199,7 +173,8 @@ absl::Status ShardRing::WriteLease(const std::vector<std::string>& adopted, uint
     metadata["name"] = lease_name_;
     metadata["namespace"] = options_.lease_namespace;
     metadata["labels"][kShardRingLabel] = options_.ring;
-    metadata["annotations"][kShardViewAnnotation] = absl::StrJoin(adopted, ",");
+    metadata["annotations"][kShardMembersAnnotation] = absl::StrJoin(adopted, ",");
+    metadata["annotations"][kShardViewAnnotation] = options_.identity;  // older hosts wait
     metadata["annotations"][kShardGenerationAnnotation] = absl::StrCat(generation);
     json& spec = lease["spec"];
     if (StringField(spec, "holderIdentity") != options_.identity) {
@@ -235,14 +210,22 @@ absl::Status ShardRing::WriteLease(const std::vector<std::string>& adopted, uint
     return written.status();
   }
   lease_json_ = *std::move(written);
+  json lease = json::parse(lease_json_, nullptr, /*allow_exceptions=*/false);
+  if (lease.is_object() && lease.contains("metadata") && lease["metadata"].is_object()) {
+    own_created_ = StringField(lease["metadata"], "creationTimestamp");
+  }
   return absl::OkStatus();
 }
 
 absl::Status ShardRing::ReadPeers() {
   uint64_t publications = 0;
+  absl::flat_hash_map<std::string, PeerClaim> old_claims;
+  absl::flat_hash_map<std::string, std::vector<std::string>> old_adopted;
   {
     common::MutexLock lock(&mu_);
     publications = publications_;
+    old_claims = peer_claims_;
+    for (const ShardPeer& peer : peers_) old_adopted[peer.identity] = peer.adopted;
   }
   kube::ListOptions list;
   list.label_selector = absl::StrCat(kShardRingLabel, "=", options_.ring);
@@ -251,8 +234,9 @@ absl::Status ShardRing::ReadPeers() {
   if (!leases.ok()) return leases.status();
   const absl::Time now = clock_->Now();
   std::vector<ShardPeer> peers;
-  absl::flat_hash_map<std::string, std::vector<std::string>> views;
+  absl::flat_hash_map<std::string, PeerClaim> claims;
   absl::flat_hash_map<std::string, Observed> observed;
+  std::vector<Joined> joined;
   std::vector<std::pair<std::string, std::string>> expired;  // name, resourceVersion
   for (const std::string& item : leases->items) {
     json lease = json::parse(item, nullptr, /*allow_exceptions=*/false);
@@ -270,10 +254,13 @@ absl::Status ShardRing::ReadPeers() {
     ShardPeer peer;
     peer.identity = StringField(spec, "holderIdentity");
     peer.lease = name;
-    peer.adopted = SplitView(StringField(annotations, kShardViewAnnotation));
+    peer.older_scheme = !annotations.contains(kShardMembersAnnotation);
+    peer.adopted = SplitMembers(StringField(annotations, kShardMembersAnnotation));
     peer.generation = StringField(annotations, kShardGenerationAnnotation);
+    peer.created = StringField(metadata, "creationTimestamp");
     Observed seen;
-    seen.record = absl::StrCat(spec.dump(), "|", StringField(annotations, kShardViewAnnotation));
+    seen.record = absl::StrCat(spec.dump(), "|", StringField(annotations, kShardMembersAnnotation),
+                               "|", StringField(annotations, kShardViewAnnotation));
     seen.resource_version = StringField(metadata, "resourceVersion");
     seen.since = now;
     if (auto it = observed_.find(name); it != observed_.end() && it->second.record == seen.record) {
@@ -286,26 +273,46 @@ absl::Status ShardRing::ReadPeers() {
     if (!peer.live && seen.since + 4 * absl::Seconds(seconds) <= now) {
       expired.emplace_back(name, seen.resource_version);
     }
-    if (peer.live) views[peer.identity] = peer.adopted;
+    if (peer.live && !claims.contains(peer.identity)) {
+      joined.push_back({peer.created.empty() ? "~" : peer.created, peer.identity});
+      PeerClaim& claim = claims[peer.identity];
+      auto before = old_claims.find(peer.identity);
+      auto adopted = old_adopted.find(peer.identity);
+      if (peer.older_scheme) {
+        claim.assignment = nullptr;
+      } else if (before != old_claims.end() && before->second.assignment != nullptr &&
+                 adopted != old_adopted.end() && adopted->second == peer.adopted) {
+        claim.assignment = before->second.assignment;  // unchanged: not computed again
+      } else {
+        claim.assignment = std::make_shared<const ShardAssignment>(peer.adopted);
+      }
+      if (peer.older_scheme) {
+        common::LogWarning(
+            "shard ring: a live member runs an older sharding scheme; no key starts while it "
+            "is live (stop the older hosts)",
+            {{"ring", options_.ring}, {"member", peer.identity}});
+      }
+    }
     observed[name] = std::move(seen);
     peers.push_back(std::move(peer));
   }
   observed_ = std::move(observed);
+  joined.push_back({own_created_.empty() ? "~" : own_created_, options_.identity});
+  std::sort(joined.begin(), joined.end());
   std::vector<std::string> view;
-  for (const auto& [identity, adopted] : views) view.push_back(identity);
+  for (Joined& j : joined) view.push_back(std::move(j.identity));
   std::vector<std::string> old_view;
   bool changed = false;
   {
     common::MutexLock lock(&mu_);
     if (leaving_) return absl::OkStatus();
-    view.push_back(options_.identity);
-    std::sort(view.begin(), view.end());
-    peer_views_ = std::move(views);
+    peer_claims_ = std::move(claims);
     peers_ = std::move(peers);
     read_after_ = publications;
     if (view != view_) {
       old_view = std::move(view_);
       view_ = view;
+      current_ = ShardAssignment(view);
       changed = true;
     }
   }
@@ -353,6 +360,7 @@ bool ShardRing::SyncOnce() {
       last_renewal_ = start;
       if (publish) {
         const bool view_changed = target != published_;
+        if (view_changed || adopted_.members() != target) adopted_ = ShardAssignment(target);
         published_ = target;
         generation_ = generation;
         ++publications_;
@@ -390,24 +398,28 @@ bool ShardRing::SyncOnce() {
   return result.ok();
 }
 
-bool ShardRing::Owns(absl::string_view key) const {
+bool ShardRing::Owns(uint64_t shard_hash) const {
   common::MutexLock lock(&mu_);
-  return RendezvousOwner(view_, key) == options_.identity;
+  return current_.Owns(options_.identity, shard_hash);
 }
 
-bool ShardRing::OwnsUnder(const std::vector<std::string>& view, absl::string_view key) const {
-  return RendezvousOwner(view, key) == options_.identity;
+std::vector<watch::HashRange> ShardRing::Ranges() const {
+  common::MutexLock lock(&mu_);
+  return current_.RangesOf(options_.identity);
 }
 
-controller::KeyGate::Verdict ShardRing::Begin(absl::string_view key) {
+controller::KeyGate::Verdict ShardRing::Begin(absl::string_view key, uint64_t shard_hash) {
   common::MutexLock lock(&mu_);
-  if (RendezvousOwner(view_, key) != options_.identity) return kNotMine;
+  if (!current_.Owns(options_.identity, shard_hash)) return kNotMine;
   if (!ActiveLocked(clock_->Now()) || read_after_ != publications_) return kWait;
-  if (RendezvousOwner(published_, key) != options_.identity) return kWait;
-  for (const auto& [peer, view] : peer_views_) {
-    if (RendezvousOwner(view, key) == peer) return kWait;  // not drained there yet
+  if (!adopted_.Owns(options_.identity, shard_hash)) return kWait;
+  for (const auto& [peer, claim] : peer_claims_) {
+    // Not drained there yet (or a peer of the older scheme, which may claim anything).
+    if (claim.assignment == nullptr || claim.assignment->Owns(peer, shard_hash)) return kWait;
   }
-  ++in_flight_[std::string(key)];
+  InFlight& flight = in_flight_[std::string(key)];
+  ++flight.count;
+  flight.hash = shard_hash;
   return kRun;
 }
 
@@ -415,7 +427,7 @@ void ShardRing::End(absl::string_view key) {
   common::MutexLock lock(&mu_);
   auto it = in_flight_.find(key);
   if (it == in_flight_.end()) return;
-  if (--it->second <= 0) in_flight_.erase(it);
+  if (--it->second.count <= 0) in_flight_.erase(it);
   if (view_ != published_ || leaving_) {
     wake_ = true;  // maybe drained: publish now rather than at the next poll
     cv_.SignalAll();
@@ -438,10 +450,12 @@ ShardRingStatus ShardRing::Status() const {
   status.adopted = published_;
   status.generation = generation_;
   status.peers_fresh = read_after_ == publications_;
-  for (const auto& [key, n] : in_flight_) {
-    status.in_flight += n;
-    if (RendezvousOwner(view_, key) != options_.identity) status.draining += n;
+  for (const auto& [key, flight] : in_flight_) {
+    status.in_flight += flight.count;
+    if (!current_.Owns(options_.identity, flight.hash)) status.draining += flight.count;
   }
+  status.buckets = current_.BucketsOf(options_.identity);
+  status.ranges = current_.RangesOf(options_.identity);
   status.peers = peers_;
   status.last_renewal = last_renewal_;
   status.last_error = last_error_;

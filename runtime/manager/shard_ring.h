@@ -1,17 +1,20 @@
 // Sharding of controllers' keys across hosts: ring membership on coordination.k8s.io/v1 Leases,
-// rendezvous hashing, and a hand-off that never lets two hosts reconcile one key.
+// an even assignment of the hash space (shard_assignment.h), and a hand-off that never lets two
+// hosts reconcile one key.
 //
 // Every host of a ring holds one Lease of its own (`<ring>-<identity>`, label
 // ctrlhost.dev/shard-ring=<ring>, holderIdentity = its identity), renewed every retryPeriod
 // like the leader-election Lease. A Lease is *live* while its holder is set and its record
 // changed within leaseDurationSeconds as observed on this host's clock (never by comparing
-// renewTime with the local clock). The *view* of a host is the sorted list of live
-// identities; a key ("namespace/name") belongs, under a view, to the member with the highest
-// RendezvousScore(member, key).
+// renewTime with the local clock). The *view* of a host is the list of live identities in join
+// order (their Leases' creationTimestamp, set by the API server, then the identity); a key
+// belongs, under a view, to the owner of its shard hash's bucket in ShardAssignment(view). A
+// key's shard hash is FNV-1a 64 of its primary object's uid (controller::ShardHash), the hash
+// KEP-5866's server-side shard selector filters by, so a host's cache can hold its shard only.
 //
-// Hand-off. Each host publishes in its Lease (annotation ctrlhost.dev/shard-view) the view it
-// has *adopted*: it publishes a new view only once every reconcile it has in flight is for a
-// key it also owns under that view (the keys that move away have finished: drained). A host
+// Hand-off. Each host publishes in its Lease (annotation ctrlhost.dev/shard-members) the view
+// it has *adopted*: it publishes a new view only once every reconcile it has in flight is for
+// a key it also owns under that view (the keys that move away have finished: drained). A host
 // starts key k only when
 //   1. k is its own under its current view and under its published view,
 //   2. it read every peer's Lease after its last publication, and no live peer claims k under
@@ -25,6 +28,11 @@
 // view change `on_view_change` is told the old and the new view: the manager queues every key
 // this host newly owns, so none is dropped.
 //
+// Older hosts (rendezvous hashing by key, annotation ctrlhost.dev/shard-view) and this scheme
+// do not mix: a live peer without the members annotation is taken to claim every key, and this
+// host publishes a shard-view naming itself only, so an older peer waits on every key too. A
+// mixed ring is safe but stalls: stop the old hosts before starting new ones.
+//
 // Limits (see docs/operations.md "Sharding"): a host cut off from the API server stops
 // starting keys at renewDeadline, but the reconciles it has in flight run to their own
 // deadline (the request timeout), so keep requestTimeout below leaseDuration - renewDeadline.
@@ -37,8 +45,8 @@
 //
 // Thread-safety: thread-safe. One background thread (Loop) writes this host's Lease and reads
 // the peers'; the KeyGate calls come from reflector and worker threads and never block on I/O.
-// mu_ guards the views, the in-flight table and the status; on_view_change runs on the loop's
-// thread without mu_ held.
+// mu_ guards the views, their assignments, the in-flight table and the status; on_view_change
+// runs on the loop's thread without mu_ held.
 #ifndef CTRLHOST_RUNTIME_MANAGER_SHARD_RING_H_
 #define CTRLHOST_RUNTIME_MANAGER_SHARD_RING_H_
 
@@ -59,11 +67,14 @@
 #include "runtime/common/mutex.h"
 #include "runtime/controller/key_gate.h"
 #include "runtime/kube/client.h"
+#include "runtime/manager/shard_assignment.h"
 
 namespace ctrlhost::manager {
 
 inline constexpr char kShardRingLabel[] = "ctrlhost.dev/shard-ring";
+// Written for older hosts only (see above).
 inline constexpr char kShardViewAnnotation[] = "ctrlhost.dev/shard-view";
+inline constexpr char kShardMembersAnnotation[] = "ctrlhost.dev/shard-members";
 inline constexpr char kShardGenerationAnnotation[] = "ctrlhost.dev/shard-generation";
 
 struct ShardRingOptions {
@@ -81,34 +92,34 @@ struct ShardRingOptions {
 // InvalidArgument naming the field (client-go's timing rules, a valid label value for the ring).
 absl::Status ValidateShardRing(const ShardRingOptions& options);
 
-// Stable across processes and builds (FNV-1a then a 64-bit finaliser).
-uint64_t RendezvousScore(absl::string_view member, absl::string_view key);
-// The member `key` belongs to under `view` ("" when the view is empty).
-std::string RendezvousOwner(const std::vector<std::string>& view, absl::string_view key);
 // The Lease name of `identity` in `ring`: lower case, characters outside [a-z0-9-] as '-'.
 std::string ShardLeaseName(absl::string_view ring, absl::string_view identity);
 
 struct ShardPeer {
   std::string identity;
   std::string lease;                 // its name
-  std::vector<std::string> adopted;  // the view it published
+  std::vector<std::string> adopted;  // the view it published, in join order
   std::string generation;            // its counter, as published
+  std::string created;               // its Lease's creationTimestamp (join order)
   bool live = false;
+  bool older_scheme = false;  // no members annotation: taken to claim every key
 };
 
 // What /debug/dump and logs show.
 struct ShardRingStatus {
   std::string ring;
   std::string identity;
-  std::string lease;                 // "namespace/name"
-  bool joined = false;               // this host's Lease was written once
-  bool active = false;               // renewed within renewDeadline
-  std::vector<std::string> view;     // live members as last read
-  std::vector<std::string> adopted;  // the view this host published (drained to)
-  uint64_t generation = 0;           // of `adopted`, counted by this host
-  bool peers_fresh = false;          // peers read after the last publication
-  size_t in_flight = 0;              // reconciles running now
-  size_t draining = 0;               // of them, for keys that are no longer this host's
+  std::string lease;                     // "namespace/name"
+  bool joined = false;                   // this host's Lease was written once
+  bool active = false;                   // renewed within renewDeadline
+  std::vector<std::string> view;         // live members as last read, in join order
+  std::vector<std::string> adopted;      // the view this host published (drained to)
+  int buckets = 0;                       // of kShardBuckets, this host's under `view`
+  std::vector<watch::HashRange> ranges;  // this host's part of the hash space under `view`
+  uint64_t generation = 0;               // of `adopted`, counted by this host
+  bool peers_fresh = false;              // peers read after the last publication
+  size_t in_flight = 0;                  // reconciles running now
+  size_t draining = 0;                   // of them, for keys that are no longer this host's
   std::vector<ShardPeer> peers;
   absl::Time last_renewal = absl::InfinitePast();
   std::string last_error;
@@ -139,13 +150,13 @@ class ShardRing : public controller::KeyGate {
   bool SyncOnce();
 
   // controller::KeyGate.
-  bool Owns(absl::string_view key) const override;
-  Verdict Begin(absl::string_view key) override;
+  bool Owns(uint64_t shard_hash) const override;
+  Verdict Begin(absl::string_view key, uint64_t shard_hash) override;
   void End(absl::string_view key) override;
   absl::Duration retry_after() const override;
 
-  // Whether `key` is this host's under `view`.
-  bool OwnsUnder(const std::vector<std::string>& view, absl::string_view key) const;
+  // This host's part of the hash space under its current view (what its caches hold).
+  std::vector<watch::HashRange> Ranges() const;
   ShardRingStatus Status() const;
   const ShardRingOptions& options() const { return options_; }
 
@@ -165,7 +176,8 @@ class ShardRing : public controller::KeyGate {
   const std::string lease_name_;
 
   // Loop state (the loop's thread and Stop only).
-  std::string lease_json_;  // this host's Lease as last written ("" before the first write)
+  std::string lease_json_;   // this host's Lease as last written ("" before the first write)
+  std::string own_created_;  // its creationTimestamp ("" before the first write)
   absl::Time last_write_ = absl::InfinitePast();
   struct Observed {
     std::string record;  // spec + view annotation, as last seen
@@ -179,18 +191,28 @@ class ShardRing : public controller::KeyGate {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::string> view_ ABSL_GUARDED_BY(mu_);       // sorted
-  std::vector<std::string> published_ ABSL_GUARDED_BY(mu_);  // sorted
+  std::vector<std::string> view_ ABSL_GUARDED_BY(mu_);       // join order
+  std::vector<std::string> published_ ABSL_GUARDED_BY(mu_);  // join order
+  ShardAssignment current_ ABSL_GUARDED_BY(mu_);             // of view_
+  ShardAssignment adopted_ ABSL_GUARDED_BY(mu_);             // of published_
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Publications acknowledged by the API server, and how many had been when the last complete
   // read of the peers began: the peers are fresh when both are equal (read after publishing).
   uint64_t publications_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t read_after_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
   absl::Time last_renewal_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // request start
-  // Peers' published views, live ones only, by identity.
-  absl::flat_hash_map<std::string, std::vector<std::string>> peer_views_ ABSL_GUARDED_BY(mu_);
+  // What live peers claim: the assignment of the view each published (shared, since a peer's
+  // view rarely changes between reads), or every key for a peer of the older scheme.
+  struct PeerClaim {
+    std::shared_ptr<const ShardAssignment> assignment;  // null: claims every key
+  };
+  absl::flat_hash_map<std::string, PeerClaim> peer_claims_ ABSL_GUARDED_BY(mu_);
   std::vector<ShardPeer> peers_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int> in_flight_ ABSL_GUARDED_BY(mu_);
+  struct InFlight {
+    int count = 0;
+    uint64_t hash = 0;
+  };
+  absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
   bool stopped_ = false;  // Stop's own state: called from one thread

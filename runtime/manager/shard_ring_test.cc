@@ -10,38 +10,31 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/clock.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
+#include "runtime/manager/lease.h"
 
 namespace ctrlhost::manager {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Verdict = controller::KeyGate::Verdict;
 
-TEST(RendezvousTest, SpreadsEvenlyAndMovesOnlyTheLeaversKeys) {
-  const std::vector<std::string> three = {"host-a", "host-b", "host-c"};
-  const std::vector<std::string> two = {"host-a", "host-c"};
-  std::map<std::string, int> counts;
-  int moved_wrongly = 0;
-  for (int i = 0; i < 3000; ++i) {
-    const std::string key = absl::StrCat("ns-", i % 7, "/obj-", i);
-    const std::string owner = RendezvousOwner(three, key);
-    ++counts[owner];
-    if (owner != "host-b" && RendezvousOwner(two, key) != owner) ++moved_wrongly;
-  }
-  for (const auto& [member, n] : counts) {
-    EXPECT_GE(n, 850) << member;  // 1000 +/- 15 %
-    EXPECT_LE(n, 1150) << member;
-  }
-  EXPECT_EQ(moved_wrongly, 0);
-  EXPECT_EQ(RendezvousOwner({}, "a/b"), "");
-  // Stable across processes and builds: the hosts of a ring must agree.
-  EXPECT_EQ(RendezvousScore("host-a", "default/x"), RendezvousScore("host-a", "default/x"));
-  EXPECT_EQ(RendezvousOwner(three, "default/web"), RendezvousOwner(three, "default/web"));
+// The tests' shard hash of a key. Real keys hash their primary's uid, a random UUID; the tests'
+// keys differ in their last characters only, whose FNV-1a hashes share their top bits, so they
+// are mixed (splitmix64's finaliser) to spread over the buckets as uids do.
+uint64_t H(absl::string_view key) {
+  uint64_t h = controller::ShardHash(key);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
 }
 
 TEST(ShardRingOptionsTest, Validation) {
@@ -97,7 +90,7 @@ class ShardRingTest : public ::testing::Test {
   static std::string KeyMoving(const std::string& from, const std::string& to) {
     for (int i = 0;; ++i) {
       const std::string key = absl::StrCat("default/k", i);
-      if (RendezvousOwner({from, to}, key) == to) return key;
+      if (ShardAssignment({from, to}).OwnerOf(H(key)) == to) return key;
     }
   }
 
@@ -113,34 +106,34 @@ kube::Client* ShardRingTest::client_ = nullptr;
 TEST_F(ShardRingTest, AKeyMovesOnlyOnceItsOldOwnerDrained) {
   auto a = Member("host-a");
   const std::string key = KeyMoving("host-a", "host-b");
-  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);  // not joined yet: owns nothing
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kNotMine);  // not joined yet: owns nothing
   ASSERT_TRUE(a->SyncOnce());
   EXPECT_THAT(views_["host-a"], ElementsAre(ElementsAre("host-a")));
-  ASSERT_TRUE(a->SyncOnce());               // publishes {host-a}, reads again
-  ASSERT_EQ(a->Begin(key), Verdict::kRun);  // in flight on host-a
+  ASSERT_TRUE(a->SyncOnce());                       // publishes {host-a}, reads again
+  ASSERT_EQ(a->Begin(key, H(key)), Verdict::kRun);  // in flight on host-a
 
   auto b = Member("host-b");
   ASSERT_TRUE(b->SyncOnce());
   EXPECT_THAT(b->Status().view, ElementsAre("host-a", "host-b"));
   ASSERT_TRUE(b->SyncOnce());  // publishes {host-a, host-b}
   EXPECT_THAT(b->Status().adopted, ElementsAre("host-a", "host-b"));
-  EXPECT_TRUE(b->Owns(key));
-  EXPECT_EQ(b->Begin(key), Verdict::kWait);  // host-a still claims it
+  EXPECT_TRUE(b->Owns(H(key)));
+  EXPECT_EQ(b->Begin(key, H(key)), Verdict::kWait);  // host-a still claims it
 
   ASSERT_TRUE(a->SyncOnce());  // sees host-b; cannot publish while the key runs
-  EXPECT_FALSE(a->Owns(key));
+  EXPECT_FALSE(a->Owns(H(key)));
   EXPECT_EQ(a->Status().draining, 1u);
   ASSERT_TRUE(a->SyncOnce());
   EXPECT_THAT(a->Status().adopted, ElementsAre("host-a"));
   ASSERT_TRUE(b->SyncOnce());
-  EXPECT_EQ(b->Begin(key), Verdict::kWait);
+  EXPECT_EQ(b->Begin(key, H(key)), Verdict::kWait);
 
   a->End(key);  // drained
   ASSERT_TRUE(a->SyncOnce());
   EXPECT_THAT(a->Status().adopted, ElementsAre("host-a", "host-b"));
-  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kNotMine);
   ASSERT_TRUE(b->SyncOnce());
-  EXPECT_EQ(b->Begin(key), Verdict::kRun);
+  EXPECT_EQ(b->Begin(key, H(key)), Verdict::kRun);
   b->End(key);
 }
 
@@ -152,25 +145,26 @@ TEST_F(ShardRingTest, ADeadMembersKeysMoveAfterLeaseDuration) {
     ASSERT_TRUE(b->SyncOnce());
   }
   const std::string key = KeyMoving("host-a", "host-b");
-  ASSERT_EQ(b->Begin(key), Verdict::kRun);  // b dies with it in flight
-  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  ASSERT_EQ(b->Begin(key, H(key)), Verdict::kRun);  // b dies with it in flight
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kNotMine);
   // host-b stops renewing; host-a keeps polling.
   for (int i = 0; i < 7; ++i) {
     clock_.Advance(absl::Seconds(2));
     ASSERT_TRUE(a->SyncOnce());
   }
   EXPECT_THAT(a->Status().view, ElementsAre("host-a", "host-b"));  // 14 s: still live
-  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kNotMine);
   clock_.Advance(absl::Seconds(2));
   ASSERT_TRUE(a->SyncOnce());  // 16 s > leaseDuration: host-b is gone
   EXPECT_THAT(a->Status().view, ElementsAre("host-a"));
   EXPECT_THAT(views_["host-a"].back(), ElementsAre("host-a"));
   ASSERT_TRUE(a->SyncOnce());  // publish, read
-  EXPECT_EQ(a->Begin(key), Verdict::kRun);
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kRun);
   a->End(key);
   // host-b, cut off, stopped starting keys at renewDeadline.
   EXPECT_FALSE(b->Status().active);
-  EXPECT_EQ(b->Begin(KeyMoving("host-a", "host-b")), Verdict::kWait);
+  const std::string moving = KeyMoving("host-a", "host-b");
+  EXPECT_EQ(b->Begin(moving, H(moving)), Verdict::kWait);
 }
 
 TEST_F(ShardRingTest, LeavingDeletesTheLeaseAndHandsOverAtOnce) {
@@ -181,7 +175,7 @@ TEST_F(ShardRingTest, LeavingDeletesTheLeaseAndHandsOverAtOnce) {
     ASSERT_TRUE(b->SyncOnce());
   }
   const std::string key = KeyMoving("host-a", "host-b");
-  EXPECT_EQ(a->Begin(key), Verdict::kNotMine);
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kNotMine);
   b->Stop(/*leave=*/true);
   EXPECT_TRUE(kube::IsNotFound(client_
                                    ->Get({.group = "coordination.k8s.io",
@@ -192,8 +186,49 @@ TEST_F(ShardRingTest, LeavingDeletesTheLeaseAndHandsOverAtOnce) {
                                    .status()));
   ASSERT_TRUE(a->SyncOnce());
   ASSERT_TRUE(a->SyncOnce());
-  EXPECT_EQ(a->Begin(key), Verdict::kRun);
+  EXPECT_EQ(a->Begin(key, H(key)), Verdict::kRun);
   a->End(key);
+}
+
+// A live member of the older scheme (rendezvous hashing by key; no members annotation) may
+// claim any key: none starts here while it is live. This host's Lease names only itself in the
+// annotation older hosts read, so they wait on every key too. Once it expires, keys run.
+TEST_F(ShardRingTest, AnOlderSchemeMemberStopsEveryKeyWhileLive) {
+  const std::string ring = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  nlohmann::json old = {{"apiVersion", "coordination.k8s.io/v1"},
+                        {"kind", "Lease"},
+                        {"metadata",
+                         {{"name", ShardLeaseName(ring, "old-host")},
+                          {"namespace", "default"},
+                          {"labels", {{kShardRingLabel, ring}}},
+                          {"annotations", {{kShardViewAnnotation, "old-host"}}}}},
+                        {"spec", {{"holderIdentity", "old-host"}, {"leaseDurationSeconds", 15}}}};
+  ASSERT_TRUE(
+      CreateLease(client_, LeaseRef("default", ShardLeaseName(ring, "old-host")), old).ok());
+  auto a = Member("host-a");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a->SyncOnce());
+  int waiting = 0;
+  for (int i = 0; i < 50; ++i) {
+    const std::string key = absl::StrCat("default/k", i);
+    if (!a->Owns(H(key))) continue;
+    EXPECT_EQ(a->Begin(key, H(key)), Verdict::kWait) << key;
+    ++waiting;
+  }
+  EXPECT_GT(waiting, 0);
+  ASSERT_EQ(a->Status().peers.size(), 1u);
+  EXPECT_TRUE(a->Status().peers[0].older_scheme);
+  absl::StatusOr<nlohmann::json> mine =
+      GetLease(client_, LeaseRef("default", ShardLeaseName(ring, "host-a")));
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ((*mine)["metadata"]["annotations"][kShardViewAnnotation], "host-a");
+  // Join order: the Leases' creation times (the same second: then by identity).
+  EXPECT_THAT((*mine)["metadata"]["annotations"][kShardMembersAnnotation].get<std::string>(),
+              AnyOf("host-a,old-host", "old-host,host-a"));
+  clock_.Advance(absl::Seconds(16));  // the old host stopped renewing: it expires
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(a->SyncOnce());
+  EXPECT_THAT(a->Status().view, ElementsAre("host-a"));
+  EXPECT_EQ(a->Begin("default/k0", H("default/k0")), Verdict::kRun);
+  a->End("default/k0");
 }
 
 TEST_F(ShardRingTest, LoopRunsOnItsOwn) {
@@ -207,7 +242,7 @@ TEST_F(ShardRingTest, LoopRunsOnItsOwn) {
   (*ring)->Start();
   bool ready = false;
   for (int i = 0; i < 1000 && !ready; ++i) {
-    ready = (*ring)->Begin("default/x") == Verdict::kRun;
+    ready = (*ring)->Begin("default/x", H("default/x")) == Verdict::kRun;
     if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(ready);
@@ -251,7 +286,7 @@ TEST_F(ShardRingTest, NoKeyRunsOnTwoMembersUnderRandomInterleavings) {
       case 1: {
         const std::string& key = keys[random() % keys.size()];
         if (running[key] == m || running[key] == -2) break;
-        if (members[m]->Begin(key) != Verdict::kRun) break;
+        if (members[m]->Begin(key, H(key)) != Verdict::kRun) break;
         // Started here: nobody may be running it elsewhere.
         ASSERT_EQ(running[key], -1) << key << " started on member " << m << " while member "
                                     << running[key] << " runs it (step " << step << ")";
@@ -283,7 +318,7 @@ TEST_F(ShardRingTest, NoKeyRunsOnTwoMembersUnderRandomInterleavings) {
   for (const std::string& key : keys) {
     int runnable = 0;
     for (int m : {0, 2}) {
-      if (members[m]->Begin(key) == Verdict::kRun) {
+      if (members[m]->Begin(key, H(key)) == Verdict::kRun) {
         ++runnable;
         members[m]->End(key);
       }
