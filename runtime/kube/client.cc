@@ -61,6 +61,12 @@ absl::StatusOr<ObjectList> ParseList(const std::string& body) {
             return Malformed("list metadata", error);
           }
           (mkey == "continue" ? out.continue_token : out.resource_version) = Str(value);
+        } else if (mkey == "shardInfo") {
+          od::json_type type;
+          if ((error = m.value().type().get(type)) != SUCCESS) {
+            return Malformed("list metadata", error);
+          }
+          out.shard_applied = type == od::json_type::object;
         }
       }
     } else if (key == "items") {
@@ -182,6 +188,7 @@ absl::StatusOr<ObjectList> Client::ListPage(const ResourceRef& ref, const ListOp
   std::string query;
   AddParam(&query, "labelSelector", options.label_selector);
   AddParam(&query, "fieldSelector", options.field_selector);
+  AddParam(&query, "shardSelector", options.shard_selector);
   if (options.limit > 0) AddParam(&query, "limit", absl::StrCat(options.limit));
   AddParam(&query, "continue", continue_token);
   // The server refuses resourceVersion together with continue.
@@ -219,6 +226,7 @@ absl::Status Client::Watch(const ResourceRef& ref, const WatchOptions& options,
         absl::StrCat("metadata.name=", ref.name, field_selector.empty() ? "" : ",", field_selector);
   }
   AddParam(&query, "fieldSelector", field_selector);
+  AddParam(&query, "shardSelector", options.shard_selector);
   if (options.timeout_seconds > 0) {
     AddParam(&query, "timeoutSeconds", absl::StrCat(options.timeout_seconds));
   }

@@ -50,18 +50,25 @@ struct ListOptions {
   int64_t limit = 500;                            // page size; 0: no limit (one page)
   std::string resource_version;                   // "" (most recent) or "0" (any)
   absl::Duration timeout = absl::ZeroDuration();  // per page; 0: the transport's default
+  // KEP-5866 (kube/shard_selector.h), sent as `shardSelector`; a server without the feature
+  // ignores it (then ObjectList::shard_applied is false), an invalid one answers 422.
+  std::string shard_selector;
 };
 
 struct ObjectList {
   std::vector<std::string> items;  // raw JSON of each item (no kind/apiVersion added)
   std::string resource_version;    // of the list (the first page's, as client-go's pager)
   std::string continue_token;      // set only by ListPage when more pages remain
+  // The server echoed a shard selector (metadata.shardInfo, KEP-5866): the items are that
+  // shard only. False when none was sent or the server does not support it.
+  bool shard_applied = false;
 };
 
 struct WatchOptions {
   std::string resource_version;  // start after this; "" = current state as ADDED events first
   std::string label_selector;
   std::string field_selector;
+  std::string shard_selector;   // KEP-5866, as ListOptions::shard_selector
   int64_t timeout_seconds = 0;  // server-side end of the watch; 0: server default
   bool allow_bookmarks = true;
   // Streaming list (KEP-3157): the current state as ADDED events, then a BOOKMARK annotated

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/kube/api_status.h"
+#include "runtime/kube/shard_selector.h"
 #include "runtime/kube/testing/scripted_http_server.h"
 
 namespace ctrlhost::kube {
@@ -221,6 +224,79 @@ TEST_F(ClientTest, WatchWithBadResourceVersionIsAnError) {
       client_.Watch(cms, {.resource_version = "not-a-number", .timeout_seconds = 5},
                     [](WatchEvent) { return true; });
   EXPECT_FALSE(status.ok());
+}
+
+// KEP-5866: the selector goes out as `shardSelector` on LIST and WATCH; the server's
+// metadata.shardInfo says it was applied.
+TEST_F(ClientTest, ShardSelectorIsSentOnListAndWatch) {
+  ASSERT_TRUE(
+      client_
+          .Create({.version = "v1", .resource = "namespaces"}, R"({"metadata":{"name":"shard"}})")
+          .ok());
+  ResourceRef cms{.version = "v1", .resource = "configmaps", .namespace_name = "shard"};
+  const std::string low = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
+  auto in_low = [](const std::string& uid) { return Fnv1a64(uid) < 0x8000000000000000ull; };
+  std::set<std::string> low_names;
+  for (int i = 0; i < 20; ++i) {
+    json cm = Parse(client_.Create(cms, absl::StrCat(R"({"metadata":{"name":"cm-)", i, R"("}})")));
+    if (in_low(cm["metadata"]["uid"])) low_names.insert(cm["metadata"]["name"]);
+  }
+  absl::StatusOr<ObjectList> all = client_.List(cms, {.limit = 7});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->items.size(), 20u);
+  EXPECT_FALSE(all->shard_applied);
+
+  absl::StatusOr<ObjectList> shard = client_.List(cms, {.limit = 3, .shard_selector = low});
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  EXPECT_TRUE(shard->shard_applied);
+  std::set<std::string> listed;
+  for (const std::string& item : shard->items) {
+    json j = json::parse(item);
+    EXPECT_TRUE(in_low(j["metadata"]["uid"])) << item;
+    listed.insert(j["metadata"]["name"]);
+  }
+  EXPECT_EQ(listed, low_names);
+
+  absl::StatusOr<ObjectList> bad =
+      client_.ListPage(cms, {.shard_selector = "shardRange(object.metadata.name, '0x0', '0x1')"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("shardSelector"));
+
+  // The watch delivers the low half's events only. Objects are created until one lands low;
+  // its event comes after every earlier one, so by then any high event would have been seen.
+  StreamCanceller canceller;
+  common::Mutex mu;
+  common::CondVar cv;
+  std::vector<json> events;
+  std::thread watcher([&] {
+    absl::Status status = client_.Watch(
+        cms,
+        {.resource_version = shard->resource_version, .shard_selector = low, .timeout_seconds = 60},
+        [&](WatchEvent event) {
+          common::MutexLock lock(&mu);
+          if (event.type != "BOOKMARK") events.push_back(json::parse(event.object));
+          cv.SignalAll();
+          return true;
+        },
+        &canceller);
+    EXPECT_TRUE(status.ok()) << status;
+  });
+  std::string last_low;
+  for (int i = 0; i < 200 && last_low.empty(); ++i) {
+    json cm = Parse(client_.Create(cms, absl::StrCat(R"({"metadata":{"name":"new-)", i, R"("}})")));
+    if (in_low(cm["metadata"]["uid"])) last_low = cm["metadata"]["name"];
+  }
+  ASSERT_FALSE(last_low.empty());
+  {
+    common::MutexLock lock(&mu);
+    const absl::Time limit = absl::Now() + absl::Seconds(30);
+    auto seen = [&] { return !events.empty() && events.back()["metadata"]["name"] == last_low; };
+    while (!seen() && absl::Now() < limit) cv.WaitWithDeadline(&mu, limit);
+    EXPECT_TRUE(seen());
+    for (const json& e : events) EXPECT_TRUE(in_low(e["metadata"]["uid"])) << e.dump();
+  }
+  canceller.Cancel();
+  watcher.join();
 }
 
 TEST_F(ClientTest, StatusSubresourceLeaseAndEvent) {

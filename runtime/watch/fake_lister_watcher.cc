@@ -9,11 +9,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "runtime/kube/api_status.h"
 
 namespace ctrlhost::watch {
 
 struct FakeListerWatcher::StreamState {
+  // Constant after construction: the shard selector the watch applies, or null.
+  std::shared_ptr<const kube::ShardSelector> shard;
   common::Mutex mu;
   common::CondVar cv;
   std::deque<absl::StatusOr<std::optional<WatchEvent>>> queue ABSL_GUARDED_BY(mu);
@@ -71,6 +74,17 @@ std::string GoneStatusJson(absl::string_view message) {
   return kube::ToHttpResponse(kube::GoneError(message)).second;
 }
 
+// Whether `object` (JSON) is in `shard`'s ranges; everything is when there is none. An object
+// without metadata.uid (an injected malformed one) passes, so the client sees it.
+bool InShard(const kube::ShardSelector* shard, const std::string& object) {
+  if (shard == nullptr) return true;
+  nlohmann::json j = nlohmann::json::parse(object, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) return true;
+  auto uid = j["metadata"].find("uid");
+  if (uid == j["metadata"].end() || !uid->is_string()) return true;
+  return shard->Matches(uid->get<std::string>());
+}
+
 }  // namespace
 
 FakeListerWatcher::~FakeListerWatcher() {
@@ -93,16 +107,40 @@ void FakeListerWatcher::PruneStreams() {
       streams_.end());
 }
 
+absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> FakeListerWatcher::ShardFilter(
+    const std::string& selector) const {
+  if (!shard_support_ || selector.empty()) return nullptr;
+  absl::StatusOr<kube::ShardSelector> parsed = kube::ShardSelector::Parse(selector);
+  if (!parsed.ok()) {
+    return kube::InvalidError(
+        "meta.k8s.io", "ListOptions", "",
+        {{"FieldValueInvalid", std::string(parsed.status().message()), "shardSelector"}});
+  }
+  return std::make_shared<const kube::ShardSelector>(*std::move(parsed));
+}
+
 absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
+  std::function<void()> hook;
+  {
+    common::MutexLock lock(&mu_);
+    hook = std::exchange(next_list_hook_, nullptr);
+  }
+  if (hook) hook();
   common::MutexLock lock(&mu_);
   ++list_calls_;
+  last_list_options_ = options;
   absl::Status failure = TakeInjectedFailure();
   if (!failure.ok()) return failure;
+  absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> shard =
+      ShardFilter(options.shard_selector);
+  if (!shard.ok()) return shard.status();
   int64_t id = 0;
   size_t offset = 0;
   if (options.continue_token.empty()) {
     std::vector<std::string> items;
-    for (const auto& [key, json] : objects_) items.push_back(json);
+    for (const auto& [key, json] : objects_) {
+      if (InShard(shard->get(), json)) items.push_back(json);
+    }
     id = next_snapshot_++;
     snapshots_[id] = {absl::StrCat(rv_), std::move(items)};
   } else {
@@ -122,6 +160,7 @@ absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
   const auto& [rv, items] = snapshots_[id];
   ListPage page;
   page.resource_version = rv;
+  page.shard_applied = *shard != nullptr;
   size_t end = items.size();
   if (options.limit > 0) end = std::min(end, offset + static_cast<size_t>(options.limit));
   for (size_t i = std::min(offset, items.size()); i < end; ++i) page.items.push_back(items[i]);
@@ -157,13 +196,17 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::OpenStream(
       !absl::SimpleAtoi(options.resource_version, &from)) {
     return kube::BadRequestError("invalid resourceVersion");
   }
+  absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> shard =
+      ShardFilter(options.shard_selector);
+  if (!shard.ok()) return shard.status();
   auto state = std::make_shared<StreamState>();
+  state->shard = *std::move(shard);
   if (from < compacted_rv_) {
     if (gone_as_http_) return kube::GoneError("too old resource version");
     state->Push(WatchEvent{EventType::kError, GoneStatusJson("too old resource version")});
   } else {
     for (const auto& [rv, event] : history_) {
-      if (rv > from) state->Push(event);
+      if (rv > from && InShard(state->shard.get(), event.object)) state->Push(event);
     }
   }
   PruneStreams();
@@ -178,7 +221,9 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::OpenStream(
 void FakeListerWatcher::Publish(EventType type, const std::string& object) {
   WatchEvent event{type, object};
   history_.emplace_back(rv_, event);
-  for (auto& stream : streams_) stream->Push(event);
+  for (auto& stream : streams_) {
+    if (InShard(stream->shard.get(), object)) stream->Push(event);
+  }
 }
 
 std::string FakeListerWatcher::Set(const std::string& ns, const std::string& name,
@@ -293,6 +338,16 @@ void FakeListerWatcher::HangWatches() {
   }
 }
 
+void FakeListerWatcher::SetShardSelectorSupport(bool supported) {
+  common::MutexLock lock(&mu_);
+  shard_support_ = supported;
+}
+
+void FakeListerWatcher::OnNextList(std::function<void()> hook) {
+  common::MutexLock lock(&mu_);
+  next_list_hook_ = std::move(hook);
+}
+
 void FakeListerWatcher::SendBookmark() {
   common::MutexLock lock(&mu_);
   WatchEvent event{EventType::kBookmark,
@@ -322,6 +377,11 @@ int FakeListerWatcher::open_watches() const {
   int open = 0;
   for (const auto& stream : streams_) open += stream->Open() ? 1 : 0;
   return open;
+}
+
+ListOptions FakeListerWatcher::last_list_options() const {
+  common::MutexLock lock(&mu_);
+  return last_list_options_;
 }
 
 WatchOptions FakeListerWatcher::last_watch_options() const {

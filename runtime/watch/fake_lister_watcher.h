@@ -7,13 +7,18 @@
 //   server.Compact();                             // older versions now answer 410 Gone
 //   EXPECT_EQ(StoreJson(store), server.Snapshot());
 //
-// Selectors are ignored. Thread-safe: every method may be called from any thread; mu_ guards
+// Label and field selectors are ignored. A KEP-5866 shard selector is ignored too (as by a
+// server without the feature) unless SetShardSelectorSupport(true): then lists and watches
+// return only the objects whose metadata.uid hashes into it, lists say so (shard_applied), and
+// an invalid selector is a 422 (kInvalidArgument). Objects made by Set have the uid
+// "uid-<ns>/<name>". Thread-safe: every method may be called from any thread; mu_ guards
 // the server state, each stream's own mutex guards its queue.
 #ifndef CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_
 #define CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,8 +27,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/common/mutex.h"
+#include "runtime/kube/shard_selector.h"
 #include "runtime/watch/lister_watcher.h"
 
 namespace ctrlhost::watch {
@@ -74,6 +81,11 @@ class FakeListerWatcher : public ListerWatcher {
   // Open streams go silent: they deliver nothing more and never end by themselves (a hung
   // connection); only Close() (the client's watchdog) ends them. New streams are healthy.
   void HangWatches();
+  // As a server with KEP-5866's sharded list and watch (see the top of the file).
+  void SetShardSelectorSupport(bool supported);
+  // `hook` runs once, at the start of the next List call, without the lock (a test's way to
+  // change something while a list is in progress).
+  void OnNextList(std::function<void()> hook);
   // Sends a BOOKMARK with the current resourceVersion to open streams.
   void SendBookmark();
   // A server restart: open watches break (kUnavailable), the next `failures` calls fail with
@@ -84,6 +96,7 @@ class FakeListerWatcher : public ListerWatcher {
   int list_calls() const;
   int watch_calls() const;
   int open_watches() const;
+  ListOptions last_list_options() const;
   WatchOptions last_watch_options() const;
   // Waits (real time, bounded) until at least `n` Watch calls succeeded.
   bool WaitForWatchCalls(int n, absl::Duration timeout) const;
@@ -95,6 +108,9 @@ class FakeListerWatcher : public ListerWatcher {
                                                           bool* established);
   absl::Status TakeInjectedFailure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(EventType type, const std::string& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The selector a list or watch applies: null when none or unsupported.
+  absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> ShardFilter(
+      const std::string& selector) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PruneStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable common::Mutex mu_;
@@ -113,6 +129,9 @@ class FakeListerWatcher : public ListerWatcher {
   bool gone_as_http_ ABSL_GUARDED_BY(mu_) = false;
   bool lazy_connect_ ABSL_GUARDED_BY(mu_) = false;
   bool expire_next_token_ ABSL_GUARDED_BY(mu_) = false;
+  bool shard_support_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> next_list_hook_ ABSL_GUARDED_BY(mu_);
+  ListOptions last_list_options_ ABSL_GUARDED_BY(mu_);
   int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int watch_calls_ ABSL_GUARDED_BY(mu_) = 0;
   WatchOptions last_watch_options_ ABSL_GUARDED_BY(mu_);

@@ -4,8 +4,10 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/kube/api_status.h"
+#include "runtime/kube/shard_selector.h"
 
 namespace ctrlhost::watch {
 namespace {
@@ -75,6 +77,49 @@ TEST(FakeListerWatcherTest, FaultsReachOpenStreams) {
   EXPECT_TRUE(server.List({}).ok());
   server.SetResourceMissing(true);
   EXPECT_TRUE(kube::IsNotFound(server.Watch({}).status()));
+}
+
+TEST(FakeListerWatcherTest, ShardSelectorsAreIgnoredUnlessSupported) {
+  FakeListerWatcher server;
+  for (int i = 0; i < 20; ++i) server.Set("ns", absl::StrCat(i, "-obj"), "v");
+  const std::string low = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
+  ListOptions options;
+  options.shard_selector = low;
+  auto ignored = server.List(options);
+  ASSERT_TRUE(ignored.ok()) << ignored.status();
+  EXPECT_EQ(ignored->items.size(), 20u);
+  EXPECT_FALSE(ignored->shard_applied);
+
+  server.SetShardSelectorSupport(true);
+  auto applied = server.List(options);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_TRUE(applied->shard_applied);
+  size_t expected = 0;
+  for (int i = 0; i < 20; ++i) {
+    expected += kube::Fnv1a64(absl::StrCat("uid-ns/", i, "-obj")) < 0x8000000000000000ull;
+  }
+  EXPECT_EQ(applied->items.size(), expected);
+  EXPECT_GT(expected, 0u);
+  EXPECT_LT(expected, 20u);
+  EXPECT_EQ(server.last_list_options().shard_selector, low);
+  options.shard_selector = "shardRange(object.metadata.name, '0x0', '0x1')";
+  EXPECT_EQ(server.List(options).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // A watch from the start replays only the matching history.
+  WatchOptions watch;
+  watch.resource_version = "100";
+  watch.shard_selector = low;
+  auto stream = server.Watch(watch);
+  ASSERT_TRUE(stream.ok());
+  server.EndWatches();
+  size_t events = 0;
+  while (true) {
+    auto e = (*stream)->Next();
+    ASSERT_TRUE(e.ok());
+    if (!e->has_value()) break;
+    ++events;
+  }
+  EXPECT_EQ(events, expected);
 }
 
 }  // namespace

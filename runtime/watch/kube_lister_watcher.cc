@@ -128,6 +128,7 @@ absl::StatusOr<ListPage> KubeListerWatcher::List(const ListOptions& options) {
   kube::ListOptions list_options;
   list_options.label_selector = options.label_selector;
   list_options.field_selector = options.field_selector;
+  list_options.shard_selector = options.shard_selector;
   list_options.limit = options.limit;
   absl::StatusOr<kube::ObjectList> list =
       client_->ListPage(*collection, list_options, options.continue_token);
@@ -136,6 +137,7 @@ absl::StatusOr<ListPage> KubeListerWatcher::List(const ListOptions& options) {
   page.items = std::move(list->items);
   page.resource_version = std::move(list->resource_version);
   page.continue_token = std::move(list->continue_token);
+  page.shard_applied = list->shard_applied;
   return page;
 }
 
@@ -146,6 +148,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> KubeListerWatcher::Watch(const Watc
   watch_options.resource_version = options.resource_version;
   watch_options.label_selector = options.label_selector;
   watch_options.field_selector = options.field_selector;
+  watch_options.shard_selector = options.shard_selector;
   watch_options.timeout_seconds = options.timeout_seconds;
   watch_options.allow_bookmarks = options.allow_bookmarks;
   watch_options.on_established = options.on_established;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -17,8 +18,10 @@
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/kubeconfig.h"
 #include "runtime/kube/rest_client.h"
+#include "runtime/kube/shard_selector.h"
 #include "runtime/watch/reflector.h"
 #include "runtime/watch/registry.h"
+#include "runtime/watch/shard_scope.h"
 
 namespace ctrlhost::watch {
 namespace {
@@ -236,6 +239,142 @@ TEST_F(KubeListerWatcherTest, TooOldVersionIsGone) {
     ASSERT_TRUE(event->has_value());
     EXPECT_EQ((*event)->type, EventType::kAdded);
   }
+}
+
+// KEP-5866 against the embedded server: the selector goes out on LIST and WATCH, the server
+// applies it and says so, and a sharded reflector runs in "server" mode.
+class KubeShardTest : public KubeListerWatcherTest {
+ protected:
+  static constexpr uint64_t kHalf = 0x8000000000000000ull;
+  // Creates `n` ConfigMaps; name -> whether its uid hashes into the lower half.
+  std::map<std::string, bool> CreateMany(const std::string& prefix, int n) {
+    std::map<std::string, bool> out;
+    cache::ObjectParser parser;
+    for (int i = 0; i < n; ++i) {
+      const std::string name = absl::StrCat(prefix, i);
+      auto created =
+          client_->Create(ConfigMaps(), absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap",)",
+                                                     R"("metadata":{"name":")", name, R"("}})"));
+      EXPECT_TRUE(created.ok()) << created.status();
+      if (!created.ok()) continue;
+      auto object = parser.Parse(*created);
+      EXPECT_TRUE(object.ok()) << object.status();
+      if (object.ok()) out["default/" + name] = kube::Fnv1a64((*object)->uid()) < kHalf;
+    }
+    return out;
+  }
+  static std::set<std::string> Keys(const std::map<std::string, bool>& objects, bool low) {
+    std::set<std::string> out;
+    for (const auto& [key, is_low] : objects) {
+      if (is_low == low) out.insert(key);
+    }
+    return out;
+  }
+  static std::set<std::string> StoreKeys(const Reflector& reflector) {
+    std::set<std::string> out;
+    for (const auto& object : reflector.store().List()) out.insert(std::string(object->key()));
+    return out;
+  }
+  static bool WaitForKeys(const Reflector& reflector, const std::set<std::string>& want) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      if (StoreKeys(reflector) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return StoreKeys(reflector) == want;
+  }
+};
+
+TEST_F(KubeShardTest, ListAndWatchApplyTheShardSelector) {
+  std::map<std::string, bool> objects = CreateMany("cm", 20);
+  const std::string low = UidShardSelector({{0, absl::uint128(kHalf)}});
+  KubeListerWatcher lister_watcher(client_.get(), ConfigMaps());
+  ListOptions list_options;
+  list_options.shard_selector = low;
+  auto page = lister_watcher.List(list_options);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_TRUE(page->shard_applied);
+  cache::ObjectParser parser;
+  std::set<std::string> listed;
+  for (const std::string& item : page->items) {
+    auto object = parser.Parse(item);
+    ASSERT_TRUE(object.ok()) << object.status();
+    EXPECT_LT(kube::Fnv1a64((*object)->uid()), kHalf) << item;
+    listed.insert(std::string((*object)->key()));
+  }
+  EXPECT_EQ(listed, Keys(objects, true));
+  auto unsharded = lister_watcher.List({});
+  ASSERT_TRUE(unsharded.ok()) << unsharded.status();
+  EXPECT_FALSE(unsharded->shard_applied);
+  EXPECT_EQ(unsharded->items.size(), 20u);
+
+  ListOptions bad;
+  bad.shard_selector = "shardRange(object.metadata.name, '0x0', '0x1')";
+  auto refused = lister_watcher.List(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+
+  // Watch: events of the lower half only. Objects are made until one lands low; its event
+  // follows every earlier one's, so by then a high one would have been seen.
+  WatchOptions watch_options;
+  watch_options.resource_version = page->resource_version;
+  watch_options.shard_selector = low;
+  auto stream = lister_watcher.Watch(watch_options);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::string last_low;
+  for (int i = 0; i < 100 && last_low.empty(); ++i) {
+    for (const auto& [key, is_low] : CreateMany(absl::StrCat("new", i, "-"), 1)) {
+      if (is_low) last_low = key;
+    }
+  }
+  ASSERT_FALSE(last_low.empty());
+  while (true) {
+    auto event = (*stream)->Next();
+    ASSERT_TRUE(event.ok()) << event.status();
+    ASSERT_TRUE(event->has_value());
+    if ((*event)->type == EventType::kBookmark) continue;
+    auto object = parser.Parse((*event)->object);
+    ASSERT_TRUE(object.ok()) << object.status();
+    EXPECT_LT(kube::Fnv1a64((*object)->uid()), kHalf) << (*event)->object;
+    if ((*object)->key() == last_low) break;
+  }
+  (*stream)->Close();
+}
+
+TEST_F(KubeShardTest, ShardedReflectorFollowsItsScope) {
+  std::map<std::string, bool> objects = CreateMany("cm", 24);
+  auto scope = std::make_shared<ShardScope>();
+  scope->Set({{0, absl::uint128(kHalf)}});
+  ReflectorOptions options;
+  options.page_size = 5;
+  options.description = "v1 configmaps default (sharded)";
+  options.shard = scope;
+  Reflector reflector(std::make_shared<KubeListerWatcher>(client_.get(), ConfigMaps()), options);
+  reflector.Start();
+  ASSERT_TRUE(reflector.WaitForSync(absl::Seconds(30)));
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, true)));
+  ReflectorMetrics m = reflector.Metrics();
+  EXPECT_EQ(m.shard_mode, "server");
+  EXPECT_EQ(m.shard_filtered_total, 0u);
+
+  // New objects: only the low ones arrive.
+  for (const auto& [key, is_low] : CreateMany("late", 10)) objects[key] = is_low;
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, true)));
+
+  // The ring moves this host to the upper half: a relist, still server-side.
+  scope->Set({{kHalf, absl::uint128(1) << 64}});
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, false)));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (reflector.Metrics().shard_generation != 2 && absl::Now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  m = reflector.Metrics();
+  EXPECT_EQ(m.shard_generation, 2u);
+  EXPECT_EQ(m.shard_relists_total, 1u);
+  EXPECT_EQ(m.shard_mode, "server");
+  EXPECT_EQ(m.errors_total, 0u);
+  for (const auto& [key, is_low] : CreateMany("later", 10)) objects[key] = is_low;
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, false)));
+  reflector.Stop();
 }
 
 }  // namespace

@@ -34,12 +34,17 @@ struct ListOptions {
   std::string field_selector;
   int64_t limit = 0;           // 0: no pagination
   std::string continue_token;  // from the previous page
+  // KEP-5866's `shardSelector` (kube/shard_selector.h); a server may ignore it (see
+  // ListPage::shard_applied), so the caller filters the items itself as well.
+  std::string shard_selector;
 };
 
 struct ListPage {
   std::vector<std::string> items;  // raw JSON objects
   std::string resource_version;    // the list's metadata.resourceVersion
   std::string continue_token;      // empty on the last page
+  // The server applied ListOptions::shard_selector (it echoed it as metadata.shardInfo).
+  bool shard_applied = false;
 };
 
 struct WatchOptions {
@@ -52,6 +57,7 @@ struct WatchOptions {
   // event), from any thread; never for a watch that failed to connect. Watch() returning a
   // stream proves nothing: the connection may be made later, by the stream.
   std::function<void()> on_established;
+  std::string shard_selector;  // as ListOptions::shard_selector (no echo: events are not lists)
 };
 
 enum class EventType { kAdded, kModified, kDeleted, kBookmark, kError };

@@ -73,12 +73,20 @@ void Reflector::Start() {
     if (started_ || stopping_) return;
     started_ = true;
   }
+  if (options_.shard != nullptr) {
+    shard_listener_ = options_.shard->AddListener([this] { OnShardChange(); });
+  }
   thread_ = std::thread([this] { Run(); });
   watchdog_ = std::thread([this] { Watchdog(); });
 }
 
 void Reflector::Stop() {
   common::MutexLock lifecycle(&lifecycle_mu_);
+  // First, without mu_: RemoveListener waits for a listener call in progress, which takes it.
+  if (shard_listener_ != 0) {
+    options_.shard->RemoveListener(shard_listener_);
+    shard_listener_ = 0;
+  }
   {
     common::MutexLock lock(&mu_);
     stopping_ = true;
@@ -183,6 +191,16 @@ void Reflector::Run() {
       RecordSuccess("list");
       need_list = false;
     }
+    if (ShardMoved()) {  // during the list, the watch or a backoff
+      common::MutexLock lock(&mu_);
+      ++metrics_.shard_relists_total;
+      need_list = true;
+      continue;
+    }
+    if (options_.shard != nullptr && listed_shard_.ranges.empty()) {
+      if (!WaitForShardChange()) break;
+      continue;
+    }
     SetState(ReflectorState::kWatching);
     absl::Status cause;
     switch (WatchOnce(&cause)) {
@@ -237,7 +255,8 @@ bool Reflector::Backoff(const absl::Status& cause) {
   state_ = ReflectorState::kBackoff;
   RecordFailure(cause, now, delay);
   const absl::Time deadline = now + delay;
-  while (!stopping_) {
+  // A scope change cuts the wait short: the new shard is listed at once.
+  while (!stopping_ && !shard_wakeup_) {
     if (clock_->WaitWithDeadline(&mu_, &cv_, deadline)) break;
   }
   return !stopping_;
@@ -308,15 +327,35 @@ void Reflector::RecordGone(const absl::Status& cause) {
 }
 
 absl::Status Reflector::ListAndReplace() {
+  // The scope first: a change from here on is seen by ShardMoved after the list.
+  ShardScope::Snapshot shard;
+  if (options_.shard != nullptr) {
+    {
+      common::MutexLock lock(&mu_);
+      shard_wakeup_ = false;
+    }
+    shard = options_.shard->Get();
+  }
+  const bool nothing_in_scope = options_.shard != nullptr && shard.ranges.empty();
   std::vector<cache::ObjectPtr> objects;
   std::string resource_version;
-  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size,
-                           ""};
+  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size, "",
+                           nothing_in_scope ? "" : ShardSelectorFor(shard.ranges)};
   bool restarted = false;
+  bool shard_applied = false;
   uint64_t parse_errors = 0;
-  while (true) {
+  uint64_t filtered = 0;
+  while (!nothing_in_scope) {
     if (Stopping()) return absl::CancelledError("reflector stopping");
     absl::StatusOr<ListPage> page = lister_watcher_->List(list_options);
+    if (!page.ok() && page.status().code() == absl::StatusCode::kInvalidArgument &&
+        !list_options.shard_selector.empty() && list_options.continue_token.empty()) {
+      // A server with other limits (or grammar) refused the selector: filter alone.
+      common::LogWarning("the server refused the shard selector; filtering client-side",
+                         {{"watch", options_.description}, {"error", page.status().message()}});
+      list_options.shard_selector.clear();
+      continue;
+    }
     if (!page.ok()) {
       // An expired continue token: start the list over once (a fresh snapshot).
       if (kube::IsGone(page.status()) && !list_options.continue_token.empty() && !restarted) {
@@ -324,10 +363,12 @@ absl::Status Reflector::ListAndReplace() {
         objects.clear();
         resource_version.clear();
         list_options.continue_token.clear();
+        filtered = 0;
         continue;
       }
       return page.status();
     }
+    if (list_options.continue_token.empty()) shard_applied = page->shard_applied;
     for (const std::string& item : page->items) {
       absl::StatusOr<cache::ObjectPtr> object = parser_.Parse(item);
       if (!object.ok()) {
@@ -335,6 +376,11 @@ absl::Status Reflector::ListAndReplace() {
         ++parse_errors;
         common::LogError("skipping an unparsable listed object",
                          {{"watch", options_.description}, {"error", object.status()}});
+        continue;
+      }
+      if (options_.shard != nullptr &&
+          !RangesContain(shard.ranges, ShardHashOf(**object, options_.shard_by))) {
+        ++filtered;
         continue;
       }
       objects.push_back(*std::move(object));
@@ -353,6 +399,15 @@ absl::Status Reflector::ListAndReplace() {
     added = diff.added.size();
     updated = diff.updated.size();
     deleted = diff.deleted.size();
+  }
+  if (options_.shard != nullptr) {
+    listed_shard_ = shard;
+    shard_selector_ = list_options.shard_selector;
+    const absl::string_view mode = nothing_in_scope                      ? ""
+                                   : list_options.shard_selector.empty() ? "client"
+                                   : shard_applied                       ? "server"
+                                                                         : "client";
+    RecordShardList(shard, mode, filtered);
   }
   common::MutexLock lock(&mu_);
   metrics_.parse_errors_total += parse_errors;
@@ -377,7 +432,7 @@ Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
       std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout)), true,
       // Recovered only once the server answers: a stream may connect after Watch() returns
       // (and fail to), and calling that a recovery would restart the stale clock each retry.
-      [this] { RecordSuccess("watch"); }};
+      [this] { RecordSuccess("watch"); }, shard_selector_};
   absl::StatusOr<std::unique_ptr<WatchStream>> stream = lister_watcher_->Watch(watch_options);
   if (!stream.ok()) {
     *cause = stream.status();
@@ -394,7 +449,8 @@ Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
     ++metrics_.watches_total;
     cv_.SignalAll();  // the watchdog picks up the new deadline
   }
-  WatchEnd end = WatchEnd::kContinue;
+  // A scope change before stream_ was set found no stream to close: end this watch now.
+  WatchEnd end = ShardMoved() ? WatchEnd::kRewatch : WatchEnd::kContinue;
   while (end == WatchEnd::kContinue) {
     absl::StatusOr<std::optional<WatchEvent>> event = (*stream)->Next();
     if (!event.ok()) {
@@ -453,6 +509,10 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
         common::MutexLock lock(&mu_);
         CountEvent();
       }
+      const bool in_scope =
+          options_.shard == nullptr ||
+          RangesContain(listed_shard_.ranges, ShardHashOf(**object, options_.shard_by));
+      bool dropped = false;
       {
         common::MutexLock dispatch(&dispatch_mu_);
         store_.SetResourceVersion(std::string((*object)->resource_version()));
@@ -460,6 +520,14 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
           cache::ObjectPtr old = store_.Delete((*object)->key());
           if (old != nullptr) {
             for (const auto& [id, handler] : handlers_) handler->OnDelete(*object);
+          }
+          dropped = !in_scope && old == nullptr;
+        } else if (!in_scope) {
+          // Out of scope: not cached; one cached before (its controller owner changed) leaves.
+          dropped = true;
+          cache::ObjectPtr old = store_.Delete((*object)->key());
+          if (old != nullptr) {
+            for (const auto& [id, handler] : handlers_) handler->OnDelete(old);
           }
         } else {
           cache::ObjectPtr old = store_.Upsert(*object);
@@ -476,6 +544,10 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
             }
           }
         }
+      }
+      if (dropped) {
+        common::MutexLock lock(&mu_);
+        ++metrics_.shard_filtered_total;
       }
       return WatchEnd::kContinue;
     }

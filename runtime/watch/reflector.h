@@ -26,6 +26,25 @@
 // Assumptions: handlers do not block (they run on the reflector thread, in order) and do not
 // call AddHandler/RemoveHandler.
 //
+// Sharding (ReflectorOptions::shard, see shard_scope.h): the reflector caches only the objects
+// whose ShardHashOf(object, shard_by) is in the scope's ranges.
+// - Every list takes the scope's ranges first and keeps only the objects in them, whatever the
+//   server sent: correctness never depends on the server. For ShardBy::kUid with ranges short
+//   of the whole hash space it also sends them as KEP-5866's `shardSelector` on the list pages
+//   and the watch; if the server applied it (the first page's shardInfo) the mode is "server",
+//   else "client" (also for kOwnerUid, whole-space ranges, a selector past the server's limits,
+//   and a server that refused the selector with 422: the list is then made again without it).
+// - Watch events of objects outside the ranges are ignored, except that an object the store
+//   holds leaves it (OnDelete with the stored state) when an ADDED/MODIFIED event shows it
+//   outside (its controller owner changed) and a DELETED event deletes it as usual.
+// - A change of the scope (a new generation) closes the watch and lists again at once, without
+//   backoff (cutting a backoff short): handlers get adds for objects now in range and deletes
+//   for those that left. A change during a list is seen when the list ends and lists again.
+// - Nothing in scope (generation 0, never set, or no ranges): neither list nor watch is made;
+//   the store is emptied (deletes to the handlers) and synced with resourceVersion "", so
+//   WaitForSync returns, and the reflector waits (state Watching, no stream open) for the scope
+//   to change.
+//
 //   watch::Reflector reflector(std::move(lister_watcher), {.description = "v1/configmaps"});
 //   reflector.AddHandler(my_handler);
 //   reflector.Start();
@@ -50,6 +69,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/watch/lister_watcher.h"
+#include "runtime/watch/shard_scope.h"
 
 namespace ctrlhost::watch {
 
@@ -84,6 +104,10 @@ struct ReflectorOptions {
   // Repeated failure (and 410 Gone) log lines of one watch are limited to one per interval.
   absl::Duration failure_log_interval = absl::Minutes(1);
   cache::ParseOptions parse;
+  // Cache only this shard (see the top of the file); null: everything. Shared with the host's
+  // shard ring, which sets its ranges.
+  std::shared_ptr<ShardScope> shard;
+  ShardBy shard_by = ShardBy::kUid;
   common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
   uint64_t seed = 0;               // jitter seed; 0: random
 };
@@ -122,6 +146,12 @@ struct ReflectorMetrics {
   // message, e.g. `configmaps is forbidden: User "x" cannot list resource "configmaps" ...`).
   absl::StatusCode last_error_code = absl::StatusCode::kOk;
   std::string last_error_message;
+  // Sharding (empty and zero without a scope). "server": the server applies the selector;
+  // "client": the reflector filters alone. Known after the first list that had ranges.
+  std::string shard_mode;
+  uint64_t shard_generation = 0;      // the scope generation of the last list
+  uint64_t shard_filtered_total = 0;  // listed objects and watch events dropped out of scope
+  uint64_t shard_relists_total = 0;   // lists made because the scope changed
 };
 
 // True for the failures a reflector reports as denied access (401 Unauthorized, 403 Forbidden).
@@ -163,6 +193,17 @@ class Reflector {
   void Run();
   void Watchdog();
   absl::Status ListAndReplace();
+  // The selector to send for `ranges` ("" for none: kOwnerUid, whole space, or too long).
+  std::string ShardSelectorFor(const std::vector<HashRange>& ranges) const;
+  // Sharding bookkeeping after a successful list (mode, generation, its log line).
+  void RecordShardList(const ShardScope::Snapshot& shard, absl::string_view mode,
+                       uint64_t filtered);
+  // Whether the scope moved past the generation of the last list.
+  bool ShardMoved() const;
+  // Nothing in scope: waits until the scope may have changed; false when stopping.
+  bool WaitForShardChange();
+  // The scope's listener: ends the watch (or a backoff) so that Run lists again.
+  void OnShardChange();
   // One watch from the store's resourceVersion until it ends; `*cause` says why, if not cleanly.
   WatchEnd WatchOnce(absl::Status* cause);
   WatchEnd HandleEvent(const WatchEvent& event, absl::Status* cause);
@@ -190,7 +231,12 @@ class Reflector {
   cache::Store store_;
   cache::ObjectParser parser_;  // reflector thread only
 
+  // The scope of the last successful list and the selector it sent (reflector thread only).
+  ShardScope::Snapshot listed_shard_;
+  std::string shard_selector_;
+
   common::Mutex lifecycle_mu_;  // serialises Start and Stop (thread creation and joins)
+  int shard_listener_ ABSL_GUARDED_BY(lifecycle_mu_) = 0;  // 0: none registered
 
   mutable common::Mutex dispatch_mu_;
   std::vector<std::pair<int, std::shared_ptr<EventHandler>>> handlers_
@@ -215,6 +261,8 @@ class Reflector {
   absl::Time last_gone_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t unlogged_gones_ ABSL_GUARDED_BY(mu_) = 0;
   bool relist_after_gone_ ABSL_GUARDED_BY(mu_) = false;  // the next list follows a 410
+  // Set by the scope's listener, cleared when a list starts: wakes a backoff or an idle wait.
+  bool shard_wakeup_ ABSL_GUARDED_BY(mu_) = false;
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
   ReflectorMetrics metrics_ ABSL_GUARDED_BY(mu_);
   absl::Time window_start_ ABSL_GUARDED_BY(mu_);

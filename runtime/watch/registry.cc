@@ -16,6 +16,7 @@ std::string WatchKey::ToString() const {
   if (!label_selector.empty()) absl::StrAppend(&out, " labels=", label_selector);
   if (!field_selector.empty()) absl::StrAppend(&out, " fields=", field_selector);
   if (!strip_managed_fields || !strip_last_applied) absl::StrAppend(&out, " unstripped");
+  if (shard != nullptr) absl::StrAppend(&out, " shard=", ShardByName(shard_by));
   return out;
 }
 
@@ -70,6 +71,8 @@ absl::StatusOr<ReflectorHandle> ReflectorRegistry::Acquire(const WatchKey& key) 
   options.field_selector = key.field_selector;
   options.parse.strip_managed_fields = key.strip_managed_fields;
   options.parse.strip_last_applied = key.strip_last_applied;
+  options.shard = key.shard;
+  options.shard_by = key.shard_by;
   auto created = std::make_shared<Reflector>(*std::move(lister_watcher), std::move(options));
 
   std::shared_ptr<Reflector> reflector;

@@ -21,6 +21,7 @@
 #include "runtime/common/mutex.h"
 #include "runtime/watch/lister_watcher.h"
 #include "runtime/watch/reflector.h"
+#include "runtime/watch/shard_scope.h"
 
 namespace ctrlhost::watch {
 
@@ -34,21 +35,32 @@ struct WatchKey {
   std::string field_selector;
   bool strip_managed_fields = true;
   bool strip_last_applied = true;
+  // Cache only this shard (ReflectorOptions::shard). Keys are equal only with the same scope
+  // (by pointer) and, with one, the same `shard_by`: an unsharded watch and a sharded one, or
+  // two rings' shards, never share a cache.
+  std::shared_ptr<ShardScope> shard;
+  ShardBy shard_by = ShardBy::kUid;
 
-  // e.g. "apps/v1 Deployment ns=default labels=app=web" (for logs and metrics).
+  // e.g. "apps/v1 Deployment ns=default labels=app=web shard=uid" (for logs and metrics).
   std::string ToString() const;
 
   bool operator==(const WatchKey& o) const {
     return group == o.group && version == o.version && kind == o.kind &&
            namespace_ == o.namespace_ && label_selector == o.label_selector &&
            field_selector == o.field_selector && strip_managed_fields == o.strip_managed_fields &&
-           strip_last_applied == o.strip_last_applied;
+           strip_last_applied == o.strip_last_applied && shard == o.shard &&
+           EffectiveShardBy() == o.EffectiveShardBy();
   }
   template <typename H>
   friend H AbslHashValue(H h, const WatchKey& k) {
     return H::combine(std::move(h), k.group, k.version, k.kind, k.namespace_, k.label_selector,
-                      k.field_selector, k.strip_managed_fields, k.strip_last_applied);
+                      k.field_selector, k.strip_managed_fields, k.strip_last_applied, k.shard.get(),
+                      k.EffectiveShardBy());
   }
+
+ private:
+  // shard_by means nothing without a scope.
+  ShardBy EffectiveShardBy() const { return shard != nullptr ? shard_by : ShardBy::kUid; }
 };
 
 // Makes the ListerWatcher for a key (scoped to its namespace; the reflector passes the

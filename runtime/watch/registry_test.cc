@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "runtime/common/clock.h"
@@ -132,6 +133,51 @@ TEST_F(RegistryTest, ConcurrentAcquireAndReleaseShareOneReflector) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(registry_.size(), 0u);
+}
+
+// An unsharded controller and a sharded one, or two scopes, never share a cache; the same
+// scope and ShardBy do. The registry hands the scope to the reflector.
+TEST_F(RegistryTest, KeysWithDifferentScopesAreDifferentReflectors) {
+  const WatchKey plain{"", "v1", "ConfigMap", "default"};
+  auto scope = std::make_shared<ShardScope>();
+  scope->Set({{0, absl::uint128(1) << 64}});
+  WatchKey sharded = plain;
+  sharded.shard = scope;
+  WatchKey by_owner = sharded;
+  by_owner.shard_by = ShardBy::kOwnerUid;
+  WatchKey other_scope = plain;
+  other_scope.shard = std::make_shared<ShardScope>();
+  WatchKey same_scope = plain;
+  same_scope.shard = scope;
+
+  EXPECT_FALSE(plain == sharded);
+  EXPECT_FALSE(sharded == by_owner);
+  EXPECT_FALSE(sharded == other_scope);
+  EXPECT_TRUE(sharded == same_scope);
+  // Without a scope ShardBy means nothing.
+  WatchKey plain_by_owner = plain;
+  plain_by_owner.shard_by = ShardBy::kOwnerUid;
+  EXPECT_TRUE(plain == plain_by_owner);
+  EXPECT_EQ(absl::HashOf(plain), absl::HashOf(plain_by_owner));
+  EXPECT_EQ(absl::HashOf(sharded), absl::HashOf(same_scope));
+  EXPECT_EQ(sharded.ToString(), "v1 ConfigMap ns=default shard=uid");
+  EXPECT_EQ(by_owner.ToString(), "v1 ConfigMap ns=default shard=ownerUid");
+
+  std::vector<ReflectorHandle> handles;
+  for (const WatchKey& key : {plain, sharded, by_owner, other_scope, same_scope}) {
+    auto handle = registry_.Acquire(key);
+    ASSERT_TRUE(handle.ok()) << handle.status();
+    handles.push_back(*std::move(handle));
+  }
+  EXPECT_EQ(registry_.size(), 4u);
+  EXPECT_EQ(factory_calls_.load(), 4);
+  EXPECT_NE(handles[0].get(), handles[1].get());
+  EXPECT_EQ(handles[1].get(), handles[4].get());
+  ASSERT_TRUE(handles[1]->WaitForSync(absl::Seconds(20)));
+  EXPECT_EQ(handles[1]->store().Size(), 1u);  // the whole space: everything
+  ASSERT_TRUE(handles[3]->WaitForSync(absl::Seconds(20)));
+  EXPECT_EQ(handles[3]->store().Size(), 0u);  // a scope never set: nothing
+  EXPECT_EQ(handles[1]->Metrics().shard_generation, 1u);
 }
 
 }  // namespace
