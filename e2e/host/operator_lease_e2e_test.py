@@ -22,6 +22,16 @@ blackholes: host-a fences alpha at renewDeadline, before alpha's Lease can expir
 "leadership lost" and exits 1 naming the operator, even though the partition heals right after
 that instant; host-b takes alpha once the Lease expired on its clock, beta stays on host-b, and
 host-a reconciles nothing after its fence closed.
+
+A fourth test balances four operators (op1..op4): host-a starts alone and takes every Lease
+(its fair share, ceil(4 / 1)); host-b joins the membership ring and host-a hands its extra ones
+over gracefully, one at a time, highest name first (op4, then op3): it stops dispatching the
+operator (which stays a warm standby on host-a) and releases the Lease, host-b's watch sees the
+release and takes it. Within a bounded time each host holds 2; no Lease went from host-a to
+anyone but host-b, host-a's dump never showed an operator led while host-b held its Lease, no
+operator was reconciled by host-a after host-b started it, and no key twice at once. The gap
+from host-a's release to host-b's acquireTime is printed (not asserted). Then host-b gets
+SIGTERM: it leaves the ring and releases its Leases, and host-a takes all four again.
 """
 
 import os
@@ -417,6 +427,155 @@ class OperatorLeaseTest(host_fixture.ChaosServerTest):
                       self.leases, a.log())
         self.assertEqual(self.master_status(b, "alpha"), 1)
         self.assertEqual(b.stop(), 0, b.log()[-4000:])
+
+    # --- balancing --------------------------------------------------------------------------
+
+    def log_times(self, host, message, key="lease"):
+        """{value of `key`: time} of `host`'s log lines with `message` (the last one of each)."""
+        times = {}
+        for line in host.log().splitlines():
+            match = LOG_TIME.match(line)
+            value = re.search(key + r"=(\S+)", line)
+            if message in line and match and value:
+                times[value.group(1)] = parse_time(match.group(1))
+        return times
+
+    def test_a_joining_host_takes_its_fair_share_over_gracefully(self):
+        ops = ["op1", "op2", "op3", "op4"]
+        tag = self.leases[:-len("-leases")]
+        self.namespaces = {op: "%s-%s" % (tag, op) for op in ops}
+        for namespace in self.namespaces.values():
+            self.api.ensure_namespace(namespace)
+        names = ["b%03d" % i for i in range(OBJECTS // 5)]
+        for namespace in self.namespaces.values():
+            for name in names:
+                self.assertIn(self.put_chaos(namespace, name, 0), (200, 201))
+        a = self.start("host-a")
+        self.wait(lambda: all(self.holder(op) == "host-a" for op in ops),
+                  "host-a holds every Lease (alone, its fair share is all four)")
+        for namespace in self.namespaces.values():
+            self.wait(lambda namespace=namespace: sorted(self.child_values(namespace).items()) ==
+                      [(n, "0") for n in names], "%s reconciled once" % namespace)
+
+        # While host-b joins: per Lease, the holders seen in order, and whether host-a's dump
+        # (read after the Lease) showed the operator led while host-b held its Lease.
+        seen = {op: [] for op in ops}
+        overlaps = []
+        done = threading.Event()
+
+        def watch_hand_overs():
+            while not done.is_set():
+                holders = {op: self.holder(op) for op in ops}
+                status, dump = a.endpoint("/debug/dump")
+                if status != 200:
+                    continue
+                leases = {e["operator"]: e for e in yaml.safe_load(dump)["operatorLeases"]}
+                for op in ops:
+                    if not seen[op] or seen[op][-1] != holders[op]:
+                        seen[op].append(holders[op])
+                    entry = leases[op]
+                    if holders[op] == "host-b" and (entry["state"] == "leader" or
+                                                    entry["dispatching"] or
+                                                    entry["writesAllowed"]):
+                        overlaps.append((op, entry))
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch_hand_overs)
+        watcher.start()
+        before = len(self.records())
+        stop, thread, last, errors = self.run_updates(names)
+        try:
+            self.wait(lambda: any(r[2] == "host-a" and r[1] == "start"
+                                  for r in self.records()[before:]),
+                      "host-a reconciling the updates")
+            b = self.start("host-b")
+            joined = time.monotonic()
+            self.wait(lambda: [self.holder(op) for op in ops] ==
+                      ["host-a", "host-a", "host-b", "host-b"],
+                      "host-a hands op4 and op3 over to host-b", timeout=60)
+            print("join: host-b holds op3 and op4 %.2fs after it started (ready)" %
+                  (time.monotonic() - joined))
+            time.sleep(1)  # a little more of the update stream on both hosts
+        finally:
+            done.set()
+            watcher.join(30)
+        self.assertEqual(overlaps, [], "host-a led an operator whose Lease host-b held")
+        for op in ["op1", "op2"]:
+            self.assertEqual(seen[op], ["host-a"], op)
+        for op in ["op3", "op4"]:
+            self.assertIn(seen[op], (["host-a", "", "host-b"], ["host-a", "host-b"]), op)
+
+        # The figures: from host-a's release (its log line follows the write) and from the
+        # moment it stopped dispatching (the hand-over began) to host-b's acquireTime.
+        began = self.log_times(a, "leader election: handing the Lease over")
+        drained = self.log_times(a, "dispatch stopped: the operator stands by", key="operator")
+        released = self.log_times(a, "leader election: Lease handed over (released)")
+        for op in ["op4", "op3"]:
+            lease = "%s/ctrlhost-%s" % (self.leases, op)
+            acquired = parse_time(self.lease_spec(op)["acquireTime"])
+            self.assertIn(lease, released, a.log()[-4000:])
+            print("hand-over of %s: host-a stopped dispatching it, drained in %.3fs; host-b "
+                  "acquired it %.3fs after host-a's release was logged, %.3fs after host-a began "
+                  "the hand-over" % (op, drained[op] - began[lease], acquired - released[lease],
+                                     acquired - began[lease]))
+        log = a.log()
+        for op in ["op4", "op3"]:
+            self.assertRegex(log, r"handing an operator over to balance the hosts.*operator=%s"
+                             r".*fair_share=2.*hosts=2" % op)
+        _, dump = a.endpoint("/debug/dump")
+        dump = yaml.safe_load(dump)
+        balance = dump["operatorLeaseBalance"]
+        self.assertEqual((balance["hosts"], balance["fairShare"], balance["handOvers"]), (2, 2, 2))
+        self.assertEqual(balance["leading"], ["op1", "op2"])
+        leases = {e["operator"]: e for e in dump["operatorLeases"]}
+        for op in ["op3", "op4"]:
+            self.assertEqual((leases[op]["state"], leases[op]["holder"],
+                              leases[op]["dispatching"], leases[op]["writesAllowed"]),
+                             ("standby", "host-b", False, False))
+        self.assertEqual(self.master_status(a, "op4"), 0)
+        self.assertEqual(self.master_status(b, "op4"), 1)
+
+        # host-b stops: it leaves the ring, then releases; host-a takes all four again.
+        try:
+            b.process.send_signal(15)
+            signalled = time.monotonic()
+            self.wait(lambda: all(self.holder(op) == "host-a" for op in ops),
+                      "host-a holds every Lease again", timeout=30)
+            print("leave: host-a holds all four %.2fs after host-b's SIGTERM" %
+                  (time.monotonic() - signalled))
+            self.assertEqual(b.process.wait(30), 0, b.log()[-4000:])
+            time.sleep(1)
+        finally:
+            stop.set()
+            thread.join(60)
+        self.assertEqual(errors, [])
+        for namespace in self.namespaces.values():
+            def unconverged(namespace=namespace):
+                values = self.child_values(namespace)
+                return [n for n in names if values.get(n) != str(last[(namespace, n)])]
+            self.wait(lambda: not unconverged(), "%s converged" % namespace)
+        # Per operator: once host-b started it, host-a started nothing of it until host-b was
+        # gone; and no key was reconciled by two hosts at once.
+        records = self.records()
+        for op in ["op3", "op4"]:
+            mine = [r for r in records if self.operator_of(r[0]) == op and r[1] == "start"]
+            first_b = next((i for i, r in enumerate(mine) if r[2] == "host-b"), None)
+            self.assertIsNotNone(first_b, "host-b never reconciled %s" % op)
+            last_b = max(i for i, r in enumerate(mine) if r[2] == "host-b")
+            self.assertEqual([r for r in mine[first_b:last_b] if r[2] == "host-a"], [],
+                             "host-a reconciled %s while host-b led it" % op)
+        for op in ["op1", "op2"]:
+            self.assertEqual({r[2] for r in records if self.operator_of(r[0]) == op}, {"host-a"})
+        running = {}
+        for key, what, host in records:
+            if what == "start":
+                self.assertFalse(running.get(key), "%s reconciled twice at once" % key)
+                running[key] = host
+            elif running.get(key) == host:
+                running[key] = None
+        balance = yaml.safe_load(a.endpoint("/debug/dump")[1])["operatorLeaseBalance"]
+        self.assertEqual((balance["hosts"], balance["fairShare"]), (1, 4))
+        self.assertEqual(a.stop(), 0, a.log()[-4000:])
 
 
 if __name__ == "__main__":

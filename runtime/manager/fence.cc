@@ -15,6 +15,7 @@ void Fence::Open(absl::Time valid_until) {
   common::MutexLock lock(&mu_);
   if (!tripped_.empty()) return;
   opened_ = true;
+  closed_.clear();
   valid_until_ = std::max(valid_until_, valid_until);
 }
 
@@ -33,10 +34,26 @@ void Fence::Trip(absl::string_view reason) {
   }
 }
 
+void Fence::Close(absl::string_view reason) {
+  std::vector<controller::ReconcileCallback> cancelled;
+  std::string why;
+  {
+    common::MutexLock lock(&mu_);
+    closed_ = reason.empty() ? "closed" : std::string(reason);
+    why = tripped_.empty() ? closed_ : tripped_;
+    for (auto& [id, done] : in_flight_) cancelled.push_back(std::move(done));
+    in_flight_.clear();
+  }
+  for (auto& done : cancelled) {
+    done(absl::UnavailableError(absl::StrCat("reconcile cancelled: ", why)));
+  }
+}
+
 absl::Status Fence::ClosedLocked(absl::Time now) const {
   if (!tripped_.empty()) {
     return absl::UnavailableError(absl::StrCat("not the leader: ", tripped_));
   }
+  if (!closed_.empty()) return absl::UnavailableError(absl::StrCat("not the leader: ", closed_));
   if (!opened_) return absl::UnavailableError("not the leader: standby");
   if (now >= valid_until_) {
     return absl::UnavailableError(

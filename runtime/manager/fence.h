@@ -21,6 +21,10 @@
 //   fence.Extend(now + renew_deadline);       // renewed
 //   fence.Trip("lost the Lease");             // permanent
 //
+// A Lease handed over to balance the hosts (operator_balance.h) closes its fence with `Close`
+// instead: in-flight reconciles are cancelled as at Trip, but the next Open (this host acquires
+// the Lease again) opens it again.
+//
 // Per-operator Leases (host.h): each such operator has a Fence of its own. Its plugins' reconciles
 // go through a FencedDispatcher on it, and its controllers' writes through a `FencedApplier`:
 // the applier refuses to start applying while the fence is closed, and installs the fence as
@@ -55,17 +59,22 @@ class Fence {
   Fence(const Fence&) = delete;
   Fence& operator=(const Fence&) = delete;
 
-  // Opens the fence (or moves it on) until `valid_until`. No effect once tripped.
+  // Opens the fence (or moves it on) until `valid_until`, also after Close. No effect once
+  // tripped.
   void Open(absl::Time valid_until);
   void Extend(absl::Time valid_until) { Open(valid_until); }
   // Closes the fence for good and cancels every reconcile in flight through a FencedDispatcher.
   void Trip(absl::string_view reason);
+  // Closes the fence until the next Open, cancelling what is in flight as Trip does; writes are
+  // refused with "not the leader: <reason>" meanwhile.
+  void Close(absl::string_view reason);
 
   // The time until which writes may go on, or UNAVAILABLE naming why not (standby, expired,
   // tripped). For kube::RestClientOptions::write_fence.
   absl::StatusOr<absl::Time> WriteDeadline() const;
   // True while WriteDeadline() is OK.
   bool open() const { return WriteDeadline().ok(); }
+  // Tripped (for good; a Close does not count).
   bool tripped() const;
 
   // For FencedDispatcher: registers a reconcile in flight, taking `*done` (Trip calls it), or
@@ -87,6 +96,7 @@ class Fence {
   bool opened_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time valid_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string tripped_ ABSL_GUARDED_BY(mu_);  // the reason; "" while not tripped
+  std::string closed_ ABSL_GUARDED_BY(mu_);   // Close's reason until the next Open
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, controller::ReconcileCallback> in_flight_ ABSL_GUARDED_BY(mu_);
 };

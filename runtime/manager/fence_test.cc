@@ -59,6 +59,45 @@ TEST(FenceTest, TripIsPermanent) {
   EXPECT_EQ(deadline.status().message(), "not the leader: lost the Lease");
 }
 
+// A Lease handed over (operator_balance.h): closed and in-flight cancelled like a trip, but the
+// next acquisition opens the fence again; a trip after that is still final.
+TEST(FenceTest, CloseCancelsInFlightAndReopensAtTheNextOpen) {
+  common::FakeClock clock;
+  Fence fence(&clock);
+  fence.Open(clock.Now() + absl::Seconds(10));
+  HoldingDispatcher plugin;
+  FencedDispatcher fenced(&plugin, &fence);
+  std::vector<absl::Status> answers;
+  fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
+                  [&](controller::DispatchResult r) { answers.push_back(r.response.status()); });
+  ASSERT_EQ(plugin.held.size(), 1u);
+
+  fence.Close("handed over to balance the hosts");
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].message(), "reconcile cancelled: handed over to balance the hosts");
+  EXPECT_FALSE(fence.open());
+  EXPECT_FALSE(fence.tripped());
+  absl::StatusOr<absl::Time> deadline = fence.WriteDeadline();
+  ASSERT_FALSE(deadline.ok());
+  EXPECT_EQ(deadline.status().message(), "not the leader: handed over to balance the hosts");
+  fenced.Dispatch({}, clock.Now() + absl::Seconds(1),
+                  [&](controller::DispatchResult r) { answers.push_back(r.response.status()); });
+  ASSERT_EQ(answers.size(), 2u);  // refused without reaching the plugin
+  EXPECT_EQ(plugin.held.size(), 1u);
+
+  clock.Advance(absl::Seconds(30));
+  const absl::Time until = clock.Now() + absl::Seconds(10);
+  fence.Open(until);  // acquired again
+  deadline = fence.WriteDeadline();
+  ASSERT_TRUE(deadline.ok()) << deadline.status();
+  EXPECT_EQ(*deadline, until);
+
+  fence.Trip("lost the Lease");
+  fence.Open(clock.Now() + absl::Seconds(10));
+  EXPECT_TRUE(fence.tripped());
+  EXPECT_FALSE(fence.open());
+}
+
 TEST(FencedDispatcherTest, RefusesWhileClosedWithoutReachingThePlugin) {
   common::FakeClock clock;
   Fence fence(&clock);

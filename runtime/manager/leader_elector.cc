@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -106,8 +107,11 @@ void LeaderElector::WatchLoop() {
           }
           const std::string holder = StringField(lease["spec"], "holderIdentity");
           common::MutexLock lock(&mu_);
+          // The holder as the watch sees it (at once, not at the next attempt): a balancer
+          // waiting for a handed-over Lease to be taken reads it here.
+          status_.holder = holder;
           if (holder.empty()) {
-            released_seen_ = true;
+            attempt_now_ = true;
             cv_.SignalAll();
           } else if (leading_ && holder != options_.identity) {
             taken_by_ = holder;
@@ -148,16 +152,47 @@ void LeaderElector::Stop(bool release) {
     common::LogWarning("leader election: Lease not released; a standby takes over once it expires",
                        {{"lease", lease_}, {"error", released.message()}});
   }
-  if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading("released");
+  if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading(kLeaseReleased);
+}
+
+bool LeaderElector::HandOver() {
+  common::MutexLock lock(&mu_);
+  if (!leading_ || stopping_ || hand_over_) return false;
+  hand_over_ = true;
+  cv_.SignalAll();
+  return true;
+}
+
+void LeaderElector::AttemptNow() {
+  common::MutexLock lock(&mu_);
+  attempt_now_ = true;
+  cv_.SignalAll();
 }
 
 bool LeaderElector::WaitUntil(absl::Time deadline, bool wakeable) {
   common::MutexLock lock(&mu_);
-  while (!stopping_ && !(wakeable && released_seen_) && !(leading_ && !taken_by_.empty()) &&
+  while (!stopping_ && !(wakeable && attempt_now_) &&
+         !(leading_ && (!taken_by_.empty() || hand_over_)) &&
          !clock_->WaitWithDeadline(&mu_, &cv_, deadline)) {
   }
-  released_seen_ = false;
+  attempt_now_ = false;
   return !stopping_;
+}
+
+bool LeaderElector::MayAcquire(const AcquireAttempt& attempt) {
+  const bool may = !callbacks_.may_acquire || callbacks_.may_acquire(attempt);
+  common::MutexLock lock(&mu_);
+  if (!may && !status_.acquire_deferred) {
+    common::LogInfo(
+        "leader election: standing by; the Lease is free but this host may not take "
+        "it now",
+        {{"lease", lease_},
+         {"identity", options_.identity},
+         {"previous_holder", attempt.previous_holder}});
+  }
+  status_.acquire_deferred = !may;
+  if (!may) status_.last_error.clear();
+  return may;
 }
 
 bool LeaderElector::TryAcquireOrRenew() {
@@ -174,6 +209,7 @@ bool LeaderElector::TryAcquireOrRenew() {
                {"leaseTransitions", 0}};
   absl::StatusOr<json> got = GetLease(client_, ElectionLease(options_, true));
   if (!got.ok() && kube::IsNotFound(got.status())) {
+    if (!MayAcquire(AcquireAttempt{})) return false;
     json lease = {
         {"apiVersion", "coordination.k8s.io/v1"},
         {"kind", "Lease"},
@@ -202,6 +238,8 @@ bool LeaderElector::TryAcquireOrRenew() {
       IntField(old, "leaseDurationSeconds", LeaseSeconds(options_.lease_duration));
   bool new_holder = false;
   bool held_by_other = false;
+  bool ask = false;  // a Lease this host does not hold: may_acquire decides
+  AcquireAttempt attempt;
   {
     common::MutexLock lock(&mu_);
     const std::string raw = old.dump();
@@ -209,7 +247,8 @@ bool LeaderElector::TryAcquireOrRenew() {
       observed_spec_ = raw;
       observed_time_ = now;
     }
-    new_holder = holder != status_.holder;
+    new_holder = holder != logged_holder_;
+    logged_holder_ = holder;
     status_.holder = holder;
     status_.transitions = transitions;
     status_.acquire_time = StringField(old, "acquireTime");
@@ -217,7 +256,14 @@ bool LeaderElector::TryAcquireOrRenew() {
     held_by_other = !holder.empty() && holder != options_.identity &&
                     observed_time_ + absl::Seconds(duration) > now;
     if (held_by_other) status_.last_error.clear();
+    if (held_by_other) status_.acquire_deferred = false;
     if (held_by_other && leading_) taken_by_ = holder;
+    ask = !held_by_other && holder != options_.identity && !leading_;
+    attempt.exists = true;
+    attempt.previous_holder = holder;
+    const absl::Time vacant_since =
+        holder.empty() ? observed_time_ : observed_time_ + absl::Seconds(duration);
+    attempt.vacant_for = std::max(absl::ZeroDuration(), now - vacant_since);
   }
   if (held_by_other) {
     if (new_holder) {
@@ -226,6 +272,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     }
     return false;  // held by another host, not expired
   }
+  if (ask && !MayAcquire(attempt)) return false;
   if (holder == options_.identity) {
     spec["acquireTime"] = StringField(old, "acquireTime");
     spec["leaseTransitions"] = transitions;
@@ -275,6 +322,24 @@ absl::Status LeaderElector::Release() {
 
 void LeaderElector::Loop() {
   absl::BitGen gen;
+  while (Campaign(gen)) {
+    std::string reason;
+    switch (Lead(&reason)) {
+      case LeadEnd::kStopping:
+        return;
+      case LeadEnd::kHandOver:
+        GiveUp();
+        continue;  // a candidate again
+      case LeadEnd::kLost:
+        common::LogError("leader election: leadership lost",
+                         {{"lease", lease_}, {"identity", options_.identity}, {"reason", reason}});
+        if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading(reason);
+        return;
+    }
+  }
+}
+
+bool LeaderElector::Campaign(absl::BitGen& gen) {
   // Standby: try every retryPeriod (+ jitter, so that standbys do not race in step).
   while (true) {
     const absl::Time attempt = clock_->Now();
@@ -282,78 +347,98 @@ void LeaderElector::Loop() {
       const absl::Time valid_until = attempt + options_.renew_deadline;
       {
         common::MutexLock lock(&mu_);
-        if (stopping_) {
-          // Stop raced the acquisition: lead for Stop's release only.
-          leading_ = true;
-          status_.leading = true;
-          return;
-        }
         leading_ = true;
         status_.leading = true;
+        status_.acquire_deferred = false;
+        // Stop raced the acquisition: lead for Stop's release only.
+        if (stopping_) return false;
       }
       common::LogInfo("leader election: leading", {{"lease", lease_},
                                                    {"identity", options_.identity},
                                                    {"transitions", Status().transitions}});
       if (callbacks_.on_started_leading) callbacks_.on_started_leading(valid_until);
-      break;
+      return true;
     }
     if (!WaitUntil(clock_->Now() +
                        options_.retry_period * (1.0 + 0.2 * absl::Uniform<double>(gen, 0.0, 1.0)),
                    /*wakeable=*/true)) {
-      return;
+      return false;
     }
   }
-  // Leader: renew every retryPeriod; give up once renewDeadline passed without a renewal.
-  absl::Time valid_until = clock_->Now() + options_.renew_deadline;
+}
+
+LeaderElector::LeadEnd LeaderElector::Lead(std::string* lost_reason) {
+  // Renew every retryPeriod; give up once renewDeadline passed without a renewal.
+  absl::Time valid_until;
   {
     common::MutexLock lock(&mu_);
     valid_until = status_.last_renewal + options_.renew_deadline;
   }
   absl::Time next = clock_->Now() + options_.retry_period;
   std::string taken_by;
+  auto seen = [&] {
+    common::MutexLock lock(&mu_);
+    taken_by = taken_by_;
+    return hand_over_;
+  };
   while (true) {
-    if (!WaitUntil(std::min(next, valid_until))) return;
-    {
-      common::MutexLock lock(&mu_);
-      taken_by = taken_by_;
-    }
+    if (!WaitUntil(std::min(next, valid_until))) return LeadEnd::kStopping;
+    const bool hand_over = seen();
     if (!taken_by.empty()) break;  // the watch saw another holder
+    if (hand_over) return LeadEnd::kHandOver;
     const absl::Time attempt = clock_->Now();
     if (attempt < valid_until && TryAcquireOrRenew()) {
       valid_until = attempt + options_.renew_deadline;
       {
         common::MutexLock lock(&mu_);
-        if (stopping_) return;
+        if (stopping_) return LeadEnd::kStopping;
       }
       if (callbacks_.on_renewed) callbacks_.on_renewed(valid_until);
       next = attempt + options_.retry_period;
       continue;
     }
-    {
-      common::MutexLock lock(&mu_);
-      taken_by = taken_by_;
-    }
+    seen();
     if (!taken_by.empty()) break;  // the attempt read another holder, unexpired
     if (clock_->Now() >= valid_until) break;
     // A failed renewal is retried sooner, still within renewDeadline.
     next = clock_->Now() + options_.retry_period / 2;
   }
-  std::string reason;
+  common::MutexLock lock(&mu_);
+  leading_ = false;
+  status_.leading = false;
+  taken_by_.clear();
+  hand_over_ = false;
+  *lost_reason = !taken_by.empty()
+                     ? absl::StrCat("the Lease is held by ", taken_by,
+                                    " now; this host stopped writing as soon as it saw that")
+                     : absl::StrCat("the Lease was not renewed within renewDeadline (",
+                                    absl::FormatDuration(options_.renew_deadline), ")",
+                                    status_.last_error.empty() ? "" : ": ", status_.last_error);
+  return LeadEnd::kLost;
+}
+
+void LeaderElector::GiveUp() {
   {
     common::MutexLock lock(&mu_);
     leading_ = false;
     status_.leading = false;
     taken_by_.clear();
-    reason = !taken_by.empty()
-                 ? absl::StrCat("the Lease is held by ", taken_by,
-                                " now; this host stopped writing as soon as it saw that")
-                 : absl::StrCat("the Lease was not renewed within renewDeadline (",
-                                absl::FormatDuration(options_.renew_deadline), ")",
-                                status_.last_error.empty() ? "" : ": ", status_.last_error);
+    hand_over_ = false;
   }
-  common::LogError("leader election: leadership lost",
-                   {{"lease", lease_}, {"identity", options_.identity}, {"reason", reason}});
-  if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading(reason);
+  common::LogInfo("leader election: handing the Lease over",
+                  {{"lease", lease_}, {"identity", options_.identity}});
+  // The Lease is still held: nobody else leads while the caller stops writing and drains.
+  if (callbacks_.on_stopped_leading) callbacks_.on_stopped_leading(kLeaseHandedOver);
+  absl::Status released = Release();
+  if (released.ok()) {
+    common::LogInfo("leader election: Lease handed over (released); standing by as a candidate",
+                    {{"lease", lease_}, {"identity", options_.identity}});
+  } else {
+    common::LogWarning(
+        "leader election: Lease not released at the hand-over; another host takes it once it "
+        "expires",
+        {{"lease", lease_}, {"identity", options_.identity}, {"error", released.message()}});
+  }
 }
 
 LeaderStatus LeaderElector::Status() const {

@@ -23,6 +23,15 @@
 // writes through until then. Stop(release=true) gives the Lease up (empty holderIdentity,
 // leaseDurationSeconds 1), so that a standby takes over at its next attempt.
 //
+// Balancing (per-operator Leases, operator_balance.h): `may_acquire`, when set, is asked before
+// every attempt to take a Lease this host does not hold (create it, take it free or expired);
+// false leaves this attempt a standby's. Renewals never ask. HandOver() gives a held Lease up
+// *and stays a candidate*: on the loop's thread `on_stopped_leading(kLeaseHandedOver)` runs
+// first (the Lease is still held, so nobody else leads yet: the caller stops writing and
+// drains), then the Lease is released as at Stop and the loop stands by again, so this elector
+// may lead again later. AttemptNow() makes a standby try at once (e.g. when may_acquire's
+// answer may have changed).
+//
 // Defaults are client-go's: leaseDuration 15 s, renewDeadline 10 s, retryPeriod 2 s; the
 // constraints are client-go's too (leaseDuration > renewDeadline > 1.2 x retryPeriod).
 //
@@ -35,8 +44,8 @@
 //
 // Thread-safety: thread-safe. One background thread (Loop) makes the attempts, another
 // (WatchLoop) watches the Lease for a release; mu_ guards the observed record, the status and
-// the wake-up flag. Callbacks run on the loop's thread (or Stop's caller for
-// on_stopped_leading at release), without mu_ held.
+// the wake-up flags. Callbacks run on the loop's thread (or Stop's caller for
+// on_stopped_leading at release), without mu_ held; may_acquire too.
 #ifndef CTRLHOST_RUNTIME_MANAGER_LEADER_ELECTOR_H_
 #define CTRLHOST_RUNTIME_MANAGER_LEADER_ELECTOR_H_
 
@@ -47,6 +56,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -73,10 +83,26 @@ absl::Status ValidateLeaderElection(const LeaderElectionOptions& options);
 // candidate, never mistaken for the holder it replaces).
 std::string DefaultIdentity();
 
+// on_stopped_leading's reason at Stop(release=true) and at HandOver(); any other reason is a
+// loss (final: the loop has ended).
+inline constexpr char kLeaseReleased[] = "released";
+inline constexpr char kLeaseHandedOver[] = "handed over to balance the hosts";
+
+// What may_acquire is told about a Lease this host could take now.
+struct AcquireAttempt {
+  bool exists = false;          // false: the Lease would be created
+  std::string previous_holder;  // "" when released (or absent); else its expired holder
+  // How long this host has seen it without a live holder (0 when first seen so, or absent).
+  absl::Duration vacant_for = absl::ZeroDuration();
+};
+
 struct LeaderCallbacks {
   std::function<void(absl::Time valid_until)> on_started_leading;
   std::function<void(absl::Time valid_until)> on_renewed;
   std::function<void(const std::string& reason)> on_stopped_leading;
+  // Null: always. Asked before taking a Lease this host does not hold; false: stand by this
+  // attempt (the next comes at retryPeriod, at a release seen, or at AttemptNow()).
+  std::function<bool(const AcquireAttempt& attempt)> may_acquire;
 };
 
 // What /debug/dump and logs show.
@@ -84,12 +110,13 @@ struct LeaderStatus {
   std::string lease;  // "namespace/name"
   std::string identity;
   bool leading = false;
-  std::string holder;  // as last read or written ("" when released or not read yet)
+  std::string holder;  // as last read, written or watched ("" when released or not read yet)
   int64_t transitions = 0;
   std::string acquire_time;  // the record's, as written
   std::string renew_time;
   absl::Time last_renewal = absl::InfinitePast();  // this host's last successful write
   std::string last_error;                          // of the last failed attempt
+  bool acquire_deferred = false;  // the last attempt found it free; may_acquire said no
 };
 
 class LeaderElector {
@@ -113,6 +140,11 @@ class LeaderElector {
   bool TryAcquireOrRenew();
   // Gives the Lease up when this host holds it. OK when released or not held.
   absl::Status Release();
+  // While leading: hands the Lease over (see above) and stays a candidate. False when not
+  // leading, stopping, or a hand-over is already under way.
+  bool HandOver();
+  // A standby attempts at once (no effect while leading).
+  void AttemptNow();
 
   LeaderStatus Status() const;
   const LeaderElectionOptions& options() const { return options_; }
@@ -120,11 +152,19 @@ class LeaderElector {
  private:
   LeaderElector(kube::Client* client, LeaderElectionOptions options, LeaderCallbacks callbacks);
   void Loop();
+  // Standby: attempts until this host leads (true, on_started_leading run) or Stop (false).
+  bool Campaign(absl::BitGen& gen);
+  // Leader: renews until Stop, a loss or a hand-over.
+  enum class LeadEnd { kStopping, kLost, kHandOver };
+  LeadEnd Lead(std::string* lost_reason);
+  // The hand-over's steps after Lead (see HandOver()).
+  void GiveUp();
   // Watches the Lease; wakes Loop when it is released.
   void WatchLoop();
-  // Waits until `deadline`, Stop, a takeover seen while leading, or (when `wakeable`) a release
-  // seen by the watch; false when stopping.
+  // Waits until `deadline`, Stop, a takeover or a hand-over asked for while leading, or (when
+  // `wakeable`) a release seen by the watch or AttemptNow(); false when stopping.
   bool WaitUntil(absl::Time deadline, bool wakeable = false);
+  bool MayAcquire(const AcquireAttempt& attempt);
 
   kube::Client* const client_;
   const LeaderElectionOptions options_;
@@ -135,11 +175,14 @@ class LeaderElector {
   mutable common::Mutex mu_;
   common::CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool released_seen_ ABSL_GUARDED_BY(mu_) = false;  // the watch saw an empty holder
+  // The watch saw an empty holder, or AttemptNow(): a standby attempts at once.
+  bool attempt_now_ ABSL_GUARDED_BY(mu_) = false;
+  bool hand_over_ ABSL_GUARDED_BY(mu_) = false;  // HandOver() asked; Lead has not ended yet
   // While leading: the other holder that the watch or an attempt saw in the Lease. The leader
   // steps down at once (its fence closes) rather than at renewDeadline: never two writers.
   std::string taken_by_ ABSL_GUARDED_BY(mu_);
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  std::string logged_holder_ ABSL_GUARDED_BY(mu_);  // the other holder last logged
   std::string observed_spec_ ABSL_GUARDED_BY(mu_);  // the record as last seen (JSON)
   absl::Time observed_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   LeaderStatus status_ ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -240,6 +241,116 @@ TEST_F(LeaderElectorTest, StopReleasesTheLease) {
   a->Stop(/*release=*/true);
   EXPECT_EQ(stopped_reason, "released");
   EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "");
+}
+
+// Balancing (operator_balance.h): may_acquire gates taking a Lease this host does not hold,
+// never a renewal, and says what it is asked about.
+TEST_F(LeaderElectorTest, MayAcquireGatesTakingALeaseButNeverARenewal) {
+  std::atomic<bool> may{false};
+  std::vector<AcquireAttempt> asked;
+  LeaderCallbacks callbacks;
+  callbacks.may_acquire = [&](const AcquireAttempt& attempt) {
+    asked.push_back(attempt);
+    return may.load();
+  };
+  auto a = Candidate("host-a", callbacks);
+  EXPECT_FALSE(a->TryAcquireOrRenew());  // absent: not created
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_FALSE(asked[0].exists);
+  EXPECT_TRUE(a->Status().acquire_deferred);
+  EXPECT_EQ(a->Status().last_error, "");
+  auto got = client_->Get({.group = "coordination.k8s.io",
+                           .version = "v1",
+                           .resource = "leases",
+                           .namespace_name = "default",
+                           .name = a->options().lease_name});
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
+
+  may = true;
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  EXPECT_FALSE(a->Status().acquire_deferred);
+  ASSERT_EQ(asked.size(), 2u);
+  may = false;
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(a->TryAcquireOrRenew());  // a renewal: not asked
+  EXPECT_EQ(asked.size(), 2u);
+  EXPECT_EQ(Lease(*a)["spec"]["renewTime"], FormatMicroTime(clock_.Now()));
+}
+
+TEST_F(LeaderElectorTest, MayAcquireIsToldTheExpiredHolderAndHowLongTheLeaseWasVacant) {
+  std::vector<AcquireAttempt> asked;
+  LeaderCallbacks callbacks;
+  callbacks.may_acquire = [&](const AcquireAttempt& attempt) {
+    asked.push_back(attempt);
+    return false;
+  };
+  auto a = Candidate("host-a");
+  auto b = Candidate("host-b", callbacks);
+  ASSERT_TRUE(a->TryAcquireOrRenew());
+  EXPECT_FALSE(b->TryAcquireOrRenew());  // held: not asked
+  EXPECT_TRUE(asked.empty());
+  EXPECT_FALSE(b->Status().acquire_deferred);
+  clock_.Advance(absl::Seconds(18));  // expired 3 s ago on b's clock
+  EXPECT_FALSE(b->TryAcquireOrRenew());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_TRUE(asked[0].exists);
+  EXPECT_EQ(asked[0].previous_holder, "host-a");
+  EXPECT_EQ(asked[0].vacant_for, absl::Seconds(3));
+  EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "host-a");  // not taken
+
+  ASSERT_TRUE(a->TryAcquireOrRenew());  // a renews (its own: never asked)
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_FALSE(b->TryAcquireOrRenew());  // b sees it released now
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_FALSE(b->TryAcquireOrRenew());
+  ASSERT_EQ(asked.size(), 3u);
+  EXPECT_EQ(asked[1].previous_holder, "");
+  EXPECT_EQ(asked[1].vacant_for, absl::ZeroDuration());
+  EXPECT_EQ(asked[2].vacant_for, absl::Seconds(4));
+}
+
+// HandOver: the callback runs while the Lease is still held (nobody else leads yet), then the
+// Lease is released, and the elector stays a candidate: it leads again once may_acquire lets
+// it. The fake clock never moves: the Lease watch and AttemptNow() drive the standby.
+TEST_F(LeaderElectorTest, HandOverReleasesTheLeaseAndStaysACandidate) {
+  std::atomic<bool> may{true};
+  std::atomic<int> started{0};
+  std::atomic<int> handed_over{0};
+  std::string holder_during_hand_over;
+  LeaderCallbacks callbacks;
+  callbacks.on_started_leading = [&](absl::Time) { ++started; };
+  callbacks.may_acquire = [&](const AcquireAttempt&) { return may.load(); };
+  std::unique_ptr<LeaderElector> a;
+  callbacks.on_stopped_leading = [&](const std::string& reason) {
+    if (reason != kLeaseHandedOver) return;  // Stop's "released" at the end
+    EXPECT_FALSE(a->Status().leading);
+    holder_during_hand_over = Lease(*a)["spec"]["holderIdentity"].get<std::string>();
+    ++handed_over;
+  };
+  a = Candidate("host-a", callbacks);
+  EXPECT_FALSE(a->HandOver());  // not leading
+  a->Start();
+  ASSERT_TRUE(Eventually([&] { return started == 1; }));
+  may = false;
+  ASSERT_TRUE(a->HandOver());
+  ASSERT_TRUE(Eventually([&] { return handed_over == 1; }));
+  EXPECT_EQ(holder_during_hand_over, "host-a");
+  ASSERT_TRUE(Eventually([&] { return Lease(*a)["spec"]["holderIdentity"] == ""; }));
+  // Its own watch sees the release and it attempts at once: may_acquire says no.
+  ASSERT_TRUE(Eventually([&] { return a->Status().acquire_deferred; }));
+  EXPECT_EQ(started, 1);
+  EXPECT_FALSE(a->Status().leading);
+
+  may = true;
+  a->AttemptNow();
+  ASSERT_TRUE(Eventually([&] { return started == 2; }));
+  json spec = Lease(*a)["spec"];
+  EXPECT_EQ(spec["holderIdentity"], "host-a");
+  EXPECT_EQ(spec["leaseTransitions"], 1);
+  EXPECT_TRUE(a->Status().leading);
+  a->Stop(/*release=*/true);
+  EXPECT_EQ(Lease(*a)["spec"]["holderIdentity"], "");
+  EXPECT_EQ(handed_over, 1);
 }
 }  // namespace
 }  // namespace ctrlhost::manager
