@@ -71,6 +71,7 @@ struct ControllerGroup::Controller {
   controller::ControllerInfo info;
   std::vector<watch::ReflectorHandle> handles;  // primary, owned..., watches...
   std::vector<watch::WatchKey> keys;            // of `handles`, in the same order
+  std::vector<kube::ResourceMapping> watched;   // the watched kinds, in the spec's order
   std::vector<std::pair<watch::Reflector*, int>> subscriptions;
   // Before `runner`, which reports to it: destroyed after it. Set (StartRecorder) and taken
   // (Stop) under the group's mu_, which Status holds to read its figures.
@@ -229,13 +230,20 @@ absl::StatusOr<ControllerGroup::RunnerPlan> ControllerGroup::PlanRunner(
 }
 
 absl::StatusOr<ControllerGroup::Watches> ControllerGroup::AcquireWatches(
-    const controller::ControllerInfo& info, const pluginpb::ControllerSpec& spec,
+    bool sharded, const controller::ControllerInfo& info, const pluginpb::ControllerSpec& spec,
     const std::vector<kube::ResourceMapping>& watched, const std::string& primary_namespace,
     const std::string& selector) {
   Watches out;
   std::vector<watch::ReflectorHandle>& handles = out.handles;
   std::vector<watch::WatchKey>& keys = out.keys;
+  // A sharded controller caches its shard only: primaries by their own uid (the server filters
+  // when it can), children by their controller owner's (they follow their primary).
+  const std::shared_ptr<watch::ShardScope> shard = sharded ? deps_.shard_scope : nullptr;
+  if (shard != nullptr && deps_.shard_labeler != nullptr)
+    deps_.shard_labeler->AddKind(info.primary);
   keys.push_back(KeyFor(info.primary, primary_namespace, selector));
+  keys.back().shard = shard;
+  keys.back().shard_by = watch::ShardBy::kUid;
   ASSIGN_OR_RETURN(watch::ReflectorHandle primary, deps_.registry->Acquire(keys.back()));
   handles.push_back(std::move(primary));
   // Children live in their primary's namespace, so a controller held to one namespace watches
@@ -245,6 +253,8 @@ absl::StatusOr<ControllerGroup::Watches> ControllerGroup::AcquireWatches(
     keys.push_back(KeyFor(owned.mapping,
                           primary_namespaced && owned.mapping.namespaced ? primary_namespace : "",
                           ""));
+    keys.back().shard = shard;
+    keys.back().shard_by = watch::ShardBy::kOwnerUid;
     ASSIGN_OR_RETURN(watch::ReflectorHandle h, deps_.registry->Acquire(keys.back()));
     handles.push_back(std::move(h));
   }
@@ -291,8 +301,17 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   schedule.clock = clock_;
   // One namespace: watch only it; several: watch all and let the runner filter.
   std::string primary_namespace = namespaces.size() == 1 ? namespaces[0] : "";
-  ASSIGN_OR_RETURN(Watches acquired,
-                   AcquireWatches(info, spec, watched, primary_namespace, plan.selector));
+  ASSIGN_OR_RETURN(Watches acquired, AcquireWatches(options.key_gate != nullptr, info, spec,
+                                                    watched, primary_namespace, plan.selector));
+  c.watched = std::move(watched);
+  return WireRunner(c, std::move(acquired), std::move(options), std::move(schedule));
+}
+
+absl::Status ControllerGroup::WireRunner(Controller& c, Watches acquired,
+                                         controller::RunnerOptions options,
+                                         controller::SchedulerOptions schedule) {
+  const pluginpb::ControllerSpec& spec = c.spec;
+  controller::ControllerInfo& info = c.info;
   std::vector<watch::ReflectorHandle>& handles = acquired.handles;
   std::vector<watch::WatchKey>& keys = acquired.keys;
 
@@ -302,7 +321,7 @@ absl::Status ControllerGroup::StartController(Controller& c) {
   for (int i = 0; i < spec.watches_size(); ++i) {
     controller::WatchSource source;
     source.spec = spec.watches(i);
-    source.mapping = watched[i];
+    source.mapping = c.watched[i];
     source.store = &handles[1 + info.owns.size() + i]->store();
     sources.watches.push_back(std::move(source));
   }
@@ -327,7 +346,9 @@ absl::Status ControllerGroup::StartController(Controller& c) {
     watch::Reflector* r = handles[1 + info.owns.size() + i].get();
     subscriptions.emplace_back(r, r->AddHandler(runner->WatchHandler(i)));
   }
+  std::vector<watch::ReflectorHandle> replaced;  // a restart's old handles: released unlocked
   common::MutexLock lock(&mu_);
+  replaced = std::move(c.handles);
   c.handles = std::move(handles);
   c.keys = std::move(keys);
   c.subscriptions = std::move(subscriptions);
@@ -375,6 +396,7 @@ absl::Status ControllerGroup::StartRecorder(Controller& c) {
 }
 
 void ControllerGroup::StartDispatching() {
+  common::MutexLock dispatch_lock(&dispatch_mu_);
   common::MutexLock lock(&mu_);
   if (stopped_) return;
   const bool was = dispatching_;
@@ -394,6 +416,101 @@ void ControllerGroup::StartDispatching() {
   }
 }
 
+// The runners DrainForStandby took off their controllers, for RewireAsStandby.
+struct ControllerGroup::Drained {
+  struct Old {
+    Controller* controller = nullptr;  // the group's (controllers_ never shrinks)
+    std::unique_ptr<controller::Scheduler> scheduler;
+    std::unique_ptr<controller::Runner> runner;  // shut down; its workers may still run
+    std::vector<std::pair<watch::Reflector*, int>> subscriptions;
+  };
+  std::vector<Old> old;
+};
+
+void ControllerGroup::DrainedDeleter::operator()(Drained* drained) const { delete drained; }
+
+ControllerGroup::DrainedPtr ControllerGroup::DrainForStandby(absl::Duration timeout) {
+  common::MutexLock dispatch_lock(&dispatch_mu_);
+  DrainedPtr drained(new Drained);
+  {
+    common::MutexLock lock(&mu_);
+    if (stopped_ || !dispatching_) return drained;
+    dispatching_ = false;
+    // The runner leaves its controller first (Enqueue* skip a controller without one), so
+    // nothing reaches it while it shuts down.
+    for (auto& c : controllers_) {
+      if (c->state != "running" || !c->runner_started) continue;
+      Drained::Old old;
+      old.controller = c.get();
+      old.scheduler = std::move(c->scheduler);
+      old.runner = std::move(c->runner);
+      c->runner_started = false;
+      old.subscriptions = std::move(c->subscriptions);
+      c->subscriptions.clear();
+      drained->old.push_back(std::move(old));
+    }
+  }
+  const absl::Time deadline = clock_->Now() + timeout;
+  for (Drained::Old& old : drained->old) {
+    if (old.scheduler != nullptr) old.scheduler->Stop();
+    for (auto& [reflector, id] : old.subscriptions) reflector->RemoveHandler(id);
+    // The keys it does not run stay in the caches: the new runner queues every object again.
+    old.runner->Shutdown(std::max(absl::ZeroDuration(), deadline - clock_->Now()));
+  }
+  return drained;
+}
+
+void ControllerGroup::RewireAsStandby(DrainedPtr drained) {
+  if (drained == nullptr) return;
+  common::MutexLock dispatch_lock(&dispatch_mu_);
+  bool stopped = false;
+  {
+    common::MutexLock lock(&mu_);
+    stopped = stopped_;
+  }
+  for (Drained::Old& old : drained->old) {
+    old.scheduler.reset();
+    old.runner.reset();  // joins its workers (the caller's fence cancelled what was left)
+    if (stopped) continue;
+    Controller& c = *old.controller;
+    absl::Status rewired = RewireController(c);
+    if (rewired.ok()) continue;
+    // Pending: RetryPending starts it again from scratch (as a standby: dispatching_ is false).
+    std::vector<watch::ReflectorHandle> released;
+    common::MutexLock lock(&mu_);
+    c.state = "pending";
+    c.pending_reason = absl::StrCat("restarting without dispatch: ", rewired.message());
+    released = std::move(c.handles);
+    c.handles.clear();
+    common::LogWarning("controller pending", {{"operator", operator_name_},
+                                              {"plugin", plugin_},
+                                              {"controller", c.spec.name()},
+                                              {"reason", c.pending_reason}});
+  }
+}
+
+void ControllerGroup::StopDispatching(absl::Duration timeout) {
+  RewireAsStandby(DrainForStandby(timeout));
+}
+
+absl::Status ControllerGroup::RewireController(Controller& c) {
+  // A runner as StartController builds it, over the same watches (new references to them, the
+  // old ones held meanwhile: nothing lists again) and the same resolved kinds.
+  controller::ControllerInfo planned = c.info;  // c.info stays as it is: Info() reads it
+  ASSIGN_OR_RETURN(RunnerPlan plan, PlanRunner(c, &planned));
+  ASSIGN_OR_RETURN(controller::SchedulerOptions schedule,
+                   controller::SchedulerOptionsFromSpec(c.spec));
+  schedule.resync_period = c.resync;
+  schedule.clock = clock_;
+  Watches acquired;
+  for (const watch::WatchKey& key : c.keys) {
+    ASSIGN_OR_RETURN(watch::ReflectorHandle handle, deps_.registry->Acquire(key));
+    acquired.handles.push_back(std::move(handle));
+    acquired.keys.push_back(key);
+  }
+  return WireRunner(c, std::move(acquired), std::move(plan.options), std::move(schedule));
+}
+
 bool ControllerGroup::dispatching() const {
   common::MutexLock lock(&mu_);
   return dispatching_;
@@ -402,16 +519,16 @@ bool ControllerGroup::dispatching() const {
 void ControllerGroup::EnqueueAll(pluginpb::Reason reason, absl::Duration spread) {
   common::MutexLock lock(&mu_);
   for (auto& c : controllers_) {
-    if (c->state == "running") c->runner->EnqueueAll(reason, spread);
+    if (c->state == "running" && c->runner != nullptr) c->runner->EnqueueAll(reason, spread);
   }
 }
 
-size_t ControllerGroup::EnqueueSharded(pluginpb::Reason reason,
-                                       const std::function<bool(absl::string_view key)>& filter) {
+size_t ControllerGroup::EnqueueSharded(
+    pluginpb::Reason reason, const std::function<bool(const cache::Object& primary)>& filter) {
   size_t queued = 0;
   common::MutexLock lock(&mu_);
   for (auto& c : controllers_) {
-    if (c->state == "running" && c->runner->sharded()) {
+    if (c->state == "running" && c->runner != nullptr && c->runner->sharded()) {
       queued += c->runner->EnqueueAcquired(reason, filter);
     }
   }
@@ -466,6 +583,7 @@ void ControllerGroup::StopController(Controller& c, absl::Duration timeout,
 }
 
 std::vector<std::string> ControllerGroup::Stop(absl::Duration timeout) {
+  common::MutexLock dispatch_lock(&dispatch_mu_);
   std::vector<Controller*> running;
   {
     common::MutexLock lock(&mu_);

@@ -40,11 +40,14 @@
 #include "runtime/controller/reconcile.h"
 #include "runtime/controller/record/recorder.h"
 #include "runtime/controller/runner.h"
+#include "runtime/controller/schedule.h"
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/fair_limiter.h"
 #include "runtime/manager/background_tasks.h"
+#include "runtime/manager/shard_labeler.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
+#include "runtime/watch/shard_scope.h"
 
 namespace ctrlhost::manager {
 
@@ -70,6 +73,12 @@ struct ControllerGroupDeps {
   // The shard ring (shard_ring.h): controllers with `sharding: {enabled: true}` reconcile only
   // the keys it gives this host. Null: such controllers stay pending with an error.
   controller::KeyGate* shard_gate = nullptr;
+  // This host's part of the hash space (set by the ring): a sharded controller's primary and
+  // owned kinds are cached for it only (watch/shard_scope.h). Null: they cache everything.
+  std::shared_ptr<watch::ShardScope> shard_scope;
+  // Labels the sharded primary kinds' objects for servers without a shard selector (null
+  // without a ring). Borrowed.
+  ShardLabeler* shard_labeler = nullptr;
   // The host's API budget: each controller's requests are charged to it as (operator,
   // controller), with the override's scheduling.apiWeight. Null: not charged by name.
   kube::FairLimiter* api_budget = nullptr;
@@ -127,13 +136,28 @@ class ControllerGroup {
   // included: they are retried once, as a new owner would (Runner::EnqueueAcquired). Returns
   // how many.
   size_t EnqueueSharded(pluginpb::Reason reason,
-                        const std::function<bool(absl::string_view key)>& filter);
+                        const std::function<bool(const cache::Object& primary)>& filter);
 
   // Starts the runners of a group created with `dispatching = false` (this host now leads),
   // those started later included, and queues every primary key with REASON_PLUGIN_STARTED: the
   // first reconciles after a takeover cover every object, like after a plugin restart.
   // Idempotent.
   void StartDispatching();
+  // The reverse (per-operator Leases: the operator is handed over to another host), in two
+  // steps so that the caller can drain several groups before it closes the operator's fence:
+  // DrainForStandby stops every started runner handing out keys and waits up to `timeout` for
+  // its reconciles in flight; RewireAsStandby (once the fence is closed, which cancels what is
+  // left) joins them and puts runners that do not dispatch in their place, over the same caches
+  // (nothing lists again; their queues fill from them). StartDispatching works again after it.
+  // Idempotent; StopDispatching is both steps.
+  struct Drained;
+  struct DrainedDeleter {
+    void operator()(Drained* drained) const;
+  };
+  using DrainedPtr = std::unique_ptr<Drained, DrainedDeleter>;
+  DrainedPtr DrainForStandby(absl::Duration timeout);
+  void RewireAsStandby(DrainedPtr drained);
+  void StopDispatching(absl::Duration timeout);
   bool dispatching() const;
 
   // The running, dispatching controllers that declare background tasks: whose tasks should
@@ -182,11 +206,19 @@ class ControllerGroup {
     std::vector<watch::ReflectorHandle> handles;
     std::vector<watch::WatchKey> keys;
   };
-  absl::StatusOr<Watches> AcquireWatches(const controller::ControllerInfo& info,
+  // `sharded`: the primary and owned kinds are restricted to deps_.shard_scope.
+  absl::StatusOr<Watches> AcquireWatches(bool sharded, const controller::ControllerInfo& info,
                                          const pluginpb::ControllerSpec& spec,
                                          const std::vector<kube::ResourceMapping>& watched,
                                          const std::string& primary_namespace,
                                          const std::string& selector);
+  // StartController's last step, also StopDispatching's: the runner over `acquired` (the
+  // primary's, the owned kinds', the watched kinds' watches, in that order), its scheduler and
+  // subscriptions; started when the group dispatches. Replaces c's handles.
+  absl::Status WireRunner(Controller& c, Watches acquired, controller::RunnerOptions options,
+                          controller::SchedulerOptions schedule);
+  // RewireAsStandby for one controller: a new runner over its watches.
+  absl::Status RewireController(Controller& c);
   void StopController(Controller& c, absl::Duration timeout, std::vector<std::string>* unrun);
   // Creates c.recorder when deps_.record chooses the controller (once; kept across retries).
   absl::Status StartRecorder(Controller& c);
@@ -198,6 +230,9 @@ class ControllerGroup {
   const ControllerGroupDeps deps_;
   common::Clock* const clock_;
 
+  // Serialises StartDispatching, StopDispatching and Stop (taken before mu_): a runner being
+  // replaced without dispatch is never started or stopped by another thread meanwhile.
+  common::Mutex dispatch_mu_;
   mutable common::Mutex mu_;
   std::vector<std::unique_ptr<Controller>> controllers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

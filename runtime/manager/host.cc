@@ -182,6 +182,8 @@ absl::Status Host::StartManager(const HostOptions& options) {
     manager_options.operator_fences[lease->operator_name] = lease->fence.get();
   }
   manager_options.shard_gate = ring_.get();
+  manager_options.shard_scope = shard_scope_;
+  manager_options.shard_labeler_client = ring_client_.get();
   manager_options.api_budget = &rest_->limiter();
   ASSIGN_OR_RETURN(manager_, Manager::Create(manager_options));
   Manager* manager = manager_.get();
@@ -450,8 +452,10 @@ void Host::Stop() {
     fence_->Trip("the host is stopping");
     elector_->Stop(/*release=*/true);
   }
-  // The same per operator: every fence first (nothing of any operator writes any more), then
-  // each Lease this host holds is released.
+  // The same per operator: no hand-over any more and out of the balance's ring (the peers
+  // count one host less, so that they take the Leases released next at once), every fence
+  // (nothing of any operator writes any more), then each Lease this host holds is released.
+  if (balancer_ != nullptr) balancer_->Stop();
   for (const auto& lease : operator_leases_) lease->fence->Trip("the host is stopping");
   for (const auto& lease : operator_leases_) {
     if (lease->elector != nullptr) lease->elector->Stop(/*release=*/true);

@@ -52,6 +52,7 @@
 #include "runtime/manager/fence.h"
 #include "runtime/manager/leader_elector.h"
 #include "runtime/manager/manager.h"
+#include "runtime/manager/operator_balance.h"
 #include "runtime/manager/shard_ring.h"
 #include "runtime/manager/watch_readiness.h"
 #include "runtime/observe/metrics.h"
@@ -119,7 +120,10 @@ struct HostOptions {
   // (FencedApplier: refused, or cut, at that fence). Losing one of them is final for this Host,
   // as for the host-wide Lease (leadership_lost() names the operator); Stop releases every one
   // this host holds after fencing it. Excludes leader_election and shard_ring. The operators and
-  // their blocks are fixed at start: a reload that changes them is refused.
+  // their blocks are fixed at start: a reload that changes them is refused. The hosts balance
+  // them (operator_balance.h): each leads at most ceil(operators / hosts) of the free ones and
+  // hands extra ones over (fence closed, dispatch stopped, Lease released; the operator stays a
+  // warm standby here) when another host joins.
   std::map<std::string, LeaderElectionOptions> operator_leases;
   // Sharding (`ctrlhost run --shard-ring`): this host joins the ring (shard_ring.h) and its
   // controllers with `sharding: {enabled: true}` reconcile only its share of their keys; on a
@@ -162,6 +166,8 @@ class Host {
   std::string leadership_lost() const;
   // Per-operator Leases: the elector of `operator_name` (null when it has none).
   const LeaderElector* operator_elector(const std::string& operator_name) const;
+  // Per-operator Leases: their balancing across the hosts (null without them).
+  const OperatorBalancer* operator_balancer() const { return balancer_.get(); }
   // Waits (bounded) until leadership_lost() is set; returns it ("" on timeout).
   std::string WaitLeadershipLost(absl::Duration timeout) const;
 
@@ -232,11 +238,15 @@ class Host {
     prometheus::Gauge* gauge = nullptr;  // leader_election_master_status{name=<its Lease>}
   };
   std::vector<std::unique_ptr<OperatorLease>> operator_leases_;
+  // Balances operator_leases_ across the hosts (with them; its ring uses elector_client_).
+  std::unique_ptr<OperatorBalancer> balancer_;
   // With per-operator Leases: the operators and their blocks at start (a reload must keep them).
   std::string operator_set_at_start_;
   std::unique_ptr<kube::RestClient> ring_rest_;
   std::unique_ptr<kube::Client> ring_client_;
   std::unique_ptr<ShardRing> ring_;
+  // This host's part of the hash space, set on every view change (null without a ring).
+  std::shared_ptr<watch::ShardScope> shard_scope_;
   std::string api_url_;
   std::unique_ptr<kube::RestClient> rest_;
   std::unique_ptr<kube::Client> client_;

@@ -48,12 +48,26 @@ absl::Status Host::SetUpOperatorLeases(const HostOptions& options,
     operator_leases_.push_back(std::move(lease));
     shortest_retry = std::min(shortest_retry, le.retry_period);
   }
-  ASSIGN_OR_RETURN(
-      elector_rest_,
-      kube::RestClient::Create(
-          rest_config, LeaseClientOptions(options, shortest_retry,
-                                          2 * options.operator_leases.size(), "leader-election")));
+  ASSIGN_OR_RETURN(elector_rest_,
+                   kube::RestClient::Create(
+                       rest_config, LeaseClientOptions(options, shortest_retry,
+                                                       2 * options.operator_leases.size() + 2,
+                                                       "leader-election")));
   elector_client_ = std::make_unique<kube::Client>(elector_rest_.get());
+  // Membership for the balance: in the namespace of the first operator's Lease (by name), with
+  // its timings and this host's identity.
+  const LeaderElectionOptions& first = options.operator_leases.begin()->second;
+  OperatorBalancerOptions balance;
+  balance.ring.lease_namespace = first.lease_namespace;
+  balance.ring.identity = first.identity;
+  balance.ring.lease_duration = first.lease_duration;
+  balance.ring.renew_deadline = first.renew_deadline;
+  balance.ring.retry_period = first.retry_period;
+  balance.clock = first.clock;
+  std::vector<std::string> names;
+  for (const auto& [op, le] : options.operator_leases) names.push_back(op);
+  ASSIGN_OR_RETURN(balancer_, OperatorBalancer::Create(elector_client_.get(), std::move(balance),
+                                                       std::move(names)));
   return absl::OkStatus();
 }
 
@@ -82,6 +96,7 @@ absl::Status Host::SetUpShardRing(const HostOptions& options, const kube::RestCo
                        rest_config, LeaseClientOptions(options, options.shard_ring->retry_period, 2,
                                                        "shard-ring")));
   ring_client_ = std::make_unique<kube::Client>(ring_rest_.get());
+  shard_scope_ = std::make_shared<watch::ShardScope>();
   ASSIGN_OR_RETURN(ring_, ShardRing::Create(ring_client_.get(), *options.shard_ring,
                                             [this](const std::vector<std::string>& old_view,
                                                    const std::vector<std::string>& new_view) {
@@ -141,8 +156,13 @@ absl::Status Host::StartOperatorElectors(const HostOptions& options) {
     callbacks.on_stopped_leading = [this, raw](const std::string& reason) {
       OnOperatorStoppedLeading(raw, reason);
     };
+    OperatorBalancer* balancer = balancer_.get();
+    callbacks.may_acquire = [balancer, raw](const AcquireAttempt& attempt) {
+      return balancer->MayAcquire(raw->operator_name, attempt);
+    };
     ASSIGN_OR_RETURN(lease->elector,
                      LeaderElector::Create(elector_client_.get(), le, std::move(callbacks)));
+    balancer_->Attach(lease->operator_name, lease->elector.get());
   }
   observe_->SetReadyCheck("leader", [this]() -> absl::Status {
     const std::string lost = leadership_lost();
@@ -161,7 +181,10 @@ absl::Status Host::StartOperatorElectors(const HostOptions& options) {
     }
     return absl::StrJoin(parts, "; ");
   });
+  // The members first, so that the electors start knowing the peers (and their fair share).
+  balancer_->Join();
   for (const auto& lease : operator_leases_) lease->elector->Start();
+  balancer_->Start();
   return absl::OkStatus();
 }
 
@@ -207,10 +230,21 @@ void Host::OnOperatorStartedLeading(OperatorLease* lease, absl::Time valid_until
 }
 
 void Host::OnOperatorStoppedLeading(OperatorLease* lease, const std::string& reason) {
+  if (reason == kLeaseHandedOver) {
+    // Voluntary (operator_balance.h), while the Lease is still held: no new reconcile, those in
+    // flight finish (their writes too: the fence stays open until its renew deadline at most,
+    // since renewals pause meanwhile) up to the manager's shutdown timeout, then the fence
+    // closes (cancelling anything left) and the elector releases the Lease. The operator stays
+    // a warm standby; the next acquisition opens the fence again.
+    Fence* fence = lease->fence.get();
+    manager_->StopDispatching(lease->operator_name, [fence] { fence->Close(kLeaseHandedOver); });
+    lease->gauge->Set(0);
+    return;
+  }
   // Fence first: nothing of this operator still in flight may write once it is not the leader.
-  lease->fence->Trip(reason == "released" ? "the host is stopping: Lease released" : reason);
+  lease->fence->Trip(reason == kLeaseReleased ? "the host is stopping: Lease released" : reason);
   lease->gauge->Set(0);
-  if (reason == "released") return;
+  if (reason == kLeaseReleased) return;
   common::MutexLock lock(&mu_);
   if (leadership_lost_.empty()) {
     leadership_lost_ = absl::StrCat("operator ", lease->operator_name, " (Lease ",
@@ -250,9 +284,23 @@ std::string Host::OperatorLeasesDump() const {
     if (!status.last_error.empty()) {
       out << YAML::Key << "lastError" << YAML::Value << status.last_error;
     }
+    // Free, but this host holds its fair share (operator_balance.h).
+    if (status.acquire_deferred) out << YAML::Key << "acquireDeferred" << YAML::Value << true;
     out << YAML::EndMap;
   }
-  out << YAML::EndSeq << YAML::EndMap;
+  out << YAML::EndSeq;
+  const OperatorBalanceStatus balance = balancer_->Status();
+  out << YAML::Key << "operatorLeaseBalance" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "ring" << YAML::Value << balance.ring;
+  out << YAML::Key << "hosts" << YAML::Value << balance.hosts;
+  out << YAML::Key << "members" << YAML::Value << YAML::Flow << balance.members;
+  out << YAML::Key << "operators" << YAML::Value << balance.operators;
+  out << YAML::Key << "fairShare" << YAML::Value << balance.fair_share;
+  out << YAML::Key << "leading" << YAML::Value << YAML::Flow << balance.led;
+  out << YAML::Key << "handingOver" << YAML::Value << balance.handing_over;
+  out << YAML::Key << "handOvers" << YAML::Value << balance.hand_overs;
+  if (!balance.paused.empty()) out << YAML::Key << "paused" << YAML::Value << balance.paused;
+  out << YAML::EndMap << YAML::EndMap;
   return absl::StrCat(out.c_str(), "\n");
 }
 
@@ -297,10 +345,30 @@ std::string Host::LeaderDump() const {
 
 void Host::OnShardViewChange(const std::vector<std::string>& old_view,
                              const std::vector<std::string>& new_view) {
-  if (manager_ == nullptr) return;
   const ShardRing* ring = ring_.get();
-  const size_t queued = manager_->EnqueueSharded([&](absl::string_view key) {
-    return ring->OwnsUnder(new_view, key) && !ring->OwnsUnder(old_view, key);
+  const std::string& me = ring->options().identity;
+  const ShardAssignment before(old_view);
+  const ShardAssignment after(new_view);
+  std::vector<watch::HashRange> ranges = after.RangesOf(me);
+  common::LogInfo("shard ring: this host's part of the hash space",
+                  {{"ring", ring->options().ring},
+                   {"members", absl::StrJoin(new_view, ",")},
+                   {"buckets", after.BucketsOf(me)},
+                   {"of", kShardBuckets},
+                   {"ranges", ranges.size()}});
+  // The sharded caches list their new part again: objects this host newly owns arrive as adds
+  // (and are queued by them), those it no longer owns leave as deletes of keys not its own.
+  shard_scope_->Set(std::move(ranges));
+  if (manager_ == nullptr) return;
+  // The first member in join order labels the sharded kinds' objects (where the server needs
+  // labels); when it leaves, the next one does.
+  if (ShardLabeler* labeler = manager_->shard_labeler(); labeler != nullptr) {
+    labeler->SetActive(!new_view.empty() && new_view.front() == me);
+  }
+  // Objects already cached (a cache not restricted to the shard, or one not yet re-listed).
+  const size_t queued = manager_->EnqueueSharded([&](const cache::Object& primary) {
+    const uint64_t hash = controller::ShardHash(primary.uid());
+    return after.Owns(me, hash) && !before.Owns(me, hash);
   });
   common::LogInfo("shard ring: queued the keys this host newly owns",
                   {{"ring", ring->options().ring},
@@ -323,12 +391,37 @@ std::string Host::ShardDump() const {
   out << YAML::Key << "members" << YAML::Value << YAML::Flow << status.view;
   out << YAML::Key << "adoptedView" << YAML::Value << YAML::Flow << status.adopted;
   out << YAML::Key << "viewGeneration" << YAML::Value << status.generation;
+  // This host's part of the hash space under `members` (what its sharded caches hold).
+  out << YAML::Key << "buckets" << YAML::Value
+      << absl::StrCat(status.buckets, " of ", kShardBuckets);
+  out << YAML::Key << "hashRanges" << YAML::Value << YAML::BeginSeq;
+  for (const watch::HashRange& r : status.ranges) {
+    out << absl::StrCat("0x", absl::Hex(r.start), "-0x",
+                        r.end == absl::uint128(1) << 64
+                            ? "10000000000000000"
+                            : absl::StrCat(absl::Hex(absl::Uint128Low64(r.end))));
+  }
+  out << YAML::EndSeq;
   out << YAML::Key << "drained" << YAML::Value << (status.view == status.adopted);
   out << YAML::Key << "peersReadSincePublished" << YAML::Value << status.peers_fresh;
   out << YAML::Key << "inFlight" << YAML::Value << status.in_flight;
   out << YAML::Key << "draining" << YAML::Value << status.draining;
   if (!status.last_error.empty()) {
     out << YAML::Key << "lastError" << YAML::Value << status.last_error;
+  }
+  if (manager_ != nullptr && manager_->shard_labeler() != nullptr) {
+    const ShardLabelerStatus labeler = manager_->shard_labeler()->Status();
+    out << YAML::Key << "labeler" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "active" << YAML::Value << labeler.active;
+    out << YAML::Key << "kinds" << YAML::Value << labeler.kinds;
+    out << YAML::Key << "labelledTotal" << YAML::Value << labeler.labelled_total;
+    out << YAML::Key << "fixedTotal" << YAML::Value << labeler.fixed_total;
+    out << YAML::Key << "failuresTotal" << YAML::Value << labeler.failures_total;
+    out << YAML::Key << "pending" << YAML::Value << labeler.pending;
+    if (!labeler.last_error.empty()) {
+      out << YAML::Key << "lastError" << YAML::Value << labeler.last_error;
+    }
+    out << YAML::EndMap;
   }
   out << YAML::Key << "peers" << YAML::Value << YAML::BeginSeq;
   for (const ShardPeer& peer : status.peers) {
@@ -338,6 +431,7 @@ std::string Host::ShardDump() const {
     out << YAML::Key << "live" << YAML::Value << peer.live;
     out << YAML::Key << "adoptedView" << YAML::Value << YAML::Flow << peer.adopted;
     out << YAML::Key << "viewGeneration" << YAML::Value << peer.generation;
+    if (peer.older_scheme) out << YAML::Key << "olderScheme" << YAML::Value << true;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

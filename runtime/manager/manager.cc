@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +106,11 @@ Manager::Manager(ManagerOptions options)
   applier_ = std::make_unique<controller::apply::Applier>(options_.client, applier_options);
   for (const auto& [op, fence] : options_.operator_fences) {
     fenced_appliers_[op] = std::make_unique<FencedApplier>(applier_.get(), fence);
+  }
+  if (options_.shard_scope != nullptr) {
+    shard_labeler_ = std::make_unique<ShardLabeler>(
+        options_.shard_labeler_client != nullptr ? options_.shard_labeler_client : options_.client,
+        registry_.get());
   }
 }
 
@@ -408,12 +414,40 @@ void Manager::StartDispatching(const std::string& operator_name) {
                   {{"operator", operator_name}, {"controller_groups", groups}});
 }
 
+void Manager::StopDispatching(const std::string& operator_name,
+                              const std::function<void()>& drained) {
+  bool was = false;
+  if (options_.operator_fences.count(operator_name) > 0) {
+    common::MutexLock lock(&mu_);
+    // Erased before the groups are listed: a group published later reads the flag (CatchUp)
+    // after this and does not start.
+    was = dispatching_operators_.erase(operator_name) > 0;
+  }
+  std::vector<std::pair<std::shared_ptr<ControllerGroup>, ControllerGroup::DrainedPtr>> groups;
+  if (was) {
+    // One deadline for all the operator's groups: each stops handing out keys in turn and
+    // they drain together.
+    const absl::Time deadline = clock_->Now() + options_.shutdown_timeout;
+    for (const PluginView& view : AllPlugins()) {
+      if (view.group == nullptr || view.plugin->operator_name != operator_name) continue;
+      groups.emplace_back(view.group, view.group->DrainForStandby(std::max(
+                                          absl::ZeroDuration(), deadline - clock_->Now())));
+    }
+  }
+  if (drained) drained();
+  for (auto& [group, drained_group] : groups) group->RewireAsStandby(std::move(drained_group));
+  if (was) {
+    common::LogInfo("dispatch stopped: the operator stands by (plugins and caches kept)",
+                    {{"operator", operator_name}, {"controller_groups", groups.size()}});
+  }
+}
+
 bool Manager::dispatching(const std::string& operator_name) const {
   common::MutexLock lock(&mu_);
   return DispatchingLocked(operator_name);
 }
 
-size_t Manager::EnqueueSharded(const std::function<bool(absl::string_view key)>& filter) {
+size_t Manager::EnqueueSharded(const std::function<bool(const cache::Object& primary)>& filter) {
   size_t queued = 0;
   for (const PluginView& view : AllPlugins()) {
     if (view.group != nullptr) {

@@ -76,9 +76,11 @@
 #include "runtime/manager/fence.h"
 #include "runtime/manager/plugin_slot.h"
 #include "runtime/manager/route_dispatcher.h"
+#include "runtime/manager/shard_labeler.h"
 #include "runtime/manager/watch_readiness.h"
 #include "runtime/observe/metrics.h"
 #include "runtime/watch/registry.h"
+#include "runtime/watch/shard_scope.h"
 
 namespace ctrlhost::manager {
 
@@ -135,6 +137,12 @@ struct ManagerOptions {
   // The shard ring's key gate for controllers with sharding enabled (shard_ring.h). Borrowed;
   // must outlive the manager. Null: such controllers stay pending, saying why.
   controller::KeyGate* shard_gate = nullptr;
+  // This host's part of the hash space, for the caches of sharded controllers (see
+  // ControllerGroupDeps). Null: they cache everything.
+  std::shared_ptr<watch::ShardScope> shard_scope;
+  // With shard_scope: the client the shard labeler writes with (shard_labeler.h; not the
+  // controllers' budget). Borrowed. Null: `client`.
+  kube::Client* shard_labeler_client = nullptr;
   // The host's API request budget (the client's limiter): each operator's and controller's
   // spec.scheduling.apiWeight is set on it, and the runners charge their requests to their
   // operator and controller. Borrowed; must outlive the manager. Null: no shares.
@@ -167,6 +175,9 @@ class Manager {
   // This is what `ctrlhost run` waits for before it prints "ready".
   absl::Status Started(std::vector<std::string>* pending,
                        std::vector<std::string>* refused = nullptr) const;
+  // With a shard scope: the labeler of the sharded primary kinds (else null). The host sets it
+  // active on the ring's first member and hands it the wrong labels its watches report.
+  ShardLabeler* shard_labeler() const { return shard_labeler_.get(); }
   // A standby becomes the leader: every controller group starts dispatching (its first
   // reconciles cover every object: REASON_PLUGIN_STARTED). Idempotent.
   void StartDispatching();
@@ -175,11 +186,19 @@ class Manager {
   // start dispatching (every object queued, as above). Idempotent; for operators without a
   // fence in ManagerOptions::operator_fences, StartDispatching() above.
   void StartDispatching(const std::string& operator_name);
+  // The reverse, for an operator in ManagerOptions::operator_fences whose Lease this host hands
+  // over: its controller groups stop handing out keys, the reconciles in flight finish (their
+  // writes too) for up to `shutdown_timeout`, then `drained` runs (the host closes the
+  // operator's fence there, cancelling whatever is left) and the groups get runners that do not
+  // dispatch, over the same caches (ControllerGroup::DrainForStandby / RewireAsStandby;
+  // plugins and caches kept). StartDispatching(operator_name) works again after it.
+  // Idempotent (`drained` runs in any case); no effect on other operators.
+  void StopDispatching(const std::string& operator_name, const std::function<void()>& drained);
   bool dispatching(const std::string& operator_name) const;
   // Sharding: queues, in every sharded controller, each primary key for which `filter` is true
   // (after a view change of the shard ring: the keys this host newly owns), with
   // REASON_RESYNC. Returns how many.
-  size_t EnqueueSharded(const std::function<bool(absl::string_view key)>& filter);
+  size_t EnqueueSharded(const std::function<bool(const cache::Object& primary)>& filter);
 
   // The plugins that were refused (FAILED: not restarted until a swap or a configuration
   // change), as "operator OP, plugin NAME: <why>", when every plugin of every operator was
@@ -355,6 +374,8 @@ class Manager {
   std::string socket_dir_;  // set by Create; removed by Stop
   std::unique_ptr<watch::ReflectorRegistry> registry_;
   std::unique_ptr<controller::apply::Applier> applier_;
+  // With options_.shard_scope (its watches come from registry_: destroyed before it).
+  std::unique_ptr<ShardLabeler> shard_labeler_;
   // One per entry of options_.operator_fences, in front of applier_ (constant after Create).
   std::map<std::string, std::unique_ptr<FencedApplier>> fenced_appliers_;
 

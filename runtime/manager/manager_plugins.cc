@@ -267,6 +267,7 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
   deps.clock = clock_;
   deps.shard_gate = options_.shard_gate;
   deps.shard_scope = options_.shard_scope;
+  deps.shard_labeler = shard_labeler_.get();
   deps.api_budget = options_.api_budget;
   common::MutexLock lock(&mu_);
   deps.dispatching = DispatchingLocked(p->operator_name);

@@ -2,7 +2,10 @@
 //
 // The space is cut into kShardBuckets buckets of equal width (a hash's top kShardBucketBits
 // bits), so a member's buckets are a few contiguous ranges that a server can filter by
-// (KEP-5866's shardRange over FNV-1a 64 of the object's uid) and a label selector can name.
+// (KEP-5866's shardRange over FNV-1a 64 of the object's uid) and a label selector can name
+// (`ctrlhost.dev/shard-bucket in (...)`: 256 buckets keep that selector short enough for any
+// server's request line, at the price of shares even only to 1/256 of the space, and of at
+// most 256 hosts owning something).
 //
 // The assignment is a function of the members in *join order* (their Leases' creation times):
 // the first member owns every bucket; each member that joins takes from every earlier member
@@ -32,8 +35,8 @@
 
 namespace ctrlhost::manager {
 
-inline constexpr int kShardBucketBits = 12;
-inline constexpr int kShardBuckets = 1 << kShardBucketBits;  // 4,096
+inline constexpr int kShardBucketBits = 8;
+inline constexpr int kShardBuckets = 1 << kShardBucketBits;  // 256
 
 inline int ShardBucket(uint64_t hash) { return static_cast<int>(hash >> (64 - kShardBucketBits)); }
 

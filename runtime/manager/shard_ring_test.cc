@@ -231,6 +231,47 @@ TEST_F(ShardRingTest, AnOlderSchemeMemberStopsEveryKeyWhileLive) {
   a->End("default/k0");
 }
 
+// A member whose clock is far off (its renewTime an hour ahead) is judged on this host's clock
+// only: live while its record changes, gone leaseDuration after it stopped changing, whatever
+// its timestamps say. Its place in the join order is the API server's creationTimestamp.
+TEST_F(ShardRingTest, AMemberWithAClockFarOffIsJudgedOnThisHostsClock) {
+  const std::string ring = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const kube::ResourceRef ref = LeaseRef("default", ShardLeaseName(ring, "skewed"));
+  nlohmann::json lease = {
+      {"apiVersion", "coordination.k8s.io/v1"},
+      {"kind", "Lease"},
+      {"metadata",
+       {{"name", ref.name},
+        {"namespace", "default"},
+        {"labels", {{kShardRingLabel, ring}}},
+        {"annotations", {{kShardMembersAnnotation, "skewed"}, {kShardGenerationAnnotation, "1"}}}}},
+      {"spec",
+       {{"holderIdentity", "skewed"},
+        {"leaseDurationSeconds", 15},
+        {"renewTime", "2099-01-01T00:00:00.000000Z"}}}};
+  ASSERT_TRUE(CreateLease(client_, ref, lease).ok());
+  auto a = Member("host-a");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(a->SyncOnce());
+  EXPECT_EQ(a->Status().view.size(), 2u);
+  // It renews (its record changes) every 10 s of this host's clock, with a time far ahead.
+  for (int round = 0; round < 3; ++round) {
+    clock_.Advance(absl::Seconds(10));
+    absl::StatusOr<nlohmann::json> current = GetLease(client_, ref);
+    ASSERT_TRUE(current.ok()) << current.status();
+    (*current)["spec"]["renewTime"] = absl::StrCat("2099-01-01T00:00:", 10 + round, ".000000Z");
+    ASSERT_TRUE(UpdateLease(client_, ref, *current).ok());
+    ASSERT_TRUE(a->SyncOnce());
+    EXPECT_EQ(a->Status().view.size(), 2u) << round;
+  }
+  // It stops renewing: gone once its record has not changed for leaseDuration here.
+  clock_.Advance(absl::Seconds(14));
+  ASSERT_TRUE(a->SyncOnce());
+  EXPECT_EQ(a->Status().view.size(), 2u);
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(a->SyncOnce());
+  EXPECT_THAT(a->Status().view, ElementsAre("host-a"));
+}
+
 TEST_F(ShardRingTest, LoopRunsOnItsOwn) {
   ShardRingOptions options;
   options.lease_namespace = "default";
