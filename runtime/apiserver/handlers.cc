@@ -224,7 +224,7 @@ absl::StatusOr<ObjectFilter> ApiHandlers::MakeFilter(const Target& t, const ApiR
     f.extra_fields = t.r->extra_field_selectors;
   }
   auto shard = req.query.find("shardSelector");
-  if (shard != req.query.end() && !shard->second.empty()) {
+  if (options_.shard_selectors && shard != req.query.end() && !shard->second.empty()) {
     absl::StatusOr<kube::ShardSelector> parsed = kube::ShardSelector::Parse(shard->second);
     if (!parsed.ok()) {
       return kube::InvalidError(

@@ -71,6 +71,8 @@ struct HandlerOptions {
   absl::Duration max_watch_timeout = absl::Minutes(30);
   // How often an idle watch with allowWatchBookmarks=true gets a BOOKMARK.
   absl::Duration bookmark_interval = absl::Seconds(10);
+  // KEP-5866's shardSelector (the ShardedListAndWatch gate); false: ignored, as before 1.36.
+  bool shard_selectors = true;
 };
 
 // Options of a deletion (metav1.DeleteOptions), from the body or the query string.

@@ -465,6 +465,27 @@ std::string FirstDifference(const std::string& a, const std::string& b) {
 // 2,000 ConfigMaps cm-1000 ... cm-2999 in namespace "big" (4 times the items answered in one
 // body), each with a 1 KiB annotation so that its row weighs about 1.4 KiB (a table of ~2.8 MB,
 // about eleven chunks).
+// With the ShardedListAndWatch gate off (`ctrlhost apiserver --feature-gates
+// ShardedListAndWatch=false`) the server is one from before KEP-5866: the parameter is ignored,
+// even a malformed one, and no shardInfo says it was applied.
+TEST(ShardGateTest, GateOffIgnoresShardSelectors) {
+  testing::ApiTestEnvOptions options;
+  options.handler_options.shard_selectors = false;
+  ApiTestEnv env(options);
+  env.CreateNamespace("sh");
+  for (int i = 0; i < 20; ++i) {
+    env.CreateConfigMap("sh", absl::StrCat("cm-", i), nlohmann::json::object());
+  }
+  for (const std::string selector :
+       {"shardRange(object.metadata.uid, '0x0', '0x8000000000000000')", "not a selector"}) {
+    ApiResponse r = env.Get("/api/v1/namespaces/sh/configmaps", {{"shardSelector", selector}});
+    ASSERT_EQ(r.code, 200) << r.body;
+    nlohmann::json list = ApiTestEnv::Json(r);
+    EXPECT_EQ(list["items"].size(), 20u);
+    EXPECT_FALSE(list["metadata"].contains("shardInfo"));
+  }
+}
+
 class StreamedTableTest : public ::testing::Test {
  protected:
   static constexpr int kItems = 2000;

@@ -320,8 +320,10 @@ absl::Status ApiServer::Impl::OpenState() {
   };
   ASSIGN_OR_RETURN(store, Store::Open(std::move(so)));
   registry = std::make_unique<ResourceRegistry>();
+  HandlerOptions handler_options;
+  handler_options.shard_selectors = options.sharded_list_and_watch;
   handlers = std::make_unique<ApiHandlers>(store.get(), registry.get(), common::Clock::Real(),
-                                           HandlerOptions{});
+                                           handler_options);
   controllers = std::make_unique<Controllers>(store.get(), registry.get(), handlers.get(),
                                               common::Clock::Real());
   RETURN_IF_ERROR(controllers->Start());

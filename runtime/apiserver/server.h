@@ -26,6 +26,9 @@ namespace ctrlhost::apiserver {
 struct ApiServerOptions {
   std::string data_dir = ".ctrlhost";
   std::string bind = "127.0.0.1";
+  // KEP-5866's shardSelector on LIST and WATCH (the ShardedListAndWatch feature gate); false
+  // serves as Kubernetes before 1.36: the parameter is ignored.
+  bool sharded_list_and_watch = true;
   int port = 6443;             // 0: any free port (see ApiServer::port())
   bool insecure_http = false;  // plain HTTP without authentication; tests and debugging only
   bool sync_full = true;       // fsync every commit (group-committed)

@@ -7,6 +7,9 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/paths.h"
@@ -73,8 +76,34 @@ void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values) {
                    "it is ended (its client watches again from its last resourceVersion); "
                    "counted and logged (at least 100ms)")
       .MinDuration(absl::Milliseconds(100));
+  flags
+      .AddString("feature-gates", &values->feature_gates,
+                 "Alpha features on or off, as kube-apiserver's flag: ShardedListAndWatch=true|"
+                 "false (KEP-5866's shardSelector on LIST and WATCH; default true; false serves "
+                 "as a Kubernetes before 1.36 does: the parameter is ignored)")
+      .ValueName("NAME=BOOL,...");
   flags.AddBool("print-kubeconfig-path", &values->print_kubeconfig_path,
                 "Print the path of the kubeconfig written for kubectl on stdout once serving");
+}
+
+absl::Status ApplyFeatureGates(absl::string_view gates, apiserver::ApiServerOptions* options) {
+  for (absl::string_view gate : absl::StrSplit(gates, ',', absl::SkipWhitespace())) {
+    gate = absl::StripAsciiWhitespace(gate);
+    const size_t eq = gate.find('=');
+    const absl::string_view name = absl::StripAsciiWhitespace(gate.substr(0, eq));
+    const absl::string_view value =
+        eq == absl::string_view::npos ? "" : absl::StripAsciiWhitespace(gate.substr(eq + 1));
+    if (name != "ShardedListAndWatch") {
+      return absl::InvalidArgumentError(absl::StrCat("--feature-gates: unknown feature gate \"",
+                                                     name, "\" (known: ShardedListAndWatch)"));
+    }
+    if (value != "true" && value != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--feature-gates: ", name, " must be true or false, not \"", value, "\""));
+    }
+    options->sharded_list_and_watch = value == "true";
+  }
+  return absl::OkStatus();
 }
 
 int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
@@ -107,6 +136,9 @@ int RunApiServerCommand(const std::vector<std::string>& args, std::ostream& out,
   options.write_stall_timeout = values.write_stall_timeout;
   options.watch_threads = static_cast<int>(values.watch_threads);
   options.watch_stall_timeout = values.watch_stall_timeout;
+  if (absl::Status s = ApplyFeatureGates(values.feature_gates, &options); !s.ok()) {
+    return UsageError(flags.command(), s.message(), err);
+  }
   return ServeApiServerUntilSignal(options, values.print_kubeconfig_path, out, err);
 }
 

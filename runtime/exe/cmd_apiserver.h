@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runtime/apiserver/server.h"
 #include "runtime/exe/flags.h"
@@ -49,7 +51,13 @@ struct ApiServerFlags {
   int64_t watch_threads = 2;
   // A watch whose client accepts no byte this long while events wait is ended.
   absl::Duration watch_stall_timeout = absl::Seconds(10);
+  // kube-apiserver's --feature-gates: "Name=true|false,..." of the gates this server knows.
+  std::string feature_gates;
 };
+
+// Applies --feature-gates to `options`: InvalidArgument naming an unknown gate (and the known
+// ones) or a value that is not true or false.
+absl::Status ApplyFeatureGates(absl::string_view gates, apiserver::ApiServerOptions* options);
 
 // Declares the apiserver flags in `flags`, bound to `values`.
 void AddApiServerFlags(FlagSet& flags, ApiServerFlags* values);

@@ -75,6 +75,28 @@ TEST(ApiServerFlagsTest, RejectsBadValues) {
             "--write-stall-timeout must be at least 100ms, got 10ms");
 }
 
+// KEP-5866 is on by default; --feature-gates=ShardedListAndWatch=false serves as Kubernetes
+// before 1.36 (the shard selector ignored). Unknown gates and values are precise errors.
+TEST(ApiServerFlagsTest, FeatureGates) {
+  apiserver::ApiServerOptions options;
+  EXPECT_TRUE(options.sharded_list_and_watch);
+  ASSERT_TRUE(ApplyFeatureGates("", &options).ok());
+  EXPECT_TRUE(options.sharded_list_and_watch);
+  ASSERT_TRUE(ApplyFeatureGates(" ShardedListAndWatch = false ", &options).ok());
+  EXPECT_FALSE(options.sharded_list_and_watch);
+  ASSERT_TRUE(ApplyFeatureGates("ShardedListAndWatch=true", &options).ok());
+  EXPECT_TRUE(options.sharded_list_and_watch);
+  EXPECT_EQ(ApplyFeatureGates("ShardedListAndWatch=true,Foo=false", &options).message(),
+            "--feature-gates: unknown feature gate \"Foo\" (known: ShardedListAndWatch)");
+  EXPECT_EQ(ApplyFeatureGates("ShardedListAndWatch=off", &options).message(),
+            "--feature-gates: ShardedListAndWatch must be true or false, not \"off\"");
+  EXPECT_EQ(ApplyFeatureGates("ShardedListAndWatch", &options).message(),
+            "--feature-gates: ShardedListAndWatch must be true or false, not \"\"");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunApiServerCommand({"--feature-gates", "Nope=true"}, out, err), kExitUsage);
+  EXPECT_TRUE(absl::StrContains(err.str(), "unknown feature gate \"Nope\"")) << err.str();
+}
+
 TEST(ApiServerCommandTest, UsageErrorExitsTwo) {
   std::ostringstream out, err;
   EXPECT_EQ(RunApiServerCommand({"--prot", "1"}, out, err), kExitUsage);
