@@ -124,8 +124,10 @@ ScopedRules DeriveRules(const std::vector<DeclaredController>& controllers) {
 }
 
 void AddLeaderElectionRules(const std::string& lease_namespace, ScopedRules& rules) {
+  // list and delete: the rings of Leases (a shard ring's members, the hosts that balance
+  // per-operator Leases) read each other's and delete those of long-dead members.
   Add(rules, lease_namespace, "coordination.k8s.io", "leases",
-      {"get", "watch", "create", "update"});
+      {"get", "list", "watch", "create", "update", "delete"});
 }
 
 std::string RenderRbac(const RbacOptions& options, const ScopedRules& rules) {

@@ -9,9 +9,11 @@
 //   owned kinds       get list watch create patch; delete only with delete_absent (pruning)
 //   watched kinds     get list watch, cluster-wide (extra watches are never namespace-bound)
 //   events            create patch, where primaries live ("default" for cluster-scoped ones)
-//   leases            with leader election (AddLeaderElectionRules): get watch create update on
-//                     coordination.k8s.io leases in the Lease's namespace only (a Role): the
-//                     elector reads, creates and renews its Lease and standbys watch it
+//   leases            with leader election (AddLeaderElectionRules): get list watch create
+//                     update delete on coordination.k8s.io leases in the Lease's namespace
+//                     only (a Role): the elector reads, creates and renews its Lease and
+//                     standbys watch it; rings of Leases (--shard-ring, the balance of
+//                     per-operator Leases) list their members' and delete long-dead ones
 //
 // A controller held to exactly one namespace watches its primary and namespaced owned kinds
 // there (manager/controller_group.cc) and gets a Role in that namespace; several namespaces are

@@ -96,7 +96,7 @@ TEST(AddLeaderElectionRulesTest, LeasesInTheLeaseNamespaceOnly) {
   const RuleSet& role = rules.at("ctrlhost");
   ASSERT_EQ(role.size(), 1u);
   EXPECT_EQ(role.at({"coordination.k8s.io", "leases"}),
-            (Verbs{"get", "watch", "create", "update"}));
+            (Verbs{"get", "list", "watch", "create", "update", "delete"}));
   // Never cluster-wide: the ClusterRole is what the controller alone needs.
   EXPECT_EQ(rules.at("").count({"coordination.k8s.io", "leases"}), 0u);
 }
@@ -106,7 +106,7 @@ TEST(AddLeaderElectionRulesTest, MergesIntoTheRoleOfTheSameNamespace) {
   AddLeaderElectionRules("shop", rules);
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_EQ(rules.at("shop").at({"coordination.k8s.io", "leases"}),
-            (Verbs{"get", "watch", "create", "update"}));
+            (Verbs{"get", "list", "watch", "create", "update", "delete"}));
   EXPECT_EQ(rules.at("shop").at({"apps", "deployments"}),
             (Verbs{"get", "list", "watch", "create", "patch"}));
 }
