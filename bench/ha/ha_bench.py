@@ -13,8 +13,10 @@ record log), polled every 5 ms:
 - partition: the leader's connection to the API server is blackholed (TCP proxy); reported
   with the time at which the old leader fenced itself (its "leadership lost" log line).
 Ratios are to the restart baseline. Then sharding (bench/ha/sharding.py): keys-per-host balance
-and reconciles/s for 1, 2 and 3 sharded hosts, as ratios to 1 host. `--only=sharding` or
-`--only=failover` runs one part.
+and reconciles/s for 1, 2 and 3 sharded hosts, as ratios to 1 host; then the sharded caches
+(bench/ha/shard_cache.py): cache bytes and watch events per host for 1, 2 and 3 hosts on 30,000
+objects, and what moves when a fourth joins. `--only=failover`, `--only=sharding` or
+`--only=shard-cache` runs one part.
 
 Output: a table, or with --json one JSON object per figure per line (bench/report.h format).
 """
@@ -39,6 +41,7 @@ if "TEST_TMPDIR" not in os.environ:
 from e2e.apiserver import apiserver_fixture  # pylint: disable=wrong-import-position
 from e2e.host import host_fixture  # pylint: disable=wrong-import-position
 from e2e.kube import tcp_proxy  # pylint: disable=wrong-import-position
+from bench.ha import shard_cache  # pylint: disable=wrong-import-position
 from bench.ha import sharding  # pylint: disable=wrong-import-position
 
 OBJECTS = 200
@@ -270,12 +273,14 @@ def figure(metric, value, unit="s", baseline=None, target=None, met=None):
     return out
 
 
-def measure(bench, label, parts=("failover", "sharding")):
+def measure(bench, label, parts=("failover", "sharding", "shard-cache")):
     out = []
     if "failover" in parts:
         out += measure_failover(bench, label)
     if "sharding" in parts:
         out += sharding.measure(bench, label, figure)
+    if "shard-cache" in parts:
+        out += shard_cache.measure(bench, label, figure)
     return out
 
 
@@ -304,7 +309,7 @@ def measure_failover(bench, label):
 def main(argv):
     as_json = "--json" in argv
     kubeconfig = None
-    parts = ("failover", "sharding")
+    parts = ("failover", "sharding", "shard-cache")
     for arg in argv:
         if arg.startswith("--kubeconfig="):
             kubeconfig = arg.split("=", 1)[1]
