@@ -11,12 +11,38 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "runtime/kube/api_status.h"
+#include "runtime/kube/selector.h"
 
 namespace ctrlhost::watch {
 
+struct FakeListerWatcher::Filter {
+  std::shared_ptr<const kube::ShardSelector> shard;  // null: none (or not supported)
+  std::optional<kube::LabelSelector> labels;
+  std::optional<kube::FieldSelector> fields;
+
+  // Whether `object` (JSON) is selected. An object without metadata (an injected malformed
+  // one) passes, so the client sees it; one without a uid passes the shard selector.
+  bool Matches(const std::string& object) const {
+    if (shard == nullptr && !labels.has_value() && !fields.has_value()) return true;
+    nlohmann::json j = nlohmann::json::parse(object, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) return true;
+    const nlohmann::json& meta = j["metadata"];
+    if (labels.has_value() && !labels->Matches(kube::LabelsOf(j))) return false;
+    if (fields.has_value()) {
+      kube::Fields values;
+      values["metadata.name"] = meta.value("name", "");
+      values["metadata.namespace"] = meta.value("namespace", "");
+      if (!fields->Matches(values)) return false;
+    }
+    auto uid = meta.find("uid");
+    if (shard == nullptr || uid == meta.end() || !uid->is_string()) return true;
+    return shard->Matches(uid->get<std::string>());
+  }
+};
+
 struct FakeListerWatcher::StreamState {
-  // Constant after construction: the shard selector the watch applies, or null.
-  std::shared_ptr<const kube::ShardSelector> shard;
+  // Constant after construction: what the watch selects.
+  std::shared_ptr<const Filter> filter;
   common::Mutex mu;
   common::CondVar cv;
   std::deque<absl::StatusOr<std::optional<WatchEvent>>> queue ABSL_GUARDED_BY(mu);
@@ -74,15 +100,19 @@ std::string GoneStatusJson(absl::string_view message) {
   return kube::ToHttpResponse(kube::GoneError(message)).second;
 }
 
-// Whether `object` (JSON) is in `shard`'s ranges; everything is when there is none. An object
-// without metadata.uid (an injected malformed one) passes, so the client sees it.
-bool InShard(const kube::ShardSelector* shard, const std::string& object) {
-  if (shard == nullptr) return true;
-  nlohmann::json j = nlohmann::json::parse(object, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("metadata") || !j["metadata"].is_object()) return true;
-  auto uid = j["metadata"].find("uid");
-  if (uid == j["metadata"].end() || !uid->is_string()) return true;
-  return shard->Matches(uid->get<std::string>());
+// The event a watch with `filter` sees for a change, as a real server's watch cache sends it:
+// an object that comes into the selectors is ADDED, one that leaves them is DELETED (with its
+// new state); none when it is selected neither before nor after.
+std::optional<WatchEvent> AsSeenBy(const FakeListerWatcher::Filter& filter, const WatchEvent& event,
+                                   const std::string& previous) {
+  const bool now = filter.Matches(event.object);
+  if (event.type != EventType::kModified) {
+    return now ? std::optional<WatchEvent>(event) : std::nullopt;
+  }
+  const bool before = filter.Matches(previous);
+  if (now) return WatchEvent{before ? EventType::kModified : EventType::kAdded, event.object};
+  if (before) return WatchEvent{EventType::kDeleted, event.object};
+  return std::nullopt;
 }
 
 }  // namespace
@@ -107,16 +137,32 @@ void FakeListerWatcher::PruneStreams() {
       streams_.end());
 }
 
-absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> FakeListerWatcher::ShardFilter(
-    const std::string& selector) const {
-  if (!shard_support_ || selector.empty()) return nullptr;
-  absl::StatusOr<kube::ShardSelector> parsed = kube::ShardSelector::Parse(selector);
-  if (!parsed.ok()) {
-    return kube::InvalidError(
-        "meta.k8s.io", "ListOptions", "",
-        {{"FieldValueInvalid", std::string(parsed.status().message()), "shardSelector"}});
+absl::StatusOr<std::shared_ptr<const FakeListerWatcher::Filter>> FakeListerWatcher::MakeFilter(
+    const std::string& label_selector, const std::string& field_selector,
+    const std::string& shard_selector) const {
+  auto filter = std::make_shared<Filter>();
+  if (!label_selector.empty()) {
+    absl::StatusOr<kube::LabelSelector> labels = kube::LabelSelector::Parse(label_selector);
+    if (!labels.ok()) return labels.status();
+    filter->labels = *std::move(labels);
   }
-  return std::make_shared<const kube::ShardSelector>(*std::move(parsed));
+  if (!field_selector.empty()) {
+    absl::StatusOr<kube::FieldSelector> fields = kube::FieldSelector::Parse(field_selector);
+    if (!fields.ok()) return fields.status();
+    absl::Status supported = fields->ValidateFields({"metadata.name", "metadata.namespace"});
+    if (!supported.ok()) return supported;
+    filter->fields = *std::move(fields);
+  }
+  if (shard_support_ && !shard_selector.empty()) {
+    absl::StatusOr<kube::ShardSelector> parsed = kube::ShardSelector::Parse(shard_selector);
+    if (!parsed.ok()) {
+      return kube::InvalidError(
+          "meta.k8s.io", "ListOptions", "",
+          {{"FieldValueInvalid", std::string(parsed.status().message()), "shardSelector"}});
+    }
+    filter->shard = std::make_shared<const kube::ShardSelector>(*std::move(parsed));
+  }
+  return std::shared_ptr<const Filter>(std::move(filter));
 }
 
 absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
@@ -131,15 +177,15 @@ absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
   last_list_options_ = options;
   absl::Status failure = TakeInjectedFailure();
   if (!failure.ok()) return failure;
-  absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> shard =
-      ShardFilter(options.shard_selector);
-  if (!shard.ok()) return shard.status();
+  absl::StatusOr<std::shared_ptr<const Filter>> filter =
+      MakeFilter(options.label_selector, options.field_selector, options.shard_selector);
+  if (!filter.ok()) return filter.status();
   int64_t id = 0;
   size_t offset = 0;
   if (options.continue_token.empty()) {
     std::vector<std::string> items;
     for (const auto& [key, json] : objects_) {
-      if (InShard(shard->get(), json)) items.push_back(json);
+      if ((*filter)->Matches(json)) items.push_back(json);
     }
     id = next_snapshot_++;
     snapshots_[id] = {absl::StrCat(rv_), std::move(items)};
@@ -160,7 +206,7 @@ absl::StatusOr<ListPage> FakeListerWatcher::List(const ListOptions& options) {
   const auto& [rv, items] = snapshots_[id];
   ListPage page;
   page.resource_version = rv;
-  page.shard_applied = *shard != nullptr;
+  page.shard_applied = (*filter)->shard != nullptr;
   size_t end = items.size();
   if (options.limit > 0) end = std::min(end, offset + static_cast<size_t>(options.limit));
   for (size_t i = std::min(offset, items.size()); i < end; ++i) page.items.push_back(items[i]);
@@ -196,17 +242,19 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::OpenStream(
       !absl::SimpleAtoi(options.resource_version, &from)) {
     return kube::BadRequestError("invalid resourceVersion");
   }
-  absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> shard =
-      ShardFilter(options.shard_selector);
-  if (!shard.ok()) return shard.status();
+  absl::StatusOr<std::shared_ptr<const Filter>> filter =
+      MakeFilter(options.label_selector, options.field_selector, options.shard_selector);
+  if (!filter.ok()) return filter.status();
   auto state = std::make_shared<StreamState>();
-  state->shard = *std::move(shard);
+  state->filter = *std::move(filter);
   if (from < compacted_rv_) {
     if (gone_as_http_) return kube::GoneError("too old resource version");
     state->Push(WatchEvent{EventType::kError, GoneStatusJson("too old resource version")});
   } else {
-    for (const auto& [rv, event] : history_) {
-      if (rv > from && InShard(state->shard.get(), event.object)) state->Push(event);
+    for (const Change& change : history_) {
+      if (change.rv <= from) continue;
+      std::optional<WatchEvent> seen = AsSeenBy(*state->filter, change.event, change.previous);
+      if (seen.has_value()) state->Push(*std::move(seen));
     }
   }
   PruneStreams();
@@ -218,27 +266,46 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::OpenStream(
   return std::unique_ptr<WatchStream>(std::make_unique<FakeStream>(std::move(state)));
 }
 
-void FakeListerWatcher::Publish(EventType type, const std::string& object) {
-  WatchEvent event{type, object};
-  history_.emplace_back(rv_, event);
+void FakeListerWatcher::Publish(EventType type, const std::string& object,
+                                const std::string& previous) {
+  history_.push_back(Change{rv_, WatchEvent{type, object}, previous});
+  const Change& change = history_.back();
   for (auto& stream : streams_) {
-    if (InShard(stream->shard.get(), object)) stream->Push(event);
+    std::optional<WatchEvent> seen = AsSeenBy(*stream->filter, change.event, change.previous);
+    if (seen.has_value()) stream->Push(*std::move(seen));
   }
 }
 
 std::string FakeListerWatcher::Set(const std::string& ns, const std::string& name,
-                                   const std::string& value) {
+                                   const std::string& value,
+                                   const std::map<std::string, std::string>& labels) {
   common::MutexLock lock(&mu_);
   const std::string key = absl::StrCat(ns, "/", name);
   ++rv_;
+  auto it = objects_.find(key);
+  std::string uid = absl::StrCat(uid_prefix_, key);
+  if (it != objects_.end()) {
+    // An update keeps the object's uid.
+    uid = nlohmann::json::parse(it->second)["metadata"]["uid"].get<std::string>();
+  }
+  std::string label_json;
+  if (!labels.empty()) label_json = absl::StrCat(R"(,"labels":)", nlohmann::json(labels).dump());
   std::string json =
       absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{)", R"("name":")", name,
-                   R"(","namespace":")", ns, R"(","uid":"uid-)", key, R"(","resourceVersion":")",
-                   rv_, R"("},"data":{"value":")", value, R"("}})");
-  const bool existed = objects_.count(key) > 0;
-  objects_[key] = json;
-  Publish(existed ? EventType::kModified : EventType::kAdded, json);
+                   R"(","namespace":")", ns, R"(","uid":")", uid, R"(","resourceVersion":")", rv_,
+                   R"(")", label_json, R"(},"data":{"value":")", value, R"("}})");
+  std::string previous;
+  if (it != objects_.end())
+    previous = std::exchange(it->second, json);
+  else
+    objects_[key] = json;
+  Publish(previous.empty() ? EventType::kAdded : EventType::kModified, json, previous);
   return json;
+}
+
+void FakeListerWatcher::SetUidPrefix(const std::string& prefix) {
+  common::MutexLock lock(&mu_);
+  uid_prefix_ = prefix;
 }
 
 void FakeListerWatcher::Delete(const std::string& ns, const std::string& name) {
@@ -250,7 +317,7 @@ void FakeListerWatcher::Delete(const std::string& ns, const std::string& name) {
   // real server does; the fake keeps the old one, which consumers must not depend on either).
   std::string json = std::move(it->second);
   objects_.erase(it);
-  Publish(EventType::kDeleted, json);
+  Publish(EventType::kDeleted, json, "");
 }
 
 std::map<std::string, std::string> FakeListerWatcher::Snapshot() const {

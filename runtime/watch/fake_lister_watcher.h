@@ -7,12 +7,15 @@
 //   server.Compact();                             // older versions now answer 410 Gone
 //   EXPECT_EQ(StoreJson(store), server.Snapshot());
 //
-// Label and field selectors are ignored. A KEP-5866 shard selector is ignored too (as by a
-// server without the feature) unless SetShardSelectorSupport(true): then lists and watches
-// return only the objects whose metadata.uid hashes into it, lists say so (shard_applied), and
-// an invalid selector is a 422 (kInvalidArgument). Objects made by Set have the uid
-// "uid-<ns>/<name>". Thread-safe: every method may be called from any thread; mu_ guards
-// the server state, each stream's own mutex guards its queue.
+// Label selectors (kube::LabelSelector's full syntax) and field selectors on metadata.name and
+// metadata.namespace apply as on a real server (anything else is a 400): a watch sends an object
+// that comes into its selectors as ADDED and one that leaves them as DELETED with its new state.
+// A KEP-5866 shard selector is ignored (as by a server without the feature) unless
+// SetShardSelectorSupport(true): then lists and watches return only the objects whose
+// metadata.uid hashes into it, lists say so (shard_applied), and an invalid selector is a 422
+// (kInvalidArgument). Objects made by Set have the uid "uid-<ns>/<name>" (or, after
+// SetUidPrefix(p), "<p><ns>/<name>"). Thread-safe: every method may be called from any thread;
+// mu_ guards the server state, each stream's own mutex guards its queue.
 #ifndef CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_
 #define CTRLHOST_RUNTIME_WATCH_FAKE_LISTER_WATCHER_H_
 
@@ -44,9 +47,15 @@ class FakeListerWatcher : public ListerWatcher {
   absl::StatusOr<std::unique_ptr<WatchStream>> Watch(const WatchOptions& options) override;
 
   // --- Server-side changes (each gets the next resourceVersion and an event).
-  // Creates or updates ns/name with data {"value": value}; returns the stored JSON.
-  std::string Set(const std::string& ns, const std::string& name, const std::string& value);
+  // Creates or updates ns/name with data {"value": value} and metadata.labels `labels` (none
+  // when empty); returns the stored JSON.
+  std::string Set(const std::string& ns, const std::string& name, const std::string& value,
+                  const std::map<std::string, std::string>& labels = {});
   void Delete(const std::string& ns, const std::string& name);
+
+  // Objects created from now on get uids "<prefix><ns>/<name>" (a deleted object re-created
+  // with another uid).
+  void SetUidPrefix(const std::string& prefix);
 
   // The server's current objects, sorted by key: what a correct cache must equal.
   std::map<std::string, std::string> Snapshot() const;
@@ -102,15 +111,27 @@ class FakeListerWatcher : public ListerWatcher {
   bool WaitForWatchCalls(int n, absl::Duration timeout) const;
 
   struct StreamState;
+  // What a list or watch selects (constant once made).
+  struct Filter;
 
  private:
+  struct Change {
+    int64_t rv = 0;
+    WatchEvent event;
+    std::string previous;  // the object's state before a MODIFIED; "" otherwise
+  };
+
   absl::StatusOr<std::unique_ptr<WatchStream>> OpenStream(const WatchOptions& options,
                                                           bool* established);
   absl::Status TakeInjectedFailure() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Publish(EventType type, const std::string& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The selector a list or watch applies: null when none or unsupported.
-  absl::StatusOr<std::shared_ptr<const kube::ShardSelector>> ShardFilter(
-      const std::string& selector) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish(EventType type, const std::string& object, const std::string& previous)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The selectors a list or watch applies (the shard selector only when supported); a 400 for
+  // a malformed label or field selector, a 422 for a malformed shard selector.
+  absl::StatusOr<std::shared_ptr<const Filter>> MakeFilter(const std::string& label_selector,
+                                                           const std::string& field_selector,
+                                                           const std::string& shard_selector) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PruneStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable common::Mutex mu_;
@@ -118,7 +139,8 @@ class FakeListerWatcher : public ListerWatcher {
   int64_t rv_ ABSL_GUARDED_BY(mu_) = 100;
   int64_t compacted_rv_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> objects_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<int64_t, WatchEvent>> history_ ABSL_GUARDED_BY(mu_);
+  std::deque<Change> history_ ABSL_GUARDED_BY(mu_);
+  std::string uid_prefix_ ABSL_GUARDED_BY(mu_) = "uid-";
   std::map<int64_t, std::pair<std::string, std::vector<std::string>>> snapshots_
       ABSL_GUARDED_BY(mu_);  // continue id -> {rv, items}
   int64_t next_snapshot_ ABSL_GUARDED_BY(mu_) = 1;

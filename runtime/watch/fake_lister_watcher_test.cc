@@ -2,10 +2,14 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/shard_selector.h"
 
@@ -120,6 +124,54 @@ TEST(FakeListerWatcherTest, ShardSelectorsAreIgnoredUnlessSupported) {
     ++events;
   }
   EXPECT_EQ(events, expected);
+}
+
+TEST(FakeListerWatcherTest, LabelAndFieldSelectorsApplyToListsAndWatches) {
+  FakeListerWatcher server;
+  server.Set("ns", "a", "v", {{"b", "1"}});
+  server.Set("ns", "b", "v", {{"b", "2"}});
+  server.Set("other", "a", "v");
+  auto names = [&](const ListOptions& options) {
+    std::vector<std::string> out;
+    auto page = server.List(options);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (page.ok()) {
+      for (const auto& item : page->items) {
+        out.push_back(nlohmann::json::parse(item)["metadata"]["name"].get<std::string>());
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(names({"b in (1,3)", "", 0, ""}), std::vector<std::string>{"a"});
+  EXPECT_EQ(names({"b notin (1)", "", 0, ""}).size(), 2u);  // also the unlabeled one
+  EXPECT_EQ(names({"!b", "", 0, ""}).size(), 1u);
+  EXPECT_EQ(names({"", "metadata.name=a", 0, ""}).size(), 2u);
+  EXPECT_EQ(names({"", "metadata.name=a,metadata.namespace=ns", 0, ""}).size(), 1u);
+  EXPECT_EQ(server.List({"", "spec.x=y", 0, ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server.List({"in in in", "", 0, ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // A watch sees an object entering its selector as ADDED and leaving it as DELETED.
+  auto stream = server.Watch({"b in (1)", "", "", 0, true});
+  ASSERT_TRUE(stream.ok());
+  server.Set("ns", "b", "v", {{"b", "1"}});             // enters
+  server.Set("ns", "b", "w", {{"b", "1"}});             // stays
+  const std::string left = server.Set("ns", "b", "x");  // leaves: DELETED with the new state
+  server.Set("ns", "b", "y");                           // still out: nothing
+  server.Delete("ns", "a");
+  std::vector<std::pair<EventType, std::string>> want = {{EventType::kAdded, ""},
+                                                         {EventType::kModified, ""},
+                                                         {EventType::kDeleted, left},
+                                                         {EventType::kDeleted, ""}};
+  for (const auto& [type, object] : want) {
+    auto event = (*stream)->Next();
+    ASSERT_TRUE(event.ok() && event->has_value());
+    EXPECT_EQ((*event)->type, type);
+    if (!object.empty()) {
+      EXPECT_EQ((*event)->object, object);
+    }
+  }
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ Reflector::Reflector(std::shared_ptr<ListerWatcher> lister_watcher, ReflectorOpt
   rng_.seed(options_.seed != 0 ? options_.seed : std::random_device()());
   metrics_.description = options_.description;
   window_start_ = clock_->Now();
+  label_selector_ = options_.label_selector;
 }
 
 Reflector::~Reflector() { Stop(); }
@@ -326,109 +327,9 @@ void Reflector::RecordGone(const absl::Status& cause) {
                    {"not_logged", std::exchange(unlogged_gones_, 0)}});
 }
 
-absl::Status Reflector::ListAndReplace() {
-  // The scope first: a change from here on is seen by ShardMoved after the list.
-  ShardScope::Snapshot shard;
-  if (options_.shard != nullptr) {
-    {
-      common::MutexLock lock(&mu_);
-      shard_wakeup_ = false;
-    }
-    shard = options_.shard->Get();
-  }
-  const bool nothing_in_scope = options_.shard != nullptr && shard.ranges.empty();
-  std::vector<cache::ObjectPtr> objects;
-  std::string resource_version;
-  ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size, "",
-                           nothing_in_scope ? "" : ShardSelectorFor(shard.ranges)};
-  bool restarted = false;
-  bool shard_applied = false;
-  uint64_t parse_errors = 0;
-  uint64_t filtered = 0;
-  while (!nothing_in_scope) {
-    if (Stopping()) return absl::CancelledError("reflector stopping");
-    absl::StatusOr<ListPage> page = lister_watcher_->List(list_options);
-    if (!page.ok() && page.status().code() == absl::StatusCode::kInvalidArgument &&
-        !list_options.shard_selector.empty() && list_options.continue_token.empty()) {
-      // A server with other limits (or grammar) refused the selector: filter alone.
-      common::LogWarning("the server refused the shard selector; filtering client-side",
-                         {{"watch", options_.description}, {"error", page.status().message()}});
-      list_options.shard_selector.clear();
-      continue;
-    }
-    if (!page.ok()) {
-      // An expired continue token: start the list over once (a fresh snapshot).
-      if (kube::IsGone(page.status()) && !list_options.continue_token.empty() && !restarted) {
-        restarted = true;
-        objects.clear();
-        resource_version.clear();
-        list_options.continue_token.clear();
-        filtered = 0;
-        continue;
-      }
-      return page.status();
-    }
-    if (list_options.continue_token.empty()) shard_applied = page->shard_applied;
-    for (const std::string& item : page->items) {
-      absl::StatusOr<cache::ObjectPtr> object = parser_.Parse(item);
-      if (!object.ok()) {
-        // Skipped rather than retried: a server that keeps sending it would stall the cache.
-        ++parse_errors;
-        common::LogError("skipping an unparsable listed object",
-                         {{"watch", options_.description}, {"error", object.status()}});
-        continue;
-      }
-      if (options_.shard != nullptr &&
-          !RangesContain(shard.ranges, ShardHashOf(**object, options_.shard_by))) {
-        ++filtered;
-        continue;
-      }
-      objects.push_back(*std::move(object));
-    }
-    if (resource_version.empty()) resource_version = page->resource_version;
-    if (page->continue_token.empty()) break;
-    list_options.continue_token = std::move(page->continue_token);
-  }
-  bool initial;
-  size_t added, updated, deleted;
-  {
-    common::MutexLock dispatch(&dispatch_mu_);
-    initial = !store_.HasSynced();
-    cache::StoreDiff diff = store_.Replace(std::move(objects), resource_version);
-    Dispatch(diff, initial);
-    added = diff.added.size();
-    updated = diff.updated.size();
-    deleted = diff.deleted.size();
-  }
-  if (options_.shard != nullptr) {
-    listed_shard_ = shard;
-    shard_selector_ = list_options.shard_selector;
-    const absl::string_view mode = nothing_in_scope                      ? ""
-                                   : list_options.shard_selector.empty() ? "client"
-                                   : shard_applied                       ? "server"
-                                                                         : "client";
-    RecordShardList(shard, mode, filtered);
-  }
-  common::MutexLock lock(&mu_);
-  metrics_.parse_errors_total += parse_errors;
-  ++metrics_.lists_total;
-  if (!initial) ++metrics_.relists_total;
-  if (std::exchange(relist_after_gone_, false)) {
-    common::LogInfo("relisted after 410 Gone", {{"watch", options_.description},
-                                                {"objects", store_.Size()},
-                                                {"added", added},
-                                                {"updated", updated},
-                                                {"deleted", deleted},
-                                                {"resource_version", resource_version}});
-  }
-  initial_list_dispatched_ = true;
-  cv_.SignalAll();  // WaitForSync
-  return absl::OkStatus();
-}
-
 Reflector::WatchEnd Reflector::WatchOnce(absl::Status* cause) {
   WatchOptions watch_options{
-      options_.label_selector, options_.field_selector, store_.ResourceVersion(),
+      label_selector_, options_.field_selector, store_.ResourceVersion(),
       std::max<int64_t>(1, absl::ToInt64Seconds(options_.watch_timeout)), true,
       // Recovered only once the server answers: a stream may connect after Watch() returns
       // (and fail to), and calling that a recovery would restart the stale clock each retry.
@@ -509,6 +410,11 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
         common::MutexLock lock(&mu_);
         CountEvent();
       }
+      const bool mislabeled = label_mode_.has_value() && !HasShardLabel(**object, *label_mode_);
+      if (mislabeled && event.type == EventType::kDeleted) {
+        HandleMislabeledDelete(*object);
+        return WatchEnd::kContinue;
+      }
       const bool in_scope =
           options_.shard == nullptr ||
           RangesContain(listed_shard_.ranges, ShardHashOf(**object, options_.shard_by));
@@ -549,6 +455,7 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
         common::MutexLock lock(&mu_);
         ++metrics_.shard_filtered_total;
       }
+      if (mislabeled) ReportMislabeled(**object);
       return WatchEnd::kContinue;
     }
     case EventType::kBookmark: {

@@ -34,6 +34,16 @@
 //   and the watch; if the server applied it (the first page's shardInfo) the mode is "server",
 //   else "client" (also for kOwnerUid, whole-space ranges, a selector past the server's limits,
 //   and a server that refused the selector with 422: the list is then made again without it).
+// - Label mode (ShardScope::EnableLabels, kUid only): when the server did not apply the shard
+//   selector (or refused it, or it is too long) the list pages and the watch select the scope's
+//   buckets by label instead (`<key> in (...)`, joined to `label_selector` with a comma): mode
+//   "label". The scope's generation remembers it: later lists of the same generation go
+//   straight to labels. Objects received with a missing or wrong bucket label are reported to
+//   the scope's mislabeled handler (and still filtered by range). Labels never cause a false
+//   deletion: a DELETED event without the right label means the object left the selector, so
+//   a stored object is updated (OnUpdate) and reported instead; a relist confirms each stored
+//   object in range missing from the new list with a name-scoped list (at most 100; past that
+//   one list without the bucket selector) and keeps the ones that still exist.
 // - Watch events of objects outside the ranges are ignored, except that an object the store
 //   holds leaves it (OnDelete with the stored state) when an ADDED/MODIFIED event shows it
 //   outside (its controller owner changed) and a DELETED event deletes it as usual.
@@ -55,6 +65,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -147,11 +158,16 @@ struct ReflectorMetrics {
   absl::StatusCode last_error_code = absl::StatusCode::kOk;
   std::string last_error_message;
   // Sharding (empty and zero without a scope). "server": the server applies the selector;
-  // "client": the reflector filters alone. Known after the first list that had ranges.
+  // "label": the server selects the shard's bucket labels; "client": the reflector filters
+  // alone. Known after the first list that had ranges.
   std::string shard_mode;
   uint64_t shard_generation = 0;      // the scope generation of the last list
   uint64_t shard_filtered_total = 0;  // listed objects and watch events dropped out of scope
   uint64_t shard_relists_total = 0;   // lists made because the scope changed
+  // Label mode: objects reported to the mislabeled handler, and lists made to confirm that an
+  // object a relist did not return still exists (one per name, or one full list past 100).
+  uint64_t shard_mislabeled_total = 0;
+  uint64_t shard_label_checks_total = 0;
 };
 
 // True for the failures a reflector reports as denied access (401 Unauthorized, 403 Forbidden).
@@ -190,9 +206,38 @@ class Reflector {
  private:
   enum class WatchEnd { kContinue, kRewatch, kRelistNow, kRelistAfterBackoff, kBackoff, kStopped };
 
+  // One complete list, parsed and filtered to the scope.
+  struct Listed {
+    std::vector<cache::ObjectPtr> objects;
+    std::string resource_version;
+    bool shard_applied = false;  // the server applied the shard selector (first page)
+    bool label_mode = false;     // selected by bucket label
+    uint64_t parse_errors = 0;
+    uint64_t filtered = 0;
+  };
+
   void Run();
   void Watchdog();
   absl::Status ListAndReplace();
+  // All pages of one list into `*out`; falls back from a shard selector the server refused
+  // or ignored (to labels when usable). `*options` ends with the selectors the list used.
+  absl::Status ListPages(const ShardScope::Snapshot& shard, ListOptions* options, Listed* out);
+  // All items of a list (every page) without scope filtering (unparsable ones skipped).
+  absl::StatusOr<std::vector<cache::ObjectPtr>> ListAllItems(ListOptions options);
+  // --- Label mode (reflector_label.cc).
+  // Whether `shard` lets this reflector select by bucket label.
+  bool LabelsUsable(const ShardScope::Snapshot& shard) const;
+  // The selectors of a new list for `shard`: the shard selector, or labels straight away.
+  void PlanShardList(const ShardScope::Snapshot& shard, ListOptions* options, Listed* listed);
+  // Switches a list to label mode after the server ignored or refused the shard selector.
+  void UseLabels(const ShardScope::Snapshot& shard, ListOptions* options, Listed* listed);
+  // Adds to `*objects` the stored objects in range that the label-selected list did not return
+  // but that still exist (their labels changed): no false deletions on a relist.
+  absl::Status KeepRelabeled(const ShardScope::Snapshot& shard,
+                             std::vector<cache::ObjectPtr>* objects);
+  // A DELETED event without the right label: the object left the selector, it was not deleted.
+  void HandleMislabeledDelete(const cache::ObjectPtr& object);
+  void ReportMislabeled(const cache::Object& object);
   // The selector to send for `ranges` ("" for none: kOwnerUid, whole space, or too long).
   std::string ShardSelectorFor(const std::vector<HashRange>& ranges) const;
   // Sharding bookkeeping after a successful list (mode, generation, its log line).
@@ -231,9 +276,16 @@ class Reflector {
   cache::Store store_;
   cache::ObjectParser parser_;  // reflector thread only
 
-  // The scope of the last successful list and the selector it sent (reflector thread only).
+  // The scope of the last successful list and the selectors it sent (reflector thread only):
+  // the watch sends the same. `label_mode_` holds the scheme when the list selected by label.
   ShardScope::Snapshot listed_shard_;
   std::string shard_selector_;
+  std::string label_selector_;
+  std::optional<ShardLabels> label_mode_;
+  // The scope generation whose server did not apply the shard selector (0: none), and whether
+  // that was logged (once per reflector).
+  uint64_t no_shard_selector_generation_ = 0;
+  bool logged_no_shard_selector_ = false;
 
   common::Mutex lifecycle_mu_;  // serialises Start and Stop (thread creation and joins)
   int shard_listener_ ABSL_GUARDED_BY(lifecycle_mu_) = 0;  // 0: none registered

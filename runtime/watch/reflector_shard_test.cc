@@ -15,6 +15,7 @@
 #include "runtime/common/mutex.h"
 #include "runtime/kube/shard_selector.h"
 #include "runtime/watch/fake_lister_watcher.h"
+#include "runtime/watch/mirror_handler_for_tests.h"
 #include "runtime/watch/reflector.h"
 #include "runtime/watch/shard_scope.h"
 
@@ -25,57 +26,6 @@ const absl::uint128 kTop = absl::uint128(1) << 64;
 const absl::uint128 kHalf = absl::uint128(1) << 63;
 const std::vector<HashRange> kLow = {{0, kHalf}};
 const std::vector<HashRange> kHigh = {{0x8000000000000000ull, kTop}};
-
-// Mirrors the objects from the events it receives; records every inconsistency.
-class Mirror : public EventHandler {
- public:
-  void OnAdd(const cache::ObjectPtr& object, bool initial) override {
-    common::MutexLock lock(&mu_);
-    const std::string key(object->key());
-    if (!mirror_.emplace(key, std::string(object->json())).second) {
-      errors_.push_back("add of known " + key);
-    }
-    ++adds_;
-  }
-  void OnUpdate(const cache::ObjectPtr& old_object, const cache::ObjectPtr& object) override {
-    common::MutexLock lock(&mu_);
-    const std::string key(object->key());
-    auto it = mirror_.find(key);
-    if (it == mirror_.end() || it->second != old_object->json()) {
-      errors_.push_back("update with a wrong old state " + key);
-    }
-    mirror_[key] = std::string(object->json());
-  }
-  void OnDelete(const cache::ObjectPtr& object) override {
-    common::MutexLock lock(&mu_);
-    const std::string key(object->key());
-    if (mirror_.erase(key) == 0) errors_.push_back("delete of unknown " + key);
-    ++deletes_;
-  }
-  std::map<std::string, std::string> mirror() const {
-    common::MutexLock lock(&mu_);
-    return mirror_;
-  }
-  std::vector<std::string> errors() const {
-    common::MutexLock lock(&mu_);
-    return errors_;
-  }
-  int adds() const {
-    common::MutexLock lock(&mu_);
-    return adds_;
-  }
-  int deletes() const {
-    common::MutexLock lock(&mu_);
-    return deletes_;
-  }
-
- private:
-  mutable common::Mutex mu_;
-  std::map<std::string, std::string> mirror_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
-  int adds_ ABSL_GUARDED_BY(mu_) = 0;
-  int deletes_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 std::map<std::string, std::string> StoreContent(const cache::Store& store) {
   std::map<std::string, std::string> out;
@@ -119,7 +69,7 @@ class ReflectorShardTest : public ::testing::TestWithParam<bool> {
     options.shard = scope_;
     options.shard_by = by;
     reflector_ = std::make_unique<Reflector>(server_, options);
-    handler_ = std::make_shared<Mirror>();
+    handler_ = std::make_shared<MirrorHandler>();
     reflector_->AddHandler(handler_);
     reflector_->Start();
   }
@@ -164,7 +114,7 @@ class ReflectorShardTest : public ::testing::TestWithParam<bool> {
   std::shared_ptr<FakeListerWatcher> server_ = std::make_shared<FakeListerWatcher>();
   std::shared_ptr<ShardScope> scope_ = std::make_shared<ShardScope>();
   std::unique_ptr<Reflector> reflector_;
-  std::shared_ptr<Mirror> handler_;
+  std::shared_ptr<MirrorHandler> handler_;
 };
 
 INSTANTIATE_TEST_SUITE_P(Servers, ReflectorShardTest, ::testing::Bool(),

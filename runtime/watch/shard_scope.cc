@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/kube/shard_selector.h"
 
 namespace ctrlhost::watch {
@@ -61,6 +62,34 @@ std::string UidShardSelector(const std::vector<HashRange>& ranges) {
   return kube::ShardSelector::Format(kube::ShardSelector::Field::kUid, converted);
 }
 
+std::string ShardBucketLabel(uint64_t hash, int bits) {
+  bits = std::clamp(bits, 1, 64);
+  return absl::StrCat(hash >> (64 - bits));
+}
+
+std::string ShardLabelSelector(const ShardLabels& labels, const std::vector<HashRange>& ranges) {
+  const int shift = 64 - std::clamp(labels.bucket_bits, 1, 16);
+  std::vector<uint64_t> buckets;
+  for (const HashRange& r : Normalize(ranges)) {
+    const uint64_t last = static_cast<uint64_t>(r.end - 1) >> shift;
+    for (uint64_t b = r.start >> shift; b <= last; ++b) {
+      if (buckets.empty() || buckets.back() < b) buckets.push_back(b);
+      if (b == last) break;  // the last bucket of the whole space: ++b would wrap
+    }
+  }
+  if (buckets.empty()) return "";
+  std::string out = absl::StrCat(labels.key, " in (");
+  for (size_t i = 0; i < buckets.size(); ++i) absl::StrAppend(&out, i == 0 ? "" : ",", buckets[i]);
+  out += ")";
+  return out;
+}
+
+bool HasShardLabel(const cache::Object& object, const ShardLabels& labels) {
+  std::optional<absl::string_view> value = object.Label(labels.key);
+  return value.has_value() &&
+         *value == ShardBucketLabel(ShardHashOf(object, ShardBy::kUid), labels.bucket_bits);
+}
+
 void ShardScope::Set(std::vector<HashRange> ranges) {
   ranges = Normalize(std::move(ranges));
   common::MutexLock calls(&call_mu_);
@@ -78,7 +107,46 @@ void ShardScope::Set(std::vector<HashRange> ranges) {
 
 ShardScope::Snapshot ShardScope::Get() const {
   common::MutexLock lock(&mu_);
-  return Snapshot{generation_, ranges_};
+  return Snapshot{generation_, ranges_, labels_};
+}
+
+void ShardScope::EnableLabels(ShardLabels labels) {
+  std::optional<ShardLabels> wanted;
+  if (!labels.key.empty()) {
+    labels.bucket_bits = std::clamp(labels.bucket_bits, 1, 16);
+    wanted = std::move(labels);
+  }
+  common::MutexLock calls(&call_mu_);
+  std::vector<std::function<void()>> listeners;
+  {
+    common::MutexLock lock(&mu_);
+    if (wanted == labels_) return;
+    labels_ = std::move(wanted);
+    // Before the first Set nothing was listed: the first Set ends generation 0 as usual.
+    if (generation_ == 0) return;
+    ++generation_;
+    listeners.reserve(listeners_.size());
+    for (const auto& [id, listener] : listeners_) listeners.push_back(listener);
+  }
+  for (const auto& listener : listeners) listener();
+}
+
+void ShardScope::SetMislabeledHandler(std::function<void(const cache::Object&)> handler) {
+  auto shared =
+      handler
+          ? std::make_shared<const std::function<void(const cache::Object&)>>(std::move(handler))
+          : nullptr;
+  common::MutexLock lock(&mu_);
+  mislabeled_ = std::move(shared);
+}
+
+void ShardScope::ReportMislabeled(const cache::Object& object) const {
+  std::shared_ptr<const std::function<void(const cache::Object&)>> handler;
+  {
+    common::MutexLock lock(&mu_);
+    handler = mislabeled_;
+  }
+  if (handler != nullptr) (*handler)(object);
 }
 
 bool ShardScope::Contains(uint64_t hash) const {

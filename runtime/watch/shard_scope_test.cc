@@ -1,5 +1,6 @@
 #include "runtime/watch/shard_scope.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -165,6 +166,75 @@ TEST(ShardScopeTest, ConcurrentSetsAndReadsAreConsistent) {
   for (auto& t : threads) t.join();
   scope.RemoveListener(id);
   EXPECT_EQ(static_cast<uint64_t>(calls.load()), scope.Get().generation);
+}
+
+TEST(ShardLabelsTest, BucketLabelIsTheTopBitsInDecimal) {
+  EXPECT_EQ(ShardBucketLabel(0, 8), "0");
+  EXPECT_EQ(ShardBucketLabel(~0ull, 8), "255");
+  EXPECT_EQ(ShardBucketLabel(0x80ffffffffffffffull, 8), "128");
+  EXPECT_EQ(ShardBucketLabel(0x7fffffffffffffffull, 8), "127");
+  EXPECT_EQ(ShardBucketLabel(~0ull, 12), "4095");
+  EXPECT_EQ(ShardBucketLabel(0xaf63dc4c8601ec8cull, 8), "175");  // uid "a"
+}
+
+TEST(ShardLabelsTest, SelectorListsEveryBucketTheRangesTouch) {
+  const ShardLabels labels{"ctrlhost.dev/shard-bucket", 8};
+  EXPECT_EQ(ShardLabelSelector(labels, {}), "");
+  // Aligned: [0x02.., 0x05..) is buckets 2, 3, 4; the top bucket's end is 2^64.
+  EXPECT_EQ(ShardLabelSelector(labels, {{0xfe00000000000000ull, kTop},
+                                        {0x0200000000000000ull, 0x0500000000000000ull}}),
+            "ctrlhost.dev/shard-bucket in (2,3,4,254,255)");
+  // Not aligned: the partly covered buckets too, each once.
+  EXPECT_EQ(ShardLabelSelector(labels, {{0x02000000000000ffull, 0x0300000000000001ull},
+                                        {0x0300000000000005ull, 0x0300000000000006ull}}),
+            "ctrlhost.dev/shard-bucket in (2,3)");
+  std::string all = ShardLabelSelector(labels, {{0, kTop}});
+  EXPECT_EQ(std::count(all.begin(), all.end(), ','), 255);
+  EXPECT_EQ(ShardLabelSelector({"k", 1}, {{0, kHalf}}), "k in (0)");
+}
+
+TEST(ShardLabelsTest, HasShardLabelWantsTheUidsBucket) {
+  const ShardLabels labels{"b", 8};
+  EXPECT_TRUE(
+      HasShardLabel(*Parse(R"({"metadata":{"name":"x","uid":"a","labels":{"b":"175"}}})"), labels));
+  EXPECT_FALSE(
+      HasShardLabel(*Parse(R"({"metadata":{"name":"x","uid":"a","labels":{"b":"174"}}})"), labels));
+  EXPECT_FALSE(HasShardLabel(*Parse(R"({"metadata":{"name":"x","uid":"a"}})"), labels));
+}
+
+TEST(ShardScopeTest, EnableLabelsBumpsTheGenerationOnceSet) {
+  ShardScope scope;
+  int calls = 0;
+  const int id = scope.AddListener([&] { ++calls; });
+  scope.EnableLabels({"k", 8});  // before the first Set: nothing to list again
+  EXPECT_EQ(scope.Get().generation, 0u);
+  ASSERT_TRUE(scope.Get().labels.has_value());
+  EXPECT_EQ(scope.Get().labels->key, "k");
+  scope.Set({{0, kHalf}});
+  EXPECT_EQ(scope.Get().generation, 1u);
+  scope.EnableLabels({"k", 8});  // no change
+  EXPECT_EQ(calls, 1);
+  scope.EnableLabels({"k", 99});  // clamped to 16 bits: a change
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(scope.Get().generation, 2u);
+  EXPECT_EQ(scope.Get().labels->bucket_bits, 16);
+  scope.EnableLabels({});  // off
+  EXPECT_EQ(calls, 3);
+  EXPECT_FALSE(scope.Get().labels.has_value());
+  scope.RemoveListener(id);
+}
+
+TEST(ShardScopeTest, MislabeledHandlerIsReplaceable) {
+  ShardScope scope;
+  std::shared_ptr<const cache::Object> object = Parse(R"({"metadata":{"name":"x","uid":"a"}})");
+  scope.ReportMislabeled(*object);  // no handler: nothing happens
+  std::vector<std::string> seen;
+  scope.SetMislabeledHandler([&](const cache::Object& o) { seen.push_back(std::string(o.uid())); });
+  scope.ReportMislabeled(*object);
+  EXPECT_EQ(seen, std::vector<std::string>{"a"});
+  scope.SetMislabeledHandler(nullptr);
+  scope.ReportMislabeled(*object);
+  EXPECT_EQ(seen.size(), 1u);
 }
 
 }  // namespace
