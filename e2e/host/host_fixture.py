@@ -286,15 +286,16 @@ def cluster():
     return _cluster
 
 
-def shared_server(crd_path, group_version, timeout=60):
+def shared_server(crd_path, group_version, timeout=60, apiserver_args=()):
     """For tests that run several hosts against one server: the real cluster of this test
-    process (CTRLHOST_E2E_SERVER=kube) or a standalone `ctrlhost apiserver`, with the CRD at
-    `crd_path` applied and `/apis/<group_version>` served. Returns (server, kubeconfig, api):
-    `server` is None for the real cluster, else the caller stops it."""
+    process (CTRLHOST_E2E_SERVER=kube) or a standalone `ctrlhost apiserver` (started with
+    `apiserver_args`), with the CRD at `crd_path` applied and `/apis/<group_version>` served.
+    Returns (server, kubeconfig, api): `server` is None for the real cluster, else the caller
+    stops it."""
     if real_kube():
         server, kubeconfig = None, cluster().kubeconfig
     else:
-        server = apiserver_fixture.ApiServer.start()
+        server = apiserver_fixture.ApiServer.start(extra_args=apiserver_args)
         kubeconfig = server.kubeconfig
     api = apiserver_fixture.ApiClient(kubeconfig)
     result = apiserver_fixture.kubectl(kubectl_binary(), kubeconfig, "apply", "-f", crd_path)
@@ -361,10 +362,13 @@ class ChaosServerTest(unittest.TestCase):
     (leader election, sharding, per-operator Leases): shared_server() with the Chaos CRD once
     per class, `cls.chaos` the plugin's path, and a polling wait()."""
 
+    apiserver_args = ()  # of the standalone `ctrlhost apiserver` (not for a real cluster)
+
     @classmethod
     def setUpClass(cls):
         cls.server, cls.kubeconfig, cls.api = shared_server(
-            runfile("e2e/host/chaos/crd.yaml"), "e2e.ctrlhost.dev/v1")
+            runfile("e2e/host/chaos/crd.yaml"), "e2e.ctrlhost.dev/v1",
+            apiserver_args=cls.apiserver_args)
         cls.chaos = runfile("e2e/host/chaos/chaos")
 
     @classmethod

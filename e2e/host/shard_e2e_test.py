@@ -53,11 +53,23 @@ spec:
         env:
           CHAOS_DIR: {dir}
           CHAOS_VERSION: {host}
+          CHAOS_LOG_DELETED: "1"
   controllers:
     - name: chaos
       maxConcurrentReconciles: 4
       sharding: {{enabled: true}}
 """
+
+
+BUCKET_LABEL = "ctrlhost.dev/shard-bucket"
+
+
+def bucket_of(uid):
+    """The shard bucket of `uid`: the top 8 bits of its FNV-1a 64 hash."""
+    h = 0xcbf29ce484222325
+    for b in uid.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h >> 56
 
 
 class ShardingTest(host_fixture.ChaosServerTest):
@@ -124,6 +136,56 @@ class ShardingTest(host_fixture.ChaosServerTest):
             if owned is None or cached != owned:
                 return False
         return True
+
+    def unowned_configmaps(self):
+        status, body = self.api.request("GET", "/api/v1/configmaps")
+        assert status == 200, body
+        return sum(1 for cm in body["items"]
+                   if not any(o.get("controller") for o in
+                              cm["metadata"].get("ownerReferences") or []))
+
+    def primary_mode(self):
+        """How the Chaos caches are restricted: by the server's shard selector where it has
+        one (the embedded server by default), else by the label the ring's labeller writes."""
+        return "label" if host_fixture.real_kube() or self.apiserver_args else "server"
+
+    def chaos_object(self, name):
+        status, body = self.api.request(
+            "GET", "/apis/e2e.ctrlhost.dev/v1/namespaces/%s/chaos/%s" % (self.namespace, name))
+        assert status == 200, body
+        return body
+
+    def label_patch(self, name, value):
+        status, body = self.api.request(
+            "PATCH", "/apis/e2e.ctrlhost.dev/v1/namespaces/%s/chaos/%s" % (self.namespace, name),
+            {"metadata": {"labels": {BUCKET_LABEL: value}}}, "application/merge-patch+json")
+        assert status == 200, body
+
+    def tamper(self, removed, wrong):
+        """Someone else removes one object's bucket label and writes another's wrong: both
+        are labelled right again, and changes to both are still reconciled by their owners
+        (never as deletions: checked at the end of the test)."""
+        self.label_patch(removed, None)
+        uid = self.chaos_object(wrong)["metadata"]["uid"]
+        self.label_patch(wrong, str((bucket_of(uid) + 1) % 256))
+        for name in (removed, wrong):
+            self.assertIn(self.put_chaos(name, "tampered"), (200, 201))
+
+        def labelled_right():
+            for name in (removed, wrong):
+                body = self.chaos_object(name)
+                value = body["metadata"].get("labels", {}).get(BUCKET_LABEL)
+                if value != str(bucket_of(body["metadata"]["uid"])):
+                    return False
+            return True
+        self.wait(labelled_right, "the labeller puts the right buckets back", timeout=30)
+        self.wait(lambda: all(self.child_values().get(n) == "tampered" for n in (removed, wrong)),
+                  "the tampered objects' changes reconciled", timeout=30)
+        # Put the objects back as the rest of the test expects them.
+        for name in (removed, wrong):
+            self.assertIn(self.put_chaos(name, 0), (200, 201))
+        self.wait(lambda: all(self.child_values().get(n) == "0" for n in (removed, wrong)),
+                  "the tampered objects back to 0", timeout=30)
 
     def settled(self, hosts, names):
         """True once every host in `hosts` has the same members (`names`), adopted them, and
@@ -201,12 +263,17 @@ class ShardingTest(host_fixture.ChaosServerTest):
                   timeout=30)
         caches = {name: self.cache_state(h) for name, h in zip("abc", hosts)}
         print("sharded caches with 3 hosts ({kind: (mode, objects)}):", caches)
-        primary_mode = "client" if host_fixture.real_kube() else "server"
+        primary_mode = self.primary_mode()
         for name, cache in caches.items():
             self.assertEqual(cache["Chaos"][0], primary_mode, caches)
             self.assertEqual(cache["ConfigMap"][0], "client", caches)
-        self.wait(lambda: sum(self.cache_state(h)["ConfigMap"][1] for h in hosts) == OBJECTS,
-                  "each child cached once, by its owner's host", timeout=30)
+        # ConfigMaps without a controller (kube-root-ca.crt in every namespace of a real cluster)
+        # are hashed by their own uid: each is cached by one host too.
+        unowned = self.unowned_configmaps()
+        self.wait(lambda: sum(self.cache_state(h)["ConfigMap"][1] for h in hosts) ==
+                  OBJECTS + unowned, "each child cached once, by its owner's host", timeout=30)
+        if primary_mode == "label":
+            self.tamper(names[1], names[2])
 
         stop = threading.Event()
         last = {name: 0 for name in names}
@@ -262,11 +329,28 @@ class ShardingTest(host_fixture.ChaosServerTest):
         # elsewhere is not an overlap. Every other one is.
         overlaps = [o for o in self.check_exclusive(records) if o[1] != "shard-c"]
         self.assertEqual(overlaps, [])
+        # No object was deleted: no host ever reconciled one as gone (an object leaving a
+        # host's cache on a hand-off, or its label selector by a label change, is not gone).
+        self.assertEqual([r for r in records if r[1] == "deleted"], [])
         # After the kill, shard-c reconciled nothing more (it is dead), and every key ran
         # on a host that owned it: the three live hosts' records are disjoint at any instant.
         for host in (a, b, d):
             self.assertEqual(host.stop(), 0, host.log()[-4000:])
             self.assertIn("shard ring: left the ring", host.log())
+
+
+class ShardingByLabelsTest(ShardingTest):
+    """The same against an embedded server with KEP-5866 off (`--feature-gates
+    ShardedListAndWatch=false`, as Kubernetes before 1.36): the ring's labeller labels the
+    objects with their bucket and each host watches its buckets with a label selector. Against
+    real Kubernetes 1.20 the class above already runs that way."""
+
+    apiserver_args = ("--feature-gates", "ShardedListAndWatch=false")
+
+    def setUp(self):
+        if host_fixture.real_kube():
+            self.skipTest("ShardingTest runs the label path against real Kubernetes 1.20")
+        super().setUp()
 
 
 if __name__ == "__main__":

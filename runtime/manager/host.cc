@@ -186,6 +186,15 @@ absl::Status Host::StartManager(const HostOptions& options) {
   manager_options.shard_labeler_client = ring_client_.get();
   manager_options.api_budget = &rest_->limiter();
   ASSIGN_OR_RETURN(manager_, Manager::Create(manager_options));
+  if (shard_scope_ != nullptr) {
+    // Where the server has no shard selector, the hosts watch their buckets by label: the
+    // labeller writes the labels, and every host fixes the wrong ones its watches report.
+    shard_scope_->EnableLabels({kShardBucketLabel, kShardBucketBits});
+    if (ShardLabeler* labeler = manager_->shard_labeler(); labeler != nullptr) {
+      shard_scope_->SetMislabeledHandler(
+          [labeler](const cache::Object& object) { labeler->Fix(object); });
+    }
+  }
   Manager* manager = manager_.get();
   provider_ = metrics_->AddProvider([this, manager](observe::Figures& figures) {
     manager->Collect(figures);

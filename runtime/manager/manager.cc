@@ -503,6 +503,9 @@ void Manager::Stop() {
     for (auto& p : op->plugins) p->slot->Stop();
   }
   operators.clear();
+  // Its watches are released here, while registry_ lives; the object itself outlives the
+  // reflectors (declared before registry_).
+  if (shard_labeler_ != nullptr) shard_labeler_->Stop();
   if (!socket_dir_.empty()) {
     std::error_code error;
     fs::remove_all(socket_dir_, error);

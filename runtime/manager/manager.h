@@ -372,10 +372,11 @@ class Manager {
   const ManagerOptions options_;
   common::Clock* const clock_;
   std::string socket_dir_;  // set by Create; removed by Stop
+  // With options_.shard_scope. Declared before registry_, so that it outlives the reflectors
+  // (whose mislabeled reports reach it); Stop() releases its watches before registry_ goes.
+  std::unique_ptr<ShardLabeler> shard_labeler_;
   std::unique_ptr<watch::ReflectorRegistry> registry_;
   std::unique_ptr<controller::apply::Applier> applier_;
-  // With options_.shard_scope (its watches come from registry_: destroyed before it).
-  std::unique_ptr<ShardLabeler> shard_labeler_;
   // One per entry of options_.operator_fences, in front of applier_ (constant after Create).
   std::map<std::string, std::unique_ptr<FencedApplier>> fenced_appliers_;
 

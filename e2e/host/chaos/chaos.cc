@@ -30,8 +30,10 @@
 // the shadow tests: the host restarts it with backoff).
 // Every reconcile appends "<ns>/<name> <attempt> <start|end|crash|cancelled> <$CHAOS_VERSION>
 // <pid>" to $CHAOS_DIR/log so tests can check that no key was reconciled twice at once, and which
-// instance served it. The controller is named $CHAOS_CONTROLLER (default "chaos"), so that two
-// operators of one host can each run one (controller names are unique across a host).
+// instance served it. With $CHAOS_LOG_DELETED set, a reconcile of a primary that no longer
+// exists appends "<ns>/<name> <attempt> deleted ..." (the sharding tests check that no existing
+// object is ever reported deleted). The controller is named $CHAOS_CONTROLLER (default "chaos"), so
+// that two operators of one host can each run one (controller names are unique across a host).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -119,6 +121,7 @@ void MaybeCrash(const sdk::Request& req) {
 }
 
 sdk::Result Reconcile(const sdk::Request& req) {
+  if (!req.exists() && std::getenv("CHAOS_LOG_DELETED") != nullptr) Log(req, "deleted");
   if (!req.exists() || req.deleting()) return sdk::Result();
   Log(req, "start");
   MaybeCrash(req);
