@@ -181,6 +181,7 @@ void Reflector::Dispatch(const cache::StoreDiff& diff, bool initial) {
 
 void Reflector::Run() {
   bool need_list = true;
+  bool watched = false;  // a watch ran since the last list
   while (!Stopping()) {
     if (need_list) {
       SetState(ReflectorState::kListing);
@@ -191,6 +192,7 @@ void Reflector::Run() {
       }
       RecordSuccess("list");
       need_list = false;
+      watched = false;
     }
     if (ShardMoved()) {  // during the list, the watch or a backoff
       common::MutexLock lock(&mu_);
@@ -203,6 +205,9 @@ void Reflector::Run() {
       continue;
     }
     SetState(ReflectorState::kWatching);
+    // Label mode: an object outside the selector may have been deleted without an event.
+    if (watched && !outside_selector_.empty()) ConfirmOutsideSelector();
+    watched = true;
     absl::Status cause;
     switch (WatchOnce(&cause)) {
       case WatchEnd::kContinue:
@@ -411,6 +416,8 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
         CountEvent();
       }
       const bool mislabeled = label_mode_.has_value() && !HasShardLabel(**object, *label_mode_);
+      // Back in the selector (or deleted): its events come again.
+      if (label_mode_.has_value() && !mislabeled) outside_selector_.erase((*object)->key());
       if (mislabeled && event.type == EventType::kDeleted) {
         HandleMislabeledDelete(*object);
         return WatchEnd::kContinue;

@@ -43,7 +43,9 @@
 //   deletion: a DELETED event without the right label means the object left the selector, so
 //   a stored object is updated (OnUpdate) and reported instead; a relist confirms each stored
 //   object in range missing from the new list with a name-scoped list (at most 100; past that
-//   one list without the bucket selector) and keeps the ones that still exist.
+//   one list without the bucket selector) and keeps the ones that still exist. Objects kept
+//   without the right label are outside the watch's selector (a deletion sends no event): each
+//   re-watch confirms them the same way, and those gone leave (OnDelete).
 // - Watch events of objects outside the ranges are ignored, except that an object the store
 //   holds leaves it (OnDelete with the stored state) when an ADDED/MODIFIED event shows it
 //   outside (its controller owner changed) and a DELETED event deletes it as usual.
@@ -73,6 +75,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/cache/object.h"
@@ -232,9 +236,17 @@ class Reflector {
   // Switches a list to label mode after the server ignored or refused the shard selector.
   void UseLabels(const ShardScope::Snapshot& shard, ListOptions* options, Listed* listed);
   // Adds to `*objects` the stored objects in range that the label-selected list did not return
-  // but that still exist (their labels changed): no false deletions on a relist.
+  // but that still exist (their labels changed): no false deletions on a relist. The keys of
+  // those still without the right label go to `*outside`.
   absl::Status KeepRelabeled(const ShardScope::Snapshot& shard,
-                             std::vector<cache::ObjectPtr>* objects);
+                             std::vector<cache::ObjectPtr>* objects,
+                             absl::flat_hash_set<std::string>* outside);
+  // The fresh state, by uid, of those of `stored` that still exist under the reflector's own
+  // selectors (a name-scoped list each, or one list past kMaxLabelChecks).
+  absl::StatusOr<absl::flat_hash_map<std::string, cache::ObjectPtr>> StillExisting(
+      const std::vector<cache::ObjectPtr>& stored);
+  // Deletes the objects of outside_selector_ that no longer exist (before a re-watch).
+  void ConfirmOutsideSelector();
   // A DELETED event without the right label: the object left the selector, it was not deleted.
   void HandleMislabeledDelete(const cache::ObjectPtr& object);
   void ReportMislabeled(const cache::Object& object);
@@ -286,6 +298,9 @@ class Reflector {
   // that was logged (once per reflector).
   uint64_t no_shard_selector_generation_ = 0;
   bool logged_no_shard_selector_ = false;
+  // Label mode: stored objects last seen without the right label, so outside the watch's
+  // selector: their deletion would send no event, so each re-watch confirms they still exist.
+  absl::flat_hash_set<std::string> outside_selector_;
 
   common::Mutex lifecycle_mu_;  // serialises Start and Stop (thread creation and joins)
   int shard_listener_ ABSL_GUARDED_BY(lifecycle_mu_) = 0;  // 0: none registered

@@ -101,11 +101,46 @@ void Reflector::HandleMislabeledDelete(const cache::ObjectPtr& object) {
     ++metrics_.shard_filtered_total;
     return;
   }
+  outside_selector_.insert(std::string(object->key()));
   ReportMislabeled(*object);
 }
 
+absl::StatusOr<absl::flat_hash_map<std::string, cache::ObjectPtr>> Reflector::StillExisting(
+    const std::vector<cache::ObjectPtr>& stored) {
+  // The reflector's own selectors still apply: an object that left them is gone for it.
+  std::vector<ListOptions> checks;
+  if (stored.size() <= kMaxLabelChecks) {
+    for (const cache::ObjectPtr& object : stored) {
+      checks.push_back({options_.label_selector,
+                        JoinSelectors(options_.field_selector, NameFieldSelector(*object)), 0, "",
+                        ""});
+    }
+  } else {
+    checks.push_back(
+        {options_.label_selector, options_.field_selector, options_.page_size, "", ""});
+  }
+  absl::flat_hash_set<absl::string_view> uids;
+  for (const cache::ObjectPtr& object : stored) uids.insert(object->uid());
+  absl::flat_hash_map<std::string, cache::ObjectPtr> existing;
+  for (ListOptions& check : checks) {
+    absl::StatusOr<std::vector<cache::ObjectPtr>> found = ListAllItems(std::move(check));
+    {
+      common::MutexLock lock(&mu_);
+      ++metrics_.shard_label_checks_total;
+    }
+    if (!found.ok()) return found.status();
+    for (cache::ObjectPtr& object : *found) {
+      if (!uids.contains(object->uid())) continue;  // another object, or one re-created
+      std::string uid(object->uid());
+      existing[uid] = std::move(object);
+    }
+  }
+  return existing;
+}
+
 absl::Status Reflector::KeepRelabeled(const ShardScope::Snapshot& shard,
-                                      std::vector<cache::ObjectPtr>* objects) {
+                                      std::vector<cache::ObjectPtr>* objects,
+                                      absl::flat_hash_set<std::string>* outside) {
   if (!store_.HasSynced()) return absl::OkStatus();
   std::vector<cache::ObjectPtr> missing;
   {
@@ -121,45 +156,55 @@ absl::Status Reflector::KeepRelabeled(const ShardScope::Snapshot& shard,
     }
   }
   if (missing.empty()) return absl::OkStatus();
-  // The reflector's own selectors still apply: an object that left them is gone for it.
-  std::vector<ListOptions> checks;
-  if (missing.size() <= kMaxLabelChecks) {
-    for (const cache::ObjectPtr& stored : missing) {
-      checks.push_back({options_.label_selector,
-                        JoinSelectors(options_.field_selector, NameFieldSelector(*stored)), 0, "",
-                        ""});
-    }
-  } else {
-    checks.push_back(
-        {options_.label_selector, options_.field_selector, options_.page_size, "", ""});
-  }
-  absl::flat_hash_map<std::string, cache::ObjectPtr> existing;  // by uid
-  for (ListOptions& check : checks) {
-    absl::StatusOr<std::vector<cache::ObjectPtr>> found = ListAllItems(std::move(check));
-    {
-      common::MutexLock lock(&mu_);
-      ++metrics_.shard_label_checks_total;
-    }
-    if (!found.ok()) return found.status();
-    for (cache::ObjectPtr& object : *found) {
-      std::string uid(object->uid());
-      existing[uid] = std::move(object);
-    }
-  }
+  absl::StatusOr<absl::flat_hash_map<std::string, cache::ObjectPtr>> existing =
+      StillExisting(missing);
+  if (!existing.ok()) return existing.status();
   size_t kept = 0;
   for (const cache::ObjectPtr& stored : missing) {
-    auto it = existing.find(stored->uid());
-    if (it == existing.end()) continue;  // deleted (or re-created: another uid)
-    if (!HasShardLabel(*it->second, *shard.labels)) ReportMislabeled(*it->second);
+    auto it = existing->find(stored->uid());
+    if (it == existing->end()) continue;  // deleted (or re-created: another uid)
+    if (!HasShardLabel(*it->second, *shard.labels)) {
+      ReportMislabeled(*it->second);
+      outside->insert(std::string(stored->key()));
+    }
     objects->push_back(it->second);
     ++kept;
   }
-  common::LogInfo("relist by label: confirmed the stored objects it did not return",
-                  {{"watch", options_.description},
-                   {"missing", missing.size()},
-                   {"still_exist", kept},
-                   {"lists", checks.size()}});
+  common::LogInfo(
+      "relist by label: confirmed the stored objects it did not return",
+      {{"watch", options_.description}, {"missing", missing.size()}, {"still_exist", kept}});
   return absl::OkStatus();
+}
+
+void Reflector::ConfirmOutsideSelector() {
+  std::vector<cache::ObjectPtr> stored;
+  for (auto it = outside_selector_.begin(); it != outside_selector_.end();) {
+    cache::ObjectPtr object = store_.Get(*it);
+    if (object == nullptr) {
+      outside_selector_.erase(it++);
+    } else {
+      stored.push_back(std::move(object));
+      ++it;
+    }
+  }
+  if (stored.empty()) return;
+  absl::StatusOr<absl::flat_hash_map<std::string, cache::ObjectPtr>> existing =
+      StillExisting(stored);
+  if (!existing.ok()) {
+    // Asked again at the next watch; the watch itself is not held up.
+    common::LogWarning("could not confirm objects outside the label selector",
+                       {{"watch", options_.description}, {"error", existing.status()}});
+    return;
+  }
+  for (const cache::ObjectPtr& object : stored) {
+    if (existing->contains(object->uid())) continue;  // still waiting for its label
+    // Deleted while outside the selector: no event told us.
+    outside_selector_.erase(std::string(object->key()));
+    common::MutexLock dispatch(&dispatch_mu_);
+    cache::ObjectPtr old = store_.Delete(object->key());
+    if (old == nullptr) continue;
+    for (const auto& [id, handler] : handlers_) handler->OnDelete(old);
+  }
 }
 
 }  // namespace ctrlhost::watch

@@ -374,5 +374,36 @@ TEST_F(ReflectorLabelTest, RefusedShardSelectorFallsBackToLabels) {
   EXPECT_EQ(reflector_->Metrics().errors_total, 0u);
 }
 
+// An object deleted while its label was missing sends no event to a label-selected watch: the
+// next re-watch confirms it is gone.
+TEST_F(ReflectorLabelTest, ObjectDeletedWhileOutsideTheSelectorLeavesAtTheNextWatch) {
+  const std::string name = NameIn(kLow, "obj");
+  const std::string other = NameIn(kLow, "other");
+  SetLabeled(name);
+  SetLabeled(other);
+  scope_->Set(kLow);
+  StartReflector();
+  ExpectHolds(Want(kLow));
+
+  const std::string unlabeled = server_->Set("ns", name, "unlabeled");
+  const std::string other_unlabeled = server_->Set("ns", other, "unlabeled");
+  ExpectHolds({{"ns/" + name, unlabeled}, {"ns/" + other, other_unlabeled}});
+  server_->Delete("ns", name);  // outside the selector: no event
+  const int lists = server_->list_calls();
+  server_->EndWatches();  // the server's timeoutSeconds: a re-watch
+  ExpectHolds({{"ns/" + other, other_unlabeled}});
+  EXPECT_EQ(handler_->deleted(), std::vector<std::string>{"ns/" + name});
+  EXPECT_EQ(server_->list_calls(), lists + 2);  // one check each, no relist
+  EXPECT_EQ(reflector_->Metrics().relists_total, 0u);
+
+  // Labeled again: back in the selector, no more checks.
+  SetLabeled(other, "back");
+  ExpectHolds(Want(kLow));
+  server_->EndWatches();
+  EXPECT_TRUE(server_->WaitForWatchCalls(3, absl::Seconds(30)));
+  ExpectHolds(Want(kLow));
+  EXPECT_EQ(server_->list_calls(), lists + 2);
+}
+
 }  // namespace
 }  // namespace ctrlhost::watch

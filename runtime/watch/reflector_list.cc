@@ -22,12 +22,15 @@ absl::Status Reflector::ListAndReplace() {
   }
   const bool nothing_in_scope = options_.shard != nullptr && shard.ranges.empty();
   Listed listed;
+  absl::flat_hash_set<std::string> outside_selector;
   ListOptions list_options{options_.label_selector, options_.field_selector, options_.page_size, "",
                            ""};
   if (!nothing_in_scope) {
     if (options_.shard != nullptr) PlanShardList(shard, &list_options, &listed);
     absl::Status status = ListPages(shard, &list_options, &listed);
-    if (status.ok() && listed.label_mode) status = KeepRelabeled(shard, &listed.objects);
+    if (status.ok() && listed.label_mode) {
+      status = KeepRelabeled(shard, &listed.objects, &outside_selector);
+    }
     if (!status.ok()) return status;
   }
   bool initial;
@@ -42,6 +45,7 @@ absl::Status Reflector::ListAndReplace() {
     deleted = diff.deleted.size();
   }
   label_selector_ = list_options.label_selector;
+  outside_selector_ = std::move(outside_selector);
   if (options_.shard != nullptr) {
     listed_shard_ = shard;
     shard_selector_ = list_options.shard_selector;
