@@ -80,8 +80,8 @@ void ShardLabeler::AddKind(const kube::ResourceMapping& mapping) {
     }
   }
   // A server that applies KEP-5866's selector needs no labels: one item of half the space.
-  kube::ResourceRef ref{.group = mapping.group, .version = mapping.version,
-                        .resource = mapping.resource};
+  kube::ResourceRef ref{
+      .group = mapping.group, .version = mapping.version, .resource = mapping.resource};
   kube::ListOptions probe;
   probe.limit = 1;
   probe.shard_selector = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
@@ -111,8 +111,8 @@ void ShardLabeler::AcquireLocked(Kind& kind) {
   key.label_selector = UnlabelledSelector();
   absl::StatusOr<watch::ReflectorHandle> handle = registry_->Acquire(key);
   if (!handle.ok()) {
-    last_error_ = absl::StrCat("watch unlabelled ", KindName(kind.mapping), ": ",
-                               handle.status().message());
+    last_error_ =
+        absl::StrCat("watch unlabelled ", KindName(kind.mapping), ": ", handle.status().message());
     common::LogWarning("shard labeler: cannot watch the unlabelled objects",
                        {{"kind", KindName(kind.mapping)}, {"error", handle.status().message()}});
     return;
@@ -200,9 +200,9 @@ void ShardLabeler::Loop() {
         for (const cache::ObjectPtr& o : kind->unlabelled->store().List()) {
           auto it = done.find(o->uid());
           if (it != done.end() && it->second == o->resource_version()) continue;
-          work.push_back({kind.get(),
-                          {std::string(o->namespace_()), std::string(o->name()),
-                           std::string(o->uid())}});
+          work.push_back(
+              {kind.get(),
+               {std::string(o->namespace_()), std::string(o->name()), std::string(o->uid())}});
         }
       }
       pending_ = work.size() + fixes.size();
@@ -259,9 +259,9 @@ void ShardLabeler::Loop() {
         const absl::Time now = absl::Now();
         if (now - last_error_log_ >= absl::Minutes(1)) {
           last_error_log_ = now;
-          common::LogWarning("shard labeler: a label could not be written; retrying",
-                             {{"error", error.message()},
-                              {"backoff", absl::FormatDuration(backoff)}});
+          common::LogWarning(
+              "shard labeler: a label could not be written; retrying",
+              {{"error", error.message()}, {"backoff", absl::FormatDuration(backoff)}});
         }
         cv_.WaitWithTimeout(&mu_, backoff);
         backoff = std::min(2 * backoff, kMaxBackoff);

@@ -59,11 +59,11 @@ std::string BucketLabelOf(absl::string_view uid);
 
 struct ShardLabelerStatus {
   bool active = false;
-  std::vector<std::string> kinds;           // "group/version Kind: labelling|server filters|..."
-  uint64_t labelled_total = 0;              // patches that succeeded
-  uint64_t fixed_total = 0;                 // of them, wrong values reported by a watch
-  uint64_t failures_total = 0;              // patches that failed (retried)
-  size_t pending = 0;                       // objects waiting for their label now
+  std::vector<std::string> kinds;  // "group/version Kind: labelling|server filters|..."
+  uint64_t labelled_total = 0;     // patches that succeeded
+  uint64_t fixed_total = 0;        // of them, wrong values reported by a watch
+  uint64_t failures_total = 0;     // patches that failed (retried)
+  size_t pending = 0;              // objects waiting for their label now
   std::string last_error;
 };
 
@@ -90,7 +90,7 @@ class ShardLabeler {
  private:
   struct Kind {
     kube::ResourceMapping mapping;
-    bool server_filters = false;  // the probe's answer: no labels needed
+    bool server_filters = false;        // the probe's answer: no labels needed
     watch::ReflectorHandle unlabelled;  // while active and labelling
   };
   struct Pending {

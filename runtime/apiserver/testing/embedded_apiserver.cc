@@ -9,8 +9,12 @@ namespace ctrlhost::apiserver::testing {
 
 absl::StatusOr<std::unique_ptr<EmbeddedApiServer>> EmbeddedApiServer::Start(
     absl::string_view name) {
+  return Start(name, ApiServerOptions());
+}
+
+absl::StatusOr<std::unique_ptr<EmbeddedApiServer>> EmbeddedApiServer::Start(
+    absl::string_view name, ApiServerOptions options) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  ApiServerOptions options;
   options.data_dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
   options.port = 0;
   options.sync_full = false;

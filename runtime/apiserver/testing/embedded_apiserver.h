@@ -41,6 +41,10 @@ class EmbeddedApiServer {
   // connects a client with the default kube::RestClientOptions. The server's error when it
   // cannot start (a used directory of another version, no port).
   static absl::StatusOr<std::unique_ptr<EmbeddedApiServer>> Start(absl::string_view name);
+  // The same with `options` (data_dir, port and sync_full are set as above), e.g. a feature
+  // gate off.
+  static absl::StatusOr<std::unique_ptr<EmbeddedApiServer>> Start(absl::string_view name,
+                                                                  ApiServerOptions options);
 
   ~EmbeddedApiServer();  // closes the clients, then stops the server
   EmbeddedApiServer(const EmbeddedApiServer&) = delete;
