@@ -3,22 +3,26 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/apiserver/server.h"
+#include "runtime/common/mutex.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
 #include "runtime/kube/discovery.h"
 #include "runtime/kube/kubeconfig.h"
 #include "runtime/kube/rest_client.h"
 #include "runtime/kube/shard_selector.h"
+#include "runtime/watch/mirror_handler_for_tests.h"
 #include "runtime/watch/reflector.h"
 #include "runtime/watch/registry.h"
 #include "runtime/watch/shard_scope.h"
@@ -374,6 +378,98 @@ TEST_F(KubeShardTest, ShardedReflectorFollowsItsScope) {
   EXPECT_EQ(m.errors_total, 0u);
   for (const auto& [key, is_low] : CreateMany("later", 10)) objects[key] = is_low;
   EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, false)));
+  reflector.Stop();
+}
+
+// Label mode against the embedded server with KEP-5866 off (a server from before 1.36): the
+// reflector selects its buckets by label, and a real server's watch reports an object whose
+// label is removed as DELETED, which must not delete it.
+class KubeLabelShardTest : public KubeShardTest {
+ protected:
+  KubeLabelShardTest() { server_options_.sharded_list_and_watch = false; }
+
+  // Sets the bucket label of default/<name> (`value` "" removes it).
+  void Label(const std::string& key, const std::string& value) {
+    const std::string name = key.substr(key.find('/') + 1);
+    const std::string patch =
+        value.empty() ? R"({"metadata":{"labels":{"ctrlhost.dev/shard-bucket":null}}})"
+                      : absl::StrCat(R"({"metadata":{"labels":{"ctrlhost.dev/shard-bucket":")",
+                                     value, R"("}}})");
+    auto patched = client_->Patch(ConfigMaps(name), kube::PatchType::kMerge, patch);
+    ASSERT_TRUE(patched.ok()) << patched.status();
+  }
+  std::string BucketOf(const std::string& key) {
+    auto got = client_->Get(ConfigMaps(key.substr(key.find('/') + 1)));
+    EXPECT_TRUE(got.ok()) << got.status();
+    auto object = cache::ObjectParser().Parse(got.ok() ? *got : "{}");
+    return object.ok() ? ShardBucketLabel(kube::Fnv1a64((*object)->uid()), 8) : "";
+  }
+  static bool WaitUntil(const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline && !done()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  }
+};
+
+TEST_F(KubeLabelShardTest, LabelModeKeepsObjectsWhoseLabelIsRemoved) {
+  std::map<std::string, bool> objects = CreateMany("cm", 16);
+  for (const auto& [key, is_low] : objects) Label(key, BucketOf(key));
+  auto scope = std::make_shared<ShardScope>();
+  scope->EnableLabels({"ctrlhost.dev/shard-bucket", 8});
+  common::Mutex mu;
+  std::vector<std::string> mislabeled;
+  scope->SetMislabeledHandler([&](const cache::Object& object) {
+    common::MutexLock lock(&mu);
+    mislabeled.push_back(std::string(object.key()));
+  });
+  scope->Set({{0, absl::uint128(kHalf)}});
+  ReflectorOptions options;
+  options.page_size = 5;
+  options.description = "v1 configmaps default (by label)";
+  options.shard = scope;
+  Reflector reflector(std::make_shared<KubeListerWatcher>(client_.get(), ConfigMaps()), options);
+  auto handler = std::make_shared<MirrorHandler>();
+  reflector.AddHandler(handler);
+  reflector.Start();
+  ASSERT_TRUE(reflector.WaitForSync(absl::Seconds(30)));
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, true)));
+  EXPECT_EQ(reflector.Metrics().shard_mode, "label");
+
+  // The label removed: the server's watch says DELETED; the object stays, updated.
+  const std::string key = *Keys(objects, true).begin();
+  const std::string bucket = BucketOf(key);
+  Label(key, "");
+  EXPECT_TRUE(WaitUntil([&] {
+    common::MutexLock lock(&mu);
+    return mislabeled == std::vector<std::string>{key};
+  }));
+  ASSERT_NE(reflector.store().Get(key), nullptr);
+  EXPECT_FALSE(reflector.store().Get(key)->Label("ctrlhost.dev/shard-bucket").has_value());
+  // Put back (as the labeler does): an ADDED event, stored as an update.
+  Label(key, bucket);
+  EXPECT_TRUE(WaitUntil([&] {
+    auto stored = reflector.store().Get(key);
+    return stored != nullptr && stored->Label("ctrlhost.dev/shard-bucket").has_value();
+  }));
+  EXPECT_EQ(handler->deletes(), 0);
+
+  // A real deletion leaves.
+  ASSERT_TRUE(client_->Delete(ConfigMaps(key.substr(key.find('/') + 1))).ok());
+  objects.erase(key);
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, true)));
+  EXPECT_EQ(handler->deleted(), std::vector<std::string>{key});
+
+  // The other half, still by label.
+  scope->Set({{kHalf, absl::uint128(1) << 64}});
+  EXPECT_TRUE(WaitForKeys(reflector, Keys(objects, false)));
+  EXPECT_TRUE(WaitUntil([&] { return reflector.Metrics().shard_generation == 2; }));
+  ReflectorMetrics m = reflector.Metrics();
+  EXPECT_EQ(m.shard_mode, "label");
+  EXPECT_EQ(m.shard_mislabeled_total, 1u);
+  EXPECT_EQ(m.errors_total, 0u);
+  EXPECT_TRUE(handler->errors().empty()) << handler->errors()[0];
   reflector.Stop();
 }
 
