@@ -104,7 +104,7 @@ class _State:
                 self.events, self.mode = w.get("eventsTotal"), w["shard"].get("mode")
 
 
-def _settle(hosts, names, total, timeout=300):
+def _settle(hosts, names, total, timeout=900):
     """The hosts' states once they agree on `names`, each caches exactly what it owns, and
     together they own `total` objects."""
     deadline = time.monotonic() + timeout

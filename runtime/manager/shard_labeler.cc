@@ -85,7 +85,8 @@ void ShardLabeler::AddKind(const kube::ResourceMapping& mapping) {
   kube::ListOptions probe;
   probe.limit = 1;
   probe.shard_selector = "shardRange(object.metadata.uid, '0x0', '0x8000000000000000')";
-  absl::StatusOr<kube::ObjectList> answer = client_->List(ref, probe);
+  // One page (List would page through every object, one per request).
+  absl::StatusOr<kube::ObjectList> answer = client_->ListPage(ref, probe);
   auto kind = std::make_unique<Kind>();
   kind->mapping = mapping;
   kind->server_filters = answer.ok() && answer->shard_applied;
