@@ -66,7 +66,7 @@ struct Fixture {
     nlohmann::json cm = Get(name);
     const nlohmann::json& labels = cm["metadata"]["labels"];
     return labels.is_object() && labels.contains(kShardBucketLabel) ? labels[kShardBucketLabel]
-                                                                      : "";
+                                                                    : "";
   }
   void SetLabel(const std::string& name, const nlohmann::json& value) {
     nlohmann::json patch = {{"metadata", {{"labels", {{kShardBucketLabel, value}}}}}};
