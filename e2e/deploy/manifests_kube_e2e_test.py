@@ -148,7 +148,8 @@ class ManifestsTest(unittest.TestCase):
                 role = next(d for d in documents if d["kind"] == "Role")
                 self.assertEqual(role["metadata"]["namespace"], NAMESPACE)
                 self.assertIn({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                               "verbs": ["create", "get", "update", "watch"]}, role["rules"])
+                               "verbs": ["create", "delete", "get", "list", "update", "watch"]},
+                              role["rules"])
                 cluster_role = next(d for d in documents if d["kind"] == "ClusterRole")
                 for rule in cluster_role["rules"]:
                     self.assertNotIn("leases", rule["resources"])

@@ -165,10 +165,12 @@ spec: {image: nginx:1.25, replicas: %d, config: {A: b}}
         self.assertTrue(any(e["type"] == "Warning" and message.search(e["message"])
                             for e in events.get("items", [])), events)
         self.assertRegex(self.host.log(), message)
-        # Retried with backoff, not in a hot loop.
+        # Retried with backoff, not in a hot loop. The backoff doubles from 5 ms, so any 10 s
+        # window holds at most 12 retries even if it opens at the first failure (the condition
+        # may be seen that early on a quick machine); a hot loop would be hundreds.
         before = self.reconciles()
         time.sleep(10)
-        self.assertLessEqual(self.reconciles() - before, 6)
+        self.assertLessEqual(self.reconciles() - before, 12)
         # Granted again: converges soon, without waiting out a long backoff.
         self.set_role(())
         self.host.wait_for(lambda: self.get("service", "locked"), "service after the grant",

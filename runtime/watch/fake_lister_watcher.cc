@@ -102,16 +102,17 @@ std::string GoneStatusJson(absl::string_view message) {
 
 // The event a watch with `filter` sees for a change, as a real server's watch cache sends it:
 // an object that comes into the selectors is ADDED, one that leaves them is DELETED (with its
-// new state); none when it is selected neither before nor after.
+// new state, or with `exit_previous` its previous one, as Kubernetes 1.20 does); none when it
+// is selected neither before nor after.
 std::optional<WatchEvent> AsSeenBy(const FakeListerWatcher::Filter& filter, const WatchEvent& event,
-                                   const std::string& previous) {
+                                   const std::string& previous, bool exit_previous) {
   const bool now = filter.Matches(event.object);
   if (event.type != EventType::kModified) {
     return now ? std::optional<WatchEvent>(event) : std::nullopt;
   }
   const bool before = filter.Matches(previous);
   if (now) return WatchEvent{before ? EventType::kModified : EventType::kAdded, event.object};
-  if (before) return WatchEvent{EventType::kDeleted, event.object};
+  if (before) return WatchEvent{EventType::kDeleted, exit_previous ? previous : event.object};
   return std::nullopt;
 }
 
@@ -253,7 +254,8 @@ absl::StatusOr<std::unique_ptr<WatchStream>> FakeListerWatcher::OpenStream(
   } else {
     for (const Change& change : history_) {
       if (change.rv <= from) continue;
-      std::optional<WatchEvent> seen = AsSeenBy(*state->filter, change.event, change.previous);
+      std::optional<WatchEvent> seen =
+          AsSeenBy(*state->filter, change.event, change.previous, exit_previous_);
       if (seen.has_value()) state->Push(*std::move(seen));
     }
   }
@@ -271,7 +273,8 @@ void FakeListerWatcher::Publish(EventType type, const std::string& object,
   history_.push_back(Change{rv_, WatchEvent{type, object}, previous});
   const Change& change = history_.back();
   for (auto& stream : streams_) {
-    std::optional<WatchEvent> seen = AsSeenBy(*stream->filter, change.event, change.previous);
+    std::optional<WatchEvent> seen =
+        AsSeenBy(*stream->filter, change.event, change.previous, exit_previous_);
     if (seen.has_value()) stream->Push(*std::move(seen));
   }
 }
@@ -408,6 +411,11 @@ void FakeListerWatcher::HangWatches() {
 void FakeListerWatcher::SetShardSelectorSupport(bool supported) {
   common::MutexLock lock(&mu_);
   shard_support_ = supported;
+}
+
+void FakeListerWatcher::SetSelectorExitSendsPreviousState(bool previous) {
+  common::MutexLock lock(&mu_);
+  exit_previous_ = previous;
 }
 
 void FakeListerWatcher::OnNextList(std::function<void()> hook) {

@@ -92,6 +92,9 @@ class FakeListerWatcher : public ListerWatcher {
   void HangWatches();
   // As a server with KEP-5866's sharded list and watch (see the top of the file).
   void SetShardSelectorSupport(bool supported);
+  // An object leaving a watch's selectors is sent as DELETED with its previous state (the
+  // labels it had), as Kubernetes 1.20's watch cache does; by default with its new state.
+  void SetSelectorExitSendsPreviousState(bool previous);
   // `hook` runs once, at the start of the next List call, without the lock (a test's way to
   // change something while a list is in progress).
   void OnNextList(std::function<void()> hook);
@@ -152,6 +155,7 @@ class FakeListerWatcher : public ListerWatcher {
   bool lazy_connect_ ABSL_GUARDED_BY(mu_) = false;
   bool expire_next_token_ ABSL_GUARDED_BY(mu_) = false;
   bool shard_support_ ABSL_GUARDED_BY(mu_) = false;
+  bool exit_previous_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> next_list_hook_ ABSL_GUARDED_BY(mu_);
   ListOptions last_list_options_ ABSL_GUARDED_BY(mu_);
   int list_calls_ ABSL_GUARDED_BY(mu_) = 0;

@@ -422,6 +422,14 @@ Reflector::WatchEnd Reflector::HandleEvent(const WatchEvent& event, absl::Status
         HandleMislabeledDelete(*object);
         return WatchEnd::kContinue;
       }
+      if (label_mode_.has_value() && event.type == EventType::kDeleted) {
+        absl::StatusOr<bool> kept = KeptAfterDelete(*object);
+        if (!kept.ok()) {
+          *cause = kept.status();
+          return WatchEnd::kRelistAfterBackoff;  // the relist confirms what is gone
+        }
+        if (*kept) return WatchEnd::kContinue;
+      }
       const bool in_scope =
           options_.shard == nullptr ||
           RangesContain(listed_shard_.ranges, ShardHashOf(**object, options_.shard_by));

@@ -249,6 +249,12 @@ class Reflector {
   void ConfirmOutsideSelector();
   // A DELETED event without the right label: the object left the selector, it was not deleted.
   void HandleMislabeledDelete(const cache::ObjectPtr& object);
+  // A DELETED event with the right label, in label mode, of a stored object. Kubernetes 1.20
+  // sends an object that left a label-selected watch as DELETED with its *previous* state (the
+  // label it had), so the event alone cannot tell: a name-scoped list does. True when the
+  // object still exists (kept, with its fresh state); false when it is gone. An error when the
+  // list failed (the caller relists, which confirms it).
+  absl::StatusOr<bool> KeptAfterDelete(const cache::ObjectPtr& object);
   void ReportMislabeled(const cache::Object& object);
   // The selector to send for `ranges` ("" for none: kOwnerUid, whole space, or too long).
   std::string ShardSelectorFor(const std::vector<HashRange>& ranges) const;

@@ -105,6 +105,30 @@ void Reflector::HandleMislabeledDelete(const cache::ObjectPtr& object) {
   ReportMislabeled(*object);
 }
 
+absl::StatusOr<bool> Reflector::KeptAfterDelete(const cache::ObjectPtr& object) {
+  cache::ObjectPtr stored = store_.Get(object->key());
+  if (stored == nullptr || stored->uid() != object->uid()) return false;
+  absl::StatusOr<absl::flat_hash_map<std::string, cache::ObjectPtr>> existing =
+      StillExisting({stored});
+  if (!existing.ok()) return existing.status();
+  auto it = existing->find(stored->uid());
+  if (it == existing->end()) return false;  // really deleted
+  const cache::ObjectPtr& fresh = it->second;
+  {
+    common::MutexLock dispatch(&dispatch_mu_);
+    store_.SetResourceVersion(std::string(object->resource_version()));
+    cache::ObjectPtr old = store_.Upsert(fresh);
+    if (old != nullptr && old->resource_version() != fresh->resource_version()) {
+      for (const auto& [id, handler] : handlers_) handler->OnUpdate(old, fresh);
+    }
+  }
+  if (!HasShardLabel(*fresh, *label_mode_)) {
+    outside_selector_.insert(std::string(fresh->key()));
+    ReportMislabeled(*fresh);
+  }
+  return true;
+}
+
 absl::StatusOr<absl::flat_hash_map<std::string, cache::ObjectPtr>> Reflector::StillExisting(
     const std::vector<cache::ObjectPtr>& stored) {
   // The reflector's own selectors still apply: an object that left them is gone for it.

@@ -223,6 +223,36 @@ TEST_F(ReflectorLabelTest, RemovedLabelIsNotADeletion) {
   EXPECT_EQ(reflector_->Metrics().relists_total, 0u);
 }
 
+// Kubernetes 1.20's watch cache sends an object leaving a label-selected watch as DELETED with
+// its *previous* state, the label it had: the event alone looks like a deletion. A name-scoped
+// list tells: the object still exists, so it is kept (fresh state, reported mislabeled); a real
+// deletion is still a deletion. Found by shard_kube_e2e_test (an object reconciled as deleted
+// after someone removed its label).
+TEST_F(ReflectorLabelTest, RegressionExitWithThePreviousStateIsNotADeletion) {
+  server_->SetSelectorExitSendsPreviousState(true);
+  const std::string name = NameIn(kLow, "obj");
+  SetLabeled(name);
+  scope_->Set(kLow);
+  StartReflector();
+  ExpectHolds(Want(kLow));
+  ASSERT_EQ(Want(kLow).size(), 1u);
+
+  const std::string unlabeled = server_->Set("ns", name, "unlabeled");
+  ExpectHolds({{"ns/" + name, unlabeled}});
+  EXPECT_EQ(handler_->deletes(), 0);
+  EXPECT_TRUE(WaitFor([&] { return mislabeled().size() == 1; }));
+  EXPECT_GE(reflector_->Metrics().shard_label_checks_total, 1u);
+
+  server_->Set("ns", name, "wrong", {{kLabels.key, "255"}});
+  SetLabeled(name, "fixed");
+  ExpectHolds(Want(kLow));
+  EXPECT_EQ(handler_->deletes(), 0);
+
+  server_->Delete("ns", name);
+  ExpectHolds({});
+  EXPECT_EQ(handler_->deleted(), std::vector<std::string>{"ns/" + name});
+}
+
 TEST_F(ReflectorLabelTest, RelistKeepsObjectsWhoseLabelChangedAndDeletesTheOthers) {
   const std::string relabeled = NameIn(kLow, "relabeled");
   const std::string deleted = NameIn(kLow, "deleted");
