@@ -95,27 +95,33 @@ void ShardLabeler::AddKind(const kube::ResourceMapping& mapping) {
                       : "shard labeler: the server has no shard selector; this kind's objects "
                         "get a bucket label",
                   {{"kind", KindName(mapping)}, {"label", kShardBucketLabel}});
-  common::MutexLock lock(&mu_);
-  for (const auto& k : kinds_) {
-    if (k->mapping.group == mapping.group && k->mapping.resource == mapping.resource) return;
+  Kind* added = nullptr;
+  {
+    common::MutexLock lock(&mu_);
+    for (const auto& k : kinds_) {
+      if (k->mapping.group == mapping.group && k->mapping.resource == mapping.resource) return;
+    }
+    kinds_.push_back(std::move(kind));
+    if (active_) added = kinds_.back().get();
   }
-  kinds_.push_back(std::move(kind));
-  if (active_) AcquireLocked(*kinds_.back());
+  if (added != nullptr) Acquire(added);
 }
 
-void ShardLabeler::AcquireLocked(Kind& kind) {
-  if (kind.server_filters || kind.unlabelled) return;
+void ShardLabeler::Acquire(Kind* kind) {
+  if (kind->server_filters) return;
+  // Without mu_: AddHandler replays the watch's objects to the handler, which takes mu_.
   watch::WatchKey key;
-  key.group = kind.mapping.group;
-  key.version = kind.mapping.version;
-  key.kind = kind.mapping.kind;
+  key.group = kind->mapping.group;
+  key.version = kind->mapping.version;
+  key.kind = kind->mapping.kind;
   key.label_selector = UnlabelledSelector();
   absl::StatusOr<watch::ReflectorHandle> handle = registry_->Acquire(key);
   if (!handle.ok()) {
-    last_error_ =
-        absl::StrCat("watch unlabelled ", KindName(kind.mapping), ": ", handle.status().message());
     common::LogWarning("shard labeler: cannot watch the unlabelled objects",
-                       {{"kind", KindName(kind.mapping)}, {"error", handle.status().message()}});
+                       {{"kind", KindName(kind->mapping)}, {"error", handle.status().message()}});
+    common::MutexLock lock(&mu_);
+    last_error_ =
+        absl::StrCat("watch unlabelled ", KindName(kind->mapping), ": ", handle.status().message());
     return;
   }
   (*handle)->AddHandler(std::make_shared<WakeHandler>([this] {
@@ -123,18 +129,27 @@ void ShardLabeler::AcquireLocked(Kind& kind) {
     wake_ = true;
     cv_.SignalAll();
   }));
-  kind.unlabelled = *std::move(handle);
+  watch::ReflectorHandle unused;  // released outside mu_ when not kept
+  common::MutexLock lock(&mu_);
+  if (active_ && !stopping_ && !kind->unlabelled) {
+    kind->unlabelled = *std::move(handle);
+    wake_ = true;
+    cv_.SignalAll();
+  } else {
+    unused = *std::move(handle);
+  }
 }
 
 void ShardLabeler::SetActive(bool active) {
   std::vector<watch::ReflectorHandle> released;
+  std::vector<Kind*> acquire;
   {
     common::MutexLock lock(&mu_);
     if (active == active_) return;
     active_ = active;
     for (auto& kind : kinds_) {
       if (active) {
-        AcquireLocked(*kind);
+        acquire.push_back(kind.get());
       } else {
         released.push_back(std::move(kind->unlabelled));
       }
@@ -142,6 +157,7 @@ void ShardLabeler::SetActive(bool active) {
     wake_ = true;
     cv_.SignalAll();
   }
+  for (Kind* kind : acquire) Acquire(kind);
   common::LogInfo(active ? "shard labeler: this host labels the sharded kinds' objects"
                          : "shard labeler: another host labels the sharded kinds' objects",
                   {{"label", kShardBucketLabel}});

@@ -99,7 +99,9 @@ class ShardLabeler {
   void Loop();
   // One patch; OK, or the failure (NotFound and a changed uid count as done).
   absl::Status Label(const kube::ResourceMapping& mapping, const Pending& object);
-  void AcquireLocked(Kind& kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `kind`'s unlabelled watch (without mu_ held: its handler takes mu_) and keeps it
+  // while this host is active.
+  void Acquire(Kind* kind) ABSL_LOCKS_EXCLUDED(mu_);
 
   kube::Client* const client_;
   watch::ReflectorRegistry* const registry_;
