@@ -131,9 +131,11 @@ def _wait_labelled(api, host, timeout=900):
         return
     started = time.monotonic()
     while True:
+        # resourceVersion=0: served from the watch cache (a paged, label-selected list of
+        # 30,000 objects goes to etcd and outlasts the client's timeout on a busy machine).
         status, body = api.request(
-            "GET", "/apis/e2e.ctrlhost.dev/v1/namespaces/%s/chaos?limit=1&labelSelector="
-            "%%21ctrlhost.dev%%2Fshard-bucket" % NAMESPACE)
+            "GET", "/apis/e2e.ctrlhost.dev/v1/namespaces/%s/chaos?resourceVersion=0&"
+            "labelSelector=%%21ctrlhost.dev%%2Fshard-bucket" % NAMESPACE)
         assert status == 200, body
         if not body["items"]:
             break
