@@ -1,7 +1,7 @@
 // MirrorHandler: an EventHandler for reflector tests that mirrors the objects from the events it
 // receives and records every inconsistency (an add of a known key, an update whose old state is
-// not the mirrored one, a delete of an unknown key), so a test can compare the mirror with the
-// store and the server.
+// not the mirrored one or that changes nothing, a delete of an unknown key), so a test can
+// compare the mirror with the store and the server.
 //
 // Thread-safety: thread-safe; mu_ guards everything (the reflector thread writes, the test reads).
 #ifndef CTRLHOST_RUNTIME_WATCH_MIRROR_HANDLER_FOR_TESTS_H_
@@ -27,6 +27,7 @@ class MirrorHandler : public EventHandler {
       errors_.push_back("add of known " + key);
     }
     ++adds_;
+    if (initial) ++initial_adds_;
   }
   void OnUpdate(const cache::ObjectPtr& old_object, const cache::ObjectPtr& object) override {
     common::MutexLock lock(&mu_);
@@ -35,6 +36,7 @@ class MirrorHandler : public EventHandler {
     if (it == mirror_.end() || it->second != old_object->json()) {
       errors_.push_back("update with a wrong old state " + key);
     }
+    if (old_object->json() == object->json()) errors_.push_back("no-op update " + key);
     mirror_[key] = std::string(object->json());
     ++updates_;
   }
@@ -57,6 +59,10 @@ class MirrorHandler : public EventHandler {
     common::MutexLock lock(&mu_);
     return adds_;
   }
+  int initial_adds() const {
+    common::MutexLock lock(&mu_);
+    return initial_adds_;
+  }
   int updates() const {
     common::MutexLock lock(&mu_);
     return updates_;
@@ -76,6 +82,7 @@ class MirrorHandler : public EventHandler {
   std::map<std::string, std::string> mirror_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
   int adds_ ABSL_GUARDED_BY(mu_) = 0;
+  int initial_adds_ ABSL_GUARDED_BY(mu_) = 0;
   int updates_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
 };

@@ -18,75 +18,12 @@
 #include "runtime/common/mutex.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/watch/fake_lister_watcher.h"
+#include "runtime/watch/mirror_handler_for_tests.h"
 
 namespace ctrlhost::watch {
 namespace {
 
-// Mirrors the objects from the events it receives and records every inconsistency (an add of
-// a known key, an update or delete of an unknown one, an update whose old state is not the
-// last one seen): consumers must see exactly the differences.
-class MirrorHandler : public EventHandler {
- public:
-  void OnAdd(const cache::ObjectPtr& object, bool initial) override {
-    common::MutexLock lock(&mu_);
-    const std::string key(object->key());
-    if (mirror_.count(key) > 0) errors_.push_back("add of known " + key);
-    mirror_[key] = std::string(object->json());
-    ++adds_;
-    if (initial) ++initial_adds_;
-  }
-  void OnUpdate(const cache::ObjectPtr& old_object, const cache::ObjectPtr& object) override {
-    common::MutexLock lock(&mu_);
-    const std::string key(object->key());
-    auto it = mirror_.find(key);
-    if (it == mirror_.end() || it->second != old_object->json()) {
-      errors_.push_back("update with a wrong old state " + key);
-    }
-    if (old_object->json() == object->json()) errors_.push_back("no-op update " + key);
-    mirror_[key] = std::string(object->json());
-    ++updates_;
-  }
-  void OnDelete(const cache::ObjectPtr& object) override {
-    common::MutexLock lock(&mu_);
-    const std::string key(object->key());
-    if (mirror_.erase(key) == 0) errors_.push_back("delete of unknown " + key);
-    ++deletes_;
-  }
-
-  std::map<std::string, std::string> mirror() const {
-    common::MutexLock lock(&mu_);
-    return mirror_;
-  }
-  std::vector<std::string> errors() const {
-    common::MutexLock lock(&mu_);
-    return errors_;
-  }
-  int adds() const {
-    common::MutexLock lock(&mu_);
-    return adds_;
-  }
-  int initial_adds() const {
-    common::MutexLock lock(&mu_);
-    return initial_adds_;
-  }
-  int updates() const {
-    common::MutexLock lock(&mu_);
-    return updates_;
-  }
-  int deletes() const {
-    common::MutexLock lock(&mu_);
-    return deletes_;
-  }
-
- private:
-  mutable common::Mutex mu_;
-  std::map<std::string, std::string> mirror_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> errors_ ABSL_GUARDED_BY(mu_);
-  int adds_ ABSL_GUARDED_BY(mu_) = 0;
-  int initial_adds_ ABSL_GUARDED_BY(mu_) = 0;
-  int updates_ ABSL_GUARDED_BY(mu_) = 0;
-  int deletes_ ABSL_GUARDED_BY(mu_) = 0;
-};
+// MirrorHandler (mirror_handler_for_tests.h): consumers must see exactly the differences.
 
 std::map<std::string, std::string> StoreContent(const cache::Store& store) {
   std::map<std::string, std::string> out;
