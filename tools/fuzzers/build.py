@@ -85,7 +85,7 @@ TARGETS = {
     "body_yaml": OBJECT_UTIL,
     "body_kubeproto": KUBEPROTO_LIB,
     "patch": PATCH,
-    "selector": SELECTOR,
+    "selector": SELECTOR + ["runtime/kube/shard_selector.cc"],
     "jsonpath": ["runtime/apiserver/jsonpath.cc"],
     "list_tokens": [
         "runtime/apiserver/list_tokens.cc", "runtime/kube/api_status.cc",
