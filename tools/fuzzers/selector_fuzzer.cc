@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto shard = kube::ShardSelector::Parse(text);
   if (shard.ok()) {
     // KEP-5866's selector: what Format prints parses back to the same ranges.
-    auto again = kube::ShardSelector::Parse(kube::ShardSelector::Format(shard->field(),
-                                                                      shard->ranges()));
+    auto again =
+        kube::ShardSelector::Parse(kube::ShardSelector::Format(shard->field(), shard->ranges()));
     fuzz::Require(again.ok(), "ShardSelector::Parse(Format()) failed");
     fuzz::Require(again->ranges().size() == shard->ranges().size(),
                   "ShardSelector::Format lost a range");
