@@ -29,30 +29,15 @@ import time
 
 import yaml
 
+from bench.ha import sharding
 from e2e.host import host_fixture
 
 OBJECTS = int(os.environ.get("CTRLHOST_SHARD_CACHE_OBJECTS") or 30000)
 UPDATES = 3000
 NAMESPACE = "ha-shard-cache"
 
-OPERATOR = """\
-apiVersion: ctrlhost.dev/v1alpha1
-kind: Operator
-metadata:
-  name: chaos
-spec:
-  plugins:
-    - name: chaos
-      exec:
-        command: {chaos}
-        env:
-          CHAOS_DIR: {dir}
-          CHAOS_VERSION: {host}
-  controllers:
-    - name: chaos
-      maxConcurrentReconciles: 4
-      sharding: {{enabled: true}}
-"""
+# The sharding part's operator: the chaos controller, sharded, maxConcurrentReconciles 4.
+OPERATOR = sharding.OPERATOR
 
 
 def fnv1a64(text):
