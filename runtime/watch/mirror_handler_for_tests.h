@@ -1,3 +1,5 @@
+// Helpers of the reflector tests.
+//
 // MirrorHandler: an EventHandler for reflector tests that mirrors the objects from the events it
 // receives and records every inconsistency (an add of a known key, an update whose old state is
 // not the mirrored one or that changes nothing, a delete of an unknown key), so a test can
@@ -7,12 +9,18 @@
 #ifndef CTRLHOST_RUNTIME_WATCH_MIRROR_HANDLER_FOR_TESTS_H_
 #define CTRLHOST_RUNTIME_WATCH_MIRROR_HANDLER_FOR_TESTS_H_
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "runtime/cache/object.h"
+#include "runtime/common/clock.h"
 #include "runtime/common/mutex.h"
 #include "runtime/watch/reflector.h"
 
@@ -86,6 +94,23 @@ class MirrorHandler : public EventHandler {
   int updates_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> deleted_ ABSL_GUARDED_BY(mu_);
 };
+
+}  // namespace ctrlhost::watch
+
+namespace ctrlhost::watch {
+
+// Polls `done` (bounded, real time: 30 s) and moves the fake `clock` by `step` between polls,
+// so that no backoff or timer of the reflector waits for real time. True once `done` holds.
+inline bool WaitAdvancing(common::FakeClock& clock, const std::function<bool()>& done,
+                          absl::Duration step) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    if (step > absl::ZeroDuration()) clock.Advance(step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
 
 }  // namespace ctrlhost::watch
 

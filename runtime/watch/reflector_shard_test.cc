@@ -85,13 +85,7 @@ class ReflectorShardTest : public ::testing::TestWithParam<bool> {
 
   // Bounded real-time polling; the fake clock moves so that no backoff waits for real.
   bool WaitFor(const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      if (done()) return true;
-      clock_.Advance(absl::Milliseconds(100));
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return done();
+    return WaitAdvancing(clock_, done, absl::Milliseconds(100));
   }
 
   // The store and the handler hold exactly the server's objects in `ranges`, and a watch runs.

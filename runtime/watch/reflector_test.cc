@@ -49,13 +49,7 @@ class ReflectorTest : public ::testing::Test {
   // Polls `done` (bounded, real time), moving the fake clock by `step` each round so backoffs
   // and watchdogs fire without real waiting.
   bool WaitFor(const std::function<bool()>& done, absl::Duration step = absl::ZeroDuration()) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (absl::Now() < deadline) {
-      if (done()) return true;
-      if (step > absl::ZeroDuration()) clock_.Advance(step);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return done();
+    return WaitAdvancing(clock_, done, step);
   }
 
   // The store and the consumers' mirror both equal the server's list, and the reflector
