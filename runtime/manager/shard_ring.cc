@@ -286,7 +286,7 @@ absl::Status ShardRing::ReadPeers() {
       } else {
         claim.assignment = std::make_shared<const ShardAssignment>(peer.adopted);
       }
-      if (peer.older_scheme) {
+      if (peer.older_scheme && warned_older_.insert(peer.identity).second) {
         common::LogWarning(
             "shard ring: a live member runs an older sharding scheme; no key starts while it "
             "is live (stop the older hosts)",

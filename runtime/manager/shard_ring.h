@@ -59,6 +59,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -185,6 +186,8 @@ class ShardRing : public controller::KeyGate {
     std::string resource_version;
   };
   absl::flat_hash_map<std::string, Observed> observed_;  // by Lease name
+  // Members of the older scheme already warned about (one log line each, not one per poll).
+  absl::flat_hash_set<std::string> warned_older_;
 
   mutable common::Mutex mu_;
   common::CondVar cv_;

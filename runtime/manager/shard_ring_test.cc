@@ -1,5 +1,6 @@
 #include "runtime/manager/shard_ring.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <random>
@@ -7,12 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/apiserver/testing/embedded_apiserver.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
 #include "runtime/kube/api_status.h"
 #include "runtime/kube/client.h"
 #include "runtime/manager/lease.h"
@@ -206,7 +209,14 @@ TEST_F(ShardRingTest, AnOlderSchemeMemberStopsEveryKeyWhileLive) {
   ASSERT_TRUE(
       CreateLease(client_, LeaseRef("default", ShardLeaseName(ring, "old-host")), old).ok());
   auto a = Member("host-a");
+  // Said once in the log, not at every poll.
+  std::atomic<int> warnings{0};
+  common::SetLogSink([&](absl::string_view line) {
+    if (absl::StrContains(line, "older sharding scheme")) ++warnings;
+  });
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(a->SyncOnce());
+  common::SetLogSink(nullptr);
+  EXPECT_EQ(warnings.load(), 1);
   int waiting = 0;
   for (int i = 0; i < 50; ++i) {
     const std::string key = absl::StrCat("default/k", i);
