@@ -19,9 +19,11 @@
 namespace ctrlhost::manager {
 namespace {
 
-// Polls a condition another thread makes true (never used to wait for time to pass).
+// Polls a condition another thread makes true (never used to wait for time to pass). Bounded at
+// 60 s: each condition needs a few real requests to the API server, and tools/test runs this
+// beside real Kubernetes clusters (10 s was missed there once).
 bool Eventually(const std::function<bool()>& condition) {
-  for (int i = 0; i < 2000; ++i) {
+  for (int i = 0; i < 12000; ++i) {
     if (condition()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
