@@ -57,13 +57,15 @@ struct QueueMetrics {
   uint64_t deduped_total = 0;      // Add calls for a key already waiting (no effect)
   uint64_t retries_total = 0;      // AddRateLimited calls
   uint64_t gets_total = 0;         // keys handed out
-  // Sampled (WorkQueue::Options::duration_sample_every): one key in N is timed and counted N
-  // times, so count and sum are estimates of every key's (exact when N is 1).
+  // Sampled (WorkQueue::Options::duration_sample_every): at least one key in N is timed, and
+  // each timed key counts for the ready keys since the previous timed one, so count and sum
+  // estimate every key's (exact when N is 1; keys made ready after the last timed one are
+  // counted with the next).
   DurationHistogram queue_latency;  // from queued to handed out
   // queue_latency by the priority the key was handed out at (index: queue::Priority).
   std::array<DurationHistogram, 2> queue_latency_by_priority;
   DurationHistogram work_duration;     // from handed out to Done
-  uint32_t duration_sample_every = 1;  // the N above
+  uint32_t duration_sample_every = 1;  // the N above (a bound, see above)
   // How long the oldest key still processing has been processing (zero when none), and the
   // sum over all keys still processing: a stuck worker shows up here before it finishes. Every
   // key counts (not sampled); with the real clock start times are coarse (a few ms).

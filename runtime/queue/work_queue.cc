@@ -215,7 +215,7 @@ void WorkQueue::HeapSwap(uint32_t i, uint32_t j) {
 void WorkQueue::HeapUp(uint32_t i) {
   while (i > 0) {
     const uint32_t parent = (i - 1) / 2;
-    if (slots_[heap_[parent]].deadline <= slots_[heap_[i]].deadline) break;
+    if (slots_[heap_[parent]].deadline_ns <= slots_[heap_[i]].deadline_ns) break;
     HeapSwap(i, parent);
     i = parent;
   }
@@ -227,10 +227,10 @@ void WorkQueue::HeapDown(uint32_t i) {
     uint32_t smallest = i;
     const uint32_t left = 2 * i + 1;
     const uint32_t right = left + 1;
-    if (left < n && slots_[heap_[left]].deadline < slots_[heap_[smallest]].deadline) {
+    if (left < n && slots_[heap_[left]].deadline_ns < slots_[heap_[smallest]].deadline_ns) {
       smallest = left;
     }
-    if (right < n && slots_[heap_[right]].deadline < slots_[heap_[smallest]].deadline) {
+    if (right < n && slots_[heap_[right]].deadline_ns < slots_[heap_[smallest]].deadline_ns) {
       smallest = right;
     }
     if (smallest == i) return;
@@ -251,10 +251,11 @@ void WorkQueue::HeapRemoveTop() {
 }
 
 void WorkQueue::PromoteDue(absl::Time now) {
-  while (!heap_.empty() && slots_[heap_[0]].deadline <= now) {
+  const int64_t now_ns = absl::ToUnixNanos(now);
+  while (!heap_.empty() && slots_[heap_[0]].deadline_ns <= now_ns) {
     const uint32_t slot = heap_[0];
     HeapRemoveTop();
-    AddLocked(slot, absl::ToUnixNanos(now), slots_[slot].delayed_priority);
+    AddLocked(slot, now_ns, slots_[slot].delayed_priority);
   }
 }
 
@@ -292,11 +293,23 @@ bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns, Priority priority) {
 void WorkQueue::PushReady(uint32_t slot, int64_t now_ns) {
   Slot& s = slots_[slot];
   s.queued = true;
-  s.ready_at_ns = CoarseNanos();
+  const int64_t coarse_ns = CoarseNanos();
+  s.stamp_ns = coarse_ns;
   s.sampled = false;
-  if (options_.record_durations && --sample_countdown_ == 0) {
-    sample_countdown_ = sample_every_;
+  if (!options_.record_durations) {
+    ListPush(s.priority, slot);
+    return;
+  }
+  ++unsampled_;
+  // Timed: the first key after sample_every_ - 1 untimed ones or after a tick of the coarse
+  // clock (CLOCK_REALTIME_COARSE moves once per kernel tick, 1-4 ms), standing for every key
+  // since the last timed one. So a queue of a few keys per tick times all of them, and a busy
+  // one pays three precise reads per sample_every_ keys.
+  if (unsampled_ >= sample_every_ || coarse_ns != last_sampled_ns_) {
     s.sampled = true;
+    s.sample_weight = unsampled_;
+    unsampled_ = 0;
+    last_sampled_ns_ = coarse_ns;
     s.queued_at_ns = now_ns != 0 ? now_ns : NowNanos();
   }
   ListPush(s.priority, slot);
@@ -308,17 +321,17 @@ bool WorkQueue::AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time n
   Slot& s = slots_[slot];
   // Ready, or due again right after Done: sooner than any delay.
   if (s.queued || s.dirty) return false;
-  const absl::Time deadline = now + delay;
+  const int64_t deadline_ns = absl::ToUnixNanos(now + delay);
   if (s.heap_pos != kNone) {
     s.delayed_priority = std::max(s.delayed_priority, priority);
-    if (deadline < s.deadline) {
-      s.deadline = deadline;
+    if (deadline_ns < s.deadline_ns) {
+      s.deadline_ns = deadline_ns;
       HeapUp(s.heap_pos);
     }
     return false;
   }
   s.delayed_priority = priority;
-  s.deadline = deadline;
+  s.deadline_ns = deadline_ns;
   s.heap_pos = static_cast<uint32_t>(heap_.size());
   heap_.push_back(slot);
   HeapUp(s.heap_pos);
@@ -434,9 +447,8 @@ Priority WorkQueue::NextPriority(int64_t coarse_ns) {
   if (ready_[Index(Priority::kLow)].size == 0) return Priority::kHigh;
   if (ready_[Index(Priority::kHigh)].size == 0) return Priority::kLow;
   // The low list is in ready order (a key moving up leaves it), so its head is the oldest.
-  const bool aged =
-      max_wait_ns_ != kNoAging &&
-      coarse_ns - slots_[ready_[Index(Priority::kLow)].head].ready_at_ns >= max_wait_ns_;
+  const bool aged = max_wait_ns_ != kNoAging &&
+                    coarse_ns - slots_[ready_[Index(Priority::kLow)].head].stamp_ns >= max_wait_ns_;
   if (!aged) {
     aged_turn_low_ = true;
     return Priority::kHigh;
@@ -462,16 +474,16 @@ std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
   ++s.generation;
   ++counters_.gets_total;
   ++processing_count_;
-  const bool overdue = max_wait_ns_ != kNoAging && coarse_ns - s.ready_at_ns > max_wait_ns_;
+  const bool overdue = max_wait_ns_ != kNoAging && coarse_ns - s.stamp_ns > max_wait_ns_;
   if (overdue) ++counters_.waited_past_max_total;
   if (s.sampled) {
     if (now_ns == 0) now_ns = NowNanos();
-    counters_.queue_latency.ObserveNanos(now_ns - s.queued_at_ns, sample_every_);
+    counters_.queue_latency.ObserveNanos(now_ns - s.queued_at_ns, s.sample_weight);
     counters_.queue_latency_by_priority[Index(priority)].ObserveNanos(now_ns - s.queued_at_ns,
-                                                                      sample_every_);
-    s.started_at_ns = now_ns;
-  } else if (options_.record_durations) {
-    s.started_at_ns = coarse_ns;  // for longest_running only
+                                                                      s.sample_weight);
+    s.stamp_ns = now_ns;
+  } else {
+    s.stamp_ns = coarse_ns;  // for longest_running only
   }
   return Item{absl::string_view(*s.key), slot, s.generation, overdue};
 }
@@ -500,7 +512,9 @@ std::optional<WorkQueue::Item> WorkQueue::Get() {
       if (shutdown_mode_ == ShutdownMode::kAbandon || dirty_count_ == 0) return std::nullopt;
     }
     absl::Time deadline = now + kMaxWait;
-    if (!heap_.empty()) deadline = std::min(deadline, slots_[heap_[0]].deadline);
+    if (!heap_.empty()) {
+      deadline = std::min(deadline, absl::FromUnixNanos(slots_[heap_[0]].deadline_ns));
+    }
     ++waiters_;
     clock_->WaitWithDeadline(&mu_, &cv_, deadline);
     --waiters_;
@@ -519,7 +533,7 @@ absl::Status WorkQueue::DoneLocked(const Item& item, bool* made_ready) {
   int64_t now_ns = 0;
   if (s.sampled) {
     now_ns = NowNanos();
-    counters_.work_duration.ObserveNanos(now_ns - s.started_at_ns, sample_every_);
+    counters_.work_duration.ObserveNanos(now_ns - s.stamp_ns, s.sample_weight);
     s.sampled = false;
   }
   if (s.dirty) {
@@ -619,10 +633,10 @@ bool WorkQueue::ShuttingDown() const {
 size_t WorkQueue::Len() const {
   common::MutexLock lock(&mu_);
   // Count due delayed keys too, without moving them (Len is const).
-  const absl::Time now = Now();
+  const int64_t now_ns = absl::ToUnixNanos(Now());
   size_t due = 0;
   for (uint32_t slot : heap_) {
-    if (slots_[slot].deadline <= now) ++due;
+    if (slots_[slot].deadline_ns <= now_ns) ++due;
   }
   if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return 0;
   return ReadyCount() + due;
@@ -630,7 +644,7 @@ size_t WorkQueue::Len() const {
 
 absl::Time WorkQueue::NextDeadline() const {
   common::MutexLock lock(&mu_);
-  return heap_.empty() ? absl::InfiniteFuture() : slots_[heap_[0]].deadline;
+  return heap_.empty() ? absl::InfiniteFuture() : absl::FromUnixNanos(slots_[heap_[0]].deadline_ns);
 }
 
 QueueMetrics WorkQueue::Metrics() const {
@@ -651,16 +665,14 @@ QueueMetrics WorkQueue::Metrics() const {
     const Slot& s = slots_[slot];
     if (s.queued) {
       const int p = Index(s.priority);
-      const absl::Duration waited =
-          absl::Nanoseconds(std::max<int64_t>(0, coarse_ns - s.ready_at_ns));
+      const absl::Duration waited = absl::Nanoseconds(std::max<int64_t>(0, coarse_ns - s.stamp_ns));
       if (m.oldest_key[p].empty() || waited > m.oldest_waiting[p]) {
         m.oldest_waiting[p] = waited;
         m.oldest_key[p] = *s.key;
       }
     }
     if (!options_.record_durations || !s.processing) continue;
-    const absl::Duration running =
-        absl::Nanoseconds(std::max<int64_t>(0, now_ns - s.started_at_ns));
+    const absl::Duration running = absl::Nanoseconds(std::max<int64_t>(0, now_ns - s.stamp_ns));
     m.longest_running = std::max(m.longest_running, running);
     m.unfinished_work += running;
   }

@@ -36,6 +36,7 @@
 #define CTRLHOST_RUNTIME_QUEUE_WORK_QUEUE_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,13 +93,15 @@ class WorkQueue {
     // unfinished_work. When false those metrics stay zero and the hot path reads the clock only
     // for delayed keys.
     bool record_durations = true;
-    // With record_durations, time one ready key in this many for the two histograms (three
-    // precise clock reads for that key, none for the others; 0 or 1: every key). Each timed
-    // key counts `duration_sample_every` times, so count and sum estimate all keys. Every
-    // handed-out key still gets a start time from a cheap coarse clock (CLOCK_REALTIME_COARSE,
-    // a few ms resolution, ~5 ns) so longest_running and unfinished_work cover every key.
-    // A precise read costs ~20 ns here, three per key were most of Add+Get+Done (bench/README).
-    uint32_t duration_sample_every = 16;
+    // With record_durations, which ready keys are timed for the two histograms (three precise
+    // clock reads each): the first key after a tick of the coarse clock (1-4 ms), and at least
+    // one in this many (0 or 1: every key). A timed key counts for every ready key since the
+    // previous timed one, so count and sum estimate all keys, and a queue that sees a few keys
+    // per tick times each. Every handed-out key still gets a start time from the coarse clock
+    // (CLOCK_REALTIME_COARSE, ~3 ns) so longest_running and unfinished_work cover every key.
+    // A precise read costs ~20 ns here; three per key were most of Add+Get+Done once
+    // (bench/README.md, `queue`).
+    uint32_t duration_sample_every = 64;
     // The aging bound: once the oldest low-priority key has waited this long, low and high keys
     // are handed out alternately until none has. InfiniteDuration: strict priority, no aging.
     absl::Duration max_wait = absl::Minutes(5);
@@ -188,32 +191,44 @@ class WorkQueue {
  private:
   static constexpr uint32_t kNone = 0xffffffffu;
 
-  struct Slot {
+  // One cache line: Add, Get and Done each touch one slot (and a neighbour's links), so a slot
+  // that straddles two lines costs a second miss per step once the keys outgrow L1.
+  struct alignas(64) Slot {
+    Slot()
+        : in_use(false),
+          idle(false),
+          queued(false),
+          processing(false),
+          dirty(false),
+          sampled(false) {}
     // On the heap, so that index_'s views into it survive slots_ growing; keeps its capacity
     // when the slot is reused.
     std::unique_ptr<std::string> key;
     // Unix nanoseconds (integer arithmetic: absl::Time's is 128-bit and out of line here).
-    int64_t queued_at_ns = 0;
-    int64_t started_at_ns = 0;  // coarse unless `sampled`
-    // When the key last became ready (coarse): for aging and the oldest waiting key.
-    int64_t ready_at_ns = 0;
-    absl::Time deadline;
+    // Queued: when the key last became ready (coarse), for aging and the oldest waiting key.
+    // Processing: when it was handed out (coarse unless `sampled`), for longest_running. A slot
+    // is never queued and processing at once (a key added while processing is `dirty`).
+    int64_t stamp_ns = 0;
+    int64_t queued_at_ns = 0;   // precise, when it became ready; set only if `sampled`
+    int64_t deadline_ns = 0;    // delayed: when it becomes ready
     uint32_t heap_pos = kNone;  // position in heap_, kNone when not delayed
     // Links of the ready list of `priority` while queued (kNone at the ends).
     uint32_t prev = kNone;
     uint32_t next = kNone;
     uint32_t failures = 0;
-    uint32_t generation = 0;  // bumped by each Get, so a stale Item cannot Done a later run
-    bool in_use = false;
-    bool idle = false;        // in use, but nothing queued, processing, delayed or backing off
-    bool queued = false;      // on a ready list
-    bool processing = false;  // handed out, not Done
-    bool dirty = false;       // added while processing: queue again on Done
-    bool sampled = false;     // this run is timed for the histograms (queued_at_ns is precise)
+    uint32_t generation = 0;     // bumped by each Get, so a stale Item cannot Done a later run
+    uint32_t sample_weight = 0;  // sampled: how many ready keys this timed run stands for
+    bool in_use : 1;
+    bool idle : 1;        // in use, but nothing queued, processing, delayed or backing off
+    bool queued : 1;      // on a ready list
+    bool processing : 1;  // handed out, not Done
+    bool dirty : 1;       // added while processing: queue again on Done
+    bool sampled : 1;     // this run is timed for the histograms
     // Queued: the ready list it is on; dirty: the priority Done queues it at.
     Priority priority = Priority::kHigh;
     Priority delayed_priority = Priority::kHigh;  // delayed: the priority it becomes ready at
   };
+  static_assert(sizeof(Slot) == 64, "a slot is one cache line");
 
   // A FIFO list of ready slots threaded through Slot::prev/next: O(1) push, pop and unlink
   // (a low key moving up), no allocation.
@@ -314,8 +329,11 @@ class WorkQueue {
   bool aged_turn_low_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<uint32_t> heap_ ABSL_GUARDED_BY(mu_);  // min-heap of slots by deadline
   size_t dirty_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Ready keys until the next timed one (1: the next key is timed; a countdown, not a modulo).
-  uint32_t sample_countdown_ ABSL_GUARDED_BY(mu_) = 1;
+  // Keys that became ready since the last timed one, and when (coarse) that one did: the next
+  // key is timed once sample_every_ keys have passed or a clock tick has, so a slow queue
+  // times every key and a busy one pays for few precise reads.
+  uint32_t unsampled_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_sampled_ns_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int64_t>::min();
   TokenBucket bucket_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   ShutdownMode shutdown_mode_ ABSL_GUARDED_BY(mu_) = ShutdownMode::kDrain;

@@ -432,13 +432,16 @@ TEST(WorkQueueTest, MetricsTrackLatencyDurationAndLongestRunning) {
   EXPECT_EQ(m.depth, 0u);
 }
 
-// One key in N is timed and counted N times; longest_running still covers every key.
+// At least one key in N is timed, counted for every ready key since the previous timed one;
+// longest_running still covers every key.
 TEST(WorkQueueTest, SampledDurationsScaleAndLongestRunningCoversUnsampledKeys) {
   common::FakeClock clock;
   WorkQueue::Options options = NoBucket();
   options.duration_sample_every = 4;
   WorkQueue q("test", options, &clock);
-  for (int i = 0; i < 8; ++i) q.Add(absl::StrCat("ns/k", i));  // k0 and k4 are timed
+  // One clock reading: k0 is timed (the first key of a tick) and stands for itself; k4 is the
+  // fourth key after it and stands for k1..k4; k5..k7 wait for the next timed key.
+  for (int i = 0; i < 8; ++i) q.Add(absl::StrCat("ns/k", i));
   clock.Advance(absl::Milliseconds(5));
   std::vector<WorkQueue::Item> items;
   for (int i = 0; i < 8; ++i) {
@@ -449,32 +452,57 @@ TEST(WorkQueueTest, SampledDurationsScaleAndLongestRunningCoversUnsampledKeys) {
   }
   QueueMetrics m = q.Metrics();
   EXPECT_EQ(m.duration_sample_every, 4u);
-  EXPECT_EQ(m.queue_latency.count, 8u);
-  // k0 waited 5 ms, k4 5 ms + 4 s; each counts 4 times.
-  EXPECT_EQ(m.queue_latency.sum(), 4 * (absl::Milliseconds(5) + absl::Milliseconds(4005)));
-  EXPECT_EQ(m.queue_latency.counts[3], 4u);
+  EXPECT_EQ(m.queue_latency.count, 5u);
+  // k0 waited 5 ms (once), k4 5 ms + 4 s (four times).
+  EXPECT_EQ(m.queue_latency.sum(), absl::Milliseconds(5) + 4 * absl::Milliseconds(4005));
+  EXPECT_EQ(m.queue_latency.counts[3], 1u);
   EXPECT_EQ(m.queue_latency.counts[6], 4u);
   EXPECT_EQ(m.longest_running, absl::Seconds(8));
   EXPECT_EQ(m.unfinished_work, absl::Seconds(8 + 7 + 6 + 5 + 4 + 3 + 2 + 1));
   for (const WorkQueue::Item& item : items) ASSERT_TRUE(q.Done(item).ok());
   m = q.Metrics();
-  EXPECT_EQ(m.work_duration.count, 8u);
-  EXPECT_EQ(m.work_duration.sum(), 4 * (absl::Seconds(8) + absl::Seconds(4)));
+  EXPECT_EQ(m.work_duration.count, 5u);
+  EXPECT_EQ(m.work_duration.sum(), absl::Seconds(8) + 4 * absl::Seconds(4));
   EXPECT_EQ(m.longest_running, absl::ZeroDuration());
   EXPECT_EQ(m.gets_total, 8u);
-  // A re-queue by Done takes part in the sampling like any other ready key.
+  // A re-queue by Done takes part in the sampling like any other ready key. The clock moved
+  // since k4, so the next ready key is timed and stands for k5..k7 and itself.
   q.Add("ns/k0");
-  std::optional<WorkQueue::Item> a = q.TryGet();  // 9th ready key: timed
+  std::optional<WorkQueue::Item> a = q.TryGet();
   ASSERT_TRUE(a);
   q.Add("ns/k0");
   clock.Advance(absl::Seconds(2));
-  ASSERT_TRUE(q.Done(*a).ok());  // re-queued: 10th ready key, not timed
+  ASSERT_TRUE(q.Done(*a).ok());  // re-queued, at a later clock reading: timed, stands for itself
   clock.Advance(absl::Seconds(1));
   EXPECT_EQ(Take(q), "ns/k0");
   m = q.Metrics();
-  EXPECT_EQ(m.queue_latency.count, 12u);
-  EXPECT_EQ(m.work_duration.count, 12u);
-  EXPECT_EQ(m.work_duration.sum(), 4 * (absl::Seconds(8) + absl::Seconds(4) + absl::Seconds(2)));
+  EXPECT_EQ(m.queue_latency.count, 10u);
+  EXPECT_EQ(m.queue_latency.sum(),
+            absl::Milliseconds(5) + 4 * absl::Milliseconds(4005) + absl::Seconds(1));
+  EXPECT_EQ(m.work_duration.count, 10u);
+  EXPECT_EQ(m.work_duration.sum(), absl::Seconds(8) + 4 * absl::Seconds(4) + 4 * absl::Seconds(2));
+}
+
+// A queue that sees a key per clock reading times every key, whatever N: slow controllers get
+// exact histograms, and only busy queues are sampled.
+TEST(WorkQueueTest, EveryKeyOfASlowQueueIsTimed) {
+  common::FakeClock clock;
+  WorkQueue::Options options = NoBucket();
+  options.duration_sample_every = 1000;
+  WorkQueue q("test", options, &clock);
+  for (int i = 0; i < 5; ++i) {
+    q.Add(absl::StrCat("ns/k", i));
+    clock.Advance(absl::Milliseconds(20));
+    std::optional<WorkQueue::Item> item = q.TryGet();
+    ASSERT_TRUE(item);
+    clock.Advance(absl::Milliseconds(30));
+    ASSERT_TRUE(q.Done(*item).ok());
+  }
+  QueueMetrics m = q.Metrics();
+  EXPECT_EQ(m.queue_latency.count, 5u);
+  EXPECT_EQ(m.queue_latency.sum(), 5 * absl::Milliseconds(20));
+  EXPECT_EQ(m.work_duration.count, 5u);
+  EXPECT_EQ(m.work_duration.sum(), 5 * absl::Milliseconds(30));
 }
 
 TEST(WorkQueueTest, DoneAndTryGetEndsOneRunAndStartsTheNext) {
