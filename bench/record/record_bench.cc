@@ -145,15 +145,18 @@ class Driver {
       const absl::Time start = absl::Now();
       pluginpb::ReconcileCall call = WebAppCall(sent);
       // As runner_worker.cc: the call is copied before the dispatch, recorded after the answer.
-      std::shared_ptr<const pluginpb::ReconcileCall> copy;
-      if (recorder != nullptr) copy = std::make_shared<const pluginpb::ReconcileCall>(call);
+      std::shared_ptr<pluginpb::ReconcileCall> copy;
+      if (recorder != nullptr) copy = std::make_shared<pluginpb::ReconcileCall>(call);
       dispatcher->Dispatch(std::move(call), start + absl::Seconds(60),
                            [this, start, copy, recorder](controller::DispatchResult r) {
                              const absl::Duration took = absl::Now() - start;
-                             if (recorder != nullptr) recorder->Record(*copy, r, outcome_, took);
+                             const bool failed = !r.response.ok() || r.response->has_error();
+                             if (recorder != nullptr) {
+                               recorder->Record(std::move(*copy), std::move(r), outcome_, took);
+                             }
                              common::MutexLock lock(&mu_);
                              latencies_.push_back(took);
-                             if (!r.response.ok() || r.response->has_error()) ++failed_;
+                             if (failed) ++failed_;
                              --in_flight_;
                              cv_.SignalAll();
                            });

@@ -161,11 +161,12 @@ class Dispatcher {
 // Receives every reconcile a runner made (RunnerOptions::recorder): the call as it was sent,
 // the dispatcher's answer, what the applier did with it and how long the whole reconcile took.
 // record::Recorder (record/recorder.h) writes them to files for `ctrlhost replay`. Thread-safe:
-// called on the runner's worker threads after each reconcile; must not block on I/O.
+// called on the runner's worker threads after each reconcile; must not block on I/O. The call
+// and the answer are the recorder's to keep (moved in: no copy on the serving path).
 class ReconcileRecorder {
  public:
   virtual ~ReconcileRecorder() = default;
-  virtual void Record(const pluginpb::ReconcileCall& call, const DispatchResult& answer,
+  virtual void Record(pluginpb::ReconcileCall call, DispatchResult answer,
                       const ApplyOutcome& outcome, absl::Duration took) = 0;
 };
 

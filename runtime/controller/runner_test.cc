@@ -92,10 +92,10 @@ class CollectingRecorder : public ReconcileRecorder {
     std::optional<Capabilities> capabilities;
     OutcomeKind kind = OutcomeKind::kDone;
   };
-  void Record(const pluginpb::ReconcileCall& call, const DispatchResult& answer,
-              const ApplyOutcome& outcome, absl::Duration took) override {
+  void Record(pluginpb::ReconcileCall call, DispatchResult answer, const ApplyOutcome& outcome,
+              absl::Duration took) override {
     common::MutexLock lock(&mu_);
-    seen_.push_back({call, answer.response.ok(), answer.capabilities, outcome.kind});
+    seen_.push_back({std::move(call), answer.response.ok(), answer.capabilities, outcome.kind});
     EXPECT_GE(took, absl::ZeroDuration());
   }
   std::vector<Seen> seen() {

@@ -335,7 +335,7 @@ void Runner::ProcessKey(const std::string& key) {
   const absl::Duration took = clock_->Now() - start;
   if (recorded_call.has_value()) {
     answer.capabilities = context.capabilities;
-    options_.recorder->Record(*recorded_call, answer, outcome, took);
+    options_.recorder->Record(*std::move(recorded_call), std::move(answer), outcome, took);
   }
 
   if (primary == nullptr) {

@@ -35,20 +35,23 @@ pluginpb::HostActionResult ResultOf(const ApplyOutcome& outcome) {
   return pluginpb::HOST_ACTION_RESULT_UNSPECIFIED;
 }
 
-// The frame of a ReconcileRecord serialized without its sequence: the length, the sequence field,
-// the rest.
-std::string FrameWithSequence(uint64_t sequence, const std::string& body) {
+// Room in front of a serialized record for its frame's head: the length (at most 10 bytes), the
+// sequence field's tag (1) and the sequence (at most 10).
+constexpr size_t kFrameHeadRoom = 21;
+
+// Writes the frame's head (the length of what follows, the sequence field) just before the
+// serialized record at bytes[kFrameHeadRoom...]; returns where the frame starts.
+size_t PutFrameHead(uint64_t sequence, std::string& bytes) {
   using google::protobuf::io::CodedOutputStream;
   constexpr uint32_t kSequenceTag = (1 << 3) | 0;  // field 1, varint
-  const size_t size = 1 + CodedOutputStream::VarintSize64(sequence) + body.size();
-  std::string out;
-  out.resize(CodedOutputStream::VarintSize64(size) + size - body.size());
-  uint8_t* p = reinterpret_cast<uint8_t*>(out.data());
+  const size_t body = bytes.size() - kFrameHeadRoom;
+  const size_t size = 1 + CodedOutputStream::VarintSize64(sequence) + body;
+  const size_t head = CodedOutputStream::VarintSize64(size) + (size - body);
+  uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + kFrameHeadRoom - head;
   p = CodedOutputStream::WriteVarint64ToArray(size, p);
   p = CodedOutputStream::WriteVarint32ToArray(kSequenceTag, p);
   CodedOutputStream::WriteVarint64ToArray(sequence, p);
-  out.append(body);
-  return out;
+  return kFrameHeadRoom - head;
 }
 
 }  // namespace
@@ -177,15 +180,15 @@ void Recorder::EnforceBudget() {
   }
 }
 
-void Recorder::Record(const pluginpb::ReconcileCall& call, const DispatchResult& answer,
+void Recorder::Record(pluginpb::ReconcileCall call, DispatchResult answer,
                       const ApplyOutcome& outcome, absl::Duration took) {
   pluginpb::ReconcileRecord record;
   const absl::Time now = clock_->Now();
   *record.mutable_time() = common::ToProtoTimestamp(now);
   *record.mutable_took() = common::ToProtoDuration(took);
-  *record.mutable_call() = call;
+  record.mutable_call()->Swap(&call);
   if (answer.response.ok()) {
-    *record.mutable_response() = *answer.response;
+    record.mutable_response()->Swap(&*answer.response);
   } else {
     record.mutable_failure()->set_code(static_cast<int>(answer.response.status().code()));
     record.mutable_failure()->set_message(std::string(answer.response.status().message()));
@@ -198,13 +201,17 @@ void Recorder::Record(const pluginpb::ReconcileCall& call, const DispatchResult&
     RedactSecrets(record.mutable_call());
     if (record.has_response()) RedactSecrets(record.mutable_response(), primary_is_secret_);
   }
-  // Serialized outside the lock; the sequence number (field 1) is put in front under it, so that
-  // the file's order is the sequence's. Protobuf takes fields in any order.
-  const std::string body = record.SerializeAsString();
+  // Serialized outside the lock, after room for the frame's head; the sequence number (field 1)
+  // is put in that room under the lock, so that the file's order is the sequence's. Protobuf
+  // takes fields in any order.
+  Frame frame;
+  frame.bytes.resize(kFrameHeadRoom + record.ByteSizeLong());
+  record.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(frame.bytes.data()) +
+                                         kFrameHeadRoom);
   common::MutexLock lock(&mu_);
   const uint64_t sequence = next_sequence_++;
   if (stopping_) return;
-  std::string frame = FrameWithSequence(sequence, body);
+  frame.offset = PutFrameHead(sequence, frame.bytes);
   if (pending_bytes_ + frame.size() > options_.max_pending_bytes && !pending_.empty()) {
     ++figures_.dropped;
     uint64_t suppressed = 0;
@@ -226,7 +233,7 @@ void Recorder::Record(const pluginpb::ReconcileCall& call, const DispatchResult&
 
 void Recorder::WriterLoop() {
   while (true) {
-    std::deque<std::string> batch;
+    std::deque<Frame> batch;
     {
       common::MutexLock lock(&mu_);
       while (pending_.empty() && !stopping_) cv_.Wait(&mu_);
@@ -247,11 +254,11 @@ void Recorder::WriterLoop() {
   }
 }
 
-void Recorder::WriteBatch(std::deque<std::string>& batch) {
+void Recorder::WriteBatch(std::deque<Frame>& batch) {
   uint64_t written = 0;
   uint64_t records = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
-    const std::string& frame = batch[i];
+    const Frame& frame = batch[i];
     if (file_ != nullptr && files_.back().bytes + frame.size() > options_.file_bytes &&
         files_.back().bytes > files_.back().header_bytes) {
       CloseFile();
@@ -262,7 +269,7 @@ void Recorder::WriteBatch(std::deque<std::string>& batch) {
         break;
       }
     }
-    if (std::fwrite(frame.data(), 1, frame.size(), file_) != frame.size()) {
+    if (std::fwrite(frame.bytes.data() + frame.offset, 1, frame.size(), file_) != frame.size()) {
       NoteWriteError(absl::StrCat("cannot write ", files_.back().path, ": ", std::strerror(errno)),
                      1);
       CloseFile();  // the next record starts a new file: a half-written one ends this file

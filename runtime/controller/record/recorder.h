@@ -67,8 +67,8 @@ class Recorder : public ReconcileRecorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  void Record(const pluginpb::ReconcileCall& call, const DispatchResult& answer,
-              const ApplyOutcome& outcome, absl::Duration took) override;
+  void Record(pluginpb::ReconcileCall call, DispatchResult answer, const ApplyOutcome& outcome,
+              absl::Duration took) override;
 
   struct Figures {
     std::string dir;
@@ -91,7 +91,14 @@ class Recorder : public ReconcileRecorder {
   void CloseFile();
   void EnforceBudget();
   void WriterLoop();
-  void WriteBatch(std::deque<std::string>& batch);
+  // A record's frame: the bytes from `offset` on (the varint length and the sequence field are
+  // put in front of the serialized record, in room left for them, under mu_).
+  struct Frame {
+    std::string bytes;
+    size_t offset = 0;
+    size_t size() const { return bytes.size() - offset; }
+  };
+  void WriteBatch(std::deque<Frame>& batch);
   void NoteWriteError(const std::string& error, uint64_t lost);
 
   const RecorderOptions options_;
@@ -112,7 +119,7 @@ class Recorder : public ReconcileRecorder {
   common::LogLimiter error_log_;
   mutable common::Mutex mu_;
   common::CondVar cv_;
-  std::deque<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<Frame> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t writing_ ABSL_GUARDED_BY(mu_) = 0;  // records taken by the writer, not yet written
