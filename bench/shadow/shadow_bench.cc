@@ -147,7 +147,7 @@ absl::Status RoundWithShadow(manager::PluginSlot* slot,
       new controller::ControllerInfo(controller::apply::testing::WebAppController());
   auto comparator = std::make_shared<manager::ShadowComparator>(
       [](absl::string_view) -> std::optional<controller::ControllerInfo> { return *webapp; },
-      manager::ShadowComparator::Options{.plugin = "web"});
+      manager::ShadowComparator::Options{.plugin = "web", .idle_cpu = idle});
   manager::SwapResult started = slot->StartShadow(
       factory, {.max_in_flight = kInFlight, .idle_cpu = idle}, comparator, absl::Seconds(30));
   if (!started.status.ok()) {

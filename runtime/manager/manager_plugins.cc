@@ -429,7 +429,8 @@ SwapResult Manager::StartShadow(const std::string& operator_name, const std::str
         if (!current.ok() || current->group == nullptr) return std::nullopt;
         return current->group->Info(std::string(controller));
       },
-      ShadowComparator::Options{.plugin = absl::StrCat(operator_name, "/", plugin)});
+      ShadowComparator::Options{.plugin = absl::StrCat(operator_name, "/", plugin),
+                                .idle_cpu = shadow.idle_cpu});
   // A shadow gets no background tasks: nothing routes task messages to it.
   SwapResult result =
       view->plugin->slot->StartShadow(OptionsFactoryFor(operator_name, spec, nullptr), shadow,

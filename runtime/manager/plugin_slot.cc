@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
+#include "runtime/common/idle_cpu.h"
 #include "runtime/common/logging.h"
 
 namespace ctrlhost::manager {
@@ -126,21 +127,23 @@ void PluginSlot::DispatchWithShadow(const std::shared_ptr<Instance>& target,
   auto round = std::make_shared<ShadowRound>();
   bool admitted = false;
   {
-    common::MutexLock lock(&shadow->mu);
-    // One call of a key at the shadow at a time, as at any plugin; a bounded number in all.
-    admitted = !shadow->stopping && shadow->keys.size() < shadow->options.max_in_flight &&
-               shadow->keys.insert(key).second;
-    if (admitted) shadow->sends.push_back(ShadowSend{call, deadline, round, std::move(key)});
+    // The call is copied once here, into the round, for the comparison; the shadow's sender
+    // copies it from there for the shadow, off the serving path. round->mu is held until the
+    // copy is made, so the sender (which takes it after the send) never sees it unset.
+    common::MutexLock round_lock(&round->mu);
+    {
+      common::MutexLock lock(&shadow->mu);
+      // One call of a key at the shadow at a time, as at any plugin; a bounded number in all.
+      admitted = !shadow->stopping && shadow->keys.size() < shadow->options.max_in_flight &&
+                 shadow->keys.insert(key).second;
+      if (admitted) shadow->sends.push_back(ShadowSend{deadline, round, std::move(key)});
+    }
+    if (admitted) round->call = call;
   }
   if (!admitted) {
     shadow->comparator->Drop(call.controller());
     Forward(target, std::move(call), deadline, std::move(done));
     return;
-  }
-  {
-    // Read by FinishRound (under the same lock) once both answers came.
-    common::MutexLock lock(&round->mu);
-    round->call = call;
   }
   shadow->send_cv.Signal();
   Forward(target, std::move(call), deadline,
@@ -169,6 +172,13 @@ void PluginSlot::FinishRound(const std::shared_ptr<Shadow>& shadow,
 }
 
 void PluginSlot::SendToShadow(const std::shared_ptr<Shadow>& shadow) {
+  if (shadow->options.idle_cpu) {
+    // As the shadow's process: its copies and sends take only CPU time nothing else wants.
+    if (absl::Status s = common::RunThisThreadOnIdleCpu(); !s.ok()) {
+      common::LogWarning("the shadow's sender runs at normal priority",
+                         {{"error", std::string(s.message())}});
+    }
+  }
   while (true) {
     std::optional<ShadowSend> send;
     {
@@ -183,7 +193,14 @@ void PluginSlot::SendToShadow(const std::shared_ptr<Shadow>& shadow) {
       shadow->sends.pop_front();
     }
     std::shared_ptr<ShadowRound> round = send->round;
-    Forward(shadow->instance, std::move(send->call), send->deadline,
+    pluginpb::ReconcileCall call;
+    {
+      // The round keeps its call until both answers came, and the shadow's cannot come before
+      // this send.
+      common::MutexLock lock(&round->mu);
+      call = round->call;
+    }
+    Forward(shadow->instance, std::move(call), send->deadline,
             [round, shadow, key = std::move(send->key)](controller::DispatchResult result) {
               {
                 common::MutexLock lock(&shadow->mu);

@@ -26,7 +26,8 @@
 //
 // Thread-safety: thread-safe. `mu_` guards the instances and counters; it is never held while
 // dispatching, starting or stopping a supervisor. A shadow's own `mu` guards the keys it is
-// working on and whether it is stopping; it is never held while dispatching either. Swap,
+// working on and whether it is stopping; it is never held while dispatching either. A round's
+// `mu` may be held while taking its shadow's `mu` (never the other way round). Swap,
 // StartCanary, Promote and Abort are serialised by `swap_mu_` (one swap at a time per plugin).
 #ifndef CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
 #define CTRLHOST_RUNTIME_MANAGER_PLUGIN_SLOT_H_
@@ -185,9 +186,8 @@ class PluginSlot : public controller::Dispatcher {
     std::optional<controller::DispatchResult> serving ABSL_GUARDED_BY(mu);
     std::optional<controller::DispatchResult> other ABSL_GUARDED_BY(mu);
   };
-  // A copy waiting for the shadow's sender thread.
+  // A call waiting for the shadow's sender thread (which copies it from the round).
   struct ShadowSend {
-    pluginpb::ReconcileCall call;
     absl::Time deadline;
     std::shared_ptr<ShadowRound> round;
     std::string key;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cache/object.h"
+#include "runtime/common/idle_cpu.h"
 #include "runtime/common/logging.h"
 #include "runtime/controller/apply/compare.h"
 
@@ -89,6 +90,12 @@ void ShadowComparator::WaitIdle() {
 }
 
 void ShadowComparator::Run() {
+  if (options_.idle_cpu) {
+    if (absl::Status s = common::RunThisThreadOnIdleCpu(); !s.ok()) {
+      common::LogWarning("shadow comparisons run at normal priority",
+                         {{"plugin", options_.plugin}, {"error", std::string(s.message())}});
+    }
+  }
   while (true) {
     std::optional<Pair> pair;
     {

@@ -58,6 +58,10 @@ class ShadowComparator {
     size_t keep_differences = 20;    // the last differences kept for reports
     std::string plugin;              // for log lines
     common::Clock* clock = nullptr;  // borrowed; null: real
+    // The comparing thread runs under SCHED_IDLE: on a busy machine it falls behind and pairs
+    // are dropped (counted), instead of taking CPU time from the serving path. Set with an idle
+    // shadow (ShadowOptions::idle_cpu).
+    bool idle_cpu = false;
   };
 
   struct Difference {

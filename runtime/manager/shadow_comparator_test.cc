@@ -1,5 +1,9 @@
 #include "runtime/manager/shadow_comparator.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +83,39 @@ TEST_F(ShadowComparatorTest, CountsSameDifferentAndShadowErrorsPerController) {
   EXPECT_EQ(d.summary, "applies");
   EXPECT_EQ(nlohmann::json::parse(d.patch), nlohmann::json::parse(R"([{"op":"replace",
       "path":"/applies/ConfigMap team~1web-config/data/port","value":"8080"}])"));
+}
+
+// Threads of this process running under SCHED_IDLE (policy 5 in /proc's stat, field 41).
+int IdleThreads() {
+  int idle = 0;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t end = stat.rfind(')');
+    if (end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(end + 2));
+    std::string field;
+    // Field 3 (state) is the first after the name; the policy is field 41.
+    for (int i = 3; i <= 41 && fields >> field; ++i) {
+      if (i == 41 && field == "5") ++idle;
+    }
+  }
+  return idle;
+}
+
+// An idle comparator compares on a thread of its own under SCHED_IDLE, and still compares
+// everything when the machine has CPU time to spare.
+TEST_F(ShadowComparatorTest, AnIdleComparatorComparesOnAnIdleThread) {
+  const int before = IdleThreads();
+  ShadowComparator comparator(Lookup(), {.idle_cpu = true});
+  ASSERT_TRUE(comparator.Submit(Call(), Port(80), Port(80)));
+  ASSERT_TRUE(comparator.Submit(Call(), Port(80), Port(8080)));
+  comparator.WaitIdle();
+  const ShadowComparator::ControllerFigures f = comparator.Snapshot().controllers.at("webapp");
+  EXPECT_EQ(f.same, 1u);
+  EXPECT_EQ(f.different, 1u);
+  EXPECT_EQ(IdleThreads(), before + 1);
 }
 
 TEST_F(ShadowComparatorTest, EachNewKindOfDifferenceIsLoggedOnce) {
