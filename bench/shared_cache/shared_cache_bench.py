@@ -443,6 +443,11 @@ def measure(n, kind, cluster, tools, work):
             "first_file_mib": status_kib(side.root_pids[0], "RssFile") / 1024.0,
             "first_pss_mib": pss_kib(side.root_pids[0]) / 1024.0,
             "first_threads": status_kib(side.root_pids[0], "Threads"),
+            # The other processes (the host's plugins; the other programs), on average.
+            "others_anon_mib": sum(status_kib(p, "RssAnon") for p in pids
+                                   if p != side.root_pids[0]) / 1024.0 / max(1, len(pids) - 1),
+            "others_file_mib": sum(status_kib(p, "RssFile") for p in pids
+                                   if p != side.root_pids[0]) / 1024.0 / max(1, len(pids) - 1),
             "cache_watches": cache[0],
             "plugin_cache_bytes": cache[1],
         }
@@ -550,6 +555,13 @@ def main(argv):
                                         ("threads", "first_threads", "threads")]:
                     reporter.add(prefix + "host alone: " + what, ours[key], unit,
                                  theirs[key])
+                # One plugin (an average of the host's children; C++ SDK plugins are linked
+                # statically, sdk/cpp/plugin.bzl) against one client-go program (the others).
+                if ours["processes"] > 1:
+                    for what, key in [("anonymous RSS", "others_anon_mib"),
+                                      ("file RSS", "others_file_mib")]:
+                        reporter.add(prefix + "one plugin / one other program: " + what,
+                                     ours[key], "MiB", theirs[key])
                 # What the host reports about its caches (ctrlhost_watch_memory_bytes).
                 total = 0.0
                 for name, (objects, memory) in sorted(ours["cache_watches"].items()):
