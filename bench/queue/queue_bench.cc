@@ -86,6 +86,30 @@ class PlainQueue {
   std::deque<const std::string*> items_;
 };
 
+// Holds the timed threads at a start line until all of them run, so that they contend from the
+// first key (a thread that started late would otherwise find the others done, and a "2 threads"
+// round would measure one thread at a time: the baseline then swung between 36 and 100 ns).
+class StartLine {
+ public:
+  explicit StartLine(int threads) : threads_(threads) {}
+  void Arrive() {
+    ready_.fetch_add(1);
+    while (!go_.load(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  // Waits for every thread to arrive, releases them and starts the clock.
+  Stopwatch Release() {
+    while (ready_.load() < threads_) std::this_thread::yield();
+    Stopwatch watch;
+    go_.store(true, std::memory_order_release);
+    return watch;
+  }
+
+ private:
+  const int threads_;
+  std::atomic<int> ready_{0};
+  std::atomic<bool> go_{false};
+};
+
 // A variant of the queue's configuration or use, for the informative figures.
 enum class Variant {
   kDefault,       // default options: durations sampled 1 key in 16
@@ -125,9 +149,15 @@ double RunOurs(int threads, int batches, Variant variant) {
     }
   };
   for (int t = 0; t < threads; ++t) body(t, 2);  // warm up: intern every key
-  Stopwatch watch;
+  StartLine start(threads);
   std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) workers.emplace_back(body, t, batches);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      start.Arrive();
+      body(t, batches);
+    });
+  }
+  Stopwatch watch = start.Release();
   for (std::thread& w : workers) w.join();
   const double seconds = watch.Seconds();
   // Leftovers of the last batch (taken by nobody) are not counted as work done.
@@ -152,9 +182,15 @@ double RunPlain(int threads, int batches) {
     if (count) popped += mine;
   };
   for (int t = 0; t < threads; ++t) body(t, 2, false);
-  Stopwatch watch;
+  StartLine start(threads);
   std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) workers.emplace_back(body, t, batches, true);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      start.Arrive();
+      body(t, batches, true);
+    });
+  }
+  Stopwatch watch = start.Release();
   for (std::thread& w : workers) w.join();
   return watch.Seconds() * 1e9 / static_cast<double>(popped.load());
 }

@@ -17,6 +17,8 @@
 #ifndef CTRLHOST_RUNTIME_COMMON_MUTEX_H_
 #define CTRLHOST_RUNTIME_COMMON_MUTEX_H_
 
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -40,6 +42,18 @@ class ABSL_LOCKABLE Mutex {
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
   // Documents (and under clang checks) that the caller holds the lock.
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
+
+  // Makes a contended Lock spin briefly before it sleeps (glibc's PTHREAD_MUTEX_ADAPTIVE_NP):
+  // for a lock whose critical sections are a few dozen nanoseconds and that several threads
+  // take in a tight loop (a work queue), where a futex sleep and wake-up costs far more than
+  // the wait. Call before the mutex is first used.
+  void MakeAdaptive() {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(mu_.native_handle(), &attr);
+    pthread_mutexattr_destroy(&attr);
+  }
 
  private:
   friend class CondVar;

@@ -59,7 +59,10 @@ WorkQueue::WorkQueue(std::string name, Options options, common::Clock* clock)
       max_wait_ns_(options.max_wait == absl::InfiniteDuration()
                        ? kNoAging
                        : std::max<int64_t>(0, absl::ToInt64Nanoseconds(options.max_wait))),
-      bucket_(options.qps, options.burst, clock->Now()) {}
+      bucket_(options.qps, options.burst, clock->Now()) {
+  // Workers and event handlers take mu_ in tight loops for a few dozen nanoseconds each.
+  mu_.MakeAdaptive();
+}
 
 WorkQueue::~WorkQueue() = default;
 
@@ -262,7 +265,7 @@ void WorkQueue::PromoteDue(absl::Time now) {
 // ---------------------------------------------------------------------------------------------
 // Adding.
 
-bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns, Priority priority) {
+bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns, Priority priority, int64_t coarse_ns) {
   Slot& s = slots_[slot];
   if (s.queued) {
     ++counters_.deduped_total;
@@ -286,14 +289,14 @@ bool WorkQueue::AddLocked(uint32_t slot, int64_t now_ns, Priority priority) {
     ++dirty_count_;
     return false;
   }
-  PushReady(slot, now_ns);
+  PushReady(slot, now_ns, coarse_ns);
   return true;
 }
 
-void WorkQueue::PushReady(uint32_t slot, int64_t now_ns) {
+void WorkQueue::PushReady(uint32_t slot, int64_t now_ns, int64_t coarse_ns) {
   Slot& s = slots_[slot];
   s.queued = true;
-  const int64_t coarse_ns = CoarseNanos();
+  if (coarse_ns == 0) coarse_ns = CoarseNanos();
   s.stamp_ns = coarse_ns;
   s.sampled = false;
   if (!options_.record_durations) {
@@ -362,14 +365,18 @@ void WorkQueue::Deliver(Wakeup wakeup) {
 }
 
 bool WorkQueue::Add(absl::string_view key, Priority priority) {
+  // Hashed and stamped before the lock: other threads need not wait for either. (Two adds racing
+  // for the lock may queue in the other order than their stamps: a few microseconds, within the
+  // coarse clock's own resolution.)
   const size_t hash = KeyHash(key);
+  const int64_t coarse_ns = CoarseNanos();
   Wakeup wakeup;
   {
     common::MutexLock lock(&mu_);
     if (shut_down_) return false;
     const uint32_t slot = Intern(key, hash);
-    // The clock is read only if this key's run is sampled (PushReady).
-    const bool made_ready = AddLocked(slot, 0, priority);
+    // The precise clock is read only if this key's run is sampled (PushReady).
+    const bool made_ready = AddLocked(slot, 0, priority, coarse_ns);
     MaybeIdle(slot);
     wakeup = PrepareWakeup(made_ready);
   }
@@ -460,11 +467,11 @@ Priority WorkQueue::NextPriority(int64_t coarse_ns) {
   return Priority::kLow;
 }
 
-std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns) {
+std::optional<WorkQueue::Item> WorkQueue::TakeLocked(int64_t now_ns, int64_t coarse_ns) {
   if (shut_down_ && shutdown_mode_ == ShutdownMode::kAbandon) return std::nullopt;
   if (ReadyCount() == 0) return std::nullopt;
   // One coarse read serves aging, the wait check and longest_running.
-  const int64_t coarse_ns = CoarseNanos();
+  if (coarse_ns == 0) coarse_ns = CoarseNanos();
   const Priority priority = NextPriority(coarse_ns);
   const uint32_t slot = ready_[Index(priority)].head;
   ListUnlink(priority, slot);
@@ -498,14 +505,17 @@ int64_t WorkQueue::PromoteAndNow() {
 }
 
 std::optional<WorkQueue::Item> WorkQueue::TryGet() {
+  const int64_t coarse_ns = CoarseNanos();  // before the lock, as in Add
   common::MutexLock lock(&mu_);
-  return TakeLocked(PromoteAndNow());
+  return TakeLocked(PromoteAndNow(), coarse_ns);
 }
 
 std::optional<WorkQueue::Item> WorkQueue::Get() {
+  int64_t coarse_ns = CoarseNanos();  // before the lock for the first try; read again after a wait
   common::MutexLock lock(&mu_);
   while (true) {
-    if (std::optional<Item> item = TakeLocked(PromoteAndNow())) return item;
+    if (std::optional<Item> item = TakeLocked(PromoteAndNow(), coarse_ns)) return item;
+    coarse_ns = 0;
     const absl::Time now = Now();
     if (shut_down_) {
       // Drain: keys re-queued by Done are still to come; otherwise nothing will.
@@ -521,7 +531,7 @@ std::optional<WorkQueue::Item> WorkQueue::Get() {
   }
 }
 
-absl::Status WorkQueue::DoneLocked(const Item& item, bool* made_ready) {
+absl::Status WorkQueue::DoneLocked(const Item& item, bool* made_ready, int64_t coarse_ns) {
   if (item.slot >= slots_.size() || !slots_[item.slot].processing ||
       slots_[item.slot].generation != item.generation) {
     return absl::FailedPreconditionError(
@@ -539,7 +549,7 @@ absl::Status WorkQueue::DoneLocked(const Item& item, bool* made_ready) {
   if (s.dirty) {
     s.dirty = false;
     --dirty_count_;
-    PushReady(item.slot, now_ns);
+    PushReady(item.slot, now_ns, coarse_ns);
     *made_ready = true;
   }
   MaybeIdle(item.slot);
@@ -562,13 +572,15 @@ absl::Status WorkQueue::Done(const Item& item) {
 }
 
 std::optional<WorkQueue::Item> WorkQueue::DoneAndTryGet(const Item& done, absl::Status* status) {
+  // One coarse read, before the lock, for both halves.
+  const int64_t coarse_ns = CoarseNanos();
   Wakeup wakeup;
   std::optional<Item> next;
   {
     common::MutexLock lock(&mu_);
     bool made_ready = false;
-    absl::Status done_status = DoneLocked(done, &made_ready);
-    next = TakeLocked(PromoteAndNow());
+    absl::Status done_status = DoneLocked(done, &made_ready, coarse_ns);
+    next = TakeLocked(PromoteAndNow(), coarse_ns);
     // A key re-queued by this Done and taken right back (nothing else is ready) needs no
     // wake-up; otherwise wake as Done would.
     wakeup = PrepareWakeup(made_ready && ReadyCount() > 0);

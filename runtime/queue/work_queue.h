@@ -247,7 +247,10 @@ class WorkQueue {
   // Puts a key that became ready on its list, deciding whether this run is timed. `now_ns` is
   // the precise time if the caller has it, else 0 (read here only if the run is sampled).
   // The key's priority is Slot::priority.
-  void PushReady(uint32_t slot, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `coarse_ns` is CoarseNanos() if the caller read it (before taking mu_, to keep the
+  // critical section short), else 0 (read here). The same holds for the functions below.
+  void PushReady(uint32_t slot, int64_t now_ns, int64_t coarse_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Promotes due delayed keys; returns the time in Unix nanoseconds when Get needs it
   // (durations recorded, or delayed keys), else 0.
   int64_t PromoteAndNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -269,7 +272,7 @@ class WorkQueue {
   static constexpr size_t kCompactMinSlots = 1024;
   // Marks the key wanted now: queued, or dirty when processing. Returns true if that made a
   // key ready (the caller then signals).
-  bool AddLocked(uint32_t slot, int64_t now_ns, Priority priority)
+  bool AddLocked(uint32_t slot, int64_t now_ns, Priority priority, int64_t coarse_ns = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AddAfterLocked(uint32_t slot, absl::Duration delay, absl::Time now, Priority priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -286,10 +289,12 @@ class WorkQueue {
   void HeapUp(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapDown(uint32_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HeapRemoveTop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<Item> TakeLocked(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<Item> TakeLocked(int64_t now_ns, int64_t coarse_ns = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the processing of `item`; sets *made_ready if its key was re-queued. The caller
   // prepares the wake-up.
-  absl::Status DoneLocked(const Item& item, bool* made_ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DoneLocked(const Item& item, bool* made_ready, int64_t coarse_ns = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // What to do once mu_ is released after a key became ready.
   struct Wakeup {
