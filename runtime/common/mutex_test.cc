@@ -42,6 +42,31 @@ TEST(CondVarTest, SignalWakesWaiterAndTimeoutReportsTimedOut) {
   EXPECT_TRUE(cv.WaitWithTimeout(&mu, absl::Milliseconds(1)));
 }
 
+// An adaptive mutex excludes as a plain one and works with a CondVar.
+TEST(MutexTest, AdaptiveMutexExcludesAndWaits) {
+  Mutex mu;
+  mu.MakeAdaptive();
+  CondVar cv;
+  int n = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        MutexLock lock(&mu);
+        if (++n == 40000) cv.SignalAll();
+      }
+    });
+  }
+  {
+    MutexLock lock(&mu);
+    while (n < 40000) cv.Wait(&mu);
+    EXPECT_EQ(n, 40000);
+  }
+  for (auto& t : threads) t.join();
+  MutexLock lock(&mu);
+  EXPECT_TRUE(cv.WaitWithTimeout(&mu, absl::Milliseconds(1)));
+}
+
 TEST(RwMutexTest, ReadersShareWritersExclude) {
   RwMutex mu;
   int value = 0;
