@@ -706,9 +706,8 @@ class DeviationsTest(unittest.TestCase):
     """Each deviation a scenario names ("Deviation "NAME"") is a row of docs/apiserver.md."""
 
     def test_deviations_are_documented(self):
-        # docs/BUILD.bazel does not export apiserver.md: the checkout's copy is read through
-        # the runfile's link (an undeclared input: Bazel reruns this when the test changes).
-        here = os.path.realpath(__file__)
+        # A declared input (data = //docs:apiserver.md): Bazel reruns this when the docs change.
+        here = os.path.abspath(__file__)
         docs = os.path.join(os.path.dirname(here), "..", "..", "docs", "apiserver.md")
         with open(docs, encoding="utf-8") as f:
             text = f.read()
