@@ -676,17 +676,17 @@ class CrdScenarios:
         # Server-side apply after client-side apply, changing a field the last-applied
         # configuration holds.
         pool["spec"]["max"] = 3
-        result = self.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(pool),
-                              ok=not self.EMBEDDED)
-        if self.EMBEDDED:
-            # Deviation "server-side apply after client-side apply": a conflict with the
-            # client-side manager (--force-conflicts takes the fields).
-            self.assertNotEqual(result.returncode, 0)
-            self.assertIn('conflict with "kubectl-client-side-apply"', result.stderr)
-            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                         input_text=json.dumps(pool))
-        else:
-            self.assertEqual(result.stdout.strip(), "pool.%s/p1 serverside-applied" % self.group)
+        # Both servers let kubectl take what its client-side apply set (the last-applied
+        # manager): no conflict with kubectl-client-side-apply.
+        result = self.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(pool))
+        self.assertEqual(result.stdout.strip(), "pool.%s/p1 serverside-applied" % self.group)
+        got = json.loads(self.kubectl("get", "-n", NAMESPACE, "pools." + self.group, "p1",
+                                      "-o", "json", "--show-managed-fields").stdout)
+        self.assertEqual(got["spec"]["max"], 3)
+        # kubectl owns the field now, and nobody else does.
+        owners = sorted(e["manager"] for e in got["metadata"]["managedFields"]
+                        if "f:max" in e.get("fieldsV1", {}).get("f:spec", {}))
+        self.assertEqual(owners, ["kubectl"], got["metadata"]["managedFields"])
         # An object that breaks a CEL rule.
         pool["spec"]["min"] = 5
         result = self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",

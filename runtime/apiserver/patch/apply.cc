@@ -188,6 +188,9 @@ void RemoveFields(json& value, const FieldSet& remove, const FieldSet* keep, con
 
 std::string Quote(absl::string_view s) { return json(std::string(s)).dump(); }
 
+// kubectl's field manager for `kubectl apply --server-side`.
+constexpr char kKubectlManager[] = "kubectl";
+
 std::string PrintManager(const ManagedFieldsEntry& e) {
   std::string out = Quote(e.manager);
   if (!e.subresource.empty()) absl::StrAppend(&out, " with subresource ", Quote(e.subresource));
@@ -220,6 +223,32 @@ absl::Status ConflictError(const std::vector<std::pair<std::string, std::string>
                            " conflicts: ", absl::StrJoin(lines, "\n"));
   }
   return kube::ApiError(409, "Conflict", message, std::move(details));
+}
+
+// The fields kubectl's client-side apply last set (the `last-applied-configuration`
+// annotation) whose values the live object still has: the first `kubectl apply --server-side`
+// (field manager "kubectl") may take them over from whoever owns them, usually
+// "kubectl-client-side-apply", without a conflict, as kube-apiserver lets it since server-side
+// apply became the way up from client-side apply. Empty when the annotation is absent or not a
+// JSON object. `live` is the live object without its managedFields.
+FieldSet UpgradableFromClientSideApply(const json& live, const Node* root) {
+  const auto metadata = live.find("metadata");
+  if (metadata == live.end() || !metadata->is_object()) return FieldSet();
+  const auto annotations = metadata->find("annotations");
+  if (annotations == metadata->end() || !annotations->is_object()) return FieldSet();
+  const auto annotation = annotations->find("kubectl.kubernetes.io/last-applied-configuration");
+  if (annotation == annotations->end() || !annotation->is_string()) return FieldSet();
+  const json last_applied =
+      json::parse(annotation->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+  if (last_applied.is_discarded() || !last_applied.is_object() ||
+      !internal::CheckNestingDepth(last_applied, "last-applied-configuration").ok()) {
+    return FieldSet();
+  }
+  absl::StatusOr<FieldSet> fields = FieldSetOf(last_applied, root);
+  absl::StatusOr<FieldDiff> diff = DiffFields(&last_applied, live, root);
+  if (!fields.ok() || !diff.ok()) return FieldSet();
+  // Fields whose value changed since (someone else wrote them) are not kubectl's to take.
+  return fields->Difference(diff->modified);
 }
 
 absl::Status ValidateManager(absl::string_view manager) {
@@ -393,10 +422,15 @@ absl::StatusOr<json> ServerSideApply(const json* live, const json& applied_confi
     return kube::BadRequestError(absl::StrCat("apply: ", diff.status().message()));
   }
   const FieldSet changed = diff->added.Union(diff->modified);
+  // kubectl moving from client-side to server-side apply takes what it applied before.
+  const FieldSet upgradable = opts.manager == kKubectlManager && live != nullptr && !opts.force
+                                  ? UpgradableFromClientSideApply(base, root)
+                                  : FieldSet();
   std::vector<std::pair<std::string, std::string>> conflicts;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i == mine_index) continue;
     for (const FieldSet::Path& path : entries[i].fields.Intersection(changed).Members()) {
+      if (upgradable.Has(path)) continue;
       conflicts.emplace_back(PrintManager(entries[i]), FieldSet::PathString(path));
     }
   }

@@ -26,6 +26,10 @@
 //   ".spec.replicas"}, message "Apply failed with 1 conflict: conflict with "other":
 //   .spec.replicas". With `force` the manager takes those fields over. The same value is shared
 //   ownership, never a conflict.
+// - The way up from client-side apply: the manager "kubectl" (`kubectl apply --server-side`)
+//   takes over without a conflict the fields of the live object's
+//   `kubectl.kubernetes.io/last-applied-configuration` annotation whose values are still as
+//   applied (kube-apiserver's last-applied manager); other conflicts stay conflicts.
 // - Errors as kube-apiserver: no manager → 422 `PatchOptions.meta.k8s.io "" is invalid:
 //   fieldManager: Required value: is required for apply patch`; apiVersion/kind different from
 //   the resource's → 400 "invalid object type: apps/v1, Kind=Foo"; managedFields in the

@@ -183,6 +183,61 @@ TEST(ServerSideApplyTest, UpdateManagerConflictsAfterRecordUpdate) {
   EXPECT_FALSE(Entry(*same, "kubectl-scale", "Update").is_null());
 }
 
+// `kubectl apply` (client-side: a last-applied-configuration annotation and an Update entry of
+// "kubectl-client-side-apply"), then `kubectl apply --server-side` with a changed field.
+json ClientSideApplied(const json& config) {
+  json live = config;
+  live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+      config.dump();
+  RecordUpdate(&live, nullptr, "kubectl-client-side-apply", "apps/v1", kT0, "");
+  return live;
+}
+
+TEST(ServerSideApplyTest, KubectlTakesOverWhatItAppliedClientSide) {
+  const json live = ClientSideApplied(Config(kWebSpec));
+  json config = Config(kWebSpec);
+  config["spec"]["replicas"] = 5;
+  absl::StatusOr<json> got = Apply(&live, config, Opts("kubectl"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)["spec"]["replicas"], 5);
+  // The field moved to kubectl's Apply entry.
+  const json csa = Entry(*got, "kubectl-client-side-apply", "Update");
+  ASSERT_FALSE(csa.is_null());
+  EXPECT_FALSE(csa["fieldsV1"]["f:spec"].contains("f:replicas"));
+  EXPECT_TRUE(Entry(*got, "kubectl", "Apply")["fieldsV1"]["f:spec"].contains("f:replicas"));
+  // Another manager gets the conflict, as before.
+  absl::StatusOr<json> other = Apply(&live, config, Opts("ssa"));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().message(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using "
+            "apps/v1: .spec.replicas");
+}
+
+TEST(ServerSideApplyTest, KubectlDoesNotTakeWhatChangedSinceItsClientSideApply) {
+  // kubectl scale changed replicas after the client-side apply: not kubectl's to take.
+  const json applied = ClientSideApplied(Config(kWebSpec));
+  json scaled = applied;
+  scaled["spec"]["replicas"] = 7;
+  RecordUpdate(&scaled, &applied, "kubectl-scale", "apps/v1", kT0, "");
+  json config = Config(kWebSpec);
+  config["spec"]["replicas"] = 5;
+  config["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2";
+  absl::StatusOr<json> got = Apply(&scaled, config, Opts("kubectl"));
+  ASSERT_FALSE(got.ok());
+  // Only the changed field conflicts; the image (still as applied) would have been taken.
+  EXPECT_EQ(got.status().message(),
+            "Apply failed with 1 conflict: conflict with \"kubectl-scale\" using apps/v1: "
+            ".spec.replicas");
+  // No annotation (or one that is not JSON): no take-over.
+  json bare = scaled;
+  bare["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{";
+  config["spec"]["replicas"] = 7;
+  absl::StatusOr<json> refused = Apply(&bare, config, Opts("kubectl"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("kubectl-client-side-apply"),
+            std::string::npos);
+}
+
 TEST(ServerSideApplyTest, StatusSubresourceEntry) {
   json live = *Apply(nullptr, Config(R"({"replicas":3})"), Opts("alice"));
   ApplyOptions opts = Opts("controller");
