@@ -26,7 +26,6 @@ import http.client
 import os
 import signal
 import tempfile
-import time
 
 from e2e.apiserver import apiserver_fixture
 from e2e.kube import kube_fixture
@@ -36,7 +35,6 @@ SKIP_REASON = (
     "$%s is not set: the sid lane (apiextensions-apiserver 0.36 built from Debian sid by "
     "tools/crd-server-sid) is not built here; tools/crd-server-sid says why (sid drops old "
     "versions: tools/crd-server-sid --repin)" % ENV)
-START_TIMEOUT_SECONDS = 120
 ADMIN_TOKEN = "e2e-crd-admin-token-0123456789abcdef"
 
 
@@ -92,7 +90,7 @@ class CrdServer:
             "--initial-cluster", "e2e=" + peer, "--initial-cluster-state", "new",
             "--logger", "zap", "--log-level", "warn",
         ], os.path.join(self.dir, "etcd.log"))
-        self._wait("etcd", self.etcd, self._etcd_healthy)
+        kube_fixture.wait_started("etcd", self.etcd, self._etcd_healthy)
 
     def _etcd_healthy(self):
         connection = http.client.HTTPConnection("127.0.0.1", self.etcd_port, timeout=10)
@@ -116,7 +114,7 @@ class CrdServer:
             "--profiling=false", "--v=0",
         ], os.path.join(self.dir, "apiextensions-apiserver.log"))
         self.api = apiserver_fixture.ApiClient(self.kubeconfig)
-        self._wait("apiextensions-apiserver", self.server, self._ready)
+        kube_fixture.wait_started("apiextensions-apiserver", self.server, self._ready)
 
     def _ready(self):
         status, _ = self.api.request("GET", "/readyz")
@@ -124,21 +122,6 @@ class CrdServer:
             return False
         status, self.version = self.api.request("GET", "/version")
         return status == 200
-
-    def _wait(self, what, component, ready):
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if component.process.poll() is not None:
-                raise AssertionError("%s exited (%s) at start:\n%s" %
-                                     (what, component.process.returncode, component.log_tail()))
-            try:
-                if ready():
-                    return
-            except (OSError, ValueError):
-                pass  # not listening yet (ssl.SSLError and http.client errors are OSErrors)
-            time.sleep(0.2)  # polling an observable condition, bounded by the deadline
-        raise AssertionError("%s not ready after %ss:\n%s" %
-                             (what, START_TIMEOUT_SECONDS, component.log_tail()))
 
     def alive(self):
         return self.server is not None and self.server.alive()

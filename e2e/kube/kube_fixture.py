@@ -138,6 +138,24 @@ class _Component(apiserver_fixture.OwnedProcess):
             return f.read()[-size:]
 
 
+def wait_started(what, component, ready):
+    """Polls ready() until it is true, at most START_TIMEOUT_SECONDS; fails at once, with the
+    log's tail, when the component's process exits. Connection errors count as not ready yet."""
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if component.process.poll() is not None:
+            raise AssertionError("%s exited (%s) at start:\n%s" %
+                                 (what, component.process.returncode, component.log_tail()))
+        try:
+            if ready():
+                return
+        except (OSError, ValueError, http.client.HTTPException):
+            pass  # not listening yet (ssl.SSLError is an OSError)
+        time.sleep(0.2)  # polling an observable condition, bounded by the deadline
+    raise AssertionError("%s not ready after %ss:\n%s" %
+                         (what, START_TIMEOUT_SECONDS, component.log_tail()))
+
+
 class Cluster:
     """etcd + kube-apiserver + kube-controller-manager owned by the test."""
 
@@ -192,7 +210,7 @@ class Cluster:
             "--initial-cluster", "e2e=" + peer, "--initial-cluster-state", "new",
             "--logger", "zap", "--log-level", "warn",
         ], os.path.join(self.dir, "etcd.log"))
-        self._wait("etcd", self.etcd, lambda: self.etcd_request("/health") is not None)
+        wait_started("etcd", self.etcd, lambda: self.etcd_request("/health") is not None)
 
     def start_apiserver(self):
         """Starts kube-apiserver (again, after kill_apiserver: same port, same etcd)."""
@@ -217,7 +235,7 @@ class Cluster:
             "--audit-log-path", self.audit_log, "--audit-log-format", "json",
             *self.extra_apiserver_args,
         ], os.path.join(self.dir, "kube-apiserver.log"))
-        self._wait("kube-apiserver", self.apiserver, lambda: self._ready())
+        wait_started("kube-apiserver", self.apiserver, lambda: self._ready())
 
     def start_controller_manager(self):
         kubeconfig = write_kubeconfig(os.path.join(self.dir, "kcm.kubeconfig"), self.url,
@@ -232,7 +250,7 @@ class Cluster:
             "--concurrent-gc-syncs", "5", "--logtostderr", "--v=0",
         ], os.path.join(self.dir, "kube-controller-manager.log"))
         # Ready once the service-account controller made the default namespace's account.
-        self._wait("kube-controller-manager", self.controller_manager,
+        wait_started("kube-controller-manager", self.controller_manager,
                    lambda: self.request("GET", "/api/v1/namespaces/default/serviceaccounts/"
                                         "default")[0] == 200)
 
@@ -274,20 +292,6 @@ class Cluster:
             if component is not None:
                 component.stop()
 
-    def _wait(self, what, component, ready):
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if component.process.poll() is not None:
-                raise AssertionError("%s exited (%s) at start:\n%s" %
-                                     (what, component.process.returncode, component.log_tail()))
-            try:
-                if ready():
-                    return
-            except (OSError, ssl.SSLError, http.client.HTTPException):
-                pass
-            time.sleep(0.2)
-        raise AssertionError("%s not ready after %ss:\n%s" %
-                             (what, START_TIMEOUT_SECONDS, component.log_tail()))
 
     def _ready(self):
         status, body = self.request("GET", "/readyz")

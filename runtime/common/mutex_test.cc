@@ -8,19 +8,25 @@
 namespace ctrlhost::common {
 namespace {
 
-TEST(MutexTest, GuardsCounterAcrossThreads) {
-  Mutex mu;
-  int n = 0;
+// Four threads add 10,000 each to *n under *mu; the one that reaches 40,000 signals *done.
+std::vector<std::thread> CountTo40000(Mutex* mu, int* n, CondVar* done) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
+    threads.emplace_back([mu, n, done] {
       for (int i = 0; i < 10000; ++i) {
-        MutexLock lock(&mu);
-        ++n;
+        MutexLock lock(mu);
+        if (++*n == 40000) done->SignalAll();
       }
     });
   }
-  for (auto& t : threads) t.join();
+  return threads;
+}
+
+TEST(MutexTest, GuardsCounterAcrossThreads) {
+  Mutex mu;
+  CondVar done;
+  int n = 0;
+  for (auto& t : CountTo40000(&mu, &n, &done)) t.join();
   EXPECT_EQ(n, 40000);
 }
 
@@ -48,15 +54,7 @@ TEST(MutexTest, AdaptiveMutexExcludesAndWaits) {
   mu.MakeAdaptive();
   CondVar cv;
   int n = 0;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 10000; ++i) {
-        MutexLock lock(&mu);
-        if (++n == 40000) cv.SignalAll();
-      }
-    });
-  }
+  std::vector<std::thread> threads = CountTo40000(&mu, &n, &cv);
   {
     MutexLock lock(&mu);
     while (n < 40000) cv.Wait(&mu);
