@@ -12,7 +12,7 @@ A cc_binary, linked statically by default (glibc, libstdc++, gRPC, protobuf, Abs
 Debian ships every one as an archive). A host runs a plugin process per operator, and a
 dynamically linked one maps the pages of some sixty shared libraries that its loader touches
 (their symbol tables and relocations), which each process counts in its RSS: an idle plugin is
-15.6 MiB RSS linked dynamically and 7.9 MiB statically (bench/README.md, `shared-cache`). A
+15.3 MiB RSS linked dynamically and 7.7 MiB statically (bench/README.md, `shared-cache`). A
 static plugin also needs no shared library in its image. Names still resolve: glibc's static
 getaddrinfo reads /etc/hosts and DNS itself; only NSS modules such as LDAP are out of reach
 (`static = False` for a plugin that needs them).
