@@ -29,6 +29,8 @@
 #ifndef CTRLHOST_BENCH_REPORT_H_
 #define CTRLHOST_BENCH_REPORT_H_
 
+#include <time.h>
+
 #include <chrono>
 #include <optional>
 #include <ostream>
@@ -112,6 +114,24 @@ class Stopwatch {
 
  private:
   std::chrono::steady_clock::time_point start_;
+};
+
+// Measures the CPU time of the whole process (every thread, user and system) from construction or
+// the last Restart(): what a figure costs in CPU, which load on a noisy machine moves far less than
+// a rate. Thread-compatible.
+class CpuStopwatch {
+ public:
+  CpuStopwatch() : start_(Now()) {}
+  void Restart() { start_ = Now(); }
+  absl::Duration Elapsed() const { return Now() - start_; }
+
+ private:
+  static absl::Duration Now() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return absl::DurationFromTimespec(ts);
+  }
+  absl::Duration start_;
 };
 
 }  // namespace ctrlhost::bench

@@ -244,10 +244,11 @@ struct RecordSpec {
   std::vector<std::string> controllers;  // empty: every controller of the operator
   std::optional<int64_t> max_bytes;      // per controller directory, >= 1 MiB
   bool secret_data = false;              // secretData: include (true) or digest (default)
+  bool normal_cpu = false;               // cpu: normal (true) or idle (default), for the writer
   SourceLocation location;               // of the block
   bool operator==(const RecordSpec& o) const {
     return dir == o.dir && controllers == o.controllers && max_bytes == o.max_bytes &&
-           secret_data == o.secret_data;
+           secret_data == o.secret_data && normal_cpu == o.normal_cpu;
   }
   bool operator!=(const RecordSpec& o) const { return !(*this == o); }
   // Whether `controller` is recorded.

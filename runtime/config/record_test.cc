@@ -37,7 +37,7 @@ TEST(RecordTest, IsReadWithItsDefaultsAndChangesAreSeen) {
   absl::StatusOr<std::vector<OperatorSpec>> ops =
       ParseOperators(absl::StrCat(kDocument,
                                   "  record: {dir: rec, controllers: [webapp, other], maxBytes: "
-                                  "2097152, secretData: include}\n"),
+                                  "2097152, secretData: include, cpu: normal}\n"),
                      "op.yaml");
   ASSERT_TRUE(ops.ok()) << ops.status();
   ASSERT_TRUE((*ops)[0].record.has_value());
@@ -46,6 +46,7 @@ TEST(RecordTest, IsReadWithItsDefaultsAndChangesAreSeen) {
   EXPECT_THAT(r.controllers, ElementsAre("webapp", "other"));
   EXPECT_EQ(r.max_bytes, int64_t{2097152});
   EXPECT_TRUE(r.secret_data);
+  EXPECT_TRUE(r.normal_cpu);
   EXPECT_TRUE(r.Records("webapp"));
   EXPECT_FALSE(r.Records("third"));
 
@@ -56,6 +57,7 @@ TEST(RecordTest, IsReadWithItsDefaultsAndChangesAreSeen) {
   EXPECT_TRUE(d.Records("anything"));
   EXPECT_FALSE(d.max_bytes.has_value());
   EXPECT_FALSE(d.secret_data);
+  EXPECT_FALSE(d.normal_cpu);
 
   std::vector<OperatorSpec> changed = *ops;
   changed[0].record->secret_data = true;
@@ -64,6 +66,9 @@ TEST(RecordTest, IsReadWithItsDefaultsAndChangesAreSeen) {
   EXPECT_TRUE(diff.changed[0].record_changed);
   EXPECT_FALSE(diff.changed[0].controllers_changed);
   changed[0].record.reset();
+  EXPECT_TRUE(Diff(*ops, changed).changed[0].record_changed);
+  changed = *ops;
+  changed[0].record->normal_cpu = true;
   EXPECT_TRUE(Diff(*ops, changed).changed[0].record_changed);
   EXPECT_TRUE(Diff(*ops, *ops).empty());
 }
@@ -74,6 +79,8 @@ TEST(RecordTest, BadValuesAreNamed) {
   EXPECT_THAT(Error("  record: {dir: \"\"}\n"), HasSubstr("spec.record.dir: required"));
   EXPECT_THAT(Error("  record: {dir: r, secretData: yes}\n"),
               HasSubstr("spec.record.secretData: invalid value \"yes\""));
+  EXPECT_THAT(Error("  record: {dir: r, cpu: low}\n"),
+              HasSubstr("spec.record.cpu: invalid value \"low\": \"idle\" (the default"));
   EXPECT_THAT(Error("  record: {dir: r, controllers: [a, a]}\n"),
               HasSubstr("controller \"a\" is listed twice"));
   EXPECT_THAT(Error("  record: {dir: r, maxBytes: 1000}\n"), HasSubstr("spec.record.maxBytes"));

@@ -161,13 +161,18 @@ class Dispatcher {
 // Receives every reconcile a runner made (RunnerOptions::recorder): the call as it was sent,
 // the dispatcher's answer, what the applier did with it and how long the whole reconcile took.
 // record::Recorder (record/recorder.h) writes them to files for `ctrlhost replay`. Thread-safe:
-// called on the runner's worker threads after each reconcile; must not block on I/O. The call
-// and the answer are the recorder's to keep (moved in: no copy on the serving path).
+// called on the runner's worker threads; must not block on I/O.
+//
+// The dispatch moves the call to the plugin, so the runner first asks the recorder to Capture
+// what it will keep of it (record::Recorder: the call already serialized into the record's
+// frame, which costs less than a copy), then hands that and the answer (moved in) to Record.
 class ReconcileRecorder {
  public:
   virtual ~ReconcileRecorder() = default;
-  virtual void Record(pluginpb::ReconcileCall call, DispatchResult answer,
-                      const ApplyOutcome& outcome, absl::Duration took) = 0;
+  // Called just before the dispatch; the result, opaque to the caller, goes to Record.
+  virtual std::string Capture(const pluginpb::ReconcileCall& call) = 0;
+  virtual void Record(std::string captured_call, DispatchResult answer, const ApplyOutcome& outcome,
+                      absl::Duration took) = 0;
 };
 
 // Turns a plugin's response into API writes. Thread-safe; calls block on the API server (they

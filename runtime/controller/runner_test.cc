@@ -92,8 +92,13 @@ class CollectingRecorder : public ReconcileRecorder {
     std::optional<Capabilities> capabilities;
     OutcomeKind kind = OutcomeKind::kDone;
   };
-  void Record(pluginpb::ReconcileCall call, DispatchResult answer, const ApplyOutcome& outcome,
+  std::string Capture(const pluginpb::ReconcileCall& call) override {
+    return call.SerializeAsString();
+  }
+  void Record(std::string captured_call, DispatchResult answer, const ApplyOutcome& outcome,
               absl::Duration took) override {
+    pluginpb::ReconcileCall call;
+    EXPECT_TRUE(call.ParseFromString(captured_call));
     common::MutexLock lock(&mu_);
     seen_.push_back({std::move(call), answer.response.ok(), answer.capabilities, outcome.kind});
     EXPECT_GE(took, absl::ZeroDuration());

@@ -319,8 +319,8 @@ void Runner::ProcessKey(const std::string& key) {
                 reason == pluginpb::REASON_UNSPECIFIED ? pluginpb::REASON_PRIMARY_CHANGED : reason,
                 attempt, deadline);
   call.set_trace_id(context.trace_id);
-  std::optional<pluginpb::ReconcileCall> recorded_call;
-  if (options_.recorder != nullptr) recorded_call = call;
+  std::optional<std::string> recorded_call;
+  if (options_.recorder != nullptr) recorded_call = options_.recorder->Capture(call);
   DispatchResult answer = DispatchAndWait(std::move(call), deadline);
   const absl::StatusOr<pluginpb::ReconcileResponse>& response = answer.response;
   context.capabilities = std::move(answer.capabilities);

@@ -378,6 +378,7 @@ absl::Status ControllerGroup::StartRecorder(Controller& c) {
   options.dir = absl::StrCat(r.dir, "/", name);
   options.max_bytes = r.max_bytes;
   options.secret_data = r.secret_data;
+  options.idle_cpu = r.idle_cpu;
   options.clock = clock_;
   absl::StatusOr<std::unique_ptr<controller::record::Recorder>> recorder =
       controller::record::Recorder::Start(std::move(options), std::move(header));

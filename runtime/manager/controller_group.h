@@ -59,6 +59,7 @@ struct RecordSettings {
   std::vector<std::string> controllers;  // empty: all
   uint64_t max_bytes = uint64_t{256} << 20;
   bool secret_data = false;
+  bool idle_cpu = true;  // the recorder's writer (RecorderOptions::idle_cpu)
 };
 
 struct ControllerGroupDeps {

@@ -278,6 +278,7 @@ ControllerGroupDeps Manager::DepsFor(Plugin* p) {
     if (p->record->max_bytes.has_value())
       r.max_bytes = static_cast<uint64_t>(*p->record->max_bytes);
     r.secret_data = p->record->secret_data;
+    r.idle_cpu = !p->record->normal_cpu;
     deps.record = std::move(r);
   } else if (!options_.record_dir.empty()) {
     deps.record = RecordSettings{options_.record_dir, {}};

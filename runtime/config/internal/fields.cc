@@ -100,7 +100,7 @@ const std::vector<absl::string_view>& ShadowFields() {
 }
 const std::vector<absl::string_view>& RecordFields() {
   static const auto* const v =
-      new std::vector<absl::string_view>{"dir", "controllers", "maxBytes", "secretData"};
+      new std::vector<absl::string_view>{"dir", "controllers", "maxBytes", "secretData", "cpu"};
   return *v;
 }
 const std::vector<absl::string_view>& RateLimitFields() {

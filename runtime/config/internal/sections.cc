@@ -364,6 +364,17 @@ RecordSpec ParseRecord(YamlReader& r, const YAML::Node& node, const std::string&
                            "digests) or \"include\" (recorded as they are)"));
     }
   }
+  if (std::optional<std::string> cpu = r.String(Get(fields, "cpu"), Join(path, "cpu"));
+      cpu.has_value()) {
+    if (*cpu == "normal") {
+      record.normal_cpu = true;
+    } else if (*cpu != "idle") {
+      r.Error(Get(fields, "cpu"), Join(path, "cpu"),
+              absl::StrCat("invalid value \"", *cpu,
+                           "\": \"idle\" (the default: files are written on CPU time the "
+                           "reconciles do not want) or \"normal\""));
+    }
+  }
   return record;
 }
 

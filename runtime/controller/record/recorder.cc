@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "runtime/common/idle_cpu.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/proto_time.h"
 #include "runtime/common/status_macros.h"
@@ -184,34 +187,124 @@ void Recorder::EnforceBudget() {
   }
 }
 
-void Recorder::Record(pluginpb::ReconcileCall call, DispatchResult answer,
-                      const ApplyOutcome& outcome, absl::Duration took) {
-  pluginpb::ReconcileRecord record;
-  const absl::Time now = clock_->Now();
-  *record.mutable_time() = common::ToProtoTimestamp(now);
-  *record.mutable_took() = common::ToProtoDuration(took);
-  record.mutable_call()->Swap(&call);
-  if (answer.response.ok()) {
-    record.mutable_response()->Swap(&*answer.response);
-  } else {
-    record.mutable_failure()->set_code(static_cast<int>(answer.response.status().code()));
-    record.mutable_failure()->set_message(std::string(answer.response.status().message()));
+namespace {
+
+// Whether any object of the call is text that could be a Secret's (RedactSecrets then has work).
+bool MayHoldSecret(const pluginpb::ReconcileCall& call) {
+  if (absl::StrContains(call.object(), "Secret")) return true;
+  for (const pluginpb::RawObject& child : call.children()) {
+    if (absl::StrContains(child.object(), "Secret")) return true;
   }
-  if (answer.capabilities.has_value()) {
-    for (pluginpb::Capability c : *answer.capabilities) record.add_capabilities(c);
+  for (const pluginpb::RawObject& related : call.related_objects()) {
+    if (absl::StrContains(related.object(), "Secret")) return true;
   }
-  *record.mutable_action() = ToHostAction(outcome);
-  if (!options_.secret_data) {
-    RedactSecrets(record.mutable_call());
-    if (record.has_response()) RedactSecrets(record.mutable_response(), primary_is_secret_);
+  return false;
+}
+
+// Room reserved past a captured call for the rest of a record (times, action, a small answer),
+// so that Record rarely moves the call's bytes again.
+constexpr size_t kAnswerRoom = 512;
+
+// `call` as field 4 of a ReconcileRecord, after kFrameHeadRoom bytes, in `bytes` (whose
+// capacity is reused).
+std::string CallField(const pluginpb::ReconcileCall& call, std::string bytes) {
+  using google::protobuf::internal::WireFormatLite;
+  using google::protobuf::io::CodedOutputStream;
+  constexpr uint32_t kCallTag = (pluginpb::ReconcileRecord::kCallFieldNumber << 3) |
+                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+  const size_t size = call.ByteSizeLong();
+  const size_t start = kFrameHeadRoom + CodedOutputStream::VarintSize32(kCallTag) +
+                       CodedOutputStream::VarintSize64(size);
+  bytes.clear();
+  bytes.reserve(start + size + kAnswerRoom);
+  bytes.resize(start + size);
+  uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + kFrameHeadRoom;
+  p = CodedOutputStream::WriteVarint32ToArray(kCallTag, p);
+  p = CodedOutputStream::WriteVarint64ToArray(size, p);
+  call.SerializeWithCachedSizesToArray(p);
+  return bytes;
+}
+
+// Appends `message` as field `field` (length-delimited) to `bytes`.
+void AppendField(int field, const google::protobuf::MessageLite& message, std::string& bytes) {
+  using google::protobuf::io::CodedOutputStream;
+  const uint32_t tag = (static_cast<uint32_t>(field) << 3) |
+                       google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+  const size_t size = message.ByteSizeLong();
+  const size_t at = bytes.size();
+  bytes.resize(at + CodedOutputStream::VarintSize32(tag) + CodedOutputStream::VarintSize64(size) +
+               size);
+  uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + at;
+  p = CodedOutputStream::WriteVarint32ToArray(tag, p);
+  p = CodedOutputStream::WriteVarint64ToArray(size, p);
+  message.SerializeWithCachedSizesToArray(p);
+}
+
+// Appends a repeated enum field, packed (proto3's encoding), to `bytes`.
+template <typename Enums>
+void AppendPackedEnums(int field, const Enums& values, std::string& bytes) {
+  using google::protobuf::io::CodedOutputStream;
+  const uint32_t tag = (static_cast<uint32_t>(field) << 3) |
+                       google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+  size_t size = 0;
+  for (auto v : values) size += CodedOutputStream::VarintSize32SignExtended(static_cast<int>(v));
+  const size_t at = bytes.size();
+  bytes.resize(at + CodedOutputStream::VarintSize32(tag) + CodedOutputStream::VarintSize64(size) +
+               size);
+  uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + at;
+  p = CodedOutputStream::WriteVarint32ToArray(tag, p);
+  p = CodedOutputStream::WriteVarint64ToArray(size, p);
+  for (auto v : values) {
+    p = CodedOutputStream::WriteVarint32SignExtendedToArray(static_cast<int>(v), p);
   }
-  // Serialized outside the lock, after room for the frame's head; the sequence number (field 1)
-  // is put in that room under the lock, so that the file's order is the sequence's. Protobuf
-  // takes fields in any order.
+}
+
+}  // namespace
+
+std::string Recorder::Capture(const pluginpb::ReconcileCall& call) {
+  std::string bytes;
+  {
+    common::MutexLock lock(&mu_);
+    if (!spare_.empty()) {
+      bytes = std::move(spare_.back());
+      spare_.pop_back();
+      spare_bytes_ -= bytes.capacity();
+    }
+  }
+  if (options_.secret_data || !MayHoldSecret(call)) return CallField(call, std::move(bytes));
+  pluginpb::ReconcileCall redacted = call;
+  RedactSecrets(&redacted);
+  return CallField(redacted, std::move(bytes));
+}
+
+void Recorder::Record(std::string captured_call, DispatchResult answer, const ApplyOutcome& outcome,
+                      absl::Duration took) {
+  // The rest of the record is appended to the call Capture serialized (protobuf takes fields in
+  // any order), each field from a message on the stack or the answer itself: no copy, and no
+  // allocation once the buffer is a reused one.
   Frame frame;
-  frame.bytes.resize(kFrameHeadRoom + record.ByteSizeLong());
-  record.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(frame.bytes.data()) +
-                                         kFrameHeadRoom);
+  frame.bytes = std::move(captured_call);
+  if (frame.bytes.size() < kFrameHeadRoom) frame.bytes.assign(kFrameHeadRoom, '\0');  // no call
+  AppendField(pluginpb::ReconcileRecord::kTimeFieldNumber, common::ToProtoTimestamp(clock_->Now()),
+              frame.bytes);
+  AppendField(pluginpb::ReconcileRecord::kTookFieldNumber, common::ToProtoDuration(took),
+              frame.bytes);
+  if (answer.response.ok()) {
+    if (!options_.secret_data) RedactSecrets(&*answer.response, primary_is_secret_);
+    AppendField(pluginpb::ReconcileRecord::kResponseFieldNumber, *answer.response, frame.bytes);
+  } else {
+    pluginpb::DispatchFailure failure;
+    failure.set_code(static_cast<int>(answer.response.status().code()));
+    failure.set_message(std::string(answer.response.status().message()));
+    AppendField(pluginpb::ReconcileRecord::kFailureFieldNumber, failure, frame.bytes);
+  }
+  if (answer.capabilities.has_value() && !answer.capabilities->empty()) {
+    AppendPackedEnums(pluginpb::ReconcileRecord::kCapabilitiesFieldNumber, *answer.capabilities,
+                      frame.bytes);
+  }
+  AppendField(pluginpb::ReconcileRecord::kActionFieldNumber, ToHostAction(outcome), frame.bytes);
+  // The sequence number (field 1) is put in the room in front under the lock, so that the
+  // file's order is the sequence's.
   common::MutexLock lock(&mu_);
   const uint64_t sequence = next_sequence_++;
   if (stopping_) return;
@@ -221,8 +314,8 @@ void Recorder::Record(pluginpb::ReconcileCall call, DispatchResult answer,
     uint64_t suppressed = 0;
     if (error_log_.Allow(&suppressed)) {
       common::LogWarning(
-          "recording fell behind the reconciles: records dropped (the disk is too slow for the "
-          "reconcile rate)",
+          "recording fell behind the reconciles: records dropped (the disk, or the CPU time the "
+          "writer gets, is short of the reconcile rate)",
           {{"dir", options_.dir}, {"dropped", figures_.dropped}, {"suppressed", suppressed}});
     }
     return;
@@ -236,8 +329,15 @@ void Recorder::Record(pluginpb::ReconcileCall call, DispatchResult answer,
 }
 
 void Recorder::WriterLoop() {
+  if (options_.idle_cpu) {
+    if (absl::Status s = common::RunThisThreadOnIdleCpu(); !s.ok()) {
+      common::LogWarning("the recording writer runs at normal priority",
+                         {{"dir", options_.dir}, {"error", std::string(s.message())}});
+    }
+  }
+  std::deque<Frame> batch;
+  std::vector<std::string> reuse;
   while (true) {
-    std::deque<Frame> batch;
     {
       common::MutexLock lock(&mu_);
       while (pending_.empty() && !stopping_) cv_.Wait(&mu_);
@@ -252,8 +352,23 @@ void Recorder::WriterLoop() {
       writing_ = batch.size();
     }
     WriteBatch(batch);
+    // The written buffers go back to Capture. Gathered outside the lock, handed over in O(1):
+    // this thread runs on idle CPU, and a worker must never wait long for a lock it holds.
+    reuse.clear();
+    uint64_t reuse_bytes = 0;
+    for (Frame& frame : batch) {
+      const size_t capacity = frame.bytes.capacity();
+      if (capacity > kMaxSpareBuffer || reuse_bytes + capacity > kMaxSpareBytes) continue;
+      reuse_bytes += capacity;
+      reuse.push_back(std::move(frame.bytes));
+    }
+    batch.clear();
     common::MutexLock lock(&mu_);
     writing_ = 0;
+    if (spare_.empty()) {  // else the workers have not used the last ones yet: these are freed
+      spare_.swap(reuse);
+      spare_bytes_ = reuse_bytes;
+    }
     cv_.SignalAll();
   }
 }

@@ -2,21 +2,25 @@
 // with it) to recording files (recording.h) in a directory of its own, for `ctrlhost replay` and
 // the SDKs' replay helpers.
 //
-// The serving path never waits for the disk: Record() serializes the record on the worker's
-// thread and queues the bytes; a writer thread of the recorder's own appends them. When the
-// queue holds more than `max_pending_bytes` (the disk is slower than the reconciles), records
-// are dropped, counted and logged (rate limited); their sequence numbers are skipped, so a replay
-// sees the gap. Disk use is bounded: a file is closed after `file_bytes`, and the oldest files of
-// the directory are deleted once it holds more than `max_bytes`. A host restarted on the same
-// directory continues with the next file number.
+// The serving path never waits for the disk: Capture() serializes the call (before the dispatch
+// moves it away) into the start of the record's frame, Record() appends the answer and what the
+// host did, on the worker's thread, and queues the bytes; a writer thread of the recorder's own
+// appends them to the file. By default (`idle_cpu`) that thread runs only on CPU time nothing
+// else wants (SCHED_IDLE): it writes whenever a core is idle, and its queue absorbs the time when
+// none is. When the queue holds more than `max_pending_bytes` (the disk, or the CPU time the
+// writer gets, is short of the reconcile rate), records are dropped, counted and logged (rate
+// limited); their sequence numbers are skipped, so a replay sees the gap. Disk use is bounded: a
+// file is closed after `file_bytes`, and the oldest files of the directory are deleted once it
+// holds more than `max_bytes`. A host restarted on the same directory continues with the next
+// file number.
 //
 //   pluginpb::RecordingHeader header;   // operator, plugin, controller (ToRecorded), host_version
 //   ASSIGN_OR_RETURN(std::unique_ptr<record::Recorder> recorder,
 //                    record::Recorder::Start({.dir = "recordings/webapp"}, header));
 //   runner_options.recorder = recorder.get();   // outlives the runner
 //
-// Thread-safe. `mu_` guards the queue and the figures; the open file and the list of files are
-// the writer thread's alone.
+// Thread-safe. `mu_` guards the queue, the spare buffers and the figures; the open file and the
+// list of files are the writer thread's alone.
 #ifndef CTRLHOST_RUNTIME_CONTROLLER_RECORD_RECORDER_H_
 #define CTRLHOST_RUNTIME_CONTROLLER_RECORD_RECORDER_H_
 
@@ -27,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -51,6 +56,10 @@ struct RecorderOptions {
   bool secret_data = false;
   // Serialized records waiting for the writer; beyond it records are dropped and counted.
   uint64_t max_pending_bytes = uint64_t{64} << 20;
+  // true: the writer runs only on CPU time nothing else wants (SCHED_IDLE), so that writing
+  // never slows the serving path; on a machine the reconciles keep busy, its queue fills and
+  // records are dropped (counted, logged). false: it competes for CPU like the reconciles.
+  bool idle_cpu = true;
   common::Clock* clock = nullptr;  // borrowed; nullptr: Clock::Real()
 };
 
@@ -67,7 +76,11 @@ class Recorder : public ReconcileRecorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  void Record(pluginpb::ReconcileCall call, DispatchResult answer, const ApplyOutcome& outcome,
+  // The call as the record's `call` field, Secrets redacted unless opted in, after room for the
+  // frame's head: Record appends the rest of the record to it.
+  std::string Capture(const pluginpb::ReconcileCall& call) override;
+  // `captured_call` must come from this recorder's Capture.
+  void Record(std::string captured_call, DispatchResult answer, const ApplyOutcome& outcome,
               absl::Duration took) override;
 
   struct Figures {
@@ -127,6 +140,14 @@ class Recorder : public ReconcileRecorder {
   // The writer gathers records for up to kBatchWait or kBatchBytes before it writes them.
   static constexpr absl::Duration kBatchWait = absl::Milliseconds(5);
   static constexpr uint64_t kBatchBytes = uint64_t{256} << 10;
+  // Buffers of written frames, for Capture to fill again: a frame is allocated on a worker's
+  // thread and would be freed on the writer's, and glibc's malloc makes such a free take the
+  // worker's arena lock, contending with the serving path. The writer hands a batch's buffers
+  // over when the last ones are used up (else frees them); at most kMaxSpareBytes of capacity.
+  std::vector<std::string> spare_ ABSL_GUARDED_BY(mu_);
+  uint64_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  static constexpr uint64_t kMaxSpareBytes = uint64_t{4} << 20;
+  static constexpr size_t kMaxSpareBuffer = size_t{64} << 10;  // a larger one is freed
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Figures figures_ ABSL_GUARDED_BY(mu_);
   std::thread writer_;  // last: starts after everything above is initialised

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,7 +80,7 @@ TEST(Recorder, WritesCallsAnswersAndWhatTheHostDid) {
   ASSERT_TRUE(recorder.ok()) << recorder.status();
   ApplyOutcome written;
   written.writes = 2;
-  (*recorder)->Record(Call("a", R"({"metadata":{"name":"a"}})"),
+  (*recorder)->Record((*recorder)->Capture(Call("a", R"({"metadata":{"name":"a"}})")),
                       DispatchResult(Answer(R"({"kind":"ConfigMap"})"),
                                      Capabilities{pluginpb::CAPABILITY_CONDITIONS}),
                       written, absl::Milliseconds(3));
@@ -86,11 +88,13 @@ TEST(Recorder, WritesCallsAnswersAndWhatTheHostDid) {
   refused.kind = OutcomeKind::kTerminal;
   refused.reason = "NotControlled";
   refused.status = absl::FailedPreconditionError("in the way");
-  (*recorder)->Record(Call("b", "{}"), DispatchResult(Answer("{}")), refused, absl::Seconds(1));
+  (*recorder)->Record((*recorder)->Capture(Call("b", "{}")), DispatchResult(Answer("{}")), refused,
+                      absl::Seconds(1));
   ApplyOutcome retry;
   retry.kind = OutcomeKind::kRetry;
-  (*recorder)->Record(Call("c", "{}"), DispatchResult(absl::DeadlineExceededError("no answer")),
-                      retry, absl::Seconds(30));
+  (*recorder)->Record((*recorder)->Capture(Call("c", "{}")),
+                      DispatchResult(absl::DeadlineExceededError("no answer")), retry,
+                      absl::Seconds(30));
   (*recorder)->Flush();
   EXPECT_EQ((*recorder)->figures().recorded, 3u);
   EXPECT_EQ((*recorder)->figures().dropped, 0u);
@@ -124,8 +128,8 @@ TEST(Recorder, RecordsSecretsAsDigestsUnlessTold) {
     const std::string dir = NewDir(absl::StrCat("secrets", include));
     auto recorder = Recorder::Start({.dir = dir, .secret_data = include}, Header());
     ASSERT_TRUE(recorder.ok());
-    (*recorder)->Record(Call("s", secret), DispatchResult(Answer(secret)), ApplyOutcome{},
-                        absl::ZeroDuration());
+    (*recorder)->Record((*recorder)->Capture(Call("s", secret)), DispatchResult(Answer(secret)),
+                        ApplyOutcome{}, absl::ZeroDuration());
     (*recorder)->Flush();
     pluginpb::RecordingHeader header;
     const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir, &header);
@@ -145,8 +149,8 @@ TEST(Recorder, RotatesFilesAndKeepsTheDirectoryWithinItsBudget) {
     auto recorder = Recorder::Start(options, Header());
     ASSERT_TRUE(recorder.ok());
     for (int i = 0; i < 100; ++i) {
-      (*recorder)->Record(Call(absl::StrCat("k", i), object), DispatchResult(Answer("{}")),
-                          ApplyOutcome{}, absl::ZeroDuration());
+      (*recorder)->Record((*recorder)->Capture(Call(absl::StrCat("k", i), object)),
+                          DispatchResult(Answer("{}")), ApplyOutcome{}, absl::ZeroDuration());
       (*recorder)->Flush();  // one record per batch, so rotation is checked per record
     }
     const Recorder::Figures f = (*recorder)->figures();
@@ -186,8 +190,8 @@ TEST(Recorder, DropsAndCountsWhatTheWriterCannotKeepUpWith) {
   ASSERT_TRUE(recorder.ok());
   constexpr int kRecords = 2000;
   for (int i = 0; i < kRecords; ++i) {
-    (*recorder)->Record(Call(absl::StrCat("k", i), "{}"), DispatchResult(Answer("{}")),
-                        ApplyOutcome{}, absl::ZeroDuration());
+    (*recorder)->Record((*recorder)->Capture(Call(absl::StrCat("k", i), "{}")),
+                        DispatchResult(Answer("{}")), ApplyOutcome{}, absl::ZeroDuration());
   }
   (*recorder)->Flush();
   const Recorder::Figures f = (*recorder)->figures();
@@ -200,6 +204,106 @@ TEST(Recorder, DropsAndCountsWhatTheWriterCannotKeepUpWith) {
   }
   if (!records.empty()) {
     EXPECT_LE(records.back().sequence(), static_cast<uint64_t>(kRecords));
+  }
+}
+
+TEST(Recorder, ReusedBuffersCarryNothingOfTheirLastRecord) {
+  // Written frames' buffers are filled again by Capture: records of very different sizes, each
+  // batch written before the next is captured, must read back exactly as they were.
+  const std::string dir = NewDir("reuse");
+  auto recorder = Recorder::Start({.dir = dir}, Header());
+  ASSERT_TRUE(recorder.ok());
+  std::vector<std::string> objects;
+  for (int i = 0; i < 60; ++i) {
+    // Large, small and larger than the room left for an answer; answers as large as calls.
+    const size_t size = (i % 3 == 0) ? 20000 : (i % 3 == 1) ? 3 : 700;
+    objects.push_back(
+        absl::StrCat(R"({"n":)", i, R"(,"pad":")", std::string(size, 'a' + i % 26), R"("})"));
+  }
+  for (int i = 0; i < 60; ++i) {
+    const std::string& answer = objects[(i + 1) % objects.size()];
+    (*recorder)->Record((*recorder)->Capture(Call(absl::StrCat("k", i), objects[i])),
+                        DispatchResult(Answer(answer)), ApplyOutcome{}, absl::Milliseconds(i));
+    if (i % 4 == 3) (*recorder)->Flush();
+  }
+  (*recorder)->Flush();
+  const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir);
+  ASSERT_EQ(records.size(), 60u);
+  for (int i = 0; i < 60; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(records[i].sequence(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(records[i].call().name(), absl::StrCat("k", i));
+    EXPECT_EQ(records[i].call().object(), objects[i]);
+    ASSERT_EQ(records[i].response().desired_objects_size(), 1);
+    EXPECT_EQ(records[i].response().desired_objects(0), objects[(i + 1) % objects.size()]);
+    EXPECT_EQ(records[i].took().nanos(), i * 1000000);
+  }
+}
+
+TEST(Recorder, RedactsSecretsAmongChildrenAndRelatedObjects) {
+  const std::string dir = NewDir("children");
+  auto recorder = Recorder::Start({.dir = dir}, Header());
+  ASSERT_TRUE(recorder.ok());
+  const std::string secret = R"({"apiVersion":"v1","kind":"Secret","stringData":{"k":"v"}})";
+  pluginpb::ReconcileCall call = Call("w", R"({"kind":"WebApp"})");
+  call.add_children()->set_object(secret);
+  call.add_related_objects()->set_object(secret);
+  (*recorder)->Record((*recorder)->Capture(call), DispatchResult(Answer("{}")), ApplyOutcome{},
+                      absl::ZeroDuration());
+  (*recorder)->Flush();
+  const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].call().object(), R"({"kind":"WebApp"})");
+  EXPECT_EQ(json::parse(records[0].call().children(0).object())["stringData"]["k"],
+            SecretDigest("v"));
+  EXPECT_EQ(json::parse(records[0].call().related_objects(0).object())["stringData"]["k"],
+            SecretDigest("v"));
+}
+
+TEST(Recorder, ARecordWithoutACaptureHasNoCall) {
+  // Record's contract is a Capture's result; anything else must still not corrupt the file.
+  const std::string dir = NewDir("nocapture");
+  auto recorder = Recorder::Start({.dir = dir}, Header());
+  ASSERT_TRUE(recorder.ok());
+  (*recorder)->Record("", DispatchResult(Answer("{}")), ApplyOutcome{}, absl::ZeroDuration());
+  (*recorder)->Record((*recorder)->Capture(Call("b", "{}")), DispatchResult(Answer("{}")),
+                      ApplyOutcome{}, absl::ZeroDuration());
+  (*recorder)->Flush();
+  const std::vector<pluginpb::ReconcileRecord> records = ReadAll(dir);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FALSE(records[0].has_call());
+  EXPECT_EQ(records[1].call().name(), "b");
+}
+
+// How many of this process's threads run under SCHED_IDLE (policy 5, field 41 of
+// /proc/self/task/TID/stat).
+int IdleThreads() {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t end_of_name = stat.rfind(')');
+    if (end_of_name == std::string::npos) continue;
+    std::vector<std::string> fields;
+    std::istringstream rest(stat.substr(end_of_name + 2));  // from field 3, the state
+    for (std::string f; rest >> f;) fields.push_back(f);
+    if (fields.size() > 38 && fields[38] == "5") ++n;
+  }
+  return n;
+}
+
+TEST(Recorder, TheWriterRunsOnIdleCpuUnlessTold) {
+  const int before = IdleThreads();
+  for (bool idle : {true, false}) {
+    SCOPED_TRACE(idle);
+    auto recorder =
+        Recorder::Start({.dir = NewDir(absl::StrCat("cpu", idle)), .idle_cpu = idle}, Header());
+    ASSERT_TRUE(recorder.ok());
+    // The writer sets its policy when it starts; a record written proves it has.
+    (*recorder)->Record((*recorder)->Capture(Call("a", "{}")), DispatchResult(Answer("{}")),
+                        ApplyOutcome{}, absl::ZeroDuration());
+    (*recorder)->Flush();
+    EXPECT_EQ(IdleThreads(), before + (idle ? 1 : 0));
   }
 }
 
