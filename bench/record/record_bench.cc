@@ -387,9 +387,9 @@ absl::Status MeasureRecording(const Args& args, const fs::path& root, Reporter& 
     rounds.p99_off.push_back(absl::ToDoubleMilliseconds(off.p99));
     rounds.failed += off.failed;
     for (const bool idle_cpu : {true, false}) {
-      absl::Status on = RoundWithRecorder(
-          driver, slot, args.calls, root / absl::StrCat("round-", r, idle_cpu ? "-idle" : ""),
-          idle_cpu, rounds);
+      absl::Status on = RoundWithRecorder(driver, slot, args.calls,
+                                          root / absl::StrCat("round-", r, idle_cpu ? "-idle" : ""),
+                                          idle_cpu, rounds);
       if (!on.ok()) return on;
     }
   }
