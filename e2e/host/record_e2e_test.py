@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import unittest
 
+from ctrlhost_sdk import _recording
 from e2e.apiserver import apiserver_fixture
 from e2e.host import host_fixture
 from tools.internal import bazel_unittest
@@ -157,6 +158,26 @@ class RecordTest(unittest.TestCase):
         self.assertIsNotNone(match, result.stdout)
         self.assertGreaterEqual(int(match.group(1)), OBJECTS * (TOUCHES + 1))
         self.assertEqual(match.group(1), match.group(2))
+
+    def test_1_the_sdks_reader_parses_what_the_host_wrote(self):
+        # The host writes a record's fields in its own order (the call first, serialized before
+        # the dispatch) and packs the capabilities by hand: another protobuf implementation must
+        # read every record as the host meant it.
+        records = []
+        for path in _recording.find_recording(self.recordings, "chaos"):
+            recording = _recording.read_recording(path)
+            self.assertEqual(recording.header.controller.name, "chaos")
+            records += [record for _, record, _ in recording.records]
+        self.assertGreaterEqual(len(records), OBJECTS * (TOUCHES + 1))
+        self.assertEqual([r.sequence for r in records], list(range(1, len(records) + 1)))
+        for r in records:
+            self.assertEqual((r.call.controller, r.call.namespace), ("chaos", "default"), r)
+            self.assertTrue(r.call.name and r.call.uid and r.call.object, r)
+            self.assertEqual(json.loads(r.call.object)["metadata"]["name"], r.call.name)
+            self.assertTrue(r.HasField("response") or r.HasField("failure"), r)
+            self.assertTrue(r.HasField("time") and r.HasField("took"), r)
+            self.assertTrue(r.capabilities, r)
+            self.assertNotEqual(r.action.result, 0, r)
 
     def test_2_a_release_that_writes_another_port_differs_on_exactly_those_keys(self):
         changed = ("CHAOS_CHANGE_DATA_KEY=port", "CHAOS_CHANGE_DATA_VALUE=8080")
