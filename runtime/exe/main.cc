@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/absl_deadlock.h"
 #include "runtime/common/heap_trim.h"
 #include "runtime/exe/cmd_apiserver.h"
 #include "runtime/exe/cmd_dump.h"
@@ -17,6 +18,9 @@
 
 int main(int argc, char** argv) {
   using namespace ctrlhost::exe;  // NOLINT(build/namespaces): wiring file
+  // Debian's Abseil checks every lock gRPC takes for lock-order cycles and aborts on one, real
+  // or not; release builds of Abseil do not (absl_deadlock.h).
+  ctrlhost::common::TurnOffAbslDeadlockDetection();
   // The soft limit of open files is often 1,024 while the hard one is far higher: servers that
   // hold connections and watches need the hard one (the Go runtime raises it the same way).
   ctrlhost::serving::RaiseOpenFileLimit();

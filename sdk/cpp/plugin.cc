@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
+#include "runtime/common/absl_deadlock.h"
 #include "runtime/common/logging.h"
 #include "sdk/cpp/server_internal.h"
 
@@ -189,6 +190,9 @@ absl::StatusOr<std::string> ParseListenAddress(absl::string_view address) {
 absl::StatusOr<std::unique_ptr<PluginServer>> Plugin::Start(absl::string_view address,
                                                             std::optional<ServerTls> tls) {
   if (absl::Status s = status(); !s.ok()) return s;
+  // Before gRPC's threads: Debian's Abseil would otherwise check every lock gRPC takes, and
+  // abort the plugin on a lock-order false positive (absl_deadlock.h).
+  common::TurnOffAbslDeadlockDetection();
   absl::StatusOr<std::string> listen = ParseListenAddress(address);
   if (!listen.ok()) return listen.status();
   if (!tls.has_value()) {

@@ -108,7 +108,8 @@ class Plugin {
 
   // Starts serving on `address` (see ParseListenAddress), with TLS when `tls` is set (see
   // server_tls.h); plaintext only on Unix sockets and loopback hosts (FailedPrecondition
-  // otherwise). For tests and embedding.
+  // otherwise). For tests and embedding. Turns off Abseil's mutex deadlock detector for the
+  // process (runtime/common/absl_deadlock.h: Debian's Abseil would abort on a false positive).
   absl::StatusOr<std::unique_ptr<PluginServer>> Start(absl::string_view address,
                                                       std::optional<ServerTls> tls = std::nullopt);
   // Serves on $CTRLHOST_PLUGIN_ADDRESS until SIGTERM/SIGINT, with TLS from
