@@ -186,6 +186,19 @@ std::variant<ExecSpec, EndpointSpec> ParseSource(YamlReader& r, const YAML::Node
   return ExecSpec{};
 }
 
+// A `cpu` field: true for "normal"; false for "idle" (the default, which `idle_means`
+// explains in the error for any other value) and when absent.
+bool NormalCpu(YamlReader& r, const std::vector<Field>& fields, const std::string& path,
+               absl::string_view idle_means) {
+  const std::optional<std::string> cpu = r.String(Get(fields, "cpu"), Join(path, "cpu"));
+  if (!cpu.has_value() || *cpu == "idle") return false;
+  if (*cpu == "normal") return true;
+  r.Error(Get(fields, "cpu"), Join(path, "cpu"),
+          absl::StrCat("invalid value \"", *cpu, "\": \"idle\" (the default: ", idle_means,
+                       ") or \"normal\""));
+  return false;
+}
+
 ShadowSpec ParseShadow(YamlReader& r, const YAML::Node& node, const std::string& path) {
   ShadowSpec shadow;
   shadow.location = r.Location(node);
@@ -202,17 +215,8 @@ ShadowSpec ParseShadow(YamlReader& r, const YAML::Node& node, const std::string&
     r.Error(Get(fields, "cpu"), Join(path, "cpu"),
             "applies to an exec'd shadow: a remote shadow's CPU is not the host's to set");
   }
-  if (std::optional<std::string> cpu = r.String(Get(fields, "cpu"), Join(path, "cpu"));
-      cpu.has_value()) {
-    if (*cpu == "normal") {
-      shadow.normal_cpu = true;
-    } else if (*cpu != "idle") {
-      r.Error(Get(fields, "cpu"), Join(path, "cpu"),
-              absl::StrCat("invalid value \"", *cpu,
-                           "\": \"idle\" (the default: an exec'd shadow gets only CPU time "
-                           "nothing else wants) or \"normal\""));
-    }
-  }
+  shadow.normal_cpu =
+      NormalCpu(r, fields, path, "an exec'd shadow gets only CPU time nothing else wants");
   return shadow;
 }
 
@@ -364,17 +368,8 @@ RecordSpec ParseRecord(YamlReader& r, const YAML::Node& node, const std::string&
                            "digests) or \"include\" (recorded as they are)"));
     }
   }
-  if (std::optional<std::string> cpu = r.String(Get(fields, "cpu"), Join(path, "cpu"));
-      cpu.has_value()) {
-    if (*cpu == "normal") {
-      record.normal_cpu = true;
-    } else if (*cpu != "idle") {
-      r.Error(Get(fields, "cpu"), Join(path, "cpu"),
-              absl::StrCat("invalid value \"", *cpu,
-                           "\": \"idle\" (the default: files are written on CPU time the "
-                           "reconciles do not want) or \"normal\""));
-    }
-  }
+  record.normal_cpu =
+      NormalCpu(r, fields, path, "files are written on CPU time the reconciles do not want");
   return record;
 }
 

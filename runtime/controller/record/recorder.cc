@@ -205,58 +205,48 @@ bool MayHoldSecret(const pluginpb::ReconcileCall& call) {
 // so that Record rarely moves the call's bytes again.
 constexpr size_t kAnswerRoom = 512;
 
-// `call` as field 4 of a ReconcileRecord, after kFrameHeadRoom bytes, in `bytes` (whose
-// capacity is reused).
-std::string CallField(const pluginpb::ReconcileCall& call, std::string bytes) {
-  using google::protobuf::internal::WireFormatLite;
-  using google::protobuf::io::CodedOutputStream;
-  constexpr uint32_t kCallTag = (pluginpb::ReconcileRecord::kCallFieldNumber << 3) |
-                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
-  const size_t size = call.ByteSizeLong();
-  const size_t start = kFrameHeadRoom + CodedOutputStream::VarintSize32(kCallTag) +
-                       CodedOutputStream::VarintSize64(size);
-  bytes.clear();
-  bytes.reserve(start + size + kAnswerRoom);
-  bytes.resize(start + size);
-  uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + kFrameHeadRoom;
-  p = CodedOutputStream::WriteVarint32ToArray(kCallTag, p);
-  p = CodedOutputStream::WriteVarint64ToArray(size, p);
-  call.SerializeWithCachedSizesToArray(p);
-  return bytes;
-}
-
-// Appends `message` as field `field` (length-delimited) to `bytes`.
-void AppendField(int field, const google::protobuf::MessageLite& message, std::string& bytes) {
+// Appends the head of a length-delimited field (its tag and `size`) to `bytes` and room for the
+// `size` bytes of its value; returns where that room starts.
+uint8_t* AppendFieldHead(int field, size_t size, std::string& bytes) {
   using google::protobuf::io::CodedOutputStream;
   const uint32_t tag = (static_cast<uint32_t>(field) << 3) |
                        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
-  const size_t size = message.ByteSizeLong();
   const size_t at = bytes.size();
   bytes.resize(at + CodedOutputStream::VarintSize32(tag) + CodedOutputStream::VarintSize64(size) +
                size);
   uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + at;
   p = CodedOutputStream::WriteVarint32ToArray(tag, p);
-  p = CodedOutputStream::WriteVarint64ToArray(size, p);
-  message.SerializeWithCachedSizesToArray(p);
+  return CodedOutputStream::WriteVarint64ToArray(size, p);
+}
+
+// Appends `message` as field `field` to `bytes`.
+void AppendField(int field, const google::protobuf::MessageLite& message, std::string& bytes) {
+  const size_t size = message.ByteSizeLong();
+  message.SerializeWithCachedSizesToArray(AppendFieldHead(field, size, bytes));
 }
 
 // Appends a repeated enum field, packed (proto3's encoding), to `bytes`.
 template <typename Enums>
 void AppendPackedEnums(int field, const Enums& values, std::string& bytes) {
   using google::protobuf::io::CodedOutputStream;
-  const uint32_t tag = (static_cast<uint32_t>(field) << 3) |
-                       google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
   size_t size = 0;
   for (auto v : values) size += CodedOutputStream::VarintSize32SignExtended(static_cast<int>(v));
-  const size_t at = bytes.size();
-  bytes.resize(at + CodedOutputStream::VarintSize32(tag) + CodedOutputStream::VarintSize64(size) +
-               size);
-  uint8_t* p = reinterpret_cast<uint8_t*>(bytes.data()) + at;
-  p = CodedOutputStream::WriteVarint32ToArray(tag, p);
-  p = CodedOutputStream::WriteVarint64ToArray(size, p);
+  uint8_t* p = AppendFieldHead(field, size, bytes);
   for (auto v : values) {
     p = CodedOutputStream::WriteVarint32SignExtendedToArray(static_cast<int>(v), p);
   }
+}
+
+// `call` as field 4 of a ReconcileRecord, after kFrameHeadRoom bytes, in `bytes` (whose
+// capacity is reused).
+std::string CallField(const pluginpb::ReconcileCall& call, std::string bytes) {
+  const size_t size = call.ByteSizeLong();
+  bytes.clear();
+  bytes.reserve(kFrameHeadRoom + 1 + 10 + size + kAnswerRoom);  // tag, length, call, the rest
+  bytes.resize(kFrameHeadRoom);
+  call.SerializeWithCachedSizesToArray(
+      AppendFieldHead(pluginpb::ReconcileRecord::kCallFieldNumber, size, bytes));
+  return bytes;
 }
 
 }  // namespace
