@@ -149,6 +149,14 @@ class RecordTest(unittest.TestCase):
         self.assertIn("recording:", dump)
         self.assertIn(os.path.join(self.recordings, "chaos"), dump)
         self.assertRegex(dump, r"\n\s+dropped: 0\n")
+        # The same figures for Prometheus.
+        written = self.host.metric("ctrlhost_recording_records_total", operator="chaos",
+                                   plugin="chaos", controller="chaos", result="written")
+        self.assertGreaterEqual(written, OBJECTS * (TOUCHES + 1))
+        self.assertEqual(self.host.metric("ctrlhost_recording_records_total", controller="chaos",
+                                          result="dropped"), 0)
+        self.assertGreater(self.host.metric("ctrlhost_recording_bytes_total",
+                                            controller="chaos"), 0)
         result = self.replay("--max-differences", "5")
         print(result.stdout[-2000:])
         self.assertEqual(result.returncode, 0, result.stdout[-4000:] + result.stderr)

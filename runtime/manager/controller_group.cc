@@ -689,6 +689,17 @@ std::vector<ControllerStatus> ControllerGroup::Status() const {
 void ControllerGroup::Collect(observe::Figures& figures) const {
   common::MutexLock lock(&mu_);
   for (const auto& c : controllers_) {
+    if (c->recorder != nullptr) {
+      const controller::record::Recorder::Figures r = c->recorder->figures();
+      observe::RecordingFigures f;
+      f.operator_name = operator_name_;
+      f.plugin = plugin_;
+      f.controller = c->info.name;
+      f.written_total = r.recorded;
+      f.dropped_total = r.dropped;
+      f.bytes_total = r.bytes_written;
+      figures.recordings.push_back(std::move(f));
+    }
     if (c->runner == nullptr) continue;
     controller::RunnerMetrics m = c->runner->Metrics();
     observe::ControllerFigures f;

@@ -263,6 +263,33 @@ void AddShadowFamilies(const std::vector<ShadowFigures>& figures, std::vector<Me
   out.push_back(std::move(comparisons));
 }
 
+// The recorded controllers, per controller.
+void AddRecordingFamilies(const std::vector<RecordingFigures>& figures,
+                          std::vector<MetricFamily>& out) {
+  MetricFamily records =
+      Family("ctrlhost_recording_records_total",
+             "Reconciles of a recorded controller (spec.record, --record), by result: written "
+             "to the recording, dropped (the writer was behind, or a write failed: the "
+             "recording has a gap); from zero when the host starts recording the controller",
+             MetricType::Counter);
+  MetricFamily bytes =
+      Family("ctrlhost_recording_bytes_total",
+             "Bytes written to a recorded controller's recording files", MetricType::Counter);
+  for (const RecordingFigures& r : figures) {
+    const Labels labels = {
+        {"operator", r.operator_name}, {"plugin", r.plugin}, {"controller", r.controller}};
+    for (const auto& [result, n] : {std::pair<const char*, uint64_t>{"written", r.written_total},
+                                    {"dropped", r.dropped_total}}) {
+      Labels with_result = labels;
+      with_result.push_back({"result", result});
+      AddCounter(records, with_result, static_cast<double>(n));
+    }
+    AddCounter(bytes, labels, static_cast<double>(r.bytes_total));
+  }
+  out.push_back(std::move(records));
+  out.push_back(std::move(bytes));
+}
+
 // The per-watch cache families.
 void AddWatchFamilies(const std::vector<WatchFigures>& watches, std::vector<MetricFamily>& out) {
   MetricFamily objects =
@@ -389,6 +416,7 @@ std::vector<MetricFamily> Build(const Figures& f) {
   AddPluginFamilies(f.plugins, families);
   AddTaskFamilies(f.task_enqueues, families);
   AddShadowFamilies(f.shadows, families);
+  AddRecordingFamilies(f.recordings, families);
   AddWatchFamilies(f.watches, families);
   AddConnectionFamilies(f.connections, families);
   AddApiBudgetFamilies(f.api_budget, families);

@@ -137,6 +137,17 @@ struct ShadowFigures {
   uint64_t dropped = 0;
 };
 
+// One recorded controller (spec.record, --record; runtime/controller/record/recorder.h). The
+// counts are the recorder's: from zero when the host starts recording the controller.
+struct RecordingFigures {
+  std::string operator_name;
+  std::string plugin;
+  std::string controller;
+  uint64_t written_total = 0;  // records written to the recording's files
+  uint64_t dropped_total = 0;  // not written: the writer was behind, or a write failed
+  uint64_t bytes_total = 0;    // bytes written, file headers included
+};
+
 struct WatchFigures {
   std::string watch;  // e.g. WatchKey::ToString()
   double objects = 0;
@@ -186,6 +197,7 @@ struct Figures {
   std::vector<PluginFigures> plugins;
   std::vector<TaskEnqueueFigures> task_enqueues;
   std::vector<ShadowFigures> shadows;
+  std::vector<RecordingFigures> recordings;
   std::vector<WatchFigures> watches;
   std::vector<ConnectionFigures> connections;
   std::vector<ApiBudgetFigures> api_budget;

@@ -126,6 +126,14 @@ void OneOfEachFigure(Figures& f) {
   conn.streams_stalled_total = 9;
   conn.streams_client_closed_total = 11;
   f.connections.push_back(conn);
+  RecordingFigures r;
+  r.operator_name = "web";
+  r.plugin = "webapp";
+  r.controller = "deployments";
+  r.written_total = 1000;
+  r.dropped_total = 3;
+  r.bytes_total = 1555000;
+  f.recordings.push_back(r);
 }
 
 TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
@@ -176,6 +184,12 @@ TEST(MetricsRegistryTest, ExportsEveryFamilyWithItsLabels) {
       // Zero, but present: every reason is exported from the start.
       {R"(ctrlhost_task_enqueues_refused_total{operator="web",plugin="webapp",controller="deployments",reason="not_running"})",
        0},
+      {R"(ctrlhost_recording_records_total{operator="web",plugin="webapp",controller="deployments",result="written"})",
+       1000},
+      {R"(ctrlhost_recording_records_total{operator="web",plugin="webapp",controller="deployments",result="dropped"})",
+       3},
+      {R"(ctrlhost_recording_bytes_total{operator="web",plugin="webapp",controller="deployments"})",
+       1555000},
       {R"(ctrlhost_watch_objects{watch="apps/v1 Deployment"})", 10},
       {R"(ctrlhost_watch_bytes{watch="apps/v1 Deployment"})", 2048},
       {R"(ctrlhost_watch_memory_bytes{watch="apps/v1 Deployment"})", 3072},
