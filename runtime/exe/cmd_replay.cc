@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -57,8 +58,7 @@ void AddReplayFlags(FlagSet& flags, ReplayFlags& f) {
   flags.AddBool("ignore-cut-tail", &f.ignore_cut_tail,
                 "Replay a recording whose last record is cut short (its host was killed while "
                 "writing it) without that record, instead of failing");
-  flags.AddInt("in-flight", &f.in_flight, 1, 1024, "Calls sent to the plugin at once")
-      .ValueName("N");
+  flags.AddInt("in-flight", &f.in_flight, 1, 1024, "Calls at the plugin at once").ValueName("N");
   flags
       .AddInt("max-differences", &f.max_differences, 0, 1000000,
               "Differences printed in full (all are counted)")
@@ -75,54 +75,24 @@ struct Totals {
   uint64_t compared = 0, same = 0, different = 0, failed = 0, skipped = 0, printed = 0;
 };
 
-// One recorded call sent again, and its new answer. Thread-safe: `mu` guards the answers,
-// written by the plugin's callbacks.
-struct Batch {
-  struct Item {
-    pluginpb::ReconcileRecord record;
-    uint64_t offset = 0;
-    // Recorded without an answer: not sent, kept in its place (--update keeps the order).
-    bool skipped = false;
-    std::optional<controller::DispatchResult> answer;
-  };
-  std::vector<Item> items;
-  size_t to_send = 0;  // items not skipped
-  common::Mutex mu;
-  common::CondVar cv;
-  size_t answered ABSL_GUARDED_BY(mu) = 0;
+// One recorded call sent again, and its new answer.
+struct Slot {
+  pluginpb::ReconcileRecord record;
+  uint64_t offset = 0;
+  // Recorded without an answer: not sent, kept in its place (--update keeps the order).
+  bool skipped = false;
+  absl::Time deadline;
+  // Set once, under Answers::mu, by the plugin's callback or by the replay giving up on it;
+  // read by the replay thread after it saw it set.
+  std::optional<controller::DispatchResult> answer;
 };
 
-// Shared with the callbacks, which may come after a wedged plugin was given up on.
-void SendBatch(OfflinePlugin& plugin, const std::shared_ptr<Batch>& shared,
-               absl::Duration timeout) {
-  Batch& batch = *shared;
-  const absl::Time deadline = absl::Now() + timeout;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    if (batch.items[i].skipped) continue;
-    pluginpb::ReconcileCall call = batch.items[i].record.call();
-    *call.mutable_deadline() = common::ToProtoTimestamp(deadline);
-    plugin.Dispatch(std::move(call), deadline, [shared, i](controller::DispatchResult result) {
-      common::MutexLock lock(&shared->mu);
-      if (shared->items[i].answer.has_value()) return;  // given up on
-      shared->items[i].answer = std::move(result);
-      ++shared->answered;
-      shared->cv.SignalAll();
-    });
-  }
-  common::MutexLock lock(&batch.mu);
-  // The supervisor answers every dispatch by its deadline; the slack covers a wedged one.
-  const absl::Time give_up = deadline + absl::Seconds(10);
-  while (batch.answered < batch.to_send) {
-    if (batch.cv.WaitWithDeadline(&batch.mu, give_up)) break;
-  }
-  for (Batch::Item& item : batch.items) {
-    if (!item.skipped && !item.answer.has_value()) {
-      item.answer = absl::DeadlineExceededError("no answer");
-    }
-  }
-}
-// After SendBatch returned, the answers are only read: a late callback finds its slot set and
-// leaves it.
+// Where the plugin's callbacks put their answers; shared with callbacks that may come after a
+// wedged plugin was given up on. Thread-safe: `mu` guards every slot's `answer`.
+struct Answers {
+  common::Mutex mu;
+  common::CondVar cv;
+};
 
 std::string KeyOf(const pluginpb::ReconcileCall& call) {
   return call.namespace_().empty() ? call.name()
@@ -135,77 +105,120 @@ class FileReplay {
   FileReplay(const ReplayFlags& f, OfflinePlugin& plugin, std::ostream& out, Totals& totals)
       : f_(f), plugin_(plugin), out_(out), totals_(totals) {}
 
+  // Keeps up to --in-flight calls at the plugin (a new one is sent as soon as the oldest is
+  // judged), and judges the answers in the recording's order.
   absl::Status Run(record::RecordingReader& reader, bool last_file,
                    std::vector<pluginpb::ReconcileRecord>* updated) {
     const record::ReplayJudge judge(reader.header());
+    auto answers = std::make_shared<Answers>();
+    std::deque<std::shared_ptr<Slot>> window;  // in the recording's order
+    size_t sent = 0;                           // in the window and not skipped
+    bool more = true;
+    absl::Status read_error;
     while (true) {
-      auto batch = std::make_shared<Batch>();
-      absl::StatusOr<bool> more = Fill(reader, *batch, last_file);
-      if (!batch->items.empty()) {
-        SendBatch(plugin_, batch, f_.timeout);
-        common::MutexLock lock(&batch->mu);  // late callbacks see their slots set
-        Judge(reader, judge, *batch, updated);
+      while (more && sent < static_cast<size_t>(f_.in_flight)) {
+        absl::StatusOr<std::shared_ptr<Slot>> next = Next(reader, last_file, more);
+        if (!next.ok()) {
+          read_error = next.status();  // what was read before is still replayed
+          more = false;
+          break;
+        }
+        if (*next == nullptr) break;
+        if (!(*next)->skipped) {
+          Send(answers, *next);
+          ++sent;
+        }
+        window.push_back(*std::move(next));
       }
-      if (!more.ok()) return more.status();
-      if (!*more) return absl::OkStatus();
+      if (window.empty()) return read_error;
+      std::shared_ptr<Slot> oldest = std::move(window.front());
+      window.pop_front();
+      if (!oldest->skipped) {
+        Await(*answers, *oldest);
+        --sent;
+      }
+      Judge(reader, judge, *oldest, updated);
     }
   }
 
  private:
-  // The next records, up to --in-flight with a recorded answer (and those without one between
-  // them); true when the file may hold more.
-  absl::StatusOr<bool> Fill(record::RecordingReader& reader, Batch& batch, bool last_file) {
-    while (batch.to_send < static_cast<size_t>(f_.in_flight)) {
-      absl::StatusOr<std::optional<pluginpb::ReconcileRecord>> next = reader.Next();
-      if (!next.ok()) {
-        if (absl::IsDataLoss(next.status()) && last_file && f_.ignore_cut_tail) {
-          out_ << "warning: " << next.status().message() << " (ignored: --ignore-cut-tail)\n";
-          return false;
-        }
-        return next.status();
+  // The next record of the file (nullptr at its end, `more` then false). A record cut short
+  // at the end of the last file ends the replay with a warning under --ignore-cut-tail.
+  absl::StatusOr<std::shared_ptr<Slot>> Next(record::RecordingReader& reader, bool last_file,
+                                             bool& more) {
+    absl::StatusOr<std::optional<pluginpb::ReconcileRecord>> next = reader.Next();
+    if (!next.ok()) {
+      if (absl::IsDataLoss(next.status()) && last_file && f_.ignore_cut_tail) {
+        out_ << "warning: " << next.status().message() << " (ignored: --ignore-cut-tail)\n";
+        more = false;
+        return nullptr;
       }
-      if (!next->has_value()) return false;
-      const bool skipped = !(*next)->has_response();
-      if (skipped) {
-        ++totals_.skipped;
-      } else {
-        ++batch.to_send;
-      }
-      batch.items.push_back({**std::move(next), reader.offset(), skipped, std::nullopt});
+      return next.status();
     }
-    return true;
+    if (!next->has_value()) {
+      more = false;
+      return nullptr;
+    }
+    auto slot = std::make_shared<Slot>();
+    slot->record = **std::move(next);
+    slot->offset = reader.offset();
+    slot->skipped = !slot->record.has_response();
+    if (slot->skipped) ++totals_.skipped;
+    return slot;
   }
 
-  void Judge(const record::RecordingReader& reader, const record::ReplayJudge& judge, Batch& batch,
+  void Send(const std::shared_ptr<Answers>& answers, const std::shared_ptr<Slot>& slot) {
+    slot->deadline = absl::Now() + f_.timeout;
+    pluginpb::ReconcileCall call = slot->record.call();
+    *call.mutable_deadline() = common::ToProtoTimestamp(slot->deadline);
+    plugin_.Dispatch(std::move(call), slot->deadline,
+                     [answers, slot](controller::DispatchResult result) {
+                       common::MutexLock lock(&answers->mu);
+                       if (slot->answer.has_value()) return;  // given up on
+                       slot->answer = std::move(result);
+                       answers->cv.SignalAll();
+                     });
+  }
+
+  // Waits for `slot`'s answer. The plugin answers every dispatch by its deadline; the slack
+  // covers a wedged one, whose call then counts as failed.
+  static void Await(Answers& answers, Slot& slot) {
+    common::MutexLock lock(&answers.mu);
+    const absl::Time give_up = slot.deadline + absl::Seconds(10);
+    while (!slot.answer.has_value()) {
+      if (answers.cv.WaitWithDeadline(&answers.mu, give_up)) break;
+    }
+    if (!slot.answer.has_value()) slot.answer = absl::DeadlineExceededError("no answer");
+  }
+
+  void Judge(const record::RecordingReader& reader, const record::ReplayJudge& judge, Slot& item,
              std::vector<pluginpb::ReconcileRecord>* updated) {
-    for (Batch::Item& item : batch.items) {
-      if (item.skipped) {
-        if (updated != nullptr) updated->push_back(std::move(item.record));
-        continue;
-      }
-      ++totals_.compared;
-      const bool answered = item.answer->response.ok();
-      if (!answered) ++totals_.failed;
-      controller::apply::OutcomeDiff diff = judge.Compare(item.record, *item.answer);
-      if (diff.same) {
-        ++totals_.same;
-      } else {
-        if (answered) ++totals_.different;
-        Print(reader, item, diff);
-      }
-      if (updated == nullptr) continue;
-      if (answered) {
-        pluginpb::ReconcileResponse fresh = *item.answer->response;
-        if (!reader.header().secret_data()) {
-          record::RedactSecrets(&fresh, record::PrimaryIsSecret(reader.header().controller()));
-        }
-        *item.record.mutable_response() = std::move(fresh);
-      }
-      updated->push_back(std::move(item.record));
+    if (item.skipped) {
+      if (updated != nullptr) updated->push_back(std::move(item.record));
+      return;
     }
+    ++totals_.compared;
+    const bool answered = item.answer->response.ok();
+    if (!answered) ++totals_.failed;
+    controller::apply::OutcomeDiff diff = judge.Compare(item.record, *item.answer);
+    if (diff.same) {
+      ++totals_.same;
+    } else {
+      if (answered) ++totals_.different;
+      Print(reader, item, diff);
+    }
+    if (updated == nullptr) return;
+    if (answered) {
+      pluginpb::ReconcileResponse fresh = *item.answer->response;
+      if (!reader.header().secret_data()) {
+        record::RedactSecrets(&fresh, record::PrimaryIsSecret(reader.header().controller()));
+      }
+      *item.record.mutable_response() = std::move(fresh);
+    }
+    updated->push_back(std::move(item.record));
   }
 
-  void Print(const record::RecordingReader& reader, const Batch::Item& item,
+  void Print(const record::RecordingReader& reader, const Slot& item,
              const controller::apply::OutcomeDiff& diff) {
     if (totals_.printed >= static_cast<uint64_t>(f_.max_differences)) return;
     ++totals_.printed;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -144,6 +145,50 @@ TEST_F(ReplayCommandTest, DifferencesExitOneAndUpdateKeepsEveryRecordInItsPlace)
   r = Replay({"--recording", dir_, "--command", Runfile("plugins/webapp/webapp")});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("2 same, 0 different, 0 failed, 1 skipped"));
+}
+
+TEST_F(ReplayCommandTest, AWindowOfCallsInFlightKeepsAnswersWithTheirCallsAndTheOrder) {
+  // 30 WebApps of their own names, every fifth recorded without an answer, through a window of
+  // 3 calls: each call's new answer must be its own (the plugin names its Deployment after the
+  // WebApp), and --update must keep every record in its place.
+  std::vector<pluginpb::ReconcileRecord> records;
+  for (int i = 0; i < 30; ++i) {
+    nlohmann::json object = object_;
+    object["metadata"]["name"] = absl::StrFormat("web-%02d", i);
+    object["metadata"]["uid"] = absl::StrCat("uid-", i);
+    pluginpb::ReconcileRecord r = Answered(i + 1, object);
+    if (i % 5 == 4) {
+      r.mutable_failure()->set_code(4);
+      r.mutable_failure()->set_message("no answer");
+    }
+    records.push_back(r);
+  }
+  const std::string path = Write(records);
+  Result r = Replay({"--recording", path, "--command", Runfile("plugins/webapp/webapp"),
+                     "--in-flight", "3", "--update"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("replayed 24 calls of controller webapp"));
+  EXPECT_THAT(r.out, HasSubstr("6 skipped"));
+  const std::vector<pluginpb::ReconcileRecord> updated = ReadBack(path);
+  ASSERT_EQ(updated.size(), 30u);
+  for (int i = 0; i < 30; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(updated[i].sequence(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(updated[i].call().name(), absl::StrFormat("web-%02d", i));
+    if (i % 5 == 4) {
+      EXPECT_TRUE(updated[i].has_failure());
+      continue;
+    }
+    bool own = false;
+    for (const std::string& desired : updated[i].response().desired_objects()) {
+      own = own || nlohmann::json::parse(desired)["metadata"]["name"] == updated[i].call().name();
+    }
+    EXPECT_TRUE(own) << updated[i].response().DebugString();
+  }
+  r = Replay(
+      {"--recording", path, "--command", Runfile("plugins/webapp/webapp"), "--in-flight", "3"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("24 same, 0 different, 0 failed, 6 skipped"));
 }
 
 TEST_F(ReplayCommandTest, BadRecordingsAndFlagsAreRefused) {
