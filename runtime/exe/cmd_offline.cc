@@ -13,7 +13,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <set>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -29,6 +28,7 @@
 #include "ctrlhost/plugin/v1alpha1/pluginpb.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/cache/object.h"
+#include "runtime/common/builtin_kinds.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/mutex.h"
 #include "runtime/common/yaml_json.h"
@@ -193,36 +193,6 @@ void MakeFinalizing(const pluginpb::ControllerSpec& spec, nlohmann::json* object
   }
 }
 
-// Whether a kind serves a status subresource, as discovery would say without an API server:
-// built-in kinds operators touch that have none (they have no status at all) are listed; every
-// other kind, custom ones included, is taken to have one (a CRD without subresources.status
-// cannot be told apart offline).
-bool HasStatusSubresource(const std::string& group, const std::string& kind) {
-  static const auto* const kWithout = new std::set<std::pair<std::string, std::string>>{
-      {"", "ConfigMap"},
-      {"", "Secret"},
-      {"", "ServiceAccount"},
-      {"", "Endpoints"},
-      {"", "Event"},
-      {"", "LimitRange"},
-      {"", "PodTemplate"},
-      {"events.k8s.io", "Event"},
-      {"coordination.k8s.io", "Lease"},
-      {"discovery.k8s.io", "EndpointSlice"},
-      {"rbac.authorization.k8s.io", "Role"},
-      {"rbac.authorization.k8s.io", "RoleBinding"},
-      {"rbac.authorization.k8s.io", "ClusterRole"},
-      {"rbac.authorization.k8s.io", "ClusterRoleBinding"},
-      {"storage.k8s.io", "StorageClass"},
-      {"scheduling.k8s.io", "PriorityClass"},
-      {"node.k8s.io", "RuntimeClass"},
-      {"networking.k8s.io", "IngressClass"},
-      {"admissionregistration.k8s.io", "ValidatingWebhookConfiguration"},
-      {"admissionregistration.k8s.io", "MutatingWebhookConfiguration"},
-  };
-  return kWithout->count({group, kind}) == 0;
-}
-
 kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool namespaced) {
   kube::ResourceMapping mapping;
   mapping.group = gvk.group();
@@ -232,7 +202,7 @@ kube::ResourceMapping MappingOf(const pluginpb::GroupVersionKind& gvk, bool name
   mapping.resource = absl::StrCat(absl::AsciiStrToLower(gvk.kind()), "s");
   mapping.namespaced = namespaced;
   // The applier refuses status and conditions for a primary without one, as against a cluster.
-  mapping.has_status = HasStatusSubresource(gvk.group(), gvk.kind());
+  mapping.has_status = common::HasStatusSubresource(gvk.group(), gvk.kind());
   return mapping;
 }
 

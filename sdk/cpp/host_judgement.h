@@ -26,8 +26,9 @@
 namespace ctrlhost::sdk::testing {
 
 // Whether built-in kind group/kind serves a status subresource: the built-in kinds operators
-// touch that have none (no status at all) are listed, as in `ctrlhost test --check`; every
-// other kind, custom ones included, is taken to have one.
+// touch that have none (no status at all) are listed; every other kind, custom ones included,
+// is taken to have one. The host's own list (runtime/common/builtin_kinds.h), which
+// `ctrlhost test --check` uses.
 bool HasStatusSubresource(absl::string_view group, absl::string_view kind);
 
 // Gives each child of `call` that has no ownerReferences at all the controller reference to the
