@@ -40,10 +40,13 @@ spec:
       maxConcurrentReconciles: 4
 """
 
+# spec.record with the writer at normal priority; `--record` (the Kubernetes variant) keeps the
+# default, idle CPU: between them both settings and both ways in are checked.
 RECORD = """\
   record:
     dir: {dir}
     maxBytes: 67108864
+    cpu: normal
 """
 
 
@@ -166,6 +169,20 @@ class RecordTest(unittest.TestCase):
         self.assertIsNotNone(match, result.stdout)
         self.assertGreaterEqual(int(match.group(1)), OBJECTS * (TOUCHES + 1))
         self.assertEqual(match.group(1), match.group(2))
+
+    def test_1_the_writer_runs_on_the_cpu_it_was_given(self):
+        # The host's threads under SCHED_IDLE (/proc/PID/task/TID/stat field 41 is 5): the
+        # recording's writer alone with --record's default, none with spec.record's cpu: normal.
+        idle = 0
+        task_dir = "/proc/%d/task" % self.host.process.pid
+        for tid in os.listdir(task_dir):
+            try:
+                with open(os.path.join(task_dir, tid, "stat")) as f:
+                    stat = f.read()
+            except OSError:
+                continue  # the thread ended meanwhile
+            idle += int(stat[stat.rindex(")") + 2:].split()[38]) == 5
+        self.assertEqual(idle, 1 if host_fixture.real_kube() else 0)
 
     def test_1_the_sdks_reader_parses_what_the_host_wrote(self):
         # The host writes a record's fields in its own order (the call first, serialized before
