@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <system_error>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -189,18 +188,6 @@ void Recorder::EnforceBudget() {
 
 namespace {
 
-// Whether any object of the call is text that could be a Secret's (RedactSecrets then has work).
-bool MayHoldSecret(const pluginpb::ReconcileCall& call) {
-  if (absl::StrContains(call.object(), "Secret")) return true;
-  for (const pluginpb::RawObject& child : call.children()) {
-    if (absl::StrContains(child.object(), "Secret")) return true;
-  }
-  for (const pluginpb::RawObject& related : call.related_objects()) {
-    if (absl::StrContains(related.object(), "Secret")) return true;
-  }
-  return false;
-}
-
 // Room reserved past a captured call for the rest of a record (times, action, a small answer),
 // so that Record rarely moves the call's bytes again.
 constexpr size_t kAnswerRoom = 512;
@@ -261,7 +248,7 @@ std::string Recorder::Capture(const pluginpb::ReconcileCall& call) {
       spare_bytes_ -= bytes.capacity();
     }
   }
-  if (options_.secret_data || !MayHoldSecret(call)) return CallField(call, std::move(bytes));
+  if (options_.secret_data || !MayHoldSecrets(call)) return CallField(call, std::move(bytes));
   pluginpb::ReconcileCall redacted = call;
   RedactSecrets(&redacted);
   return CallField(redacted, std::move(bytes));

@@ -59,10 +59,12 @@ void RedactMembers(json& object) {
   }
 }
 
-// `bytes`, if it is a Secret's JSON, with its values digested. Cheap for everything else: only
-// text that mentions Secret is parsed.
+// Whether `bytes` could be a Secret's JSON: only text that mentions Secret is parsed.
+bool MayBeSecret(absl::string_view bytes) { return absl::StrContains(bytes, "Secret"); }
+
+// `bytes`, if it is a Secret's JSON, with its values digested. Cheap for everything else.
 void RedactObjectBytes(std::string* bytes) {
-  if (!absl::StrContains(*bytes, "Secret")) return;
+  if (!MayBeSecret(*bytes)) return;
   json object = json::parse(*bytes, nullptr, /*allow_exceptions=*/false);
   if (!IsSecret(object)) return;
   RedactMembers(object);
@@ -252,6 +254,17 @@ std::string SecretDigest(absl::string_view value) {
   std::string out = "sha256:";
   for (unsigned int i = 0; i < size; ++i) absl::StrAppendFormat(&out, "%02x", digest[i]);
   return out;
+}
+
+bool MayHoldSecrets(const pluginpb::ReconcileCall& call) {
+  if (MayBeSecret(call.object())) return true;
+  for (const pluginpb::RawObject& child : call.children()) {
+    if (MayBeSecret(child.object())) return true;
+  }
+  for (const pluginpb::RawObject& related : call.related_objects()) {
+    if (MayBeSecret(related.object())) return true;
+  }
+  return false;
 }
 
 void RedactSecrets(pluginpb::ReconcileCall* call) {

@@ -74,6 +74,9 @@ std::string SecretDigest(absl::string_view value);
 // that is a digest already is kept, so that a controller that copies a Secret's value answers a
 // replayed call as it answered the recorded one).
 void RedactSecrets(pluginpb::ReconcileCall* call);
+// False when RedactSecrets would leave `call` as it is (no object of it mentions Secret): a
+// caller can skip copying the call. True does not mean it holds one.
+bool MayHoldSecrets(const pluginpb::ReconcileCall& call);
 // The same for an answer: desired Secrets, and patches of Secrets (owned ones, or the primary
 // when `primary_is_secret`): a merge patch's data/stringData, a JSON patch's values under /data
 // and /stringData.

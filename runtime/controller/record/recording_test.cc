@@ -82,6 +82,23 @@ TEST(RedactSecrets, ReplacesSecretValuesInCallsAndLeavesOtherKindsAlone) {
   EXPECT_EQ(json::parse(call.related_objects(0).object())["data"]["k"], SecretDigest("dg=="));
 }
 
+TEST(RedactSecrets, MayHoldSecretsIsFalseOnlyWhereRedactingChangesNothing) {
+  pluginpb::ReconcileCall call;
+  call.set_object(R"({"apiVersion":"v1","kind":"ConfigMap","data":{"k":"v"}})");
+  call.add_children()->set_object(R"({"kind":"Deployment"})");
+  EXPECT_FALSE(MayHoldSecrets(call));
+  const std::string before = call.SerializeAsString();
+  RedactSecrets(&call);
+  EXPECT_EQ(call.SerializeAsString(), before);
+  // A Secret in any place of the call: its children, its related objects.
+  pluginpb::ReconcileCall child = call;
+  child.add_children()->set_object(R"({"apiVersion":"v1","kind":"Secret","data":{"k":"dg=="}})");
+  EXPECT_TRUE(MayHoldSecrets(child));
+  pluginpb::ReconcileCall related = call;
+  related.add_related_objects()->set_object(R"({"apiVersion":"v1","kind":"Secret"})");
+  EXPECT_TRUE(MayHoldSecrets(related));
+}
+
 TEST(RedactSecrets, ReplacesSecretValuesInDesiredObjectsAndPatches) {
   pluginpb::ReconcileResponse response;
   response.add_desired_objects(R"({"apiVersion":"v1","kind":"Secret","data":{"a":"YQ=="}})");
